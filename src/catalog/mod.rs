@@ -1,0 +1,1 @@
+//! Stage `catalog`: not written yet (see the open issues).

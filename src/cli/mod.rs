@@ -1,0 +1,81 @@
+//! The command line: clap types, settings, output rendering and exit codes.
+//!
+//! The only place that knows about clap, terminals, progress bars and exit codes. Each command
+//! lives in `commands/<name>.rs` as a short `exec` calling stage APIs.
+//! Exit codes: 0 ok, 1 an answer of "no" (incompatible stack), 2 bad input or I/O failure,
+//! 3 internal error.
+
+mod commands;
+mod progress;
+mod report;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+pub use progress::Progress;
+pub use report::CliError;
+
+#[derive(Debug, Parser)]
+#[command(name = "gpuimg", version, about = "Minimal, reproducible OCI images for GPU machines")]
+struct Cli {
+    /// Print nothing but errors (and --json output).
+    #[arg(short, long, global = true)]
+    quiet: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Build an OCI image from a profile.
+    Build(commands::build::Args),
+    /// Show an image's tag, digest, config and layers.
+    Inspect(commands::inspect::Args),
+    /// Resolve the profile's stack against the catalog.
+    Resolve(commands::resolve::Args),
+    /// Write the lock file beside the profile.
+    Lock(commands::lock::Args),
+    /// Query the compatibility catalog.
+    #[command(subcommand)]
+    Catalog(commands::catalog::Command),
+    /// Run the self-test checks for a profile or lock directly on this host.
+    VerifyHost(commands::verify_host::Args),
+}
+
+/// Global settings every command sees.
+#[derive(Debug, Clone, Copy)]
+pub struct Global {
+    pub quiet: bool,
+}
+
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            let code = match e.kind() {
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => 0,
+                _ => 2,
+            };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let global = Global { quiet: cli.quiet };
+    let result = match cli.command {
+        Command::Build(a) => commands::build::exec(a, global),
+        Command::Inspect(a) => commands::inspect::exec(a, global),
+        Command::Resolve(a) => commands::resolve::exec(a, global),
+        Command::Lock(a) => commands::lock::exec(a, global),
+        Command::Catalog(c) => commands::catalog::exec(c, global),
+        Command::VerifyHost(a) => commands::verify_host::exec(a, global),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            e.render();
+            ExitCode::from(e.code)
+        }
+    }
+}

@@ -1,0 +1,104 @@
+//! Progress reporting: indicatif bars on a terminal, plain lines otherwise, nothing with `--quiet`.
+//!
+//! Stages report through the [`crate::build::Observer`] trait; only this file knows indicatif.
+
+use std::io::IsTerminal;
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::build::Observer;
+
+pub struct Progress {
+    mode: Mode,
+    bar: Option<ProgressBar>,
+    started: Instant,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Quiet,
+    Plain,
+    Bars,
+}
+
+impl Progress {
+    pub fn new(quiet: bool) -> Self {
+        let mode = if quiet {
+            Mode::Quiet
+        } else if std::io::stderr().is_terminal() {
+            Mode::Bars
+        } else {
+            Mode::Plain
+        };
+        Progress {
+            mode,
+            bar: None,
+            started: Instant::now(),
+        }
+    }
+}
+
+impl Observer for Progress {
+    fn message(&mut self, text: &str) {
+        match self.mode {
+            Mode::Quiet => {}
+            Mode::Plain => eprintln!("{text}"),
+            Mode::Bars => match &self.bar {
+                Some(b) => b.println(text),
+                None => eprintln!("{text}"),
+            },
+        }
+    }
+
+    fn warn(&mut self, text: &str) {
+        // Warnings show even with --quiet.
+        match &self.bar {
+            Some(b) => b.println(format!("warning: {text}")),
+            None => eprintln!("warning: {text}"),
+        }
+    }
+
+    fn task_start(&mut self, label: &str, total_bytes: Option<u64>) {
+        self.started = Instant::now();
+        if self.mode != Mode::Bars {
+            return;
+        }
+        let bar = match total_bytes {
+            Some(n) => ProgressBar::new(n),
+            None => ProgressBar::new_spinner(),
+        };
+        bar.set_draw_target(ProgressDrawTarget::stderr());
+        let style = ProgressStyle::with_template(
+            "{prefix:>12} [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} {eta}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ");
+        bar.set_style(style);
+        bar.set_prefix(label.to_string());
+        self.bar = Some(bar);
+    }
+
+    fn task_progress(&mut self, bytes: u64) {
+        if let Some(b) = &self.bar {
+            b.set_position(bytes);
+        }
+    }
+
+    fn task_done(&mut self, label: &str, bytes: u64, summary: &str) {
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
+        }
+        if self.mode == Mode::Quiet {
+            return;
+        }
+        let secs = self.started.elapsed().as_secs_f64().max(1e-6);
+        let rate = bytes as f64 / secs / 1e6;
+        eprintln!(
+            "{label:>12} {summary} ({:.1} MB in {:.2}s, {:.0} MB/s)",
+            bytes as f64 / 1e6,
+            secs,
+            rate
+        );
+    }
+}

@@ -1,0 +1,68 @@
+//! Error rendering: one line on stderr, `error: message: cause: cause`, plus an optional hint.
+
+use std::error::Error;
+
+/// An error on its way out of the CLI, with the exit code it maps to.
+#[derive(Debug)]
+pub struct CliError {
+    pub code: u8,
+    pub message: String,
+    pub hint: Option<String>,
+}
+
+impl CliError {
+    /// Bad input or an I/O failure (exit code 2), from any error with its source chain.
+    pub fn bad_input(e: &dyn Error) -> Self {
+        CliError {
+            code: 2,
+            message: chain(e),
+            hint: None,
+        }
+    }
+
+    pub fn with_code(mut self, code: u8) -> Self {
+        self.code = code;
+        self
+    }
+
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    pub fn msg(code: u8, message: impl Into<String>) -> Self {
+        CliError {
+            code,
+            message: message.into(),
+            hint: None,
+        }
+    }
+
+    pub fn render(&self) {
+        eprintln!("error: {}", self.message);
+        if let Some(h) = &self.hint {
+            eprintln!("hint: {h}");
+        }
+    }
+}
+
+/// `outer: cause: cause`, skipping causes whose text the outer message already contains.
+pub fn chain(e: &dyn Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let t = c.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        cur = c.source();
+    }
+    s
+}
+
+impl<E: Error> From<E> for CliError {
+    fn from(e: E) -> Self {
+        CliError::bad_input(&e)
+    }
+}

@@ -1,0 +1,1 @@
+//! Stage `expect`: not written yet (see the open issues).

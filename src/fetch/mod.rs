@@ -1,0 +1,1 @@
+//! Stage `fetch`: not written yet (see the open issues).

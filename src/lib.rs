@@ -1,0 +1,27 @@
+//! gpuimg: minimal, reproducible OCI images for GPU machines.
+//!
+//! The pipeline runs one way, one module per stage (see ARCHITECTURE.md):
+//! `profile → resolve(catalog) → lock → fetch(sources) → assemble → strip → layer → image → export`.
+//! The CLI (`src/cli`) is the only place that knows about clap, terminals and exit codes.
+
+pub mod digest;
+pub mod profile;
+
+pub mod assemble;
+pub mod cache;
+pub mod export;
+pub mod image;
+pub mod inspect;
+pub mod layer;
+pub mod strip;
+
+pub mod build;
+pub mod catalog;
+pub mod expect;
+pub mod fetch;
+pub mod lock;
+pub mod resolve;
+pub mod selftest;
+pub mod sources;
+
+pub mod cli;

@@ -1,0 +1,249 @@
+//! The v1 profile keys (DESIGN.md "Profile contract") as serde types.
+//!
+//! Unknown keys are errors (`deny_unknown_fields`). Values that later stages must point back
+//! at carry their position (`Located`). This file only describes shapes; checks that need more
+//! than one key, or the file system, live in `validate.rs`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::Located;
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawProfile {
+    pub name: Located<String>,
+    #[serde(default)]
+    pub platform: Option<Located<String>>,
+    #[serde(default)]
+    pub base: Option<Located<BaseSpec>>,
+    #[serde(default)]
+    pub host: HostSpec,
+    #[serde(default)]
+    pub stack: StackSpec,
+    #[serde(default)]
+    pub compat: CompatMode,
+    #[serde(default)]
+    pub files: Vec<Located<FileSpec>>,
+    #[serde(default)]
+    pub strip: Vec<StripClass>,
+    #[serde(default)]
+    pub selftest: SelftestSpec,
+    #[serde(default)]
+    pub config: ConfigSpec,
+}
+
+/// `base`: exactly one of `rootfs` or `apt`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct BaseSpec {
+    #[serde(default)]
+    pub rootfs: Option<Located<String>>,
+    #[serde(default)]
+    pub apt: Option<AptSpec>,
+    /// Allow device nodes, fifos and sockets from the root filesystem (refused by default).
+    #[serde(default, rename = "allow-special-files")]
+    pub allow_special_files: bool,
+}
+
+/// `base.apt`: packages from apt repositories.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct AptSpec {
+    #[serde(default = "default_mirror")]
+    pub mirror: Located<String>,
+    pub suite: Located<String>,
+    #[serde(default = "default_components")]
+    pub components: Vec<String>,
+    #[serde(default)]
+    pub packages: Vec<Located<String>>,
+    /// Keyring file for the main mirror (default: the host's trusted keyrings).
+    #[serde(default)]
+    pub keyring: Option<Located<String>>,
+    /// Skip signature checks (prints a warning on every build).
+    #[serde(default)]
+    pub trusted: bool,
+    /// Also install the `Priority: required` / `Essential: yes` set.
+    #[serde(default)]
+    pub essential: bool,
+    /// Further repositories beside the main one (vendor repositories).
+    #[serde(default)]
+    pub repositories: Vec<Located<AptRepoSpec>>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct AptRepoSpec {
+    pub url: Located<String>,
+    /// A suite name, or a flat repository path ending in `/`.
+    pub suite: Located<String>,
+    #[serde(default)]
+    pub components: Vec<String>,
+    #[serde(default)]
+    pub keyring: Option<Located<String>>,
+    #[serde(default)]
+    pub trusted: bool,
+}
+
+fn default_mirror() -> Located<String> {
+    Located::synthetic("host".to_string())
+}
+
+fn default_components() -> Vec<String> {
+    vec!["main".to_string()]
+}
+
+/// `host`: what the instance must provide.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostSpec {
+    #[serde(default)]
+    pub gpus: Vec<Located<String>>,
+    #[serde(default)]
+    pub driver: Option<Located<String>>,
+    #[serde(default)]
+    pub kernel: Option<Located<String>>,
+    #[serde(default)]
+    pub kernel_module: KernelModule,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KernelModule {
+    Open,
+    Proprietary,
+    #[default]
+    Any,
+}
+
+/// `stack`: pinned or ranged component versions, resolved later.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct StackSpec {
+    #[serde(default)]
+    pub cuda: Option<Located<String>>,
+    #[serde(default)]
+    pub cudnn: Option<Located<String>>,
+    #[serde(default)]
+    pub nccl: Option<Located<String>>,
+    #[serde(default)]
+    pub python: Option<Located<String>>,
+    #[serde(default)]
+    pub pytorch: Option<Located<String>>,
+    #[serde(default)]
+    pub tensorflow: Option<Located<String>>,
+    #[serde(default)]
+    pub jax: Option<Located<String>>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CompatMode {
+    Strict,
+    #[default]
+    Minor,
+    Forward,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileSpec {
+    pub src: String,
+    pub dst: String,
+    #[serde(default)]
+    pub mode: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StripClass {
+    Docs,
+    Man,
+    Locales,
+    StaticLibs,
+    Headers,
+    DebugSymbols,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SelftestSpec {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    #[serde(default)]
+    pub level: SelftestLevel,
+    #[serde(default, rename = "on-failure")]
+    pub on_failure: OnFailure,
+    /// Path of the `gpuimg-selftest` binary (default: beside the running `gpuimg`).
+    #[serde(default)]
+    pub binary: Option<Located<String>>,
+    /// Bandwidth floors overriding the catalog defaults, in GB/s.
+    #[serde(default)]
+    pub floors: BandwidthFloors,
+    /// Minimum number of GPUs the host must show.
+    #[serde(default, rename = "min-gpus")]
+    pub min_gpus: Option<u32>,
+}
+
+impl Default for SelftestSpec {
+    fn default() -> Self {
+        SelftestSpec {
+            enabled: true,
+            level: SelftestLevel::default(),
+            on_failure: OnFailure::default(),
+            binary: None,
+            floors: BandwidthFloors::default(),
+            min_gpus: None,
+        }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct BandwidthFloors {
+    /// Host↔device floor in GB/s.
+    #[serde(default, rename = "host-device-gbps")]
+    pub host_device_gbps: Option<f64>,
+    /// Device-to-device floor as a fraction of the catalog peak (0..1).
+    #[serde(default, rename = "device-device-fraction")]
+    pub device_device_fraction: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SelftestLevel {
+    #[default]
+    Quick,
+    Full,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnFailure {
+    #[default]
+    Abort,
+    Warn,
+}
+
+/// `config`: the OCI image config.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigSpec {
+    #[serde(default)]
+    pub entrypoint: Option<Vec<String>>,
+    #[serde(default)]
+    pub cmd: Option<Vec<String>>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    #[serde(default)]
+    pub workdir: Option<String>,
+    #[serde(default)]
+    pub user: Option<String>,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}

@@ -1,0 +1,237 @@
+//! Checks that span keys or touch the file system: one base, existing sources, sane paths.
+//!
+//! Turns a `RawProfile` into a `Profile`. Every failure points at the key's line and column.
+
+use std::path::{Component, Path, PathBuf};
+
+use super::schema::{AptSpec, RawProfile};
+use super::{Located, Profile, ProfileError};
+
+/// The image's target platform, from `platform: os/arch[/variant]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Platform {
+    pub os: String,
+    pub architecture: String,
+    pub variant: Option<String>,
+}
+
+impl Platform {
+    /// The Debian architecture name for this platform.
+    pub fn debian_arch(&self) -> &str {
+        match self.architecture.as_str() {
+            "amd64" => "amd64",
+            "arm64" => "arm64",
+            "ppc64le" => "ppc64el",
+            other => other,
+        }
+    }
+}
+
+impl std::fmt::Display for Platform {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.os, self.architecture)?;
+        if let Some(v) = &self.variant {
+            write!(f, "/{v}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Where the image's base layer comes from.
+#[derive(Debug, Clone)]
+pub enum Base {
+    /// No base: the image holds only `files` (and the self-test).
+    None,
+    /// A root filesystem tarball (optionally compressed) or directory.
+    Rootfs {
+        path: PathBuf,
+        allow_special_files: bool,
+    },
+    /// Packages from apt repositories.
+    Apt(Box<AptSpec>),
+}
+
+/// One `files:` entry, with `src` made absolute and `dst` normalised (no leading `/`).
+#[derive(Debug, Clone)]
+pub struct FileEntry {
+    pub src: PathBuf,
+    pub dst: String,
+    pub mode: Option<u32>,
+}
+
+struct Ctx<'a> {
+    file: &'a str,
+}
+
+impl Ctx<'_> {
+    fn err<T>(&self, at: &Located<T>, key: &str, message: impl Into<String>) -> ProfileError {
+        ProfileError::Invalid {
+            file: self.file.to_string(),
+            line: at.line,
+            column: at.column,
+            key: key.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+pub(super) fn validate(
+    raw: RawProfile,
+    file: &str,
+    dir: &Path,
+    text: String,
+) -> Result<Profile, ProfileError> {
+    let cx = Ctx { file };
+
+    let name = raw.name.value.clone();
+    let name_ok = !name.is_empty()
+        && name.chars().all(|c| {
+            c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-' | '/')
+        })
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric());
+    if !name_ok {
+        return Err(cx.err(
+            &raw.name,
+            "name",
+            format!("`{name}` is not a valid image name (lowercase letters, digits, `.`, `_`, `-`, `/`)"),
+        ));
+    }
+
+    let platform = match &raw.platform {
+        None => Platform {
+            os: "linux".into(),
+            architecture: "amd64".into(),
+            variant: None,
+        },
+        Some(p) => parse_platform(&p.value).ok_or_else(|| {
+            cx.err(
+                p,
+                "platform",
+                format!("`{}` is not a platform; expected `os/arch[/variant]`, e.g. `linux/amd64`", p.value),
+            )
+        })?,
+    };
+
+    let base = match &raw.base {
+        None => Base::None,
+        Some(b) => match (&b.value.rootfs, &b.value.apt) {
+            (Some(r), None) => {
+                let path = dir.join(&r.value);
+                if !path.exists() {
+                    return Err(cx.err(
+                        r,
+                        "base.rootfs",
+                        format!("`{}` does not exist", path.display()),
+                    ));
+                }
+                Base::Rootfs {
+                    path,
+                    allow_special_files: b.value.allow_special_files,
+                }
+            }
+            (None, Some(apt)) => Base::Apt(Box::new(apt.clone())),
+            _ => {
+                return Err(cx.err(b, "base", "must hold exactly one of `rootfs` or `apt`"));
+            }
+        },
+    };
+
+    let mut files = Vec::new();
+    for f in &raw.files {
+        let src = dir.join(&f.value.src);
+        if std::fs::symlink_metadata(&src).is_err() {
+            return Err(cx.err(
+                f,
+                "files.src",
+                format!("`{}` does not exist", src.display()),
+            ));
+        }
+        let dst = normalise_dst(&f.value.dst).ok_or_else(|| {
+            cx.err(
+                f,
+                "files.dst",
+                format!(
+                    "`{}` must be an absolute path inside the image without `..`",
+                    f.value.dst
+                ),
+            )
+        })?;
+        let mode = match &f.value.mode {
+            None => None,
+            Some(m) => Some(
+                u32::from_str_radix(m.trim_start_matches("0o"), 8)
+                    .ok()
+                    .filter(|m| *m <= 0o7777)
+                    .ok_or_else(|| {
+                        cx.err(f, "files.mode", format!("`{m}` is not an octal mode like \"0755\""))
+                    })?,
+            ),
+        };
+        files.push(FileEntry { src, dst, mode });
+    }
+
+    for key in raw.config.env.keys() {
+        if key.is_empty() || key.contains('=') {
+            return Err(ProfileError::Invalid {
+                file: file.to_string(),
+                line: 0,
+                column: 0,
+                key: "config.env".into(),
+                message: format!("`{key}` is not a valid environment variable name"),
+            });
+        }
+    }
+
+    Ok(Profile {
+        file: file.to_string(),
+        dir: dir.to_path_buf(),
+        text,
+        name,
+        platform,
+        base,
+        host: raw.host,
+        stack: raw.stack,
+        compat: raw.compat,
+        files,
+        strip: raw.strip,
+        selftest: raw.selftest,
+        config: raw.config,
+    })
+}
+
+fn parse_platform(s: &str) -> Option<Platform> {
+    let parts: Vec<&str> = s.split('/').collect();
+    let ok = |p: &str| !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric());
+    match parts.as_slice() {
+        [os, arch] if ok(os) && ok(arch) => Some(Platform {
+            os: os.to_string(),
+            architecture: arch.to_string(),
+            variant: None,
+        }),
+        [os, arch, v] if ok(os) && ok(arch) && ok(v) => Some(Platform {
+            os: os.to_string(),
+            architecture: arch.to_string(),
+            variant: Some(v.to_string()),
+        }),
+        _ => None,
+    }
+}
+
+/// `/opt/app/` → `opt/app`; refuses relative paths and `..`.
+pub(crate) fn normalise_dst(dst: &str) -> Option<String> {
+    if !dst.starts_with('/') {
+        return None;
+    }
+    let mut parts = Vec::new();
+    for c in Path::new(dst).components() {
+        match c {
+            Component::RootDir | Component::CurDir => {}
+            Component::Normal(p) => parts.push(p.to_str()?.to_string()),
+            Component::ParentDir | Component::Prefix(_) => return None,
+        }
+    }
+    if parts.is_empty() {
+        return None;
+    }
+    Some(parts.join("/"))
+}

@@ -1,0 +1,1 @@
+//! Stage `resolve`: not written yet (see the open issues).

@@ -1,0 +1,1 @@
+//! Stage `sources`: not written yet (see the open issues).
