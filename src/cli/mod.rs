@@ -17,7 +17,11 @@ pub use progress::Progress;
 pub use report::CliError;
 
 #[derive(Debug, Parser)]
-#[command(name = "gpuimg", version, about = "Minimal, reproducible OCI images for GPU machines")]
+#[command(
+    name = "gpuimg",
+    version,
+    about = "Minimal, reproducible OCI images for GPU machines"
+)]
 struct Cli {
     /// Print nothing but errors (and --json output).
     #[arg(short, long, global = true)]
@@ -78,4 +82,12 @@ pub fn main() -> ExitCode {
             ExitCode::from(e.code)
         }
     }
+}
+
+/// Write to stdout; a closed pipe (`| head`) is not an error.
+pub fn print_stdout(s: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(s.as_bytes());
+    let _ = out.flush();
 }
