@@ -27,11 +27,7 @@ pub fn write_archive(
         h.set_mode(0o755);
         b.append_data(&mut h, p, std::io::empty())
     };
-    let mut blobs: Vec<(
-        String,
-        Box<dyn FnOnce() -> std::io::Result<Box<dyn std::io::Read>>>,
-        u64,
-    )> = Vec::new();
+    let mut blobs: Vec<(String, Opener, u64)> = Vec::new();
     for l in layers {
         let src = cache.blob_path(&l.blob.digest);
         blobs.push((
@@ -70,6 +66,9 @@ pub fn write_archive(
     .map_err(&err)?;
     fs_err::rename(&stage, file).map_err(io_err(file))
 }
+
+/// Opens one blob's bytes when its turn comes in the archive.
+type Opener = Box<dyn FnOnce() -> std::io::Result<Box<dyn std::io::Read>>>;
 
 fn header(size: u64) -> tar::Header {
     let mut h = tar::Header::new_gnu();

@@ -160,7 +160,7 @@ pub fn build_image(spec: &ImageSpec<'_>, layers: &[ImageLayer]) -> Result<ImageJ
                 ANN_UNCOMPRESSED_SIZE.to_string(),
                 l.blob.uncompressed_size.to_string(),
             );
-            Ok(DescriptorBuilder::default()
+            DescriptorBuilder::default()
                 .media_type(MediaType::Other(
                     l.blob.compression.media_type().to_string(),
                 ))
@@ -168,7 +168,7 @@ pub fn build_image(spec: &ImageSpec<'_>, layers: &[ImageLayer]) -> Result<ImageJ
                 .size(l.blob.size)
                 .annotations(ann)
                 .build()
-                .map_err(spec_err("layer descriptor"))?)
+                .map_err(spec_err("layer descriptor"))
         })
         .collect::<Result<Vec<_>, ImageError>>()?;
     let config_desc = DescriptorBuilder::default()
