@@ -70,6 +70,14 @@ impl Constraint {
         }
     }
 
+    /// The prefix constraint `v` (what a bare version means).
+    pub fn from_prefix(v: &Version) -> Constraint {
+        Constraint {
+            terms: vec![Term::Prefix(v.clone())],
+            text: v.to_string(),
+        }
+    }
+
     pub fn terms(&self) -> &[Term] {
         &self.terms
     }
