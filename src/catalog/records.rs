@@ -186,6 +186,8 @@ pub struct PytorchRelease {
     pub version: Version,
     pub python: Vec<Version>,
     pub python_source: Vec<String>,
+    #[serde(default)]
+    pub python_note: Option<String>,
     pub variants: Vec<PytorchVariant>,
 }
 

@@ -80,7 +80,7 @@ pub(super) fn module_flavours(req: &Request) -> Result<Vec<ModuleFlavour>, Confl
             let before = allowed.len();
             allowed.retain(|f| gpu.modules.contains(f));
             let flav: Vec<&str> = gpu.modules.iter().map(|m| m.as_str()).collect();
-            let f = Fact::new(format!("{} is driven by the {} kernel module only", gpu.name, flav.join("/")), &gpu.source)
+            let f = Fact::new(format!("{} is driven by the {} kernel module only", gpu.name, flav.join("/")), &cc_sources(gpu))
                 .unverified_if(gpu.unverified.iter().any(|u| u == "modules"));
             if allowed.len() < before || gpu.modules.len() == 1 {
                 facts.push(f);
@@ -107,20 +107,20 @@ pub(super) fn host_range(cat: &Catalog, req: &Request, pick: &Pick, relied: &mut
             if let Some(m) = &gpu.min_driver {
                 reqs.push(Req {
                     set: VersionSet::at_least(m),
-                    facts: vec![Fact::new(format!("{} needs driver >= {m}", gpu.name), &gpu.source)],
+                    facts: vec![Fact::new(format!("{} needs driver >= {m}", gpu.name), &cc_sources(gpu))],
                 });
             }
             if let (true, Some(m)) = (open_only, &gpu.open_min_driver) {
                 let unv = gpu.unverified.iter().any(|u| u == "open_min_driver");
-                let f = Fact::new(format!("{} is first listed by the open kernel module in {m}", gpu.name), &gpu.source).unverified_if(unv);
+                let f = Fact::new(format!("{} is first listed by the open kernel module in {m}", gpu.name), &cc_sources(gpu)).unverified_if(unv);
                 if unv {
                     relied.push(f.clone());
                 }
                 reqs.push(Req { set: VersionSet::at_least(m), facts: vec![f] });
             }
             if let Some(last) = gpu.last_branch {
-                let set = branches_where(cat, |b| b.branch <= last);
-                reqs.push(Req { set, facts: vec![Fact::new(format!("{}'s last driver branch is R{last}", gpu.name), &gpu.source)] });
+                let set = VersionSet::below(&Version::from_fields(&[last + 1]));
+                reqs.push(Req { set, facts: vec![Fact::new(format!("{}'s last driver branch is R{last}", gpu.name), &cc_sources(gpu))] });
             }
         }
         let cc = g.cc();

@@ -104,6 +104,9 @@ impl<'c> Search<'c> {
                 .cuda
                 .iter()
                 .filter(|t| self.wants(Component::Cuda, &t.version))
+                .filter(|t| pick.pytorch.is_none_or(|(_, v)| t.version.starts_with(&v.cuda)))
+                .filter(|t| pick.tensorflow.is_none_or(|r| r.cuda.matches(&t.version)))
+                .filter(|t| pick.jax.is_none_or(|(_, v)| v.cuda.matches(&t.version)))
                 .map(|t| Pick { cuda: Some(t), ..*pick })
                 .collect(),
             Var::Cudnn => {
@@ -119,6 +122,8 @@ impl<'c> Search<'c> {
                 cat.cudnn
                     .iter()
                     .filter(|r| self.wants(Component::Cudnn, &r.version))
+                    .filter(|r| pick.tensorflow.is_none_or(|t| t.cudnn.matches(&r.version)))
+                    .filter(|r| pick.jax.is_none_or(|(_, v)| v.cudnn.matches(&r.version)))
                     .map(|r: &'c CudnnRelease| Pick { cudnn: Some(CudnnPick { version: &r.version, record: r, build: None }), ..*pick })
                     .collect()
             }
@@ -132,6 +137,8 @@ impl<'c> Search<'c> {
                 cat.nccl
                     .iter()
                     .filter(|n| self.wants(Component::Nccl, &n.version))
+                    .filter(|n| pick.tensorflow.is_none_or(|t| t.nccl.as_ref().is_none_or(|c| c.matches(&n.version))))
+                    .filter(|n| pick.jax.is_none_or(|(_, v)| v.nccl.matches(&n.version)))
                     .map(|n| Pick { nccl: Some(n), ..*pick })
                     .collect()
             }
