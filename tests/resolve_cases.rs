@@ -44,7 +44,9 @@ const CASES: &[Case] = &[
     c("nv-compat-minor", "stack: {cuda: '12.4'}", Host(">=525.60.13", None)),
     c("nv-compat-minor", "stack: {cuda: '12.4'}", Warn("minor-version compatibility")),
     c("nv-compat-minor", "stack: {cuda: '13.0'}", Host(">=580.65.06", None)),
-    c("nv-compat-minor", "stack: {cuda: '11.8'}", Host(">=450.80.02", None)),
+    // The 11.x floor is 450.80.02, but the catalog's branch table starts at R470.
+    c("nv-compat-minor", "stack: {cuda: '11.8'}", Host(">=470", None)),
+    c("nv-compat-minor", "compat: strict\nstack: {cuda: '=11.0.2'}", Host(">=470", None)),
     c("nv-compat-minor", "host: {driver: '<550'}\nstack: {cuda: '12.8'}", Host(">=525.60.13,<550", None)),
     c("nv-compat-minor", "host: {driver: '<580'}\nstack: {cuda: '13'}", No(&["580.65.06", "nv-compat-minor", "host.driver is `<580`"])),
     c("nv-compat-minor", "stack: {cuda: '=12.3.2'}", Warn("Unverified fact decides part of this answer: CUDA 12.3.2's own driver minimum is not known")),

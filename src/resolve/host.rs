@@ -98,6 +98,14 @@ pub(super) fn host_range(cat: &Catalog, req: &Request, pick: &Pick, relied: &mut
     let flavours = module_flavours(req)?;
     let open_only = flavours == [ModuleFlavour::Open];
     let mut reqs: Vec<Req> = Vec::new();
+    // Once anything about the host is asked, only branches the catalog knows are admissible.
+    let asks = !req.gpus.is_empty() || req.driver.is_some() || req.kernel.is_some() || pick.cuda.is_some();
+    if let (true, Some(first)) = (asks, cat.drivers.first()) {
+        reqs.push(Req {
+            set: VersionSet::at_least(&Version::from_fields(&[first.branch])),
+            facts: vec![Fact::new(format!("the catalog knows driver branches from R{} on", first.branch), &first.source)],
+        });
+    }
     if let Some(d) = &req.driver {
         reqs.push(Req { set: d.to_set(), facts: vec![Fact::profile(format!("host.driver is `{d}`"))] });
     }
