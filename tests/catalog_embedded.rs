@@ -9,10 +9,17 @@ fn embedded_catalog_is_valid() {
     assert!(c.gpus.len() >= 15, "{} GPUs", c.gpus.len());
     assert!(c.cuda.len() >= 50, "{} CUDA releases", c.cuda.len());
     assert!(c.pytorch.len() >= 14);
-    assert!(!c.tensorflow.is_empty() && !c.jax.is_empty() && !c.cudnn.is_empty() && !c.nccl.is_empty());
+    assert!(
+        !c.tensorflow.is_empty() && !c.jax.is_empty() && !c.cudnn.is_empty() && !c.nccl.is_empty()
+    );
     // Newest first, no duplicates.
     for w in c.cuda.windows(2) {
-        assert!(w[0].version > w[1].version, "{} then {}", w[0].version, w[1].version);
+        assert!(
+            w[0].version > w[1].version,
+            "{} then {}",
+            w[0].version,
+            w[1].version
+        );
     }
     for w in c.pytorch.windows(2) {
         assert!(w[0].version > w[1].version);
@@ -26,17 +33,33 @@ fn embedded_catalog_is_valid() {
 fn known_facts_are_encoded() {
     let c = Catalog::embedded().unwrap();
     // nv-ctk-rn-13.2.2: CUDA 12.4.1 needs >= 550.54.15; 12.8.0 needs >= 570.26.
-    let t = c.cuda.iter().find(|t| t.version.to_string() == "12.4.1").unwrap();
+    let t = c
+        .cuda
+        .iter()
+        .find(|t| t.version.to_string() == "12.4.1")
+        .unwrap();
     assert_eq!(t.driver.as_ref().unwrap().to_string(), "550.54.15");
-    let t = c.cuda.iter().find(|t| t.version.to_string() == "12.8.0").unwrap();
+    let t = c
+        .cuda
+        .iter()
+        .find(|t| t.version.to_string() == "12.8.0")
+        .unwrap();
     assert_eq!(t.driver.as_ref().unwrap().to_string(), "570.26");
     // nv-cuda-legacy-gpus: V100 is 7.0; aliases resolve case-insensitively.
     assert_eq!(c.gpu("tesla v100").unwrap().cc.to_string(), "7.0");
     assert_eq!(c.gpu("h100-sxm5-80gb").unwrap().name, "H100");
     // Unverified facts stay marked (compat-facts: 12.3.2 driver unknown, A10G cc inferred).
-    let t = c.cuda.iter().find(|t| t.version.to_string() == "12.3.2").unwrap();
+    let t = c
+        .cuda
+        .iter()
+        .find(|t| t.version.to_string() == "12.3.2")
+        .unwrap();
     assert!(t.driver.is_none() && t.unverified.contains(&"driver".to_string()));
-    assert!(c.gpu("A10G").unwrap().unverified.contains(&"cc".to_string()));
+    assert!(c
+        .gpu("A10G")
+        .unwrap()
+        .unverified
+        .contains(&"cc".to_string()));
     // Every source cited exists.
     assert!(c.source("nv-compat-minor").is_some());
 }
@@ -61,7 +84,11 @@ fn overlay_adds_and_replaces_records() {
     )
     .unwrap();
     let c = Catalog::load_exactly(&[p]).unwrap();
-    assert_eq!(c.gpu("H100").unwrap().modules.len(), 1, "overlay replaced H100");
+    assert_eq!(
+        c.gpu("H100").unwrap().modules.len(),
+        1,
+        "overlay replaced H100"
+    );
     assert!(c.gpu("site gpu").is_some(), "overlay added a GPU");
 }
 
@@ -70,7 +97,7 @@ fn broken_overlays_name_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("bad.yaml");
     std::fs::write(&p, "gpus:\n- {name: X, cc: 'nine', arch: a, datacenter: true, modules: [open], source: [nv-cuda-gpus]}\n").unwrap();
-    let e = Catalog::load_exactly(&[p.clone()]).unwrap_err();
+    let e = Catalog::load_exactly(std::slice::from_ref(&p)).unwrap_err();
     assert!(matches!(e, CatalogError::Parse { .. }), "{e}");
     assert!(e.to_string().contains("bad.yaml"), "{e}");
 

@@ -26,7 +26,11 @@ struct Case {
 }
 
 const fn c(fact: &'static str, profile: &'static str, expect: Expect) -> Case {
-    Case { fact, profile, expect }
+    Case {
+        fact,
+        profile,
+        expect,
+    }
 }
 
 const CASES: &[Case] = &[
@@ -136,7 +140,8 @@ const CASES: &[Case] = &[
 
 fn run(case: &Case, catalog: &Catalog) -> Result<(), String> {
     let text = format!("name: t\n{}\n", case.profile);
-    let profile = gpuimg::profile::parse(&text, "case.yaml", Path::new("."), &|_| None).map_err(|e| e.to_string())?;
+    let profile = gpuimg::profile::parse(&text, "case.yaml", Path::new("."), &|_| None)
+        .map_err(|e| e.to_string())?;
     let got = resolve(&profile, catalog);
     match (&case.expect, got) {
         (Yes(want), Ok(r)) => {
@@ -144,7 +149,10 @@ fn run(case: &Case, catalog: &Catalog) -> Result<(), String> {
                 let comp: Component = comp.parse().map_err(|e: String| e)?;
                 let have = r.version(comp).map(|x| x.to_string());
                 if have.as_deref() != Some(*v) {
-                    return Err(format!("{comp}: want {v}, got {have:?} (all: {:?})", r.components));
+                    return Err(format!(
+                        "{comp}: want {v}, got {have:?} (all: {:?})",
+                        r.components
+                    ));
                 }
             }
             if want.is_empty() && !r.is_empty() {
@@ -174,7 +182,10 @@ fn run(case: &Case, catalog: &Catalog) -> Result<(), String> {
                 Some(p) => Err(format!("explanation lacks {p:?}:\n{text}")),
             }
         }
-        (No(_), Ok(r)) => Err(format!("want no, got {:?} driver {}", r.components, r.host.driver)),
+        (No(_), Ok(r)) => Err(format!(
+            "want no, got {:?} driver {}",
+            r.components, r.host.driver
+        )),
         (_, Err(e)) => Err(format!("want yes, got: {e}")),
     }
 }
@@ -185,10 +196,24 @@ fn table_of_facts() {
     assert!(CASES.len() >= 60, "{} cases", CASES.len());
     let mut failures = Vec::new();
     for (i, case) in CASES.iter().enumerate() {
-        assert!(catalog.source(case.fact).is_some(), "case {i} cites unknown source {}", case.fact);
+        assert!(
+            catalog.source(case.fact).is_some(),
+            "case {i} cites unknown source {}",
+            case.fact
+        );
         if let Err(e) = run(case, &catalog) {
-            failures.push(format!("case {i} [{}] `{}`: {e}", case.fact, case.profile.replace('\n', " ")));
+            failures.push(format!(
+                "case {i} [{}] `{}`: {e}",
+                case.fact,
+                case.profile.replace('\n', " ")
+            ));
         }
     }
-    assert!(failures.is_empty(), "{} of {} cases failed:\n{}", failures.len(), CASES.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases failed:\n{}",
+        failures.len(),
+        CASES.len(),
+        failures.join("\n")
+    );
 }

@@ -18,7 +18,15 @@ fn v(s: &str) -> Version {
     s.parse().unwrap()
 }
 
-const DRIVERS: &[&str] = &[">=550", "<580", ">=590", "570", ">=535,<545", "<=525.60.13", "<560"];
+const DRIVERS: &[&str] = &[
+    ">=550",
+    "<580",
+    ">=590",
+    "570",
+    ">=535,<545",
+    "<=525.60.13",
+    "<560",
+];
 const KERNELS: &[&str] = &["<4", ">=5.15", ">=6", "<3"];
 
 struct Choice<'c> {
@@ -29,7 +37,9 @@ struct Choice<'c> {
 
 /// Same-major SASS with a lower or equal minor, or PTX at or below the device.
 fn runs(sms: &[Version], ptx: Option<&Version>, cc: &Version) -> bool {
-    sms.iter().any(|s| s.fields()[0] == cc.fields()[0] && s.field(1) <= cc.field(1)) || ptx.is_some_and(|p| p <= cc)
+    sms.iter()
+        .any(|s| s.fields()[0] == cc.fields()[0] && s.field(1) <= cc.field(1))
+        || ptx.is_some_and(|p| p <= cc)
 }
 
 fn gpus_of(req: &Request) -> Vec<&Gpu> {
@@ -38,7 +48,9 @@ fn gpus_of(req: &Request) -> Vec<&Gpu> {
 
 /// The driver floor the cuDNN build needs, or None when no build fits (outer None: no cuDNN).
 fn cudnn_floor(c: &Catalog, req: &Request, ch: &Choice) -> Result<Option<Version>, ()> {
-    let Some(pin) = ch.pytorch.and_then(|(_, v)| v.cudnn.as_ref()) else { return Ok(None) };
+    let Some(pin) = ch.pytorch.and_then(|(_, v)| v.cudnn.as_ref()) else {
+        return Ok(None);
+    };
     let t = ch.cuda.ok_or(())?;
     let rec = c
         .cudnn
@@ -50,8 +62,16 @@ fn cudnn_floor(c: &Catalog, req: &Request, ch: &Choice) -> Result<Option<Version
         .max_by_key(|r| r.version.fields().len())
         .ok_or(())?;
     for b in &rec.builds {
-        let cuda_ok = b.cuda.iter().any(|p| p.fields().iter().enumerate().all(|(i, x)| t.version.field(i) == *x));
-        let cc_ok = req.gpus.iter().all(|g| b.cc.as_ref().is_none_or(|l| runs(l, None, g.cc())));
+        let cuda_ok = b.cuda.iter().any(|p| {
+            p.fields()
+                .iter()
+                .enumerate()
+                .all(|(i, x)| t.version.field(i) == *x)
+        });
+        let cc_ok = req
+            .gpus
+            .iter()
+            .all(|g| b.cc.as_ref().is_none_or(|l| runs(l, None, g.cc())));
         if cuda_ok && cc_ok {
             return Ok(Some(b.driver.clone().unwrap_or_else(|| v("0"))));
         }
@@ -73,12 +93,23 @@ fn stack_ok(c: &Catalog, req: &Request, ch: &Choice) -> bool {
         if !ch.python.as_ref().is_some_and(|p| r.python.contains(p)) {
             return false;
         }
-        if req.gpus.iter().any(|g| !runs(&var.sm, var.ptx.as_ref(), g.cc())) {
+        if req
+            .gpus
+            .iter()
+            .any(|g| !runs(&var.sm, var.ptx.as_ref(), g.cc()))
+        {
             return false;
         }
         if let Some(pin) = &var.nccl {
-            let Some(n) = c.nccl.iter().find(|n| &n.version == pin) else { return false };
-            if !n.cuda.contains(&t.version.fields()[0]) || req.gpus.iter().any(|g| n.cc_max.as_ref().is_some_and(|m| g.cc() > m)) {
+            let Some(n) = c.nccl.iter().find(|n| &n.version == pin) else {
+                return false;
+            };
+            if !n.cuda.contains(&t.version.fields()[0])
+                || req
+                    .gpus
+                    .iter()
+                    .any(|g| n.cc_max.as_ref().is_some_and(|m| g.cc() > m))
+            {
                 return false;
             }
         }
@@ -95,9 +126,13 @@ fn stack_ok(c: &Catalog, req: &Request, ch: &Choice) -> bool {
             if cc < &t.sm_min || cc > &t.sm_max {
                 return false;
             }
-            let Some(s) = c.compute_capabilities.iter().find(|s| &s.cc == cc) else { return false };
+            let Some(s) = c.compute_capabilities.iter().find(|s| &s.cc == cc) else {
+                return false;
+            };
             let mm = Version::from_fields(&[t.version.field(0), t.version.field(1)]);
-            if s.first_cuda.as_ref().is_some_and(|f| &mm < f) || s.last_cuda.as_ref().is_some_and(|l| &mm > l) {
+            if s.first_cuda.as_ref().is_some_and(|f| &mm < f)
+                || s.last_cuda.as_ref().is_some_and(|l| &mm > l)
+            {
                 return false;
             }
         }
@@ -135,15 +170,22 @@ fn driver_ok(c: &Catalog, req: &Request, ch: &Choice, d: &Version) -> bool {
             return false;
         }
         if let (Some(k), Some(mk)) = (&req.kernel, &b.min_kernel) {
-            let points = ["3.0", "3.10", "3.9", "4.0", "4.15", "5.15", "6", "6.1", "100"];
-            if !points.iter().map(|p| v(p)).any(|p| k.matches(&p) && &p >= mk) {
+            let points = [
+                "3.0", "3.10", "3.9", "4.0", "4.15", "5.15", "6", "6.1", "100",
+            ];
+            if !points
+                .iter()
+                .map(|p| v(p))
+                .any(|p| k.matches(&p) && &p >= mk)
+            {
                 return false;
             }
         }
     }
     let open_only = flavours(req) == [ModuleFlavour::Open];
     for g in gpus_of(req) {
-        if g.min_driver.as_ref().is_some_and(|m| d < m) || g.last_branch.is_some_and(|l| major > l) {
+        if g.min_driver.as_ref().is_some_and(|m| d < m) || g.last_branch.is_some_and(|l| major > l)
+        {
             return false;
         }
         if open_only && g.open_min_driver.as_ref().is_some_and(|m| d < m) {
@@ -156,7 +198,10 @@ fn driver_ok(c: &Catalog, req: &Request, ch: &Choice, d: &Version) -> bool {
         }
     }
     if let Some(t) = ch.cuda {
-        let fam = c.cuda_families.iter().find(|f| f.major == t.version.fields()[0]);
+        let fam = c
+            .cuda_families
+            .iter()
+            .find(|f| f.major == t.version.fields()[0]);
         let ok = match req.compat {
             CompatMode::Strict => t.driver.as_ref().is_some_and(|m| d >= m),
             CompatMode::Minor => fam.is_some_and(|f| d >= &f.minor_compat_driver),
@@ -166,7 +211,8 @@ fn driver_ok(c: &Catalog, req: &Request, ch: &Choice, d: &Version) -> bool {
                         && gpus_of(req).len() == req.gpus.len()
                         && gpus_of(req).iter().all(|g| g.datacenter)
                         && branch.is_some_and(|b| {
-                            b.kind == Some(gpuimg::catalog::BranchKind::Ltsb) && b.branch < f.minor_compat_driver.fields()[0]
+                            b.kind == Some(gpuimg::catalog::BranchKind::Ltsb)
+                                && b.branch < f.minor_compat_driver.fields()[0]
                         }))
             }),
         };
@@ -186,7 +232,11 @@ fn driver_points(c: &Catalog) -> Vec<Version> {
         pts.extend(b.last_release.iter().cloned());
     }
     pts.extend(c.cuda.iter().filter_map(|t| t.driver.clone()));
-    pts.extend(c.cuda_families.iter().map(|f| f.minor_compat_driver.clone()));
+    pts.extend(
+        c.cuda_families
+            .iter()
+            .map(|f| f.minor_compat_driver.clone()),
+    );
     for g in &c.gpus {
         pts.extend(g.min_driver.iter().cloned());
         pts.extend(g.open_min_driver.iter().cloned());
@@ -194,7 +244,17 @@ fn driver_points(c: &Catalog) -> Vec<Version> {
     for r in &c.cudnn {
         pts.extend(r.builds.iter().filter_map(|b| b.driver.clone()));
     }
-    for s in ["550", "580", "590", "570", "535", "545", "525.60.13", "560", "999"] {
+    for s in [
+        "550",
+        "580",
+        "590",
+        "570",
+        "535",
+        "545",
+        "525.60.13",
+        "560",
+        "999",
+    ] {
         pts.push(v(s));
     }
     let above: Vec<Version> = pts.iter().map(|p| v(&format!("{p}.1"))).collect();
@@ -210,12 +270,18 @@ fn any_driver(c: &Catalog, req: &Request, ch: &Choice) -> bool {
 fn brute_force(c: &Catalog, req: &Request) -> bool {
     let has = |comp| req.stack.contains_key(&comp);
     let torch: Vec<Option<(&PytorchRelease, &PytorchVariant)>> = if has(Component::Pytorch) {
-        c.pytorch.iter().flat_map(|r| r.variants.iter().map(move |v| Some((r, v)))).collect()
+        c.pytorch
+            .iter()
+            .flat_map(|r| r.variants.iter().map(move |v| Some((r, v))))
+            .collect()
     } else {
         vec![None]
     };
-    let cudas: Vec<Option<&CudaRelease>> =
-        if has(Component::Pytorch) || has(Component::Cuda) { c.cuda.iter().map(Some).collect() } else { vec![None] };
+    let cudas: Vec<Option<&CudaRelease>> = if has(Component::Pytorch) || has(Component::Cuda) {
+        c.cuda.iter().map(Some).collect()
+    } else {
+        vec![None]
+    };
     let pys: Vec<Option<Version>> = if has(Component::Pytorch) || has(Component::Python) {
         c.python.iter().map(|p| Some(p.version.clone())).collect()
     } else {
@@ -224,7 +290,11 @@ fn brute_force(c: &Catalog, req: &Request) -> bool {
     for p in &torch {
         for t in &cudas {
             for py in &pys {
-                let ch = Choice { pytorch: *p, cuda: *t, python: py.clone() };
+                let ch = Choice {
+                    pytorch: *p,
+                    cuda: *t,
+                    python: py.clone(),
+                };
                 if stack_ok(c, req, &ch) && any_driver(c, req, &ch) {
                     return true;
                 }
@@ -250,10 +320,17 @@ fn arb_request() -> impl Strategy<Value = Request> {
         .prop_map(|(gpus, drv, ker, module, compat, cuda, torch, py)| {
             let c = catalog();
             let mut req = Request {
-                gpus: gpus.iter().map(|i| GpuTarget::Named(Box::new(c.gpus[*i].clone()))).collect(),
+                gpus: gpus
+                    .iter()
+                    .map(|i| GpuTarget::Named(Box::new(c.gpus[*i].clone())))
+                    .collect(),
                 driver: drv.map(|i| DRIVERS[i].parse().unwrap()),
                 kernel: ker.map(|i| KERNELS[i].parse().unwrap()),
-                kernel_module: [KernelModule::Any, KernelModule::Open, KernelModule::Proprietary][module],
+                kernel_module: [
+                    KernelModule::Any,
+                    KernelModule::Open,
+                    KernelModule::Proprietary,
+                ][module],
                 compat: [CompatMode::Minor, CompatMode::Strict, CompatMode::Forward][compat],
                 ..Request::default()
             };
@@ -273,7 +350,10 @@ fn arb_request() -> impl Strategy<Value = Request> {
                 req.stack.insert(Component::Pytorch, k);
             }
             if let Some(i) = py {
-                req.stack.insert(Component::Python, Constraint::from_prefix(&c.python[i].version));
+                req.stack.insert(
+                    Component::Python,
+                    Constraint::from_prefix(&c.python[i].version),
+                );
             }
             req
         })

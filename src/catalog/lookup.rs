@@ -27,7 +27,9 @@ impl Catalog {
         let n = norm(name);
         self.gpus
             .iter()
-            .flat_map(|g| std::iter::once((g, &g.name)).chain(g.aliases.iter().map(move |a| (g, a))))
+            .flat_map(|g| {
+                std::iter::once((g, &g.name)).chain(g.aliases.iter().map(move |a| (g, a)))
+            })
             .map(|(g, a)| (g, strsim::normalized_damerau_levenshtein(&n, &norm(a))))
             .filter(|(_, s)| *s >= 0.4)
             .max_by(|a, b| a.1.total_cmp(&b.1))
@@ -56,14 +58,20 @@ impl Catalog {
 
     /// The version where the branch after `b` starts (none: `b` is the newest).
     pub fn next_branch(&self, b: &DriverBranch) -> Option<u64> {
-        self.drivers.iter().map(|d| d.branch).find(|x| *x > b.branch)
+        self.drivers
+            .iter()
+            .map(|d| d.branch)
+            .find(|x| *x > b.branch)
     }
 
     /// The cuDNN record for `version`: the same version, or the longest record that is a prefix of it.
     pub fn cudnn_record(&self, version: &Version) -> Option<&CudnnRelease> {
         self.cudnn
             .iter()
-            .filter(|r| version.starts_with(&r.version) && r.version.fields().len() <= version.fields().len())
+            .filter(|r| {
+                version.starts_with(&r.version)
+                    && r.version.fields().len() <= version.fields().len()
+            })
             .max_by_key(|r| r.version.fields().len())
     }
 }

@@ -35,18 +35,102 @@ pub(super) fn merge(files: Vec<(String, CatalogFile)>) -> Result<Catalog, Catalo
     let mut problems = Vec::new();
     for (name, f) in files {
         let p = &mut problems;
-        upsert(&mut c.sources, f.sources, |r| r.id.clone(), &name, "source", p);
-        upsert(&mut c.cuda_families, f.cuda_families, |r| r.major, &name, "CUDA family", p);
-        upsert(&mut c.compute_capabilities, f.compute_capabilities, |r| r.cc.clone(), &name, "compute capability", p);
-        upsert(&mut c.cuda, f.cuda, |r| r.version.clone(), &name, "CUDA release", p);
-        upsert(&mut c.gpus, f.gpus, |r| r.name.to_lowercase(), &name, "GPU", p);
-        upsert(&mut c.drivers, f.drivers, |r| r.branch, &name, "driver branch", p);
-        upsert(&mut c.python, f.python, |r| r.version.clone(), &name, "Python", p);
-        upsert(&mut c.pytorch, f.pytorch, |r| r.version.clone(), &name, "PyTorch release", p);
-        upsert(&mut c.tensorflow, f.tensorflow, |r| r.version.clone(), &name, "TensorFlow release", p);
-        upsert(&mut c.jax, f.jax, |r| r.version.clone(), &name, "JAX release", p);
-        upsert(&mut c.cudnn, f.cudnn, |r| r.version.clone(), &name, "cuDNN release", p);
-        upsert(&mut c.nccl, f.nccl, |r| r.version.clone(), &name, "NCCL release", p);
+        upsert(
+            &mut c.sources,
+            f.sources,
+            |r| r.id.clone(),
+            &name,
+            "source",
+            p,
+        );
+        upsert(
+            &mut c.cuda_families,
+            f.cuda_families,
+            |r| r.major,
+            &name,
+            "CUDA family",
+            p,
+        );
+        upsert(
+            &mut c.compute_capabilities,
+            f.compute_capabilities,
+            |r| r.cc.clone(),
+            &name,
+            "compute capability",
+            p,
+        );
+        upsert(
+            &mut c.cuda,
+            f.cuda,
+            |r| r.version.clone(),
+            &name,
+            "CUDA release",
+            p,
+        );
+        upsert(
+            &mut c.gpus,
+            f.gpus,
+            |r| r.name.to_lowercase(),
+            &name,
+            "GPU",
+            p,
+        );
+        upsert(
+            &mut c.drivers,
+            f.drivers,
+            |r| r.branch,
+            &name,
+            "driver branch",
+            p,
+        );
+        upsert(
+            &mut c.python,
+            f.python,
+            |r| r.version.clone(),
+            &name,
+            "Python",
+            p,
+        );
+        upsert(
+            &mut c.pytorch,
+            f.pytorch,
+            |r| r.version.clone(),
+            &name,
+            "PyTorch release",
+            p,
+        );
+        upsert(
+            &mut c.tensorflow,
+            f.tensorflow,
+            |r| r.version.clone(),
+            &name,
+            "TensorFlow release",
+            p,
+        );
+        upsert(
+            &mut c.jax,
+            f.jax,
+            |r| r.version.clone(),
+            &name,
+            "JAX release",
+            p,
+        );
+        upsert(
+            &mut c.cudnn,
+            f.cudnn,
+            |r| r.version.clone(),
+            &name,
+            "cuDNN release",
+            p,
+        );
+        upsert(
+            &mut c.nccl,
+            f.nccl,
+            |r| r.version.clone(),
+            &name,
+            "NCCL release",
+            p,
+        );
     }
     if !problems.is_empty() {
         return Err(CatalogError::Invalid { problems });

@@ -22,15 +22,33 @@ pub use records::{
 
 /// The embedded catalog files, in merge order.
 const EMBEDDED: &[(&str, &str)] = &[
-    ("catalog/sources.yaml", include_str!("../../catalog/sources.yaml")),
+    (
+        "catalog/sources.yaml",
+        include_str!("../../catalog/sources.yaml"),
+    ),
     ("catalog/cuda.yaml", include_str!("../../catalog/cuda.yaml")),
     ("catalog/gpus.yaml", include_str!("../../catalog/gpus.yaml")),
-    ("catalog/drivers.yaml", include_str!("../../catalog/drivers.yaml")),
-    ("catalog/python.yaml", include_str!("../../catalog/python.yaml")),
-    ("catalog/pytorch.yaml", include_str!("../../catalog/pytorch.yaml")),
-    ("catalog/tensorflow.yaml", include_str!("../../catalog/tensorflow.yaml")),
+    (
+        "catalog/drivers.yaml",
+        include_str!("../../catalog/drivers.yaml"),
+    ),
+    (
+        "catalog/python.yaml",
+        include_str!("../../catalog/python.yaml"),
+    ),
+    (
+        "catalog/pytorch.yaml",
+        include_str!("../../catalog/pytorch.yaml"),
+    ),
+    (
+        "catalog/tensorflow.yaml",
+        include_str!("../../catalog/tensorflow.yaml"),
+    ),
     ("catalog/jax.yaml", include_str!("../../catalog/jax.yaml")),
-    ("catalog/cudnn.yaml", include_str!("../../catalog/cudnn.yaml")),
+    (
+        "catalog/cudnn.yaml",
+        include_str!("../../catalog/cudnn.yaml"),
+    ),
     ("catalog/nccl.yaml", include_str!("../../catalog/nccl.yaml")),
 ];
 

@@ -7,7 +7,14 @@ use std::collections::BTreeSet;
 use super::{Catalog, CatalogError};
 
 const UNVERIFIABLE: &[&str] = &[
-    "driver", "sm", "cc", "kernel", "modules", "bandwidth", "open_min_driver", "datacenter",
+    "driver",
+    "sm",
+    "cc",
+    "kernel",
+    "modules",
+    "bandwidth",
+    "open_min_driver",
+    "datacenter",
     "variant",
 ];
 
@@ -120,20 +127,32 @@ fn pins_have_records(c: &Catalog, problems: &mut Vec<String>) {
         for v in &r.variants {
             if let Some(p) = &v.cudnn {
                 if c.cudnn_record(p).is_none() {
-                    problems.push(format!("pytorch {} {} pins cuDNN {p}, which has no record", r.version, v.name));
+                    problems.push(format!(
+                        "pytorch {} {} pins cuDNN {p}, which has no record",
+                        r.version, v.name
+                    ));
                 }
             }
             if let Some(p) = &v.nccl {
                 if !c.nccl.iter().any(|n| &n.version == p) {
-                    problems.push(format!("pytorch {} {} pins NCCL {p}, which has no record", r.version, v.name));
+                    problems.push(format!(
+                        "pytorch {} {} pins NCCL {p}, which has no record",
+                        r.version, v.name
+                    ));
                 }
             }
             if !c.cuda.iter().any(|t| t.version.starts_with(&v.cuda)) {
-                problems.push(format!("pytorch {} {} is built for CUDA {}, which has no release", r.version, v.name, v.cuda));
+                problems.push(format!(
+                    "pytorch {} {} is built for CUDA {}, which has no release",
+                    r.version, v.name, v.cuda
+                ));
             }
             for py in &r.python {
                 if !c.python.iter().any(|p| &p.version == py) {
-                    problems.push(format!("pytorch {} lists Python {py}, which has no record", r.version));
+                    problems.push(format!(
+                        "pytorch {} lists Python {py}, which has no record",
+                        r.version
+                    ));
                 }
             }
         }
@@ -143,12 +162,19 @@ fn pins_have_records(c: &Catalog, problems: &mut Vec<String>) {
 fn families_and_ccs_exist(c: &Catalog, problems: &mut Vec<String>) {
     for t in &c.cuda {
         if c.family(t.version.major()).is_none() {
-            problems.push(format!("CUDA {} has no family record for major {}", t.version, t.version.major()));
+            problems.push(format!(
+                "CUDA {} has no family record for major {}",
+                t.version,
+                t.version.major()
+            ));
         }
     }
     for g in &c.gpus {
         if c.cc_support(&g.cc).is_none() {
-            problems.push(format!("GPU {} has compute capability {}, which has no record", g.name, g.cc));
+            problems.push(format!(
+                "GPU {} has compute capability {}, which has no record",
+                g.name, g.cc
+            ));
         }
         if g.modules.is_empty() {
             problems.push(format!("GPU {} lists no kernel-module flavour", g.name));
@@ -160,7 +186,11 @@ fn gpu_names_unique(c: &Catalog, problems: &mut Vec<String>) {
     let mut seen = BTreeSet::new();
     for g in &c.gpus {
         for n in std::iter::once(&g.name).chain(&g.aliases) {
-            let k: String = n.to_lowercase().chars().filter(|c| c.is_alphanumeric()).collect();
+            let k: String = n
+                .to_lowercase()
+                .chars()
+                .filter(|c| c.is_alphanumeric())
+                .collect();
             if !seen.insert(k) {
                 problems.push(format!("GPU name or alias `{n}` is used twice"));
             }

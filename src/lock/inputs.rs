@@ -35,7 +35,10 @@ impl LockInputs {
         let h = &profile.host;
         if !h.gpus.is_empty() {
             let names: Vec<&str> = h.gpus.iter().map(|g| g.value.as_str()).collect();
-            keys.insert("host.gpus".into(), serde_json::Value::from(names).to_string());
+            keys.insert(
+                "host.gpus".into(),
+                serde_json::Value::from(names).to_string(),
+            );
         }
         if let Some(d) = &h.driver {
             keys.insert("host.driver".into(), d.value.clone());

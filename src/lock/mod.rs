@@ -110,7 +110,8 @@ pub fn check_fresh(profile: &Profile, lock: &Lock) -> Result<(), LockError> {
     if had.digest == now.digest {
         return Ok(());
     }
-    let keys: std::collections::BTreeSet<&String> = had.keys.keys().chain(now.keys.keys()).collect();
+    let keys: std::collections::BTreeSet<&String> =
+        had.keys.keys().chain(now.keys.keys()).collect();
     let key = keys
         .into_iter()
         .find(|k| had.keys.get(*k) != now.keys.get(*k))

@@ -62,7 +62,10 @@ impl fmt::Display for Explanation {
             write!(f, "\n  - ... and {} older candidates", self.more)?;
         }
         if self.rests_on_unverified() {
-            write!(f, "\n  note: part of this answer rests on facts marked unverified in the catalog")?;
+            write!(
+                f,
+                "\n  note: part of this answer rests on facts marked unverified in the catalog"
+            )?;
         }
         for s in &self.suggestions {
             write!(f, "\nhint: {s}")?;

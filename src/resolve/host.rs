@@ -58,8 +58,11 @@ fn excluded_names(cat: &Catalog, keep: impl Fn(&DriverBranch) -> bool) -> (Strin
 
 fn gpu_fact(g: &GpuTarget) -> Fact {
     match g {
-        GpuTarget::Named(gpu) => Fact::new(format!("{} is compute capability {}", gpu.name, gpu.cc), &cc_sources(gpu))
-            .unverified_if(gpu.unverified.iter().any(|u| u == "cc")),
+        GpuTarget::Named(gpu) => Fact::new(
+            format!("{} is compute capability {}", gpu.name, gpu.cc),
+            &cc_sources(gpu),
+        )
+        .unverified_if(gpu.unverified.iter().any(|u| u == "cc")),
         GpuTarget::Cc(v) => Fact::profile(format!("host.gpus lists compute capability {v}")),
     }
 }
@@ -73,20 +76,33 @@ pub(super) fn module_flavours(req: &Request) -> Result<Vec<ModuleFlavour>, Confl
     };
     let mut facts = vec![];
     if req.kernel_module != KernelModule::Any {
-        facts.push(Fact::profile(format!("host.kernel_module is {}", allowed[0].as_str())));
+        facts.push(Fact::profile(format!(
+            "host.kernel_module is {}",
+            allowed[0].as_str()
+        )));
     }
     for g in &req.gpus {
         if let Some(gpu) = g.gpu() {
             let before = allowed.len();
             allowed.retain(|f| gpu.modules.contains(f));
             let flav: Vec<&str> = gpu.modules.iter().map(|m| m.as_str()).collect();
-            let f = Fact::new(format!("{} is driven by the {} kernel module only", gpu.name, flav.join("/")), &cc_sources(gpu))
-                .unverified_if(gpu.unverified.iter().any(|u| u == "modules"));
+            let f = Fact::new(
+                format!(
+                    "{} is driven by the {} kernel module only",
+                    gpu.name,
+                    flav.join("/")
+                ),
+                &cc_sources(gpu),
+            )
+            .unverified_if(gpu.unverified.iter().any(|u| u == "modules"));
             if allowed.len() < before || gpu.modules.len() == 1 {
                 facts.push(f);
             }
             if allowed.is_empty() {
-                return Err(Conflict::new(facts, "no kernel-module flavour drives every listed GPU"));
+                return Err(Conflict::new(
+                    facts,
+                    "no kernel-module flavour drives every listed GPU",
+                ));
             }
         }
     }
@@ -94,20 +110,35 @@ pub(super) fn module_flavours(req: &Request) -> Result<Vec<ModuleFlavour>, Confl
 }
 
 /// The host range for `pick`, or the conflict that empties it. Unverified facts relied on go to `relied`.
-pub(super) fn host_range(cat: &Catalog, req: &Request, pick: &Pick, relied: &mut Vec<Fact>) -> Result<HostRange, Conflict> {
+pub(super) fn host_range(
+    cat: &Catalog,
+    req: &Request,
+    pick: &Pick,
+    relied: &mut Vec<Fact>,
+) -> Result<HostRange, Conflict> {
     let flavours = module_flavours(req)?;
     let open_only = flavours == [ModuleFlavour::Open];
     let mut reqs: Vec<Req> = Vec::new();
     // Once anything about the host is asked, only branches the catalog knows are admissible.
-    let asks = !req.gpus.is_empty() || req.driver.is_some() || req.kernel.is_some() || pick.cuda.is_some();
+    let asks =
+        !req.gpus.is_empty() || req.driver.is_some() || req.kernel.is_some() || pick.cuda.is_some();
     if let (true, Some(first)) = (asks, cat.drivers.first()) {
         reqs.push(Req {
             set: VersionSet::at_least(&Version::from_fields(&[first.branch])),
-            facts: vec![Fact::new(format!("the catalog knows driver branches from R{} on", first.branch), &first.source)],
+            facts: vec![Fact::new(
+                format!(
+                    "the catalog knows driver branches from R{} on",
+                    first.branch
+                ),
+                &first.source,
+            )],
         });
     }
     if let Some(d) = &req.driver {
-        reqs.push(Req { set: d.to_set(), facts: vec![Fact::profile(format!("host.driver is `{d}`"))] });
+        reqs.push(Req {
+            set: d.to_set(),
+            facts: vec![Fact::profile(format!("host.driver is `{d}`"))],
+        });
     }
     // GPUs: first driver, open-module listing, last branch, branches that drive their compute capability.
     for g in &req.gpus {
@@ -115,41 +146,86 @@ pub(super) fn host_range(cat: &Catalog, req: &Request, pick: &Pick, relied: &mut
             if let Some(m) = &gpu.min_driver {
                 reqs.push(Req {
                     set: VersionSet::at_least(m),
-                    facts: vec![Fact::new(format!("{} needs driver >= {m}", gpu.name), &cc_sources(gpu))],
+                    facts: vec![Fact::new(
+                        format!("{} needs driver >= {m}", gpu.name),
+                        &cc_sources(gpu),
+                    )],
                 });
             }
             if let (true, Some(m)) = (open_only, &gpu.open_min_driver) {
                 let unv = gpu.unverified.iter().any(|u| u == "open_min_driver");
-                let f = Fact::new(format!("{} is first listed by the open kernel module in {m}", gpu.name), &cc_sources(gpu)).unverified_if(unv);
+                let f = Fact::new(
+                    format!(
+                        "{} is first listed by the open kernel module in {m}",
+                        gpu.name
+                    ),
+                    &cc_sources(gpu),
+                )
+                .unverified_if(unv);
                 if unv {
                     relied.push(f.clone());
                 }
-                reqs.push(Req { set: VersionSet::at_least(m), facts: vec![f] });
+                reqs.push(Req {
+                    set: VersionSet::at_least(m),
+                    facts: vec![f],
+                });
             }
             if let Some(last) = gpu.last_branch {
                 let set = VersionSet::below(&Version::from_fields(&[last + 1]));
-                reqs.push(Req { set, facts: vec![Fact::new(format!("{}'s last driver branch is R{last}", gpu.name), &cc_sources(gpu))] });
+                reqs.push(Req {
+                    set,
+                    facts: vec![Fact::new(
+                        format!("{}'s last driver branch is R{last}", gpu.name),
+                        &cc_sources(gpu),
+                    )],
+                });
             }
         }
         let cc = g.cc();
         if cat.drivers.iter().any(|b| &b.min_cc > cc) {
             let (names, sources) = excluded_names(cat, |b| &b.min_cc <= cc);
-            let min = cat.drivers.iter().filter(|b| &b.min_cc > cc).map(|b| &b.min_cc).min();
-            let text = format!("driver branches {names} drive only compute capability >= {}", min.map(|v| v.to_string()).unwrap_or_default());
-            reqs.push(Req { set: branches_where(cat, |b| &b.min_cc <= cc), facts: vec![Fact::new(text, &sources), gpu_fact(g)] });
+            let min = cat
+                .drivers
+                .iter()
+                .filter(|b| &b.min_cc > cc)
+                .map(|b| &b.min_cc)
+                .min();
+            let text = format!(
+                "driver branches {names} drive only compute capability >= {}",
+                min.map(|v| v.to_string()).unwrap_or_default()
+            );
+            reqs.push(Req {
+                set: branches_where(cat, |b| &b.min_cc <= cc),
+                facts: vec![Fact::new(text, &sources), gpu_fact(g)],
+            });
         }
     }
     // Kernel: branches whose minimum kernel the profile's kernel range can meet.
     if let Some(k) = &req.kernel {
         let ks = k.to_set();
-        let fits = |b: &DriverBranch| b.min_kernel.as_ref().is_none_or(|m| ks.overlaps(&VersionSet::at_least(m)));
+        let fits = |b: &DriverBranch| {
+            b.min_kernel
+                .as_ref()
+                .is_none_or(|m| ks.overlaps(&VersionSet::at_least(m)))
+        };
         if cat.drivers.iter().any(|b| !fits(b)) {
             let (names, sources) = excluded_names(cat, fits);
-            let need = cat.drivers.iter().filter(|b| !fits(b)).filter_map(|b| b.min_kernel.as_ref()).min();
-            let text = format!("driver branches {names} need Linux >= {}", need.map(|v| v.to_string()).unwrap_or_default());
+            let need = cat
+                .drivers
+                .iter()
+                .filter(|b| !fits(b))
+                .filter_map(|b| b.min_kernel.as_ref())
+                .min();
+            let text = format!(
+                "driver branches {names} need Linux >= {}",
+                need.map(|v| v.to_string()).unwrap_or_default()
+            );
             reqs.push(Req {
                 set: branches_where(cat, fits),
-                facts: vec![Fact::new(text, &sources), Fact::profile(format!("host.kernel is `{k}`"))],
+                facts: vec![
+                    Fact::new(text, &sources),
+                    Fact::profile(format!("host.kernel is `{k}`")),
+                ],
             });
         }
     }
@@ -161,12 +237,21 @@ pub(super) fn host_range(cat: &Catalog, req: &Request, pick: &Pick, relied: &mut
             CompatMode::Strict => match &t.driver {
                 Some(d) => reqs.push(Req {
                     set: VersionSet::at_least(d),
-                    facts: vec![Fact::new(format!("CUDA {} needs driver >= {d}", t.version), &t.source)],
+                    facts: vec![Fact::new(
+                        format!("CUDA {} needs driver >= {d}", t.version),
+                        &t.source,
+                    )],
                 }),
                 None => {
                     return Err(Conflict::new(
-                        vec![Fact::new(format!("CUDA {}'s own driver minimum is not known", t.version), &t.source).unverified_if(true),
-                             Fact::profile("compat is strict")],
+                        vec![
+                            Fact::new(
+                                format!("CUDA {}'s own driver minimum is not known", t.version),
+                                &t.source,
+                            )
+                            .unverified_if(true),
+                            Fact::profile("compat is strict"),
+                        ],
                         format!("compat: strict cannot be met by CUDA {}", t.version),
                     ))
                 }
@@ -175,11 +260,18 @@ pub(super) fn host_range(cat: &Catalog, req: &Request, pick: &Pick, relied: &mut
                 if let Some(f) = fam {
                     let mut set = VersionSet::at_least(&f.minor_compat_driver);
                     let mut facts = vec![Fact::new(
-                        format!("CUDA {}.x runs on drivers >= {} by minor-version compatibility", f.major, f.minor_compat_driver),
+                        format!(
+                            "CUDA {}.x runs on drivers >= {} by minor-version compatibility",
+                            f.major, f.minor_compat_driver
+                        ),
                         &f.source,
                     )];
                     if req.compat == CompatMode::Forward {
-                        let dc = !req.gpus.is_empty() && req.gpus.iter().all(|g| g.gpu().is_some_and(|x| x.datacenter));
+                        let dc = !req.gpus.is_empty()
+                            && req
+                                .gpus
+                                .iter()
+                                .all(|g| g.gpu().is_some_and(|x| x.datacenter));
                         let floor_branch = f.minor_compat_driver.major();
                         let lts: Vec<&DriverBranch> = cat
                             .drivers
@@ -191,7 +283,8 @@ pub(super) fn host_range(cat: &Catalog, req: &Request, pick: &Pick, relied: &mut
                                 set = set.union(&branch_set(cat, b));
                                 forward_branches.push(b.branch);
                             }
-                            let names: Vec<String> = lts.iter().map(|b| format!("R{}", b.branch)).collect();
+                            let names: Vec<String> =
+                                lts.iter().map(|b| format!("R{}", b.branch)).collect();
                             facts.push(Fact::new(
                                 format!("forward compatibility (cuda-compat in the image) also runs it on long-term branches {} of data-center GPUs", names.join(", ")),
                                 &["nv-compat-forward".to_string(), "nv-dc-drivers-620".to_string()],
@@ -203,7 +296,13 @@ pub(super) fn host_range(cat: &Catalog, req: &Request, pick: &Pick, relied: &mut
             }
         }
         if req.compat == CompatMode::Minor && t.driver.is_none() {
-            relied.push(Fact::new(format!("CUDA {}'s own driver minimum is not known", t.version), &t.source).unverified_if(true));
+            relied.push(
+                Fact::new(
+                    format!("CUDA {}'s own driver minimum is not known", t.version),
+                    &t.source,
+                )
+                .unverified_if(true),
+            );
         }
     }
     if let Some(c) = &pick.cudnn {
@@ -211,7 +310,14 @@ pub(super) fn host_range(cat: &Catalog, req: &Request, pick: &Pick, relied: &mut
             if let Some(d) = &b.driver {
                 reqs.push(Req {
                     set: VersionSet::at_least(d),
-                    facts: vec![Fact::new(format!("cuDNN {} ({}) needs driver >= {d}", c.record.version, b.label.as_deref().unwrap_or("build")), &b.source)],
+                    facts: vec![Fact::new(
+                        format!(
+                            "cuDNN {} ({}) needs driver >= {d}",
+                            c.record.version,
+                            b.label.as_deref().unwrap_or("build")
+                        ),
+                        &b.source,
+                    )],
                 });
             }
         }
@@ -219,7 +325,10 @@ pub(super) fn host_range(cat: &Catalog, req: &Request, pick: &Pick, relied: &mut
     if let Some((r, v)) = pick.jax {
         reqs.push(Req {
             set: v.driver.to_set(),
-            facts: vec![Fact::new(format!("jax {} ({}) needs driver `{}`", r.version, v.name, v.driver), &v.source)],
+            facts: vec![Fact::new(
+                format!("jax {} ({}) needs driver `{}`", r.version, v.name, v.driver),
+                &v.source,
+            )],
         });
     }
 
@@ -234,7 +343,10 @@ pub(super) fn host_range(cat: &Catalog, req: &Request, pick: &Pick, relied: &mut
                 None => reqs[..i].iter().flat_map(|p| p.facts.clone()).collect(),
             };
             facts.extend(r.facts.iter().cloned());
-            return Err(Conflict::new(facts, "no driver version satisfies all of these"));
+            return Err(Conflict::new(
+                facts,
+                "no driver version satisfies all of these",
+            ));
         }
         driver = next;
     }
@@ -246,13 +358,26 @@ pub(super) fn host_range(cat: &Catalog, req: &Request, pick: &Pick, relied: &mut
         .filter(|b| branch_set(cat, b).overlaps(&driver))
         .filter_map(|b| b.min_kernel.as_ref())
         .min();
-    let mut kernel = req.kernel.as_ref().map_or(VersionSet::all(), |k| k.to_set());
+    let mut kernel = req
+        .kernel
+        .as_ref()
+        .map_or(VersionSet::all(), |k| k.to_set());
     if let Some(m) = min_kernel {
         kernel = kernel.intersect(&VersionSet::at_least(m));
     }
-    for b in cat.drivers.iter().filter(|b| req.kernel.is_some() && branch_set(cat, b).overlaps(&driver)) {
+    for b in cat
+        .drivers
+        .iter()
+        .filter(|b| req.kernel.is_some() && branch_set(cat, b).overlaps(&driver))
+    {
         if b.min_kernel.is_none() || b.unverified.iter().any(|u| u == "kernel") {
-            relied.push(Fact::new(format!("the minimum Linux kernel of R{} is not published", b.branch), &b.source).unverified_if(true));
+            relied.push(
+                Fact::new(
+                    format!("the minimum Linux kernel of R{} is not published", b.branch),
+                    &b.source,
+                )
+                .unverified_if(true),
+            );
         }
     }
     let module = match flavours.as_slice() {
@@ -260,5 +385,10 @@ pub(super) fn host_range(cat: &Catalog, req: &Request, pick: &Pick, relied: &mut
         [ModuleFlavour::Proprietary] => KernelModule::Proprietary,
         _ => KernelModule::Any,
     };
-    Ok(HostRange { driver, kernel, module, forward_branches })
+    Ok(HostRange {
+        driver,
+        kernel,
+        module,
+        forward_branches,
+    })
 }

@@ -48,7 +48,9 @@ pub fn resolve_request(req: &Request, catalog: &Catalog) -> Result<Resolution, R
 }
 
 fn attempt(req: &Request, catalog: &Catalog) -> Result<Resolution, Explanation> {
-    let search = Search { ctx: Ctx { cat: catalog, req } };
+    let search = Search {
+        ctx: Ctx { cat: catalog, req },
+    };
     match search.run() {
         Outcome::Found(found) => Ok(build(req, catalog, *found)),
         Outcome::NotFound(fails) => Err(Explanation::new(summary(req), fails)),
@@ -56,7 +58,11 @@ fn attempt(req: &Request, catalog: &Catalog) -> Result<Resolution, Explanation> 
 }
 
 fn summary(req: &Request) -> String {
-    let mut parts: Vec<String> = req.stack.iter().map(|(c, k)| format!("{c} `{k}`")).collect();
+    let mut parts: Vec<String> = req
+        .stack
+        .iter()
+        .map(|(c, k)| format!("{c} `{k}`"))
+        .collect();
     if !req.gpus.is_empty() {
         let names: Vec<String> = req.gpus.iter().map(GpuTarget::label).collect();
         parts.push(format!("GPUs {}", names.join(", ")));
@@ -127,7 +133,12 @@ fn build(req: &Request, catalog: &Catalog, found: search::Found) -> Resolution {
         }
     }
     if !found.host.forward_branches.is_empty() {
-        let b: Vec<String> = found.host.forward_branches.iter().map(|b| format!("R{b}")).collect();
+        let b: Vec<String> = found
+            .host
+            .forward_branches
+            .iter()
+            .map(|b| format!("R{b}"))
+            .collect();
         warnings.push(format!(
             "On {} drivers the image relies on forward compatibility (cuda-compat); it works on data-center GPUs only [nv-compat-forward]",
             b.join(", ")
@@ -137,7 +148,10 @@ fn build(req: &Request, catalog: &Catalog, found: search::Found) -> Resolution {
     relied.sort();
     relied.dedup();
     for f in relied {
-        warnings.push(format!("Unverified fact decides part of this answer: {}", f.render()));
+        warnings.push(format!(
+            "Unverified fact decides part of this answer: {}",
+            f.render()
+        ));
     }
 
     let gpus = req
@@ -185,7 +199,10 @@ fn stack_ccs(req: &Request, catalog: &Catalog, p: &search_pick::Pick) -> Vec<Ver
                 gpus: vec![GpuTarget::Cc(s.cc.clone())],
                 ..req.clone()
             };
-            let ctx = Ctx { cat: catalog, req: &one };
+            let ctx = Ctx {
+                cat: catalog,
+                req: &one,
+            };
             let mut pick = *p;
             let mut scratch = Vec::new();
             ctx.pytorch(&pick, &mut scratch).is_ok()
@@ -211,33 +228,56 @@ fn suggest(req: &Request, catalog: &Catalog) -> Vec<String> {
         r.stack.insert(*comp, Constraint::any());
         if let Ok(res) = attempt(&r, catalog) {
             if let Some(v) = res.version(*comp) {
-                let pin = if *comp == Component::Python { v.clone() } else { v.truncate(2) };
-                out.push(format!("`stack.{comp}: \"{pin}\"` would work (resolves {comp} {v})"));
+                let pin = if *comp == Component::Python {
+                    v.clone()
+                } else {
+                    v.truncate(2)
+                };
+                out.push(format!(
+                    "`stack.{comp}: \"{pin}\"` would work (resolves {comp} {v})"
+                ));
             }
         }
     }
     if req.compat != CompatMode::Forward {
         let mut r = req.clone();
-        r.compat = if req.compat == CompatMode::Strict { CompatMode::Minor } else { CompatMode::Forward };
+        r.compat = if req.compat == CompatMode::Strict {
+            CompatMode::Minor
+        } else {
+            CompatMode::Forward
+        };
         if attempt(&r, catalog).is_ok() {
-            let m = if r.compat == CompatMode::Minor { "minor" } else { "forward" };
+            let m = if r.compat == CompatMode::Minor {
+                "minor"
+            } else {
+                "forward"
+            };
             out.push(format!("`compat: {m}` would work"));
         }
     }
     if req.driver.is_some() {
-        let r = Request { driver: None, ..req.clone() };
+        let r = Request {
+            driver: None,
+            ..req.clone()
+        };
         if let Ok(res) = attempt(&r, catalog) {
             out.push(format!("`host.driver: \"{}\"` would work", res.host.driver));
         }
     }
     if req.kernel.is_some() {
-        let r = Request { kernel: None, ..req.clone() };
+        let r = Request {
+            kernel: None,
+            ..req.clone()
+        };
         if let Ok(res) = attempt(&r, catalog) {
             out.push(format!("`host.kernel: \"{}\"` would work", res.host.kernel));
         }
     }
     if req.kernel_module != KernelModule::Any {
-        let r = Request { kernel_module: KernelModule::Any, ..req.clone() };
+        let r = Request {
+            kernel_module: KernelModule::Any,
+            ..req.clone()
+        };
         if attempt(&r, catalog).is_ok() {
             out.push("`host.kernel_module: any` would work".to_string());
         }
@@ -247,7 +287,10 @@ fn suggest(req: &Request, catalog: &Catalog) -> Vec<String> {
             let mut r = req.clone();
             r.gpus.remove(i);
             if attempt(&r, catalog).is_ok() {
-                out.push(format!("leaving `{}` out of host.gpus would work", g.label()));
+                out.push(format!(
+                    "leaving `{}` out of host.gpus would work",
+                    g.label()
+                ));
             }
         }
     }

@@ -37,6 +37,7 @@ pub(super) fn sm(cc: &Version) -> String {
 
 /// Binary compatibility: SASS for X.y runs on X.z with z >= y; PTX for P is JIT-compiled for cc >= P.
 pub(super) fn code_runs_on(sms: &[Version], ptx: Option<&Version>, cc: &Version) -> bool {
-    sms.iter().any(|s| s.field(0) == cc.field(0) && s.field(1) <= cc.field(1))
+    sms.iter()
+        .any(|s| s.field(0) == cc.field(0) && s.field(1) <= cc.field(1))
         || ptx.is_some_and(|p| p <= cc)
 }

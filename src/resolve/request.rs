@@ -52,7 +52,10 @@ impl Component {
     }
 
     pub fn is_framework(self) -> bool {
-        matches!(self, Component::Pytorch | Component::Tensorflow | Component::Jax)
+        matches!(
+            self,
+            Component::Pytorch | Component::Tensorflow | Component::Jax
+        )
     }
 }
 
@@ -118,13 +121,16 @@ impl Request {
     pub fn from_profile(profile: &Profile, catalog: &Catalog) -> Result<Request, ResolveError> {
         let file = &profile.file;
         let parse = |key: &str, l: &Located<String>| -> Result<Constraint, ResolveError> {
-            let c: Constraint = l.value.parse().map_err(|source| ResolveError::BadConstraint {
-                file: file.clone(),
-                line: l.line,
-                column: l.column,
-                key: key.to_string(),
-                source,
-            })?;
+            let c: Constraint = l
+                .value
+                .parse()
+                .map_err(|source| ResolveError::BadConstraint {
+                    file: file.clone(),
+                    line: l.line,
+                    column: l.column,
+                    key: key.to_string(),
+                    source: Box::new(source),
+                })?;
             if c.to_set().is_empty() {
                 return Err(ResolveError::ConflictingPins {
                     file: file.clone(),
@@ -138,13 +144,15 @@ impl Request {
         };
         let mut gpus = Vec::new();
         for g in &profile.host.gpus {
-            gpus.push(lookup_gpu(catalog, &g.value).ok_or_else(|| ResolveError::UnknownGpu {
-                file: file.clone(),
-                line: g.line,
-                column: g.column,
-                name: g.value.clone(),
-                suggestion: catalog.closest_gpu(&g.value).map(str::to_string),
-            })?);
+            gpus.push(
+                lookup_gpu(catalog, &g.value).ok_or_else(|| ResolveError::UnknownGpu {
+                    file: file.clone(),
+                    line: g.line,
+                    column: g.column,
+                    name: g.value.clone(),
+                    suggestion: catalog.closest_gpu(&g.value).map(str::to_string),
+                })?,
+            );
         }
         let s = &profile.stack;
         let mut stack = BTreeMap::new();
@@ -163,8 +171,18 @@ impl Request {
         }
         Ok(Request {
             gpus,
-            driver: profile.host.driver.as_ref().map(|l| parse("host.driver", l)).transpose()?,
-            kernel: profile.host.kernel.as_ref().map(|l| parse("host.kernel", l)).transpose()?,
+            driver: profile
+                .host
+                .driver
+                .as_ref()
+                .map(|l| parse("host.driver", l))
+                .transpose()?,
+            kernel: profile
+                .host
+                .kernel
+                .as_ref()
+                .map(|l| parse("host.kernel", l))
+                .transpose()?,
             kernel_module: profile.host.kernel_module,
             stack,
             compat: profile.compat,
@@ -185,5 +203,9 @@ pub fn lookup_gpu(catalog: &Catalog, name: &str) -> Option<GpuTarget> {
 /// The sources of a GPU record that bear on its compute capability (not its bandwidth).
 pub(super) fn cc_sources(g: &Gpu) -> Vec<String> {
     const BANDWIDTH_ONLY: &[&str] = &["nv-datasheets", "gpuimg-h200-measured"];
-    g.source.iter().filter(|s| !BANDWIDTH_ONLY.contains(&s.as_str())).cloned().collect()
+    g.source
+        .iter()
+        .filter(|s| !BANDWIDTH_ONLY.contains(&s.as_str()))
+        .cloned()
+        .collect()
 }

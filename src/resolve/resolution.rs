@@ -14,7 +14,18 @@ use super::request::Component;
 
 /// Brands NVIDIA's own CUDA images list in the forward-compatibility terms of `NVIDIA_REQUIRE_CUDA`.
 const COMPAT_BRANDS: &[&str] = &[
-    "unknown", "grid", "tesla", "nvidia", "quadro", "quadrortx", "nvidiartx", "vapps", "vpc", "vcs", "vws", "cloudgaming",
+    "unknown",
+    "grid",
+    "tesla",
+    "nvidia",
+    "quadro",
+    "quadrortx",
+    "nvidiartx",
+    "vapps",
+    "vpc",
+    "vcs",
+    "vws",
+    "cloudgaming",
 ];
 
 /// A GPU the image is resolved for, with what the self-test compares against.
@@ -95,7 +106,10 @@ impl Resolution {
             env.insert("NVIDIA_REQUIRE_CUDA".into(), r);
         }
         if self.version(Component::Cuda).is_some() || !self.host.gpus.is_empty() {
-            env.insert("NVIDIA_DRIVER_CAPABILITIES".into(), "compute,utility".into());
+            env.insert(
+                "NVIDIA_DRIVER_CAPABILITIES".into(),
+                "compute,utility".into(),
+            );
             env.insert("NVIDIA_VISIBLE_DEVICES".into(), "all".into());
         }
         for (c, v) in &self.components {
@@ -140,13 +154,24 @@ impl Resolution {
             let names: Vec<&str> = self.host.gpus.iter().map(|g| g.name.as_str()).collect();
             a.insert("gpuimg.host.gpus".into(), names.join(","));
         }
-        let ccs: Vec<String> = self.compute_capabilities.iter().map(|c| c.to_string()).collect();
+        let ccs: Vec<String> = self
+            .compute_capabilities
+            .iter()
+            .map(|c| c.to_string())
+            .collect();
         if !ccs.is_empty() {
             a.insert("gpuimg.compute-capabilities".into(), ccs.join(","));
         }
-        let parts: Vec<String> = self.components.iter().map(|(c, v)| format!("{c} {v}")).collect();
+        let parts: Vec<String> = self
+            .components
+            .iter()
+            .map(|(c, v)| format!("{c} {v}"))
+            .collect();
         if !parts.is_empty() {
-            a.insert("org.opencontainers.image.description".into(), parts.join(", "));
+            a.insert(
+                "org.opencontainers.image.description".into(),
+                parts.join(", "),
+            );
         }
         a
     }

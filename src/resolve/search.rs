@@ -24,7 +24,15 @@ enum Var {
     Python,
 }
 
-const ORDER: [Var; 7] = [Var::Pytorch, Var::Tensorflow, Var::Jax, Var::Cuda, Var::Cudnn, Var::Nccl, Var::Python];
+const ORDER: [Var; 7] = [
+    Var::Pytorch,
+    Var::Tensorflow,
+    Var::Jax,
+    Var::Cuda,
+    Var::Cudnn,
+    Var::Nccl,
+    Var::Python,
+];
 
 pub(super) struct Found<'c> {
     pub pick: Pick<'c>,
@@ -48,7 +56,9 @@ impl<'c> Search<'c> {
     }
 
     fn any_framework(&self) -> bool {
-        self.listed(Component::Pytorch) || self.listed(Component::Tensorflow) || self.listed(Component::Jax)
+        self.listed(Component::Pytorch)
+            || self.listed(Component::Tensorflow)
+            || self.listed(Component::Jax)
     }
 
     fn active(&self, v: Var) -> bool {
@@ -56,9 +66,24 @@ impl<'c> Search<'c> {
             Var::Pytorch => self.listed(Component::Pytorch),
             Var::Tensorflow => self.listed(Component::Tensorflow),
             Var::Jax => self.listed(Component::Jax),
-            Var::Cuda => self.any_framework() || self.listed(Component::Cuda) || self.listed(Component::Cudnn) || self.listed(Component::Nccl),
-            Var::Cudnn => self.listed(Component::Cudnn) || self.listed(Component::Tensorflow) || self.listed(Component::Jax) || self.listed(Component::Pytorch),
-            Var::Nccl => self.listed(Component::Nccl) || self.listed(Component::Tensorflow) || self.listed(Component::Jax) || self.listed(Component::Pytorch),
+            Var::Cuda => {
+                self.any_framework()
+                    || self.listed(Component::Cuda)
+                    || self.listed(Component::Cudnn)
+                    || self.listed(Component::Nccl)
+            }
+            Var::Cudnn => {
+                self.listed(Component::Cudnn)
+                    || self.listed(Component::Tensorflow)
+                    || self.listed(Component::Jax)
+                    || self.listed(Component::Pytorch)
+            }
+            Var::Nccl => {
+                self.listed(Component::Nccl)
+                    || self.listed(Component::Tensorflow)
+                    || self.listed(Component::Jax)
+                    || self.listed(Component::Pytorch)
+            }
             Var::Python => self.any_framework() || self.listed(Component::Python),
         }
     }
@@ -81,14 +106,20 @@ impl<'c> Search<'c> {
                 .flat_map(|r| {
                     let mut vs: Vec<_> = r.variants.iter().collect();
                     vs.sort_by(|a, b| b.cuda.cmp(&a.cuda));
-                    vs.into_iter().map(move |v| Pick { pytorch: Some((r, v)), ..*pick })
+                    vs.into_iter().map(move |v| Pick {
+                        pytorch: Some((r, v)),
+                        ..*pick
+                    })
                 })
                 .collect(),
             Var::Tensorflow => cat
                 .tensorflow
                 .iter()
                 .filter(|r| self.wants(Component::Tensorflow, &r.version))
-                .map(|r| Pick { tensorflow: Some(r), ..*pick })
+                .map(|r| Pick {
+                    tensorflow: Some(r),
+                    ..*pick
+                })
                 .collect(),
             Var::Jax => cat
                 .jax
@@ -97,26 +128,45 @@ impl<'c> Search<'c> {
                 .flat_map(|r| {
                     let mut vs: Vec<_> = r.variants.iter().collect();
                     vs.sort_by(|a, b| b.name.cmp(&a.name));
-                    vs.into_iter().map(move |v| Pick { jax: Some((r, v)), ..*pick })
+                    vs.into_iter().map(move |v| Pick {
+                        jax: Some((r, v)),
+                        ..*pick
+                    })
                 })
                 .collect(),
             Var::Cuda => cat
                 .cuda
                 .iter()
                 .filter(|t| self.wants(Component::Cuda, &t.version))
-                .filter(|t| pick.pytorch.is_none_or(|(_, v)| t.version.starts_with(&v.cuda)))
+                .filter(|t| {
+                    pick.pytorch
+                        .is_none_or(|(_, v)| t.version.starts_with(&v.cuda))
+                })
                 .filter(|t| pick.tensorflow.is_none_or(|r| r.cuda.matches(&t.version)))
                 .filter(|t| pick.jax.is_none_or(|(_, v)| v.cuda.matches(&t.version)))
-                .map(|t| Pick { cuda: Some(t), ..*pick })
+                .map(|t| Pick {
+                    cuda: Some(t),
+                    ..*pick
+                })
                 .collect(),
             Var::Cudnn => {
                 if let Some(pin) = pick.pytorch.and_then(|(_, v)| v.cudnn.as_ref()) {
                     return match cat.cudnn_record(pin) {
-                        Some(record) => vec![Pick { cudnn: Some(CudnnPick { version: pin, record, build: None }), ..*pick }],
+                        Some(record) => vec![Pick {
+                            cudnn: Some(CudnnPick {
+                                version: pin,
+                                record,
+                                build: None,
+                            }),
+                            ..*pick
+                        }],
                         None => vec![],
                     };
                 }
-                if !(self.listed(Component::Cudnn) || self.listed(Component::Tensorflow) || self.listed(Component::Jax)) {
+                if !(self.listed(Component::Cudnn)
+                    || self.listed(Component::Tensorflow)
+                    || self.listed(Component::Jax))
+                {
                     return vec![*pick];
                 }
                 cat.cudnn
@@ -124,35 +174,67 @@ impl<'c> Search<'c> {
                     .filter(|r| self.wants(Component::Cudnn, &r.version))
                     .filter(|r| pick.tensorflow.is_none_or(|t| t.cudnn.matches(&r.version)))
                     .filter(|r| pick.jax.is_none_or(|(_, v)| v.cudnn.matches(&r.version)))
-                    .map(|r: &'c CudnnRelease| Pick { cudnn: Some(CudnnPick { version: &r.version, record: r, build: None }), ..*pick })
+                    .map(|r: &'c CudnnRelease| Pick {
+                        cudnn: Some(CudnnPick {
+                            version: &r.version,
+                            record: r,
+                            build: None,
+                        }),
+                        ..*pick
+                    })
                     .collect()
             }
             Var::Nccl => {
                 if let Some(pin) = pick.pytorch.and_then(|(_, v)| v.nccl.as_ref()) {
-                    return cat.nccl.iter().filter(|n| &n.version == pin).map(|n| Pick { nccl: Some(n), ..*pick }).collect();
+                    return cat
+                        .nccl
+                        .iter()
+                        .filter(|n| &n.version == pin)
+                        .map(|n| Pick {
+                            nccl: Some(n),
+                            ..*pick
+                        })
+                        .collect();
                 }
-                if !(self.listed(Component::Nccl) || self.listed(Component::Tensorflow) || self.listed(Component::Jax)) {
+                if !(self.listed(Component::Nccl)
+                    || self.listed(Component::Tensorflow)
+                    || self.listed(Component::Jax))
+                {
                     return vec![*pick];
                 }
                 cat.nccl
                     .iter()
                     .filter(|n| self.wants(Component::Nccl, &n.version))
-                    .filter(|n| pick.tensorflow.is_none_or(|t| t.nccl.as_ref().is_none_or(|c| c.matches(&n.version))))
+                    .filter(|n| {
+                        pick.tensorflow
+                            .is_none_or(|t| t.nccl.as_ref().is_none_or(|c| c.matches(&n.version)))
+                    })
                     .filter(|n| pick.jax.is_none_or(|(_, v)| v.nccl.matches(&n.version)))
-                    .map(|n| Pick { nccl: Some(n), ..*pick })
+                    .map(|n| Pick {
+                        nccl: Some(n),
+                        ..*pick
+                    })
                     .collect()
             }
             Var::Python => cat
                 .python
                 .iter()
                 .filter(|p| self.wants(Component::Python, &p.version))
-                .map(|p| Pick { python: Some(p), ..*pick })
+                .map(|p| Pick {
+                    python: Some(p),
+                    ..*pick
+                })
                 .collect(),
         }
     }
 
     /// Runs the checks that `var` joining the pick brings in; may fill in the cuDNN build.
-    fn check(&self, var: Var, pick: &mut Pick<'c>, relied: &mut Vec<Fact>) -> Result<Option<HostRange>, Conflict> {
+    fn check(
+        &self,
+        var: Var,
+        pick: &mut Pick<'c>,
+        relied: &mut Vec<Fact>,
+    ) -> Result<Option<HostRange>, Conflict> {
         let c = &self.ctx;
         match var {
             Var::Pytorch => c.pytorch(pick, relied)?,
@@ -178,7 +260,11 @@ impl<'c> Search<'c> {
         let vars: Vec<Var> = ORDER.iter().copied().filter(|v| self.active(*v)).collect();
         let Some(&top) = vars.first() else {
             return match host_range(self.ctx.cat, self.ctx.req, &base, &mut relied) {
-                Ok(host) => Outcome::Found(Box::new(Found { pick: base, host, relied })),
+                Ok(host) => Outcome::Found(Box::new(Found {
+                    pick: base,
+                    host,
+                    relied,
+                })),
                 Err(c) => Outcome::NotFound(vec![("the host".into(), c)]),
             };
         };
@@ -195,7 +281,10 @@ impl<'c> Search<'c> {
                     }
                 }
             }
-            fails.push((label, first.unwrap_or_else(|| Conflict::new(vec![], "no candidates below it"))));
+            fails.push((
+                label,
+                first.unwrap_or_else(|| Conflict::new(vec![], "no candidates below it")),
+            ));
         }
         if fails.is_empty() {
             fails.push(("the catalog".into(), self.no_candidates(top)));
@@ -215,7 +304,11 @@ impl<'c> Search<'c> {
                 }
             }
             return match host_range(self.ctx.cat, self.ctx.req, &p, &mut relied) {
-                Ok(host) => Some(Found { pick: p, host, relied }),
+                Ok(host) => Some(Found {
+                    pick: p,
+                    host,
+                    relied,
+                }),
                 Err(c) => {
                     first.get_or_insert(c);
                     None
@@ -252,7 +345,13 @@ impl<'c> Search<'c> {
             Var::Nccl => Component::Nccl,
             Var::Python => Component::Python,
         };
-        let want = self.ctx.req.stack.get(&comp).map(|c| c.to_string()).unwrap_or_else(|| "*".into());
+        let want = self
+            .ctx
+            .req
+            .stack
+            .get(&comp)
+            .map(|c| c.to_string())
+            .unwrap_or_else(|| "*".into());
         Conflict::new(
             vec![Fact::profile(format!("stack.{comp} is `{want}`"))],
             format!("the catalog has no {comp} release matching `{want}`"),
@@ -262,9 +361,13 @@ impl<'c> Search<'c> {
 
 fn label(var: Var, p: &Pick) -> String {
     match var {
-        Var::Pytorch => p.pytorch.map(|(r, v)| format!("pytorch {} ({})", r.version, v.name)),
+        Var::Pytorch => p
+            .pytorch
+            .map(|(r, v)| format!("pytorch {} ({})", r.version, v.name)),
         Var::Tensorflow => p.tensorflow.map(|r| format!("tensorflow {}", r.version)),
-        Var::Jax => p.jax.map(|(r, v)| format!("jax {} ({})", r.version, v.name)),
+        Var::Jax => p
+            .jax
+            .map(|(r, v)| format!("jax {} ({})", r.version, v.name)),
         Var::Cuda => p.cuda.map(|t| format!("CUDA {}", t.version)),
         Var::Cudnn => p.cudnn.map(|c| format!("cuDNN {}", c.version)),
         Var::Nccl => p.nccl.map(|n| format!("NCCL {}", n.version)),

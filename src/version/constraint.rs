@@ -51,7 +51,11 @@ pub enum ConstraintError {
     #[error("Constraint is empty (write `*` for any version)")]
     Empty,
     #[error("`{text}` is not a version constraint: `{part}` has no version after `{op}`")]
-    MissingVersion { text: String, part: String, op: String },
+    MissingVersion {
+        text: String,
+        part: String,
+        op: String,
+    },
     #[error("`{text}` is not a version constraint: `{part}`: {source}")]
     BadVersion {
         text: String,
@@ -106,8 +110,12 @@ impl Constraint {
         self.terms.iter().fold(VersionSet::all(), |acc, t| {
             let s = match t {
                 Term::Any => VersionSet::all(),
-                Term::Prefix(p) => VersionSet::range(Some((p.clone(), true)), Some((p.prefix_end(), false))),
-                Term::Cmp(Op::Eq, w) => VersionSet::range(Some((w.clone(), true)), Some((w.clone(), true))),
+                Term::Prefix(p) => {
+                    VersionSet::range(Some((p.clone(), true)), Some((p.prefix_end(), false)))
+                }
+                Term::Cmp(Op::Eq, w) => {
+                    VersionSet::range(Some((w.clone(), true)), Some((w.clone(), true)))
+                }
                 Term::Cmp(Op::Ne, w) => VersionSet::range(None, Some((w.clone(), false)))
                     .union(&VersionSet::range(Some((w.clone(), false)), None)),
                 Term::Cmp(Op::Lt, w) => VersionSet::range(None, Some((w.clone(), false))),
@@ -212,7 +220,9 @@ mod tests {
         assert!(c("12.4").matches(&v("12.4.0")) && c("12.4").matches(&v("12.4.1")));
         assert!(!c("12.4").matches(&v("12.5.0")));
         assert!(c("9").matches(&v("9.10.2")) && !c("9").matches(&v("8.9.5")));
-        assert!(c(">=550,<560").matches(&v("550.54.15")) && !c(">=550,<560").matches(&v("560.28.03")));
+        assert!(
+            c(">=550,<560").matches(&v("550.54.15")) && !c(">=550,<560").matches(&v("560.28.03"))
+        );
         assert!(c("*").matches(&v("1")));
         assert!(c("!=12.4.0").matches(&v("12.4.1")) && !c("!=12.4.0").matches(&v("12.4")));
     }
@@ -223,7 +233,10 @@ mod tests {
         assert!(e.contains("`abc`"), "{e}");
         let e = ">=550,<".parse::<Constraint>().unwrap_err().to_string();
         assert!(e.contains("`<`"), "{e}");
-        assert!(matches!("".parse::<Constraint>(), Err(ConstraintError::Empty)));
+        assert!(matches!(
+            "".parse::<Constraint>(),
+            Err(ConstraintError::Empty)
+        ));
         assert!("=>550".parse::<Constraint>().is_err());
     }
 

@@ -5,8 +5,8 @@
 //! (a union of intervals, used for host ranges). Must never know what the versions belong to.
 
 mod constraint;
-mod set;
 mod number;
+mod set;
 
 pub use constraint::{Constraint, ConstraintError, Op, Term};
 pub use number::{Version, VersionError};

@@ -101,7 +101,9 @@ impl FromStr for Version {
                 }
             })
             .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| VersionError::Malformed { text: s.to_string() })?;
+            .ok_or_else(|| VersionError::Malformed {
+                text: s.to_string(),
+            })?;
         Ok(Version {
             fields,
             text: s.to_string(),

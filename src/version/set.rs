@@ -28,7 +28,9 @@ fn cmp_lo(a: &Bound<Version>, b: &Bound<Version>) -> std::cmp::Ordering {
         (Bound::Unbounded, Bound::Unbounded) => Equal,
         (Bound::Unbounded, _) => Less,
         (_, Bound::Unbounded) => Greater,
-        (Bound::Included(x), Bound::Included(y)) | (Bound::Excluded(x), Bound::Excluded(y)) => x.cmp(y),
+        (Bound::Included(x), Bound::Included(y)) | (Bound::Excluded(x), Bound::Excluded(y)) => {
+            x.cmp(y)
+        }
         (Bound::Included(x), Bound::Excluded(y)) => x.cmp(y).then(Less),
         (Bound::Excluded(x), Bound::Included(y)) => x.cmp(y).then(Greater),
     }
@@ -41,7 +43,9 @@ fn cmp_hi(a: &Bound<Version>, b: &Bound<Version>) -> std::cmp::Ordering {
         (Bound::Unbounded, Bound::Unbounded) => Equal,
         (Bound::Unbounded, _) => Greater,
         (_, Bound::Unbounded) => Less,
-        (Bound::Included(x), Bound::Included(y)) | (Bound::Excluded(x), Bound::Excluded(y)) => x.cmp(y),
+        (Bound::Included(x), Bound::Included(y)) | (Bound::Excluded(x), Bound::Excluded(y)) => {
+            x.cmp(y)
+        }
         (Bound::Included(x), Bound::Excluded(y)) => x.cmp(y).then(Greater),
         (Bound::Excluded(x), Bound::Included(y)) => x.cmp(y).then(Less),
     }
@@ -105,7 +109,10 @@ impl VersionSet {
             Some((v, true)) => Bound::Included(v),
             Some((v, false)) => Bound::Excluded(v),
         };
-        VersionSet::normalised(vec![Interval { lo: b(lo), hi: b(hi) }])
+        VersionSet::normalised(vec![Interval {
+            lo: b(lo),
+            hi: b(hi),
+        }])
     }
 
     /// `>= v`.
@@ -140,7 +147,13 @@ impl VersionSet {
     }
 
     pub fn is_all(&self) -> bool {
-        matches!(self.intervals.as_slice(), [Interval { lo: Bound::Unbounded, hi: Bound::Unbounded }])
+        matches!(
+            self.intervals.as_slice(),
+            [Interval {
+                lo: Bound::Unbounded,
+                hi: Bound::Unbounded
+            }]
+        )
     }
 
     pub fn contains(&self, v: &Version) -> bool {
@@ -151,8 +164,16 @@ impl VersionSet {
         let mut out = Vec::new();
         for a in &self.intervals {
             for b in &other.intervals {
-                let lo = if cmp_lo(&a.lo, &b.lo).is_ge() { &a.lo } else { &b.lo };
-                let hi = if cmp_hi(&a.hi, &b.hi).is_le() { &a.hi } else { &b.hi };
+                let lo = if cmp_lo(&a.lo, &b.lo).is_ge() {
+                    &a.lo
+                } else {
+                    &b.lo
+                };
+                let hi = if cmp_hi(&a.hi, &b.hi).is_le() {
+                    &a.hi
+                } else {
+                    &b.hi
+                };
                 out.push(Interval {
                     lo: lo.clone(),
                     hi: hi.clone(),
@@ -163,7 +184,13 @@ impl VersionSet {
     }
 
     pub fn union(&self, other: &VersionSet) -> VersionSet {
-        VersionSet::normalised(self.intervals.iter().chain(&other.intervals).cloned().collect())
+        VersionSet::normalised(
+            self.intervals
+                .iter()
+                .chain(&other.intervals)
+                .cloned()
+                .collect(),
+        )
     }
 
     /// True when the two sets share a version.

@@ -25,7 +25,7 @@ pub enum Command {
         catalog: Vec<PathBuf>,
     },
     /// Answer a question without a profile, e.g. `--gpu V100 --pytorch 2.11`.
-    Why(WhyArgs),
+    Why(Box<WhyArgs>),
 }
 
 #[derive(Debug, clap::Args)]
@@ -77,33 +77,106 @@ pub enum CompatArg {
 pub fn exec(cmd: Command, global: Global) -> Result<u8, CliError> {
     match cmd {
         Command::List { kind, catalog } => list(&Catalog::load(&catalog)?, &kind),
-        Command::Show { name, version, catalog } => show(&Catalog::load(&catalog)?, &name, version.as_deref()),
-        Command::Why(a) => why(a, global),
+        Command::Show {
+            name,
+            version,
+            catalog,
+        } => show(&Catalog::load(&catalog)?, &name, version.as_deref()),
+        Command::Why(a) => why(*a, global),
     }
 }
 
 fn list(c: &Catalog, kind: &str) -> Result<u8, CliError> {
     let lines: Vec<String> = match kind {
-        "gpus" | "gpu" => c.gpus.iter().map(|g| format!("{:<40} cc {:<5} {:<10} {}", g.name, g.cc.to_string(), g.arch, g.aliases.join(", "))).collect(),
-        "cuda" => c.cuda.iter().map(|t| format!("{:<8} driver >= {:<11} sm {}..{}{}", t.version.to_string(), t.driver.as_ref().map_or("unknown".into(), |d| d.to_string()), t.sm_min, t.sm_max, if t.unverified.is_empty() { "" } else { "  (unverified)" })).collect(),
-        "drivers" | "driver" => c.drivers.iter().map(|b| format!("R{:<4} cc >= {:<4} kernel >= {:<5} {}", b.branch, b.min_cc.to_string(), b.min_kernel.as_ref().map_or("?".into(), |k| k.to_string()), b.eol.as_deref().map(|e| format!("EOL {e}")).unwrap_or_default())).collect(),
+        "gpus" | "gpu" => c
+            .gpus
+            .iter()
+            .map(|g| {
+                format!(
+                    "{:<40} cc {:<5} {:<10} {}",
+                    g.name,
+                    g.cc.to_string(),
+                    g.arch,
+                    g.aliases.join(", ")
+                )
+            })
+            .collect(),
+        "cuda" => c
+            .cuda
+            .iter()
+            .map(|t| {
+                format!(
+                    "{:<8} driver >= {:<11} sm {}..{}{}",
+                    t.version.to_string(),
+                    t.driver
+                        .as_ref()
+                        .map_or("unknown".into(), |d| d.to_string()),
+                    t.sm_min,
+                    t.sm_max,
+                    if t.unverified.is_empty() {
+                        ""
+                    } else {
+                        "  (unverified)"
+                    }
+                )
+            })
+            .collect(),
+        "drivers" | "driver" => c
+            .drivers
+            .iter()
+            .map(|b| {
+                format!(
+                    "R{:<4} cc >= {:<4} kernel >= {:<5} {}",
+                    b.branch,
+                    b.min_cc.to_string(),
+                    b.min_kernel.as_ref().map_or("?".into(), |k| k.to_string()),
+                    b.eol
+                        .as_deref()
+                        .map(|e| format!("EOL {e}"))
+                        .unwrap_or_default()
+                )
+            })
+            .collect(),
         "python" => c.python.iter().map(|p| p.version.to_string()).collect(),
-        "pytorch" => c.pytorch.iter().map(|r| {
-            let v: Vec<&str> = r.variants.iter().map(|v| v.name.as_str()).collect();
-            format!("{:<8} {}", r.version.to_string(), v.join(" "))
-        }).collect(),
-        "tensorflow" => c.tensorflow.iter().map(|r| format!("{:<8} cuda `{}` cudnn `{}`", r.version.to_string(), r.cuda, r.cudnn)).collect(),
-        "jax" => c.jax.iter().map(|r| {
-            let v: Vec<&str> = r.variants.iter().map(|v| v.name.as_str()).collect();
-            format!("{:<9} {}", r.version.to_string(), v.join(" "))
-        }).collect(),
+        "pytorch" => c
+            .pytorch
+            .iter()
+            .map(|r| {
+                let v: Vec<&str> = r.variants.iter().map(|v| v.name.as_str()).collect();
+                format!("{:<8} {}", r.version.to_string(), v.join(" "))
+            })
+            .collect(),
+        "tensorflow" => c
+            .tensorflow
+            .iter()
+            .map(|r| {
+                format!(
+                    "{:<8} cuda `{}` cudnn `{}`",
+                    r.version.to_string(),
+                    r.cuda,
+                    r.cudnn
+                )
+            })
+            .collect(),
+        "jax" => c
+            .jax
+            .iter()
+            .map(|r| {
+                let v: Vec<&str> = r.variants.iter().map(|v| v.name.as_str()).collect();
+                format!("{:<9} {}", r.version.to_string(), v.join(" "))
+            })
+            .collect(),
         "cudnn" => c.cudnn.iter().map(|r| r.version.to_string()).collect(),
         "nccl" => c.nccl.iter().map(|r| r.version.to_string()).collect(),
-        "sources" => c.sources.iter().map(|s| format!("{:<24} {}", s.id, s.url)).collect(),
-        other => {
-            return Err(CliError::msg(2, format!("Unknown catalog kind `{other}`"))
-                .with_hint("one of: gpus, cuda, drivers, python, pytorch, tensorflow, jax, cudnn, nccl, sources"))
-        }
+        "sources" => c
+            .sources
+            .iter()
+            .map(|s| format!("{:<24} {}", s.id, s.url))
+            .collect(),
+        other => return Err(CliError::msg(2, format!("Unknown catalog kind `{other}`"))
+            .with_hint(
+            "one of: gpus, cuda, drivers, python, pytorch, tensorflow, jax, cudnn, nccl, sources",
+        )),
     };
     for l in lines {
         println!("{}", l.trim_end());
@@ -113,17 +186,43 @@ fn list(c: &Catalog, kind: &str) -> Result<u8, CliError> {
 
 fn show(c: &Catalog, name: &str, version: Option<&str>) -> Result<u8, CliError> {
     let pretty = |v: serde_json::Value| println!("{}", crate::lock::canonical_json(&v));
-    let to = |r: Result<serde_json::Value, serde_json::Error>| r.map_err(|e| CliError::msg(3, e.to_string()));
+    let to = |r: Result<serde_json::Value, serde_json::Error>| {
+        r.map_err(|e| CliError::msg(3, e.to_string()))
+    };
     if let Some(ver) = version {
         let v: crate::version::Version = ver.parse()?;
         let found = match name {
-            "cuda" => c.cuda.iter().find(|t| t.version == v).map(serde_json::to_value),
-            "pytorch" | "torch" => c.pytorch.iter().find(|t| t.version == v).map(serde_json::to_value),
-            "tensorflow" => c.tensorflow.iter().find(|t| t.version == v).map(serde_json::to_value),
-            "jax" => c.jax.iter().find(|t| t.version == v).map(serde_json::to_value),
+            "cuda" => c
+                .cuda
+                .iter()
+                .find(|t| t.version == v)
+                .map(serde_json::to_value),
+            "pytorch" | "torch" => c
+                .pytorch
+                .iter()
+                .find(|t| t.version == v)
+                .map(serde_json::to_value),
+            "tensorflow" => c
+                .tensorflow
+                .iter()
+                .find(|t| t.version == v)
+                .map(serde_json::to_value),
+            "jax" => c
+                .jax
+                .iter()
+                .find(|t| t.version == v)
+                .map(serde_json::to_value),
             "cudnn" => c.cudnn_record(&v).map(serde_json::to_value),
-            "nccl" => c.nccl.iter().find(|t| t.version == v).map(serde_json::to_value),
-            "python" => c.python.iter().find(|t| t.version == v).map(serde_json::to_value),
+            "nccl" => c
+                .nccl
+                .iter()
+                .find(|t| t.version == v)
+                .map(serde_json::to_value),
+            "python" => c
+                .python
+                .iter()
+                .find(|t| t.version == v)
+                .map(serde_json::to_value),
             _ => None,
         };
         return match found {
@@ -131,7 +230,10 @@ fn show(c: &Catalog, name: &str, version: Option<&str>) -> Result<u8, CliError> 
                 pretty(to(j)?);
                 Ok(0)
             }
-            None => Err(CliError::msg(2, format!("The catalog has no `{name} {ver}`"))),
+            None => Err(CliError::msg(
+                2,
+                format!("The catalog has no `{name} {ver}`"),
+            )),
         };
     }
     if let Some(g) = c.gpu(name) {
@@ -157,9 +259,14 @@ fn show(c: &Catalog, name: &str, version: Option<&str>) -> Result<u8, CliError> 
 fn why(a: WhyArgs, global: Global) -> Result<u8, CliError> {
     let catalog = Catalog::load(&a.catalog)?;
     let parse = |flag: &str, s: &str| -> Result<Constraint, CliError> {
-        let c: Constraint = s.parse().map_err(|e| CliError::bad_input(&e).with_hint(format!("in `--{flag}`")))?;
+        let c: Constraint = s
+            .parse()
+            .map_err(|e| CliError::bad_input(&e).with_hint(format!("in `--{flag}`")))?;
         if c.to_set().is_empty() {
-            return Err(CliError::msg(2, format!("`--{flag} {s}` can match no version at all")));
+            return Err(CliError::msg(
+                2,
+                format!("`--{flag} {s}` can match no version at all"),
+            ));
         }
         Ok(c)
     };
@@ -188,8 +295,16 @@ fn why(a: WhyArgs, global: Global) -> Result<u8, CliError> {
             }
         }
     }
-    req.driver = a.driver.as_deref().map(|s| parse("driver", s)).transpose()?;
-    req.kernel = a.kernel.as_deref().map(|s| parse("kernel", s)).transpose()?;
+    req.driver = a
+        .driver
+        .as_deref()
+        .map(|s| parse("driver", s))
+        .transpose()?;
+    req.kernel = a
+        .kernel
+        .as_deref()
+        .map(|s| parse("kernel", s))
+        .transpose()?;
     for (comp, v) in [
         (Component::Cuda, &a.cuda),
         (Component::Cudnn, &a.cudnn),

@@ -24,13 +24,20 @@ pub struct Args {
 pub fn exec(args: Args, global: Global) -> Result<u8, CliError> {
     let profile = crate::profile::load(&args.profile)?;
     let catalog = Catalog::load(&args.catalog)?;
-    answer(crate::resolve::resolve(&profile, &catalog), args.json, global)
+    answer(
+        crate::resolve::resolve(&profile, &catalog),
+        args.json,
+        global,
+    )
 }
 
 /// The JSON of DESIGN.md for a successful resolution.
 pub fn resolution_json(r: &Resolution) -> serde_json::Value {
-    let components: serde_json::Map<String, serde_json::Value> =
-        r.components.iter().map(|(c, v)| (c.to_string(), json!(v.to_string()))).collect();
+    let components: serde_json::Map<String, serde_json::Value> = r
+        .components
+        .iter()
+        .map(|(c, v)| (c.to_string(), json!(v.to_string())))
+        .collect();
     let gpus: Vec<&str> = r.host.gpus.iter().map(|g| g.name.as_str()).collect();
     json!({
         "ok": true,
@@ -45,7 +52,11 @@ pub fn resolution_json(r: &Resolution) -> serde_json::Value {
 }
 
 /// Prints an answer (yes with versions, no with the explanation) and picks the exit code.
-pub fn answer(result: Result<Resolution, ResolveError>, json_out: bool, global: Global) -> Result<u8, CliError> {
+pub fn answer(
+    result: Result<Resolution, ResolveError>,
+    json_out: bool,
+    global: Global,
+) -> Result<u8, CliError> {
     match result {
         Ok(r) => {
             if json_out {
@@ -57,7 +68,12 @@ pub fn answer(result: Result<Resolution, ResolveError>, json_out: bool, global: 
         }
         Err(ResolveError::Incompatible(e)) => {
             if json_out {
-                println!("{}", crate::lock::canonical_json(&json!({"ok": false, "explanation": e.to_string()})));
+                println!(
+                    "{}",
+                    crate::lock::canonical_json(
+                        &json!({"ok": false, "explanation": e.to_string()})
+                    )
+                );
             } else {
                 println!("no: {e}");
             }
