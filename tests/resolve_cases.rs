@@ -55,9 +55,9 @@ const CASES: &[Case] = &[
     c("nv-compat-minor", "host: {driver: '<580'}\nstack: {cuda: '13'}", No(&["580.65.06", "nv-compat-minor", "host.driver is `<580`"])),
     c("nv-compat-minor", "stack: {cuda: '=12.3.2'}", Warn("Unverified fact decides part of this answer: CUDA 12.3.2's own driver minimum is not known")),
     // Forward compatibility: long-term branches on data-center GPUs only.
-    c("nv-compat-forward", "compat: forward\nhost: {gpus: [H100], driver: '<580'}\nstack: {cuda: '13.0'}", Host(">=535,<545", None)),
+    c("nv-compat-forward", "compat: forward\nhost: {gpus: [H100], driver: '<580'}\nstack: {cuda: '13.0'}", Host(">=535,<536", None)),
     c("nv-compat-forward", "compat: forward\nhost: {gpus: [RTX 4090], driver: '<580'}\nstack: {cuda: '13.0'}", No(&["580.65.06"])),
-    c("nv-compat-forward", "compat: forward\nhost: {gpus: [H100]}\nstack: {cuda: '13.0'}", Host(">=535,<545 || >=580.65.06", None)),
+    c("nv-compat-forward", "compat: forward\nhost: {gpus: [H100]}\nstack: {cuda: '13.0'}", Host(">=535,<536 || >=580.65.06", None)),
     c("nv-compat-forward", "compat: forward\nhost: {gpus: [H100]}\nstack: {cuda: '13.0'}", Warn("forward compatibility (cuda-compat)")),
     // GPU ↔ CUDA: compute capabilities each release can target.
     c("llvm-clang-cuda", "host: {gpus: [B200]}\nstack: {cuda: '12.4'}", No(&["B200 is sm_100", "cannot target B200"])),

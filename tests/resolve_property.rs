@@ -210,8 +210,9 @@ fn driver_ok(c: &Catalog, req: &Request, ch: &Choice, d: &Version) -> bool {
                     || (!req.gpus.is_empty()
                         && gpus_of(req).len() == req.gpus.len()
                         && gpus_of(req).iter().all(|g| g.datacenter)
-                        && branch.is_some_and(|b| {
+                        && c.drivers.iter().any(|b| {
                             b.kind == Some(gpuimg::catalog::BranchKind::Ltsb)
+                                && b.branch == major
                                 && b.branch < f.minor_compat_driver.fields()[0]
                         }))
             }),

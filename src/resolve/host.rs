@@ -280,7 +280,11 @@ pub(super) fn host_range(
                             .collect();
                         if dc && !lts.is_empty() {
                             for b in &lts {
-                                set = set.union(&branch_set(cat, b));
+                                let lo = Version::from_fields(&[b.branch]);
+                                set = set.union(&VersionSet::range(
+                                    Some((lo, true)),
+                                    Some((Version::from_fields(&[b.branch + 1]), false)),
+                                ));
                                 forward_branches.push(b.branch);
                             }
                             let names: Vec<String> =
