@@ -47,6 +47,11 @@ pub fn resolve_request(req: &Request, catalog: &Catalog) -> Result<Resolution, R
     }
 }
 
+/// Like [`resolve_request`], without searching for the nearest working change on "no".
+pub fn decide(req: &Request, catalog: &Catalog) -> Result<Resolution, ResolveError> {
+    attempt(req, catalog).map_err(|e| ResolveError::Incompatible(Box::new(e)))
+}
+
 fn attempt(req: &Request, catalog: &Catalog) -> Result<Resolution, Explanation> {
     let search = Search {
         ctx: Ctx { cat: catalog, req },

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use super::resolve::outln;
 use crate::catalog::Catalog;
 use crate::cli::{CliError, Global};
 use crate::profile::{CompatMode, KernelModule};
@@ -26,6 +27,14 @@ pub enum Command {
     },
     /// Answer a question without a profile, e.g. `--gpu V100 --pytorch 2.11`.
     Why(Box<WhyArgs>),
+    /// Resolve every GPU × PyTorch release × Python version and print one answer per line.
+    Matrix {
+        /// Also search the nearest working change for every "no" (as `resolve` does).
+        #[arg(long)]
+        hints: bool,
+        #[arg(long = "catalog", value_name = "FILE")]
+        catalog: Vec<PathBuf>,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -83,7 +92,58 @@ pub fn exec(cmd: Command, global: Global) -> Result<u8, CliError> {
             catalog,
         } => show(&Catalog::load(&catalog)?, &name, version.as_deref()),
         Command::Why(a) => why(*a, global),
+        Command::Matrix { hints, catalog } => matrix(&Catalog::load(&catalog)?, hints),
     }
+}
+
+fn matrix(c: &Catalog, hints: bool) -> Result<u8, CliError> {
+    use std::io::Write;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let (mut yes, mut no) = (0usize, 0usize);
+    for g in &c.gpus {
+        for r in &c.pytorch {
+            for p in &c.python {
+                let mut req = Request {
+                    gpus: vec![crate::resolve::GpuTarget::Named(Box::new(g.clone()))],
+                    ..Request::default()
+                };
+                req.stack
+                    .insert(Component::Pytorch, format!("={}", r.version).parse()?);
+                req.stack
+                    .insert(Component::Python, Constraint::from_prefix(&p.version));
+                let answer = match hints {
+                    true => crate::resolve::resolve_request(&req, c),
+                    false => crate::resolve::decide(&req, c),
+                };
+                let line = match answer {
+                    Ok(res) => {
+                        yes += 1;
+                        let cuda = res
+                            .version(Component::Cuda)
+                            .map(|v| v.to_string())
+                            .unwrap_or_default();
+                        format!("yes cuda {cuda} driver {}", res.host.driver)
+                    }
+                    Err(ResolveError::Incompatible(_)) => {
+                        no += 1;
+                        "no".to_string()
+                    }
+                    Err(e) => return Err(CliError::bad_input(&e)),
+                };
+                let w = writeln!(
+                    out,
+                    "{}\tpytorch {}\tpython {}\t{line}",
+                    g.name, r.version, p.version
+                );
+                if w.is_err() {
+                    return Ok(0); // a closed pipe is not an error
+                }
+            }
+        }
+    }
+    let _ = out.flush();
+    eprintln!("{} answers: {yes} yes, {no} no", yes + no);
+    Ok(0)
 }
 
 fn list(c: &Catalog, kind: &str) -> Result<u8, CliError> {
@@ -179,13 +239,13 @@ fn list(c: &Catalog, kind: &str) -> Result<u8, CliError> {
         )),
     };
     for l in lines {
-        println!("{}", l.trim_end());
+        outln!("{}", l.trim_end());
     }
     Ok(0)
 }
 
 fn show(c: &Catalog, name: &str, version: Option<&str>) -> Result<u8, CliError> {
-    let pretty = |v: serde_json::Value| println!("{}", crate::lock::canonical_json(&v));
+    let pretty = |v: serde_json::Value| outln!("{}", crate::lock::canonical_json(&v));
     let to = |r: Result<serde_json::Value, serde_json::Error>| {
         r.map_err(|e| CliError::msg(3, e.to_string()))
     };

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use super::resolve::outln;
 use crate::catalog::Catalog;
 use crate::cli::{CliError, Global};
 use crate::lock::{self, Lock};
@@ -23,7 +24,7 @@ pub fn exec(args: Args, global: Global) -> Result<u8, CliError> {
     let resolution = match crate::resolve::resolve(&profile, &catalog) {
         Ok(r) => r,
         Err(ResolveError::Incompatible(e)) => {
-            println!("no: {e}");
+            outln!("no: {e}");
             return Ok(1);
         }
         Err(e) => return Err(CliError::bad_input(&e)),
@@ -39,7 +40,7 @@ pub fn exec(args: Args, global: Global) -> Result<u8, CliError> {
     }
     lock::write(&path, &new)?;
     if !global.quiet {
-        println!("wrote {}", path.display());
+        outln!("wrote {}", path.display());
     }
     Ok(0)
 }

@@ -3,6 +3,15 @@
 
 use std::path::PathBuf;
 
+/// `println!` that ignores a closed stdout (a broken pipe is not an error).
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+pub(crate) use outln;
+
 use serde_json::json;
 
 use crate::catalog::Catalog;
@@ -60,7 +69,7 @@ pub fn answer(
     match result {
         Ok(r) => {
             if json_out {
-                println!("{}", crate::lock::canonical_json(&resolution_json(&r)));
+                outln!("{}", crate::lock::canonical_json(&resolution_json(&r)));
             } else if !global.quiet {
                 print_text(&r);
             }
@@ -68,14 +77,14 @@ pub fn answer(
         }
         Err(ResolveError::Incompatible(e)) => {
             if json_out {
-                println!(
+                outln!(
                     "{}",
                     crate::lock::canonical_json(
                         &json!({"ok": false, "explanation": e.to_string()})
                     )
                 );
             } else {
-                println!("no: {e}");
+                outln!("no: {e}");
             }
             Ok(1)
         }
@@ -85,25 +94,25 @@ pub fn answer(
 
 fn print_text(r: &Resolution) {
     if r.is_empty() {
-        println!("ok: no CUDA stack and no GPUs: a plain image");
+        outln!("ok: no CUDA stack and no GPUs: a plain image");
     } else {
-        println!("ok");
+        outln!("ok");
     }
     for (c, v) in &r.components {
         match r.variants.get(c) {
-            Some(var) => println!("  {c:<11} {v} ({var})"),
-            None => println!("  {c:<11} {v}"),
+            Some(var) => outln!("  {c:<11} {v} ({var})"),
+            None => outln!("  {c:<11} {v}"),
         }
     }
     if !r.is_empty() {
-        println!("  host driver {}", r.host.driver);
-        println!("  host kernel {}", r.host.kernel);
+        outln!("  host driver {}", r.host.driver);
+        outln!("  host kernel {}", r.host.kernel);
         let names: Vec<&str> = r.host.gpus.iter().map(|g| g.name.as_str()).collect();
         if !names.is_empty() {
-            println!("  host gpus   {}", names.join(", "));
+            outln!("  host gpus   {}", names.join(", "));
         }
     }
     for w in &r.warnings {
-        println!("warning: {w}");
+        outln!("warning: {w}");
     }
 }
