@@ -4,7 +4,6 @@
 //! self-test) becomes its own layer so that identical components share a digest across
 //! images. Owns no format knowledge itself; it only sequences stage entry points.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use crate::assemble::{self, Input, Tree};
@@ -14,6 +13,7 @@ use crate::export::{self, Target};
 use crate::image::{self, ImageLayer, ImageSpec};
 use crate::layer::{self, Compression, LayerOptions};
 use crate::profile::{Base, Profile};
+use crate::resolve::Resolution;
 use crate::strip;
 
 /// How stages report progress without knowing about terminals.
@@ -44,6 +44,8 @@ pub struct BuildOptions {
     /// SOURCE_DATE_EPOCH.
     pub epoch: u64,
     pub cache_root: PathBuf,
+    /// The resolved stack (from `resolve`, or from the lock with `--locked`).
+    pub resolution: Option<Resolution>,
 }
 
 /// What a build produced.
@@ -149,8 +151,16 @@ pub fn build(
         tag: &opts.tag,
         platform: &profile.platform,
         config: &profile.config,
-        extra_env: BTreeMap::new(),
-        annotations: BTreeMap::new(),
+        extra_env: opts
+            .resolution
+            .as_ref()
+            .map(Resolution::image_env)
+            .unwrap_or_default(),
+        annotations: opts
+            .resolution
+            .as_ref()
+            .map(Resolution::image_annotations)
+            .unwrap_or_default(),
         entrypoint: None,
         epoch: opts.epoch,
     };

@@ -14,7 +14,7 @@ pub enum Compression {
     Zstd,
 }
 
-/// gzip level (zlib-rs): 6, zlib's default.
+/// gzip level (zlib-rs): 6, zlib's default; written in parallel 1 MiB blocks (`pgzip.rs`).
 pub const GZIP_LEVEL: u32 = 6;
 /// zstd level 3 (the library default), multithreaded: output is independent of thread count
 /// as long as at least one worker is used.
@@ -40,7 +40,7 @@ impl Compression {
     /// A stable name for cache keys.
     pub fn settings_id(self) -> String {
         match self {
-            Compression::Gzip => format!("gzip-zlibrs-{GZIP_LEVEL}"),
+            Compression::Gzip => format!("gzip-zlibrs-{GZIP_LEVEL}-blocks1m"),
             Compression::Zstd => format!("zstd-{ZSTD_LEVEL}-mt"),
         }
     }
@@ -59,28 +59,28 @@ impl std::str::FromStr for Compression {
     }
 }
 
+fn workers() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .max(1)
+}
+
 /// A compressing writer over `W`.
 pub enum Encoder<W: Write> {
-    Gzip(flate2::write::GzEncoder<W>),
+    Gzip(super::pgzip::ParGzEncoder<W>),
     Zstd(zstd::stream::write::Encoder<'static, W>),
 }
 
 impl<W: Write> Encoder<W> {
     pub fn new(c: Compression, w: W) -> io::Result<Self> {
         Ok(match c {
-            Compression::Gzip => Encoder::Gzip(
-                flate2::GzBuilder::new()
-                    .mtime(0)
-                    .operating_system(255)
-                    .write(w, flate2::Compression::new(GZIP_LEVEL)),
-            ),
+            Compression::Gzip => {
+                Encoder::Gzip(super::pgzip::ParGzEncoder::new(w, GZIP_LEVEL, workers())?)
+            }
             Compression::Zstd => {
                 let mut e = zstd::stream::write::Encoder::new(w, ZSTD_LEVEL)?;
-                let workers = std::thread::available_parallelism()
-                    .map(|n| n.get() as u32)
-                    .unwrap_or(1)
-                    .max(1);
-                e.multithread(workers)?;
+                e.multithread(workers() as u32)?;
                 e.include_checksum(false)?;
                 Encoder::Zstd(e)
             }

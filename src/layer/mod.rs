@@ -7,9 +7,10 @@
 
 mod compression;
 mod key;
+mod pgzip;
 mod tar_writer;
 
-use std::io::{self, Write};
+use std::io;
 
 use serde::{Deserialize, Serialize};
 
@@ -80,8 +81,7 @@ pub fn write_layer(
     };
     let uncompressed =
         tar_writer::write_tar(tree, opts.epoch, uncompressed, &mut tick).map_err(wrap)?;
-    let (mut enc, diff_id, uncompressed_size) = uncompressed.finish();
-    enc.flush().map_err(wrap)?;
+    let (enc, diff_id, uncompressed_size) = uncompressed.finish();
     let blob = enc.finish().map_err(wrap)?;
     let (digest, size, _) = blob.commit().map_err(wrap)?;
     let rec = LayerBlob {

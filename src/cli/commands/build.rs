@@ -6,9 +6,12 @@ use serde_json::json;
 
 use crate::build::{self, BuildOptions};
 use crate::cache::Cache;
+use crate::catalog::Catalog;
 use crate::cli::{CliError, Global, Progress};
 use crate::export::Target;
 use crate::layer::Compression;
+use crate::lock;
+use crate::resolve::ResolveError;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -26,6 +29,12 @@ pub struct Args {
     /// Cache directory (default $GPUIMG_CACHE or the XDG cache dir).
     #[arg(long)]
     pub cache: Option<PathBuf>,
+    /// Build exactly what the lock beside the profile records; refuse a stale lock.
+    #[arg(long)]
+    pub locked: bool,
+    /// Catalog overlay files (added after the config directory's catalog.d).
+    #[arg(long = "catalog", value_name = "FILE")]
+    pub catalog: Vec<PathBuf>,
     /// Print a JSON summary on stdout.
     #[arg(long)]
     pub json: bool,
@@ -52,14 +61,49 @@ pub fn exec(args: Args, global: Global) -> Result<u8, CliError> {
         Some(o) => Target::parse(o),
         None => Target::Layout(PathBuf::from("out").join(&profile.name)),
     };
+    let catalog = Catalog::load(&args.catalog)?;
+    let resolution = if args.locked {
+        let path = lock::lock_path(&profile);
+        if !path.exists() {
+            return Err(CliError::msg(
+                2,
+                format!(
+                    "`--locked` given but there is no lock at `{}`",
+                    path.display()
+                ),
+            )
+            .with_hint(format!(
+                "run `gpuimg lock {}` first",
+                args.profile.display()
+            )));
+        }
+        let lock = lock::read(&path)?;
+        lock::check_fresh(&profile, &lock)?;
+        lock.resolution
+    } else {
+        match crate::resolve::resolve(&profile, &catalog) {
+            Ok(r) => Some(r),
+            Err(ResolveError::Incompatible(e)) => {
+                eprintln!("error: no compatible combination: {e}");
+                return Ok(1);
+            }
+            Err(e) => return Err(CliError::bad_input(&e)),
+        }
+    };
+    let mut progress = Progress::new(global.quiet || args.json);
+    if let Some(r) = &resolution {
+        for w in &r.warnings {
+            crate::build::Observer::warn(&mut progress, w);
+        }
+    }
     let opts = BuildOptions {
         target,
         tag: args.tag.clone(),
         compression: args.compression,
         epoch,
         cache_root: args.cache.clone().unwrap_or_else(Cache::default_root),
+        resolution,
     };
-    let mut progress = Progress::new(global.quiet || args.json);
     let out = build::build(&profile, &opts, &mut progress)?;
     if args.json {
         let layers: Vec<_> = out
