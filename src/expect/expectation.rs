@@ -36,7 +36,7 @@ pub struct HostFacts {
     pub compute_capabilities: Vec<String>,
     /// Catalog peak device memory bandwidth per GPU name, GB/s.
     pub peak_bandwidth_gbps: BTreeMap<String, f64>,
-    /// The image's `NVIDIA_REQUIRE_*` variables (name → value).
+    /// The image's `NVIDIA_REQUIRE_*`, `NVIDIA_DISABLE_REQUIRE` and `CUDA_VERSION` (name → value).
     pub nvidia_require: BTreeMap<String, String>,
 }
 

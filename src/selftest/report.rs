@@ -101,7 +101,7 @@ impl Report {
                 "{:<w$}  {:<6}  {:<28}  {}",
                 c.name,
                 c.status.as_str(),
-                c.expected.as_deref().unwrap_or("-"),
+                clip(c.expected.as_deref().unwrap_or("-"), 28),
                 c.measured.as_deref().unwrap_or("-")
             );
             if let Some(d) = &c.detail {
@@ -112,6 +112,17 @@ impl Report {
             let _ = writeln!(s, "{}", line.trim_end());
         }
         s
+    }
+}
+
+/// At most `n` characters, ending in `…` when cut (the JSON keeps the full text).
+fn clip(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(n - 1).collect();
+        t.push('…');
+        t
     }
 }
 
