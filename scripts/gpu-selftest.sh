@@ -143,8 +143,7 @@ import json, sys
 for f in sys.argv[1:]:
     r = json.load(open(f))
     for d in r["cuda_devices"]:
-        bw = d.get("bandwidth") or {}
-        bw = bw.get("Ok", bw)
+        bw = d.get("bandwidth") or d.get("bandwidth_error")
         print(f"  {f.split('/')[-1]}: duration_ms={r['duration_ms']} kernel_ms={d.get('kernel_ms'):.1f} bandwidth={bw}")
     print("  checks: " + ", ".join(f"{c['name']}={c['status']}" for c in r["checks"] if "band" in c["name"] or "pcie" in c["name"]))
 P

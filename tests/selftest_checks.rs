@@ -64,15 +64,17 @@ fn h200() -> Measurements {
             uuid: UUID.into(),
             name: "NVIDIA H200".into(),
             compute_capability: "9.0".into(),
-            kernel: Some(Ok(1 << 20)),
+            kernel_verified: Some(1 << 20),
+            kernel_error: None,
             kernel_ms: Some(110.0),
-            bandwidth: Some(Ok(Bandwidth {
+            bandwidth_error: None,
+            bandwidth: Some(Bandwidth {
                 host_to_device_gbps: 53.9,
                 device_to_host_gbps: 55.0,
                 device_to_device_gbps: 4240.0,
                 link_gen_under_load: Some(5),
                 link_width_under_load: Some(16),
-            })),
+            }),
         }],
         timed_out: vec![],
     }
@@ -247,14 +249,14 @@ fn health_rules_from_fleet_practice() {
 #[test]
 fn functional_failure_and_timeouts_fail() {
     let mut m = h200();
-    m.cuda_devices[0].kernel = Some(Err("Element 12 is 0x00000000, expected 0x1234abcd".into()));
+    m.cuda_devices[0].kernel_error = Some("Element 12 is 0x00000000, expected 0x1234abcd".into());
     assert_eq!(
         failed(&run(&matching(), &m, SelftestLevel::Quick)),
         vec!["functional[0]"]
     );
     let mut m = h200();
     m.timed_out = vec!["cuda: kernel on GPU 0".into()];
-    m.cuda_devices[0].kernel = None;
+    m.cuda_devices[0].kernel_verified = None;
     let f = run(&matching(), &m, SelftestLevel::Quick);
     assert_eq!(failed(&f), vec!["probe-timeout", "functional[0]"]);
 }
@@ -262,9 +264,7 @@ fn functional_failure_and_timeouts_fail() {
 #[test]
 fn bandwidth_floors_and_link_under_load() {
     let mut m = h200();
-    let Some(Ok(bw)) = m.cuda_devices[0].bandwidth.as_mut() else {
-        unreachable!()
-    };
+    let bw = m.cuda_devices[0].bandwidth.as_mut().unwrap();
     bw.device_to_device_gbps = 3000.0; // < 80% of 4800
     bw.host_to_device_gbps = 30.0; // < 48 on Gen5 x16
     bw.link_gen_under_load = Some(4);
@@ -285,9 +285,7 @@ fn bandwidth_floors_and_link_under_load() {
     assert_eq!(failed(&r), vec!["pcie-link[0]"]);
     let mut m = h200();
     m.gpus[0].pcie.max_gen = Some(4);
-    let Some(Ok(bw)) = m.cuda_devices[0].bandwidth.as_mut() else {
-        unreachable!()
-    };
+    let bw = m.cuda_devices[0].bandwidth.as_mut().unwrap();
     bw.host_to_device_gbps = 23.0;
     bw.device_to_host_gbps = 24.0;
     bw.link_gen_under_load = Some(4);

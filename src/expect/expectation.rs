@@ -242,15 +242,19 @@ impl Expectation {
         Ok(())
     }
 
-    /// The constraint for `field`, parsed (validated already by `load`).
-    pub fn range(&self, field: &str) -> Option<VersionRange> {
-        let v = match field {
-            "kernel" => &self.kernel,
-            "driver" => &self.driver,
-            _ => &self.cuda_driver_floor,
-        };
-        v.as_deref().and_then(|s| VersionRange::parse(s).ok())
+    /// The kernel constraint, parsed (validated already by `load`).
+    pub fn kernel_range(&self) -> Option<VersionRange> {
+        parsed(&self.kernel)
     }
+
+    /// The driver constraint, parsed (validated already by `load`).
+    pub fn driver_range(&self) -> Option<VersionRange> {
+        parsed(&self.driver)
+    }
+}
+
+fn parsed(v: &Option<String>) -> Option<VersionRange> {
+    v.as_deref().and_then(|s| VersionRange::parse(s).ok())
 }
 
 /// Host↔device floor in GB/s for a PCIe link at its maximum (fleet practice: Azure HPC health

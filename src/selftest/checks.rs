@@ -161,11 +161,11 @@ fn range_check(name: &str, range: Option<VersionRange>, measured: Option<&str>) 
 }
 
 fn kernel(e: &Expectation, m: &Measurements) -> Check {
-    range_check("kernel", e.range("kernel"), m.kernel.as_deref())
+    range_check("kernel", e.kernel_range(), m.kernel.as_deref())
 }
 
 fn driver(e: &Expectation, m: &Measurements) -> Check {
-    range_check("driver", e.range("driver"), driver_version(m))
+    range_check("driver", e.driver_range(), driver_version(m))
 }
 
 fn module(e: &Expectation, m: &Measurements) -> Check {
@@ -444,25 +444,25 @@ fn functional(m: &Measurements, g: &GpuInfo) -> Check {
     };
     let c = Check::new(name, Status::Pass)
         .expected("embedded PTX kernel (.version 7.0, sm_52) verified");
-    match &dev.kernel {
-        None => c.status_fail().detail("Kernel did not run"),
-        Some(Ok(n)) => c.measured(format!(
+    match (&dev.kernel_error, dev.kernel_verified) {
+        (Some(err), _) => c.status_fail().measured(err.clone()),
+        (None, Some(n)) => c.measured(format!(
             "{n} elements verified in {:.0} ms",
             dev.kernel_ms.unwrap_or(0.0)
         )),
-        Some(Err(err)) => c.status_fail().measured(err.clone()),
+        (None, None) => c.status_fail().detail("Kernel did not run"),
     }
 }
 
 fn bandwidth(e: &Expectation, m: &Measurements, g: &GpuInfo) -> Vec<Check> {
     let i = g.index;
     let dev = m.cuda_devices.iter().find(|d| d.uuid == g.uuid);
-    let bw = match dev.and_then(|d| d.bandwidth.as_ref()) {
-        Some(Ok(bw)) => bw,
-        Some(Err(err)) => {
+    let bw = match dev.map(|d| (&d.bandwidth, &d.bandwidth_error)) {
+        Some((_, Some(err))) => {
             return vec![Check::new(format!("bandwidth[{i}]"), Status::Fail).measured(err.clone())]
         }
-        None => {
+        Some((Some(bw), None)) => bw,
+        _ => {
             return vec![Check::new(format!("bandwidth[{i}]"), Status::Fail).detail("Not measured")]
         }
     };

@@ -115,7 +115,10 @@ pub fn collect(level: SelftestLevel) -> Measurements {
         let ordinal = m.cuda_devices[i].ordinal;
         match with_limit(KERNEL_LIMIT, move || cuda_work::functional(cu, ordinal)) {
             Ok((r, ms)) => {
-                m.cuda_devices[i].kernel = Some(r);
+                match r {
+                    Ok(n) => m.cuda_devices[i].kernel_verified = Some(n),
+                    Err(e) => m.cuda_devices[i].kernel_error = Some(e),
+                }
                 m.cuda_devices[i].kernel_ms = Some(ms);
             }
             Err(s) => {
@@ -143,7 +146,8 @@ pub fn collect(level: SelftestLevel) -> Measurements {
                 )
             });
             match r {
-                Ok(bw) => m.cuda_devices[i].bandwidth = Some(bw),
+                Ok(Ok(bw)) => m.cuda_devices[i].bandwidth = Some(bw),
+                Ok(Err(e)) => m.cuda_devices[i].bandwidth_error = Some(e),
                 Err(s) => {
                     note(
                         &mut m,
@@ -156,4 +160,22 @@ pub fn collect(level: SelftestLevel) -> Measurements {
         }
     }
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stuck_probe_is_abandoned_and_a_crash_is_reported() {
+        let (release, wait) = mpsc::channel::<()>();
+        let r = with_limit(Duration::from_millis(20), move || wait.recv().is_ok());
+        assert!(matches!(r, Err(Stalled::TimedOut)));
+        drop(release);
+        let r = with_limit(Duration::from_secs(5), || -> u32 {
+            panic!("probe crashed")
+        });
+        assert!(matches!(r, Err(Stalled::Crashed)));
+        assert!(matches!(with_limit(Duration::from_secs(5), || 7), Ok(7)));
+    }
 }

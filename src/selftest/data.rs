@@ -100,10 +100,13 @@ pub struct CudaDeviceResult {
     pub uuid: String,
     pub name: String,
     pub compute_capability: String,
-    /// The embedded PTX kernel: `Ok(elements verified)` or the failure.
-    pub kernel: Option<Result<u64, String>>,
+    /// Elements of the embedded PTX kernel's result verified (all of them, when it passed).
+    pub kernel_verified: Option<u64>,
+    /// Why the functional check failed (JIT, launch, copy, or the first wrong element).
+    pub kernel_error: Option<String>,
     pub kernel_ms: Option<f64>,
-    pub bandwidth: Option<Result<Bandwidth, String>>,
+    pub bandwidth: Option<Bandwidth>,
+    pub bandwidth_error: Option<String>,
 }
 
 /// `--level full` measurements, GB/s (10^9 bytes per second), medians of repeats.
