@@ -13,6 +13,8 @@ use crate::profile::{KernelModule, OnFailure, SelftestLevel, SelftestSpec};
 
 /// Where the builder puts the file inside the image.
 pub const DEFAULT_PATH: &str = "/etc/gpuimg/expect.json";
+/// Where the builder puts `gpuimg-selftest` inside the image.
+pub const BINARY_PATH: &str = "/usr/local/bin/gpuimg-selftest";
 /// The format version this build writes and reads.
 pub const FORMAT: u32 = 1;
 /// Device-to-device floor as a fraction of the catalog peak, unless the profile overrides it.
@@ -257,6 +259,14 @@ fn parsed(v: &Option<String>) -> Option<VersionRange> {
     v.as_deref().and_then(|s| VersionRange::parse(s).ok())
 }
 
+/// The image entrypoint with the self-test in front (`selftest.enabled`): the self-test execs
+/// the original entrypoint, with the image's `Cmd` and run-time arguments after it.
+pub fn wrap_entrypoint(entrypoint: &[String]) -> Vec<String> {
+    let mut v = vec![BINARY_PATH.to_string(), "--".to_string()];
+    v.extend(entrypoint.iter().cloned());
+    v
+}
+
 /// Host↔device floor in GB/s for a PCIe link at its maximum (fleet practice: Azure HPC health
 /// checks use 48 for H200 on Gen5 x16 and 24 for A100 on Gen4; gpuimg keeps 22 on Gen4 x16).
 pub fn default_host_device_floor(max_gen: u32, max_width: u32) -> Option<f64> {
@@ -285,6 +295,25 @@ mod tests {
         let minimal = Expectation::from_json(r#"{"format": 1}"#, "x").unwrap();
         assert_eq!(minimal.bandwidth.device_device_fraction, 0.8);
         assert_eq!(minimal.min_gpus, 1);
+    }
+
+    #[test]
+    fn wrapped_entrypoint_hands_off_after_double_dash() {
+        let w = wrap_entrypoint(&["python3".to_string(), "-m".to_string(), "app".to_string()]);
+        assert_eq!(
+            w,
+            [
+                "/usr/local/bin/gpuimg-selftest",
+                "--",
+                "python3",
+                "-m",
+                "app"
+            ]
+        );
+        assert_eq!(
+            wrap_entrypoint(&[]),
+            ["/usr/local/bin/gpuimg-selftest", "--"]
+        );
     }
 
     #[test]

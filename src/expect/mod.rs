@@ -8,7 +8,7 @@ mod expectation;
 mod range;
 
 pub use expectation::{
-    default_host_device_floor, BandwidthExpectation, ExpectError, Expectation, HostFacts,
-    DEFAULT_DEVICE_DEVICE_FRACTION, DEFAULT_PATH, FORMAT,
+    default_host_device_floor, wrap_entrypoint, BandwidthExpectation, ExpectError, Expectation,
+    HostFacts, BINARY_PATH, DEFAULT_DEVICE_DEVICE_FRACTION, DEFAULT_PATH, FORMAT,
 };
 pub use range::{compare_fields, leading_fields, RangeError, VersionRange};
