@@ -1,4 +1,20 @@
-//! The build driver: runs the stages in order for one profile. Not written yet.
+//! The build driver: runs the stages in order for one loaded profile.
+//!
+//! `profile → assemble → strip → layer → image → export`; each component (base, files,
+//! self-test) becomes its own layer so that identical components share a digest across
+//! images. Owns no format knowledge itself; it only sequences stage entry points.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use crate::assemble::{self, Input, Tree};
+use crate::cache::Cache;
+use crate::digest::Digest;
+use crate::export::{self, Target};
+use crate::image::{self, ImageLayer, ImageSpec};
+use crate::layer::{self, Compression, LayerOptions};
+use crate::profile::{Base, Profile};
+use crate::strip;
 
 /// How stages report progress without knowing about terminals.
 pub trait Observer {
@@ -18,4 +34,134 @@ impl Observer for Silent {
     fn task_start(&mut self, _: &str, _: Option<u64>) {}
     fn task_progress(&mut self, _: u64) {}
     fn task_done(&mut self, _: &str, _: u64, _: &str) {}
+}
+
+#[derive(Debug, Clone)]
+pub struct BuildOptions {
+    pub target: Target,
+    pub tag: String,
+    pub compression: Compression,
+    /// SOURCE_DATE_EPOCH.
+    pub epoch: u64,
+    pub cache_root: PathBuf,
+}
+
+/// What a build produced.
+#[derive(Debug, Clone)]
+pub struct BuildOutcome {
+    pub manifest_digest: Digest,
+    pub config_digest: Digest,
+    pub layers: Vec<ImageLayer>,
+    /// How many layers came from the cache without compressing.
+    pub cached_layers: usize,
+    pub output: String,
+    pub tag: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("Failed to open the cache at `{path}`: {source}")]
+    Cache {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Assemble(#[from] assemble::AssembleError),
+    #[error(transparent)]
+    Layer(#[from] layer::LayerError),
+    #[error(transparent)]
+    Image(#[from] image::ImageError),
+    #[error(transparent)]
+    Export(#[from] export::ExportError),
+    #[error("`base.apt` is not supported by this build yet")]
+    AptUnsupported,
+}
+
+/// Build the image for `profile`.
+pub fn build(
+    profile: &Profile,
+    opts: &BuildOptions,
+    obs: &mut dyn Observer,
+) -> Result<BuildOutcome, BuildError> {
+    let cache = Cache::open(&opts.cache_root).map_err(|source| BuildError::Cache {
+        path: opts.cache_root.display().to_string(),
+        source,
+    })?;
+    let scratch = tempfile::Builder::new()
+        .prefix("build-")
+        .tempdir_in(cache.tmp_dir())
+        .map_err(|source| BuildError::Cache {
+            path: cache.tmp_dir().display().to_string(),
+            source,
+        })?;
+
+    let mut components: Vec<(String, Tree)> = Vec::new();
+    match &profile.base {
+        Base::None => {}
+        Base::Rootfs {
+            path,
+            allow_special_files,
+        } => {
+            let mut tree = assemble::assemble(
+                &Input::Rootfs {
+                    path,
+                    allow_special: *allow_special_files,
+                },
+                scratch.path(),
+            )?;
+            let n = strip::strip(&mut tree, &profile.strip);
+            if n > 0 {
+                obs.message(&format!("strip: removed {n} entries from the base"));
+            }
+            components.push(("base".into(), tree));
+        }
+        Base::Apt(_) => return Err(BuildError::AptUnsupported),
+    }
+    if !profile.files.is_empty() {
+        let tree = assemble::assemble(&Input::Files(&profile.files), scratch.path())?;
+        components.push(("files".into(), tree));
+    }
+
+    let lopts = LayerOptions {
+        compression: opts.compression,
+        epoch: opts.epoch,
+    };
+    let mut layers = Vec::new();
+    let mut cached_layers = 0;
+    for (component, tree) in &components {
+        let (blob, cached) = layer::write_layer(component, tree, lopts, &cache, obs)?;
+        if cached {
+            cached_layers += 1;
+            obs.message(&format!(
+                "{component:>12} unchanged, reused {}",
+                &blob.digest.hex()[..12]
+            ));
+        }
+        layers.push(ImageLayer {
+            component: component.clone(),
+            blob,
+        });
+    }
+
+    let spec = ImageSpec {
+        name: &profile.name,
+        tag: &opts.tag,
+        platform: &profile.platform,
+        config: &profile.config,
+        extra_env: BTreeMap::new(),
+        annotations: BTreeMap::new(),
+        entrypoint: None,
+        epoch: opts.epoch,
+    };
+    let json = image::build_image(&spec, &layers)?;
+    export::export(&opts.target, &json, &layers, &cache)?;
+    Ok(BuildOutcome {
+        manifest_digest: json.manifest.0,
+        config_digest: json.config.0,
+        layers,
+        cached_layers,
+        output: opts.target.display(),
+        tag: opts.tag.clone(),
+    })
 }

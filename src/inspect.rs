@@ -1,1 +1,161 @@
-//! TODO
+//! Read an OCI image layout back: tag, manifest digest, config and layers with sizes.
+//!
+//! Verifies the digest of every JSON blob it reads. Must never modify the layout.
+
+use std::path::Path;
+
+use oci_spec::image::{ImageConfiguration, ImageIndex, ImageManifest};
+use serde::Serialize;
+
+use crate::digest::Digest;
+use crate::image::{ANN_COMPONENT, ANN_REF_NAME, ANN_UNCOMPRESSED_SIZE};
+
+#[derive(Debug, Serialize)]
+pub struct ImageInfo {
+    pub tag: Option<String>,
+    pub manifest_digest: Digest,
+    pub platform: String,
+    pub created: Option<String>,
+    pub config: serde_json::Value,
+    pub annotations: std::collections::BTreeMap<String, String>,
+    pub layers: Vec<LayerInfo>,
+    pub compressed_size: u64,
+    pub uncompressed_size: Option<u64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct LayerInfo {
+    pub digest: String,
+    pub media_type: String,
+    pub size: u64,
+    pub uncompressed_size: Option<u64>,
+    pub component: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum InspectError {
+    #[error("Failed to read `{path}`: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("`{path}` is not valid OCI JSON: {message}")]
+    Json { path: String, message: String },
+    #[error("`{0}` is not an OCI image layout (no `oci-layout` file)")]
+    NotLayout(String),
+    #[error("No image tagged `{tag}` in `{layout}`; tags: {available}")]
+    NoSuchTag {
+        tag: String,
+        layout: String,
+        available: String,
+    },
+    #[error("Blob `{0}` does not match its digest")]
+    Corrupt(String),
+}
+
+fn read_blob(dir: &Path, digest: &str) -> Result<Vec<u8>, InspectError> {
+    let d: Digest = digest
+        .parse()
+        .map_err(|_| InspectError::Corrupt(digest.to_string()))?;
+    let path = dir.join("blobs/sha256").join(d.hex());
+    let bytes = fs_err::read(&path).map_err(|source| InspectError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
+    if Digest::of(&bytes) != d {
+        return Err(InspectError::Corrupt(digest.to_string()));
+    }
+    Ok(bytes)
+}
+
+fn parse<T: serde::de::DeserializeOwned>(path: &str, bytes: &[u8]) -> Result<T, InspectError> {
+    serde_json::from_slice(bytes).map_err(|e| InspectError::Json {
+        path: path.to_string(),
+        message: e.to_string(),
+    })
+}
+
+/// Inspect the image tagged `tag` (or the only/first one) in the layout at `dir`.
+pub fn inspect(dir: &Path, tag: Option<&str>) -> Result<ImageInfo, InspectError> {
+    if !dir.join("oci-layout").is_file() {
+        return Err(InspectError::NotLayout(dir.display().to_string()));
+    }
+    let index_path = dir.join("index.json");
+    let index_bytes = fs_err::read(&index_path).map_err(|source| InspectError::Read {
+        path: index_path.display().to_string(),
+        source,
+    })?;
+    let index: ImageIndex = parse(&index_path.display().to_string(), &index_bytes)?;
+    let tag_of = |m: &oci_spec::image::Descriptor| {
+        m.annotations()
+            .as_ref()
+            .and_then(|a| a.get(ANN_REF_NAME).cloned())
+    };
+    let desc = match tag {
+        Some(t) => index
+            .manifests()
+            .iter()
+            .find(|m| tag_of(m).as_deref() == Some(t))
+            .ok_or_else(|| InspectError::NoSuchTag {
+                tag: t.to_string(),
+                layout: dir.display().to_string(),
+                available: index
+                    .manifests()
+                    .iter()
+                    .filter_map(tag_of)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })?,
+        None => index
+            .manifests()
+            .first()
+            .ok_or_else(|| InspectError::Json {
+                path: index_path.display().to_string(),
+                message: "the index lists no manifests".into(),
+            })?,
+    };
+    let manifest_digest = desc.digest().to_string();
+    let manifest: ImageManifest = parse(&manifest_digest, &read_blob(dir, &manifest_digest)?)?;
+    let config_digest = manifest.config().digest().to_string();
+    let config_bytes = read_blob(dir, &config_digest)?;
+    let config: ImageConfiguration = parse(&config_digest, &config_bytes)?;
+    let config_json: serde_json::Value = parse(&config_digest, &config_bytes)?;
+
+    let layers: Vec<LayerInfo> = manifest
+        .layers()
+        .iter()
+        .map(|l| {
+            let ann = l.annotations().as_ref();
+            LayerInfo {
+                digest: l.digest().to_string(),
+                media_type: l.media_type().to_string(),
+                size: l.size(),
+                uncompressed_size: ann
+                    .and_then(|a| a.get(ANN_UNCOMPRESSED_SIZE))
+                    .and_then(|s| s.parse().ok()),
+                component: ann.and_then(|a| a.get(ANN_COMPONENT).cloned()),
+            }
+        })
+        .collect();
+    let compressed_size = layers.iter().map(|l| l.size).sum();
+    let uncompressed_size = layers.iter().map(|l| l.uncompressed_size).sum();
+    Ok(ImageInfo {
+        tag: tag_of(desc),
+        manifest_digest: manifest_digest
+            .parse()
+            .map_err(|_| InspectError::Corrupt(manifest_digest.clone()))?,
+        platform: format!("{}/{}", config.os(), config.architecture()),
+        created: config.created().clone(),
+        config: config_json.get("config").cloned().unwrap_or_default(),
+        annotations: manifest
+            .annotations()
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .collect(),
+        layers,
+        compressed_size,
+        uncompressed_size,
+    })
+}

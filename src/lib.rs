@@ -23,5 +23,6 @@ pub mod lock;
 pub mod resolve;
 pub mod selftest;
 pub mod sources;
+pub mod version;
 
 pub mod cli;

@@ -1,1 +1,155 @@
-//! Stage `catalog`: not written yet (see the open issues).
+//! Stage `catalog`: the compatibility facts the resolver reasons with.
+//!
+//! Owns the embedded catalog (`catalog/*.yaml`, compiled in), user overlays (`--catalog FILE`,
+//! `$XDG_CONFIG_HOME/gpuimg/catalog.d/*.yaml`) that add or replace records, validation, and
+//! lookups (GPU by name or alias, closest name, cuDNN record for a pinned version).
+//! Must never decide compatibility: that is `resolve`'s job.
+
+mod error;
+mod lookup;
+mod merge;
+mod records;
+mod validate;
+
+use std::path::{Path, PathBuf};
+
+pub use error::CatalogError;
+pub use records::{
+    BranchKind, CatalogFile, CcSupport, CudaFamily, CudaRelease, CudnnBuild, CudnnRelease,
+    DriverBranch, Gpu, JaxRelease, JaxVariant, ModuleFlavour, NcclRelease, PythonRelease,
+    PytorchRelease, PytorchVariant, Source, TensorflowRelease,
+};
+
+/// The embedded catalog files, in merge order.
+const EMBEDDED: &[(&str, &str)] = &[
+    (
+        "catalog/sources.yaml",
+        include_str!("../../catalog/sources.yaml"),
+    ),
+    ("catalog/cuda.yaml", include_str!("../../catalog/cuda.yaml")),
+    ("catalog/gpus.yaml", include_str!("../../catalog/gpus.yaml")),
+    (
+        "catalog/drivers.yaml",
+        include_str!("../../catalog/drivers.yaml"),
+    ),
+    (
+        "catalog/python.yaml",
+        include_str!("../../catalog/python.yaml"),
+    ),
+    (
+        "catalog/pytorch.yaml",
+        include_str!("../../catalog/pytorch.yaml"),
+    ),
+    (
+        "catalog/tensorflow.yaml",
+        include_str!("../../catalog/tensorflow.yaml"),
+    ),
+    ("catalog/jax.yaml", include_str!("../../catalog/jax.yaml")),
+    (
+        "catalog/cudnn.yaml",
+        include_str!("../../catalog/cudnn.yaml"),
+    ),
+    ("catalog/nccl.yaml", include_str!("../../catalog/nccl.yaml")),
+];
+
+/// The merged, validated catalog. Release lists are sorted newest first.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    pub sources: Vec<Source>,
+    pub cuda_families: Vec<CudaFamily>,
+    pub compute_capabilities: Vec<CcSupport>,
+    pub cuda: Vec<CudaRelease>,
+    pub gpus: Vec<Gpu>,
+    /// Sorted oldest branch first.
+    pub drivers: Vec<DriverBranch>,
+    pub python: Vec<PythonRelease>,
+    pub pytorch: Vec<PytorchRelease>,
+    pub tensorflow: Vec<TensorflowRelease>,
+    pub jax: Vec<JaxRelease>,
+    pub cudnn: Vec<CudnnRelease>,
+    pub nccl: Vec<NcclRelease>,
+    /// Where each overlay came from, in merge order (empty: embedded only).
+    pub overlays: Vec<PathBuf>,
+}
+
+impl Catalog {
+    /// The embedded catalog, then the config-directory overlays, then `overlays` in order.
+    pub fn load(overlays: &[PathBuf]) -> Result<Catalog, CatalogError> {
+        let mut paths = config_dir_overlays()?;
+        paths.extend(overlays.iter().cloned());
+        Catalog::load_exactly(&paths)
+    }
+
+    /// The embedded catalog and exactly these overlays (no config directory).
+    pub fn load_exactly(overlays: &[PathBuf]) -> Result<Catalog, CatalogError> {
+        let mut files = Vec::new();
+        for (name, text) in EMBEDDED {
+            files.push((name.to_string(), parse(name, text)?));
+        }
+        for path in overlays {
+            let text = fs_err::read_to_string(path).map_err(|source| CatalogError::Read {
+                path: path.display().to_string(),
+                source,
+            })?;
+            let name = path.display().to_string();
+            files.push((name.clone(), parse(&name, &text)?));
+        }
+        let mut catalog = merge::merge(files)?;
+        catalog.overlays = overlays.to_vec();
+        validate::validate(&catalog)?;
+        Ok(catalog)
+    }
+
+    /// The embedded catalog alone.
+    pub fn embedded() -> Result<Catalog, CatalogError> {
+        Catalog::load_exactly(&[])
+    }
+}
+
+fn parse(name: &str, text: &str) -> Result<CatalogFile, CatalogError> {
+    serde_saphyr::from_str(text).map_err(|e| {
+        let (line, column) = e
+            .location()
+            .map(|l| (l.line() as usize, l.column() as usize))
+            .unwrap_or((1, 1));
+        let message = e.without_snippet().to_string();
+        let message = message.lines().next().unwrap_or("").trim().to_string();
+        CatalogError::Parse {
+            file: name.to_string(),
+            line,
+            column,
+            message,
+        }
+    })
+}
+
+/// `$XDG_CONFIG_HOME/gpuimg/catalog.d/*.yaml` (or `~/.config/...`), sorted by name.
+fn config_dir_overlays() -> Result<Vec<PathBuf>, CatalogError> {
+    let base = match std::env::var_os("XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
+        Some(d) => PathBuf::from(d),
+        None => match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+            Some(h) => Path::new(&h).join(".config"),
+            None => return Ok(vec![]),
+        },
+    };
+    let dir = base.join("gpuimg").join("catalog.d");
+    if !dir.is_dir() {
+        return Ok(vec![]);
+    }
+    let mut out = Vec::new();
+    for entry in fs_err::read_dir(&dir).map_err(|source| CatalogError::Read {
+        path: dir.display().to_string(),
+        source,
+    })? {
+        let entry = entry.map_err(|source| CatalogError::Read {
+            path: dir.display().to_string(),
+            source,
+        })?;
+        let p = entry.path();
+        if matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml")) {
+            out.push(p);
+        }
+    }
+    out.sort();
+    Ok(out)
+}

@@ -83,3 +83,11 @@ pub fn main() -> ExitCode {
         }
     }
 }
+
+/// Write to stdout; a closed pipe (`| head`) is not an error.
+pub fn print_stdout(s: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(s.as_bytes());
+    let _ = out.flush();
+}

@@ -74,11 +74,11 @@ pub fn parse(
 ) -> Result<Profile, ProfileError> {
     let expanded = expand_vars(text, file, env)?;
     let raw: schema::RawProfile =
-        serde_saphyr::from_str(&expanded).map_err(|e| syntax_error(file, &e))?;
+        serde_saphyr::from_str(&expanded).map_err(|e| syntax_error(file, &expanded, &e))?;
     validate::validate(raw, file, dir, expanded)
 }
 
-fn syntax_error(file: &str, e: &serde_saphyr::Error) -> ProfileError {
+fn syntax_error(file: &str, text: &str, e: &serde_saphyr::Error) -> ProfileError {
     let (line, column) = e
         .location()
         .map(|l| (l.line() as usize, l.column() as usize))
@@ -88,13 +88,32 @@ fn syntax_error(file: &str, e: &serde_saphyr::Error) -> ProfileError {
     if let Some(idx) = message.rfind(" at line ") {
         message.truncate(idx);
     }
-    let message = message.lines().next().unwrap_or("").trim().to_string();
+    let mut message = capitalise(message.lines().next().unwrap_or("").trim());
+    if !message.contains('`') {
+        if let Some(key) = key_at(text, line, column) {
+            message = format!("`{key}`: {message}");
+        }
+    }
     ProfileError::Syntax {
         file: file.to_string(),
         line,
         column,
-        message: capitalise(&message),
+        message,
     }
+}
+
+/// The mapping key written on `line` before `column` (`  enabled: maybe` → `enabled`).
+fn key_at(text: &str, line: usize, column: usize) -> Option<String> {
+    let l = text.lines().nth(line.checked_sub(1)?)?;
+    let before: String = l.chars().take(column.saturating_sub(1)).collect();
+    let (key, _) = before.rsplit_once(':')?;
+    let key = key
+        .trim()
+        .trim_start_matches("- ")
+        .trim_start_matches('{')
+        .trim();
+    let key = key.rsplit([',', '{']).next()?.trim();
+    (!key.is_empty() && !key.contains(' ')).then(|| key.to_string())
 }
 
 fn capitalise(s: &str) -> String {

@@ -1,13 +1,383 @@
-//! `gpuimg catalog`: not written yet.
+//! `gpuimg catalog list KIND`, `catalog show NAME [VERSION]`, `catalog why --gpu ... --pytorch ...`:
+//! query the compatibility catalog and ask questions without a profile.
 
+use std::path::PathBuf;
+
+use super::resolve::outln;
+use crate::catalog::Catalog;
 use crate::cli::{CliError, Global};
+use crate::profile::{CompatMode, KernelModule};
+use crate::resolve::{lookup_gpu, Component, Request, ResolveError};
+use crate::version::Constraint;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
-    /// List records of one kind.
-    List { kind: String },
+    /// List records of one kind: gpus, cuda, drivers, python, pytorch, tensorflow, jax, cudnn, nccl, sources.
+    List {
+        kind: String,
+        #[arg(long = "catalog", value_name = "FILE")]
+        catalog: Vec<PathBuf>,
+    },
+    /// Show one record: a GPU name, `R580`, a source id, or a kind and a version (`pytorch 2.5.1`).
+    Show {
+        name: String,
+        version: Option<String>,
+        #[arg(long = "catalog", value_name = "FILE")]
+        catalog: Vec<PathBuf>,
+    },
+    /// Answer a question without a profile, e.g. `--gpu V100 --pytorch 2.11`.
+    Why(Box<WhyArgs>),
+    /// Resolve every GPU × PyTorch release × Python version and print one answer per line.
+    Matrix {
+        /// Also search the nearest working change for every "no" (as `resolve` does).
+        #[arg(long)]
+        hints: bool,
+        #[arg(long = "catalog", value_name = "FILE")]
+        catalog: Vec<PathBuf>,
+    },
 }
 
-pub fn exec(_cmd: Command, _global: Global) -> Result<u8, CliError> {
-    Err(CliError::msg(3, "`catalog` is not implemented yet"))
+#[derive(Debug, clap::Args)]
+pub struct WhyArgs {
+    #[arg(long = "gpu", value_name = "NAME")]
+    pub gpus: Vec<String>,
+    #[arg(long)]
+    pub driver: Option<String>,
+    #[arg(long)]
+    pub kernel: Option<String>,
+    #[arg(long = "kernel-module", value_enum, default_value = "any")]
+    pub kernel_module: ModuleArg,
+    #[arg(long, value_enum, default_value = "minor")]
+    pub compat: CompatArg,
+    #[arg(long)]
+    pub cuda: Option<String>,
+    #[arg(long)]
+    pub cudnn: Option<String>,
+    #[arg(long)]
+    pub nccl: Option<String>,
+    #[arg(long)]
+    pub python: Option<String>,
+    #[arg(long)]
+    pub pytorch: Option<String>,
+    #[arg(long)]
+    pub tensorflow: Option<String>,
+    #[arg(long)]
+    pub jax: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+    #[arg(long = "catalog", value_name = "FILE")]
+    pub catalog: Vec<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum ModuleArg {
+    Open,
+    Proprietary,
+    Any,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum CompatArg {
+    Strict,
+    Minor,
+    Forward,
+}
+
+pub fn exec(cmd: Command, global: Global) -> Result<u8, CliError> {
+    match cmd {
+        Command::List { kind, catalog } => list(&Catalog::load(&catalog)?, &kind),
+        Command::Show {
+            name,
+            version,
+            catalog,
+        } => show(&Catalog::load(&catalog)?, &name, version.as_deref()),
+        Command::Why(a) => why(*a, global),
+        Command::Matrix { hints, catalog } => matrix(&Catalog::load(&catalog)?, hints),
+    }
+}
+
+fn matrix(c: &Catalog, hints: bool) -> Result<u8, CliError> {
+    use std::io::Write;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let (mut yes, mut no) = (0usize, 0usize);
+    for g in &c.gpus {
+        for r in &c.pytorch {
+            for p in &c.python {
+                let mut req = Request {
+                    gpus: vec![crate::resolve::GpuTarget::Named(Box::new(g.clone()))],
+                    ..Request::default()
+                };
+                req.stack
+                    .insert(Component::Pytorch, format!("={}", r.version).parse()?);
+                req.stack
+                    .insert(Component::Python, Constraint::from_prefix(&p.version));
+                let answer = match hints {
+                    true => crate::resolve::resolve_request(&req, c),
+                    false => crate::resolve::decide(&req, c),
+                };
+                let line = match answer {
+                    Ok(res) => {
+                        yes += 1;
+                        let cuda = res
+                            .version(Component::Cuda)
+                            .map(|v| v.to_string())
+                            .unwrap_or_default();
+                        format!("yes cuda {cuda} driver {}", res.host.driver)
+                    }
+                    Err(ResolveError::Incompatible(_)) => {
+                        no += 1;
+                        "no".to_string()
+                    }
+                    Err(e) => return Err(CliError::bad_input(&e)),
+                };
+                let w = writeln!(
+                    out,
+                    "{}\tpytorch {}\tpython {}\t{line}",
+                    g.name, r.version, p.version
+                );
+                if w.is_err() {
+                    return Ok(0); // a closed pipe is not an error
+                }
+            }
+        }
+    }
+    let _ = out.flush();
+    eprintln!("{} answers: {yes} yes, {no} no", yes + no);
+    Ok(0)
+}
+
+fn list(c: &Catalog, kind: &str) -> Result<u8, CliError> {
+    let lines: Vec<String> = match kind {
+        "gpus" | "gpu" => c
+            .gpus
+            .iter()
+            .map(|g| {
+                format!(
+                    "{:<40} cc {:<5} {:<10} {}",
+                    g.name,
+                    g.cc.to_string(),
+                    g.arch,
+                    g.aliases.join(", ")
+                )
+            })
+            .collect(),
+        "cuda" => c
+            .cuda
+            .iter()
+            .map(|t| {
+                format!(
+                    "{:<8} driver >= {:<11} sm {}..{}{}",
+                    t.version.to_string(),
+                    t.driver
+                        .as_ref()
+                        .map_or("unknown".into(), |d| d.to_string()),
+                    t.sm_min,
+                    t.sm_max,
+                    if t.unverified.is_empty() {
+                        ""
+                    } else {
+                        "  (unverified)"
+                    }
+                )
+            })
+            .collect(),
+        "drivers" | "driver" => c
+            .drivers
+            .iter()
+            .map(|b| {
+                format!(
+                    "R{:<4} cc >= {:<4} kernel >= {:<5} {}",
+                    b.branch,
+                    b.min_cc.to_string(),
+                    b.min_kernel.as_ref().map_or("?".into(), |k| k.to_string()),
+                    b.eol
+                        .as_deref()
+                        .map(|e| format!("EOL {e}"))
+                        .unwrap_or_default()
+                )
+            })
+            .collect(),
+        "python" => c.python.iter().map(|p| p.version.to_string()).collect(),
+        "pytorch" => c
+            .pytorch
+            .iter()
+            .map(|r| {
+                let v: Vec<&str> = r.variants.iter().map(|v| v.name.as_str()).collect();
+                format!("{:<8} {}", r.version.to_string(), v.join(" "))
+            })
+            .collect(),
+        "tensorflow" => c
+            .tensorflow
+            .iter()
+            .map(|r| {
+                format!(
+                    "{:<8} cuda `{}` cudnn `{}`",
+                    r.version.to_string(),
+                    r.cuda,
+                    r.cudnn
+                )
+            })
+            .collect(),
+        "jax" => c
+            .jax
+            .iter()
+            .map(|r| {
+                let v: Vec<&str> = r.variants.iter().map(|v| v.name.as_str()).collect();
+                format!("{:<9} {}", r.version.to_string(), v.join(" "))
+            })
+            .collect(),
+        "cudnn" => c.cudnn.iter().map(|r| r.version.to_string()).collect(),
+        "nccl" => c.nccl.iter().map(|r| r.version.to_string()).collect(),
+        "sources" => c
+            .sources
+            .iter()
+            .map(|s| format!("{:<24} {}", s.id, s.url))
+            .collect(),
+        other => return Err(CliError::msg(2, format!("Unknown catalog kind `{other}`"))
+            .with_hint(
+            "one of: gpus, cuda, drivers, python, pytorch, tensorflow, jax, cudnn, nccl, sources",
+        )),
+    };
+    for l in lines {
+        outln!("{}", l.trim_end());
+    }
+    Ok(0)
+}
+
+fn show(c: &Catalog, name: &str, version: Option<&str>) -> Result<u8, CliError> {
+    let pretty = |v: serde_json::Value| outln!("{}", crate::lock::canonical_json(&v));
+    let to = |r: Result<serde_json::Value, serde_json::Error>| {
+        r.map_err(|e| CliError::msg(3, e.to_string()))
+    };
+    if let Some(ver) = version {
+        let v: crate::version::Version = ver.parse()?;
+        let found = match name {
+            "cuda" => c
+                .cuda
+                .iter()
+                .find(|t| t.version == v)
+                .map(serde_json::to_value),
+            "pytorch" | "torch" => c
+                .pytorch
+                .iter()
+                .find(|t| t.version == v)
+                .map(serde_json::to_value),
+            "tensorflow" => c
+                .tensorflow
+                .iter()
+                .find(|t| t.version == v)
+                .map(serde_json::to_value),
+            "jax" => c
+                .jax
+                .iter()
+                .find(|t| t.version == v)
+                .map(serde_json::to_value),
+            "cudnn" => c.cudnn_record(&v).map(serde_json::to_value),
+            "nccl" => c
+                .nccl
+                .iter()
+                .find(|t| t.version == v)
+                .map(serde_json::to_value),
+            "python" => c
+                .python
+                .iter()
+                .find(|t| t.version == v)
+                .map(serde_json::to_value),
+            _ => None,
+        };
+        return match found {
+            Some(j) => {
+                pretty(to(j)?);
+                Ok(0)
+            }
+            None => Err(CliError::msg(
+                2,
+                format!("The catalog has no `{name} {ver}`"),
+            )),
+        };
+    }
+    if let Some(g) = c.gpu(name) {
+        pretty(to(serde_json::to_value(g))?);
+        return Ok(0);
+    }
+    let branch = name.trim_start_matches(['R', 'r']).parse::<u64>().ok();
+    if let Some(b) = branch.and_then(|n| c.drivers.iter().find(|d| d.branch == n)) {
+        pretty(to(serde_json::to_value(b))?);
+        return Ok(0);
+    }
+    if let Some(s) = c.source(name) {
+        pretty(to(serde_json::to_value(s))?);
+        return Ok(0);
+    }
+    let mut e = CliError::msg(2, format!("The catalog has no record named `{name}`"));
+    if let Some(s) = c.closest_gpu(name) {
+        e = e.with_hint(format!("did you mean `{s}`?"));
+    }
+    Err(e)
+}
+
+fn why(a: WhyArgs, global: Global) -> Result<u8, CliError> {
+    let catalog = Catalog::load(&a.catalog)?;
+    let parse = |flag: &str, s: &str| -> Result<Constraint, CliError> {
+        let c: Constraint = s
+            .parse()
+            .map_err(|e| CliError::bad_input(&e).with_hint(format!("in `--{flag}`")))?;
+        if c.to_set().is_empty() {
+            return Err(CliError::msg(
+                2,
+                format!("`--{flag} {s}` can match no version at all"),
+            ));
+        }
+        Ok(c)
+    };
+    let mut req = Request {
+        kernel_module: match a.kernel_module {
+            ModuleArg::Open => KernelModule::Open,
+            ModuleArg::Proprietary => KernelModule::Proprietary,
+            ModuleArg::Any => KernelModule::Any,
+        },
+        compat: match a.compat {
+            CompatArg::Strict => CompatMode::Strict,
+            CompatArg::Minor => CompatMode::Minor,
+            CompatArg::Forward => CompatMode::Forward,
+        },
+        ..Request::default()
+    };
+    for g in &a.gpus {
+        match lookup_gpu(&catalog, g) {
+            Some(t) => req.gpus.push(t),
+            None => {
+                let mut e = CliError::msg(2, format!("Unknown GPU `{g}`"));
+                if let Some(s) = catalog.closest_gpu(g) {
+                    e = e.with_hint(format!("did you mean `{s}`?"));
+                }
+                return Err(e);
+            }
+        }
+    }
+    req.driver = a
+        .driver
+        .as_deref()
+        .map(|s| parse("driver", s))
+        .transpose()?;
+    req.kernel = a
+        .kernel
+        .as_deref()
+        .map(|s| parse("kernel", s))
+        .transpose()?;
+    for (comp, v) in [
+        (Component::Cuda, &a.cuda),
+        (Component::Cudnn, &a.cudnn),
+        (Component::Nccl, &a.nccl),
+        (Component::Python, &a.python),
+        (Component::Pytorch, &a.pytorch),
+        (Component::Tensorflow, &a.tensorflow),
+        (Component::Jax, &a.jax),
+    ] {
+        if let Some(s) = v {
+            req.stack.insert(comp, parse(comp.as_str(), s)?);
+        }
+    }
+    let result: Result<_, ResolveError> = crate::resolve::resolve_request(&req, &catalog);
+    super::resolve::answer(result, a.json, global)
 }

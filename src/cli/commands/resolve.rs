@@ -1,13 +1,118 @@
-//! `gpuimg resolve`: not written yet.
+//! `gpuimg resolve PROFILE [--json] [--catalog FILE]...`: exit 0 compatible, 1 no compatible
+//! combination (with the explanation), 2 bad input. Also renders answers for `catalog why`.
 
+use std::path::PathBuf;
+
+/// `println!` that ignores a closed stdout (a broken pipe is not an error).
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+pub(crate) use outln;
+
+use serde_json::json;
+
+use crate::catalog::Catalog;
 use crate::cli::{CliError, Global};
+use crate::resolve::{Resolution, ResolveError};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The profile.
-    pub profile: std::path::PathBuf,
+    pub profile: PathBuf,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    /// Catalog overlay files (added after the config directory's catalog.d).
+    #[arg(long = "catalog", value_name = "FILE")]
+    pub catalog: Vec<PathBuf>,
 }
 
-pub fn exec(_args: Args, _global: Global) -> Result<u8, CliError> {
-    Err(CliError::msg(3, "`resolve` is not implemented yet"))
+pub fn exec(args: Args, global: Global) -> Result<u8, CliError> {
+    let profile = crate::profile::load(&args.profile)?;
+    let catalog = Catalog::load(&args.catalog)?;
+    answer(
+        crate::resolve::resolve(&profile, &catalog),
+        args.json,
+        global,
+    )
+}
+
+/// The JSON of DESIGN.md for a successful resolution.
+pub fn resolution_json(r: &Resolution) -> serde_json::Value {
+    let components: serde_json::Map<String, serde_json::Value> = r
+        .components
+        .iter()
+        .map(|(c, v)| (c.to_string(), json!(v.to_string())))
+        .collect();
+    let gpus: Vec<&str> = r.host.gpus.iter().map(|g| g.name.as_str()).collect();
+    json!({
+        "ok": true,
+        "components": components,
+        "host": {
+            "driver": r.host.driver.to_string(),
+            "kernel": r.host.kernel.to_string(),
+            "gpus": gpus,
+        },
+        "warnings": r.warnings,
+    })
+}
+
+/// Prints an answer (yes with versions, no with the explanation) and picks the exit code.
+pub fn answer(
+    result: Result<Resolution, ResolveError>,
+    json_out: bool,
+    global: Global,
+) -> Result<u8, CliError> {
+    match result {
+        Ok(r) => {
+            if json_out {
+                outln!("{}", crate::lock::canonical_json(&resolution_json(&r)));
+            } else if !global.quiet {
+                print_text(&r);
+            }
+            Ok(0)
+        }
+        Err(ResolveError::Incompatible(e)) => {
+            if json_out {
+                outln!(
+                    "{}",
+                    crate::lock::canonical_json(
+                        &json!({"ok": false, "explanation": e.to_string()})
+                    )
+                );
+            } else {
+                outln!("no: {e}");
+            }
+            Ok(1)
+        }
+        Err(e) => Err(CliError::bad_input(&e)),
+    }
+}
+
+fn print_text(r: &Resolution) {
+    if r.is_empty() {
+        outln!("ok: no CUDA stack and no GPUs: a plain image");
+    } else {
+        outln!("ok");
+    }
+    for (c, v) in &r.components {
+        match r.variants.get(c) {
+            Some(var) => outln!("  {c:<11} {v} ({var})"),
+            None => outln!("  {c:<11} {v}"),
+        }
+    }
+    if !r.is_empty() {
+        outln!("  host driver {}", r.host.driver);
+        outln!("  host kernel {}", r.host.kernel);
+        let names: Vec<&str> = r.host.gpus.iter().map(|g| g.name.as_str()).collect();
+        if !names.is_empty() {
+            outln!("  host gpus   {}", names.join(", "));
+        }
+    }
+    for w in &r.warnings {
+        outln!("warning: {w}");
+    }
 }

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Install the Debian packages the tests and benchmarks use, when missing.
+# umoci/skopeo/podman/runc check images; busybox-static makes test root filesystems;
+# docker-registry is the reference registry; dpkg-dev/gnupg build and sign fixture apt repos.
+set -euo pipefail
+pkgs=(umoci skopeo podman runc busybox-static docker-registry uidmap gnupg dpkg-dev
+      fakeroot python3 pigz hyperfine mmdebstrap time ca-certificates)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# Podman settings that work on these machines (DESIGN.md): no cgroup manager, no ulimits.
+conf_dir="${XDG_CONFIG_HOME:-$HOME/.config}/containers"
+mkdir -p "$conf_dir"
+if [ ! -f "$conf_dir/containers.conf" ]; then
+  cat > "$conf_dir/containers.conf" <<'CONF'
+[containers]
+default_ulimits = []
+pids_limit = 0
+
+[engine]
+cgroup_manager = "cgroupfs"
+CONF
+fi

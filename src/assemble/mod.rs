@@ -1,0 +1,56 @@
+//! Stage `assemble`: turn each component's input into a sorted, validated [`Tree`].
+//!
+//! Inputs are a root filesystem tarball (indexed in place, never extracted), a directory
+//! (walked with lstat, symlinks never followed) or the profile's `files`. Owns the rules that
+//! keep an image inside its root: no `..`, no absolute entry paths, no symlink or hard link
+//! that leaves the root, special files only when allowed.
+//! Must never write layer bytes or know about compression: that is `layer`'s job.
+
+pub(crate) mod dir;
+mod error;
+mod files;
+mod paths;
+mod tarball;
+mod tree;
+
+pub use error::AssembleError;
+pub use tree::{DataSource, Entry, EntryKind, Tree};
+
+use std::path::Path;
+
+use crate::profile::FileEntry;
+
+/// What one component layer is made from.
+#[derive(Debug, Clone)]
+pub enum Input<'a> {
+    /// A tarball (plain, gzip, zstd or xz) or a directory holding a root filesystem.
+    Rootfs { path: &'a Path, allow_special: bool },
+    /// A directory tree produced by an earlier stage (e.g. unpacked packages).
+    Dir { path: &'a Path, allow_special: bool },
+    /// The profile's `files:` entries, owned by root.
+    Files(&'a [FileEntry]),
+}
+
+/// Build the sorted tree for one input. `scratch` holds decompressed tarballs.
+pub fn assemble(input: &Input<'_>, scratch: &Path) -> Result<Tree, AssembleError> {
+    let tree = match input {
+        Input::Rootfs {
+            path,
+            allow_special,
+        } => {
+            let meta = fs_err::metadata(path).map_err(AssembleError::Io)?;
+            if meta.is_dir() {
+                dir::walk(path, "", *allow_special, None)?
+            } else {
+                tarball::index(path, *allow_special, scratch)?
+            }
+        }
+        Input::Dir {
+            path,
+            allow_special,
+        } => dir::walk(path, "", *allow_special, None)?,
+        Input::Files(entries) => files::collect(entries)?,
+    };
+    tree.check_links()?;
+    Ok(tree)
+}

@@ -1,0 +1,194 @@
+//! Index a root filesystem tarball in place: record each entry's header and data offset.
+//!
+//! Compressed tarballs (gzip, zstd, xz) are first decompressed once into `scratch`; plain
+//! tarballs are read where they lie. The layer stage later copies data spans by offset, so
+//! entries can be written in sorted order without extracting anything.
+
+use std::io::{BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::paths::{normalise_entry, symlink_stays_inside, PathProblem};
+use super::tree::{identity, DataSource, Entry, EntryKind, Tree};
+use super::AssembleError;
+
+pub fn index(path: &Path, allow_special: bool, scratch: &Path) -> Result<Tree, AssembleError> {
+    let origin = path.display().to_string();
+    let tar_err = |source: std::io::Error| AssembleError::Tar {
+        path: origin.clone(),
+        source,
+    };
+    let ident = identity(&fs_err::metadata(path).map_err(tar_err)?);
+    let plain = decompressed(path, scratch).map_err(tar_err)?;
+    let plain = Arc::new(plain);
+    let file = fs_err::File::open(plain.as_path()).map_err(tar_err)?;
+    let mut archive = tar::Archive::new(BufReader::with_capacity(1 << 16, file));
+    let mut tree = Tree::new(origin.clone());
+    for entry in archive.entries().map_err(tar_err)? {
+        let entry = entry.map_err(tar_err)?;
+        let header = entry.header();
+        let raw_path = entry.path().map_err(tar_err)?.into_owned();
+        let name = match normalise_entry(&raw_path) {
+            Ok(n) => n,
+            Err(p) => {
+                return Err(problem(&origin, &raw_path.display().to_string(), p));
+            }
+        };
+        if name.is_empty() {
+            continue; // "./" itself: the root directory carries no metadata in a layer.
+        }
+        let mode = header.mode().map_err(tar_err)? & 0o7777;
+        let uid = header.uid().map_err(tar_err)? as u32;
+        let gid = header.gid().map_err(tar_err)? as u32;
+        let et = header.entry_type();
+        let link_target =
+            || -> Result<String, AssembleError> {
+                let t = entry.link_name().map_err(tar_err)?.ok_or_else(|| {
+                    AssembleError::Unsupported {
+                        origin: origin.clone(),
+                        entry: name.clone(),
+                        kind: "link without a target".into(),
+                    }
+                })?;
+                t.to_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| AssembleError::NotUtf8 {
+                        origin: origin.clone(),
+                        entry: name.clone(),
+                    })
+            };
+        let special = |label: &'static str| AssembleError::Special {
+            origin: origin.clone(),
+            entry: name.clone(),
+            kind: label,
+        };
+        let kind = match et {
+            tar::EntryType::Directory => EntryKind::Dir,
+            tar::EntryType::Regular | tar::EntryType::Continuous => EntryKind::File {
+                size: entry.size(),
+                data: DataSource::TarSpan {
+                    tarball: plain.clone(),
+                    offset: entry.raw_file_position(),
+                    identity: ident,
+                },
+            },
+            tar::EntryType::Symlink => {
+                let target = link_target()?;
+                if !symlink_stays_inside(&name, &target) {
+                    return Err(AssembleError::Escapes {
+                        origin,
+                        entry: format!("{name} -> {target}"),
+                        why: "symlink target leaves the root",
+                    });
+                }
+                EntryKind::Symlink { target }
+            }
+            tar::EntryType::Link => {
+                let target = link_target()?;
+                let target = normalise_entry(Path::new(&target))
+                    .map_err(|p| problem(&origin, &format!("{name} => {target}"), p))?;
+                EntryKind::Hardlink { target }
+            }
+            tar::EntryType::Char | tar::EntryType::Block => {
+                let label = if et == tar::EntryType::Char {
+                    "character device"
+                } else {
+                    "block device"
+                };
+                if !allow_special {
+                    return Err(special(label));
+                }
+                let major = header.device_major().map_err(tar_err)?.unwrap_or(0);
+                let minor = header.device_minor().map_err(tar_err)?.unwrap_or(0);
+                if et == tar::EntryType::Char {
+                    EntryKind::CharDevice { major, minor }
+                } else {
+                    EntryKind::BlockDevice { major, minor }
+                }
+            }
+            tar::EntryType::Fifo => {
+                if !allow_special {
+                    return Err(special("fifo"));
+                }
+                EntryKind::Fifo
+            }
+            tar::EntryType::XGlobalHeader => continue,
+            other => {
+                return Err(AssembleError::Unsupported {
+                    origin,
+                    entry: name,
+                    kind: format!("{other:?}"),
+                })
+            }
+        };
+        tree.insert(Entry {
+            path: name,
+            kind,
+            mode,
+            uid,
+            gid,
+        });
+    }
+    tree.order_hardlinks();
+    Ok(tree)
+}
+
+fn problem(origin: &str, entry: &str, p: PathProblem) -> AssembleError {
+    match p {
+        PathProblem::Absolute => AssembleError::Escapes {
+            origin: origin.to_string(),
+            entry: entry.to_string(),
+            why: "absolute path",
+        },
+        PathProblem::DotDot => AssembleError::Escapes {
+            origin: origin.to_string(),
+            entry: entry.to_string(),
+            why: "`..` component",
+        },
+        PathProblem::NotUtf8 => AssembleError::NotUtf8 {
+            origin: origin.to_string(),
+            entry: entry.to_string(),
+        },
+    }
+}
+
+/// The path of an uncompressed copy of `path`: itself when it is a plain tar.
+fn decompressed(path: &Path, scratch: &Path) -> std::io::Result<PathBuf> {
+    let mut magic = [0u8; 6];
+    let mut f = fs_err::File::open(path)?;
+    let n = read_up_to(&mut f, &mut magic)?;
+    let magic = &magic[..n];
+    let reader: Box<dyn Read> = if magic.starts_with(&[0x1f, 0x8b]) {
+        Box::new(flate2::read::MultiGzDecoder::new(BufReader::new(
+            fs_err::File::open(path)?,
+        )))
+    } else if magic.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        Box::new(zstd::Decoder::new(fs_err::File::open(path)?)?)
+    } else if magic.starts_with(&[0xfd, b'7', b'z', b'X', b'Z', 0]) {
+        return Err(std::io::Error::other(
+            "xz-compressed tarballs are not supported; use gzip, zstd or plain tar",
+        ));
+    } else {
+        return Ok(path.to_path_buf());
+    };
+    fs_err::create_dir_all(scratch)?;
+    let mut out = tempfile::Builder::new()
+        .prefix("rootfs-")
+        .suffix(".tar")
+        .tempfile_in(scratch)?;
+    let mut reader = reader;
+    std::io::copy(&mut reader, &mut out)?;
+    let (_, p) = out.keep().map_err(|e| e.error)?;
+    Ok(p)
+}
+
+fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(n)
+}

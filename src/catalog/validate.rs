@@ -1,0 +1,199 @@
+//! Checks that the merged catalog holds together, one named check per rule: every source id
+//! resolves, every pinned cuDNN/NCCL version has a record, every CUDA release has a family,
+//! every GPU's compute capability is known, `unverified` names a fact the record has.
+
+use std::collections::BTreeSet;
+
+use super::{Catalog, CatalogError};
+
+const UNVERIFIABLE: &[&str] = &[
+    "driver",
+    "sm",
+    "cc",
+    "kernel",
+    "modules",
+    "bandwidth",
+    "open_min_driver",
+    "datacenter",
+    "variant",
+];
+
+pub(super) fn validate(c: &Catalog) -> Result<(), CatalogError> {
+    let mut problems = Vec::new();
+    sources_resolve(c, &mut problems);
+    unverified_names_facts(c, &mut problems);
+    pins_have_records(c, &mut problems);
+    families_and_ccs_exist(c, &mut problems);
+    gpu_names_unique(c, &mut problems);
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(CatalogError::Invalid { problems })
+    }
+}
+
+fn sources_resolve(c: &Catalog, problems: &mut Vec<String>) {
+    let known: BTreeSet<&str> = c.sources.iter().map(|s| s.id.as_str()).collect();
+    let mut check = |what: String, ids: &[String]| {
+        if ids.is_empty() {
+            problems.push(format!("{what} names no source"));
+        }
+        for id in ids {
+            if !known.contains(id.as_str()) {
+                problems.push(format!("{what} cites unknown source `{id}`"));
+            }
+        }
+    };
+    for r in &c.cuda_families {
+        check(format!("CUDA family {}", r.major), &r.source);
+    }
+    for r in &c.compute_capabilities {
+        check(format!("compute capability {}", r.cc), &r.source);
+    }
+    for r in &c.cuda {
+        check(format!("CUDA {}", r.version), &r.source);
+    }
+    for r in &c.gpus {
+        check(format!("GPU {}", r.name), &r.source);
+    }
+    for r in &c.drivers {
+        check(format!("driver branch R{}", r.branch), &r.source);
+    }
+    for r in &c.python {
+        check(format!("Python {}", r.version), &r.source);
+    }
+    for r in &c.pytorch {
+        check(format!("pytorch {} python", r.version), &r.python_source);
+        for v in &r.variants {
+            check(format!("pytorch {} {}", r.version, v.name), &v.source);
+        }
+    }
+    for r in &c.tensorflow {
+        check(format!("tensorflow {}", r.version), &r.source);
+    }
+    for r in &c.jax {
+        check(format!("jax {} python", r.version), &r.python_source);
+        for v in &r.variants {
+            check(format!("jax {} {}", r.version, v.name), &v.source);
+        }
+    }
+    for r in &c.cudnn {
+        for b in &r.builds {
+            check(format!("cuDNN {}", r.version), &b.source);
+        }
+    }
+    for r in &c.nccl {
+        check(format!("NCCL {}", r.version), &r.source);
+    }
+}
+
+fn unverified_names_facts(c: &Catalog, problems: &mut Vec<String>) {
+    let mut check = |what: String, names: &[String]| {
+        for n in names {
+            if !UNVERIFIABLE.contains(&n.as_str()) {
+                problems.push(format!("{what}: `unverified` names unknown fact `{n}`"));
+            }
+        }
+    };
+    for r in &c.cuda {
+        check(format!("CUDA {}", r.version), &r.unverified);
+    }
+    for r in &c.gpus {
+        check(format!("GPU {}", r.name), &r.unverified);
+    }
+    for r in &c.drivers {
+        check(format!("driver branch R{}", r.branch), &r.unverified);
+    }
+    for r in &c.pytorch {
+        for v in &r.variants {
+            check(format!("pytorch {} {}", r.version, v.name), &v.unverified);
+        }
+    }
+    for r in &c.cudnn {
+        for b in &r.builds {
+            check(format!("cuDNN {}", r.version), &b.unverified);
+        }
+    }
+    for r in &c.nccl {
+        check(format!("NCCL {}", r.version), &r.unverified);
+    }
+    for r in &c.compute_capabilities {
+        check(format!("compute capability {}", r.cc), &r.unverified);
+    }
+}
+
+fn pins_have_records(c: &Catalog, problems: &mut Vec<String>) {
+    for r in &c.pytorch {
+        for v in &r.variants {
+            if let Some(p) = &v.cudnn {
+                if c.cudnn_record(p).is_none() {
+                    problems.push(format!(
+                        "pytorch {} {} pins cuDNN {p}, which has no record",
+                        r.version, v.name
+                    ));
+                }
+            }
+            if let Some(p) = &v.nccl {
+                if !c.nccl.iter().any(|n| &n.version == p) {
+                    problems.push(format!(
+                        "pytorch {} {} pins NCCL {p}, which has no record",
+                        r.version, v.name
+                    ));
+                }
+            }
+            if !c.cuda.iter().any(|t| t.version.starts_with(&v.cuda)) {
+                problems.push(format!(
+                    "pytorch {} {} is built for CUDA {}, which has no release",
+                    r.version, v.name, v.cuda
+                ));
+            }
+            for py in &r.python {
+                if !c.python.iter().any(|p| &p.version == py) {
+                    problems.push(format!(
+                        "pytorch {} lists Python {py}, which has no record",
+                        r.version
+                    ));
+                }
+            }
+        }
+    }
+}
+
+fn families_and_ccs_exist(c: &Catalog, problems: &mut Vec<String>) {
+    for t in &c.cuda {
+        if c.family(t.version.major()).is_none() {
+            problems.push(format!(
+                "CUDA {} has no family record for major {}",
+                t.version,
+                t.version.major()
+            ));
+        }
+    }
+    for g in &c.gpus {
+        if c.cc_support(&g.cc).is_none() {
+            problems.push(format!(
+                "GPU {} has compute capability {}, which has no record",
+                g.name, g.cc
+            ));
+        }
+        if g.modules.is_empty() {
+            problems.push(format!("GPU {} lists no kernel-module flavour", g.name));
+        }
+    }
+}
+
+fn gpu_names_unique(c: &Catalog, problems: &mut Vec<String>) {
+    let mut seen = BTreeSet::new();
+    for g in &c.gpus {
+        for n in std::iter::once(&g.name).chain(&g.aliases) {
+            let k: String = n
+                .to_lowercase()
+                .chars()
+                .filter(|c| c.is_alphanumeric())
+                .collect();
+            if !seen.insert(k) {
+                problems.push(format!("GPU name or alias `{n}` is used twice"));
+            }
+        }
+    }
+}

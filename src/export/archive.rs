@@ -1,0 +1,82 @@
+//! oci-archive: the OCI layout as a single deterministic tar file, written atomically.
+
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use super::layout::OCI_LAYOUT;
+use super::{io_err, parent_of, remove_stale, staging_path, ExportError};
+use crate::cache::Cache;
+use crate::image::{ImageJson, ImageLayer};
+
+pub fn write_archive(
+    file: &Path,
+    image: &ImageJson,
+    layers: &[ImageLayer],
+    cache: &Cache,
+) -> Result<(), ExportError> {
+    let parent = parent_of(file);
+    fs_err::create_dir_all(&parent).map_err(io_err(&parent))?;
+    remove_stale(file);
+    let stage = staging_path(file);
+    let err = io_err(&stage);
+    let out = fs_err::File::create(&stage).map_err(&err)?;
+    let mut b = tar::Builder::new(BufWriter::with_capacity(1 << 20, out));
+    let dir = |b: &mut tar::Builder<_>, p: &str| -> std::io::Result<()> {
+        let mut h = header(0);
+        h.set_entry_type(tar::EntryType::Directory);
+        h.set_mode(0o755);
+        b.append_data(&mut h, p, std::io::empty())
+    };
+    let mut blobs: Vec<(String, Opener, u64)> = Vec::new();
+    for l in layers {
+        let src = cache.blob_path(&l.blob.digest);
+        blobs.push((
+            l.blob.digest.hex(),
+            Box::new(move || Ok(Box::new(fs_err::File::open(src)?) as Box<dyn std::io::Read>)),
+            l.blob.size,
+        ));
+    }
+    for (d, bytes) in [&image.config, &image.manifest] {
+        let bytes = bytes.clone();
+        let len = bytes.len() as u64;
+        blobs.push((
+            d.hex(),
+            Box::new(move || Ok(Box::new(std::io::Cursor::new(bytes)) as Box<dyn std::io::Read>)),
+            len,
+        ));
+    }
+    blobs.sort_by(|a, b| a.0.cmp(&b.0));
+    blobs.dedup_by(|a, b| a.0 == b.0);
+
+    (|| -> std::io::Result<()> {
+        dir(&mut b, "blobs/")?;
+        dir(&mut b, "blobs/sha256/")?;
+        for (hex, open, size) in blobs {
+            let mut h = header(size);
+            b.append_data(&mut h, format!("blobs/sha256/{hex}"), open()?)?;
+        }
+        let mut h = header(image.index.len() as u64);
+        b.append_data(&mut h, "index.json", image.index.as_slice())?;
+        let mut h = header(OCI_LAYOUT.len() as u64);
+        b.append_data(&mut h, "oci-layout", OCI_LAYOUT)?;
+        let mut w = b.into_inner()?;
+        w.flush()?;
+        Ok(())
+    })()
+    .map_err(&err)?;
+    fs_err::rename(&stage, file).map_err(io_err(file))
+}
+
+/// Opens one blob's bytes when its turn comes in the archive.
+type Opener = Box<dyn FnOnce() -> std::io::Result<Box<dyn std::io::Read>>>;
+
+fn header(size: u64) -> tar::Header {
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::Regular);
+    h.set_mode(0o644);
+    h.set_uid(0);
+    h.set_gid(0);
+    h.set_mtime(0);
+    h.set_size(size);
+    h
+}

@@ -1,0 +1,111 @@
+//! Layer compression: the two OCI media types and pinned compressor settings.
+//!
+//! Settings are part of the reproducibility contract: changing a level changes every digest,
+//! so they are constants here and part of the layer cache key.
+
+use std::io::{self, Write};
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Compression {
+    Gzip,
+    Zstd,
+}
+
+/// gzip level (zlib-rs): 6, zlib's default.
+pub const GZIP_LEVEL: u32 = 6;
+/// zstd level 3 (the library default), multithreaded: output is independent of thread count
+/// as long as at least one worker is used.
+pub const ZSTD_LEVEL: i32 = 3;
+
+impl Compression {
+    pub fn media_type(self) -> &'static str {
+        match self {
+            Compression::Gzip => "application/vnd.oci.image.layer.v1.tar+gzip",
+            Compression::Zstd => "application/vnd.oci.image.layer.v1.tar+zstd",
+        }
+    }
+
+    pub fn from_media_type(s: &str) -> Option<Self> {
+        match s {
+            "application/vnd.oci.image.layer.v1.tar+gzip"
+            | "application/vnd.docker.image.rootfs.diff.tar.gzip" => Some(Compression::Gzip),
+            "application/vnd.oci.image.layer.v1.tar+zstd" => Some(Compression::Zstd),
+            _ => None,
+        }
+    }
+
+    /// A stable name for cache keys.
+    pub fn settings_id(self) -> String {
+        match self {
+            Compression::Gzip => format!("gzip-zlibrs-{GZIP_LEVEL}"),
+            Compression::Zstd => format!("zstd-{ZSTD_LEVEL}-mt"),
+        }
+    }
+}
+
+impl std::str::FromStr for Compression {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "gzip" => Ok(Compression::Gzip),
+            "zstd" => Ok(Compression::Zstd),
+            _ => Err(format!(
+                "Unknown compression `{s}`: expected `gzip` or `zstd`"
+            )),
+        }
+    }
+}
+
+/// A compressing writer over `W`.
+pub enum Encoder<W: Write> {
+    Gzip(flate2::write::GzEncoder<W>),
+    Zstd(zstd::stream::write::Encoder<'static, W>),
+}
+
+impl<W: Write> Encoder<W> {
+    pub fn new(c: Compression, w: W) -> io::Result<Self> {
+        Ok(match c {
+            Compression::Gzip => Encoder::Gzip(
+                flate2::GzBuilder::new()
+                    .mtime(0)
+                    .operating_system(255)
+                    .write(w, flate2::Compression::new(GZIP_LEVEL)),
+            ),
+            Compression::Zstd => {
+                let mut e = zstd::stream::write::Encoder::new(w, ZSTD_LEVEL)?;
+                let workers = std::thread::available_parallelism()
+                    .map(|n| n.get() as u32)
+                    .unwrap_or(1)
+                    .max(1);
+                e.multithread(workers)?;
+                e.include_checksum(false)?;
+                Encoder::Zstd(e)
+            }
+        })
+    }
+
+    pub fn finish(self) -> io::Result<W> {
+        match self {
+            Encoder::Gzip(e) => e.finish(),
+            Encoder::Zstd(e) => e.finish(),
+        }
+    }
+}
+
+impl<W: Write> Write for Encoder<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Encoder::Gzip(e) => e.write(buf),
+            Encoder::Zstd(e) => e.write(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Encoder::Gzip(e) => e.flush(),
+            Encoder::Zstd(e) => e.flush(),
+        }
+    }
+}

@@ -1,0 +1,105 @@
+//! Stage `layer`: write one `Tree` as a compressed, content-addressed layer blob.
+//!
+//! One pass: tar stream → sha256 (diff_id) → compressor → sha256 + size (digest) → the cache's
+//! blob file. A layer whose key (see `key.rs`) is already in the cache is reused after its
+//! blob is verified, without compressing again.
+//! Must never hold a layer in memory, and never know about manifests or output formats.
+
+mod compression;
+mod key;
+mod tar_writer;
+
+use std::io::{self, Write};
+
+use serde::{Deserialize, Serialize};
+
+pub use compression::{Compression, Encoder, GZIP_LEVEL, ZSTD_LEVEL};
+pub use key::layer_key;
+
+use crate::assemble::Tree;
+use crate::build::Observer;
+use crate::cache::Cache;
+use crate::digest::{Digest, HashingWriter};
+
+/// A finished layer blob in the cache.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LayerBlob {
+    pub digest: Digest,
+    pub size: u64,
+    pub diff_id: Digest,
+    pub uncompressed_size: u64,
+    pub compression: Compression,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LayerError {
+    #[error("Failed to write layer `{component}`: {source}")]
+    Write {
+        component: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Settings that decide a layer's bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct LayerOptions {
+    pub compression: Compression,
+    /// SOURCE_DATE_EPOCH: every entry's mtime.
+    pub epoch: u64,
+}
+
+/// Write (or reuse) the layer for `tree`. `component` names it in messages.
+pub fn write_layer(
+    component: &str,
+    tree: &Tree,
+    opts: LayerOptions,
+    cache: &Cache,
+    obs: &mut dyn Observer,
+) -> Result<(LayerBlob, bool), LayerError> {
+    let key = layer_key(tree, opts.compression, opts.epoch);
+    if let Some(rec) = cache.record::<LayerBlob>("layers-v1", &key) {
+        if cache.verified_blob(&rec.digest, rec.size).is_some() {
+            return Ok((rec, true));
+        }
+    }
+    let wrap = |source| LayerError::Write {
+        component: component.to_string(),
+        source,
+    };
+    obs.task_start(component, Some(tree.data_bytes()));
+    let blob = cache.blob_writer().map_err(wrap)?;
+    let enc = Encoder::new(opts.compression, blob).map_err(wrap)?;
+    let uncompressed = HashingWriter::new(enc);
+    let mut last = 0u64;
+    let mut tick = |n: u64| {
+        if n - last >= 4 << 20 {
+            last = n;
+            obs.task_progress(n);
+        }
+    };
+    let uncompressed =
+        tar_writer::write_tar(tree, opts.epoch, uncompressed, &mut tick).map_err(wrap)?;
+    let (mut enc, diff_id, uncompressed_size) = uncompressed.finish();
+    enc.flush().map_err(wrap)?;
+    let blob = enc.finish().map_err(wrap)?;
+    let (digest, size, _) = blob.commit().map_err(wrap)?;
+    let rec = LayerBlob {
+        digest,
+        size,
+        diff_id,
+        uncompressed_size,
+        compression: opts.compression,
+    };
+    cache.put_record("layers-v1", &key, &rec).map_err(wrap)?;
+    obs.task_done(
+        component,
+        uncompressed_size,
+        &format!("{} → {:.1} MB", short(&digest), size as f64 / 1e6),
+    );
+    Ok((rec, false))
+}
+
+fn short(d: &Digest) -> String {
+    d.hex()[..12].to_string()
+}

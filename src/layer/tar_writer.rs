@@ -1,0 +1,129 @@
+//! Write a `Tree` as a deterministic tar stream: sorted entries, numeric owners, fixed mtime,
+//! no user/group names, no atime/ctime, GNU long-name records for long paths.
+
+use std::collections::HashMap;
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tar::{EntryType, Header};
+
+use crate::assemble::{DataSource, Entry, EntryKind, Tree};
+
+/// Stream `tree` as tar into `w`; `tick` is called with the data bytes written so far.
+pub fn write_tar<W: Write>(
+    tree: &Tree,
+    epoch: u64,
+    w: W,
+    tick: &mut dyn FnMut(u64),
+) -> io::Result<W> {
+    let mut b = tar::Builder::new(w);
+    b.follow_symlinks(false);
+    let mut open: HashMap<Arc<PathBuf>, fs_err::File> = HashMap::new();
+    let mut done: u64 = 0;
+    for e in tree.iter() {
+        let mut h = header(e, epoch);
+        match &e.kind {
+            EntryKind::Dir => {
+                h.set_entry_type(EntryType::Directory);
+                b.append_data(&mut h, format!("{}/", e.path), io::empty())?;
+            }
+            EntryKind::File { size, data } => {
+                h.set_entry_type(EntryType::Regular);
+                h.set_size(*size);
+                match data {
+                    DataSource::Path { path, .. } => {
+                        let f = fs_err::File::open(path)?;
+                        let mut r = ExactReader::new(f.take(*size), *size, path.display());
+                        b.append_data(&mut h, &e.path, &mut r)?;
+                    }
+                    DataSource::TarSpan {
+                        tarball, offset, ..
+                    } => {
+                        let f = match open.get_mut(tarball) {
+                            Some(f) => f,
+                            None => {
+                                let f = fs_err::File::open(tarball.as_path())?;
+                                open.entry(tarball.clone()).or_insert(f)
+                            }
+                        };
+                        f.seek(SeekFrom::Start(*offset))?;
+                        let mut r =
+                            ExactReader::new((&mut *f).take(*size), *size, tarball.display());
+                        b.append_data(&mut h, &e.path, &mut r)?;
+                    }
+                    DataSource::Bytes(bytes) => {
+                        b.append_data(&mut h, &e.path, bytes.as_slice())?;
+                    }
+                }
+                done += size;
+                tick(done);
+            }
+            EntryKind::Symlink { target } => {
+                h.set_entry_type(EntryType::Symlink);
+                b.append_link(&mut h, &e.path, target)?;
+            }
+            EntryKind::Hardlink { target } => {
+                h.set_entry_type(EntryType::Link);
+                b.append_link(&mut h, &e.path, target)?;
+            }
+            EntryKind::CharDevice { major, minor } | EntryKind::BlockDevice { major, minor } => {
+                h.set_entry_type(if matches!(e.kind, EntryKind::CharDevice { .. }) {
+                    EntryType::Char
+                } else {
+                    EntryType::Block
+                });
+                h.set_device_major(*major)?;
+                h.set_device_minor(*minor)?;
+                b.append_data(&mut h, &e.path, io::empty())?;
+            }
+            EntryKind::Fifo => {
+                h.set_entry_type(EntryType::Fifo);
+                b.append_data(&mut h, &e.path, io::empty())?;
+            }
+        }
+    }
+    b.into_inner()
+}
+
+fn header(e: &Entry, epoch: u64) -> Header {
+    let mut h = Header::new_gnu();
+    h.set_mode(e.mode);
+    h.set_uid(e.uid as u64);
+    h.set_gid(e.gid as u64);
+    h.set_mtime(epoch);
+    h.set_size(0);
+    h
+}
+
+/// A reader that fails if its source yields fewer bytes than promised (a file that shrank
+/// while we read it would otherwise make a corrupt tar).
+struct ExactReader<R, D> {
+    inner: R,
+    left: u64,
+    what: D,
+}
+
+impl<R: Read, D: std::fmt::Display> ExactReader<R, D> {
+    fn new(inner: R, size: u64, what: D) -> Self {
+        ExactReader {
+            inner,
+            left: size,
+            what,
+        }
+    }
+}
+
+impl<R: Read, D: std::fmt::Display> Read for ExactReader<R, D> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if n == 0 && self.left > 0 && !buf.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("`{}` changed while it was being read", self.what),
+            ));
+        }
+        self.left -= n as u64;
+        Ok(n)
+    }
+}

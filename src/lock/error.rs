@@ -1,0 +1,29 @@
+//! Errors from reading, writing and checking a lock file.
+
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error("Failed to read lock `{path}`")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("Lock `{path}` is not valid")]
+    Parse {
+        path: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("Lock `{path}` has format version `{found}`; this gpuimg reads version `1`")]
+    UnsupportedVersion { path: String, found: u32 },
+    #[error("Failed to write lock `{path}`")]
+    Write {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("The lock is stale: it was made for a different `{key}` (run `gpuimg lock` again)")]
+    Stale { key: String },
+    #[error("The lock records no profile inputs, so its freshness cannot be checked (run `gpuimg lock` again)")]
+    NoInputs,
+}

@@ -1,0 +1,211 @@
+//! `Request`: the profile's `host`, `stack` and `compat` keys, parsed and looked up.
+//!
+//! Constraints are parsed here, with the profile position for errors; GPU names are looked up
+//! in the catalog (unknown names suggest the closest). `catalog why` and tests build a
+//! `Request` directly. No compatibility reasoning happens here.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::catalog::{Catalog, Gpu};
+use crate::profile::{CompatMode, KernelModule, Located, Profile};
+use crate::version::{Constraint, Version};
+
+use super::ResolveError;
+
+/// A `stack` component.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Component {
+    Cuda,
+    Cudnn,
+    Nccl,
+    Python,
+    Pytorch,
+    Tensorflow,
+    Jax,
+}
+
+impl Component {
+    pub const ALL: [Component; 7] = [
+        Component::Cuda,
+        Component::Cudnn,
+        Component::Nccl,
+        Component::Python,
+        Component::Pytorch,
+        Component::Tensorflow,
+        Component::Jax,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Component::Cuda => "cuda",
+            Component::Cudnn => "cudnn",
+            Component::Nccl => "nccl",
+            Component::Python => "python",
+            Component::Pytorch => "pytorch",
+            Component::Tensorflow => "tensorflow",
+            Component::Jax => "jax",
+        }
+    }
+
+    pub fn is_framework(self) -> bool {
+        matches!(
+            self,
+            Component::Pytorch | Component::Tensorflow | Component::Jax
+        )
+    }
+}
+
+impl fmt::Display for Component {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Component {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Component::ALL
+            .into_iter()
+            .find(|c| c.as_str() == s || (s == "torch" && *c == Component::Pytorch))
+            .ok_or_else(|| format!("`{s}` is not a stack component"))
+    }
+}
+
+/// A GPU the image must run on: a catalog GPU, or a bare compute capability.
+#[derive(Debug, Clone)]
+pub enum GpuTarget {
+    Named(Box<Gpu>),
+    Cc(Version),
+}
+
+impl GpuTarget {
+    pub fn cc(&self) -> &Version {
+        match self {
+            GpuTarget::Named(g) => &g.cc,
+            GpuTarget::Cc(v) => v,
+        }
+    }
+
+    pub fn label(&self) -> String {
+        match self {
+            GpuTarget::Named(g) => g.name.clone(),
+            GpuTarget::Cc(v) => format!("compute capability {v}"),
+        }
+    }
+
+    pub fn gpu(&self) -> Option<&Gpu> {
+        match self {
+            GpuTarget::Named(g) => Some(g),
+            GpuTarget::Cc(_) => None,
+        }
+    }
+}
+
+/// What to resolve.
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    pub gpus: Vec<GpuTarget>,
+    pub driver: Option<Constraint>,
+    pub kernel: Option<Constraint>,
+    pub kernel_module: KernelModule,
+    /// Only the components the profile names.
+    pub stack: BTreeMap<Component, Constraint>,
+    pub compat: CompatMode,
+}
+
+impl Request {
+    pub fn from_profile(profile: &Profile, catalog: &Catalog) -> Result<Request, ResolveError> {
+        let file = &profile.file;
+        let parse = |key: &str, l: &Located<String>| -> Result<Constraint, ResolveError> {
+            let c: Constraint = l
+                .value
+                .parse()
+                .map_err(|source| ResolveError::BadConstraint {
+                    file: file.clone(),
+                    line: l.line,
+                    column: l.column,
+                    key: key.to_string(),
+                    source: Box::new(source),
+                })?;
+            if c.to_set().is_empty() {
+                return Err(ResolveError::ConflictingPins {
+                    file: file.clone(),
+                    line: l.line,
+                    column: l.column,
+                    key: key.to_string(),
+                    value: l.value.clone(),
+                });
+            }
+            Ok(c)
+        };
+        let mut gpus = Vec::new();
+        for g in &profile.host.gpus {
+            gpus.push(
+                lookup_gpu(catalog, &g.value).ok_or_else(|| ResolveError::UnknownGpu {
+                    file: file.clone(),
+                    line: g.line,
+                    column: g.column,
+                    name: g.value.clone(),
+                    suggestion: catalog.closest_gpu(&g.value).map(str::to_string),
+                })?,
+            );
+        }
+        let s = &profile.stack;
+        let mut stack = BTreeMap::new();
+        for (comp, v) in [
+            (Component::Cuda, &s.cuda),
+            (Component::Cudnn, &s.cudnn),
+            (Component::Nccl, &s.nccl),
+            (Component::Python, &s.python),
+            (Component::Pytorch, &s.pytorch),
+            (Component::Tensorflow, &s.tensorflow),
+            (Component::Jax, &s.jax),
+        ] {
+            if let Some(l) = v {
+                stack.insert(comp, parse(&format!("stack.{comp}"), l)?);
+            }
+        }
+        Ok(Request {
+            gpus,
+            driver: profile
+                .host
+                .driver
+                .as_ref()
+                .map(|l| parse("host.driver", l))
+                .transpose()?,
+            kernel: profile
+                .host
+                .kernel
+                .as_ref()
+                .map(|l| parse("host.kernel", l))
+                .transpose()?,
+            kernel_module: profile.host.kernel_module,
+            stack,
+            compat: profile.compat,
+        })
+    }
+}
+
+/// A catalog GPU by name or alias, or a compute capability like `9.0`.
+pub fn lookup_gpu(catalog: &Catalog, name: &str) -> Option<GpuTarget> {
+    if let Some(g) = catalog.gpu(name) {
+        return Some(GpuTarget::Named(Box::new(g.clone())));
+    }
+    let v: Version = name.parse().ok()?;
+    catalog.cc_support(&v)?;
+    Some(GpuTarget::Cc(v))
+}
+
+/// The sources of a GPU record that bear on its compute capability (not its bandwidth).
+pub(super) fn cc_sources(g: &Gpu) -> Vec<String> {
+    const BANDWIDTH_ONLY: &[&str] = &["nv-datasheets", "gpuimg-h200-measured"];
+    g.source
+        .iter()
+        .filter(|s| !BANDWIDTH_ONLY.contains(&s.as_str()))
+        .cloned()
+        .collect()
+}

@@ -1,0 +1,188 @@
+//! Bad input: each case gives one clear line on stderr, exit code 2, no output written and no
+//! panic. Tarballs with hostile entries are crafted with Python's tarfile module.
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+
+/// Build `profile` and assert the failure contract; returns the stderr line.
+fn fails_cleanly(dir: &Path, profile: &str, needle: &str) -> String {
+    let p = dir.join("profile.yaml");
+    write(&p, profile);
+    let out_dir = dir.join("out");
+    let out = run(gpuimg()
+        .env("GPUIMG_CACHE", dir.join("cache"))
+        .env_remove("GPUIMG_TEST_UNSET")
+        .arg("build")
+        .arg(&p)
+        .arg("-o")
+        .arg(&out_dir));
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
+    assert_eq!(stderr.lines().count(), 1, "not one line: {stderr}");
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    assert!(stderr.contains(needle), "expected `{needle}` in: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!out_dir.exists(), "output written despite the error");
+    // No staging leftovers beside the output either.
+    let leftovers: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains("gpuimg-tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    stderr
+}
+
+/// Make a tarball with Python's tarfile; `body` adds members to `t`.
+fn python_tar(path: &Path, body: &str) {
+    require("python3");
+    let script = format!(
+        "import tarfile, io\nt = tarfile.open({:?}, 'w')\n\
+         def f(name, data=b'x'):\n    i = tarfile.TarInfo(name); i.size = len(data); t.addfile(i, io.BytesIO(data))\n\
+         {body}\nt.close()\n",
+        path.display().to_string()
+    );
+    run_ok(std::process::Command::new("python3").arg("-c").arg(script));
+}
+
+#[test]
+fn yaml_syntax_error() {
+    let t = tmp();
+    let e = fails_cleanly(t.path(), "name: demo\nconfig: [unclosed\n", "profile.yaml:");
+    assert!(e.contains(":2:"), "{e}");
+}
+
+#[test]
+fn unknown_key_names_line_column_and_key() {
+    let t = tmp();
+    let e = fails_cleanly(
+        t.path(),
+        "name: demo\nconfig:\n  entrypoint: [sh]\n  wokdir: /\n",
+        "profile.yaml:4:3:",
+    );
+    assert!(e.contains("`wokdir`"), "{e}");
+}
+
+#[test]
+fn wrong_type() {
+    let t = tmp();
+    fails_cleanly(
+        t.path(),
+        "name: demo\nselftest:\n  enabled: sometimes\n",
+        "profile.yaml:3:12:",
+    );
+}
+
+#[test]
+fn missing_required_key() {
+    let t = tmp();
+    fails_cleanly(t.path(), "platform: linux/amd64\n", "`name`");
+}
+
+#[test]
+fn missing_file() {
+    let t = tmp();
+    let e = fails_cleanly(
+        t.path(),
+        "name: demo\nfiles:\n  - {src: ./nope, dst: /opt/nope}\n",
+        "profile.yaml:3:5: files.src:",
+    );
+    assert!(e.contains("does not exist"), "{e}");
+}
+
+#[test]
+fn unset_variable() {
+    let t = tmp();
+    fails_cleanly(
+        t.path(),
+        "name: demo\nbase:\n  rootfs: ${GPUIMG_TEST_UNSET}/rootfs.tar\n",
+        "profile.yaml:3:11: Environment variable `GPUIMG_TEST_UNSET` is not set",
+    );
+}
+
+#[test]
+fn tarball_with_dotdot_entry() {
+    let t = tmp();
+    python_tar(
+        &t.path().join("rootfs.tar"),
+        "f('etc/ok')\nf('../../escape')",
+    );
+    fails_cleanly(
+        t.path(),
+        "name: demo\nbase:\n  rootfs: ./rootfs.tar\n",
+        "escapes the root (`..` component)",
+    );
+}
+
+#[test]
+fn tarball_with_symlink_pointing_outside() {
+    let t = tmp();
+    python_tar(
+        &t.path().join("rootfs.tar"),
+        "i = tarfile.TarInfo('etc/evil'); i.type = tarfile.SYMTYPE; i.linkname = '/../../../etc/shadow'; t.addfile(i)",
+    );
+    fails_cleanly(
+        t.path(),
+        "name: demo\nbase:\n  rootfs: ./rootfs.tar\n",
+        "symlink target leaves the root",
+    );
+}
+
+#[test]
+fn tarball_with_absolute_entry() {
+    let t = tmp();
+    python_tar(&t.path().join("rootfs.tar"), "f('/etc/passwd')");
+    fails_cleanly(
+        t.path(),
+        "name: demo\nbase:\n  rootfs: ./rootfs.tar\n",
+        "escapes the root (absolute path)",
+    );
+}
+
+#[test]
+fn tarball_with_device_node_refused_unless_allowed() {
+    let t = tmp();
+    python_tar(
+        &t.path().join("rootfs.tar"),
+        "i = tarfile.TarInfo('dev/null'); i.type = tarfile.CHRTYPE; i.devmajor = 1; i.devminor = 3; t.addfile(i)",
+    );
+    fails_cleanly(
+        t.path(),
+        "name: demo\nbase:\n  rootfs: ./rootfs.tar\n",
+        "is a character device",
+    );
+    // With the opt-in it builds, and the node is in the layer.
+    let p = t.path().join("allowed.yaml");
+    write(
+        &p,
+        "name: demo\nbase:\n  rootfs: ./rootfs.tar\n  allow-special-files: true\n",
+    );
+    run_ok(
+        gpuimg()
+            .env("GPUIMG_CACHE", t.path().join("cache"))
+            .arg("build")
+            .arg(&p)
+            .arg("-o")
+            .arg(t.path().join("ok")),
+    );
+}
+
+#[test]
+fn bad_source_date_epoch() {
+    let t = tmp();
+    busybox_rootfs(t.path());
+    let p = t.path().join("p.yaml");
+    write(&p, "name: demo\nbase:\n  rootfs: ./rootfs\n");
+    let out = run(gpuimg()
+        .env("SOURCE_DATE_EPOCH", "yesterday")
+        .arg("build")
+        .arg(&p)
+        .arg("-o")
+        .arg(t.path().join("out")));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("SOURCE_DATE_EPOCH"));
+    assert!(!t.path().join("out").exists());
+}

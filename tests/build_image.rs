@@ -1,0 +1,168 @@
+//! End to end: build an image from a busybox root filesystem and check it with the tools people
+//! use: umoci (verifies every digest), skopeo, podman (output, env, workdir, user).
+
+mod common;
+
+use common::*;
+
+fn profile(dir: &std::path::Path) -> std::path::PathBuf {
+    busybox_rootfs(dir);
+    write(&dir.join("app/hello.sh"), "echo hello from the app\n");
+    let p = dir.join("profile.yaml");
+    write(
+        &p,
+        r#"name: demo
+platform: linux/amd64
+base:
+  rootfs: ./rootfs
+files:
+  - {src: ./app, dst: /opt/app, mode: "0755"}
+config:
+  entrypoint: ["/bin/sh", "-c"]
+  cmd: ['echo "greeting=$GREETING pwd=$(pwd) user=$(id -u):$(id -g)"; sh /opt/app/hello.sh']
+  env: {GREETING: bonjour}
+  workdir: /opt/app
+  user: "1000:1000"
+  labels: {org.example.team: infra}
+"#,
+    );
+    p
+}
+
+#[test]
+fn built_image_passes_umoci_skopeo_and_runs_under_podman() {
+    require("umoci");
+    require("skopeo");
+    let t = tmp();
+    let p = profile(t.path());
+    let out_dir = t.path().join("out/demo");
+    let json = run_ok(
+        gpuimg()
+            .env("GPUIMG_CACHE", t.path().join("cache"))
+            .arg("build")
+            .arg(&p)
+            .arg("-o")
+            .arg(&out_dir)
+            .args(["--tag", "v1", "--json"]),
+    );
+    let v: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+    let digest = v["manifest_digest"].as_str().unwrap();
+    assert!(digest.starts_with("sha256:"));
+    assert_eq!(v["layers"].as_array().unwrap().len(), 2);
+    for l in v["layers"].as_array().unwrap() {
+        assert_eq!(
+            l["media_type"],
+            "application/vnd.oci.image.layer.v1.tar+gzip"
+        );
+        assert!(l["size"].as_u64().unwrap() > 0);
+    }
+
+    // umoci verifies every blob digest while unpacking.
+    let bundle = t.path().join("bundle");
+    run_ok(
+        std::process::Command::new("umoci")
+            .args(["unpack", "--rootless", "--image"])
+            .arg(format!("{}:v1", out_dir.display()))
+            .arg(&bundle),
+    );
+    let rootfs = bundle.join("rootfs");
+    assert!(rootfs.join("bin/busybox").is_file());
+    assert_eq!(
+        std::fs::read_link(rootfs.join("bin/sh")).unwrap().to_str(),
+        Some("busybox")
+    );
+    assert_eq!(
+        std::fs::read_to_string(rootfs.join("opt/app/hello.sh")).unwrap(),
+        "echo hello from the app\n"
+    );
+
+    // skopeo reads the layout through its tag and agrees on the digest.
+    let insp = run_ok(
+        std::process::Command::new("skopeo")
+            .arg("inspect")
+            .arg(format!("oci:{}:v1", out_dir.display())),
+    );
+    let insp: serde_json::Value = serde_json::from_str(&insp).unwrap();
+    assert_eq!(insp["Digest"], digest);
+    assert_eq!(insp["Architecture"], "amd64");
+    assert_eq!(insp["Labels"]["org.example.team"], "infra");
+    assert!(insp["Env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e == "GREETING=bonjour"));
+
+    // podman runs it: the command's output shows env, workdir and user took effect.
+    let out = podman_run(t.path(), &format!("oci:{}:v1", out_dir.display()), &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "podman run failed: {}\n{}",
+        stdout,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("greeting=bonjour pwd=/opt/app user=1000:1000"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("hello from the app"), "{stdout}");
+
+    // gpuimg inspect shows the same digest and both layers.
+    let shown = run_ok(gpuimg().arg("inspect").arg(&out_dir));
+    assert!(shown.contains(digest), "{shown}");
+    assert!(shown.contains("tag:       v1"), "{shown}");
+    assert!(shown.contains("base") && shown.contains("files"), "{shown}");
+}
+
+#[test]
+fn oci_archive_output_is_readable_by_skopeo_and_zstd_layers_run() {
+    require("skopeo");
+    let t = tmp();
+    let p = profile(t.path());
+    let archive = t.path().join("demo.tar");
+    let json = run_ok(
+        gpuimg()
+            .env("GPUIMG_CACHE", t.path().join("cache"))
+            .arg("build")
+            .arg(&p)
+            .arg("-o")
+            .arg(format!("oci-archive:{}", archive.display()))
+            .args(["--compression", "zstd", "--json", "--tag", "z"]),
+    );
+    let digest = manifest_digest(&json);
+    let insp = run_ok(
+        std::process::Command::new("skopeo")
+            .arg("inspect")
+            .arg(format!("oci-archive:{}", archive.display())),
+    );
+    let insp: serde_json::Value = serde_json::from_str(&insp).unwrap();
+    assert_eq!(insp["Digest"], digest.as_str());
+    let out = podman_run(t.path(), &format!("oci-archive:{}", archive.display()), &[]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("hello from the app"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn unchanged_rebuild_reuses_cached_layers() {
+    let t = tmp();
+    let p = profile(t.path());
+    let build = || {
+        run_ok(
+            gpuimg()
+                .env("GPUIMG_CACHE", t.path().join("cache"))
+                .arg("build")
+                .arg(&p)
+                .arg("-o")
+                .arg(t.path().join("out"))
+                .arg("--json"),
+        )
+    };
+    let first: serde_json::Value = serde_json::from_str(build().trim()).unwrap();
+    let second: serde_json::Value = serde_json::from_str(build().trim()).unwrap();
+    assert_eq!(first["cached_layers"], 0);
+    assert_eq!(second["cached_layers"], 2);
+    assert_eq!(first["manifest_digest"], second["manifest_digest"]);
+}

@@ -1,0 +1,253 @@
+//! The built binary: `gpuimg resolve` exit codes 0/1/2 and the JSON shape of DESIGN.md,
+//! `gpuimg lock` writing a canonical lock beside the profile, staleness, and `catalog` queries.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn gpuimg(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gpuimg"))
+        .args(args)
+        .current_dir(cwd)
+        .env("XDG_CONFIG_HOME", cwd.join("no-config"))
+        .output()
+        .expect("run gpuimg")
+}
+
+fn profile(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, format!("name: demo\n{body}")).unwrap();
+    p
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+#[test]
+fn compatible_profile_exits_0_with_design_json() {
+    let d = tempfile::tempdir().unwrap();
+    let p = profile(d.path(), "p.yaml", "host:\n  gpus: [H100, H200]\n  driver: \">=550\"\nstack:\n  cuda: \"12.4\"\n  python: \"3.11\"\n  pytorch: \"2.5\"\n");
+    let out = gpuimg(&["resolve", p.to_str().unwrap(), "--json"], d.path());
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j = json(&out);
+    assert_eq!(j["ok"], true);
+    assert_eq!(j["components"]["cuda"], "12.4.1");
+    assert_eq!(j["components"]["pytorch"], "2.5.1");
+    assert_eq!(j["components"]["python"], "3.11");
+    assert_eq!(j["components"]["cudnn"], "9.1.0.70");
+    assert_eq!(j["host"]["driver"], ">=550");
+    assert_eq!(j["host"]["kernel"], ">=3.10");
+    assert_eq!(j["host"]["gpus"], serde_json::json!(["H100", "H200"]));
+    assert!(j["warnings"].is_array());
+    let keys: Vec<&String> = j.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["components", "host", "ok", "warnings"]);
+}
+
+#[test]
+fn incompatible_profile_exits_1_with_explanation() {
+    let d = tempfile::tempdir().unwrap();
+    let p = profile(
+        d.path(),
+        "p.yaml",
+        "host:\n  gpus: [V100]\nstack:\n  pytorch: \"=2.15.0\"\n",
+    );
+    let out = gpuimg(&["resolve", p.to_str().unwrap(), "--json"], d.path());
+    assert_eq!(out.status.code(), Some(1));
+    let j = json(&out);
+    assert_eq!(j["ok"], false);
+    let e = j["explanation"].as_str().unwrap();
+    assert!(
+        e.contains("V100 is sm_70") && e.contains("wheel-inspection"),
+        "{e}"
+    );
+    assert!(
+        e.contains("hint: `stack.pytorch: \"2.14\"` would work"),
+        "{e}"
+    );
+    // Text mode says the same, exit code 1.
+    let out = gpuimg(&["resolve", p.to_str().unwrap()], d.path());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("no: "));
+}
+
+#[test]
+fn bad_input_exits_2_with_one_clear_line() {
+    let d = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "host:\n  gpus: [H1000]\n",
+            "Unknown GPU `H1000` (did you mean `H100`?)",
+        ),
+        (
+            "stack:\n  cuda: \"12.x\"\n",
+            "p.yaml:3:9: `stack.cuda`: `12.x` is not a version constraint",
+        ),
+        (
+            "host:\n  driver: \">=560,<550\"\n",
+            "`host.driver: >=560,<550` can match no version at all",
+        ),
+    ];
+    for (body, want) in cases {
+        let p = profile(d.path(), "p.yaml", body);
+        let out = gpuimg(&["resolve", p.to_str().unwrap(), "--json"], d.path());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{body}: {err}");
+        assert!(err.contains(want), "{body}: want {want:?} in {err:?}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(!err.contains("panicked"));
+    }
+}
+
+#[test]
+fn plain_profile_resolves_empty() {
+    let d = tempfile::tempdir().unwrap();
+    let p = profile(d.path(), "p.yaml", "");
+    let out = gpuimg(&["resolve", p.to_str().unwrap(), "--json"], d.path());
+    assert_eq!(out.status.code(), Some(0));
+    let j = json(&out);
+    assert_eq!(j["components"], serde_json::json!({}));
+    assert_eq!(j["host"]["gpus"], serde_json::json!([]));
+}
+
+#[test]
+fn lock_is_written_canonical_and_goes_stale() {
+    let d = tempfile::tempdir().unwrap();
+    let p = profile(
+        d.path(),
+        "web.yaml",
+        "host:\n  gpus: [H100]\nstack:\n  cuda: \"12.4\"\n",
+    );
+    let out = gpuimg(&["lock", p.to_str().unwrap()], d.path());
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lock_file = d.path().join("web.lock.json");
+    let text = std::fs::read_to_string(&lock_file).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["resolution"]["components"]["cuda"], "12.4.1");
+    assert_eq!(v["version"], 1);
+    assert_eq!(
+        text,
+        format!("{}\n", gpuimg::lock::canonical_json(&v)),
+        "lock is canonical JSON"
+    );
+    // Same inputs, same bytes.
+    gpuimg(&["lock", p.to_str().unwrap()], d.path());
+    assert_eq!(std::fs::read_to_string(&lock_file).unwrap(), text);
+
+    let prof = gpuimg::profile::load(&p).unwrap();
+    let lock = gpuimg::lock::read(&lock_file).unwrap();
+    assert_eq!(gpuimg::lock::lock_path(&prof), lock_file);
+    gpuimg::lock::check_fresh(&prof, &lock).unwrap();
+    std::fs::write(
+        &p,
+        "name: demo\nhost:\n  gpus: [H100]\nstack:\n  cuda: \"12.6\"\n",
+    )
+    .unwrap();
+    let prof = gpuimg::profile::load(&p).unwrap();
+    let e = gpuimg::lock::check_fresh(&prof, &lock)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("a different `stack.cuda`"), "{e}");
+}
+
+#[test]
+fn catalog_queries() {
+    let d = tempfile::tempdir().unwrap();
+    let out = gpuimg(&["catalog", "list", "gpus"], d.path());
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .any(|l| l.starts_with("H200")));
+    let out = gpuimg(&["catalog", "show", "R580"], d.path());
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(json(&out)["branch"], 580);
+    let out = gpuimg(&["catalog", "show", "pytorch", "2.5.1"], d.path());
+    assert_eq!(json(&out)["version"], "2.5.1");
+    let out = gpuimg(&["catalog", "list", "gpu-ish"], d.path());
+    assert_eq!(out.status.code(), Some(2));
+    // `why` answers without a profile.
+    let out = gpuimg(
+        &[
+            "catalog",
+            "why",
+            "--gpu",
+            "V100",
+            "--pytorch",
+            "=2.15.0",
+            "--json",
+        ],
+        d.path(),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(json(&out)["explanation"]
+        .as_str()
+        .unwrap()
+        .contains("cannot run on V100"));
+    let out = gpuimg(
+        &[
+            "catalog", "why", "--gpu", "H200", "--cuda", "12.4", "--json",
+        ],
+        d.path(),
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(json(&out)["components"]["cuda"], "12.4.1");
+    let out = gpuimg(&["catalog", "why", "--gpu", "H1000"], d.path());
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn catalog_overlay_flag_and_config_dir() {
+    let d = tempfile::tempdir().unwrap();
+    let overlay = d.path().join("site.yaml");
+    std::fs::write(
+        &overlay,
+        "sources:\n- {id: site-notes, url: 'https://example.invalid/notes'}\ngpus:\n- {name: SiteGPU, cc: '9.0', arch: hopper, datacenter: true, modules: [open], min_driver: '575', source: [site-notes]}\n",
+    )
+    .unwrap();
+    let out = gpuimg(
+        &[
+            "catalog",
+            "why",
+            "--gpu",
+            "SiteGPU",
+            "--cuda",
+            "12.4",
+            "--json",
+            "--catalog",
+            overlay.to_str().unwrap(),
+        ],
+        d.path(),
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(json(&out)["host"]["driver"], ">=575");
+    // The same file in $XDG_CONFIG_HOME/gpuimg/catalog.d is picked up without the flag.
+    let cfg = d.path().join("no-config/gpuimg/catalog.d");
+    std::fs::create_dir_all(&cfg).unwrap();
+    std::fs::copy(&overlay, cfg.join("site.yaml")).unwrap();
+    let out = gpuimg(&["catalog", "why", "--gpu", "SiteGPU", "--json"], d.path());
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
