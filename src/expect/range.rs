@@ -1,4 +1,5 @@
-//! Version ranges in DESIGN.md's constraint syntax (`>=550,<560`, a bare prefix, `*`).
+//! Version ranges in DESIGN.md's constraint syntax (`>=550,<560`, a bare prefix, `*`), and
+//! unions of them joined by `||` (as the resolver's `VersionSet` prints them).
 //!
 //! A small, self-contained comparator for the self-test: versions compare numerically field by
 //! field over their leading dotted digits (`6.8.0-49-generic` is 6.8.0). Never panics on input.
@@ -32,11 +33,11 @@ enum Clause {
     Cmp(Op, Vec<u64>),
 }
 
-/// A parsed constraint; every comma-separated clause must hold.
+/// A parsed constraint: any `||` alternative whose comma-separated clauses all hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VersionRange {
     text: String,
-    clauses: Vec<Clause>,
+    alternatives: Vec<Vec<Clause>>,
 }
 
 impl VersionRange {
@@ -45,44 +46,55 @@ impl VersionRange {
         if trimmed.is_empty() {
             return Err(RangeError::Empty);
         }
-        let mut clauses = Vec::new();
-        for part in trimmed.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            clauses.push(parse_clause(trimmed, part)?);
-        }
-        if clauses.is_empty() {
-            return Err(RangeError::Empty);
+        let mut alternatives = Vec::new();
+        for alt in trimmed.split("||") {
+            let mut clauses = Vec::new();
+            for part in alt.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+                clauses.push(parse_clause(trimmed, part)?);
+            }
+            if clauses.is_empty() {
+                return Err(RangeError::Empty);
+            }
+            alternatives.push(clauses);
         }
         Ok(VersionRange {
             text: trimmed.to_string(),
-            clauses,
+            alternatives,
         })
     }
 
-    /// Whether `version` satisfies every clause; a version without leading digits never does.
+    /// Whether `version` satisfies one alternative; a version without leading digits only
+    /// satisfies `*`.
     pub fn matches(&self, version: &str) -> bool {
-        let Some(v) = leading_fields(version) else {
-            return self.clauses.iter().all(|c| matches!(c, Clause::Any));
-        };
-        self.clauses.iter().all(|c| match c {
-            Clause::Any => true,
-            Clause::Prefix(p) => v.len() >= p.len() && v[..p.len()] == p[..],
-            Clause::Cmp(op, r) => {
-                let o = compare_fields(&v, r);
-                match op {
-                    Op::Eq => o == Ordering::Equal,
-                    Op::Ne => o != Ordering::Equal,
-                    Op::Lt => o == Ordering::Less,
-                    Op::Le => o != Ordering::Greater,
-                    Op::Gt => o == Ordering::Greater,
-                    Op::Ge => o != Ordering::Less,
-                }
-            }
-        })
+        self.alternatives
+            .iter()
+            .any(|clauses| all_hold(clauses, version))
     }
 
     pub fn as_str(&self) -> &str {
         &self.text
     }
+}
+
+fn all_hold(clauses: &[Clause], version: &str) -> bool {
+    let Some(v) = leading_fields(version) else {
+        return clauses.iter().all(|c| matches!(c, Clause::Any));
+    };
+    clauses.iter().all(|c| match c {
+        Clause::Any => true,
+        Clause::Prefix(p) => v.len() >= p.len() && v[..p.len()] == p[..],
+        Clause::Cmp(op, r) => {
+            let o = compare_fields(&v, r);
+            match op {
+                Op::Eq => o == Ordering::Equal,
+                Op::Ne => o != Ordering::Equal,
+                Op::Lt => o == Ordering::Less,
+                Op::Le => o != Ordering::Greater,
+                Op::Gt => o == Ordering::Greater,
+                Op::Ge => o != Ordering::Less,
+            }
+        }
+    })
 }
 
 impl fmt::Display for VersionRange {
@@ -172,6 +184,11 @@ mod tests {
         assert!(m("<570.124.06", "570.26"));
         assert!(m("=13", "13.0"));
         assert!(m("!=580.159.04", "580.159.05"));
+        // Unions, as the resolver prints driver sets with forward-compatible branches.
+        let forward = ">=580 || >=535,<536 || >=575,<576";
+        assert!(m(forward, "580.159.04"));
+        assert!(m(forward, "535.288.01"));
+        assert!(!m(forward, "550.54.15"));
     }
 
     #[test]
@@ -180,5 +197,6 @@ mod tests {
         let e = VersionRange::parse(">=abc").unwrap_err();
         assert_eq!(e.to_string(), "Invalid version `abc` in range `>=abc`");
         assert!(VersionRange::parse(">=").is_err());
+        assert_eq!(VersionRange::parse(">=550 ||"), Err(RangeError::Empty));
     }
 }
