@@ -1,2 +1,13 @@
-//! `gpuimg-selftest`: not written yet (issue 5).
-fn main() {}
+//! `gpuimg-selftest`: the boot-time GPU self-test baked into every image (thin main).
+//!
+//! Everything lives in `gpuimg::selftest`; this file only installs the panic backstop:
+//! a panic prints one line and exits 3, never a stack trace.
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("error: internal error in gpuimg-selftest: {info}");
+    }));
+    std::panic::catch_unwind(gpuimg::selftest::main).unwrap_or(ExitCode::from(3))
+}

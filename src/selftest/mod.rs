@@ -1,1 +1,90 @@
-//! Stage `selftest`: not written yet (see the open issues).
+//! Stage `selftest`: the boot-time GPU self-test run by `gpuimg-selftest` and `gpuimg verify-host`.
+//!
+//! Probes the host (procfs, NVML and the CUDA driver API, loaded at run time; each probe with a
+//! time limit), checks the results against an `Expectation`, and renders a `Report`.
+//! Checks are pure functions of `Measurements`. Must never link the CUDA toolkit, write to the
+//! host, or panic on anything the host or the expectation file controls.
+
+mod check;
+mod checks;
+mod cli;
+mod collect;
+mod cuda_api;
+mod cuda_work;
+mod data;
+mod dl;
+mod exec;
+mod nvml;
+mod procfs;
+mod ptx;
+mod report;
+mod require;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+pub use check::{Check, Status, Verdict};
+pub use checks::{evaluate, name_matches, no_gpu_reason};
+pub use cli::main;
+pub use data::{
+    Bandwidth, CudaDeviceResult, EccHealth, GpuInfo, Measurements, ModuleFlavour, ModuleInfo,
+    PcieLink,
+};
+pub use exec::{exec, ExecError};
+pub use procfs::parse_module_version;
+pub use ptx::PTX;
+pub use report::Report;
+pub use require::{
+    evaluate as evaluate_require, requirements, InvalidRequirement, Outcome, RequireFacts,
+};
+
+use crate::expect::Expectation;
+use crate::profile::SelftestLevel;
+
+/// Probe this host at `level` and check it against `expect`; `env` is the process environment
+/// (for `NVIDIA_REQUIRE_*`).
+pub fn run(expect: &Expectation, level: SelftestLevel, env: &BTreeMap<String, String>) -> Report {
+    let start = Instant::now();
+    let m = collect::collect(level);
+    report_from(expect, &m, env, level, start.elapsed())
+}
+
+/// The report for already-collected measurements (pure; tests use recorded probe data).
+pub fn report_from(
+    expect: &Expectation,
+    m: &Measurements,
+    env: &BTreeMap<String, String>,
+    level: SelftestLevel,
+    elapsed: Duration,
+) -> Report {
+    let (verdict, message, checks) = match no_gpu_reason(m) {
+        Some(why) => (Verdict::NoGpu, Some(why), Vec::new()),
+        None => {
+            let checks = evaluate(expect, m, env, level);
+            (checks::verdict(&checks), None, checks)
+        }
+    };
+    Report {
+        verdict,
+        message,
+        level: match level {
+            SelftestLevel::Quick => "quick",
+            SelftestLevel::Full => "full",
+        },
+        kernel: m.kernel.clone(),
+        kernel_module: m.module.clone(),
+        driver_version: m.driver_version.clone(),
+        cuda_driver_version: m.cuda_driver_version.clone(),
+        gpus: m.gpus.clone(),
+        cuda_devices: m.cuda_devices.clone(),
+        checks,
+        duration_ms: elapsed.as_millis() as u64,
+    }
+}
+
+/// The process environment as UTF-8 pairs (others cannot hold `NVIDIA_REQUIRE_*`).
+pub fn process_env() -> BTreeMap<String, String> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect()
+}

@@ -1,0 +1,332 @@
+//! The expectation data: what the image was resolved for, as the builder writes it.
+//!
+//! Built from plain inputs (`HostFacts` + the profile's `selftest` section) so the builder can
+//! fill it from any resolver. Reading validates every range; nothing here touches a GPU.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::range::{RangeError, VersionRange};
+use crate::profile::{KernelModule, OnFailure, SelftestLevel, SelftestSpec};
+
+/// Where the builder puts the file inside the image.
+pub const DEFAULT_PATH: &str = "/etc/gpuimg/expect.json";
+/// Where the builder puts `gpuimg-selftest` inside the image.
+pub const BINARY_PATH: &str = "/usr/local/bin/gpuimg-selftest";
+/// The format version this build writes and reads.
+pub const FORMAT: u32 = 1;
+/// Device-to-device floor as a fraction of the catalog peak, unless the profile overrides it.
+pub const DEFAULT_DEVICE_DEVICE_FRACTION: f64 = 0.8;
+
+/// Host facts from the resolution, as plain data (the resolver fills it; tests write it by hand).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HostFacts {
+    /// Image name (shown in reports).
+    pub image: Option<String>,
+    /// Driver constraint, e.g. `>=550.54.15`.
+    pub driver_range: Option<String>,
+    /// Kernel constraint, e.g. `>=5.15`.
+    pub kernel_range: Option<String>,
+    pub module: KernelModule,
+    /// Oldest CUDA version the driver must support, e.g. `12.4`.
+    pub cuda_driver_floor: Option<String>,
+    /// Catalog GPU names (`H200`); empty with no compute capabilities means any GPU.
+    pub gpus: Vec<String>,
+    /// Compute capabilities (`9.0`).
+    pub compute_capabilities: Vec<String>,
+    /// Catalog peak device memory bandwidth per GPU name, GB/s.
+    pub peak_bandwidth_gbps: BTreeMap<String, f64>,
+    /// The image's `NVIDIA_REQUIRE_*`, `NVIDIA_DISABLE_REQUIRE` and `CUDA_VERSION` (name → value).
+    pub nvidia_require: BTreeMap<String, String>,
+}
+
+/// Bandwidth floors for `--level full`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BandwidthExpectation {
+    /// Host↔device floor in GB/s; `None` picks one from the PCIe link (Gen5 x16: 48, Gen4 x16: 22).
+    #[serde(default)]
+    pub host_device_gbps: Option<f64>,
+    /// Device-to-device floor as a fraction of `peak_device_gbps` for the GPU.
+    #[serde(default = "default_fraction")]
+    pub device_device_fraction: f64,
+    /// Catalog peak memory bandwidth per GPU name, GB/s.
+    #[serde(default)]
+    pub peak_device_gbps: BTreeMap<String, f64>,
+}
+
+impl Default for BandwidthExpectation {
+    fn default() -> Self {
+        BandwidthExpectation {
+            host_device_gbps: None,
+            device_device_fraction: DEFAULT_DEVICE_DEVICE_FRACTION,
+            peak_device_gbps: BTreeMap::new(),
+        }
+    }
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn default_fraction() -> f64 {
+    DEFAULT_DEVICE_DEVICE_FRACTION
+}
+
+/// The contents of `/etc/gpuimg/expect.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expectation {
+    pub format: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
+    #[serde(default)]
+    pub kernel_module: KernelModule,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_driver_floor: Option<String>,
+    #[serde(default)]
+    pub gpus: Vec<String>,
+    #[serde(default)]
+    pub compute_capabilities: Vec<String>,
+    #[serde(default = "one")]
+    pub min_gpus: u32,
+    #[serde(default)]
+    pub bandwidth: BandwidthExpectation,
+    #[serde(default)]
+    pub nvidia_require: BTreeMap<String, String>,
+    #[serde(default)]
+    pub on_failure: OnFailure,
+    #[serde(default)]
+    pub level: SelftestLevel,
+}
+
+impl Default for Expectation {
+    fn default() -> Self {
+        Expectation {
+            format: FORMAT,
+            image: None,
+            kernel: None,
+            driver: None,
+            kernel_module: KernelModule::Any,
+            cuda_driver_floor: None,
+            gpus: Vec::new(),
+            compute_capabilities: Vec::new(),
+            min_gpus: 1,
+            bandwidth: BandwidthExpectation::default(),
+            nvidia_require: BTreeMap::new(),
+            on_failure: OnFailure::Abort,
+            level: SelftestLevel::Quick,
+        }
+    }
+}
+
+/// Why an expectation could not be read or used.
+#[derive(Debug, thiserror::Error)]
+pub enum ExpectError {
+    #[error("Failed to read `{path}`")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("Invalid expectation `{path}`: {message}")]
+    Parse { path: String, message: String },
+    #[error("Unsupported expectation format {found} (this build reads format {FORMAT})")]
+    Format { found: u32 },
+    #[error("Invalid `{field}` range")]
+    Range {
+        field: &'static str,
+        #[source]
+        source: RangeError,
+    },
+    #[error("Invalid `{field}` value `{value}`")]
+    Value { field: &'static str, value: String },
+}
+
+impl Expectation {
+    /// The expectation for an image from its resolved host facts and the profile's `selftest`.
+    pub fn new(host: HostFacts, selftest: &SelftestSpec) -> Expectation {
+        Expectation {
+            format: FORMAT,
+            image: host.image,
+            kernel: host.kernel_range,
+            driver: host.driver_range,
+            kernel_module: host.module,
+            cuda_driver_floor: host.cuda_driver_floor,
+            gpus: host.gpus,
+            compute_capabilities: host.compute_capabilities,
+            min_gpus: selftest.min_gpus.unwrap_or(1),
+            bandwidth: BandwidthExpectation {
+                host_device_gbps: selftest.floors.host_device_gbps,
+                device_device_fraction: selftest
+                    .floors
+                    .device_device_fraction
+                    .unwrap_or(DEFAULT_DEVICE_DEVICE_FRACTION),
+                peak_device_gbps: host.peak_bandwidth_gbps,
+            },
+            nvidia_require: host.nvidia_require,
+            on_failure: selftest.on_failure,
+            level: selftest.level,
+        }
+    }
+
+    /// Parse and validate the JSON text of an expectation file (`path` is for messages).
+    pub fn from_json(text: &str, path: &str) -> Result<Expectation, ExpectError> {
+        let e: Expectation = serde_json::from_str(text).map_err(|e| ExpectError::Parse {
+            path: path.to_string(),
+            message: e.to_string(),
+        })?;
+        e.validate()?;
+        Ok(e)
+    }
+
+    /// Read and validate an expectation file.
+    pub fn load(path: &Path) -> Result<Expectation, ExpectError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ExpectError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Expectation::from_json(&text, &path.display().to_string())
+    }
+
+    /// Canonical JSON (struct fields in declaration order, maps sorted), newline-terminated.
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).unwrap_or_default();
+        s.push('\n');
+        s
+    }
+
+    /// Refuse what the checks could not use: unknown format, bad ranges, nonsense floors.
+    pub fn validate(&self) -> Result<(), ExpectError> {
+        if self.format != FORMAT {
+            return Err(ExpectError::Format { found: self.format });
+        }
+        for (field, value) in [
+            ("kernel", &self.kernel),
+            ("driver", &self.driver),
+            ("cuda_driver_floor", &self.cuda_driver_floor),
+        ] {
+            if let Some(v) = value {
+                VersionRange::parse(v).map_err(|source| ExpectError::Range { field, source })?;
+            }
+        }
+        for cc in &self.compute_capabilities {
+            if super::range::leading_fields(cc).is_none() {
+                return Err(ExpectError::Value {
+                    field: "compute_capabilities",
+                    value: cc.clone(),
+                });
+            }
+        }
+        let b = &self.bandwidth;
+        let frac = b.device_device_fraction;
+        if !(frac.is_finite() && frac > 0.0 && frac <= 1.0) {
+            return Err(ExpectError::Value {
+                field: "bandwidth.device_device_fraction",
+                value: frac.to_string(),
+            });
+        }
+        let floors = b.host_device_gbps.iter().chain(b.peak_device_gbps.values());
+        for v in floors {
+            if !(v.is_finite() && *v > 0.0) {
+                return Err(ExpectError::Value {
+                    field: "bandwidth",
+                    value: v.to_string(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The kernel constraint, parsed (validated already by `load`).
+    pub fn kernel_range(&self) -> Option<VersionRange> {
+        parsed(&self.kernel)
+    }
+
+    /// The driver constraint, parsed (validated already by `load`).
+    pub fn driver_range(&self) -> Option<VersionRange> {
+        parsed(&self.driver)
+    }
+}
+
+fn parsed(v: &Option<String>) -> Option<VersionRange> {
+    v.as_deref().and_then(|s| VersionRange::parse(s).ok())
+}
+
+/// The image entrypoint with the self-test in front (`selftest.enabled`): the self-test execs
+/// the original entrypoint, with the image's `Cmd` and run-time arguments after it.
+pub fn wrap_entrypoint(entrypoint: &[String]) -> Vec<String> {
+    let mut v = vec![BINARY_PATH.to_string(), "--".to_string()];
+    v.extend(entrypoint.iter().cloned());
+    v
+}
+
+/// Host↔device floor in GB/s for a PCIe link at its maximum (fleet practice: Azure HPC health
+/// checks use 48 for H200 on Gen5 x16 and 24 for A100 on Gen4; gpuimg keeps 22 on Gen4 x16).
+pub fn default_host_device_floor(max_gen: u32, max_width: u32) -> Option<f64> {
+    match (max_gen, max_width) {
+        (g, 16) if g >= 5 => Some(48.0),
+        (4, 16) => Some(22.0),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_defaults() {
+        let host = HostFacts {
+            driver_range: Some(">=550".into()),
+            gpus: vec!["H200".into()],
+            ..HostFacts::default()
+        };
+        let e = Expectation::new(host, &SelftestSpec::default());
+        let back = Expectation::from_json(&e.to_json(), "x").unwrap();
+        assert_eq!(back, e);
+        assert_eq!(back.min_gpus, 1);
+        let minimal = Expectation::from_json(r#"{"format": 1}"#, "x").unwrap();
+        assert_eq!(minimal.bandwidth.device_device_fraction, 0.8);
+        assert_eq!(minimal.min_gpus, 1);
+    }
+
+    #[test]
+    fn wrapped_entrypoint_hands_off_after_double_dash() {
+        let w = wrap_entrypoint(&["python3".to_string(), "-m".to_string(), "app".to_string()]);
+        assert_eq!(
+            w,
+            [
+                "/usr/local/bin/gpuimg-selftest",
+                "--",
+                "python3",
+                "-m",
+                "app"
+            ]
+        );
+        assert_eq!(
+            wrap_entrypoint(&[]),
+            ["/usr/local/bin/gpuimg-selftest", "--"]
+        );
+    }
+
+    #[test]
+    fn invalid_files_name_the_problem() {
+        let e = Expectation::from_json(r#"{"format": 1, "driver": ">=x"}"#, "e.json").unwrap_err();
+        assert_eq!(e.to_string(), "Invalid `driver` range");
+        let e = Expectation::from_json(r#"{"format": 2}"#, "e.json").unwrap_err();
+        assert!(e.to_string().contains("format 2"), "{e}");
+        let e = Expectation::from_json(r#"{"format": 1, "drivr": "1"}"#, "e.json").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("Invalid expectation `e.json`: unknown field `drivr`"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,146 @@
+//! The `gpuimg-selftest` command line: flags, expectation loading, output, exit code, hand-off.
+//!
+//! This binary's CLI layer (the only selftest file that knows clap and exit codes).
+//! Output goes to stdout, or to stderr when a command is wrapped (stdout is the workload's).
+//! Exit codes: 0 pass, 1 a check failed, 2 no GPU / no driver / bad input, 3 internal error.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use super::Verdict;
+use crate::expect::{Expectation, DEFAULT_PATH};
+use crate::profile::{OnFailure, SelftestLevel};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "gpuimg-selftest",
+    version,
+    about = "Check that this host's kernel, NVIDIA driver, CUDA and GPUs match what the image was built for"
+)]
+struct Args {
+    /// The expectation file (default /etc/gpuimg/expect.json; absent = health checks only).
+    #[arg(long, value_name = "FILE")]
+    expect: Option<PathBuf>,
+    /// quick: versions, health and a kernel on every GPU; full: adds bandwidth.
+    #[arg(long, value_parser = ["quick", "full"])]
+    level: Option<String>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Also write the JSON report to FILE.
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
+    /// The command to exec after a pass (or after a failure with `on-failure: warn`).
+    #[arg(last = true, value_name = "COMMAND")]
+    command: Vec<OsString>,
+}
+
+/// Run the self-test as the `gpuimg-selftest` binary.
+pub fn main() -> ExitCode {
+    let args = match Args::try_parse() {
+        Ok(a) => a,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            let code = match e.kind() {
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => 0,
+                _ => 2,
+            };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let expect = match load_expectation(args.expect.as_deref()) {
+        Ok(e) => e,
+        Err(msg) => {
+            eprintln!("error: {msg}");
+            return ExitCode::from(2);
+        }
+    };
+    let level = match args.level.as_deref() {
+        Some("full") => SelftestLevel::Full,
+        Some(_) => SelftestLevel::Quick,
+        None => expect.level,
+    };
+    let report = super::run(&expect, level, &super::process_env());
+    let wraps = !args.command.is_empty();
+    let mut code = report.verdict.exit_code();
+    if let Some(path) = &args.report {
+        if let Err(e) = fs_err::write(path, report.to_json()) {
+            eprintln!("error: {}", chain(&e));
+            code = code.max(2);
+        }
+    }
+    let text = if args.json {
+        report.to_json()
+    } else if report.verdict == Verdict::NoGpu {
+        String::new()
+    } else {
+        report.to_text()
+    };
+    if report.verdict == Verdict::NoGpu {
+        let why = report.message.as_deref().unwrap_or("No NVIDIA GPU");
+        eprintln!("gpuimg-selftest: {why}");
+    }
+    if wraps {
+        let _ = std::io::stderr().write_all(text.as_bytes());
+    } else {
+        // A closed stdout (`| head`) is not an error.
+        let _ = std::io::stdout().write_all(text.as_bytes());
+    }
+    if !wraps {
+        return ExitCode::from(code);
+    }
+    let go = report.verdict == Verdict::Pass || expect.on_failure == OnFailure::Warn;
+    if !go {
+        eprintln!(
+            "gpuimg-selftest: not starting `{}` (self-test {}; on-failure: abort)",
+            args.command[0].to_string_lossy(),
+            report.verdict.as_str()
+        );
+        return ExitCode::from(code);
+    }
+    if report.verdict != Verdict::Pass {
+        eprintln!(
+            "gpuimg-selftest: warning: self-test {}; starting the command anyway (on-failure: warn)",
+            report.verdict.as_str()
+        );
+    }
+    let err = super::exec(&args.command);
+    eprintln!("error: {}", chain(&err));
+    ExitCode::from(err.code)
+}
+
+/// The expectation to check against: an explicit file must exist and be valid; the default
+/// path may be absent (then only health and functional checks run).
+pub fn load_expectation(explicit: Option<&Path>) -> Result<Expectation, String> {
+    let path = match explicit {
+        Some(p) => p.to_path_buf(),
+        None => {
+            let p = PathBuf::from(DEFAULT_PATH);
+            if !p.exists() {
+                return Ok(Expectation::default());
+            }
+            p
+        }
+    };
+    Expectation::load(&path).map_err(|e| chain(&e))
+}
+
+/// `outer: cause: cause` for one-line error messages.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let t = c.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        cur = c.source();
+    }
+    s
+}

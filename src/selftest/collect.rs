@@ -1,0 +1,181 @@
+//! Runs the probes, each on a worker thread with a time limit, and gathers `Measurements`.
+//!
+//! A probe that does not answer in time is recorded in `timed_out` and the rest of the CUDA
+//! work is skipped (a hung driver would hang it too); the process never waits past a limit.
+//! NVML and `cuInit` run in parallel: together they are most of the quick level's time.
+
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use super::cuda_api::Cuda;
+use super::cuda_work;
+use super::data::{CudaDeviceResult, Measurements};
+use super::nvml::{Nvml, NvmlReport};
+use super::procfs;
+use crate::profile::SelftestLevel;
+
+const NVML_LIMIT: Duration = Duration::from_secs(10);
+const CUDA_INIT_LIMIT: Duration = Duration::from_secs(20);
+const KERNEL_LIMIT: Duration = Duration::from_secs(15);
+const BANDWIDTH_LIMIT: Duration = Duration::from_secs(30);
+
+/// Why a probe gave no answer.
+enum Stalled {
+    TimedOut,
+    Crashed,
+}
+
+/// Run `f` on its own thread; give up after `limit`.
+fn with_limit<T: Send + 'static>(
+    limit: Duration,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Stalled> {
+    let (tx, rx) = mpsc::channel();
+    let spawned = thread::Builder::new()
+        .name("gpuimg-probe".into())
+        .spawn(move || {
+            let _ = tx.send(f());
+        });
+    if spawned.is_err() {
+        return Err(Stalled::Crashed);
+    }
+    rx.recv_timeout(limit).map_err(|e| match e {
+        mpsc::RecvTimeoutError::Timeout => Stalled::TimedOut,
+        mpsc::RecvTimeoutError::Disconnected => Stalled::Crashed,
+    })
+}
+
+fn note(m: &mut Measurements, stage: &str, s: Stalled) {
+    match s {
+        Stalled::TimedOut => m.timed_out.push(stage.to_string()),
+        Stalled::Crashed => m.timed_out.push(format!("{stage} (probe crashed)")),
+    }
+}
+
+/// Probe the host at `level`.
+pub fn collect(level: SelftestLevel) -> Measurements {
+    let mut m = Measurements {
+        kernel: procfs::kernel_release(),
+        module: procfs::nvidia_module(),
+        ..Measurements::default()
+    };
+    let nvml: Option<&'static Nvml> = Nvml::load().ok().map(|n| &*Box::leak(Box::new(n)));
+    let cuda: Option<&'static Cuda> = Cuda::load().ok().map(|c| &*Box::leak(Box::new(c)));
+    m.nvml_loaded = nvml.is_some();
+    m.cuda_loaded = cuda.is_some();
+
+    // NVML on one thread while cuInit runs on another.
+    let (ntx, nrx) = mpsc::channel::<NvmlReport>();
+    if let Some(n) = nvml {
+        let _ = thread::Builder::new()
+            .name("gpuimg-nvml".into())
+            .spawn(move || {
+                let _ = ntx.send(n.probe());
+            });
+    } else {
+        drop(ntx);
+    }
+    let cuda_init = cuda.map(|cu| {
+        with_limit(CUDA_INIT_LIMIT, move || {
+            (cuda_work::driver_version(cu), cuda_work::init_and_list(cu))
+        })
+    });
+    if nvml.is_some() {
+        match nrx.recv_timeout(NVML_LIMIT) {
+            Ok(r) => {
+                m.driver_version = r.driver_version;
+                m.nvml_error = r.error;
+                m.gpus = r.gpus;
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => note(&mut m, "nvml", Stalled::TimedOut),
+            Err(mpsc::RecvTimeoutError::Disconnected) => note(&mut m, "nvml", Stalled::Crashed),
+        }
+    }
+    let (Some(cu), Some(init)) = (cuda, cuda_init) else {
+        return m;
+    };
+    match init {
+        Err(s) => {
+            note(&mut m, "cuda: cuInit", s);
+            return m;
+        }
+        Ok((version, devices)) => {
+            m.cuda_driver_version = version.ok();
+            match devices {
+                Ok(d) => m.cuda_devices = d,
+                Err(e) => {
+                    m.cuda_error = Some(e);
+                    return m;
+                }
+            }
+        }
+    }
+    for i in 0..m.cuda_devices.len() {
+        let ordinal = m.cuda_devices[i].ordinal;
+        match with_limit(KERNEL_LIMIT, move || cuda_work::functional(cu, ordinal)) {
+            Ok((r, ms)) => {
+                match r {
+                    Ok(n) => m.cuda_devices[i].kernel_verified = Some(n),
+                    Err(e) => m.cuda_devices[i].kernel_error = Some(e),
+                }
+                m.cuda_devices[i].kernel_ms = Some(ms);
+            }
+            Err(s) => {
+                note(&mut m, &format!("cuda: kernel on GPU {ordinal}"), s);
+                return m;
+            }
+        }
+    }
+    if level == SelftestLevel::Full {
+        for i in 0..m.cuda_devices.len() {
+            let dev: CudaDeviceResult = m.cuda_devices[i].clone();
+            let memory_mib = m
+                .gpus
+                .iter()
+                .find(|g| g.uuid == dev.uuid)
+                .map(|g| g.memory_total_mib)
+                .unwrap_or(8192);
+            let uuid = dev.uuid.clone();
+            let r = with_limit(BANDWIDTH_LIMIT, move || {
+                cuda_work::bandwidth(
+                    cu,
+                    dev.ordinal,
+                    nvml.map(|n| (n, uuid.as_str())),
+                    memory_mib,
+                )
+            });
+            match r {
+                Ok(Ok(bw)) => m.cuda_devices[i].bandwidth = Some(bw),
+                Ok(Err(e)) => m.cuda_devices[i].bandwidth_error = Some(e),
+                Err(s) => {
+                    note(
+                        &mut m,
+                        &format!("cuda: bandwidth on GPU {}", dev.ordinal),
+                        s,
+                    );
+                    return m;
+                }
+            }
+        }
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stuck_probe_is_abandoned_and_a_crash_is_reported() {
+        let (release, wait) = mpsc::channel::<()>();
+        let r = with_limit(Duration::from_millis(20), move || wait.recv().is_ok());
+        assert!(matches!(r, Err(Stalled::TimedOut)));
+        drop(release);
+        let r = with_limit(Duration::from_secs(5), || -> u32 {
+            panic!("probe crashed")
+        });
+        assert!(matches!(r, Err(Stalled::Crashed)));
+        assert!(matches!(with_limit(Duration::from_secs(5), || 7), Ok(7)));
+    }
+}

@@ -1,0 +1,260 @@
+//! `gpuimg-selftest` and `gpuimg verify-host` as built binaries, on a machine without a GPU (CI).
+//!
+//! Covers the no-GPU path (one line, exit 2), bad input, `--report`, and the exec hand-off:
+//! arguments, exit status, PID and signals pass through to the wrapped command.
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_gpuimg-selftest");
+const GPUIMG: &str = env!("CARGO_BIN_EXE_gpuimg");
+
+/// These tests describe a host without an NVIDIA driver; say so loudly elsewhere.
+fn require_no_gpu() {
+    assert!(
+        !Path::new("/dev/nvidiactl").exists() && !Path::new("/proc/driver/nvidia/version").exists(),
+        "these tests need a machine without an NVIDIA GPU (CI); on a GPU host run scripts/gpu-selftest.sh"
+    );
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn warn_expectation(dir: &Path) -> PathBuf {
+    write(dir, "warn.json", r#"{"format": 1, "on_failure": "warn"}"#)
+}
+
+#[test]
+fn no_gpu_says_so_in_one_line_and_exits_2() {
+    require_no_gpu();
+    let dir = tempfile::tempdir().unwrap();
+    let e = write(dir.path(), "e.json", r#"{"format": 1, "driver": ">=550"}"#);
+    let start = std::time::Instant::now();
+    let out = Command::new(BIN).arg("--expect").arg(&e).output().unwrap();
+    eprintln!("no-GPU path took {:?}", start.elapsed());
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("gpuimg-selftest: No NVIDIA driver: `libnvidia-ml.so.1`"),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty());
+
+    let report = dir.path().join("r.json");
+    let out = Command::new(BIN)
+        .args(["--json", "--level", "full", "--expect"])
+        .arg(&e)
+        .arg("--report")
+        .arg(&report)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["verdict"], "no-gpu");
+    assert_eq!(v["level"], "full");
+    let written: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert_eq!(written["verdict"], "no-gpu");
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            write(dir.path(), "a.json", "{not json"),
+            "Invalid expectation",
+        ),
+        (
+            write(dir.path(), "b.json", r#"{"format": 1, "driver": ">=five"}"#),
+            "Invalid `driver` range: Invalid version `five`",
+        ),
+        (
+            write(dir.path(), "c.json", r#"{"format": 1, "gpu": ["H200"]}"#),
+            "unknown field `gpu`",
+        ),
+        (dir.path().join("missing.json"), "Failed to read"),
+    ];
+    for (path, want) in cases {
+        let out = Command::new(BIN)
+            .arg("--expect")
+            .arg(&path)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.starts_with("error: ") && stderr.contains(want),
+            "{stderr}"
+        );
+    }
+    let out = Command::new(BIN)
+        .args(["--level", "fast"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn abort_does_not_start_the_command() {
+    require_no_gpu();
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let e = write(dir.path(), "e.json", r#"{"format": 1}"#);
+    let out = Command::new(BIN)
+        .arg("--expect")
+        .arg(&e)
+        .args(["--", "touch"])
+        .arg(&marker)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!marker.exists());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not starting `touch`"));
+}
+
+#[test]
+fn exec_passes_arguments_exit_code_and_pid() {
+    require_no_gpu();
+    let dir = tempfile::tempdir().unwrap();
+    let e = warn_expectation(dir.path());
+    let out = Command::new(BIN)
+        .arg("--expect")
+        .arg(&e)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            r#"printf '%s|' "$@"; exit 7"#,
+            "sh",
+            "a",
+            "b c",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(7));
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), "a|b c|--json|");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("starting the command anyway (on-failure: warn)"),
+        "{stderr}"
+    );
+
+    // exec, not spawn: the command runs as the self-test's own process.
+    let child = Command::new(BIN)
+        .arg("--expect")
+        .arg(&e)
+        .args(["--", "sh", "-c", "echo $$"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap().trim(),
+        pid.to_string()
+    );
+
+    let out = Command::new(BIN)
+        .arg("--expect")
+        .arg(&e)
+        .args(["--", "/nonexistent/program"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(127));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("error: Failed to run `/nonexistent/program`"));
+}
+
+#[test]
+fn signals_reach_the_wrapped_command() {
+    require_no_gpu();
+    let dir = tempfile::tempdir().unwrap();
+    let e = warn_expectation(dir.path());
+    let mut child = Command::new(BIN)
+        .arg("--expect")
+        .arg(&e)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "trap 'echo got-term; exit 42' TERM; echo ready; while :; do sleep 0.05; done",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "ready");
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    assert_eq!(lines.next().unwrap().unwrap(), "got-term");
+    assert_eq!(child.wait().unwrap().code(), Some(42));
+
+    // A command killed by a signal is reported as killed by that signal.
+    let status = Command::new(BIN)
+        .arg("--expect")
+        .arg(&e)
+        .args(["--", "sh", "-c", "kill -KILL $$"])
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(status.signal(), Some(9));
+}
+
+#[test]
+fn verify_host_runs_the_same_checks() {
+    require_no_gpu();
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(
+        dir.path(),
+        "p.yaml",
+        "name: demo\nhost:\n  gpus: [H200, \"9.0\"]\n  driver: \">=550\"\n  kernel_module: open\nstack:\n  cuda: \"12.4\"\n",
+    );
+    let out = Command::new(GPUIMG)
+        .arg("verify-host")
+        .arg(&p)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["verdict"], "no-gpu");
+    let lock = write(dir.path(), "p.lock.json", "{}");
+    let out = Command::new(GPUIMG)
+        .arg("verify-host")
+        .arg(&lock)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is a lock file"));
+    let bad = write(
+        dir.path(),
+        "bad.yaml",
+        "name: demo\nhost:\n  driver: \">=x\"\n",
+    );
+    let out = Command::new(GPUIMG)
+        .arg("verify-host")
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Invalid `driver` range"));
+}
