@@ -119,3 +119,26 @@ pub fn tmp() -> tempfile::TempDir {
         .tempdir()
         .unwrap()
 }
+
+/// Copy the build host's glibc (what `ldd` lists for `binary`) into `root`, so that a
+/// dynamically linked program such as gpuimg-selftest runs in a busybox root filesystem.
+pub fn add_glibc_for(root: &Path, binary: &Path) {
+    let out = run_ok(Command::new("ldd").arg(binary));
+    for line in out.lines() {
+        let path = line
+            .split_whitespace()
+            .find(|w| w.starts_with('/'))
+            .map(PathBuf::from);
+        let Some(path) = path else { continue };
+        let real = std::fs::canonicalize(&path).unwrap();
+        let dest = root.join(path.strip_prefix("/").unwrap());
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::copy(&real, &dest).unwrap();
+    }
+}
+
+pub fn selftest_bin() -> PathBuf {
+    let p = PathBuf::from(env!("CARGO_BIN_EXE_gpuimg-selftest"));
+    assert!(p.is_file(), "{} missing", p.display());
+    p
+}

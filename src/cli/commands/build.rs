@@ -35,6 +35,9 @@ pub struct Args {
     /// Catalog overlay files (added after the config directory's catalog.d).
     #[arg(long = "catalog", value_name = "FILE")]
     pub catalog: Vec<PathBuf>,
+    /// The gpuimg-selftest binary to bake in (default: beside this gpuimg).
+    #[arg(long, value_name = "FILE")]
+    pub selftest_binary: Option<PathBuf>,
     /// Print a JSON summary on stdout.
     #[arg(long)]
     pub json: bool,
@@ -103,6 +106,7 @@ pub fn exec(args: Args, global: Global) -> Result<u8, CliError> {
         epoch,
         cache_root: args.cache.clone().unwrap_or_else(Cache::default_root),
         resolution,
+        selftest_binary: args.selftest_binary.clone(),
     };
     let out = build::build(&profile, &opts, &mut progress)?;
     if args.json {

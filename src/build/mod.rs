@@ -6,6 +6,11 @@
 
 use std::path::PathBuf;
 
+mod observer;
+mod selftest_layer;
+
+pub use observer::{Observer, Silent};
+
 use crate::assemble::{self, Input, Tree};
 use crate::cache::Cache;
 use crate::digest::Digest;
@@ -15,26 +20,6 @@ use crate::layer::{self, Compression, LayerOptions};
 use crate::profile::{Base, Profile};
 use crate::resolve::Resolution;
 use crate::strip;
-
-/// How stages report progress without knowing about terminals.
-pub trait Observer {
-    fn message(&mut self, text: &str);
-    fn warn(&mut self, text: &str);
-    fn task_start(&mut self, label: &str, total_bytes: Option<u64>);
-    fn task_progress(&mut self, bytes: u64);
-    fn task_done(&mut self, label: &str, bytes: u64, summary: &str);
-}
-
-/// An observer that drops everything (tests, library use).
-pub struct Silent;
-
-impl Observer for Silent {
-    fn message(&mut self, _: &str) {}
-    fn warn(&mut self, _: &str) {}
-    fn task_start(&mut self, _: &str, _: Option<u64>) {}
-    fn task_progress(&mut self, _: u64) {}
-    fn task_done(&mut self, _: &str, _: u64, _: &str) {}
-}
 
 #[derive(Debug, Clone)]
 pub struct BuildOptions {
@@ -46,6 +31,9 @@ pub struct BuildOptions {
     pub cache_root: PathBuf,
     /// The resolved stack (from `resolve`, or from the lock with `--locked`).
     pub resolution: Option<Resolution>,
+    /// The `gpuimg-selftest` binary to bake in (default: the profile's `selftest.binary`, else
+    /// beside the running `gpuimg`).
+    pub selftest_binary: Option<PathBuf>,
 }
 
 /// What a build produced.
@@ -78,6 +66,8 @@ pub enum BuildError {
     Export(#[from] export::ExportError),
     #[error("`base.apt` is not supported by this build yet")]
     AptUnsupported,
+    #[error(transparent)]
+    Selftest(#[from] selftest_layer::SelftestLayerError),
 }
 
 /// Build the image for `profile`.
@@ -125,6 +115,32 @@ pub fn build(
         components.push(("files".into(), tree));
     }
 
+    let mut extra_env = opts
+        .resolution
+        .as_ref()
+        .map(Resolution::image_env)
+        .unwrap_or_default();
+    let mut annotations = opts
+        .resolution
+        .as_ref()
+        .map(Resolution::image_annotations)
+        .unwrap_or_default();
+    let mut entrypoint = None;
+    let wants_selftest =
+        profile.selftest.enabled && opts.resolution.as_ref().is_some_and(|r| !r.is_empty());
+    if wants_selftest {
+        let st = selftest_layer::selftest_components(profile, opts, &extra_env)?;
+        annotations.insert(
+            selftest_layer::ANN_SELFTEST_SHA256.into(),
+            st.binary_sha256.to_string(),
+        );
+        entrypoint = Some(crate::expect::wrap_entrypoint(
+            profile.config.entrypoint.as_deref().unwrap_or(&[]),
+        ));
+        components.push(("selftest".into(), st.binary_tree));
+        components.push(("expect".into(), st.expect_tree));
+    }
+
     let lopts = LayerOptions {
         compression: opts.compression,
         epoch: opts.epoch,
@@ -151,17 +167,9 @@ pub fn build(
         tag: &opts.tag,
         platform: &profile.platform,
         config: &profile.config,
-        extra_env: opts
-            .resolution
-            .as_ref()
-            .map(Resolution::image_env)
-            .unwrap_or_default(),
-        annotations: opts
-            .resolution
-            .as_ref()
-            .map(Resolution::image_annotations)
-            .unwrap_or_default(),
-        entrypoint: None,
+        extra_env,
+        annotations,
+        entrypoint,
         epoch: opts.epoch,
     };
     let json = image::build_image(&spec, &layers)?;

@@ -1,0 +1,21 @@
+//! `Observer`: how stages report progress without knowing about terminals.
+
+/// How stages report progress without knowing about terminals.
+pub trait Observer {
+    fn message(&mut self, text: &str);
+    fn warn(&mut self, text: &str);
+    fn task_start(&mut self, label: &str, total_bytes: Option<u64>);
+    fn task_progress(&mut self, bytes: u64);
+    fn task_done(&mut self, label: &str, bytes: u64, summary: &str);
+}
+
+/// An observer that drops everything (tests, library use).
+pub struct Silent;
+
+impl Observer for Silent {
+    fn message(&mut self, _: &str) {}
+    fn warn(&mut self, _: &str) {}
+    fn task_start(&mut self, _: &str, _: Option<u64>) {}
+    fn task_progress(&mut self, _: u64) {}
+    fn task_done(&mut self, _: &str, _: u64, _: &str) {}
+}
