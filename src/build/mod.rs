@@ -115,7 +115,7 @@ pub fn build(
         components.push(("files".into(), tree));
     }
 
-    let mut extra_env = opts
+    let extra_env = opts
         .resolution
         .as_ref()
         .map(Resolution::image_env)
