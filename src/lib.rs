@@ -4,6 +4,7 @@
 //! `profile → resolve(catalog) → lock → fetch(sources) → assemble → strip → layer → image → export`.
 //! The CLI (`src/cli`) is the only place that knows about clap, terminals and exit codes.
 
+pub mod canonical_json;
 pub mod digest;
 pub mod profile;
 

@@ -3,7 +3,6 @@
 //! Owns every piece of OCI JSON the builder writes (with oci-spec's types) and the annotation
 //! names gpuimg uses. Must never read or write files: `export` puts the bytes on disk.
 
-mod canonical;
 mod time;
 
 use std::collections::{BTreeMap, HashMap};
@@ -13,9 +12,9 @@ use oci_spec::image::{
     ImageManifestBuilder, MediaType, PlatformBuilder, RootFsBuilder,
 };
 
-pub use canonical::to_canonical;
 pub use time::rfc3339;
 
+use crate::canonical_json::to_canonical;
 use crate::digest::Digest;
 use crate::layer::LayerBlob;
 use crate::profile::{ConfigSpec, Platform};

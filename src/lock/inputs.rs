@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::digest::Digest;
 use crate::profile::{Base, CompatMode, KernelModule, Profile};
 
-use super::canonical_json;
+use crate::canonical_json::canonical_pretty as canonical_json;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

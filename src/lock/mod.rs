@@ -4,7 +4,6 @@
 //! and staleness checks (`inputs`: the profile keys resolution and fetching depend on).
 //! Must never fetch or resolve: it records what `resolve` and `sources` decided.
 
-mod canonical;
 mod error;
 mod inputs;
 mod packages;
@@ -17,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::profile::Profile;
 use crate::resolve::Resolution;
 
-pub use canonical::canonical_json;
+pub use crate::canonical_json::canonical_pretty as canonical_json;
 pub use error::LockError;
 pub use inputs::LockInputs;
 pub use packages::LockedPackage;
