@@ -20,9 +20,6 @@ impl<'a> Paragraph<'a> {
             .map(|(_, v)| v.trim())
     }
 
-    pub fn fields(&self) -> &[(&'a str, &'a str)] {
-        &self.fields
-    }
 }
 
 /// Iterate over the paragraphs of `text`. Comment lines (`#`) are skipped; a line that is
