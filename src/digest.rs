@@ -105,7 +105,11 @@ impl<W: Write> HashingWriter<W> {
 
     /// Return the inner writer, the digest and the byte count.
     pub fn finish(self) -> (W, Digest, u64) {
-        (self.inner, Digest(self.hasher.finalize().into()), self.count)
+        (
+            self.inner,
+            Digest(self.hasher.finalize().into()),
+            self.count,
+        )
     }
 }
 
@@ -142,8 +146,10 @@ mod tests {
         );
         assert_eq!(d.to_string().parse::<Digest>().unwrap(), d);
         assert!("sha256:E3B0".parse::<Digest>().is_err());
-        assert!("md5:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-            .parse::<Digest>()
-            .is_err());
+        assert!(
+            "md5:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+                .parse::<Digest>()
+                .is_err()
+        );
     }
 }

@@ -17,7 +17,11 @@ pub use progress::Progress;
 pub use report::CliError;
 
 #[derive(Debug, Parser)]
-#[command(name = "gpuimg", version, about = "Minimal, reproducible OCI images for GPU machines")]
+#[command(
+    name = "gpuimg",
+    version,
+    about = "Minimal, reproducible OCI images for GPU machines"
+)]
 struct Cli {
     /// Print nothing but errors (and --json output).
     #[arg(short, long, global = true)]

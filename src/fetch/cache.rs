@@ -61,8 +61,8 @@ impl Cache {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((None, false)),
             Err(e) => return Err(io_err(&path)(e)),
         };
-        let (actual, _) = hash_reader(io::BufReader::with_capacity(1 << 20, file))
-            .map_err(io_err(&path))?;
+        let (actual, _) =
+            hash_reader(io::BufReader::with_capacity(1 << 20, file)).map_err(io_err(&path))?;
         if actual == *digest {
             return Ok((Some(path), false));
         }
@@ -98,7 +98,9 @@ impl Cache {
     }
 
     fn root_path(&self, key: &str) -> PathBuf {
-        self.root.join("roots").join(Digest::of(key.as_bytes()).hex())
+        self.root
+            .join("roots")
+            .join(Digest::of(key.as_bytes()).hex())
     }
 
     /// The last stored copy of the unpinned root `key` (a URL).

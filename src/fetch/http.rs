@@ -121,10 +121,12 @@ impl Fetcher {
         file: &mut std::fs::File,
         progress: &dyn Fn(u64),
     ) -> Result<(), Attempt> {
-        let io_fatal = |e: io::Error| Attempt::Fatal(FetchError::Io {
-            path: PathBuf::from(&a.url),
-            source: e,
-        });
+        let io_fatal = |e: io::Error| {
+            Attempt::Fatal(FetchError::Io {
+                path: PathBuf::from(&a.url),
+                source: e,
+            })
+        };
         file.set_len(0).map_err(io_fatal)?;
         file.rewind().map_err(io_fatal)?;
         let mut resp = match self.agent.get(&a.url).call() {
@@ -216,7 +218,9 @@ impl Fetcher {
                         obs.task_progress(done_bytes);
                     }
                     Event::Corrupted(url) => {
-                        obs.warn(&format!("Cache entry for `{url}` was corrupted; fetching it again"));
+                        obs.warn(&format!(
+                            "Cache entry for `{url}` was corrupted; fetching it again"
+                        ));
                     }
                     Event::Done(i, r) => results[i] = Some(r),
                 }

@@ -32,9 +32,7 @@ pub fn expand_vars(
                 })?;
                 let name = &body[..end];
                 let valid = !name.is_empty()
-                    && name
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || c == '_')
+                    && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
                     && !name.starts_with(|c: char| c.is_ascii_digit());
                 if !valid {
                     return Err(ProfileError::Syntax {

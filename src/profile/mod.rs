@@ -60,12 +60,9 @@ pub fn load(path: &Path) -> Result<Profile, ProfileError> {
         })
         .unwrap_or(Path::new("."))
         .to_path_buf();
-    parse(
-        &text,
-        &path.display().to_string(),
-        &dir,
-        &|k| std::env::var(k).ok(),
-    )
+    parse(&text, &path.display().to_string(), &dir, &|k| {
+        std::env::var(k).ok()
+    })
 }
 
 /// Parse profile text. `file` is used in messages; `dir` anchors relative paths.
@@ -128,7 +125,10 @@ mod tests {
     fn unknown_key_has_position() {
         let e = parse_str("name: demo\nconfig:\n  entrypint: [sh]\n").unwrap_err();
         let s = e.to_string();
-        assert!(s.starts_with("p.yaml:3:3: Unknown field `entrypint`"), "{s}");
+        assert!(
+            s.starts_with("p.yaml:3:3: Unknown field `entrypint`"),
+            "{s}"
+        );
     }
 
     #[test]
@@ -145,8 +145,8 @@ mod tests {
 
     #[test]
     fn both_bases_refused() {
-        let e = parse_str("name: x\nbase:\n  rootfs: ./r.tar\n  apt: {suite: bookworm}\n")
-            .unwrap_err();
+        let e =
+            parse_str("name: x\nbase:\n  rootfs: ./r.tar\n  apt: {suite: bookworm}\n").unwrap_err();
         assert!(e.to_string().contains("exactly one of"), "{e}");
     }
 }

@@ -107,7 +107,10 @@ pub(super) fn validate(
             cx.err(
                 p,
                 "platform",
-                format!("`{}` is not a platform; expected `os/arch[/variant]`, e.g. `linux/amd64`", p.value),
+                format!(
+                    "`{}` is not a platform; expected `os/arch[/variant]`, e.g. `linux/amd64`",
+                    p.value
+                ),
             )
         })?,
     };
@@ -163,7 +166,11 @@ pub(super) fn validate(
                     .ok()
                     .filter(|m| *m <= 0o7777)
                     .ok_or_else(|| {
-                        cx.err(f, "files.mode", format!("`{m}` is not an octal mode like \"0755\""))
+                        cx.err(
+                            f,
+                            "files.mode",
+                            format!("`{m}` is not an octal mode like \"0755\""),
+                        )
                     })?,
             ),
         };

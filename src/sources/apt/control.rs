@@ -19,7 +19,6 @@ impl<'a> Paragraph<'a> {
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.trim())
     }
-
 }
 
 /// Iterate over the paragraphs of `text`. Comment lines (`#`) are skipped; a line that is
@@ -103,6 +102,12 @@ mod tests {
         assert_eq!(ps[0].get("depends"), Some("b,\n c"));
         assert_eq!(ps[0].raw, "Package: a\nDepends: b,\n c");
         assert_eq!(ps[1].get("Version"), Some("1"));
-        assert_eq!(paragraphs("Package: a\nbogus\n").next().unwrap().unwrap_err(), 2);
+        assert_eq!(
+            paragraphs("Package: a\nbogus\n")
+                .next()
+                .unwrap()
+                .unwrap_err(),
+            2
+        );
     }
 }

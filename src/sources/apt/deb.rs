@@ -69,8 +69,7 @@ pub fn read_deb<T>(
                     continue;
                 }
                 let p = e.path().map_err(|e| bad(e.to_string()))?;
-                let Some(fname) = p.file_name().and_then(|f| f.to_str()).map(str::to_string)
-                else {
+                let Some(fname) = p.file_name().and_then(|f| f.to_str()).map(str::to_string) else {
                     continue;
                 };
                 let mode = e.header().mode().unwrap_or(0o644);

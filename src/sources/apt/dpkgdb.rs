@@ -81,7 +81,11 @@ fn status_stanza(root: &Path, p: &Installed) -> Result<String, AptError> {
     }
     if let Some(conffiles) = p.control.text("conffiles") {
         let mut lines = String::new();
-        for f in conffiles.lines().map(str::trim).filter(|l| l.starts_with('/')) {
+        for f in conffiles
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.starts_with('/'))
+        {
             let path = root.join(f.trim_start_matches('/'));
             let sum = match std::fs::read(&path) {
                 Ok(b) => hex::encode(Md5::digest(&b)),

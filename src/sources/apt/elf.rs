@@ -34,7 +34,13 @@ pub fn parse(b: &[u8]) -> Option<SharedObject> {
         return None;
     }
     let machine = u16_at(b, 18)?;
-    let word = |o: usize| if is_64 { u64_at(b, o) } else { u32_at(b, o).map(u64::from) };
+    let word = |o: usize| {
+        if is_64 {
+            u64_at(b, o)
+        } else {
+            u32_at(b, o).map(u64::from)
+        }
+    };
     let (phoff, phentsize, phnum) = if is_64 {
         (u64_at(b, 32)?, u16_at(b, 54)?, u16_at(b, 56)?)
     } else {

@@ -89,7 +89,9 @@ fn ca_bundle(root: &Path) -> Result<Option<String>, AptError> {
     let mut certs = Vec::new();
     let mut stack = vec![base.clone()];
     while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
         for e in rd.flatten() {
             let p = e.path();
             match e.file_type() {
@@ -140,22 +142,32 @@ fn alternatives(
         let joined = script.replace("\\\n", " ");
         for line in joined.lines() {
             let words: Vec<&str> = line.split_whitespace().collect();
-            let Some(i) = words.iter().position(|w| *w == "--install") else { continue };
-            if !words[..i].iter().any(|w| w.ends_with("update-alternatives")) {
+            let Some(i) = words.iter().position(|w| *w == "--install") else {
+                continue;
+            };
+            if !words[..i]
+                .iter()
+                .any(|w| w.ends_with("update-alternatives"))
+            {
                 continue;
             }
-            let [link, name, path, prio, ..] = words[i + 1..] else { continue };
-            let Ok(prio) = prio.parse::<i64>() else { continue };
-            if [link, name, path]
-                .iter()
-                .any(|w| w.contains(['$', '"', '\'', '`']) || w.contains("..") || name.contains('/'))
-            {
+            let [link, name, path, prio, ..] = words[i + 1..] else {
+                continue;
+            };
+            let Ok(prio) = prio.parse::<i64>() else {
+                continue;
+            };
+            if [link, name, path].iter().any(|w| {
+                w.contains(['$', '"', '\'', '`']) || w.contains("..") || name.contains('/')
+            }) {
                 continue;
             }
             if !root.join(path.trim_start_matches('/')).exists() {
                 continue;
             }
-            let e = best.entry(name.to_string()).or_insert((link.into(), path.into(), prio));
+            let e = best
+                .entry(name.to_string())
+                .or_insert((link.into(), path.into(), prio));
             if prio > e.2 {
                 *e = (link.into(), path.into(), prio);
             }
@@ -169,7 +181,9 @@ fn alternatives(
         let _ = std::fs::remove_file(&alt);
         symlink(&path, &alt).map_err(AptError::io(&alt))?;
         let parts: Vec<String> = link.split('/').map(str::to_string).collect();
-        let l = Root::new(root).resolve(&parts).map_err(AptError::io(&link))?;
+        let l = Root::new(root)
+            .resolve(&parts)
+            .map_err(AptError::io(&link))?;
         if l.symlink_metadata().is_err() && l.parent().is_some_and(Path::is_dir) {
             symlink(format!("/etc/alternatives/{name}"), &l).map_err(AptError::io(&l))?;
         }

@@ -91,14 +91,18 @@ fn parse_list_file(path: &Path) -> Result<Vec<HostEntry>, AptError> {
             line: i + 1,
             message: message.to_string(),
         };
-        let (kind, rest) = line.split_once(char::is_whitespace).ok_or_else(|| bad("Expected `deb URI SUITE [COMPONENT...]`"))?;
+        let (kind, rest) = line
+            .split_once(char::is_whitespace)
+            .ok_or_else(|| bad("Expected `deb URI SUITE [COMPONENT...]`"))?;
         if kind != "deb" {
             continue;
         }
         let mut rest = rest.trim_start();
         let mut signed_by = Vec::new();
         if let Some(opts) = rest.strip_prefix('[') {
-            let close = opts.find(']').ok_or_else(|| bad("Unclosed `[` in options"))?;
+            let close = opts
+                .find(']')
+                .ok_or_else(|| bad("Unclosed `[` in options"))?;
             for opt in opts[..close].split_whitespace() {
                 if let Some(v) = opt.strip_prefix("signed-by=") {
                     signed_by.extend(v.split(',').map(|p| KeySource::File(PathBuf::from(p))));
@@ -137,7 +141,10 @@ fn parse_sources_file(path: &Path) -> Result<Vec<HostEntry>, AptError> {
         if !words("Types").iter().any(|t| t == "deb") {
             continue;
         }
-        if para.get("Enabled").is_some_and(|v| v.eq_ignore_ascii_case("no")) {
+        if para
+            .get("Enabled")
+            .is_some_and(|v| v.eq_ignore_ascii_case("no"))
+        {
             continue;
         }
         let signed_by = match para.get("Signed-By") {
@@ -190,7 +197,11 @@ mod tests {
             "Types: deb deb-src\nURIs: http://m.example/e\nSuites: bookworm bookworm-updates\nComponents: main\nSigned-By: /k/b.gpg\n\nTypes: deb\nURIs: http://m.example/off\nSuites: x\nEnabled: no\n",
         )
         .unwrap();
-        std::fs::write(d.join("sources.list.d/y.list.disabled"), "deb http://z/ a b\n").unwrap();
+        std::fs::write(
+            d.join("sources.list.d/y.list.disabled"),
+            "deb http://z/ a b\n",
+        )
+        .unwrap();
         let e = host_entries(d).unwrap();
         assert_eq!(e.len(), 2);
         assert_eq!(e[0].uri, "http://m.example/d");

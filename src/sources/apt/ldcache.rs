@@ -21,7 +21,13 @@ const FLAG_AARCH64_LIB64: i32 = 0x0a00;
 /// the multiarch and default trusted directories.
 fn directories(root: &Root, triplet: &str) -> Vec<String> {
     let mut dirs = Vec::new();
-    read_conf(root, "etc/ld.so.conf", &mut dirs, 0);
+    let conf = root.resolve(&["etc".into(), "ld.so.conf".into()]);
+    if conf.is_ok_and(|p| p.is_file()) {
+        read_conf(root, "etc/ld.so.conf", &mut dirs, 0);
+    } else {
+        // Debian's ld.so.conf (from libc-bin) is exactly this include.
+        read_conf_text(root, "include /etc/ld.so.conf.d/*.conf", &mut dirs, 0);
+    }
     for d in [
         format!("/usr/local/lib/{triplet}"),
         "/usr/local/lib".to_string(),
@@ -42,8 +48,16 @@ fn read_conf(root: &Root, rel: &str, dirs: &mut Vec<String>, depth: u32) {
         return;
     }
     let parts: Vec<String> = rel.split('/').map(str::to_string).collect();
-    let Ok(path) = root.resolve(&parts) else { return };
-    let Ok(text) = std::fs::read_to_string(path) else { return };
+    let Ok(path) = root.resolve(&parts) else {
+        return;
+    };
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return;
+    };
+    read_conf_text(root, &text, dirs, depth);
+}
+
+fn read_conf_text(root: &Root, text: &str, dirs: &mut Vec<String>, depth: u32) {
     for line in text.lines() {
         let line = line.split('#').next().unwrap_or("").trim();
         if let Some(pattern) = line.strip_prefix("include") {
@@ -51,7 +65,9 @@ fn read_conf(root: &Root, rel: &str, dirs: &mut Vec<String>, depth: u32) {
             let (dir, glob) = pattern.rsplit_once('/').unwrap_or(("", pattern));
             let suffix = glob.strip_prefix('*').unwrap_or(glob);
             let dparts: Vec<String> = dir.split('/').map(str::to_string).collect();
-            let Ok(dpath) = root.resolve(&dparts) else { continue };
+            let Ok(dpath) = root.resolve(&dparts) else {
+                continue;
+            };
             let mut names: Vec<String> = std::fs::read_dir(dpath)
                 .into_iter()
                 .flatten()
@@ -110,7 +126,11 @@ fn libcmp(a: &str, b: &str) -> Ordering {
 pub fn write_ld_cache(root_dir: &Path, debian_arch: &str) -> Result<usize, AptError> {
     let (triplet, machine, flags) = match debian_arch {
         "amd64" => ("x86_64-linux-gnu", 62u16, FLAG_ELF_LIBC6 | FLAG_X8664_LIB64),
-        "arm64" => ("aarch64-linux-gnu", 183, FLAG_ELF_LIBC6 | FLAG_AARCH64_LIB64),
+        "arm64" => (
+            "aarch64-linux-gnu",
+            183,
+            FLAG_ELF_LIBC6 | FLAG_AARCH64_LIB64,
+        ),
         _ => return Ok(0),
     };
     let root = Root::new(root_dir);
@@ -119,14 +139,20 @@ pub fn write_ld_cache(root_dir: &Path, debian_arch: &str) -> Result<usize, AptEr
     let mut seen_keys = BTreeSet::new();
     for dir in directories(&root, triplet) {
         let parts: Vec<String> = dir.split('/').map(str::to_string).collect();
-        let Ok(real) = root.resolve(&parts) else { continue };
-        let Ok(canon) = real.canonicalize() else { continue };
+        let Ok(real) = root.resolve(&parts) else {
+            continue;
+        };
+        let Ok(canon) = real.canonicalize() else {
+            continue;
+        };
         if !canon.starts_with(root_dir.canonicalize().map_err(AptError::io(root_dir))?)
             || !seen_dirs.insert(canon.clone())
         {
             continue;
         }
-        let Ok(rd) = std::fs::read_dir(&canon) else { continue };
+        let Ok(rd) = std::fs::read_dir(&canon) else {
+            continue;
+        };
         let mut names: Vec<String> = rd
             .flatten()
             .filter_map(|e| e.file_name().into_string().ok())
@@ -140,8 +166,14 @@ pub fn write_ld_cache(root_dir: &Path, debian_arch: &str) -> Result<usize, AptEr
             // Follow a final symlink inside the root.
             let target = match std::fs::symlink_metadata(&file) {
                 Ok(m) if m.file_type().is_symlink() => {
-                    let Ok(t) = std::fs::read_link(&file) else { continue };
-                    let mut tp = if t.is_absolute() { Vec::new() } else { parts.clone() };
+                    let Ok(t) = std::fs::read_link(&file) else {
+                        continue;
+                    };
+                    let mut tp = if t.is_absolute() {
+                        Vec::new()
+                    } else {
+                        parts.clone()
+                    };
                     tp.extend(t.iter().map(|c| c.to_string_lossy().into_owned()));
                     tp.push(".".into());
                     match root.resolve(&tp) {
@@ -152,8 +184,12 @@ pub fn write_ld_cache(root_dir: &Path, debian_arch: &str) -> Result<usize, AptEr
                 Ok(_) => file,
                 Err(_) => continue,
             };
-            let Ok(bytes) = read_head(&target) else { continue };
-            let Some(so) = elf::parse(&bytes) else { continue };
+            let Ok(bytes) = read_head(&target) else {
+                continue;
+            };
+            let Some(so) = elf::parse(&bytes) else {
+                continue;
+            };
             if !so.is_64 || so.machine != machine {
                 continue;
             }

@@ -32,6 +32,7 @@ use crate::lock::LockedPackage;
 use crate::profile::{AptSpec, Platform};
 
 pub use error::AptError;
+pub use ldcache::write_ld_cache;
 pub use version::Version;
 
 /// How to reach repositories and where to cache what they give.
@@ -75,7 +76,15 @@ pub fn resolve(
     obs: &mut dyn Observer,
 ) -> Result<Vec<LockedPackage>, AptError> {
     let fetcher = fetcher(opts)?;
-    resolve_with(spec, platform, profile_dir, opts, &fetcher, obs, &mut Vec::new())
+    resolve_with(
+        spec,
+        platform,
+        profile_dir,
+        opts,
+        &fetcher,
+        obs,
+        &mut Vec::new(),
+    )
 }
 
 fn fetcher(opts: &AptOptions) -> Result<Fetcher, AptError> {
@@ -241,7 +250,8 @@ fn unpack_all(
     let mut db = Vec::new();
     let mut postinsts = BTreeMap::new();
     for (p, path) in packages.iter().zip(paths) {
-        let (control, unpacked) = deb::read_deb(&p.name, path, |_, data| root.unpack(&p.name, data))?;
+        let (control, unpacked) =
+            deb::read_deb(&p.name, path, |_, data| root.unpack(&p.name, data))?;
         let ctl = control.text("control").unwrap_or_default();
         let field = |f: &str| {
             ctl.lines()
@@ -263,7 +273,10 @@ fn unpack_all(
             });
         }
         for s in &unpacked.skipped {
-            warnings.push(format!("`{}`: skipped `{s}` (special file or symlink over a directory)", p.name));
+            warnings.push(format!(
+                "`{}`: skipped `{s}` (special file or symlink over a directory)",
+                p.name
+            ));
         }
         if let Some(script) = control.text("postinst") {
             postinsts.insert(p.name.clone(), script);

@@ -55,7 +55,10 @@ impl Keyring {
         let (msg, _) = CleartextSignedMessage::from_string(text).map_err(|_| bad())?;
         for key in &self.keys {
             if msg.verify(&key.primary_key).is_ok()
-                || key.public_subkeys.iter().any(|s| msg.verify(&s.key).is_ok())
+                || key
+                    .public_subkeys
+                    .iter()
+                    .any(|s| msg.verify(&s.key).is_ok())
             {
                 return Ok(msg.signed_text().replace("\r\n", "\n"));
             }
@@ -69,8 +72,7 @@ impl Keyring {
             url: url.to_string(),
             keyring: self.label.clone(),
         };
-        let (sigs, _) =
-            DetachedSignature::from_reader_many(Cursor::new(sig)).map_err(|_| bad())?;
+        let (sigs, _) = DetachedSignature::from_reader_many(Cursor::new(sig)).map_err(|_| bad())?;
         for sig in sigs.flatten() {
             for key in &self.keys {
                 if sig.verify(&key.primary_key, data).is_ok()

@@ -169,7 +169,8 @@ mod tests {
 
     #[test]
     fn parses_alternatives_and_qualifiers() {
-        let r = parse_alternatives("libc6 (>= 2.34), python3:any (>= 3.11~) | python3-x,\n perl").unwrap();
+        let r = parse_alternatives("libc6 (>= 2.34), python3:any (>= 3.11~) | python3-x,\n perl")
+            .unwrap();
         assert_eq!(r.len(), 3);
         assert_eq!(r[0][0].to_string(), "libc6 (>= 2.34)");
         assert_eq!(r[1][0].arch, ArchQual::Any);

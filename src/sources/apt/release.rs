@@ -86,7 +86,9 @@ fn strip_clearsign(text: &str) -> String {
         return text.to_string();
     };
     let body = &text[start + 2..];
-    let end = body.find("\n-----BEGIN PGP SIGNATURE").unwrap_or(body.len());
+    let end = body
+        .find("\n-----BEGIN PGP SIGNATURE")
+        .unwrap_or(body.len());
     body[..end]
         .lines()
         .map(|l| l.strip_prefix("- ").unwrap_or(l))

@@ -55,12 +55,13 @@ pub fn repos_from_spec(
     profile_dir: &Path,
     apt_dir: &Path,
 ) -> Result<Vec<Repo>, AptError> {
-    let keyring = |k: &Option<crate::profile::Located<String>>| -> Result<Vec<KeySource>, AptError> {
-        match k {
-            Some(p) => Ok(vec![KeySource::File(profile_dir.join(&p.value))]),
-            None => trusted_keyrings(apt_dir),
-        }
-    };
+    let keyring =
+        |k: &Option<crate::profile::Located<String>>| -> Result<Vec<KeySource>, AptError> {
+            match k {
+                Some(p) => Ok(vec![KeySource::File(profile_dir.join(&p.value))]),
+                None => trusted_keyrings(apt_dir),
+            }
+        };
     let suite = spec.suite.value.clone();
     let mut out = Vec::new();
     if spec.mirror.value == "host" {
@@ -68,7 +69,8 @@ pub fn repos_from_spec(
         for e in &entries {
             for s in &e.suites {
                 let ours = s == &suite
-                    || s.strip_prefix(suite.as_str()).is_some_and(|r| r.starts_with('-'));
+                    || s.strip_prefix(suite.as_str())
+                        .is_some_and(|r| r.starts_with('-'));
                 if !ours {
                     continue;
                 }

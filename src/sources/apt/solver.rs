@@ -69,13 +69,21 @@ pub fn solve(u: &Universe, roots: &[String], essential: bool) -> Result<Vec<Pack
             match st.choose(&group)? {
                 Ok(cid) => {
                     let cname = st.pkg(cid)?.name.clone();
-                    let rel = group.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(" | ");
+                    let rel = group
+                        .iter()
+                        .map(|r| r.to_string())
+                        .collect::<Vec<_>>()
+                        .join(" | ");
                     st.why.insert(cname.clone(), Some((name.clone(), rel)));
                     st.selected.insert(cname.clone(), cid);
                     queue.push_back(cname);
                 }
                 Err(reason) => {
-                    let rel = group.iter().map(|r| format!("`{r}`")).collect::<Vec<_>>().join(" | ");
+                    let rel = group
+                        .iter()
+                        .map(|r| format!("`{r}`"))
+                        .collect::<Vec<_>>()
+                        .join(" | ");
                     return Err(AptError::Unsatisfiable {
                         root: st.root_of(&name),
                         chain: format!("{}`{name}` depends on {rel}, {reason}", st.chain(&name)),
@@ -161,7 +169,10 @@ impl State<'_> {
         real.retain(|id| self.provides(&self.cache[id], rel));
         real.sort_by(|a, b| {
             let (pa, pb) = (&self.cache[a], &self.cache[b]);
-            pb.version.cmp(&pa.version).then(pa.repo.cmp(&pb.repo)).then(a.cmp(b))
+            pb.version
+                .cmp(&pa.version)
+                .then(pa.repo.cmp(&pb.repo))
+                .then(a.cmp(b))
         });
         let mut virt: Vec<usize> = self.u.providers(&rel.name).to_vec();
         for &id in &virt {
