@@ -19,9 +19,9 @@ pub fn expand_vars(
             out.push_str(&rest[..pos]);
             col += rest[..pos].chars().count();
             let tail = &rest[pos..];
-            if tail.starts_with("$${") {
+            if let Some(after) = tail.strip_prefix("$${") {
                 out.push_str("${");
-                rest = &tail[3..];
+                rest = after;
                 col += 3;
             } else if let Some(body) = tail.strip_prefix("${") {
                 let end = body.find('}').ok_or_else(|| ProfileError::Syntax {
