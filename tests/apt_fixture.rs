@@ -475,33 +475,3 @@ fn locked_offline_and_corrupted_cache() {
     );
     assert!(is_empty_dir(&dest));
 }
-
-/// Every path under `root` with its type, mode, owner and content digest, sorted.
-fn tree(root: &Path) -> Vec<String> {
-    use std::os::unix::fs::MetadataExt;
-    let mut out = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let p = e.path();
-            let m = std::fs::symlink_metadata(&p).unwrap();
-            let rel = p.strip_prefix(root).unwrap().display().to_string();
-            let what = if m.file_type().is_symlink() {
-                format!("-> {}", std::fs::read_link(&p).unwrap().display())
-            } else if m.is_dir() {
-                stack.push(p.clone());
-                "dir".into()
-            } else {
-                gpuimg::digest::Digest::of(&std::fs::read(&p).unwrap()).to_string()
-            };
-            out.push(format!(
-                "{rel} {:o} {}:{} {what}",
-                m.mode(),
-                m.uid(),
-                m.gid()
-            ));
-        }
-    }
-    out.sort();
-    out
-}

@@ -3,6 +3,8 @@
 //! and resolve a library moved out of the default paths through the generated ld.so.cache.
 //! Needs root (chroot, chown), network access to the host's mirror, and dpkg-query.
 
+mod support;
+
 use std::path::Path;
 use std::process::Command;
 
@@ -79,6 +81,30 @@ fn host_mirror_python_image() {
         .collect();
     expected.sort();
     assert_eq!(listed, expected);
+
+    // dpkg finds nothing to complain about.
+    let audit = run(Command::new("dpkg")
+        .arg(format!(
+            "--admindir={}",
+            root.join("var/lib/dpkg").display()
+        ))
+        .arg("--audit"));
+    assert_eq!(audit, "");
+
+    // The same lock with an emptied cache gives the same tree.
+    let cache2 = tempfile::tempdir().unwrap();
+    let dest2 = tempfile::tempdir().unwrap();
+    apt::install(
+        &spec,
+        &platform,
+        Path::new("."),
+        &AptOptions::new(cache2.path()),
+        Some(&locked),
+        dest2.path(),
+        &mut Silent,
+    )
+    .unwrap();
+    assert_eq!(support::tree(root), support::tree(dest2.path()));
 
     // base-passwd's masters became /etc/passwd; merged-/usr links are in place.
     let passwd = std::fs::read_to_string(root.join("etc/passwd")).unwrap();

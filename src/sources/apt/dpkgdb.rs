@@ -33,6 +33,9 @@ pub fn write_db(root: &Path, pkgs: &[Installed]) -> Result<(), AptError> {
             fs_err::write(&p, "").map_err(AptError::io(&p))?;
         }
     }
+    // Database format 1: Multi-Arch: same packages use `info/<pkg>:<arch>.*` names.
+    let format = db.join("info/format");
+    fs_err::write(&format, "1\n").map_err(AptError::io(&format))?;
     let mut sorted: Vec<&Installed> = pkgs.iter().collect();
     sorted.sort_by(|a, b| (&a.name, &a.arch).cmp(&(&b.name, &b.arch)));
     let mut status = String::new();
