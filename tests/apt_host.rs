@@ -44,6 +44,9 @@ fn host_mirror_python_image() {
     let dest = tempfile::tempdir().unwrap();
     let locked = apt::resolve(&spec, &platform, Path::new("."), &opts, &mut Silent).unwrap();
     let names: Vec<&str> = locked.iter().map(|p| p.name.as_str()).collect();
+    assert!(locked
+        .iter()
+        .all(|p| p.repository.starts_with("host:bookworm")));
     for want in ["base-files", "libc6", "python3.11-minimal", "zlib1g"] {
         assert!(names.contains(&want), "{want} missing from {names:?}");
     }

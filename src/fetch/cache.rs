@@ -1,12 +1,5 @@
-//! The content-addressed download cache.
+//! The content-addressed download cache: layout (on [`Cache`]), verified reads and writes.
 //!
-//! ```text
-//! <root>/                      e.g. $GPUIMG_CACHE/apt-v1
-//!   CACHEDIR.TAG
-//!   blobs/sha256/<hex>         verified artifacts (.deb, compressed indexes), named by content
-//!   roots/<hex of url hash>    last copy of an unpinned root (InRelease), re-verified by the caller
-//!   tmp/                       partial downloads, renamed into place once verified
-//! ```
 //! Bump the bucket version (`apt-v1` -> `apt-v2`) rather than migrate. Must never return a blob
 //! without re-hashing it.
 
@@ -20,6 +13,13 @@ use super::FetchError;
 
 const TAG: &str = "Signature: 8a477f597d28d172789f06886806bc55\n# gpuimg download cache\n";
 
+/// ```text
+/// <root>/                      e.g. $GPUIMG_CACHE/apt-v1
+///   CACHEDIR.TAG
+///   blobs/sha256/<hex>         verified artifacts (.deb, compressed indexes), named by content
+///   roots/<hex of url hash>    last copy of an unpinned root (InRelease), re-verified by the caller
+///   tmp/                       partial downloads, renamed into place once verified
+/// ```
 #[derive(Debug, Clone)]
 pub struct Cache {
     root: PathBuf,

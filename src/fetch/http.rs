@@ -12,6 +12,7 @@ use std::time::Duration;
 use crate::build::Observer;
 use crate::digest::{Digest, HashingWriter};
 
+use super::resolver::CachingResolver;
 use super::{Cache, FetchError};
 
 /// One file to fetch: where from, and what its bytes must hash to.
@@ -40,12 +41,16 @@ enum Attempt {
 impl Fetcher {
     /// A fetcher over the cache at `cache_root` (created if missing).
     pub fn new(cache_root: &Path, offline: bool, jobs: usize) -> Result<Self, FetchError> {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
+        let config = ureq::Agent::config_builder()
             .timeout_connect(Some(Duration::from_secs(30)))
             .timeout_per_read(Some(Duration::from_secs(60)))
             .user_agent(concat!("gpuimg/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .into();
+            .build();
+        let agent = ureq::Agent::with_parts(
+            config,
+            ureq::unversioned::transport::DefaultConnector::new(),
+            CachingResolver::default(),
+        );
         Ok(Fetcher {
             cache: Cache::open(cache_root)?,
             agent,

@@ -7,6 +7,7 @@
 mod cache;
 mod error;
 mod http;
+mod resolver;
 
 pub use cache::Cache;
 pub use error::FetchError;

@@ -1,13 +1,9 @@
-//! The effects of skipped maintainer scripts that a working image needs, done natively.
-//!
-//! Handled: merged-/usr symlinks before unpacking (as debootstrap/mmdebstrap do for Debian 12),
-//! `/etc/passwd` and `/etc/group` from base-passwd's masters (its preinst), base-files' copies
-//! of default dot files and `nsswitch.conf` (its postinst), the CA bundle (ca-certificates'
-//! `update-ca-certificates`), `update-alternatives --install` links (literal ones in postinst),
-//! and `ld.so.cache` (libc-bin's trigger, in `ldcache.rs`). Skipped, on purpose: debconf
-//! questions, systemd/init registration, man-db/mime/icon caches, byte-compiling Python (done
-//! lazily at run time), and user creation beyond base-passwd's static ids.
-//! Must never run code from a package.
+//! What skipped maintainer scripts would have done that a working image needs, done natively:
+//! merged-/usr links before unpacking (as debootstrap does for Debian 12), /etc/passwd and
+//! /etc/group from base-passwd's masters, base-files' dot files and nsswitch.conf, the CA bundle,
+//! literal `update-alternatives --install` links (ld.so.cache: `ldcache.rs`). Skipped on
+//! purpose: debconf, init/systemd registration, man/mime/icon caches, Python byte-compilation
+//! (done lazily at run time), users beyond base-passwd's static ids. Must never run package code.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::symlink;

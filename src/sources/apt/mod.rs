@@ -133,7 +133,7 @@ fn resolve_with(
     let mut out: Vec<LockedPackage> = solved
         .into_iter()
         .map(|p| LockedPackage {
-            repository: repos[p.repo].base.clone(),
+            repository: repos[p.repo].lock_id.clone(),
             name: p.name,
             version: p.version.to_string(),
             architecture: p.arch,
@@ -208,18 +208,23 @@ pub fn install(
             &mut warnings,
         )?,
     };
-    let artifacts: Vec<Artifact> = packages
-        .iter()
-        .map(|p| Artifact {
+    let mut bases = BTreeMap::new();
+    let mut artifacts = Vec::new();
+    for p in &packages {
+        if !bases.contains_key(&p.repository) {
+            let base = repo::base_url(&p.repository, &opts.apt_dir)?;
+            bases.insert(p.repository.clone(), base);
+        }
+        artifacts.push(Artifact {
             url: format!(
                 "{}/{}",
-                p.repository.trim_end_matches('/'),
+                bases[&p.repository],
                 p.filename.trim_start_matches("./")
             ),
             sha256: p.sha256,
             size: Some(p.size),
-        })
-        .collect();
+        });
+    }
     let paths = fetcher.fetch_all(&artifacts, "packages", obs)?;
     let result = unpack_all(platform.debian_arch(), &packages, &paths, dest, obs);
     match result {

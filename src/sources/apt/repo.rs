@@ -29,6 +29,9 @@ pub struct Repo {
     /// Keys that must sign it (empty only when `trusted`).
     pub keys: Vec<KeySource>,
     pub trusted: bool,
+    /// How the lock names it: `host:<suite>` for the host's sources (so a lock holds no mirror
+    /// host name and follows each build machine's configuration), else the base URL.
+    pub lock_id: String,
 }
 
 impl Repo {
@@ -93,6 +96,7 @@ pub fn repos_from_spec(
                     components,
                     keys,
                     trusted: spec.trusted,
+                    lock_id: format!("host:{s}"),
                 });
             }
         }
@@ -103,8 +107,10 @@ pub fn repos_from_spec(
             });
         }
     } else {
+        let base = spec.mirror.value.trim_end_matches('/').to_string();
         out.push(Repo {
-            base: spec.mirror.value.trim_end_matches('/').to_string(),
+            lock_id: base.clone(),
+            base,
             dist: Dist::Suite(suite),
             components: spec.components.clone(),
             keys: keyring(&spec.keyring)?,
@@ -114,8 +120,10 @@ pub fn repos_from_spec(
     for r in &spec.repositories {
         let r = &r.value;
         let flat = r.suite.value.ends_with('/');
+        let base = r.url.value.trim_end_matches('/').to_string();
         out.push(Repo {
-            base: r.url.value.trim_end_matches('/').to_string(),
+            lock_id: base.clone(),
+            base,
             dist: if flat {
                 Dist::Flat(r.suite.value.clone())
             } else {
@@ -131,4 +139,19 @@ pub fn repos_from_spec(
         });
     }
     Ok(out)
+}
+
+/// The base URL for a lock's `repository` value: `host:<suite>` through the host's sources.
+pub fn base_url(lock_id: &str, apt_dir: &Path) -> Result<String, AptError> {
+    let Some(suite) = lock_id.strip_prefix("host:") else {
+        return Ok(lock_id.trim_end_matches('/').to_string());
+    };
+    host_entries(apt_dir)?
+        .into_iter()
+        .find(|e| e.suites.iter().any(|s| s == suite))
+        .map(|e| e.uri.trim_end_matches('/').to_string())
+        .ok_or_else(|| AptError::NoHostSources {
+            dir: apt_dir.display().to_string(),
+            suite: suite.to_string(),
+        })
 }
