@@ -430,6 +430,8 @@ fn locked_offline_and_corrupted_cache() {
     let mut off = case("stable", "app", "");
     off.opts.cache_dir = c.opts.cache_dir.clone();
     off.opts.offline = true;
+    // One job: nothing decoded ahead, every package streamed (the other unpack path).
+    off.opts.jobs = 1;
     let (r, second) = off.install(Some(&locked));
     r.unwrap();
     assert_eq!(tree(&first), tree(&second));

@@ -7,6 +7,7 @@
 
 mod control;
 mod deb;
+mod decode;
 mod dpkgdb;
 mod elf;
 mod error;
@@ -116,12 +117,37 @@ fn resolve_with(
             indexes.push((i, f));
         }
     }
-    let artifacts: Vec<Artifact> = indexes.iter().map(|(_, f)| f.artifact.clone()).collect();
+    // A decompressed index is cached under the digest the Release gives the plain `Packages`.
+    let mut texts: Vec<Option<String>> = Vec::new();
+    for (_, f) in &indexes {
+        let hit = match f.plain {
+            Some(d) => fetcher.cache().lookup(&d)?.0,
+            None => None,
+        };
+        texts.push(match hit {
+            Some(p) => Some(read_index(&p, "Packages", &f.artifact.url)?),
+            None => None,
+        });
+    }
+    let missing: Vec<usize> = (0..indexes.len()).filter(|&i| texts[i].is_none()).collect();
+    let artifacts: Vec<Artifact> = missing
+        .iter()
+        .map(|&i| indexes[i].1.artifact.clone())
+        .collect();
     let paths = fetcher.fetch_all(&artifacts, "indexes", obs)?;
-    let mut universe = universe::Universe::new(arch);
-    for ((repo, f), path) in indexes.iter().zip(paths) {
+    for (&i, path) in missing.iter().zip(paths) {
+        let f = &indexes[i].1;
         let text = read_index(&path, &f.path, &f.artifact.url)?;
-        universe.add_index(*repo, &f.artifact.url, text)?;
+        if let Some(plain) = f.plain {
+            if crate::digest::Digest::of(text.as_bytes()) == plain {
+                fetcher.cache().put(text.as_bytes())?;
+            }
+        }
+        texts[i] = Some(text);
+    }
+    let mut universe = universe::Universe::new(arch);
+    for ((repo, f), text) in indexes.iter().zip(texts) {
+        universe.add_index(*repo, &f.artifact.url, text.unwrap_or_default())?;
     }
     let roots: Vec<String> = spec.packages.iter().map(|p| p.value.clone()).collect();
     let solved = solver::solve(&universe, &roots, spec.essential)?;
@@ -168,6 +194,13 @@ fn read_index(path: &Path, name: &str, url: &str) -> Result<String, AptError> {
 /// Install packages into the empty directory `dest`: exactly `locked` when given (fetched by
 /// file name and sha256, no index needed), else what [`resolve`] picks. On failure `dest` is
 /// left empty.
+///
+/// Layout: merged-/usr, as debootstrap and mmdebstrap make Debian 12 (`/bin`, `/sbin`, `/lib`
+/// and, on amd64, `/lib64` are symlinks into `/usr`, created before unpacking; package paths
+/// under them land in `/usr` while `info/*.list` keeps the paths as packaged, like dpkg on a
+/// merged system). Owners are the numeric ids in the package; modes, setuid bits, symlinks
+/// and hard links are kept. Not checked: `Valid-Until` (a lock must stay buildable later);
+/// only the target architecture is read (no foreign architectures).
 pub fn install(
     spec: &AptSpec,
     platform: &Platform,
@@ -226,7 +259,14 @@ pub fn install(
         });
     }
     let paths = fetcher.fetch_all(&artifacts, "packages", obs)?;
-    let result = unpack_all(platform.debian_arch(), &packages, &paths, dest, obs);
+    let result = unpack_all(
+        platform.debian_arch(),
+        &packages,
+        &paths,
+        dest,
+        opts.jobs,
+        obs,
+    );
     match result {
         Ok(w) => {
             warnings.extend(w);
@@ -244,6 +284,7 @@ fn unpack_all(
     packages: &[LockedPackage],
     paths: &[PathBuf],
     dest: &Path,
+    jobs: usize,
     obs: &mut dyn Observer,
 ) -> Result<Vec<String>, AptError> {
     let mut warnings = Vec::new();
@@ -254,9 +295,22 @@ fn unpack_all(
     let mut done = 0;
     let mut db = Vec::new();
     let mut postinsts = BTreeMap::new();
-    for (p, path) in packages.iter().zip(paths) {
-        let (control, unpacked) =
-            deb::read_deb(&p.name, path, |_, data| root.unpack(&p.name, data))?;
+    let items: Vec<(String, PathBuf, u64)> = packages
+        .iter()
+        .zip(paths)
+        .map(|(p, path)| (p.name.clone(), path.clone(), p.size))
+        .collect();
+    decode::decode_in_order(&items, jobs, |i, decoded| {
+        let (p, path) = (&packages[i], &paths[i]);
+        let (control, unpacked) = match decoded? {
+            decode::Decoded::Memory(c, data) => {
+                let u = root.unpack(&p.name, &mut &data[..])?;
+                (c, u)
+            }
+            decode::Decoded::Stream => {
+                deb::read_deb(&p.name, path, |_, data| root.unpack(&p.name, data))?
+            }
+        };
         let ctl = control.text("control").unwrap_or_default();
         let field = |f: &str| {
             ctl.lines()
@@ -295,7 +349,8 @@ fn unpack_all(
         });
         done += p.size;
         obs.task_progress(done);
-    }
+        Ok(())
+    })?;
     obs.task_done("unpack", done, &format!("{} packages", packages.len()));
     dpkgdb::write_db(dest, &db)?;
     let names: Vec<&str> = packages.iter().map(|p| p.name.as_str()).collect();

@@ -133,6 +133,8 @@ fn parse_release(text: &str, url: &str) -> Result<Release, AptError> {
 pub struct IndexFile {
     pub artifact: Artifact,
     pub path: String,
+    /// The uncompressed index's sha256 as the Release gives it (to cache the decompressed text).
+    pub plain: Option<Digest>,
 }
 
 /// The `Packages` index of each component for `arch`, preferring xz, then gz, then plain.
@@ -172,6 +174,7 @@ pub fn index_files(repo: &Repo, rel: &Release, arch: &str) -> Result<Vec<IndexFi
                 sha256,
                 size: Some(size),
             },
+            plain: rel.files.get(&format!("{dir}Packages")).map(|&(d, _)| d),
             path,
         });
     }
