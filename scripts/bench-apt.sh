@@ -54,4 +54,4 @@ echo "Package-set difference (< gpuimg only, > mmdebstrap only):"
 echo '```'
 cat "$W/setdiff"
 echo '```'
-grep '^BENCH' "$W/cold.log" "$W/warm.log" | sed 's/^/    /'
+grep -ho 'BENCH.*' "$W/cold.log" "$W/warm.log" | sed 's/^/    /'
