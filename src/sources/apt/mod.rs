@@ -220,12 +220,17 @@ pub fn install(
     let mut warnings = Vec::new();
     let packages = match locked {
         Some(l) => {
-            for r in &spec.repositories {
-                if r.value.trusted {
-                    let w = format!("Repository `{}` is marked `trusted: true`: its signature was not checked when locked", r.value.url.value);
-                    obs.warn(&w);
-                    warnings.push(w);
-                }
+            let main = spec.trusted.then(|| spec.mirror.value.clone());
+            let extra = spec.repositories.iter().filter(|r| r.value.trusted);
+            for url in main
+                .into_iter()
+                .chain(extra.map(|r| r.value.url.value.clone()))
+            {
+                let w = format!(
+                    "Repository `{url}` is marked `trusted: true`: its signature was not checked when locked"
+                );
+                obs.warn(&w);
+                warnings.push(w);
             }
             let mut l = l.to_vec();
             l.sort_by(|a, b| (&a.name, &a.architecture).cmp(&(&b.name, &b.architecture)));
