@@ -10,9 +10,10 @@ pub struct LockedPackage {
     pub name: String,
     pub version: String,
     pub architecture: String,
-    /// The repository's base URL as written in the profile or host configuration.
+    /// `host:<suite>` (resolved through each build host's apt sources, so no mirror host name
+    /// lands in the lock) or the repository's base URL as written in the profile.
     pub repository: String,
-    /// Path of the .deb below the repository URL.
+    /// Path of the .deb below the repository's base URL (the index's `Filename`).
     pub filename: String,
     pub size: u64,
     pub sha256: Digest,

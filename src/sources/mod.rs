@@ -1,1 +1,5 @@
-//! Stage `sources`: not written yet (see the open issues).
+//! Stage `sources`: package sources spoken natively. `apt`: Debian/Ubuntu repositories.
+//!
+//! Must never run code from a package (no maintainer scripts, no chroot).
+
+pub mod apt;

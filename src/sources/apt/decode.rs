@@ -1,0 +1,98 @@
+//! Decompressing `.deb` data tarballs ahead of the unpacker, on worker threads, while the
+//! unpacker writes packages strictly in order (so overlapping files resolve the same way on
+//! every run).
+//!
+//! Memory stays bounded: at most `window` packages are decoded ahead, and packages larger than
+//! [`IN_MEMORY_LIMIT`] are left for the unpacker to stream. Must never write to the image.
+
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::sync::{Condvar, Mutex};
+
+use super::deb::{read_deb, ControlFiles};
+use super::AptError;
+
+/// Compressed size above which a package is streamed rather than decoded ahead.
+pub const IN_MEMORY_LIMIT: u64 = 32 << 20;
+
+/// One package, ready for the unpacker.
+pub enum Decoded {
+    /// Control members and the whole decompressed data tarball.
+    Memory(ControlFiles, Vec<u8>),
+    /// Too large to hold: the unpacker reads the file itself.
+    Stream,
+}
+
+/// Decode `items` (name, path, compressed size) with `jobs` workers and hand each result to
+/// `consume` in input order (with `jobs <= 1`, everything is streamed by the unpacker). Stops
+/// at the first error `consume` returns.
+pub fn decode_in_order(
+    items: &[(String, PathBuf, u64)],
+    jobs: usize,
+    mut consume: impl FnMut(usize, Result<Decoded, AptError>) -> Result<(), AptError>,
+) -> Result<(), AptError> {
+    let n = items.len();
+    let window = jobs.max(1) * 2;
+    // (next index to take, number consumed, stop)
+    let gate = (Mutex::new((0usize, 0usize, false)), Condvar::new());
+    let (senders, receivers): (Vec<_>, Vec<_>) = (0..n).map(|_| mpsc::channel()).unzip();
+    std::thread::scope(|s| {
+        for _ in 0..jobs.max(1).min(n) {
+            let (gate, senders) = (&gate, &senders);
+            s.spawn(move || loop {
+                let i = {
+                    let Ok(mut g) = gate.0.lock() else { return };
+                    while !g.2 && g.0 < n && g.0 >= g.1 + window {
+                        g = match gate.1.wait(g) {
+                            Ok(g) => g,
+                            Err(_) => return,
+                        };
+                    }
+                    if g.2 || g.0 >= n {
+                        return;
+                    }
+                    g.0 += 1;
+                    g.0 - 1
+                };
+                let (name, path, size) = &items[i];
+                let r = if jobs <= 1 || *size > IN_MEMORY_LIMIT {
+                    Ok(Decoded::Stream)
+                } else {
+                    read_deb(name, path, |_, data| {
+                        let mut buf = Vec::new();
+                        data.read_to_end(&mut buf)
+                            .map_err(|e| AptError::InvalidDeb {
+                                package: name.clone(),
+                                message: format!("bad data tarball: {e}"),
+                            })?;
+                        Ok(buf)
+                    })
+                    .map(|(c, d)| Decoded::Memory(c, d))
+                };
+                let _ = senders[i].send(r);
+            });
+        }
+        let mut result = Ok(());
+        for (i, rx) in receivers.iter().enumerate() {
+            let r = rx.recv().unwrap_or_else(|_| {
+                Err(AptError::InvalidDeb {
+                    package: items[i].0.clone(),
+                    message: "decoder stopped".into(),
+                })
+            });
+            if let Ok(mut g) = gate.0.lock() {
+                g.1 = i + 1;
+            }
+            gate.1.notify_all();
+            if let Err(e) = consume(i, r) {
+                result = Err(e);
+                break;
+            }
+        }
+        if let Ok(mut g) = gate.0.lock() {
+            g.2 = true;
+        }
+        gate.1.notify_all();
+        result
+    })
+}

@@ -1,0 +1,69 @@
+//! Errors from the apt client: one line each, naming the repository, package or path.
+
+use std::path::PathBuf;
+
+use crate::fetch::FetchError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AptError {
+    #[error("Failed to read `{}`", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("`{}` line {line}: {message}", path.display())]
+    InvalidSources {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+    #[error("The host's apt sources (`{dir}`) have no `deb` entry for suite `{suite}`")]
+    NoHostSources { dir: String, suite: String },
+    #[error("Keyring `{}` holds no usable OpenPGP public key: {message}", path.display())]
+    InvalidKeyring { path: PathBuf, message: String },
+    #[error("No keyring to verify `{url}`: give `keyring:` or configure trusted keys on the host")]
+    NoKeyring { url: String },
+    #[error("Repository `{url}` is not signed (no `InRelease`, no `Release.gpg`); set `trusted: true` to accept it unverified")]
+    Unsigned { url: String },
+    #[error("Signature of `{url}` does not verify against {keyring}")]
+    BadSignature { url: String, keyring: String },
+    #[error("Repository `{url}` has no `Release` file")]
+    NoRelease { url: String },
+    #[error("Invalid release file `{url}`: {message}")]
+    InvalidRelease { url: String, message: String },
+    #[error("Release `{url}` lists no package index for `{component}` on `{arch}`")]
+    NoIndex {
+        url: String,
+        component: String,
+        arch: String,
+    },
+    #[error("Invalid package index `{url}`: {message}")]
+    InvalidIndex { url: String, message: String },
+    #[error("Package `{name}` is not in any configured repository")]
+    UnknownPackage { name: String },
+    #[error("Cannot install `{root}`: {chain}")]
+    Unsatisfiable { root: String, chain: String },
+    #[error("Invalid package `{package}`: {message}")]
+    InvalidDeb { package: String, message: String },
+    #[error("Package `{package}` contains `{path}`, which escapes the image root")]
+    UnsafePath { package: String, path: String },
+    #[error("Failed to unpack `{package}` at `{}`", path.display())]
+    Unpack {
+        package: String,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("Install destination `{}` is not an empty directory", path.display())]
+    DestNotEmpty { path: PathBuf },
+    #[error(transparent)]
+    Fetch(#[from] FetchError),
+}
+
+impl AptError {
+    pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> AptError {
+        let path = path.into();
+        move |source| AptError::Io { path, source }
+    }
+}

@@ -1,0 +1,381 @@
+//! `base.apt`: a native apt repository client (issue 3). Resolve, verify, fetch and unpack
+//! `.deb` packages with no daemon, no chroot and no maintainer scripts.
+//!
+//! Entry points: [`resolve`] (indexes only, for `gpuimg lock`) and [`install`] (for `build`).
+//! Must never trust an unsigned index (unless `trusted: true`, with a warning every time), nor
+//! a byte whose sha256 the signed chain did not give, nor write outside `dest`.
+
+mod control;
+mod deb;
+mod decode;
+mod dpkgdb;
+mod elf;
+mod error;
+mod fixups;
+mod hostconf;
+mod ldcache;
+mod openpgp;
+mod relation;
+mod release;
+mod repo;
+mod solver;
+mod universe;
+mod unpack;
+mod version;
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use crate::build::Observer;
+use crate::fetch::{Artifact, Fetcher};
+use crate::lock::LockedPackage;
+use crate::profile::{AptSpec, Platform};
+
+pub use error::AptError;
+pub use ldcache::write_ld_cache;
+pub use version::Version;
+
+/// How to reach repositories and where to cache what they give.
+#[derive(Debug, Clone)]
+pub struct AptOptions {
+    /// gpuimg's cache root; this client uses `<cache_dir>/apt-v1/` (see `fetch::Cache`).
+    pub cache_dir: PathBuf,
+    /// Use the cache alone; fail naming what is missing.
+    pub offline: bool,
+    /// Parallel downloads.
+    pub jobs: usize,
+    /// The host's apt configuration directory, read for `mirror: host` and trusted keys.
+    pub apt_dir: PathBuf,
+}
+
+impl AptOptions {
+    pub fn new(cache_dir: impl Into<PathBuf>) -> Self {
+        AptOptions {
+            cache_dir: cache_dir.into(),
+            offline: false,
+            jobs: 8,
+            apt_dir: PathBuf::from("/etc/apt"),
+        }
+    }
+}
+
+/// What [`install`] put into `dest`.
+#[derive(Debug, Clone)]
+pub struct Installed {
+    /// Every installed package, sorted by name then architecture.
+    pub packages: Vec<LockedPackage>,
+    pub warnings: Vec<String>,
+}
+
+/// Fetch and verify the indexes and resolve the profile's packages to an exact set.
+pub fn resolve(
+    spec: &AptSpec,
+    platform: &Platform,
+    profile_dir: &Path,
+    opts: &AptOptions,
+    obs: &mut dyn Observer,
+) -> Result<Vec<LockedPackage>, AptError> {
+    let fetcher = fetcher(opts)?;
+    resolve_with(
+        spec,
+        platform,
+        profile_dir,
+        opts,
+        &fetcher,
+        obs,
+        &mut Vec::new(),
+    )
+}
+
+fn fetcher(opts: &AptOptions) -> Result<Fetcher, AptError> {
+    Ok(Fetcher::new(
+        &opts.cache_dir.join("apt-v1"),
+        opts.offline,
+        opts.jobs,
+    )?)
+}
+
+fn resolve_with(
+    spec: &AptSpec,
+    platform: &Platform,
+    profile_dir: &Path,
+    opts: &AptOptions,
+    fetcher: &Fetcher,
+    obs: &mut dyn Observer,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<LockedPackage>, AptError> {
+    let arch = platform.debian_arch();
+    let repos = repo::repos_from_spec(spec, profile_dir, &opts.apt_dir)?;
+    let mut indexes = Vec::new();
+    for (i, r) in repos.iter().enumerate() {
+        let rel = release::fetch_release(r, fetcher, &mut |w| {
+            obs.warn(&w);
+            warnings.push(w);
+        })?;
+        for f in release::index_files(r, &rel, arch)? {
+            indexes.push((i, f));
+        }
+    }
+    // A decompressed index is cached under the digest the Release gives the plain `Packages`.
+    let mut texts: Vec<Option<String>> = Vec::new();
+    for (_, f) in &indexes {
+        let hit = match f.plain {
+            Some(d) => fetcher.cache().lookup(&d)?.0,
+            None => None,
+        };
+        texts.push(match hit {
+            Some(p) => Some(read_index(&p, "Packages", &f.artifact.url)?),
+            None => None,
+        });
+    }
+    let missing: Vec<usize> = (0..indexes.len()).filter(|&i| texts[i].is_none()).collect();
+    let artifacts: Vec<Artifact> = missing
+        .iter()
+        .map(|&i| indexes[i].1.artifact.clone())
+        .collect();
+    let paths = fetcher.fetch_all(&artifacts, "indexes", obs)?;
+    for (&i, path) in missing.iter().zip(paths) {
+        let f = &indexes[i].1;
+        let text = read_index(&path, &f.path, &f.artifact.url)?;
+        if let Some(plain) = f.plain {
+            if crate::digest::Digest::of(text.as_bytes()) == plain {
+                fetcher.cache().put(text.as_bytes())?;
+            }
+        }
+        texts[i] = Some(text);
+    }
+    let mut universe = universe::Universe::new(arch);
+    for ((repo, f), text) in indexes.iter().zip(texts) {
+        universe.add_index(*repo, &f.artifact.url, text.unwrap_or_default())?;
+    }
+    let roots: Vec<String> = spec.packages.iter().map(|p| p.value.clone()).collect();
+    let solved = solver::solve(&universe, &roots, spec.essential)?;
+    obs.message(&format!(
+        "Resolved {} packages from {} repositories",
+        solved.len(),
+        repos.len()
+    ));
+    let mut out: Vec<LockedPackage> = solved
+        .into_iter()
+        .map(|p| LockedPackage {
+            repository: repos[p.repo].lock_id.clone(),
+            name: p.name,
+            version: p.version.to_string(),
+            architecture: p.arch,
+            filename: p.filename,
+            size: p.size,
+            sha256: p.sha256,
+        })
+        .collect();
+    out.sort_by(|a, b| (&a.name, &a.architecture).cmp(&(&b.name, &b.architecture)));
+    Ok(out)
+}
+
+fn read_index(path: &Path, name: &str, url: &str) -> Result<String, AptError> {
+    let file = fs_err::File::open(path).map_err(AptError::io(path))?;
+    let file = std::io::BufReader::with_capacity(1 << 20, file);
+    let mut r: Box<dyn Read> = if name.ends_with(".xz") {
+        Box::new(liblzma::read::XzDecoder::new(file))
+    } else if name.ends_with(".gz") {
+        Box::new(flate2::read::GzDecoder::new(file))
+    } else {
+        Box::new(file)
+    };
+    let mut text = String::new();
+    r.read_to_string(&mut text)
+        .map_err(|e| AptError::InvalidIndex {
+            url: url.to_string(),
+            message: e.to_string(),
+        })?;
+    Ok(text)
+}
+
+/// Install packages into the empty directory `dest`: exactly `locked` when given (fetched by
+/// file name and sha256, no index needed), else what [`resolve`] picks. On failure `dest` is
+/// left empty.
+///
+/// Layout: merged-/usr, as debootstrap and mmdebstrap make Debian 12 (`/bin`, `/sbin`, `/lib`
+/// and, on amd64, `/lib64` are symlinks into `/usr`, created before unpacking; package paths
+/// under them land in `/usr` while `info/*.list` keeps the paths as packaged, like dpkg on a
+/// merged system). Owners are the numeric ids in the package; modes, setuid bits, symlinks
+/// and hard links are kept. Not checked: `Valid-Until` (a lock must stay buildable later);
+/// only the target architecture is read (no foreign architectures).
+pub fn install(
+    spec: &AptSpec,
+    platform: &Platform,
+    profile_dir: &Path,
+    opts: &AptOptions,
+    locked: Option<&[LockedPackage]>,
+    dest: &Path,
+    obs: &mut dyn Observer,
+) -> Result<Installed, AptError> {
+    let mut rd = fs_err::read_dir(dest).map_err(AptError::io(dest))?;
+    if rd.next().is_some() {
+        return Err(AptError::DestNotEmpty {
+            path: dest.to_path_buf(),
+        });
+    }
+    let fetcher = fetcher(opts)?;
+    let mut warnings = Vec::new();
+    let packages = match locked {
+        Some(l) => {
+            let main = spec.trusted.then(|| spec.mirror.value.clone());
+            let extra = spec.repositories.iter().filter(|r| r.value.trusted);
+            for url in main
+                .into_iter()
+                .chain(extra.map(|r| r.value.url.value.clone()))
+            {
+                let w = format!(
+                    "Repository `{url}` is marked `trusted: true`: its signature was not checked when locked"
+                );
+                obs.warn(&w);
+                warnings.push(w);
+            }
+            let mut l = l.to_vec();
+            l.sort_by(|a, b| (&a.name, &a.architecture).cmp(&(&b.name, &b.architecture)));
+            l
+        }
+        None => resolve_with(
+            spec,
+            platform,
+            profile_dir,
+            opts,
+            &fetcher,
+            obs,
+            &mut warnings,
+        )?,
+    };
+    let mut bases = BTreeMap::new();
+    let mut artifacts = Vec::new();
+    for p in &packages {
+        if !bases.contains_key(&p.repository) {
+            let base = repo::base_url(&p.repository, &opts.apt_dir)?;
+            bases.insert(p.repository.clone(), base);
+        }
+        artifacts.push(Artifact {
+            url: format!(
+                "{}/{}",
+                bases[&p.repository],
+                p.filename.trim_start_matches("./")
+            ),
+            sha256: p.sha256,
+            size: Some(p.size),
+        });
+    }
+    let paths = fetcher.fetch_all(&artifacts, "packages", obs)?;
+    let result = unpack_all(
+        platform.debian_arch(),
+        &packages,
+        &paths,
+        dest,
+        opts.jobs,
+        obs,
+    );
+    match result {
+        Ok(w) => {
+            warnings.extend(w);
+            Ok(Installed { packages, warnings })
+        }
+        Err(e) => {
+            empty_dir(dest);
+            Err(e)
+        }
+    }
+}
+
+fn unpack_all(
+    arch: &str,
+    packages: &[LockedPackage],
+    paths: &[PathBuf],
+    dest: &Path,
+    jobs: usize,
+    obs: &mut dyn Observer,
+) -> Result<Vec<String>, AptError> {
+    let mut warnings = Vec::new();
+    fixups::create_merged_usr(dest, arch)?;
+    let root = unpack::Root::new(dest);
+    let total: u64 = packages.iter().map(|p| p.size).sum();
+    obs.task_start("unpack", Some(total));
+    let mut done = 0;
+    let mut db = Vec::new();
+    let mut postinsts = BTreeMap::new();
+    let items: Vec<(String, PathBuf, u64)> = packages
+        .iter()
+        .zip(paths)
+        .map(|(p, path)| (p.name.clone(), path.clone(), p.size))
+        .collect();
+    decode::decode_in_order(&items, jobs, |i, decoded| {
+        let (p, path) = (&packages[i], &paths[i]);
+        let (control, unpacked) = match decoded? {
+            decode::Decoded::Memory(c, data) => {
+                let u = root.unpack(&p.name, &mut &data[..])?;
+                (c, u)
+            }
+            decode::Decoded::Stream => {
+                deb::read_deb(&p.name, path, |_, data| root.unpack(&p.name, data))?
+            }
+        };
+        let ctl = control.text("control").unwrap_or_default();
+        let field = |f: &str| {
+            ctl.lines()
+                .find_map(|l| l.strip_prefix(f).and_then(|r| r.strip_prefix(':')))
+                .map(|v| v.trim().to_string())
+        };
+        if field("Package").as_deref() != Some(p.name.as_str())
+            || field("Version").as_deref() != Some(p.version.as_str())
+        {
+            return Err(AptError::InvalidDeb {
+                package: p.name.clone(),
+                message: format!(
+                    "its control file says `{} {}`, the index said `{} {}`",
+                    field("Package").unwrap_or_default(),
+                    field("Version").unwrap_or_default(),
+                    p.name,
+                    p.version
+                ),
+            });
+        }
+        for s in &unpacked.skipped {
+            warnings.push(format!(
+                "`{}`: skipped `{s}` (special file or symlink over a directory)",
+                p.name
+            ));
+        }
+        if let Some(script) = control.text("postinst") {
+            postinsts.insert(p.name.clone(), script);
+        }
+        db.push(dpkgdb::Installed {
+            name: p.name.clone(),
+            arch: p.architecture.clone(),
+            multi_arch_same: field("Multi-Arch").as_deref() == Some("same"),
+            control,
+            paths: unpacked.paths,
+        });
+        done += p.size;
+        obs.task_progress(done);
+        Ok(())
+    })?;
+    obs.task_done("unpack", done, &format!("{} packages", packages.len()));
+    dpkgdb::write_db(dest, &db)?;
+    let names: Vec<&str> = packages.iter().map(|p| p.name.as_str()).collect();
+    for line in fixups::apply(dest, &names, &postinsts)? {
+        obs.message(&format!("  fixup: {line}"));
+    }
+    let n = ldcache::write_ld_cache(dest, arch)?;
+    obs.message(&format!("  /etc/ld.so.cache: {n} libraries"));
+    Ok(warnings)
+}
+
+/// Remove everything inside `dir` (best effort), leaving `dir` itself.
+fn empty_dir(dir: &Path) {
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            let _ = match e.file_type() {
+                Ok(t) if t.is_dir() => std::fs::remove_dir_all(&p),
+                _ => std::fs::remove_file(&p),
+            };
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! The repositories a profile names: `mirror` (`host`, a URL) with `suite`/`components`, plus
+//! `repositories:` entries, each with the keys that must sign it.
+//!
+//! Must never fetch; turns configuration into [`Repo`] values only.
+
+use std::path::Path;
+
+use crate::profile::AptSpec;
+
+use super::hostconf::{host_entries, trusted_keyrings, KeySource};
+use super::AptError;
+
+/// Where a repository's `Release` lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Dist {
+    /// `<base>/dists/<suite>/` with `<component>/binary-<arch>/Packages*`.
+    Suite(String),
+    /// A flat repository: `<base>/<path>` holds `Release` and `Packages*` directly.
+    Flat(String),
+}
+
+/// One repository to read indexes from.
+#[derive(Debug, Clone)]
+pub struct Repo {
+    /// Base URL, no trailing `/`; `.deb` file names are relative to it.
+    pub base: String,
+    pub dist: Dist,
+    pub components: Vec<String>,
+    /// Keys that must sign it (empty only when `trusted`).
+    pub keys: Vec<KeySource>,
+    pub trusted: bool,
+    /// How the lock names it: `host:<suite>` for the host's sources (so a lock holds no mirror
+    /// host name and follows each build machine's configuration), else the base URL.
+    pub lock_id: String,
+}
+
+impl Repo {
+    /// The directory holding `InRelease`/`Release`, ending in `/`.
+    pub fn dist_url(&self) -> String {
+        match &self.dist {
+            Dist::Suite(s) => format!("{}/dists/{s}/", self.base),
+            Dist::Flat(p) => {
+                let p = p.trim_matches('/');
+                if p.is_empty() || p == "." {
+                    format!("{}/", self.base)
+                } else {
+                    format!("{}/{p}/", self.base)
+                }
+            }
+        }
+    }
+}
+
+/// Every repository the spec names, in priority order (the first wins a tie between equal
+/// versions). `apt_dir` is the host's apt directory (normally `/etc/apt`).
+pub fn repos_from_spec(
+    spec: &AptSpec,
+    profile_dir: &Path,
+    apt_dir: &Path,
+) -> Result<Vec<Repo>, AptError> {
+    let keyring =
+        |k: &Option<crate::profile::Located<String>>| -> Result<Vec<KeySource>, AptError> {
+            match k {
+                Some(p) => Ok(vec![KeySource::File(profile_dir.join(&p.value))]),
+                None => trusted_keyrings(apt_dir),
+            }
+        };
+    let suite = spec.suite.value.clone();
+    let mut out = Vec::new();
+    if spec.mirror.value == "host" {
+        let entries = host_entries(apt_dir)?;
+        for e in &entries {
+            for s in &e.suites {
+                let ours = s == &suite
+                    || s.strip_prefix(suite.as_str())
+                        .is_some_and(|r| r.starts_with('-'));
+                if !ours {
+                    continue;
+                }
+                let components: Vec<String> = spec
+                    .components
+                    .iter()
+                    .filter(|c| e.components.is_empty() || e.components.contains(c))
+                    .cloned()
+                    .collect();
+                if components.is_empty() {
+                    continue;
+                }
+                let keys = match (&spec.keyring, e.signed_by.is_empty()) {
+                    (Some(_), _) | (None, true) => keyring(&spec.keyring)?,
+                    (None, false) => e.signed_by.clone(),
+                };
+                out.push(Repo {
+                    base: e.uri.trim_end_matches('/').to_string(),
+                    dist: Dist::Suite(s.clone()),
+                    components,
+                    keys,
+                    trusted: spec.trusted,
+                    lock_id: format!("host:{s}"),
+                });
+            }
+        }
+        if out.is_empty() {
+            return Err(AptError::NoHostSources {
+                dir: apt_dir.display().to_string(),
+                suite,
+            });
+        }
+    } else {
+        let base = spec.mirror.value.trim_end_matches('/').to_string();
+        out.push(Repo {
+            lock_id: base.clone(),
+            base,
+            dist: Dist::Suite(suite),
+            components: spec.components.clone(),
+            keys: keyring(&spec.keyring)?,
+            trusted: spec.trusted,
+        });
+    }
+    for r in &spec.repositories {
+        let r = &r.value;
+        let flat = r.suite.value.ends_with('/');
+        let base = r.url.value.trim_end_matches('/').to_string();
+        out.push(Repo {
+            lock_id: base.clone(),
+            base,
+            dist: if flat {
+                Dist::Flat(r.suite.value.clone())
+            } else {
+                Dist::Suite(r.suite.value.clone())
+            },
+            components: if flat || !r.components.is_empty() {
+                r.components.clone()
+            } else {
+                vec!["main".to_string()]
+            },
+            keys: keyring(&r.keyring)?,
+            trusted: r.trusted,
+        });
+    }
+    Ok(out)
+}
+
+/// The base URL for a lock's `repository` value: `host:<suite>` through the host's sources.
+pub fn base_url(lock_id: &str, apt_dir: &Path) -> Result<String, AptError> {
+    let Some(suite) = lock_id.strip_prefix("host:") else {
+        return Ok(lock_id.trim_end_matches('/').to_string());
+    };
+    host_entries(apt_dir)?
+        .into_iter()
+        .find(|e| e.suites.iter().any(|s| s == suite))
+        .map(|e| e.uri.trim_end_matches('/').to_string())
+        .ok_or_else(|| AptError::NoHostSources {
+            dir: apt_dir.display().to_string(),
+            suite: suite.to_string(),
+        })
+}

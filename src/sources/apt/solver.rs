@@ -1,0 +1,278 @@
+//! Dependency resolution over a [`Universe`]: Pre-Depends and Depends with alternatives,
+//! virtual packages (versioned Provides), version relations, `:any`/`:native`, Conflicts and
+//! Breaks.
+//!
+//! Deterministic and greedy, like apt: the first satisfiable alternative wins, and within it the
+//! newest version (ties: repository order). Must never pick a package that conflicts with one
+//! already chosen; a failure names the chain of packages that led to it.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use super::relation::{ArchQual, Relation};
+use super::universe::{MultiArch, Package, Universe};
+use super::AptError;
+
+struct State<'u> {
+    u: &'u Universe,
+    cache: HashMap<usize, Package>,
+    selected: BTreeMap<String, usize>,
+    /// Why each package was chosen: (parent, relation text); `None` for requested roots.
+    why: HashMap<String, Option<(String, String)>>,
+}
+
+/// Resolve `roots` (plus the `Essential: yes` set when `essential`) to a closed package set,
+/// sorted by name.
+pub fn solve(u: &Universe, roots: &[String], essential: bool) -> Result<Vec<Package>, AptError> {
+    let mut st = State {
+        u,
+        cache: HashMap::new(),
+        selected: BTreeMap::new(),
+        why: HashMap::new(),
+    };
+    let mut wanted: Vec<String> = roots.to_vec();
+    if essential {
+        wanted.extend(u.essential());
+    }
+    let mut queue = VecDeque::new();
+    for name in &wanted {
+        if st.selected.contains_key(name) || st.satisfied(&plain(name))?.is_some() {
+            continue;
+        }
+        if u.named(name).is_empty() && u.providers(name).is_empty() {
+            return Err(AptError::UnknownPackage { name: name.clone() });
+        }
+        match st.choose(&[plain(name)])? {
+            Ok(id) => {
+                let n = st.pkg(id)?.name.clone();
+                st.why.insert(n.clone(), None);
+                st.selected.insert(n.clone(), id);
+                queue.push_back(n);
+            }
+            Err(reason) => {
+                return Err(AptError::Unsatisfiable {
+                    root: name.clone(),
+                    chain: reason,
+                })
+            }
+        }
+    }
+    while let Some(name) = queue.pop_front() {
+        let id = st.selected[&name];
+        let p = st.pkg(id)?;
+        let groups: Vec<Vec<Relation>> = p.pre_depends.iter().chain(&p.depends).cloned().collect();
+        for group in groups {
+            if group.iter().try_fold(false, |acc, r| {
+                Ok::<_, AptError>(acc || st.satisfied(r)?.is_some())
+            })? {
+                continue;
+            }
+            match st.choose(&group)? {
+                Ok(cid) => {
+                    let cname = st.pkg(cid)?.name.clone();
+                    let rel = group
+                        .iter()
+                        .map(|r| r.to_string())
+                        .collect::<Vec<_>>()
+                        .join(" | ");
+                    st.why.insert(cname.clone(), Some((name.clone(), rel)));
+                    st.selected.insert(cname.clone(), cid);
+                    queue.push_back(cname);
+                }
+                Err(reason) => {
+                    let rel = group
+                        .iter()
+                        .map(|r| format!("`{r}`"))
+                        .collect::<Vec<_>>()
+                        .join(" | ");
+                    return Err(AptError::Unsatisfiable {
+                        root: st.root_of(&name),
+                        chain: format!("{}`{name}` depends on {rel}, {reason}", st.chain(&name)),
+                    });
+                }
+            }
+        }
+    }
+    let ids: Vec<usize> = st.selected.values().copied().collect();
+    ids.into_iter().map(|id| st.pkg(id).cloned()).collect()
+}
+
+fn plain(name: &str) -> Relation {
+    Relation {
+        name: name.to_string(),
+        arch: ArchQual::None,
+        constraint: None,
+    }
+}
+
+impl State<'_> {
+    fn pkg(&mut self, id: usize) -> Result<&Package, AptError> {
+        if !self.cache.contains_key(&id) {
+            let p = self.u.package(id)?;
+            self.cache.insert(id, p);
+        }
+        Ok(&self.cache[&id])
+    }
+
+    fn arch_ok(&self, p: &Package, rel: &Relation) -> bool {
+        let native = p.arch == self.u.arch() || p.arch == "all";
+        match &rel.arch {
+            ArchQual::None | ArchQual::Native => native,
+            ArchQual::Any => p.multi_arch == MultiArch::Allowed,
+            ArchQual::Named(a) => &p.arch == a || p.arch == "all",
+        }
+    }
+
+    /// Whether `p` satisfies `rel` directly or through a Provides entry.
+    fn provides(&self, p: &Package, rel: &Relation) -> bool {
+        if p.name == rel.name {
+            return self.arch_ok(p, rel) && rel.accepts(&p.version);
+        }
+        p.provides.iter().any(|pr| {
+            pr.name == rel.name
+                && match (&rel.constraint, &pr.constraint) {
+                    (None, _) => true,
+                    (Some(_), Some((super::relation::Op::Eq, v))) => rel.accepts(v),
+                    (Some(_), _) => false,
+                }
+                && (!matches!(rel.arch, ArchQual::Any) || p.multi_arch != MultiArch::No)
+        })
+    }
+
+    /// A selected package satisfying `rel`, if any.
+    fn satisfied(&mut self, rel: &Relation) -> Result<Option<usize>, AptError> {
+        let mut ids: Vec<usize> = Vec::new();
+        if let Some(&id) = self.selected.get(&rel.name) {
+            ids.push(id);
+        }
+        ids.extend(
+            self.u
+                .providers(&rel.name)
+                .iter()
+                .filter(|id| self.selected.values().any(|s| s == *id)),
+        );
+        for id in ids {
+            self.pkg(id)?;
+            if self.provides(&self.cache[&id], rel) {
+                return Ok(Some(id));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Candidates for one relation, best first: real packages newest first, then providers by
+    /// priority and name.
+    fn candidates(&mut self, rel: &Relation) -> Result<Vec<usize>, AptError> {
+        let mut real: Vec<usize> = self.u.named(&rel.name).to_vec();
+        for &id in &real {
+            self.pkg(id)?;
+        }
+        real.retain(|id| self.provides(&self.cache[id], rel));
+        real.sort_by(|a, b| {
+            let (pa, pb) = (&self.cache[a], &self.cache[b]);
+            pb.version
+                .cmp(&pa.version)
+                .then(pa.repo.cmp(&pb.repo))
+                .then(a.cmp(b))
+        });
+        let mut virt: Vec<usize> = self.u.providers(&rel.name).to_vec();
+        for &id in &virt {
+            self.pkg(id)?;
+        }
+        virt.retain(|id| self.provides(&self.cache[id], rel));
+        virt.sort_by(|a, b| {
+            let (pa, pb) = (&self.cache[a], &self.cache[b]);
+            (pa.priority, &pa.name)
+                .cmp(&(pb.priority, &pb.name))
+                .then(pb.version.cmp(&pa.version))
+                .then(pa.repo.cmp(&pb.repo))
+        });
+        real.extend(virt);
+        Ok(real)
+    }
+
+    /// Pick the first installable candidate across the alternatives, or say why none is.
+    fn choose(&mut self, group: &[Relation]) -> Result<Result<usize, String>, AptError> {
+        let mut reasons = Vec::new();
+        for rel in group {
+            let cands = self.candidates(rel)?;
+            if cands.is_empty() {
+                reasons.push(format!("which no repository provides{}", self.near(rel)));
+                continue;
+            }
+            for id in cands {
+                let name = self.cache[&id].name.clone();
+                if let Some(&sel) = self.selected.get(&name) {
+                    let v = self.cache[&sel].version.clone();
+                    reasons.push(format!("but `{name} {v}` is already selected"));
+                    continue;
+                }
+                match self.conflict(id)? {
+                    Some(c) => reasons.push(c),
+                    None => return Ok(Ok(id)),
+                }
+            }
+        }
+        reasons.dedup();
+        Ok(Err(reasons.join("; ")))
+    }
+
+    /// What exists under that name, for messages.
+    fn near(&mut self, rel: &Relation) -> String {
+        let mut versions: Vec<String> = Vec::new();
+        for &id in self.u.named(&rel.name) {
+            if let Ok(p) = self.pkg(id) {
+                versions.push(p.version.to_string());
+            }
+        }
+        if versions.is_empty() {
+            String::new()
+        } else {
+            format!(" (available: {})", versions.join(", "))
+        }
+    }
+
+    /// A conflict between candidate `id` and the selected set, described.
+    fn conflict(&mut self, id: usize) -> Result<Option<String>, AptError> {
+        let sel: Vec<usize> = self.selected.values().copied().collect();
+        for sid in sel {
+            self.pkg(sid)?;
+            let (c, s) = (&self.cache[&id], &self.cache[&sid]);
+            for (a, b) in [(c, s), (s, c)] {
+                for rel in a.conflicts.iter().chain(&a.breaks) {
+                    if a.name != b.name && self.provides(b, rel) {
+                        return Ok(Some(format!(
+                            "but `{} {}` conflicts with `{} {}`",
+                            a.name, a.version, b.name, b.version
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    fn chain(&self, name: &str) -> String {
+        let mut parts = Vec::new();
+        let mut cur = name.to_string();
+        while let Some(Some((parent, rel))) = self.why.get(&cur) {
+            parts.push(format!("`{parent}` depends on `{rel}`, "));
+            cur = parent.clone();
+            if parts.len() > 64 {
+                break;
+            }
+        }
+        parts.reverse();
+        parts.concat()
+    }
+
+    fn root_of(&self, name: &str) -> String {
+        let mut cur = name.to_string();
+        for _ in 0..1000 {
+            match self.why.get(&cur) {
+                Some(Some((parent, _))) => cur = parent.clone(),
+                _ => break,
+            }
+        }
+        cur
+    }
+}

@@ -1,0 +1,192 @@
+//! Every package the repositories offer for one architecture, indexed by name and by the
+//! virtual names they provide. Stanzas are parsed in full only when the solver asks.
+//!
+//! Must never choose between packages (the solver does) or fetch anything.
+
+use std::collections::HashMap;
+
+use crate::digest::Digest;
+
+use super::control::{paragraphs, Paragraph};
+use super::relation::{parse_alternatives, parse_list, Relation};
+use super::version::Version;
+use super::AptError;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MultiArch {
+    No,
+    Same,
+    Foreign,
+    Allowed,
+}
+
+/// One package stanza, parsed.
+#[derive(Debug, Clone)]
+pub struct Package {
+    pub repo: usize,
+    pub name: String,
+    pub version: Version,
+    pub arch: String,
+    pub multi_arch: MultiArch,
+    pub priority: u8,
+    pub pre_depends: Vec<Vec<Relation>>,
+    pub depends: Vec<Vec<Relation>>,
+    pub provides: Vec<Relation>,
+    pub conflicts: Vec<Relation>,
+    pub breaks: Vec<Relation>,
+    pub filename: String,
+    pub size: u64,
+    pub sha256: Digest,
+}
+
+struct Stanza {
+    text: usize,
+    start: usize,
+    end: usize,
+}
+
+pub struct Universe {
+    /// (repository index, index URL, text) per index file.
+    texts: Vec<(usize, String, String)>,
+    stanzas: Vec<Stanza>,
+    by_name: HashMap<String, Vec<usize>>,
+    providers: HashMap<String, Vec<usize>>,
+    essential: Vec<String>,
+    arch: String,
+}
+
+impl Universe {
+    pub fn new(arch: &str) -> Self {
+        Universe {
+            texts: Vec::new(),
+            stanzas: Vec::new(),
+            by_name: HashMap::new(),
+            providers: HashMap::new(),
+            essential: Vec::new(),
+            arch: arch.to_string(),
+        }
+    }
+
+    pub fn arch(&self) -> &str {
+        &self.arch
+    }
+
+    /// Add one decompressed `Packages` index of repository `repo`.
+    pub fn add_index(&mut self, repo: usize, url: &str, text: String) -> Result<(), AptError> {
+        let t = self.texts.len();
+        let base = text.as_ptr() as usize;
+        for para in paragraphs(&text) {
+            let para = para.map_err(|line| AptError::InvalidIndex {
+                url: url.to_string(),
+                message: format!("line {line} is not a field"),
+            })?;
+            let (Some(name), Some(arch)) = (para.get("Package"), para.get("Architecture")) else {
+                return Err(AptError::InvalidIndex {
+                    url: url.to_string(),
+                    message: "a stanza lacks `Package` or `Architecture`".into(),
+                });
+            };
+            if arch != self.arch && arch != "all" {
+                continue;
+            }
+            let id = self.stanzas.len();
+            let start = para.raw.as_ptr() as usize - base;
+            self.stanzas.push(Stanza {
+                text: t,
+                start,
+                end: start + para.raw.len(),
+            });
+            self.by_name.entry(name.to_string()).or_default().push(id);
+            if let Some(p) = para.get("Provides") {
+                for rel in p.split(',') {
+                    let n = rel.split(['(', ':']).next().unwrap_or("").trim();
+                    if !n.is_empty() {
+                        self.providers.entry(n.to_string()).or_default().push(id);
+                    }
+                }
+            }
+            if para.get("Essential").is_some_and(|v| v == "yes") {
+                self.essential.push(name.to_string());
+            }
+        }
+        self.texts.push((repo, url.to_string(), text));
+        Ok(())
+    }
+
+    /// Names of `Essential: yes` packages, sorted and unique.
+    pub fn essential(&self) -> Vec<String> {
+        let mut e = self.essential.clone();
+        e.sort();
+        e.dedup();
+        e
+    }
+
+    /// Stanza ids of real packages called `name`.
+    pub fn named(&self, name: &str) -> &[usize] {
+        self.by_name.get(name).map_or(&[], Vec::as_slice)
+    }
+
+    /// Stanza ids of packages that provide `name`.
+    pub fn providers(&self, name: &str) -> &[usize] {
+        self.providers.get(name).map_or(&[], Vec::as_slice)
+    }
+
+    /// Parse stanza `id` in full.
+    pub fn package(&self, id: usize) -> Result<Package, AptError> {
+        let s = &self.stanzas[id];
+        let (repo, url, text) = &self.texts[s.text];
+        let raw = &text[s.start..s.end];
+        let bad = |message: String| AptError::InvalidIndex {
+            url: url.clone(),
+            message,
+        };
+        let para: Paragraph<'_> = paragraphs(raw)
+            .next()
+            .and_then(Result::ok)
+            .ok_or_else(|| bad("unreadable stanza".into()))?;
+        let need = |f: &str| {
+            para.get(f).ok_or_else(|| {
+                bad(format!(
+                    "package `{}` has no `{f}` field",
+                    para.get("Package").unwrap_or("?")
+                ))
+            })
+        };
+        let name = need("Package")?.to_string();
+        let ctx = |e: super::relation::RelationError| bad(format!("package `{name}`: {e}"));
+        let alts = |f: &str| para.get(f).map_or(Ok(Vec::new()), parse_alternatives);
+        let list = |f: &str| para.get(f).map_or(Ok(Vec::new()), parse_list);
+        let version = Version::parse(need("Version")?).map_err(|e| bad(e.to_string()))?;
+        let sha256 = Digest::from_hex(need("SHA256")?).map_err(|e| bad(e.to_string()))?;
+        let size = need("Size")?
+            .parse::<u64>()
+            .map_err(|_| bad(format!("package `{name}` has a bad `Size`")))?;
+        Ok(Package {
+            repo: *repo,
+            version,
+            arch: need("Architecture")?.to_string(),
+            multi_arch: match para.get("Multi-Arch") {
+                Some("same") => MultiArch::Same,
+                Some("foreign") => MultiArch::Foreign,
+                Some("allowed") => MultiArch::Allowed,
+                _ => MultiArch::No,
+            },
+            priority: match para.get("Priority") {
+                Some("required") => 0,
+                Some("important") => 1,
+                Some("standard") => 2,
+                Some("optional") => 3,
+                _ => 4,
+            },
+            pre_depends: alts("Pre-Depends").map_err(ctx)?,
+            depends: alts("Depends").map_err(ctx)?,
+            provides: list("Provides").map_err(ctx)?,
+            conflicts: list("Conflicts").map_err(ctx)?,
+            breaks: list("Breaks").map_err(ctx)?,
+            filename: need("Filename")?.to_string(),
+            size,
+            sha256,
+            name,
+        })
+    }
+}
