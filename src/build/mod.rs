@@ -6,9 +6,11 @@
 
 use std::path::PathBuf;
 
+mod apt_base;
 mod observer;
 mod selftest_layer;
 
+pub use apt_base::apt_options;
 pub use observer::{Observer, Silent};
 
 use crate::assemble::{self, Input, Tree};
@@ -17,6 +19,7 @@ use crate::digest::Digest;
 use crate::export::{self, Target};
 use crate::image::{self, ImageLayer, ImageSpec};
 use crate::layer::{self, Compression, LayerOptions};
+use crate::lock::LockedPackage;
 use crate::profile::{Base, Profile};
 use crate::resolve::Resolution;
 use crate::strip;
@@ -34,6 +37,10 @@ pub struct BuildOptions {
     /// The `gpuimg-selftest` binary to bake in (default: the profile's `selftest.binary`, else
     /// beside the running `gpuimg`).
     pub selftest_binary: Option<PathBuf>,
+    /// With `--locked`: exactly these packages for an apt base.
+    pub locked_packages: Option<Vec<LockedPackage>>,
+    /// Use caches only; fail naming what is missing.
+    pub offline: bool,
 }
 
 /// What a build produced.
@@ -46,6 +53,8 @@ pub struct BuildOutcome {
     pub cached_layers: usize,
     pub output: String,
     pub tag: String,
+    /// The apt packages in the base (empty for other bases).
+    pub packages: Vec<LockedPackage>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -64,8 +73,8 @@ pub enum BuildError {
     Image(#[from] image::ImageError),
     #[error(transparent)]
     Export(#[from] export::ExportError),
-    #[error("`base.apt` is not supported by this build yet")]
-    AptUnsupported,
+    #[error(transparent)]
+    Apt(#[from] crate::sources::apt::AptError),
     #[error(transparent)]
     Selftest(#[from] selftest_layer::SelftestLayerError),
 }
@@ -88,6 +97,13 @@ pub fn build(
             source,
         })?;
 
+    let lopts = LayerOptions {
+        compression: opts.compression,
+        epoch: opts.epoch,
+    };
+    let mut layers = Vec::new();
+    let mut cached_layers = 0;
+    let mut packages = Vec::new();
     let mut components: Vec<(String, Tree)> = Vec::new();
     match &profile.base {
         Base::None => {}
@@ -108,7 +124,24 @@ pub fn build(
             }
             components.push(("base".into(), tree));
         }
-        Base::Apt(_) => return Err(BuildError::AptUnsupported),
+        Base::Apt(spec) => {
+            let (blob, cached, pkgs) =
+                apt_base::apt_base_layer(spec, profile, opts, lopts, &cache, scratch.path(), obs)?;
+            if cached {
+                cached_layers += 1;
+                obs.message(&format!(
+                    "{:>12} unchanged ({} packages), reused {}",
+                    "base",
+                    pkgs.len(),
+                    &blob.digest.hex()[..12]
+                ));
+            }
+            packages = pkgs;
+            layers.push(ImageLayer {
+                component: "base".into(),
+                blob,
+            });
+        }
     }
     if !profile.files.is_empty() {
         let tree = assemble::assemble(&Input::Files(&profile.files), scratch.path())?;
@@ -141,12 +174,6 @@ pub fn build(
         components.push(("expect".into(), st.expect_tree));
     }
 
-    let lopts = LayerOptions {
-        compression: opts.compression,
-        epoch: opts.epoch,
-    };
-    let mut layers = Vec::new();
-    let mut cached_layers = 0;
     for (component, tree) in &components {
         let (blob, cached) = layer::write_layer(component, tree, lopts, &cache, obs)?;
         if cached {
@@ -181,5 +208,6 @@ pub fn build(
         cached_layers,
         output: opts.target.display(),
         tag: opts.tag.clone(),
+        packages,
     })
 }

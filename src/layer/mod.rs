@@ -50,6 +50,22 @@ pub struct LayerOptions {
     pub epoch: u64,
 }
 
+/// A cached layer recorded under `key`, if its blob is present and intact.
+pub fn lookup(cache: &Cache, key: &Digest) -> Option<LayerBlob> {
+    let rec = cache.record::<LayerBlob>("layers-v1", key)?;
+    cache.verified_blob(&rec.digest, rec.size).map(|_| rec)
+}
+
+/// Record `blob` under an extra key (e.g. an apt package set), for [`lookup`].
+pub fn remember(cache: &Cache, key: &Digest, blob: &LayerBlob) -> Result<(), LayerError> {
+    cache
+        .put_record("layers-v1", key, blob)
+        .map_err(|source| LayerError::Write {
+            component: "cache record".into(),
+            source,
+        })
+}
+
 /// Write (or reuse) the layer for `tree`. `component` names it in messages.
 pub fn write_layer(
     component: &str,
@@ -59,10 +75,8 @@ pub fn write_layer(
     obs: &mut dyn Observer,
 ) -> Result<(LayerBlob, bool), LayerError> {
     let key = layer_key(tree, opts.compression, opts.epoch);
-    if let Some(rec) = cache.record::<LayerBlob>("layers-v1", &key) {
-        if cache.verified_blob(&rec.digest, rec.size).is_some() {
-            return Ok((rec, true));
-        }
+    if let Some(rec) = lookup(cache, &key) {
+        return Ok((rec, true));
     }
     let wrap = |source| LayerError::Write {
         component: component.to_string(),

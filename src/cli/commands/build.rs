@@ -32,6 +32,9 @@ pub struct Args {
     /// Build exactly what the lock beside the profile records; refuse a stale lock.
     #[arg(long)]
     pub locked: bool,
+    /// Build from the cache alone; fail naming what is missing.
+    #[arg(long)]
+    pub offline: bool,
     /// Catalog overlay files (added after the config directory's catalog.d).
     #[arg(long = "catalog", value_name = "FILE")]
     pub catalog: Vec<PathBuf>,
@@ -65,6 +68,7 @@ pub fn exec(args: Args, global: Global) -> Result<u8, CliError> {
         None => Target::Layout(PathBuf::from("out").join(&profile.name)),
     };
     let catalog = Catalog::load(&args.catalog)?;
+    let mut locked_packages = None;
     let resolution = if args.locked {
         let path = lock::lock_path(&profile);
         if !path.exists() {
@@ -82,6 +86,9 @@ pub fn exec(args: Args, global: Global) -> Result<u8, CliError> {
         }
         let lock = lock::read(&path)?;
         lock::check_fresh(&profile, &lock)?;
+        if matches!(profile.base, crate::profile::Base::Apt(_)) {
+            locked_packages = Some(lock.packages.clone());
+        }
         lock.resolution
     } else {
         match crate::resolve::resolve(&profile, &catalog) {
@@ -107,6 +114,8 @@ pub fn exec(args: Args, global: Global) -> Result<u8, CliError> {
         cache_root: args.cache.clone().unwrap_or_else(Cache::default_root),
         resolution,
         selftest_binary: args.selftest_binary.clone(),
+        locked_packages,
+        offline: args.offline,
     };
     let out = build::build(&profile, &opts, &mut progress)?;
     if args.json {
@@ -131,6 +140,7 @@ pub fn exec(args: Args, global: Global) -> Result<u8, CliError> {
             "output": out.output,
             "tag": out.tag,
             "cached_layers": out.cached_layers,
+            "packages": out.packages.len(),
         });
         crate::cli::print_stdout(&format!("{v}\n"));
     } else if !global.quiet {
