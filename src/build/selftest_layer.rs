@@ -107,11 +107,13 @@ pub fn selftest_components(
             .unwrap_or_default(),
         compute_capabilities: res
             .map(|r| {
-                r.host
+                let ccs: std::collections::BTreeSet<String> = r
+                    .host
                     .gpus
                     .iter()
                     .map(|g| g.compute_capability.to_string())
-                    .collect()
+                    .collect();
+                ccs.into_iter().collect()
             })
             .unwrap_or_default(),
         peak_bandwidth_gbps: res
