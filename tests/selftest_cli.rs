@@ -237,14 +237,35 @@ fn verify_host_runs_the_same_checks() {
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["verdict"], "no-gpu");
-    let lock = write(dir.path(), "p.lock.json", "{}");
+    // A lock: its recorded resolution gives the same expectation.
+    let locked = Command::new(GPUIMG).arg("lock").arg(&p).output().unwrap();
+    assert!(
+        locked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&locked.stderr)
+    );
+    let out = Command::new(GPUIMG)
+        .arg("verify-host")
+        .arg(dir.path().join("p.lock.json"))
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["verdict"], "no-gpu");
+    // A broken lock is bad input.
+    let lock = write(dir.path(), "q.lock.json", "{}");
     let out = Command::new(GPUIMG)
         .arg("verify-host")
         .arg(&lock)
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("is a lock file"));
     let bad = write(
         dir.path(),
         "bad.yaml",
@@ -256,5 +277,7 @@ fn verify_host_runs_the_same_checks() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("Invalid `driver` range"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("bad.yaml:3:"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
 }

@@ -12,6 +12,7 @@ mod selftest_layer;
 
 pub use apt_base::apt_options;
 pub use observer::{Observer, Silent};
+pub use selftest_layer::expectation;
 
 use crate::assemble::{self, Input, Tree};
 use crate::cache::Cache;
@@ -162,7 +163,7 @@ pub fn build(
     let wants_selftest =
         profile.selftest.enabled && opts.resolution.as_ref().is_some_and(|r| !r.is_empty());
     if wants_selftest {
-        let st = selftest_layer::selftest_components(profile, opts, &extra_env)?;
+        let st = selftest_layer::selftest_components(profile, opts)?;
         annotations.insert(
             selftest_layer::ANN_SELFTEST_SHA256.into(),
             st.binary_sha256.to_string(),

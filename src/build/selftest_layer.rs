@@ -10,6 +10,7 @@ use crate::assemble::{DataSource, Entry, EntryKind, Tree};
 use crate::digest::{hash_reader, Digest};
 use crate::expect::{Expectation, HostFacts, BINARY_PATH, DEFAULT_PATH};
 use crate::profile::Profile;
+use crate::resolve::Resolution;
 
 /// Manifest annotation: sha256 of the baked-in self-test binary.
 pub const ANN_SELFTEST_SHA256: &str = "io.gpuimg.selftest.sha256";
@@ -58,7 +59,6 @@ fn root_entry(path: &str, kind: EntryKind, mode: u32) -> Entry {
 pub fn selftest_components(
     profile: &Profile,
     opts: &BuildOptions,
-    image_env: &BTreeMap<String, String>,
 ) -> Result<SelftestComponents, SelftestLayerError> {
     let bin = binary_path(profile, opts);
     let read_err = |source| SelftestLayerError::Read {
@@ -84,7 +84,31 @@ pub fn selftest_components(
     ));
     binary_tree.add_missing_parents();
 
-    let res = opts.resolution.as_ref();
+    let json = expectation(profile, opts.resolution.as_ref()).to_json();
+    let mut expect_tree = Tree::new("expect");
+    expect_tree.insert(root_entry(
+        DEFAULT_PATH.trim_start_matches('/'),
+        EntryKind::File {
+            size: json.len() as u64,
+            data: DataSource::Bytes(Arc::new(json.into_bytes())),
+        },
+        0o644,
+    ));
+    expect_tree.add_missing_parents();
+    Ok(SelftestComponents {
+        binary_tree,
+        expect_tree,
+        binary_sha256: sha,
+    })
+}
+
+/// The expectation an image built from `profile` with `resolution` carries (also what
+/// `gpuimg verify-host` checks): host ranges, GPUs and peaks from the resolution, the image's
+/// final `NVIDIA_REQUIRE_*`/`CUDA_VERSION` environment, the profile's `selftest` settings.
+pub fn expectation(profile: &Profile, res: Option<&Resolution>) -> Expectation {
+    let mut image_env: BTreeMap<String, String> =
+        res.map(Resolution::image_env).unwrap_or_default();
+    image_env.extend(profile.config.env.clone());
     let nvidia_require = image_env
         .iter()
         .filter(|(k, _)| {
@@ -127,20 +151,5 @@ pub fn selftest_components(
             .unwrap_or_default(),
         nvidia_require,
     };
-    let json = Expectation::new(facts, &profile.selftest).to_json();
-    let mut expect_tree = Tree::new("expect");
-    expect_tree.insert(root_entry(
-        DEFAULT_PATH.trim_start_matches('/'),
-        EntryKind::File {
-            size: json.len() as u64,
-            data: DataSource::Bytes(Arc::new(json.into_bytes())),
-        },
-        0o644,
-    ));
-    expect_tree.add_missing_parents();
-    Ok(SelftestComponents {
-        binary_tree,
-        expect_tree,
-        binary_sha256: sha,
-    })
+    Expectation::new(facts, &profile.selftest)
 }

@@ -1,14 +1,17 @@
-//! `gpuimg verify-host PROFILE|EXPECT.json`: run the self-test's checks directly on this host.
+//! `gpuimg verify-host PROFILE|LOCK|EXPECT.json`: run the self-test's checks on this host.
 //!
-//! Builds the expectation from the profile's `host`, `stack` and `selftest` sections (no image,
-//! no resolver: catalog-derived facts such as peak bandwidth are absent), or reads an
-//! expectation file, then runs the same probes and checks as `gpuimg-selftest`.
+//! A profile is resolved against the catalog, a lock gives its recorded resolution; either way
+//! the expectation is exactly the one an image built from it carries
+//! (`build::expectation`). An expectation file is used as it is.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use crate::catalog::Catalog;
 use crate::cli::{CliError, Global};
-use crate::expect::{Expectation, HostFacts};
-use crate::profile::{CompatMode, Profile, SelftestLevel};
+use crate::expect::Expectation;
+use crate::lock;
+use crate::profile::SelftestLevel;
+use crate::resolve::ResolveError;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -23,10 +26,13 @@ pub struct Args {
     /// Also write the JSON report to FILE.
     #[arg(long, value_name = "FILE")]
     pub report: Option<std::path::PathBuf>,
+    /// Catalog overlay files (added after the config directory's catalog.d).
+    #[arg(long = "catalog", value_name = "FILE")]
+    pub catalog: Vec<PathBuf>,
 }
 
 pub fn exec(args: Args, global: Global) -> Result<u8, CliError> {
-    let expect = expectation(&args.profile)?;
+    let expect = expectation(&args.profile, &args.catalog)?;
     let level = match args.level.as_deref() {
         Some("full") => SelftestLevel::Full,
         Some(_) => SelftestLevel::Quick,
@@ -44,65 +50,40 @@ pub fn exec(args: Args, global: Global) -> Result<u8, CliError> {
     Ok(report.verdict.exit_code())
 }
 
-fn expectation(path: &Path) -> Result<Expectation, CliError> {
+fn expectation(path: &Path, overlays: &[PathBuf]) -> Result<Expectation, CliError> {
     let name = path.to_string_lossy();
-    if name.ends_with(".lock.json") {
-        return Err(CliError::msg(
-            2,
-            format!("`{name}` is a lock file; it carries no host facts yet"),
-        )
-        .with_hint("pass the profile the lock was written for"));
+    if let Some(stem) = name.strip_suffix(".lock.json") {
+        // A lock: its resolution, with the selftest settings of the profile beside it.
+        let lock = lock::read(path)?;
+        let profile = ["yaml", "yml"]
+            .iter()
+            .map(|ext| PathBuf::from(format!("{stem}.{ext}")))
+            .find(|p| p.is_file())
+            .ok_or_else(|| {
+                CliError::msg(
+                    2,
+                    format!("No profile beside the lock `{name}` (`{stem}.yaml`)"),
+                )
+            })?;
+        let profile = crate::profile::load(&profile)?;
+        lock::check_fresh(&profile, &lock)?;
+        let e = crate::build::expectation(&profile, lock.resolution.as_ref());
+        e.validate()?;
+        return Ok(e);
     }
     if name.ends_with(".json") {
         return Ok(Expectation::load(path)?);
     }
     let profile = crate::profile::load(path)?;
-    let e = Expectation::new(host_facts(&profile), &profile.selftest);
+    let catalog = Catalog::load(overlays)?;
+    let resolution = match crate::resolve::resolve(&profile, &catalog) {
+        Ok(r) => r,
+        Err(ResolveError::Incompatible(e)) => {
+            return Err(CliError::msg(1, format!("no compatible combination: {e}")));
+        }
+        Err(e) => return Err(CliError::bad_input(&e)),
+    };
+    let e = crate::build::expectation(&profile, Some(&resolution));
     e.validate()?;
     Ok(e)
-}
-
-/// Host facts straight from the profile (what the resolver would refine).
-pub fn host_facts(p: &Profile) -> HostFacts {
-    let (mut gpus, mut ccs) = (Vec::new(), Vec::new());
-    for g in &p.host.gpus {
-        let g = g.value.trim().to_string();
-        let is_cc = g.contains('.') && g.chars().all(|c| c.is_ascii_digit() || c == '.');
-        if is_cc {
-            ccs.push(g);
-        } else {
-            gpus.push(g);
-        }
-    }
-    // Driver floor for CUDA: strict needs the image's CUDA itself; minor needs the same major
-    // (CUDA minor-version compatibility); forward relies on cuda-compat, so no floor.
-    let cuda = p.stack.cuda.as_ref().map(|c| c.value.trim().to_string());
-    let cuda_floor = cuda
-        .filter(|c| c.chars().all(|ch| ch.is_ascii_digit() || ch == '.') && !c.is_empty())
-        .and_then(|c| match p.compat {
-            CompatMode::Strict => Some(c),
-            CompatMode::Minor => c.split('.').next().map(|m| format!("{m}.0")),
-            CompatMode::Forward => None,
-        });
-    HostFacts {
-        image: Some(p.name.clone()),
-        driver_range: p.host.driver.as_ref().map(|d| d.value.clone()),
-        kernel_range: p.host.kernel.as_ref().map(|k| k.value.clone()),
-        module: p.host.kernel_module,
-        cuda_driver_floor: cuda_floor,
-        gpus,
-        compute_capabilities: ccs,
-        nvidia_require: p
-            .config
-            .env
-            .iter()
-            .filter(|(k, _)| {
-                k.starts_with("NVIDIA_REQUIRE_")
-                    || *k == "NVIDIA_DISABLE_REQUIRE"
-                    || *k == "CUDA_VERSION"
-            })
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect(),
-        ..HostFacts::default()
-    }
 }
