@@ -73,7 +73,7 @@ fn bad_input_is_one_line_and_exit_2() {
         ),
         (
             write(dir.path(), "b.json", r#"{"format": 1, "driver": ">=five"}"#),
-            "Invalid `driver` range: Invalid version `five`",
+            "Invalid `driver` range: `>=five` is not a version constraint",
         ),
         (
             write(dir.path(), "c.json", r#"{"format": 1, "gpu": ["H200"]}"#),
