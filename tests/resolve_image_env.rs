@@ -51,9 +51,9 @@ fn arch_floor_without_gpus_comes_from_the_stack() {
     assert_eq!(env["NV_CUDNN_VERSION"], "9.19.0.56");
     assert_eq!(env["NCCL_VERSION"], "2.28.9");
     let a = r.image_annotations();
-    assert_eq!(a["gpuimg.stack.pytorch"], "2.11.0");
-    assert_eq!(a["gpuimg.stack.pytorch.variant"], "cu130");
-    assert_eq!(a["gpuimg.host.driver"], ">=580.65.06");
+    assert_eq!(a["io.gpuimg.stack.pytorch"], "2.11.0");
+    assert_eq!(a["io.gpuimg.stack.pytorch.variant"], "cu130");
+    assert_eq!(a["io.gpuimg.host.driver"], ">=580.65.06");
 }
 
 #[test]

@@ -134,15 +134,15 @@ impl Resolution {
             return a;
         }
         for (c, v) in &self.components {
-            a.insert(format!("gpuimg.stack.{c}"), v.to_string());
+            a.insert(format!("io.gpuimg.stack.{c}"), v.to_string());
         }
         for (c, v) in &self.variants {
-            a.insert(format!("gpuimg.stack.{c}.variant"), v.clone());
+            a.insert(format!("io.gpuimg.stack.{c}.variant"), v.clone());
         }
-        a.insert("gpuimg.host.driver".into(), self.host.driver.to_string());
-        a.insert("gpuimg.host.kernel".into(), self.host.kernel.to_string());
+        a.insert("io.gpuimg.host.driver".into(), self.host.driver.to_string());
+        a.insert("io.gpuimg.host.kernel".into(), self.host.kernel.to_string());
         a.insert(
-            "gpuimg.host.kernel-module".into(),
+            "io.gpuimg.host.kernel-module".into(),
             match self.host.kernel_module {
                 KernelModule::Open => "open",
                 KernelModule::Proprietary => "proprietary",
@@ -152,7 +152,7 @@ impl Resolution {
         );
         if !self.host.gpus.is_empty() {
             let names: Vec<&str> = self.host.gpus.iter().map(|g| g.name.as_str()).collect();
-            a.insert("gpuimg.host.gpus".into(), names.join(","));
+            a.insert("io.gpuimg.host.gpus".into(), names.join(","));
         }
         let ccs: Vec<String> = self
             .compute_capabilities
@@ -160,7 +160,7 @@ impl Resolution {
             .map(|c| c.to_string())
             .collect();
         if !ccs.is_empty() {
-            a.insert("gpuimg.compute-capabilities".into(), ccs.join(","));
+            a.insert("io.gpuimg.compute-capabilities".into(), ccs.join(","));
         }
         let parts: Vec<String> = self
             .components
