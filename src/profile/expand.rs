@@ -1,6 +1,7 @@
 //! `${VAR}` expansion over the profile text, before YAML parsing.
 //!
 //! `$${` is a literal `${`. An unset variable is an error carrying its line and column.
+//! Comments (`# ...` outside quotes) are left alone.
 //! Must never read anything but the given environment lookup.
 
 use super::ProfileError;
@@ -12,7 +13,9 @@ pub fn expand_vars(
     lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Result<String, ProfileError> {
     let mut out = String::with_capacity(text.len());
-    for (lineno, line) in text.split_inclusive('\n').enumerate() {
+    for (lineno, full_line) in text.split_inclusive('\n').enumerate() {
+        // A YAML comment is copied as it is: `${...}` in it is not a reference.
+        let (line, comment) = full_line.split_at(comment_start(full_line));
         let mut rest = line;
         let mut col = 1usize;
         while let Some(pos) = rest.find('$') {
@@ -58,8 +61,25 @@ pub fn expand_vars(
             }
         }
         out.push_str(rest);
+        out.push_str(comment);
     }
     Ok(out)
+}
+
+/// Byte index where a `#` comment starts on `line` (outside quotes, at the start or after
+/// whitespace), or the line's length.
+fn comment_start(line: &str) -> usize {
+    let (mut single, mut double, mut prev_space) = (false, false, true);
+    for (i, c) in line.char_indices() {
+        match c {
+            '\'' if !double => single = !single,
+            '"' if !single => double = !double,
+            '#' if !single && !double && prev_space => return i,
+            _ => {}
+        }
+        prev_space = c.is_whitespace();
+    }
+    line.len()
 }
 
 #[cfg(test)]
@@ -74,6 +94,15 @@ mod tests {
     fn expands_and_escapes() {
         let s = expand_vars("a: ${MIRROR}/x\nb: $${MIRROR} $5\n", "p.yaml", &env).unwrap();
         assert_eq!(s, "a: http://127.0.0.1:8080/debian/x\nb: ${MIRROR} $5\n");
+    }
+
+    #[test]
+    fn comments_are_not_expanded() {
+        let s = expand_vars("a: '#${MIRROR}' # see ${NOPE}\n# ${NOPE}\n", "p.yaml", &env).unwrap();
+        assert_eq!(
+            s,
+            "a: '#http://127.0.0.1:8080/debian' # see ${NOPE}\n# ${NOPE}\n"
+        );
     }
 
     #[test]
