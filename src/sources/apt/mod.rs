@@ -359,8 +359,13 @@ fn unpack_all(
     obs.task_done("unpack", done, &format!("{} packages", packages.len()));
     dpkgdb::write_db(dest, &db)?;
     let names: Vec<&str> = packages.iter().map(|p| p.name.as_str()).collect();
-    for line in fixups::apply(dest, &names, &postinsts)? {
-        obs.message(&format!("  fixup: {line}"));
+    let done_fixups = fixups::apply(dest, &names, &postinsts)?;
+    if !done_fixups.is_empty() {
+        obs.message(&format!(
+            "  {} fixups instead of maintainer scripts: {}",
+            done_fixups.len(),
+            done_fixups.join("; ")
+        ));
     }
     let n = ldcache::write_ld_cache(dest, arch)?;
     obs.message(&format!("  /etc/ld.so.cache: {n} libraries"));
