@@ -6,6 +6,7 @@
 
 pub mod canonical_json;
 pub mod digest;
+pub mod error_line;
 pub mod profile;
 
 pub mod assemble;

@@ -46,20 +46,7 @@ impl CliError {
     }
 }
 
-/// `outer: cause: cause`, skipping causes whose text the outer message already contains.
-pub fn chain(e: &dyn Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let t = c.to_string();
-        if !s.contains(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
-        }
-        cur = c.source();
-    }
-    s
-}
+pub use crate::error_line::chain;
 
 impl<E: Error> From<E> for CliError {
     fn from(e: E) -> Self {

@@ -4,6 +4,7 @@
 //! Output goes to stdout, or to stderr when a command is wrapped (stdout is the workload's).
 //! Exit codes: 0 pass, 1 a check failed, 2 no GPU / no driver / bad input, 3 internal error.
 
+use crate::error_line::chain;
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -128,19 +129,4 @@ pub fn load_expectation(explicit: Option<&Path>) -> Result<Expectation, String> 
         }
     };
     Expectation::load(&path).map_err(|e| chain(&e))
-}
-
-/// `outer: cause: cause` for one-line error messages.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let t = c.to_string();
-        if !s.contains(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
-        }
-        cur = c.source();
-    }
-    s
 }
