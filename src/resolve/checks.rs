@@ -74,37 +74,7 @@ impl<'c> Ctx<'c> {
         if let Some(c) = self.want(Component::Cuda) {
             reqs.push((c.clone(), profile_fact(Component::Cuda, c)));
         }
-        if let Some((r, v)) = pick.pytorch {
-            let c: Constraint = Constraint::from_prefix(&v.cuda);
-            reqs.push((
-                c,
-                Fact::new(
-                    format!(
-                        "pytorch {} ({}) is built for CUDA {}",
-                        r.version, v.name, v.cuda
-                    ),
-                    &v.source,
-                ),
-            ));
-        }
-        if let Some(r) = pick.tensorflow {
-            reqs.push((
-                r.cuda.clone(),
-                Fact::new(
-                    format!("tensorflow {} needs CUDA `{}`", r.version, r.cuda),
-                    &r.source,
-                ),
-            ));
-        }
-        if let Some((r, v)) = pick.jax {
-            reqs.push((
-                v.cuda.clone(),
-                Fact::new(
-                    format!("jax {} ({}) needs CUDA `{}`", r.version, v.name, v.cuda),
-                    &v.source,
-                ),
-            ));
-        }
+        reqs.extend(framework_cuda_reqs(pick));
         if self
             .cat
             .cuda
@@ -365,38 +335,7 @@ impl<'c> Ctx<'c> {
         };
         self.cuda_exists(&single)?;
         // The release must be one the frameworks accept (cuda_exists checked that one exists).
-        let mut fw: Vec<(Constraint, Fact)> = Vec::new();
-        if let Some((r, v)) = pick.pytorch {
-            fw.push((
-                Constraint::from_prefix(&v.cuda),
-                Fact::new(
-                    format!(
-                        "pytorch {} ({}) is built for CUDA {}",
-                        r.version, v.name, v.cuda
-                    ),
-                    &v.source,
-                ),
-            ));
-        }
-        if let Some(r) = pick.tensorflow {
-            fw.push((
-                r.cuda.clone(),
-                Fact::new(
-                    format!("tensorflow {} needs CUDA `{}`", r.version, r.cuda),
-                    &r.source,
-                ),
-            ));
-        }
-        if let Some((r, v)) = pick.jax {
-            fw.push((
-                v.cuda.clone(),
-                Fact::new(
-                    format!("jax {} ({}) needs CUDA `{}`", r.version, v.name, v.cuda),
-                    &v.source,
-                ),
-            ));
-        }
-        for (c, f) in fw {
+        for (c, f) in framework_cuda_reqs(pick) {
             if !c.matches(&t.version) {
                 return Err(Conflict::new(
                     vec![f],
@@ -632,4 +571,40 @@ impl<'c> Ctx<'c> {
         }
         Ok(())
     }
+}
+
+/// The CUDA requirements of the frameworks picked so far, each with the fact it rests on.
+fn framework_cuda_reqs(pick: &Pick) -> Vec<(Constraint, Fact)> {
+    let mut reqs = Vec::new();
+    if let Some((r, v)) = pick.pytorch {
+        reqs.push((
+            Constraint::from_prefix(&v.cuda),
+            Fact::new(
+                format!(
+                    "pytorch {} ({}) is built for CUDA {}",
+                    r.version, v.name, v.cuda
+                ),
+                &v.source,
+            ),
+        ));
+    }
+    if let Some(r) = pick.tensorflow {
+        reqs.push((
+            r.cuda.clone(),
+            Fact::new(
+                format!("tensorflow {} needs CUDA `{}`", r.version, r.cuda),
+                &r.source,
+            ),
+        ));
+    }
+    if let Some((r, v)) = pick.jax {
+        reqs.push((
+            v.cuda.clone(),
+            Fact::new(
+                format!("jax {} ({}) needs CUDA `{}`", r.version, v.name, v.cuda),
+                &v.source,
+            ),
+        ));
+    }
+    reqs
 }
