@@ -141,3 +141,43 @@ print('ok')
     );
     assert_eq!(out.trim(), "ok");
 }
+
+#[test]
+fn compressed_rootfs_tarball_is_reused_unchanged_and_rebuilt_identically_when_touched() {
+    let t = tmp();
+    let root = busybox_rootfs(t.path());
+    run_ok(
+        std::process::Command::new("tar")
+            .arg("-C")
+            .arg(&root)
+            .args(["-czf"])
+            .arg(t.path().join("rootfs.tar.gz"))
+            .arg("."),
+    );
+    let p = t.path().join("tar.yaml");
+    write(&p, "name: tarball\nbase:\n  rootfs: ./rootfs.tar.gz\n");
+    let build = || -> serde_json::Value {
+        serde_json::from_str(
+            run_ok(
+                gpuimg()
+                    .env("GPUIMG_CACHE", t.path().join("cache"))
+                    .arg("build")
+                    .arg(&p)
+                    .arg("-o")
+                    .arg(t.path().join("out"))
+                    .arg("--json"),
+            )
+            .trim(),
+        )
+        .unwrap()
+    };
+    let first = build();
+    let second = build();
+    assert_eq!(first["cached_layers"], 0);
+    assert_eq!(second["cached_layers"], 1);
+    assert_eq!(first["manifest_digest"], second["manifest_digest"]);
+    // A touched tarball is a miss (indexed again) but gives the same bytes.
+    touch_all(&t.path().join("rootfs.tar.gz"));
+    let third = build();
+    assert_eq!(first["manifest_digest"], third["manifest_digest"]);
+}

@@ -14,7 +14,7 @@ mod tarball;
 mod tree;
 
 pub use error::AssembleError;
-pub use tree::{DataSource, Entry, EntryKind, Tree};
+pub use tree::{identity, DataSource, Entry, EntryKind, Tree};
 
 use std::path::Path;
 

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 mod apt_base;
 mod observer;
+mod rootfs_base;
 mod selftest_layer;
 
 pub use apt_base::apt_options;
@@ -23,7 +24,6 @@ use crate::layer::{self, Compression, LayerOptions};
 use crate::lock::LockedPackage;
 use crate::profile::{Base, Profile};
 use crate::resolve::Resolution;
-use crate::strip;
 
 #[derive(Debug, Clone)]
 pub struct BuildOptions {
@@ -112,18 +112,27 @@ pub fn build(
             path,
             allow_special_files,
         } => {
-            let mut tree = assemble::assemble(
-                &Input::Rootfs {
-                    path,
-                    allow_special: *allow_special_files,
-                },
+            let (blob, cached) = rootfs_base::rootfs_base_layer(
+                path,
+                *allow_special_files,
+                profile,
+                lopts,
+                &cache,
                 scratch.path(),
+                obs,
             )?;
-            let n = strip::strip(&mut tree, &profile.strip);
-            if n > 0 {
-                obs.message(&format!("strip: removed {n} entries from the base"));
+            if cached {
+                cached_layers += 1;
+                obs.message(&format!(
+                    "{:>12} unchanged, reused {}",
+                    "base",
+                    &blob.digest.hex()[..12]
+                ));
             }
-            components.push(("base".into(), tree));
+            layers.push(ImageLayer {
+                component: "base".into(),
+                blob,
+            });
         }
         Base::Apt(spec) => {
             let (blob, cached, pkgs) =
