@@ -54,17 +54,9 @@ pub struct Global {
 }
 
 pub fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match parse_args::<Cli>() {
         Ok(c) => c,
-        Err(e) => {
-            use clap::error::ErrorKind;
-            let code = match e.kind() {
-                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => 0,
-                _ => 2,
-            };
-            let _ = e.print();
-            return ExitCode::from(code);
-        }
+        Err(code) => return code,
     };
     let global = Global { quiet: cli.quiet };
     let result = match cli.command {
@@ -90,4 +82,18 @@ pub fn print_stdout(s: &str) {
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(s.as_bytes());
     let _ = out.flush();
+}
+
+/// Parse the command line; on `--help`/`--version` print and exit 0, on bad usage print clap's
+/// message and exit 2. Shared by both binaries.
+pub fn parse_args<T: Parser>() -> Result<T, ExitCode> {
+    T::try_parse().map_err(|e| {
+        use clap::error::ErrorKind;
+        let code = match e.kind() {
+            ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => 0,
+            _ => 2,
+        };
+        let _ = e.print();
+        ExitCode::from(code)
+    })
 }

@@ -42,17 +42,9 @@ struct Args {
 
 /// Run the self-test as the `gpuimg-selftest` binary.
 pub fn main() -> ExitCode {
-    let args = match Args::try_parse() {
+    let args = match crate::cli::parse_args::<Args>() {
         Ok(a) => a,
-        Err(e) => {
-            use clap::error::ErrorKind;
-            let code = match e.kind() {
-                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => 0,
-                _ => 2,
-            };
-            let _ = e.print();
-            return ExitCode::from(code);
-        }
+        Err(code) => return code,
     };
     let expect = match load_expectation(args.expect.as_deref()) {
         Ok(e) => e,
