@@ -5,6 +5,7 @@
 //! The CLI (`src/cli`) is the only place that knows about clap, terminals and exit codes.
 
 pub mod canonical_json;
+pub mod confined;
 pub mod digest;
 pub mod error_line;
 pub mod profile;

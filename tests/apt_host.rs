@@ -141,7 +141,8 @@ fn host_mirror_python_image() {
         !fail.status.success(),
         "python3 ran without libz in a known path"
     );
-    apt::write_ld_cache(root, platform.debian_arch()).unwrap();
+    let confined = gpuimg::confined::Root::open(root).unwrap();
+    apt::write_ld_cache(&confined, platform.debian_arch()).unwrap();
     let out = run(Command::new("chroot").arg(root).args([
         "/usr/bin/python3",
         "-c",

@@ -90,3 +90,51 @@ fn the_profile_template_and_the_example_profiles_load() {
         }
     }
 }
+
+/// The modules that read or write under a staging root: every file-system operation there goes
+/// through `gpuimg::confined::Root` (root-confined resolution), never a plain path operation
+/// that would follow a package's symlink out of the root.
+const STAGING_ROOT_MODULES: &[&str] = &[
+    "src/sources/apt/unpack.rs",
+    "src/sources/apt/fixups.rs",
+    "src/sources/apt/dpkgdb.rs",
+    "src/sources/apt/ldcache.rs",
+    "src/sources/apt/filecaps.rs",
+];
+
+#[test]
+fn staging_root_modules_use_only_the_confined_api() {
+    // Path methods that touch the file system take no argument (`p.exists()`); the confined
+    // API's take the path (`root.exists(p)`), so the two never look alike.
+    let forbidden = [
+        "std::fs",
+        "fs_err",
+        "os::unix::fs",
+        "File::open",
+        "File::create",
+        "OpenOptions",
+        "canonicalize",
+        "rustix::fs",
+        "libc::",
+        ".exists()",
+        ".is_file()",
+        ".is_dir()",
+        ".metadata()",
+        ".symlink_metadata()",
+        ".read_dir()",
+        ".read_link()",
+    ];
+    for m in STAGING_ROOT_MODULES {
+        let text = std::fs::read_to_string(root().join(m)).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            for f in forbidden {
+                assert!(
+                    !code.contains(f),
+                    "{m}:{}: `{f}` bypasses the root-confined API (use gpuimg::confined::Root): {line}",
+                    n + 1
+                );
+            }
+        }
+    }
+}

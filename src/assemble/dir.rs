@@ -159,13 +159,17 @@ pub fn walk_into(
                 }
                 kind
             };
+            let attrs = super::xattr::read_dir_entry(&full)?;
             tree.insert(Entry {
-                path,
+                path: path.clone(),
                 kind,
                 mode,
                 uid,
                 gid,
             });
+            if !attrs.is_empty() {
+                tree.set_xattrs(&path, attrs);
+            }
         }
         stack.extend(subdirs.into_iter().rev());
     }

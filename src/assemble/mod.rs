@@ -10,11 +10,13 @@ pub(crate) mod dir;
 mod error;
 mod files;
 mod paths;
+mod shape;
 mod tarball;
 mod tree;
+pub mod xattr;
 
 pub use error::AssembleError;
-pub use tree::{identity, DataSource, Entry, EntryKind, Tree};
+pub use tree::{identity, DataSource, Entry, EntryKind, Tree, Xattrs};
 
 use std::path::Path;
 
@@ -25,8 +27,13 @@ use crate::profile::FileEntry;
 pub enum Input<'a> {
     /// A tarball (plain, gzip, zstd or xz) or a directory holding a root filesystem.
     Rootfs { path: &'a Path, allow_special: bool },
-    /// A directory tree produced by an earlier stage (e.g. unpacked packages).
-    Dir { path: &'a Path, allow_special: bool },
+    /// A directory tree produced by an earlier stage (e.g. unpacked packages); `origin` names
+    /// it in messages (its path is a scratch directory the user never saw).
+    Dir {
+        path: &'a Path,
+        origin: &'a str,
+        allow_special: bool,
+    },
     /// The profile's `files:` entries, owned by root.
     Files(&'a [FileEntry]),
 }
@@ -47,10 +54,17 @@ pub fn assemble(input: &Input<'_>, scratch: &Path) -> Result<Tree, AssembleError
         }
         Input::Dir {
             path,
+            origin,
             allow_special,
-        } => dir::walk(path, "", *allow_special, None)?,
+        } => {
+            let mut t =
+                dir::walk(path, "", *allow_special, None).map_err(|e| e.with_origin(origin))?;
+            t.origin = origin.to_string();
+            t
+        }
         Input::Files(entries) => files::collect(entries)?,
     };
     tree.check_links()?;
+    shape::check(&tree)?;
     Ok(tree)
 }

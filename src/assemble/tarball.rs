@@ -25,7 +25,8 @@ pub fn index(path: &Path, allow_special: bool, scratch: &Path) -> Result<Tree, A
     let mut archive = tar::Archive::new(BufReader::with_capacity(1 << 16, file));
     let mut tree = Tree::new(origin.clone());
     for entry in archive.entries().map_err(tar_err)? {
-        let entry = entry.map_err(tar_err)?;
+        let mut entry = entry.map_err(tar_err)?;
+        let attrs = super::xattr::read_tar_entry(&mut entry).map_err(tar_err)?;
         let header = entry.header();
         let raw_path = entry.path().map_err(tar_err)?.into_owned();
         let name = match normalise_entry(&raw_path) {
@@ -38,8 +39,16 @@ pub fn index(path: &Path, allow_special: bool, scratch: &Path) -> Result<Tree, A
             continue; // "./" itself: the root directory carries no metadata in a layer.
         }
         let mode = header.mode().map_err(tar_err)? & 0o7777;
-        let uid = header.uid().map_err(tar_err)? as u32;
-        let gid = header.gid().map_err(tar_err)? as u32;
+        let id = |v: u64, what: &'static str| {
+            u32::try_from(v).map_err(|_| AssembleError::IdTooLarge {
+                origin: origin.clone(),
+                entry: name.clone(),
+                what,
+                value: v,
+            })
+        };
+        let uid = id(header.uid().map_err(tar_err)?, "uid")?;
+        let gid = id(header.gid().map_err(tar_err)?, "gid")?;
         let et = header.entry_type();
         let link_target =
             || -> Result<String, AssembleError> {
@@ -121,13 +130,27 @@ pub fn index(path: &Path, allow_special: bool, scratch: &Path) -> Result<Tree, A
                 })
             }
         };
+        if let Some(prev) = tree.get(&name) {
+            let was_dir = matches!(prev.kind, EntryKind::Dir);
+            if was_dir != matches!(kind, EntryKind::Dir) {
+                let other = if was_dir { &kind } else { &prev.kind };
+                return Err(AssembleError::DirAndFile {
+                    origin,
+                    entry: name,
+                    kind: super::shape::kind_name(other),
+                });
+            }
+        }
         tree.insert(Entry {
-            path: name,
+            path: name.clone(),
             kind,
             mode,
             uid,
             gid,
         });
+        if !attrs.is_empty() {
+            tree.set_xattrs(&name, attrs);
+        }
     }
     tree.order_hardlinks();
     Ok(tree)

@@ -84,28 +84,81 @@ pub struct Entry {
     pub gid: u32,
 }
 
+/// Extended attributes of one entry: (name, value), sorted by name.
+pub type Xattrs = Vec<(String, Vec<u8>)>;
+
 /// The entries of one layer, sorted by path bytes, each path once, parents before children.
 #[derive(Debug, Clone, Default)]
 pub struct Tree {
     pub origin: String,
     entries: BTreeMap<String, Entry>,
+    /// Extended attributes carried into the layer, by entry path.
+    xattrs: BTreeMap<String, Xattrs>,
+    /// Extended attributes seen but not carried: name → (count, first entry).
+    dropped_xattrs: BTreeMap<String, (usize, String)>,
 }
 
 impl Tree {
     pub fn new(origin: impl Into<String>) -> Self {
         Tree {
             origin: origin.into(),
-            entries: BTreeMap::new(),
+            ..Tree::default()
         }
     }
 
     /// Insert or replace an entry (a later entry with the same path wins, as in tar).
     pub fn insert(&mut self, e: Entry) {
+        self.xattrs.remove(&e.path);
         self.entries.insert(e.path.clone(), e);
     }
 
     pub fn remove(&mut self, path: &str) -> Option<Entry> {
+        self.xattrs.remove(path);
         self.entries.remove(path)
+    }
+
+    /// Record the extended attributes of the entry at `path`: those gpuimg carries are kept
+    /// (sorted), the others are counted for [`Tree::warnings`].
+    pub fn set_xattrs(&mut self, path: &str, attrs: impl IntoIterator<Item = (String, Vec<u8>)>) {
+        let mut kept: Xattrs = Vec::new();
+        for (name, value) in attrs {
+            if super::xattr::carried(&name) {
+                kept.push((name, value));
+            } else {
+                let d = self
+                    .dropped_xattrs
+                    .entry(name)
+                    .or_insert((0, path.to_string()));
+                d.0 += 1;
+            }
+        }
+        kept.sort();
+        kept.dedup_by(|a, b| a.0 == b.0);
+        if kept.is_empty() {
+            self.xattrs.remove(path);
+        } else {
+            self.xattrs.insert(path.to_string(), kept);
+        }
+    }
+
+    /// The carried extended attributes of the entry at `path`.
+    pub fn xattrs(&self, path: &str) -> &[(String, Vec<u8>)] {
+        self.xattrs.get(path).map_or(&[], Vec::as_slice)
+    }
+
+    /// One line per extended attribute that was seen but not carried.
+    pub fn warnings(&self) -> Vec<String> {
+        self.dropped_xattrs
+            .iter()
+            .map(|(name, (n, first))| {
+                format!(
+                    "`{}`: extended attribute `{name}` is not carried into the image ({n} {}, first `{first}`): {}",
+                    self.origin,
+                    if *n == 1 { "entry" } else { "entries" },
+                    super::xattr::why_not(name)
+                )
+            })
+            .collect()
     }
 
     pub fn get(&self, path: &str) -> Option<&Entry> {
@@ -128,6 +181,8 @@ impl Tree {
     /// Keep only entries for which `keep` returns true.
     pub fn retain(&mut self, mut keep: impl FnMut(&Entry) -> bool) {
         self.entries.retain(|_, e| keep(e));
+        let entries = &self.entries;
+        self.xattrs.retain(|p, _| entries.contains_key(p));
     }
 
     /// Sum of regular file sizes.
@@ -206,6 +261,10 @@ impl Tree {
                 continue;
             };
             let first = first.clone();
+            // Attributes belong to the inode: they travel with the data.
+            if let Some(x) = self.xattrs.remove(&target) {
+                self.xattrs.insert(first.clone(), x);
+            }
             if let Some(e) = self.entries.get_mut(&first) {
                 e.kind = file.kind.clone();
                 e.mode = file.mode;

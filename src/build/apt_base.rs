@@ -85,10 +85,14 @@ pub fn apt_base_layer(
     let mut tree = assemble::assemble(
         &Input::Dir {
             path: &root,
+            origin: "the apt packages",
             allow_special: false,
         },
         scratch,
     )?;
+    for w in tree.warnings() {
+        obs.warn(&w);
+    }
     let n = strip::strip(&mut tree, &profile.strip);
     if n > 0 {
         obs.message(&format!("strip: removed {n} entries from the base"));

@@ -155,6 +155,9 @@ pub fn build(
     }
     if !profile.files.is_empty() {
         let tree = assemble::assemble(&Input::Files(&profile.files), scratch.path())?;
+        for w in tree.warnings() {
+            obs.warn(&w);
+        }
         components.push(("files".into(), tree));
     }
 

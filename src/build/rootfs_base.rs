@@ -56,6 +56,9 @@ pub fn rootfs_base_layer(
         },
         scratch,
     )?;
+    for w in tree.warnings() {
+        obs.warn(&w);
+    }
     let n = strip::strip(&mut tree, &profile.strip);
     if n > 0 {
         obs.message(&format!("strip: removed {n} entries from the base"));

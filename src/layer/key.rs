@@ -1,7 +1,8 @@
 //! The layer cache key: a digest over everything that decides a layer's bytes.
 //!
 //! Entries (path, type, mode, owners, link targets, sizes) plus each file's source identity
-//! (dev, inode, size, mtime, ctime, like git's index), the epoch and compressor settings.
+//! (dev, inode, size, mtime, ctime, like git's index), extended attributes, the epoch and
+//! compressor settings.
 //! Touching a source file changes the key (a miss, recomputed), never the layer digest.
 
 use sha2::{Digest as _, Sha256};
@@ -66,6 +67,11 @@ pub fn layer_key(tree: &Tree, compression: Compression, epoch: u64) -> Digest {
                 put(&minor.to_le_bytes());
             }
             EntryKind::Fifo => put(b"p"),
+        }
+        for (name, value) in tree.xattrs(&e.path) {
+            put(b"x");
+            put(name.as_bytes());
+            put(value);
         }
     }
     Digest::from_bytes(h.finalize().into())

@@ -1,5 +1,6 @@
 //! Write a `Tree` as a deterministic tar stream: sorted entries, numeric owners, fixed mtime,
-//! no user/group names, no atime/ctime, GNU long-name records for long paths.
+//! no user/group names, no atime/ctime, GNU long-name records for long paths, extended
+//! attributes as PAX `SCHILY.xattr.*` records (sorted) before their entry.
 
 use std::collections::HashMap;
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -22,6 +23,18 @@ pub fn write_tar<W: Write>(
     let mut open: HashMap<Arc<PathBuf>, fs_err::File> = HashMap::new();
     let mut done: u64 = 0;
     for e in tree.iter() {
+        let attrs = tree.xattrs(&e.path);
+        if !attrs.is_empty() {
+            let keys: Vec<String> = attrs
+                .iter()
+                .map(|(k, _)| format!("{}{k}", crate::assemble::xattr::PAX_PREFIX))
+                .collect();
+            b.append_pax_extensions(
+                keys.iter()
+                    .zip(attrs)
+                    .map(|(k, (_, v))| (k.as_str(), v.as_slice())),
+            )?;
+        }
         let mut h = header(e, epoch);
         match &e.kind {
             EntryKind::Dir => {
@@ -32,8 +45,8 @@ pub fn write_tar<W: Write>(
                 h.set_entry_type(EntryType::Regular);
                 h.set_size(*size);
                 match data {
-                    DataSource::Path { path, .. } => {
-                        let f = fs_err::File::open(path)?;
+                    DataSource::Path { path, identity } => {
+                        let f = open_same_file(path, identity)?;
                         let mut r = ExactReader::new(f.take(*size), *size, path.display());
                         b.append_data(&mut h, &e.path, &mut r)?;
                     }
@@ -84,6 +97,36 @@ pub fn write_tar<W: Write>(
         }
     }
     b.into_inner()
+}
+
+/// Open the file the tree saw, and only that: the same device and inode as when it was walked
+/// (a path swapped for a link to another file since is refused), never blocking on a FIFO.
+fn open_same_file(path: &std::path::Path, identity: &[u64; 5]) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let changed = || {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "`{}` changed while the image was being built (it is no longer the file that was read)",
+                path.display()
+            ),
+        )
+    };
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)
+        .map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("Failed to open `{}`: {e}", path.display()),
+            )
+        })?;
+    let m = f.metadata()?;
+    if !m.is_file() || m.dev() != identity[0] || m.ino() != identity[1] {
+        return Err(changed());
+    }
+    Ok(f)
 }
 
 fn header(e: &Entry, epoch: u64) -> Header {

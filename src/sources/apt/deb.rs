@@ -22,6 +22,9 @@ impl ControlFiles {
     }
 }
 
+/// Control files (scripts, md5sums, conffiles) are read into memory: at most this much in all.
+const MAX_CONTROL_BYTES: u64 = 64 << 20;
+
 fn decoder<'a, R: Read + 'a>(member: &str, r: R) -> Result<Box<dyn Read + 'a>, String> {
     Ok(match member.rsplit_once('.') {
         Some((_, "tar")) => Box::new(r),
@@ -53,7 +56,8 @@ pub fn read_deb<T>(
             .to_string();
         if name == "debian-binary" {
             let mut v = String::new();
-            entry
+            (&mut entry)
+                .take(64)
                 .read_to_string(&mut v)
                 .map_err(|e| bad(e.to_string()))?;
             if !v.starts_with("2.") {
@@ -62,6 +66,7 @@ pub fn read_deb<T>(
             seen_binary = true;
         } else if name.starts_with("control.tar") {
             let mut files = BTreeMap::new();
+            let mut control_bytes = 0u64;
             let mut tar = tar::Archive::new(decoder(&name, &mut entry).map_err(bad)?);
             for e in tar.entries().map_err(|e| bad(e.to_string()))? {
                 let mut e = e.map_err(|e| bad(format!("bad `{name}`: {e}")))?;
@@ -74,8 +79,16 @@ pub fn read_deb<T>(
                 };
                 let mode = e.header().mode().unwrap_or(0o644);
                 let mut buf = Vec::new();
-                e.read_to_end(&mut buf)
+                (&mut e)
+                    .take(MAX_CONTROL_BYTES + 1 - control_bytes)
+                    .read_to_end(&mut buf)
                     .map_err(|e| bad(format!("bad `{name}`: {e}")))?;
+                control_bytes += buf.len() as u64;
+                if control_bytes > MAX_CONTROL_BYTES {
+                    return Err(bad(format!(
+                        "`{name}` holds more than {MAX_CONTROL_BYTES} bytes of control files"
+                    )));
+                }
                 files.insert(fname, (mode, buf));
             }
             if !files.contains_key("control") {

@@ -10,6 +10,10 @@ use md5::{Digest as _, Md5};
 
 use super::deb::ControlFiles;
 use super::AptError;
+use crate::confined::Root;
+
+/// Conffiles larger than this get dpkg's `newconffile` marker instead of a checksum.
+const MAX_CONFFILE: u64 = 64 << 20;
 
 /// One installed package's record for the database.
 pub struct Installed {
@@ -20,56 +24,76 @@ pub struct Installed {
     pub paths: Vec<String>,
 }
 
+fn write(root: &Root, path: &str, data: &[u8], mode: u32) -> Result<(), AptError> {
+    root.write(Path::new(path), data, mode)
+        .map_err(AptError::staged("write", path))
+}
+
 /// Write `var/lib/dpkg` under `root` for `pkgs`.
-pub fn write_db(root: &Path, pkgs: &[Installed]) -> Result<(), AptError> {
-    let db = root.join("var/lib/dpkg");
+pub fn write_db(root: &Root, pkgs: &[Installed]) -> Result<(), AptError> {
     for d in ["info", "updates", "triggers", "alternatives", "parts"] {
-        let p = db.join(d);
-        fs_err::create_dir_all(&p).map_err(AptError::io(&p))?;
+        let p = format!("var/lib/dpkg/{d}");
+        root.create_dir_all(Path::new(&p))
+            .map_err(AptError::staged("create", &p))?;
     }
     for f in ["available", "diversions", "statoverride"] {
-        let p = db.join(f);
-        if !p.exists() {
-            fs_err::write(&p, "").map_err(AptError::io(&p))?;
+        let p = format!("var/lib/dpkg/{f}");
+        if !root.exists(Path::new(&p)) {
+            write(root, &p, b"", 0o644)?;
         }
     }
     // Database format 1: Multi-Arch: same packages use `info/<pkg>:<arch>.*` names.
-    let format = db.join("info/format");
-    fs_err::write(&format, "1\n").map_err(AptError::io(&format))?;
+    write(root, "var/lib/dpkg/info/format", b"1\n", 0o644)?;
     let mut sorted: Vec<&Installed> = pkgs.iter().collect();
     sorted.sort_by(|a, b| (&a.name, &a.arch).cmp(&(&b.name, &b.arch)));
     let mut status = String::new();
     for p in sorted {
-        status.push_str(&status_stanza(root, p)?);
+        status.push_str(&status_stanza(root, p));
         status.push('\n');
         let stem = if p.multi_arch_same {
             format!("{}:{}", p.name, p.arch)
         } else {
             p.name.clone()
         };
-        let list = db.join(format!("info/{stem}.list"));
+        if stem.contains('/') {
+            return Err(AptError::InvalidDeb {
+                package: p.name.clone(),
+                message: format!("`{stem}` is not a package name"),
+            });
+        }
         let mut text = p.paths.join("\n");
         text.push('\n');
-        fs_err::write(&list, text).map_err(AptError::io(&list))?;
+        write(
+            root,
+            &format!("var/lib/dpkg/info/{stem}.list"),
+            text.as_bytes(),
+            0o644,
+        )?;
         for (name, (mode, data)) in &p.control.files {
             if name == "control" {
                 continue;
             }
-            let path = db.join(format!("info/{stem}.{name}"));
-            fs_err::write(&path, data).map_err(AptError::io(&path))?;
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode & 0o777))
-                .map_err(AptError::io(&path))?;
+            if name.contains('/') || name.is_empty() || name.starts_with('.') {
+                return Err(AptError::InvalidDeb {
+                    package: p.name.clone(),
+                    message: format!("control member `{name}` is not a plain file name"),
+                });
+            }
+            write(
+                root,
+                &format!("var/lib/dpkg/info/{stem}.{name}"),
+                data,
+                mode & 0o777,
+            )?;
         }
     }
-    let path = db.join("status");
-    fs_err::write(&path, status).map_err(AptError::io(&path))?;
+    write(root, "var/lib/dpkg/status", status.as_bytes(), 0o644)?;
     Ok(())
 }
 
 /// The package's `control` with `Status:` after `Package:` and `Conffiles:` (md5 of the
 /// unpacked file) appended.
-fn status_stanza(root: &Path, p: &Installed) -> Result<String, AptError> {
+fn status_stanza(root: &Root, p: &Installed) -> String {
     let control = p.control.text("control").unwrap_or_default();
     let mut out = String::new();
     for line in control.trim_end().lines() {
@@ -89,8 +113,7 @@ fn status_stanza(root: &Path, p: &Installed) -> Result<String, AptError> {
             .map(str::trim)
             .filter(|l| l.starts_with('/'))
         {
-            let path = root.join(f.trim_start_matches('/'));
-            let sum = match std::fs::read(&path) {
+            let sum = match root.read(Path::new(f), MAX_CONFFILE) {
                 Ok(b) => hex::encode(Md5::digest(&b)),
                 Err(_) => "newconffile".to_string(),
             };
@@ -101,5 +124,5 @@ fn status_stanza(root: &Path, p: &Installed) -> Result<String, AptError> {
             out.push_str(&lines);
         }
     }
-    Ok(out)
+    out
 }

@@ -55,6 +55,13 @@ pub enum AptError {
         #[source]
         source: std::io::Error,
     },
+    #[error("Failed to {action} `{path}` in the image root")]
+    Staged {
+        action: &'static str,
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("Install destination `{}` is not an empty directory", path.display())]
     DestNotEmpty { path: PathBuf },
     #[error(transparent)]
@@ -65,5 +72,23 @@ impl AptError {
     pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> AptError {
         let path = path.into();
         move |source| AptError::Io { path, source }
+    }
+
+    /// An operation on `path` (an image path) inside the staging root failed.
+    pub(crate) fn staged(
+        action: &'static str,
+        path: impl std::fmt::Display,
+    ) -> impl FnOnce(std::io::Error) -> AptError {
+        let path = path.to_string();
+        let path = if path.starts_with('/') {
+            path
+        } else {
+            format!("/{path}")
+        };
+        move |source| AptError::Staged {
+            action,
+            path,
+            source,
+        }
     }
 }

@@ -6,11 +6,13 @@
 //! (done lazily at run time), users beyond base-passwd's static ids. Must never run package code.
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::symlink;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use super::unpack::Root;
 use super::AptError;
+use crate::confined::Root;
+
+/// Files the fix-ups read from packages are small; anything larger is refused, not read.
+const MAX_READ: u64 = 16 << 20;
 
 /// Directories that merged-/usr turns into symlinks into `usr/`, for one architecture.
 pub fn merged_usr_links(debian_arch: &str) -> Vec<&'static str> {
@@ -22,31 +24,41 @@ pub fn merged_usr_links(debian_arch: &str) -> Vec<&'static str> {
 }
 
 /// Create `usr/<d>` and `<d> -> usr/<d>` for each merged directory.
-pub fn create_merged_usr(root: &Path, debian_arch: &str) -> Result<(), AptError> {
+pub fn create_merged_usr(root: &Root, debian_arch: &str) -> Result<(), AptError> {
     for d in merged_usr_links(debian_arch) {
-        let real = root.join("usr").join(d);
-        fs_err::create_dir_all(&real).map_err(AptError::io(&real))?;
-        let link = root.join(d);
-        symlink(format!("usr/{d}"), &link).map_err(AptError::io(&link))?;
+        let real = format!("usr/{d}");
+        root.create_dir_all(Path::new(&real))
+            .map_err(AptError::staged("create", &real))?;
+        root.symlink(Path::new(&real), Path::new(d))
+            .map_err(AptError::staged("create", d))?;
     }
     Ok(())
 }
 
-fn copy_if_missing(root: &Path, from: &str, to: &str) -> Result<bool, AptError> {
-    let (src, dst) = (root.join(from), root.join(to));
-    if !src.is_file() || dst.symlink_metadata().is_ok() {
+fn copy_if_missing(root: &Root, from: &str, to: &str) -> Result<bool, AptError> {
+    let (src, dst) = (Path::new(from), Path::new(to));
+    let is_file = root
+        .metadata(src)
+        .map_err(AptError::staged("read", from))?
+        .is_some_and(|m| m.is_regular());
+    if !is_file || root.exists(dst) {
         return Ok(false);
     }
+    let data = root
+        .read(src, MAX_READ)
+        .map_err(AptError::staged("read", from))?;
     if let Some(p) = dst.parent() {
-        fs_err::create_dir_all(p).map_err(AptError::io(p))?;
+        root.create_dir_all(p)
+            .map_err(AptError::staged("create", to))?;
     }
-    fs_err::copy(&src, &dst).map_err(AptError::io(&dst))?;
+    root.write(dst, &data, 0o644)
+        .map_err(AptError::staged("write", to))?;
     Ok(true)
 }
 
 /// Apply every fixup for the installed set; returns a line per action taken.
 pub fn apply(
-    root: &Path,
+    root: &Root,
     installed: &[&str],
     postinsts: &BTreeMap<String, String>,
 ) -> Result<Vec<String>, AptError> {
@@ -80,19 +92,21 @@ pub fn apply(
 }
 
 /// `update-ca-certificates`: every `.crt` under /usr/share/ca-certificates, sorted, concatenated.
-fn ca_bundle(root: &Path) -> Result<Option<String>, AptError> {
-    let base = root.join("usr/share/ca-certificates");
-    let mut certs = Vec::new();
+fn ca_bundle(root: &Root) -> Result<Option<String>, AptError> {
+    let base = PathBuf::from("usr/share/ca-certificates");
+    let mut certs: Vec<PathBuf> = Vec::new();
     let mut stack = vec![base.clone()];
     while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else {
+        let Ok(names) = root.read_dir(&d) else {
             continue;
         };
-        for e in rd.flatten() {
-            let p = e.path();
-            match e.file_type() {
-                Ok(t) if t.is_dir() => stack.push(p),
-                Ok(t) if t.is_file() && p.extension().is_some_and(|x| x == "crt") => certs.push(p),
+        for (name, kind) in names {
+            let p = d.join(&name);
+            match kind {
+                crate::confined::Kind::Dir => stack.push(p),
+                crate::confined::Kind::File if p.extension().is_some_and(|x| x == "crt") => {
+                    certs.push(p)
+                }
                 _ => {}
             }
         }
@@ -103,8 +117,12 @@ fn ca_bundle(root: &Path) -> Result<Option<String>, AptError> {
     certs.sort();
     let mut bundle = Vec::new();
     let mut conf = String::new();
+    let mut used = 0;
     for c in &certs {
-        let mut b = fs_err::read(c).map_err(AptError::io(c))?;
+        let Ok(mut b) = root.read(c, MAX_READ) else {
+            continue;
+        };
+        used += 1;
         if !b.ends_with(b"\n") {
             b.push(b'\n');
         }
@@ -113,24 +131,25 @@ fn ca_bundle(root: &Path) -> Result<Option<String>, AptError> {
             conf.push_str(&format!("{}\n", rel.display()));
         }
     }
-    let dir = root.join("etc/ssl/certs");
-    fs_err::create_dir_all(&dir).map_err(AptError::io(&dir))?;
-    let out = dir.join("ca-certificates.crt");
-    fs_err::write(&out, bundle).map_err(AptError::io(&out))?;
-    let conf_path = root.join("etc/ca-certificates.conf");
-    if conf_path.symlink_metadata().is_err() {
-        fs_err::write(&conf_path, conf).map_err(AptError::io(&conf_path))?;
+    root.create_dir_all(Path::new("etc/ssl/certs"))
+        .map_err(AptError::staged("create", "etc/ssl/certs"))?;
+    let out = "etc/ssl/certs/ca-certificates.crt";
+    root.write(Path::new(out), &bundle, 0o644)
+        .map_err(AptError::staged("write", out))?;
+    let conf_path = Path::new("etc/ca-certificates.conf");
+    if !root.exists(conf_path) {
+        root.write(conf_path, conf.as_bytes(), 0o644)
+            .map_err(AptError::staged("write", "etc/ca-certificates.conf"))?;
     }
     Ok(Some(format!(
-        "/etc/ssl/certs/ca-certificates.crt from {} certificates",
-        certs.len()
+        "/etc/ssl/certs/ca-certificates.crt from {used} certificates"
     )))
 }
 
 /// Literal `update-alternatives --install LINK NAME PATH PRIORITY` lines of postinst scripts:
 /// the highest priority wins; `LINK -> /etc/alternatives/NAME -> PATH`.
 fn alternatives(
-    root: &Path,
+    root: &Root,
     postinsts: &BTreeMap<String, String>,
 ) -> Result<Vec<String>, AptError> {
     let mut best: BTreeMap<String, (String, String, i64)> = BTreeMap::new();
@@ -158,7 +177,7 @@ fn alternatives(
             }) {
                 continue;
             }
-            if !root.join(path.trim_start_matches('/')).exists() {
+            if !matches!(root.metadata(Path::new(path)), Ok(Some(_))) {
                 continue;
             }
             let e = best
@@ -170,25 +189,32 @@ fn alternatives(
         }
     }
     let mut done = Vec::new();
-    let adir = root.join("etc/alternatives");
     for (name, (link, path, prio)) in best {
-        fs_err::create_dir_all(&adir).map_err(AptError::io(&adir))?;
-        let alt = adir.join(&name);
-        let _ = std::fs::remove_file(&alt);
-        symlink(&path, &alt).map_err(AptError::io(&alt))?;
-        let parts: Vec<String> = link.split('/').map(str::to_string).collect();
-        let l = Root::new(root)
-            .resolve(&parts)
-            .map_err(AptError::io(&link))?;
-        if l.symlink_metadata().is_err() && l.parent().is_some_and(Path::is_dir) {
-            symlink(format!("/etc/alternatives/{name}"), &l).map_err(AptError::io(&l))?;
+        let alt = format!("etc/alternatives/{name}");
+        root.create_dir_all(Path::new("etc/alternatives"))
+            .map_err(AptError::staged("create", "etc/alternatives"))?;
+        root.remove_non_dir(Path::new(&alt))
+            .map_err(AptError::staged("replace", &alt))?;
+        root.symlink(Path::new(path.as_str()), Path::new(&alt))
+            .map_err(AptError::staged("create", &alt))?;
+        let l = Path::new(link.as_str());
+        let parent_is_dir = l
+            .parent()
+            .map(|p| matches!(root.metadata(p), Ok(Some(m)) if m.is_directory()))
+            .unwrap_or(false);
+        if !root.exists(l) && parent_is_dir {
+            root.symlink(Path::new(&format!("/{alt}")), l)
+                .map_err(AptError::staged("create", &link))?;
         }
-        let state = root.join("var/lib/dpkg/alternatives").join(&name);
-        if let Some(p) = state.parent() {
-            fs_err::create_dir_all(p).map_err(AptError::io(p))?;
-        }
-        fs_err::write(&state, format!("auto\n{link}\n\n{path}\n{prio}\n\n"))
-            .map_err(AptError::io(&state))?;
+        let state = format!("var/lib/dpkg/alternatives/{name}");
+        root.create_dir_all(Path::new("var/lib/dpkg/alternatives"))
+            .map_err(AptError::staged("create", "var/lib/dpkg/alternatives"))?;
+        root.write(
+            Path::new(&state),
+            format!("auto\n{link}\n\n{path}\n{prio}\n\n").as_bytes(),
+            0o644,
+        )
+        .map_err(AptError::staged("write", &state))?;
         done.push(format!("{link} -> {path} (alternative `{name}`)"));
     }
     Ok(done)

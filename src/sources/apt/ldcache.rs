@@ -10,8 +10,13 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use super::elf;
-use super::unpack::Root;
 use super::AptError;
+use crate::confined::Root;
+
+/// Configuration files are small; larger ones are ignored.
+const MAX_CONF: u64 = 1 << 20;
+/// Shared objects are read whole for their dynamic section; larger ones are not indexed.
+const MAX_LIBRARY: u64 = 4 << 30;
 
 const FLAG_ELF_LIBC6: i32 = 0x0003;
 const FLAG_X8664_LIB64: i32 = 0x0300;
@@ -21,8 +26,8 @@ const FLAG_AARCH64_LIB64: i32 = 0x0a00;
 /// the multiarch and default trusted directories.
 fn directories(root: &Root, triplet: &str) -> Vec<String> {
     let mut dirs = Vec::new();
-    let conf = root.resolve(&["etc".into(), "ld.so.conf".into()]);
-    if conf.is_ok_and(|p| p.is_file()) {
+    let conf = root.metadata(Path::new("etc/ld.so.conf"));
+    if conf.is_ok_and(|m| m.is_some_and(|m| m.is_regular())) {
         read_conf(root, "etc/ld.so.conf", &mut dirs, 0);
     } else {
         // Debian's ld.so.conf (from libc-bin) is exactly this include.
@@ -47,14 +52,10 @@ fn read_conf(root: &Root, rel: &str, dirs: &mut Vec<String>, depth: u32) {
     if depth > 8 {
         return;
     }
-    let parts: Vec<String> = rel.split('/').map(str::to_string).collect();
-    let Ok(path) = root.resolve(&parts) else {
+    let Ok(bytes) = root.read(Path::new(rel), MAX_CONF) else {
         return;
     };
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return;
-    };
-    read_conf_text(root, &text, dirs, depth);
+    read_conf_text(root, &String::from_utf8_lossy(&bytes), dirs, depth);
 }
 
 fn read_conf_text(root: &Root, text: &str, dirs: &mut Vec<String>, depth: u32) {
@@ -64,15 +65,11 @@ fn read_conf_text(root: &Root, text: &str, dirs: &mut Vec<String>, depth: u32) {
             let pattern = pattern.trim().trim_start_matches('/');
             let (dir, glob) = pattern.rsplit_once('/').unwrap_or(("", pattern));
             let suffix = glob.strip_prefix('*').unwrap_or(glob);
-            let dparts: Vec<String> = dir.split('/').map(str::to_string).collect();
-            let Ok(dpath) = root.resolve(&dparts) else {
-                continue;
-            };
-            let mut names: Vec<String> = std::fs::read_dir(dpath)
+            let mut names: Vec<String> = root
+                .read_dir(Path::new(dir))
                 .into_iter()
                 .flatten()
-                .flatten()
-                .filter_map(|e| e.file_name().into_string().ok())
+                .filter_map(|(n, _)| n.into_string().ok())
                 .filter(|n| n.ends_with(suffix))
                 .collect();
             names.sort();
@@ -123,7 +120,7 @@ fn libcmp(a: &str, b: &str) -> Ordering {
 }
 
 /// Index the image's libraries and write `etc/ld.so.cache`; returns the number of entries.
-pub fn write_ld_cache(root_dir: &Path, debian_arch: &str) -> Result<usize, AptError> {
+pub fn write_ld_cache(root: &Root, debian_arch: &str) -> Result<usize, AptError> {
     let (triplet, machine, flags) = match debian_arch {
         "amd64" => ("x86_64-linux-gnu", 62u16, FLAG_ELF_LIBC6 | FLAG_X8664_LIB64),
         "arm64" => (
@@ -133,58 +130,30 @@ pub fn write_ld_cache(root_dir: &Path, debian_arch: &str) -> Result<usize, AptEr
         ),
         _ => return Ok(0),
     };
-    let root = Root::new(root_dir);
     let mut seen_dirs = BTreeSet::new();
     let mut entries: Vec<(String, String)> = Vec::new();
     let mut seen_keys = BTreeSet::new();
-    for dir in directories(&root, triplet) {
-        let parts: Vec<String> = dir.split('/').map(str::to_string).collect();
-        let Ok(real) = root.resolve(&parts) else {
+    for dir in directories(root, triplet) {
+        // The same directory reached twice (`/lib` is `/usr/lib` under merged-/usr) is
+        // indexed once.
+        let Ok(Some(m)) = root.metadata(Path::new(&dir)) else {
             continue;
         };
-        let Ok(canon) = real.canonicalize() else {
-            continue;
-        };
-        if !canon.starts_with(root_dir.canonicalize().map_err(AptError::io(root_dir))?)
-            || !seen_dirs.insert(canon.clone())
-        {
+        if !m.is_directory() || !seen_dirs.insert((m.dev, m.ino)) {
             continue;
         }
-        let Ok(rd) = std::fs::read_dir(&canon) else {
+        let Ok(listing) = root.read_dir(Path::new(&dir)) else {
             continue;
         };
-        let mut names: Vec<String> = rd
-            .flatten()
-            .filter_map(|e| e.file_name().into_string().ok())
+        let names: Vec<String> = listing
+            .into_iter()
+            .filter_map(|(n, _)| n.into_string().ok())
             .filter(|n| n.starts_with("lib") && n.contains(".so") || n.starts_with("ld-"))
             .collect();
-        names.sort();
+        let dir = dir.trim_end_matches('/');
         for name in names {
-            let mut p = parts.clone();
-            p.push(name.clone());
-            let Ok(file) = root.resolve(&p) else { continue };
-            // Follow a final symlink inside the root.
-            let target = match std::fs::symlink_metadata(&file) {
-                Ok(m) if m.file_type().is_symlink() => {
-                    let Ok(t) = std::fs::read_link(&file) else {
-                        continue;
-                    };
-                    let mut tp = if t.is_absolute() {
-                        Vec::new()
-                    } else {
-                        parts.clone()
-                    };
-                    tp.extend(t.iter().map(|c| c.to_string_lossy().into_owned()));
-                    tp.push(".".into());
-                    match root.resolve(&tp) {
-                        Ok(r) => r,
-                        Err(_) => continue,
-                    }
-                }
-                Ok(_) => file,
-                Err(_) => continue,
-            };
-            let Ok(bytes) = read_head(&target) else {
+            // A final symlink is followed, inside the root.
+            let Ok(bytes) = root.read(Path::new(&format!("{dir}/{name}")), MAX_LIBRARY) else {
                 continue;
             };
             let Some(so) = elf::parse(&bytes) else {
@@ -197,7 +166,6 @@ pub fn write_ld_cache(root_dir: &Path, debian_arch: &str) -> Result<usize, AptEr
             if key != name {
                 continue;
             }
-            let dir = dir.trim_end_matches('/');
             if seen_keys.insert((key.clone(), dir.to_string())) {
                 entries.push((key, format!("{dir}/{name}")));
             }
@@ -206,21 +174,11 @@ pub fn write_ld_cache(root_dir: &Path, debian_arch: &str) -> Result<usize, AptEr
     // Descending in libcmp order (the loader's binary search), stable for equal keys.
     entries.sort_by(|a, b| libcmp(&b.0, &a.0));
     let data = encode(&entries, flags);
-    let out = root_dir.join("etc/ld.so.cache");
-    if let Some(parent) = out.parent() {
-        fs_err::create_dir_all(parent).map_err(AptError::io(parent))?;
-    }
-    fs_err::write(&out, data).map_err(AptError::io(&out))?;
+    root.create_dir_all(Path::new("etc"))
+        .map_err(AptError::staged("create", "etc"))?;
+    root.write(Path::new("etc/ld.so.cache"), &data, 0o644)
+        .map_err(AptError::staged("write", "etc/ld.so.cache"))?;
     Ok(entries.len())
-}
-
-/// Read enough of a file for its ELF headers and dynamic section.
-fn read_head(path: &Path) -> std::io::Result<Vec<u8>> {
-    let meta = std::fs::metadata(path)?;
-    if !meta.is_file() {
-        return Err(std::io::Error::other("not a file"));
-    }
-    std::fs::read(path)
 }
 
 fn encode(entries: &[(String, String)], flags: i32) -> Vec<u8> {

@@ -11,6 +11,7 @@ mod decode;
 mod dpkgdb;
 mod elf;
 mod error;
+mod filecaps;
 mod fixups;
 mod hostconf;
 mod ldcache;
@@ -293,8 +294,8 @@ fn unpack_all(
     obs: &mut dyn Observer,
 ) -> Result<Vec<String>, AptError> {
     let mut warnings = Vec::new();
-    fixups::create_merged_usr(dest, arch)?;
-    let root = unpack::Root::new(dest);
+    let root = crate::confined::Root::open(dest).map_err(AptError::io(dest))?;
+    fixups::create_merged_usr(&root, arch)?;
     let total: u64 = packages.iter().map(|p| p.size).sum();
     obs.task_start("unpack", Some(total));
     let mut done = 0;
@@ -309,12 +310,12 @@ fn unpack_all(
         let (p, path) = (&packages[i], &paths[i]);
         let (control, unpacked) = match decoded? {
             decode::Decoded::Memory(c, data) => {
-                let u = root.unpack(&p.name, &mut &data[..])?;
+                let u = unpack::unpack(&root, &p.name, &mut &data[..])?;
                 (c, u)
             }
-            decode::Decoded::Stream => {
-                deb::read_deb(&p.name, path, |_, data| root.unpack(&p.name, data))?
-            }
+            decode::Decoded::Stream => deb::read_deb(&p.name, path, |_, data| {
+                unpack::unpack(&root, &p.name, data)
+            })?,
         };
         let ctl = control.text("control").unwrap_or_default();
         let field = |f: &str| {
@@ -357,9 +358,12 @@ fn unpack_all(
         Ok(())
     })?;
     obs.task_done("unpack", done, &format!("{} packages", packages.len()));
-    dpkgdb::write_db(dest, &db)?;
+    dpkgdb::write_db(&root, &db)?;
     let names: Vec<&str> = packages.iter().map(|p| p.name.as_str()).collect();
-    let done_fixups = fixups::apply(dest, &names, &postinsts)?;
+    let mut done_fixups = fixups::apply(&root, &names, &postinsts)?;
+    let (caps_done, caps_warnings) = filecaps::apply(&root, &postinsts);
+    done_fixups.extend(caps_done);
+    warnings.extend(caps_warnings);
     if !done_fixups.is_empty() {
         obs.message(&format!(
             "  {} fixups instead of maintainer scripts: {}",
@@ -367,20 +371,14 @@ fn unpack_all(
             done_fixups.join("; ")
         ));
     }
-    let n = ldcache::write_ld_cache(dest, arch)?;
+    let n = ldcache::write_ld_cache(&root, arch)?;
     obs.message(&format!("  /etc/ld.so.cache: {n} libraries"));
     Ok(warnings)
 }
 
 /// Remove everything inside `dir` (best effort), leaving `dir` itself.
 fn empty_dir(dir: &Path) {
-    if let Ok(rd) = std::fs::read_dir(dir) {
-        for e in rd.flatten() {
-            let p = e.path();
-            let _ = match e.file_type() {
-                Ok(t) if t.is_dir() => std::fs::remove_dir_all(&p),
-                _ => std::fs::remove_file(&p),
-            };
-        }
+    if let Ok(root) = crate::confined::Root::open(dir) {
+        root.clear();
     }
 }
