@@ -229,6 +229,17 @@ fn suites(host: &Path) -> Vec<Suite> {
             )],
         ),
         (
+            "caps",
+            vec![(
+                "iputils-ping",
+                vec![E::Dir("/bin"), E::File("/bin/ping", "\x7fELF ping", 0o755)],
+                vec![(
+                    "postinst",
+                    "#!/bin/sh\nif command -v setcap > /dev/null; then\n    if setcap cap_net_raw+ep /bin/ping; then\n        chmod u-s /bin/ping\n    fi\nfi\n",
+                )],
+            )],
+        ),
+        (
             "etc-inside",
             vec![
                 passwd(),
@@ -473,4 +484,42 @@ fn alternatives_linked_to_the_host_are_refused() {
     let o = check("alternatives", "evil");
     assert_eq!(o[0].0, 2, "{o:?}");
     assert!(o[0].1.contains("/etc/alternatives"), "{o:?}");
+}
+
+#[test]
+fn setcap_in_a_postinst_becomes_a_capability_in_the_layer() {
+    let (code, stderr, _, dir) = build("caps", "iputils-ping", false);
+    assert_eq!(code, 0, "{stderr}");
+    let mut found = Vec::new();
+    for e in std::fs::read_dir(dir.join("out/blobs/sha256"))
+        .unwrap()
+        .flatten()
+    {
+        let b = std::fs::read(e.path()).unwrap();
+        if !b.starts_with(&[0x1f, 0x8b]) {
+            continue;
+        }
+        let mut a = tar::Archive::new(flate2::read::MultiGzDecoder::new(&b[..]));
+        for entry in a.entries().unwrap() {
+            let mut entry = entry.unwrap();
+            let path = entry.path().unwrap().display().to_string();
+            if let Some(exts) = entry.pax_extensions().unwrap() {
+                for x in exts {
+                    let x = x.unwrap();
+                    if x.key().unwrap() == "SCHILY.xattr.security.capability" {
+                        found.push((path.clone(), hex::encode(x.value_bytes())));
+                    }
+                }
+            }
+        }
+    }
+    // /bin is a link to usr/bin under merged-/usr: the file lives at usr/bin/ping.
+    assert_eq!(
+        found,
+        [(
+            "usr/bin/ping".to_string(),
+            "0100000200200000000000000000000000000000".to_string()
+        )]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -68,9 +68,14 @@ fn shorten(p: &str) -> String {
 pub fn check(tree: &Tree) -> Result<(), AssembleError> {
     for e in tree.iter() {
         check_name(&tree.origin, &e.path)?;
-        if let Some((parent, _)) = e.path.rsplit_once('/') {
+        // The nearest ancestor the tree holds must be a directory (missing ones are added
+        // as directories later).
+        let mut cur = e.path.as_str();
+        while let Some((parent, _)) = cur.rsplit_once('/') {
+            cur = parent;
             match tree.get(parent).map(|p| &p.kind) {
-                None | Some(EntryKind::Dir) => {}
+                None => continue,
+                Some(EntryKind::Dir) => break,
                 Some(EntryKind::Symlink { .. }) => {
                     return Err(AssembleError::ThroughSymlink {
                         origin: tree.origin.clone(),
