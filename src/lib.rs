@@ -8,6 +8,7 @@ pub mod canonical_json;
 pub mod digest;
 pub mod error_line;
 pub mod profile;
+pub mod reference;
 pub mod staging;
 
 pub mod assemble;
