@@ -63,10 +63,14 @@ impl Staged {
             };
             // Between creating and locking, a reclaim may have taken the entry for stale and
             // removed it: then it is no longer ours, and we start over under a new name.
-            if rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive).is_err()
-                || !same_entry(&fd, &path)
-            {
-                continue;
+            match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) if same_entry(&fd, &path) => {}
+                Ok(()) | Err(rustix::io::Errno::WOULDBLOCK) => continue,
+                Err(e) => {
+                    // No locks on this file system: staging cannot be told live from stale.
+                    let _ = remove_entry(&path);
+                    return Err(with_path(e.into(), &path));
+                }
             }
             fd.set_permissions(std::fs::Permissions::from_mode(mode))
                 .map_err(|e| with_path(e, &path))?;

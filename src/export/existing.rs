@@ -161,9 +161,11 @@ impl Listing {
         for m in manifests {
             match m["annotations"][ANN_REF_NAME].as_str() {
                 Some(t) if t == tag.as_str() => {}
-                Some(t) => return Err(format!(
+                Some(t) => {
+                    return Err(format!(
                     "it also holds the image tagged `{t}`, which rebuilding `{tag}` would delete"
-                )),
+                ))
+                }
                 None => {
                     return Err(format!(
                         "it also holds an untagged image, which rebuilding `{tag}` would delete"
