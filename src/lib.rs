@@ -9,6 +9,8 @@ pub mod confined;
 pub mod digest;
 pub mod error_line;
 pub mod profile;
+pub mod reference;
+pub mod staging;
 
 pub mod assemble;
 pub mod cache;

@@ -18,17 +18,21 @@ pub use selftest_layer::expectation;
 use crate::assemble::{self, Input, Tree};
 use crate::cache::Cache;
 use crate::digest::Digest;
-use crate::export::{self, Target};
+use crate::export::{self, Replace, Target};
 use crate::image::{self, ImageLayer, ImageSpec};
 use crate::layer::{self, Compression, LayerOptions};
 use crate::lock::LockedPackage;
 use crate::profile::{Base, Profile};
+use crate::reference::Tag;
 use crate::resolve::Resolution;
+use crate::staging::{self, Staged};
 
 #[derive(Debug, Clone)]
 pub struct BuildOptions {
     pub target: Target,
-    pub tag: String,
+    pub tag: Tag,
+    /// Replace whatever is at the target (`--force`), not only a previous image of this tag.
+    pub force: bool,
     pub compression: Compression,
     /// SOURCE_DATE_EPOCH.
     pub epoch: u64,
@@ -53,7 +57,7 @@ pub struct BuildOutcome {
     /// How many layers came from the cache without compressing.
     pub cached_layers: usize,
     pub output: String,
-    pub tag: String,
+    pub tag: Tag,
     /// The apt packages in the base (empty for other bases).
     pub packages: Vec<LockedPackage>,
 }
@@ -86,14 +90,22 @@ pub fn build(
     opts: &BuildOptions,
     obs: &mut dyn Observer,
 ) -> Result<BuildOutcome, BuildError> {
+    let replace = if opts.force {
+        Replace::Force
+    } else {
+        Replace::IfOurs(&opts.tag)
+    };
+    export::check_target(&opts.target, replace)?;
     let cache = Cache::open(&opts.cache_root).map_err(|source| BuildError::Cache {
         path: opts.cache_root.display().to_string(),
         source,
     })?;
-    let scratch = tempfile::Builder::new()
-        .prefix("build-")
-        .tempdir_in(cache.tmp_dir())
-        .map_err(|source| BuildError::Cache {
+    // Staging of killed builds (scratch directories, partial blobs) is reclaimed here; live
+    // builds hold locks on theirs and keep them.
+    staging::reclaim(&cache.tmp_dir(), None);
+    staging::reclaim_legacy_scratch(&cache.tmp_dir());
+    let scratch =
+        Staged::dir(&cache.tmp_dir(), "build", 0o700).map_err(|source| BuildError::Cache {
             path: cache.tmp_dir().display().to_string(),
             source,
         })?;
@@ -213,7 +225,7 @@ pub fn build(
         epoch: opts.epoch,
     };
     let json = image::build_image(&spec, &layers)?;
-    export::export(&opts.target, &json, &layers, &cache)?;
+    export::export(&opts.target, replace, &json, &layers, &cache)?;
     Ok(BuildOutcome {
         manifest_digest: json.manifest.0,
         config_digest: json.config.0,

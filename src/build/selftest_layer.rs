@@ -119,7 +119,7 @@ pub fn expectation(profile: &Profile, res: Option<&Resolution>) -> Expectation {
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     let facts = HostFacts {
-        image: Some(profile.name.clone()),
+        image: Some(profile.name.to_string()),
         driver_range: res.map(|r| r.host.driver.to_string()),
         kernel_range: res.map(|r| r.host.kernel.to_string()),
         module: res

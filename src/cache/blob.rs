@@ -3,19 +3,18 @@
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 
-use tempfile::NamedTempFile;
-
 use super::Cache;
 use crate::digest::{Digest, HashingWriter};
+use crate::staging::Staged;
 
 pub struct BlobWriter {
-    inner: HashingWriter<BufWriter<NamedTempFile>>,
+    inner: HashingWriter<BufWriter<Staged>>,
     dest_dir: PathBuf,
 }
 
 impl BlobWriter {
     pub(super) fn new(cache: &Cache) -> io::Result<Self> {
-        let tmp = NamedTempFile::new_in(cache.tmp_dir())?;
+        let tmp = Staged::file(&cache.tmp_dir(), "blob", 0o644)?;
         Ok(BlobWriter {
             inner: HashingWriter::new(BufWriter::with_capacity(1 << 20, tmp)),
             dest_dir: cache.root().join("blobs-v1/sha256"),
@@ -31,7 +30,7 @@ impl BlobWriter {
         let (buf, digest, size) = self.inner.finish();
         let tmp = buf.into_inner().map_err(|e| e.into_error())?;
         let dest = self.dest_dir.join(digest.hex());
-        tmp.persist(&dest).map_err(|e| e.error)?;
+        tmp.persist(&dest)?;
         Ok((digest, size, dest))
     }
 }

@@ -109,10 +109,9 @@ impl Cache {
     ) -> std::io::Result<()> {
         let dir = self.root.join(bucket);
         fs_err::create_dir_all(&dir)?;
-        let mut tmp = tempfile::NamedTempFile::new_in(self.tmp_dir())?;
+        let mut tmp = crate::staging::Staged::file(&self.tmp_dir(), "record", 0o644)?;
         serde_json::to_writer(&mut tmp, value).map_err(std::io::Error::other)?;
-        tmp.persist(dir.join(format!("{}.json", key.hex())))
-            .map_err(|e| e.error)?;
+        tmp.persist(&dir.join(format!("{}.json", key.hex())))?;
         Ok(())
     }
 }

@@ -1,26 +1,25 @@
-//! oci-archive: the OCI layout as a single deterministic tar file, written atomically.
+//! oci-archive: the OCI layout as a single deterministic tar file.
+//!
+//! Streams into a staging file; `export` moves it into place. Entries are sorted, owned by
+//! 0:0, dated 0, mode 0644 (files) and 0755 (directories).
 
 use std::io::{BufWriter, Write};
-use std::path::Path;
 
-use super::layout::OCI_LAYOUT;
-use super::{io_err, parent_of, remove_stale, staging_path, ExportError};
+use super::layout::{FILE_MODE, OCI_LAYOUT};
+use super::{io_err, ExportError};
 use crate::cache::Cache;
 use crate::image::{ImageJson, ImageLayer};
+use crate::staging::Staged;
 
-pub fn write_archive(
-    file: &Path,
+/// Write the archive for `image` into the (empty) staging file `stage`.
+pub fn fill_archive(
+    stage: &Staged,
     image: &ImageJson,
     layers: &[ImageLayer],
     cache: &Cache,
 ) -> Result<(), ExportError> {
-    let parent = parent_of(file);
-    fs_err::create_dir_all(&parent).map_err(io_err(&parent))?;
-    remove_stale(file);
-    let stage = staging_path(file);
-    let err = io_err(&stage);
-    let out = fs_err::File::create(&stage).map_err(&err)?;
-    let mut b = tar::Builder::new(BufWriter::with_capacity(1 << 20, out));
+    let err = io_err(stage.path());
+    let mut b = tar::Builder::new(BufWriter::with_capacity(1 << 20, stage.file_handle()));
     let dir = |b: &mut tar::Builder<_>, p: &str| -> std::io::Result<()> {
         let mut h = header(0);
         h.set_entry_type(tar::EntryType::Directory);
@@ -30,6 +29,9 @@ pub fn write_archive(
     let mut blobs: Vec<(String, Opener, u64)> = Vec::new();
     for l in layers {
         let src = cache.blob_path(&l.blob.digest);
+        if !src.exists() {
+            return Err(ExportError::MissingBlob(l.blob.digest.to_string()));
+        }
         blobs.push((
             l.blob.digest.hex(),
             Box::new(move || Ok(Box::new(fs_err::File::open(src)?) as Box<dyn std::io::Read>)),
@@ -63,8 +65,7 @@ pub fn write_archive(
         w.flush()?;
         Ok(())
     })()
-    .map_err(&err)?;
-    fs_err::rename(&stage, file).map_err(io_err(file))
+    .map_err(err)
 }
 
 /// Opens one blob's bytes when its turn comes in the archive.
@@ -73,7 +74,7 @@ type Opener = Box<dyn FnOnce() -> std::io::Result<Box<dyn std::io::Read>>>;
 fn header(size: u64) -> tar::Header {
     let mut h = tar::Header::new_gnu();
     h.set_entry_type(tar::EntryType::Regular);
-    h.set_mode(0o644);
+    h.set_mode(FILE_MODE);
     h.set_uid(0);
     h.set_gid(0);
     h.set_mtime(0);

@@ -1,91 +1,68 @@
 //! The OCI image layout directory: `oci-layout`, `index.json`, `blobs/sha256/<hex>`.
+//!
+//! Fills a staging directory; `export` moves it into place. Every file is mode 0644 and
+//! every directory 0755 whatever the umask; layer blobs are hard links to the cache when the
+//! cache's copy already has that mode, else copies.
 
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
-use super::{io_err, remove_stale, staging_path, ExportError};
+use super::{io_err, ExportError};
 use crate::cache::Cache;
-use crate::digest::Digest;
 use crate::image::{ImageJson, ImageLayer};
 
 pub const OCI_LAYOUT: &[u8] = br#"{"imageLayoutVersion":"1.0.0"}"#;
 
-pub fn write_layout(
-    dir: &Path,
+/// The mode of every file in an output.
+pub const FILE_MODE: u32 = 0o644;
+
+/// Write the layout for `image` into the (empty) directory `stage`.
+pub fn fill_layout(
+    stage: &Path,
     image: &ImageJson,
     layers: &[ImageLayer],
     cache: &Cache,
 ) -> Result<(), ExportError> {
-    if dir.exists() && !is_layout(dir) {
-        return Err(ExportError::NotALayout(dir.display().to_string()));
+    let blobs = stage.join("blobs");
+    let sha = blobs.join("sha256");
+    for d in [&blobs, &sha] {
+        fs_err::create_dir(d).map_err(io_err(d))?;
+        fs_err::set_permissions(d, std::fs::Permissions::from_mode(0o755)).map_err(io_err(d))?;
     }
-    let parent = super::parent_of(dir);
-    fs_err::create_dir_all(&parent).map_err(io_err(&parent))?;
-    remove_stale(dir);
-    let stage = staging_path(dir);
-    let _ = std::fs::remove_dir_all(&stage);
-    let blobs = stage.join("blobs/sha256");
-    fs_err::create_dir_all(&blobs).map_err(io_err(&blobs))?;
-
     for l in layers {
         let src = cache.blob_path(&l.blob.digest);
-        if !src.exists() {
+        let Ok(meta) = std::fs::metadata(&src) else {
             return Err(ExportError::MissingBlob(l.blob.digest.to_string()));
-        }
-        let dst = blobs.join(l.blob.digest.hex());
+        };
+        let dst = sha.join(l.blob.digest.hex());
         if dst.exists() {
             continue;
         }
-        if std::fs::hard_link(&src, &dst).is_err() {
+        let linked = meta.permissions().mode() & 0o7777 == FILE_MODE
+            && std::fs::hard_link(&src, &dst).is_ok();
+        if !linked {
             fs_err::copy(&src, &dst).map_err(io_err(&dst))?;
+            fs_err::set_permissions(&dst, std::fs::Permissions::from_mode(FILE_MODE))
+                .map_err(io_err(&dst))?;
         }
     }
-    put(&blobs, &image.config.0, &image.config.1)?;
-    put(&blobs, &image.manifest.0, &image.manifest.1)?;
-    let p = stage.join("oci-layout");
-    fs_err::write(&p, OCI_LAYOUT).map_err(io_err(&p))?;
-    let p = stage.join("index.json");
-    fs_err::write(&p, &image.index).map_err(io_err(&p))?;
-
-    swap_into_place(&stage, dir)
+    put(&sha.join(image.config.0.hex()), &image.config.1)?;
+    put(&sha.join(image.manifest.0.hex()), &image.manifest.1)?;
+    put(&stage.join("oci-layout"), OCI_LAYOUT)?;
+    put(&stage.join("index.json"), &image.index)
 }
 
-fn put(blobs: &Path, d: &Digest, bytes: &[u8]) -> Result<(), ExportError> {
-    let p = blobs.join(d.hex());
-    fs_err::write(&p, bytes).map_err(io_err(&p))
-}
-
-/// A directory we may replace: an OCI layout, or an empty directory.
-fn is_layout(dir: &Path) -> bool {
-    dir.join("oci-layout").is_file()
-        || std::fs::read_dir(dir)
-            .map(|mut r| r.next().is_none())
-            .unwrap_or(false)
-}
-
-/// Move `stage` to `dir` in one step; the old `dir`, if any, is removed afterwards.
-fn swap_into_place(stage: &Path, dir: &Path) -> Result<(), ExportError> {
-    if !dir.exists() {
-        return fs_err::rename(stage, dir).map_err(io_err(dir));
-    }
-    match rustix::fs::renameat_with(
-        rustix::fs::CWD,
-        stage,
-        rustix::fs::CWD,
-        dir,
-        rustix::fs::RenameFlags::EXCHANGE,
-    ) {
-        Ok(()) => {
-            // `stage` now holds the previous layout.
-            let _ = std::fs::remove_dir_all(stage);
-            Ok(())
-        }
-        Err(_) => {
-            // No RENAME_EXCHANGE on this file system: move the old one aside first.
-            let old = stage.with_extension("old");
-            fs_err::rename(dir, &old).map_err(io_err(dir))?;
-            fs_err::rename(stage, dir).map_err(io_err(dir))?;
-            let _ = std::fs::remove_dir_all(&old);
-            Ok(())
-        }
-    }
+/// Create `path` with `bytes`, mode 0644 whatever the umask.
+fn put(path: &Path, bytes: &[u8]) -> Result<(), ExportError> {
+    let err = io_err(path);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(FILE_MODE)
+        .open(path)
+        .map_err(&err)?;
+    f.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))
+        .map_err(&err)?;
+    f.write_all(bytes).map_err(&err)
 }

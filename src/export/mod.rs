@@ -1,17 +1,24 @@
 //! Stage `export`: put an image on disk as an OCI layout directory or an oci-archive tarball.
 //!
-//! Writes are atomic: everything goes to a temporary sibling first, which then takes the
-//! target's place in one rename (an exchange when a previous layout exists). A build killed
-//! at any point leaves the previous output as it was; leftovers of killed builds are removed
-//! by the next one. Must never build JSON or layers: it copies what `image` and `layer` made.
+//! Writes are atomic: everything goes to a locked staging sibling (`.NAME.gpuimg-tmp.<hex>`,
+//! see [`crate::staging`]) which then takes the target's place in one rename (an exchange
+//! when something is there). A failed export removes its staging at once; a killed one leaves
+//! the previous output as it was, and the next export reclaims the leftovers. Existing
+//! contents are replaced only when they are gpuimg's to replace (see `existing`) or with
+//! `--force`. Must never build JSON or layers: it copies what `image` and `layer` made.
 
 mod archive;
+mod existing;
 mod layout;
 
 use std::path::{Path, PathBuf};
 
+pub use existing::Replace;
+use existing::{Existing, Refusal};
+
 use crate::cache::Cache;
 use crate::image::{ImageJson, ImageLayer};
+use crate::staging::{self, Staged};
 
 /// Where the image goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,8 +64,14 @@ pub enum ExportError {
         #[source]
         source: std::io::Error,
     },
-    #[error("Refusing to replace `{0}`: it exists and is not an OCI image layout")]
-    NotALayout(String),
+    #[error("Refusing to replace `{path}`: {reason} (`--force` replaces it)")]
+    Refused { path: String, reason: String },
+    #[error("Refusing to write over `{path}`: it is a {kind}")]
+    Special { path: String, kind: &'static str },
+    #[error("Failed to create a staging entry for the output")]
+    Stage(#[source] std::io::Error),
+    #[error("Output path `{0}` names no file or directory")]
+    NoName(String),
     #[error("Layer blob `{0}` vanished from the cache during the build")]
     MissingBlob(String),
 }
@@ -70,61 +83,106 @@ pub(crate) fn io_err(path: &Path) -> impl Fn(std::io::Error) -> ExportError + '_
     }
 }
 
+/// Check, before building, that `target` may be written: what is there now is gpuimg's to
+/// replace under `replace`. [`export`] checks again before it replaces anything.
+pub fn check_target(target: &Target, replace: Replace) -> Result<(), ExportError> {
+    stem_of(target.path())?;
+    existing_at(target, replace).map(|_| ())
+}
+
 /// Write the image to `target`.
 pub fn export(
     target: &Target,
+    replace: Replace,
     image: &ImageJson,
     layers: &[ImageLayer],
     cache: &Cache,
 ) -> Result<(), ExportError> {
+    let path = target.path();
+    let stem = stem_of(path)?;
+    let parent = parent_of(path);
+    fs_err::create_dir_all(&parent).map_err(io_err(&parent))?;
+    staging::reclaim(&parent, Some(&stem));
+    let existing = existing_at(target, replace)?;
     match target {
-        Target::Layout(dir) => layout::write_layout(dir, image, layers, cache),
-        Target::Archive(file) => archive::write_archive(file, image, layers, cache),
+        Target::Layout(dir) => {
+            let stage = Staged::dir(&parent, &stem, 0o755).map_err(ExportError::Stage)?;
+            layout::fill_layout(stage.path(), image, layers, cache)?;
+            swap_into_place(stage, dir, existing, &parent, &stem)
+        }
+        Target::Archive(file) => {
+            let stage =
+                Staged::file(&parent, &stem, layout::FILE_MODE).map_err(ExportError::Stage)?;
+            archive::fill_archive(&stage, image, layers, cache)?;
+            swap_into_place(stage, file, existing, &parent, &stem)
+        }
     }
 }
 
-/// The temporary sibling used while writing `target`, and removal of stale ones.
-pub(crate) fn staging_path(target: &Path) -> PathBuf {
-    let name = target
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "image".into());
-    let parent = parent_of(target);
-    parent.join(format!(".{name}.gpuimg-tmp.{}", std::process::id()))
+fn existing_at(target: &Target, replace: Replace) -> Result<Existing, ExportError> {
+    let path = target.path();
+    let r = match target {
+        Target::Layout(dir) => existing::check_layout_dir(dir, replace),
+        Target::Archive(file) => existing::check_archive_file(file, replace),
+    };
+    r.map_err(|refusal| match refusal {
+        Refusal::NotOurs(reason) => ExportError::Refused {
+            path: path.display().to_string(),
+            reason,
+        },
+        Refusal::Special(kind) => ExportError::Special {
+            path: path.display().to_string(),
+            kind,
+        },
+        Refusal::Io(source) => ExportError::Io {
+            path: path.display().to_string(),
+            source,
+        },
+    })
+}
+
+/// Put the finished `stage` at `dest`, replacing what `existing` says is there.
+fn swap_into_place(
+    stage: Staged,
+    dest: &Path,
+    existing: Existing,
+    parent: &Path,
+    stem: &str,
+) -> Result<(), ExportError> {
+    let err = io_err(dest);
+    if existing == Existing::Nothing {
+        return stage.persist(dest).map_err(err);
+    }
+    if stage.exchange(dest).is_ok() {
+        // The staging path now holds what `dest` was. Should removing it fail, the image is
+        // in place all the same and the next export reclaims the leftover.
+        drop(stage);
+        return Ok(());
+    }
+    // No RENAME_EXCHANGE here: move the old entry onto an empty staging slot of its kind
+    // (rename replaces an empty directory or a file), then the new one into place.
+    let slot = match existing {
+        Existing::Dir => Staged::dir(parent, stem, 0o700),
+        _ => Staged::file(parent, stem, 0o600),
+    }
+    .map_err(ExportError::Stage)?;
+    std::fs::rename(dest, slot.path()).map_err(&err)?;
+    stage.persist(dest).map_err(err)?;
+    drop(slot);
+    Ok(())
+}
+
+/// The target's file name, which staging entries beside it start with (`.NAME`).
+fn stem_of(target: &Path) -> Result<String, ExportError> {
+    match target.file_name() {
+        Some(n) => Ok(format!(".{}", n.to_string_lossy())),
+        None => Err(ExportError::NoName(target.display().to_string())),
+    }
 }
 
 pub(crate) fn parent_of(target: &Path) -> PathBuf {
     match target.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
-    }
-}
-
-/// Remove staging leftovers of builds that are no longer running.
-pub(crate) fn remove_stale(target: &Path) {
-    let Some(name) = target.file_name().map(|n| n.to_string_lossy().into_owned()) else {
-        return;
-    };
-    let prefix = format!(".{name}.gpuimg-tmp.");
-    let Ok(rd) = std::fs::read_dir(parent_of(target)) else {
-        return;
-    };
-    for e in rd.flatten() {
-        let fname = e.file_name().to_string_lossy().into_owned();
-        let Some(pid) = fname.strip_prefix(&prefix) else {
-            continue;
-        };
-        let alive = pid
-            .parse::<u32>()
-            .map(|p| p != std::process::id() && Path::new(&format!("/proc/{p}")).exists())
-            .unwrap_or(false);
-        if !alive {
-            let p = e.path();
-            let _ = if p.is_dir() {
-                std::fs::remove_dir_all(&p)
-            } else {
-                std::fs::remove_file(&p)
-            };
-        }
     }
 }

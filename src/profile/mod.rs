@@ -31,7 +31,7 @@ pub struct Profile {
     pub dir: PathBuf,
     /// The profile text after `${VAR}` expansion (the lock hashes it).
     pub text: String,
-    pub name: String,
+    pub name: crate::reference::RepoName,
     pub platform: Platform,
     pub base: Base,
     pub host: HostSpec,

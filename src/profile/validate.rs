@@ -6,6 +6,7 @@ use std::path::{Component, Path, PathBuf};
 
 use super::schema::{AptSpec, RawProfile};
 use super::{Located, Profile, ProfileError};
+use crate::reference::RepoName;
 
 /// The image's target platform, from `platform: os/arch[/variant]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,19 +84,16 @@ pub(super) fn validate(
 ) -> Result<Profile, ProfileError> {
     let cx = Ctx { file };
 
-    let name = raw.name.value.clone();
-    let name_ok = !name.is_empty()
-        && name.chars().all(|c| {
-            c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-' | '/')
-        })
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric());
-    if !name_ok {
-        return Err(cx.err(
+    let name = RepoName::parse(&raw.name.value).map_err(|e| {
+        cx.err(
             &raw.name,
             "name",
-            format!("`{name}` is not a valid image name (lowercase letters, digits, `.`, `_`, `-`, `/`)"),
-        ));
-    }
+            format!(
+                "`{}` is not a valid image name: {e}",
+                raw.name.value.escape_debug()
+            ),
+        )
+    })?;
 
     let platform = match &raw.platform {
         None => Platform {

@@ -1,4 +1,4 @@
-//! `gpuimg build PROFILE [-o TARGET] [--tag T] [--compression gzip|zstd] [--json]`.
+//! `gpuimg build PROFILE [-o TARGET] [--tag T] [--force] [--compression gzip|zstd] [--json]`.
 
 use std::path::PathBuf;
 
@@ -11,6 +11,7 @@ use crate::cli::{CliError, Global, Progress};
 use crate::export::Target;
 use crate::layer::Compression;
 use crate::lock;
+use crate::reference::Tag;
 use crate::resolve::ResolveError;
 
 #[derive(Debug, clap::Args)]
@@ -20,9 +21,14 @@ pub struct Args {
     /// Output: DIR, oci:DIR or oci-archive:FILE (default out/<name>).
     #[arg(short, long)]
     pub output: Option<String>,
-    /// Tag recorded as org.opencontainers.image.ref.name (default `latest`).
+    /// Tag recorded as org.opencontainers.image.ref.name (default `latest`):
+    /// `[A-Za-z0-9_][A-Za-z0-9._-]{0,127}`.
     #[arg(long, default_value = "latest")]
     pub tag: String,
+    /// Replace whatever is at the output path; without it only an empty directory or a
+    /// previous build of the same tag is replaced.
+    #[arg(long)]
+    pub force: bool,
     /// Layer compression.
     #[arg(long, default_value = "gzip")]
     pub compression: Compression,
@@ -62,10 +68,19 @@ pub fn source_date_epoch() -> Result<u64, CliError> {
 
 pub fn exec(args: Args, global: Global) -> Result<u8, CliError> {
     let epoch = source_date_epoch()?;
+    let tag = Tag::parse(&args.tag).map_err(|e| {
+        CliError::msg(
+            2,
+            format!(
+                "`--tag` `{}` is not a valid tag: {e}",
+                args.tag.escape_debug()
+            ),
+        )
+    })?;
     let profile = crate::profile::load(&args.profile)?;
     let target = match &args.output {
         Some(o) => Target::parse(o),
-        None => Target::Layout(PathBuf::from("out").join(&profile.name)),
+        None => Target::Layout(PathBuf::from("out").join(profile.name.as_path())),
     };
     let catalog = Catalog::load(&args.catalog)?;
     let mut locked_packages = None;
@@ -108,7 +123,8 @@ pub fn exec(args: Args, global: Global) -> Result<u8, CliError> {
     }
     let opts = BuildOptions {
         target,
-        tag: args.tag.clone(),
+        tag,
+        force: args.force,
         compression: args.compression,
         epoch,
         cache_root: args.cache.clone().unwrap_or_else(Cache::default_root),
@@ -138,7 +154,7 @@ pub fn exec(args: Args, global: Global) -> Result<u8, CliError> {
             "config_digest": out.config_digest,
             "layers": layers,
             "output": out.output,
-            "tag": out.tag,
+            "tag": out.tag.as_str(),
             "cached_layers": out.cached_layers,
             "packages": out.packages.len(),
         });
