@@ -47,6 +47,14 @@ pub enum AssembleError {
         entry: String,
         link: String,
     },
+    #[error("`{origin}`: `/{entry}` cannot go over the {lower}: there `/{parent}` is {what}")]
+    UnderLowerFile {
+        origin: String,
+        entry: String,
+        lower: String,
+        parent: String,
+        what: String,
+    },
     #[error("`{origin}`: `{entry}` appears twice, once as a directory and once as a {kind}")]
     DirAndFile {
         origin: String,
@@ -81,6 +89,7 @@ impl AssembleError {
             | Unsupported { origin, .. }
             | DanglingHardlink { origin, .. }
             | NotADirectory { origin, .. }
+            | UnderLowerFile { origin, .. }
             | ThroughSymlink { origin, .. }
             | DirAndFile { origin, .. }
             | TooLong { origin, .. }

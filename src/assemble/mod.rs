@@ -10,7 +10,7 @@ pub(crate) mod dir;
 mod error;
 mod files;
 mod paths;
-mod shape;
+pub mod shape;
 mod tarball;
 mod tree;
 pub mod xattr;

@@ -106,6 +106,58 @@ pub fn check(tree: &Tree) -> Result<(), AssembleError> {
     Ok(())
 }
 
+/// The entries of a layer that are not directories: path → the symlink's target, or `None`
+/// for any other kind. What a later layer must not place anything under.
+pub type NonDirs = std::collections::BTreeMap<String, Option<String>>;
+
+/// The non-directory entries of `tree`.
+pub fn non_dirs(tree: &Tree) -> NonDirs {
+    tree.iter()
+        .filter_map(|e| match &e.kind {
+            EntryKind::Dir => None,
+            EntryKind::Symlink { target } => Some((e.path.clone(), Some(target.clone()))),
+            _ => Some((e.path.clone(), None)),
+        })
+        .collect()
+}
+
+/// `upper` stacked on a layer whose non-directories are `lower`: nothing of `upper` may lie
+/// under a file or a symlink of `lower` (a runtime would replace the file or the link with a
+/// directory: `/lib -> usr/lib` would stop being merged-/usr), and no directory of `upper` may
+/// replace a file of `lower`.
+pub fn check_over(lower: &NonDirs, lower_name: &str, upper: &Tree) -> Result<(), AssembleError> {
+    for e in upper.iter() {
+        let mut cur = e.path.as_str();
+        while let Some((parent, _)) = cur.rsplit_once('/') {
+            cur = parent;
+            if let Some(target) = lower.get(parent) {
+                return Err(AssembleError::UnderLowerFile {
+                    origin: upper.origin.clone(),
+                    entry: e.path.clone(),
+                    lower: lower_name.to_string(),
+                    parent: parent.to_string(),
+                    what: match target {
+                        Some(t) => {
+                            format!("a symlink to `{t}`; write to the link's target instead")
+                        }
+                        None => "a file".to_string(),
+                    },
+                });
+            }
+        }
+        if matches!(e.kind, EntryKind::Dir) && lower.get(&e.path).is_some_and(|t| t.is_none()) {
+            return Err(AssembleError::UnderLowerFile {
+                origin: upper.origin.clone(),
+                entry: e.path.clone(),
+                lower: lower_name.to_string(),
+                parent: e.path.clone(),
+                what: "a file, and this is a directory".to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Follow the symlink at `link` (with `target`) through the tree's own symlinks; `false` when
 /// any step climbs above the root. Names the tree does not hold resolve lexically.
 pub fn resolves_inside(tree: &Tree, link: &str, target: &str) -> bool {

@@ -170,6 +170,15 @@ pub fn build(
         for w in tree.warnings() {
             obs.warn(&w);
         }
+        if let Some(base) = layers.iter().find(|l: &&ImageLayer| l.component == "base") {
+            let lower = layer::listing::load(&cache, &base.blob).map_err(|source| {
+                layer::LayerError::Write {
+                    component: "base listing".into(),
+                    source,
+                }
+            })?;
+            assemble::shape::check_over(&lower, "base", &tree)?;
+        }
         components.push(("files".into(), tree));
     }
 

@@ -49,7 +49,7 @@ fn parts(p: &Path) -> Vec<OsString> {
 }
 
 fn dup(fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
-    Ok(fd.try_clone_to_owned()?)
+    fd.try_clone_to_owned()
 }
 
 fn dir_flags() -> OFlags {

@@ -196,7 +196,7 @@ fn loops_and_non_regular_files_are_refused() {
     let (_t, root, _outside) = hostile();
     rustix::fs::mknodat(
         rustix::fs::CWD,
-        &root.join("fifo"),
+        root.join("fifo"),
         rustix::fs::FileType::Fifo,
         rustix::fs::Mode::from_raw_mode(0o644),
         0,

@@ -7,6 +7,7 @@
 
 mod compression;
 mod key;
+pub mod listing;
 mod pgzip;
 mod tar_writer;
 
@@ -106,6 +107,7 @@ pub fn write_layer(
         compression: opts.compression,
     };
     cache.put_record("layers-v1", &key, &rec).map_err(wrap)?;
+    listing::save(cache, &rec, tree).map_err(wrap)?;
     obs.task_done(
         component,
         uncompressed_size,
