@@ -1,26 +1,34 @@
-//! HTTP downloads: retries with backoff, parallel jobs, verified writes into the [`Cache`].
+//! HTTP downloads: retries with backoff, parallel jobs, bounded size and time, verified writes
+//! into the [`Cache`].
 //!
-//! Must never leave a partial or unverified file where a blob belongs, and never download when
-//! `offline` is set.
+//! Every download is bounded by [`FetchLimits`] (defaults and rules in `limits.rs`): an artifact
+//! must be exactly its signed size (more is refused at once, less is retried, then reported as
+//! truncated), a root at most [`MAX_ROOT_BYTES`] (held in memory, never more than that); an
+//! attempt that falls under the minimum rate over a window is aborted, and all attempts of one
+//! download share one deadline. Only failures a retry can cure are retried (network errors,
+//! short bodies, slowness, HTTP 5xx, 408 and 429). Must never leave a partial or unverified file
+//! where a blob belongs, and never download when `offline` is set.
 
 use std::io::{self, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::build::Observer;
 use crate::digest::{Digest, HashingWriter};
 
+use super::limits::{FetchLimits, Meter, Slow, MAX_ROOT_BYTES};
 use super::resolver::CachingResolver;
 use super::{Cache, FetchError};
 
-/// One file to fetch: where from, and what its bytes must hash to.
+/// One file to fetch: where from, what its bytes must hash to and how many there must be.
 #[derive(Debug, Clone)]
 pub struct Artifact {
     pub url: String,
     pub sha256: Digest,
-    pub size: Option<u64>,
+    /// The size the signed chain gives; the download must be exactly this long.
+    pub size: u64,
 }
 
 pub struct Fetcher {
@@ -28,22 +36,98 @@ pub struct Fetcher {
     agent: ureq::Agent,
     offline: bool,
     jobs: usize,
-    attempts: u32,
-    backoff: Duration,
+    limits: FetchLimits,
 }
 
-/// Why one attempt failed: worth retrying or not.
+/// How long a download may be.
+#[derive(Debug, Clone, Copy)]
+enum Size {
+    /// Exactly this many bytes, as the signed chain says.
+    Signed(u64),
+    /// At most this many bytes (an unpinned root).
+    Cap(u64),
+}
+
+impl Size {
+    fn max(self) -> u64 {
+        match self {
+            Size::Signed(n) | Size::Cap(n) => n,
+        }
+    }
+
+    fn exceeded(self, url: &str, seen: String) -> FetchError {
+        let url = url.to_string();
+        match self {
+            Size::Signed(size) => FetchError::ExceedsSigned { url, size, seen },
+            Size::Cap(cap) => FetchError::ExceedsCap { url, cap, seen },
+        }
+    }
+}
+
+/// Why one attempt failed.
 enum Attempt {
-    Retry(String, u64),
+    /// Worth another attempt.
+    Retry(Failure),
+    /// An HTTP status a retry will not change (404, 403, …).
+    Refused(u16),
+    /// The download's deadline passed, with this many bytes in the attempt.
+    Deadline(u64),
     Fatal(FetchError),
 }
 
+/// A failure a retry may cure.
+enum Failure {
+    Status(u16),
+    Net(String),
+    /// The body ended after this many bytes, before its signed size.
+    Short(u64),
+    Slow(Slow),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Status(c) => f.write_str(&status_text(*c)),
+            Failure::Net(m) => f.write_str(m),
+            Failure::Short(n) => write!(f, "the body ended after {n} bytes"),
+            Failure::Slow(s) => write!(f, "too slow: {s}"),
+        }
+    }
+}
+
+/// What a finished download gave.
+enum Got<W> {
+    Body(W),
+    Refused { status: u16, attempts: u32 },
+}
+
+fn status_text(code: u16) -> String {
+    match ureq::http::StatusCode::from_u16(code)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+    {
+        Some(reason) => format!("HTTP status {code} ({reason})"),
+        None => format!("HTTP status {code}"),
+    }
+}
+
+/// Statuses a later attempt may not see: server errors, timeouts, rate limiting.
+fn retryable(code: u16) -> bool {
+    code >= 500 || code == 408 || code == 429
+}
+
 impl Fetcher {
-    /// A fetcher over the cache at `cache_root` (created if missing).
-    pub fn new(cache_root: &Path, offline: bool, jobs: usize) -> Result<Self, FetchError> {
+    /// A fetcher over the cache at `cache_root` (created if missing), bounded by `limits`.
+    pub fn new(
+        cache_root: &Path,
+        offline: bool,
+        jobs: usize,
+        limits: FetchLimits,
+    ) -> Result<Self, FetchError> {
         let config = ureq::Agent::config_builder()
-            .timeout_connect(Some(Duration::from_secs(30)))
-            .timeout_per_read(Some(Duration::from_secs(60)))
+            .timeout_connect(Some(limits.window))
+            .timeout_recv_response(Some(limits.window))
+            .timeout_per_read(Some(limits.window))
             .user_agent(concat!("gpuimg/", env!("CARGO_PKG_VERSION")))
             .build();
         let agent = ureq::Agent::with_parts(
@@ -56,8 +140,7 @@ impl Fetcher {
             agent,
             offline,
             jobs: jobs.max(1),
-            attempts: 4,
-            backoff: Duration::from_millis(250),
+            limits,
         })
     }
 
@@ -78,7 +161,7 @@ impl Fetcher {
     ) -> Result<PathBuf, FetchError> {
         let (hit, was_corrupt) = self.cache.lookup(&a.sha256)?;
         if let Some(path) = hit {
-            progress(a.size.unwrap_or(0));
+            progress(a.size);
             return Ok(path);
         }
         if was_corrupt {
@@ -90,95 +173,205 @@ impl Fetcher {
                 digest: a.sha256.to_string(),
             });
         }
-        let mut tmp = self.cache.temp()?;
-        let mut last = String::new();
-        let mut got = 0;
-        for attempt in 0..self.attempts {
-            if attempt > 0 {
-                std::thread::sleep(self.backoff * 2u32.pow(attempt - 1));
-            }
-            match self.attempt(a, tmp.as_file_mut(), progress) {
-                Ok(()) => return self.cache.commit(tmp, &a.sha256),
-                Err(Attempt::Fatal(e)) => return Err(e),
-                Err(Attempt::Retry(msg, n)) => {
-                    last = msg;
-                    got = n;
-                }
-            }
-        }
-        match a.size {
-            Some(expected) if got < expected => Err(FetchError::Truncated {
-                url: a.url.clone(),
-                expected,
-                actual: got,
-            }),
-            _ => Err(FetchError::Http {
-                url: a.url.clone(),
-                attempts: self.attempts,
-                message: last,
-            }),
-        }
-    }
-
-    fn attempt(
-        &self,
-        a: &Artifact,
-        file: &mut std::fs::File,
-        progress: &dyn Fn(u64),
-    ) -> Result<(), Attempt> {
-        let io_fatal = |e: io::Error| {
-            Attempt::Fatal(FetchError::Io {
-                path: PathBuf::from(&a.url),
-                source: e,
-            })
+        let tmp = self.cache.temp()?;
+        let io_err = |source| FetchError::Io {
+            path: tmp.path().to_path_buf(),
+            source,
         };
-        file.set_len(0).map_err(io_fatal)?;
-        file.rewind().map_err(io_fatal)?;
-        let mut resp = match self.agent.get(&a.url).call() {
-            Ok(r) => r,
-            Err(ureq::Error::StatusCode(404)) => {
-                return Err(Attempt::Fatal(FetchError::NotFound { url: a.url.clone() }))
+        let fresh = || -> Result<HashingWriter<std::fs::File>, FetchError> {
+            let mut f = tmp.as_file().try_clone().map_err(io_err)?;
+            f.set_len(0).map_err(io_err)?;
+            f.rewind().map_err(io_err)?;
+            Ok(HashingWriter::new(f))
+        };
+        let w = match self.download(&a.url, Size::Signed(a.size), tmp.path(), fresh, progress)? {
+            Got::Body(w) => w,
+            Got::Refused { status: 404, .. } => {
+                return Err(FetchError::NotFound { url: a.url.clone() })
             }
-            Err(ureq::Error::StatusCode(c)) if (400..500).contains(&c) => {
-                return Err(Attempt::Fatal(FetchError::Http {
+            Got::Refused { status, attempts } => {
+                return Err(FetchError::Http {
                     url: a.url.clone(),
-                    attempts: 1,
-                    message: format!("HTTP status {c}"),
-                }))
+                    attempts,
+                    message: status_text(status),
+                })
             }
-            Err(e) => return Err(Attempt::Retry(e.to_string(), 0)),
         };
-        let mut reader = resp.body_mut().as_reader();
-        let mut w = HashingWriter::new(&mut *file);
-        let mut buf = vec![0u8; 256 * 1024];
-        loop {
-            let n = match reader.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(Attempt::Retry(e.to_string(), w.count())),
-            };
-            w.write_all(&buf[..n]).map_err(io_fatal)?;
-            progress(w.count());
-            if a.size.is_some_and(|s| w.count() > s) {
-                break;
-            }
-        }
-        let (_, actual, count) = w.finish();
-        if let Some(expected) = a.size {
-            if count < expected {
-                return Err(Attempt::Retry("connection closed early".into(), count));
-            }
-        }
+        let (_, actual, _) = w.finish();
         if actual != a.sha256 {
-            return Err(Attempt::Fatal(FetchError::HashMismatch {
+            return Err(FetchError::HashMismatch {
                 url: a.url.clone(),
                 expected: a.sha256,
                 actual,
-            }));
+            });
         }
-        file.flush().map_err(io_fatal)?;
-        Ok(())
+        self.cache.commit(tmp, &a.sha256)
+    }
+
+    /// Download `url` with retries under one deadline; `fresh` gives an empty sink for each
+    /// attempt (`sink` names it in errors).
+    fn download<W: Write>(
+        &self,
+        url: &str,
+        size: Size,
+        sink: &Path,
+        mut fresh: impl FnMut() -> Result<W, FetchError>,
+        progress: &dyn Fn(u64),
+    ) -> Result<Got<W>, FetchError> {
+        let budget = self.limits.deadline(size.max());
+        let deadline = later(Instant::now(), budget);
+        let attempts = self.limits.attempts.max(1);
+        let mut last: Option<Failure> = None;
+        let mut tried = 0;
+        let mut got = 0;
+        let mut timed_out = false;
+        for attempt in 0..attempts {
+            let wait = self.limits.backoff_before(attempt);
+            if later(Instant::now(), wait) >= deadline {
+                timed_out = true;
+                break;
+            }
+            std::thread::sleep(wait);
+            tried += 1;
+            let mut w = fresh()?;
+            match self.attempt(url, size, deadline, sink, &mut w, progress) {
+                Ok(()) => return Ok(Got::Body(w)),
+                Err(Attempt::Retry(f)) => {
+                    if let Failure::Short(n) = f {
+                        got = n;
+                    }
+                    last = Some(f);
+                }
+                Err(Attempt::Refused(status)) => {
+                    return Ok(Got::Refused {
+                        status,
+                        attempts: tried,
+                    })
+                }
+                Err(Attempt::Deadline(n)) => {
+                    got = n;
+                    timed_out = true;
+                    break;
+                }
+                Err(Attempt::Fatal(e)) => return Err(e),
+            }
+        }
+        let url = url.to_string();
+        if timed_out {
+            return Err(FetchError::Deadline {
+                url,
+                secs: budget.as_secs_f64(),
+                attempts: tried,
+                got,
+                last: last.map_or_else(|| "still downloading".into(), |f| f.to_string()),
+            });
+        }
+        Err(match (last, size) {
+            (Some(Failure::Short(actual)), Size::Signed(expected)) => FetchError::Truncated {
+                url,
+                expected,
+                actual,
+                attempts: tried,
+            },
+            (Some(Failure::Slow(s)), _) => FetchError::TooSlow {
+                url,
+                attempts: tried,
+                measured: s.to_string(),
+                min_rate: self.limits.min_rate,
+            },
+            (last, _) => FetchError::Http {
+                url,
+                attempts: tried,
+                message: last.map_or_else(String::new, |f| f.to_string()),
+            },
+        })
+    }
+
+    /// One attempt at `url` into `out`: at most `size.max()` bytes, before `deadline`, never
+    /// slower than the minimum rate over a window.
+    fn attempt(
+        &self,
+        url: &str,
+        size: Size,
+        deadline: Instant,
+        sink: &Path,
+        out: &mut dyn Write,
+        progress: &dyn Fn(u64),
+    ) -> Result<(), Attempt> {
+        let window = self.limits.window;
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(Attempt::Deadline(0));
+        }
+        let call = self
+            .agent
+            .get(url)
+            .config()
+            .timeout_global(Some(left))
+            .build()
+            .call();
+        let mut resp = match call {
+            Ok(r) => r,
+            Err(ureq::Error::StatusCode(c)) if retryable(c) => {
+                return Err(Attempt::Retry(Failure::Status(c)))
+            }
+            Err(ureq::Error::StatusCode(c)) => return Err(Attempt::Refused(c)),
+            Err(ureq::Error::Timeout(_)) if Instant::now() >= deadline => {
+                return Err(Attempt::Deadline(0))
+            }
+            Err(ureq::Error::Timeout(_)) => {
+                return Err(Attempt::Retry(Failure::Slow(Slow {
+                    bytes: 0,
+                    over: window,
+                })))
+            }
+            Err(e) => return Err(Attempt::Retry(Failure::Net(e.to_string()))),
+        };
+        let limit = size.max();
+        if let Some(len) = resp.body().content_length().filter(|&n| n > limit) {
+            return Err(Attempt::Fatal(
+                size.exceeded(url, format!("the server announces {len} bytes")),
+            ));
+        }
+        let mut meter = Meter::new(Instant::now(), &self.limits);
+        let mut reader = resp.body_mut().as_reader();
+        let mut buf = vec![0u8; 256 * 1024];
+        let mut count = 0u64;
+        loop {
+            // One byte more than allowed tells an oversized body from an exact one.
+            let room = limit.saturating_add(1).saturating_sub(count);
+            let room = usize::try_from(room).unwrap_or(usize::MAX).min(buf.len());
+            let n = match reader.read(&mut buf[..room]) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(read_failed(e, size, count, deadline, &mut meter)),
+            };
+            count += n as u64;
+            if count > limit {
+                return Err(Attempt::Fatal(
+                    size.exceeded(url, format!("the server sent more than {limit} bytes")),
+                ));
+            }
+            out.write_all(&buf[..n]).map_err(|source| {
+                Attempt::Fatal(FetchError::Io {
+                    path: sink.to_path_buf(),
+                    source,
+                })
+            })?;
+            progress(count);
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(Attempt::Deadline(count));
+            }
+            meter
+                .check(now, count)
+                .map_err(|s| Attempt::Retry(Failure::Slow(s)))?;
+        }
+        match size {
+            Size::Signed(s) if count < s => Err(Attempt::Retry(Failure::Short(count))),
+            _ => Ok(()),
+        }
     }
 
     /// Fetch many artifacts with up to `jobs` parallel downloads. Paths come back in input
@@ -189,7 +382,7 @@ impl Fetcher {
         label: &str,
         obs: &mut dyn Observer,
     ) -> Result<Vec<PathBuf>, FetchError> {
-        let total: u64 = items.iter().filter_map(|a| a.size).sum();
+        let total: u64 = items.iter().map(|a| a.size).sum();
         obs.task_start(label, Some(total));
         let next = AtomicUsize::new(0);
         let (tx, rx) = mpsc::channel::<Event>();
@@ -245,9 +438,9 @@ impl Fetcher {
             .collect()
     }
 
-    /// Fetch an unpinned root (an `InRelease`): `Ok(None)` when the server has none. Online,
-    /// the copy is kept for `--offline`; offline, the kept copy is returned. The caller must
-    /// verify it (signature) every time.
+    /// Fetch an unpinned root (an `InRelease`, at most [`MAX_ROOT_BYTES`]): `Ok(None)` when
+    /// the server has none. Online, the copy is kept for `--offline`; offline, the kept copy is
+    /// returned. The caller must verify it (signature) every time.
     pub fn fetch_root(&self, url: &str) -> Result<Option<Vec<u8>>, FetchError> {
         if self.offline {
             return match self.cache.get_root(url)? {
@@ -258,35 +451,28 @@ impl Fetcher {
                 }),
             };
         }
-        let mut last = String::new();
-        for attempt in 0..self.attempts {
-            if attempt > 0 {
-                std::thread::sleep(self.backoff * 2u32.pow(attempt - 1));
+        let sink = PathBuf::from(url);
+        match self.download(
+            url,
+            Size::Cap(MAX_ROOT_BYTES),
+            &sink,
+            || Ok(Vec::new()),
+            &|_| {},
+        )? {
+            Got::Body(data) => {
+                self.cache.put_root(url, &data)?;
+                Ok(Some(data))
             }
-            match self.agent.get(url).call() {
-                Ok(mut resp) => {
-                    let mut data = Vec::new();
-                    match resp.body_mut().as_reader().read_to_end(&mut data) {
-                        Ok(_) => {
-                            self.cache.put_root(url, &data)?;
-                            return Ok(Some(data));
-                        }
-                        Err(e) => last = e.to_string(),
-                    }
-                }
-                Err(ureq::Error::StatusCode(404 | 403 | 410)) => return Ok(None),
-                Err(ureq::Error::StatusCode(c)) if (400..500).contains(&c) => {
-                    last = format!("HTTP status {c}");
-                    break;
-                }
-                Err(e) => last = e.to_string(),
-            }
+            Got::Refused {
+                status: 404 | 403 | 410,
+                ..
+            } => Ok(None),
+            Got::Refused { status, attempts } => Err(FetchError::Http {
+                url: url.to_string(),
+                attempts,
+                message: status_text(status),
+            }),
         }
-        Err(FetchError::Http {
-            url: url.to_string(),
-            attempts: self.attempts,
-            message: last,
-        })
     }
 }
 
@@ -294,4 +480,44 @@ enum Event {
     Bytes(u64),
     Corrupted(String),
     Done(usize, Result<PathBuf, FetchError>),
+}
+
+/// `now + d`, or a century from now where that overflows (a signed size can be absurd).
+fn later(now: Instant, d: Duration) -> Instant {
+    now.checked_add(d)
+        .or_else(|| now.checked_add(Duration::from_secs(100 * 365 * 86400)))
+        .unwrap_or(now)
+}
+
+/// Classify a failed body read after `count` bytes.
+fn read_failed(
+    e: io::Error,
+    size: Size,
+    count: u64,
+    deadline: Instant,
+    meter: &mut Meter,
+) -> Attempt {
+    let now = Instant::now();
+    match ureq::Error::from(e) {
+        ureq::Error::Timeout(_) if now >= deadline => Attempt::Deadline(count),
+        ureq::Error::Timeout(_) => Attempt::Retry(Failure::Slow(meter.stalled(now, count))),
+        _ if matches!(size, Size::Signed(s) if count < s) => Attempt::Retry(Failure::Short(count)),
+        e => Attempt::Retry(Failure::Net(format!("{e} after {count} bytes"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_absurd_signed_size_gives_a_far_deadline_not_a_panic() {
+        let now = Instant::now();
+        let far = later(now, FetchLimits::default().deadline(u64::MAX));
+        assert!(far > later(now, Duration::from_secs(1 << 30)));
+        assert_eq!(
+            later(now, Duration::from_secs(5)),
+            now + Duration::from_secs(5)
+        );
+    }
 }

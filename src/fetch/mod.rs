@@ -3,12 +3,24 @@
 //! Owns HTTP (retries with backoff, parallel jobs), the cache layout and `--offline`.
 //! Must never trust a byte it has not hashed: every cached blob is re-verified when read, and a
 //! corrupted entry is fetched again (or reported, offline). Knows nothing about apt.
+//!
+//! Every download is bounded ([`FetchLimits`], defaults in the constants below): an artifact
+//! must be exactly the size the signed chain gives, a root (`InRelease`, `Release`,
+//! `Release.gpg`) at most [`MAX_ROOT_BYTES`] (4 MiB); an attempt is aborted when fewer than
+//! [`MIN_RATE`] (4 KiB/s) × [`WINDOW`] (30 s) bytes arrived over the last window, or when the
+//! headers take longer than a window; all attempts of one download share a deadline of
+//! [`DEADLINE_BASE`] (120 s) + its size at [`DEADLINE_RATE`] (16 KiB/s); [`ATTEMPTS`] (4)
+//! attempts at most, [`BACKOFF`] (250 ms, doubling) apart.
 
 mod cache;
 mod error;
 mod http;
+mod limits;
 mod resolver;
 
 pub use cache::Cache;
 pub use error::FetchError;
 pub use http::{Artifact, Fetcher};
+pub use limits::{
+    FetchLimits, ATTEMPTS, BACKOFF, DEADLINE_BASE, DEADLINE_RATE, MAX_ROOT_BYTES, MIN_RATE, WINDOW,
+};

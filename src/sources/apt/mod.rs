@@ -29,7 +29,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::build::Observer;
-use crate::fetch::{Artifact, Fetcher};
+use crate::fetch::{Artifact, FetchLimits, Fetcher};
 use crate::lock::LockedPackage;
 use crate::profile::{AptSpec, Platform};
 
@@ -48,6 +48,8 @@ pub struct AptOptions {
     pub jobs: usize,
     /// The host's apt configuration directory, read for `mirror: host` and trusted keys.
     pub apt_dir: PathBuf,
+    /// Size, time and retry bounds of every download (defaults: `fetch`'s constants).
+    pub limits: FetchLimits,
 }
 
 impl AptOptions {
@@ -57,6 +59,7 @@ impl AptOptions {
             offline: false,
             jobs: 8,
             apt_dir: PathBuf::from("/etc/apt"),
+            limits: FetchLimits::default(),
         }
     }
 }
@@ -94,6 +97,7 @@ fn fetcher(opts: &AptOptions) -> Result<Fetcher, AptError> {
         &opts.cache_dir.join("apt-v1"),
         opts.offline,
         opts.jobs,
+        opts.limits,
     )?)
 }
 
@@ -122,11 +126,16 @@ fn resolve_with(
     let mut texts: Vec<Option<String>> = Vec::new();
     for (_, f) in &indexes {
         let hit = match f.plain {
-            Some(d) => fetcher.cache().lookup(&d)?.0,
+            Some((d, _)) => fetcher.cache().lookup(&d)?.0,
             None => None,
         };
         texts.push(match hit {
-            Some(p) => Some(read_index(&p, "Packages", &f.artifact.url)?),
+            Some(p) => Some(read_index(
+                &p,
+                "Packages",
+                &f.artifact.url,
+                f.plain.map(|p| p.1),
+            )?),
             None => None,
         });
     }
@@ -138,8 +147,8 @@ fn resolve_with(
     let paths = fetcher.fetch_all(&artifacts, "indexes", obs)?;
     for (&i, path) in missing.iter().zip(paths) {
         let f = &indexes[i].1;
-        let text = read_index(&path, &f.path, &f.artifact.url)?;
-        if let Some(plain) = f.plain {
+        let text = read_index(&path, &f.path, &f.artifact.url, f.plain.map(|p| p.1))?;
+        if let Some((plain, _)) = f.plain {
             if crate::digest::Digest::of(text.as_bytes()) == plain {
                 fetcher.cache().put(text.as_bytes())?;
             }
@@ -173,22 +182,40 @@ fn resolve_with(
     Ok(out)
 }
 
-fn read_index(path: &Path, name: &str, url: &str) -> Result<String, AptError> {
+/// The most a package index may decompress to when its `Release` does not list the plain
+/// `Packages` size (the largest real ones are under 100 MiB).
+pub const MAX_INDEX_BYTES: u64 = 512 << 20;
+
+/// Read (decompressing by `name`) a package index: at most its signed plain size, or
+/// [`MAX_INDEX_BYTES`] when the Release gives none.
+fn read_index(path: &Path, name: &str, url: &str, plain: Option<u64>) -> Result<String, AptError> {
     let file = fs_err::File::open(path).map_err(AptError::io(path))?;
     let file = std::io::BufReader::with_capacity(1 << 20, file);
-    let mut r: Box<dyn Read> = if name.ends_with(".xz") {
+    let r: Box<dyn Read> = if name.ends_with(".xz") {
         Box::new(liblzma::read::XzDecoder::new(file))
     } else if name.ends_with(".gz") {
         Box::new(flate2::read::GzDecoder::new(file))
     } else {
         Box::new(file)
     };
+    let cap = plain.unwrap_or(MAX_INDEX_BYTES);
     let mut text = String::new();
-    r.read_to_string(&mut text)
+    r.take(cap.saturating_add(1))
+        .read_to_string(&mut text)
         .map_err(|e| AptError::InvalidIndex {
             url: url.to_string(),
             message: e.to_string(),
         })?;
+    if text.len() as u64 > cap {
+        let what = match plain {
+            Some(n) => format!("the signed size of {n} bytes"),
+            None => format!("the cap of {cap} bytes"),
+        };
+        return Err(AptError::InvalidIndex {
+            url: url.to_string(),
+            message: format!("it decompresses to more than {what}"),
+        });
+    }
     Ok(text)
 }
 
@@ -261,7 +288,7 @@ pub fn install(
                 p.filename.trim_start_matches("./")
             ),
             sha256: p.sha256,
-            size: Some(p.size),
+            size: p.size,
         });
     }
     let paths = fetcher.fetch_all(&artifacts, "packages", obs)?;

@@ -133,8 +133,9 @@ fn parse_release(text: &str, url: &str) -> Result<Release, AptError> {
 pub struct IndexFile {
     pub artifact: Artifact,
     pub path: String,
-    /// The uncompressed index's sha256 as the Release gives it (to cache the decompressed text).
-    pub plain: Option<Digest>,
+    /// The uncompressed index's sha256 and size as the Release gives them (to cache the
+    /// decompressed text, and to bound its decompression).
+    pub plain: Option<(Digest, u64)>,
 }
 
 /// The `Packages` index of each component for `arch`, preferring xz, then gz, then plain.
@@ -169,12 +170,8 @@ pub fn index_files(repo: &Repo, rel: &Release, arch: &str) -> Result<Vec<IndexFi
             format!("{dist}{path}")
         };
         out.push(IndexFile {
-            artifact: Artifact {
-                url,
-                sha256,
-                size: Some(size),
-            },
-            plain: rel.files.get(&format!("{dir}Packages")).map(|&(d, _)| d),
+            artifact: Artifact { url, sha256, size },
+            plain: rel.files.get(&format!("{dir}Packages")).copied(),
             path,
         });
     }
