@@ -121,7 +121,15 @@ fn resolve_with(
     let mut texts: Vec<Option<String>> = Vec::new();
     for (_, f) in &indexes {
         let hit = match f.plain {
-            Some(d) => fetcher.cache().lookup(&d)?.0,
+            Some(d) => match fetcher.cache().lookup(&d)? {
+                (None, true) => {
+                    let w = format!("Cache entry for `{}` was corrupted; removed it", f.path);
+                    obs.warn(&w);
+                    warnings.push(w);
+                    None
+                }
+                (hit, _) => hit,
+            },
             None => None,
         };
         texts.push(match hit {
