@@ -2,16 +2,16 @@
 //! blob and layer record, ignoring stamps, and the removal of blobs no record references.
 //!
 //! Verify reads every blob once: hashed against its name, and, when records reference it,
-//! decompressed to check their diff_id and uncompressed size. Without `repair` it writes
-//! nothing. With `repair` it removes what is bad (a corrupt blob together with the records
-//! that name it) and re-stamps what is good. It runs beside builds: removal only takes the
+//! decompressed to check their diff_id and uncompressed size. Without `repair` it removes and
+//! stamps nothing. With `repair` it removes what is bad (a corrupt blob together with the
+//! records that name it) and re-stamps what is good. It runs beside builds: removal only takes the
 //! inode that was checked, so a fresh copy a build renamed in meanwhile stays.
 //! Prune needs the cache's exclusive lock (no build running; the caller takes it).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 
-use super::record::{check, facts_of, inspect, Verdict};
+use super::record::{check, facts_of, inspect, Decoded, Verdict};
 use super::{Compression, LayerBlob};
 use crate::cache::{trust, Cache, Finding, Identity, RecordRead, LAYERS};
 use crate::digest::Digest;
@@ -51,7 +51,7 @@ enum BlobState {
     /// Intact; `decoded` under the compression its first record claims.
     Good {
         size: u64,
-        decoded: Option<(Compression, Result<(Digest, u64), String>)>,
+        decoded: Option<(Compression, Decoded)>,
         id: Option<Identity>,
     },
     Bad,
@@ -136,9 +136,23 @@ pub fn verify(cache: &Cache, repair: bool) -> io::Result<Verified> {
             Ok(None) => continue,
             Ok(Some((file, id))) => {
                 let comp = claims.get(&d).copied();
-                let after = file.try_clone()?;
-                let got = inspect(file, comp)?;
-                let stable = trust::identity(&after.metadata()?) == id;
+                let read = file.try_clone().and_then(|after| {
+                    let got = inspect(file, comp)?;
+                    Ok((got, trust::identity(&after.metadata()?) == id))
+                });
+                let (got, stable) = match read {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let r = if repair {
+                            cache.remove_blob(&d, Some(&id))
+                        } else {
+                            Ok(())
+                        };
+                        bad.push(found(blob_entry(&d), format!("cannot be read ({e})"), r));
+                        blobs.insert(d, BlobState::Bad);
+                        continue;
+                    }
+                };
                 if got.digest == d {
                     BlobState::Good {
                         size: got.size,
@@ -215,11 +229,7 @@ pub fn verify(cache: &Cache, repair: bool) -> io::Result<Verified> {
     Ok(out)
 }
 
-fn record_problem(
-    rec: &LayerBlob,
-    size: u64,
-    decoded: &Result<(Digest, u64), String>,
-) -> Option<String> {
+fn record_problem(rec: &LayerBlob, size: u64, decoded: &Decoded) -> Option<String> {
     if size != rec.size {
         return Some(format!("it says {} bytes, its blob is {size}", rec.size));
     }

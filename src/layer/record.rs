@@ -19,12 +19,15 @@ use crate::build::Observer;
 use crate::cache::{BlobFacts, Cache, Identity, RecordRead, LAYERS};
 use crate::digest::{Digest, HashingWriter};
 
+/// The diff_id and uncompressed size of a decompressed blob, or why decompressing failed.
+pub(crate) type Decoded = Result<(Digest, u64), String>;
+
 /// What a full read of a blob found.
 pub(crate) struct Inspected {
     pub digest: Digest,
     pub size: u64,
     /// With a compression to try: the diff_id and uncompressed size, or why decoding failed.
-    pub decoded: Option<Result<(Digest, u64), String>>,
+    pub decoded: Option<Decoded>,
 }
 
 /// Read `file` once: hash the compressed bytes and, with `compression`, the decompressed ones.
@@ -108,20 +111,23 @@ pub(crate) fn check(cache: &Cache, rec: &LayerBlob, decompress: bool) -> io::Res
         }
         Err(e) => return Err(e),
     };
-    let on_disk = crate::cache::trust::size_of(&id);
-    if on_disk != rec.size {
+    let reopen = file.try_clone()?;
+    let got = inspect(file, decompress.then_some(rec.compression))?;
+    // The blob is judged by its name; only then are the record's claims judged by the blob.
+    if got.digest != rec.digest {
         return Ok(Verdict::BlobBad(
-            format!("it is {on_disk} bytes, its record says {}", rec.size),
+            format!(
+                "its content hashes to `{}` ({} bytes)",
+                got.digest, got.size
+            ),
             Some(id),
         ));
     }
-    let reopen = file.try_clone()?;
-    let got = inspect(file, decompress.then_some(rec.compression))?;
-    if got.digest != rec.digest || got.size != rec.size {
-        return Ok(Verdict::BlobBad(
-            format!("its content hashes to `{}`", got.digest),
-            Some(id),
-        ));
+    if got.size != rec.size {
+        return Ok(Verdict::RecordWrong(format!(
+            "it says {} bytes, its blob `{}` is {}",
+            rec.size, rec.digest, got.size
+        )));
     }
     match got.decoded {
         Some(Err(e)) => {

@@ -117,9 +117,10 @@ fn verify(root: &Path, repair: bool, global: Global) -> Result<u8, CliError> {
     }
     if !global.quiet {
         s.push_str(&format!(
-            "checked {} layer blobs, {} layer records, {downloads} downloads: {}\n",
-            layers.blobs,
-            layers.records,
+            "checked {}, {}, {}: {}\n",
+            count(layers.blobs, "layer blob"),
+            count(layers.records, "layer record"),
+            count(downloads, "download"),
             match bad.len() {
                 0 => "all good".to_string(),
                 n => format!("{n} bad"),
@@ -163,7 +164,6 @@ fn prune(root: &Path, global: Global) -> Result<u8, CliError> {
     if global.quiet {
         return Ok(0);
     }
-    let mb = |b: u64| format!("{:.1} MB", b as f64 / 1e6);
     let mut s = String::new();
     for (entry, size, linked) in &p.removed {
         let note = if *linked {
@@ -171,23 +171,50 @@ fn prune(root: &Path, global: Global) -> Result<u8, CliError> {
         } else {
             ""
         };
-        s.push_str(&format!("removed {entry} ({}{note})\n", mb(*size)));
+        s.push_str(&format!("removed {entry} ({}{note})\n", human(*size)));
     }
     let held: u64 = p.removed.iter().filter(|r| r.2).map(|r| r.1).sum();
     s.push_str(&format!(
-        "pruned {} unreferenced blobs: freed {}{}; kept {} referenced blobs\n",
-        p.removed.len(),
-        mb(p.freed()),
+        "pruned {}: freed {}{}; kept {} referenced\n",
+        count(p.removed.len(), "unreferenced blob"),
+        human(p.freed()),
         if held > 0 {
             format!(
                 " ({} more stays in use by outputs that hard-link it)",
-                mb(held)
+                human(held)
             )
         } else {
             String::new()
         },
-        p.kept
+        count(p.kept, "blob"),
     ));
     print_stdout(&s);
     Ok(0)
+}
+
+fn count(n: usize, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
+}
+
+/// A byte count for people: bytes, kB, MB or GB (powers of ten, one decimal).
+fn human(b: u64) -> String {
+    match b {
+        0..1_000 => format!("{b} bytes"),
+        1_000..1_000_000 => format!("{:.1} kB", b as f64 / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.1} MB", b as f64 / 1e6),
+        _ => format!("{:.1} GB", b as f64 / 1e9),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn sizes_and_counts_read_well() {
+        assert_eq!(super::human(0), "0 bytes");
+        assert_eq!(super::human(3000), "3.0 kB");
+        assert_eq!(super::human(12_345_678), "12.3 MB");
+        assert_eq!(super::human(4_200_000_000), "4.2 GB");
+        assert_eq!(super::count(1, "blob"), "1 blob");
+        assert_eq!(super::count(2, "blob"), "2 blobs");
+    }
 }
