@@ -65,7 +65,7 @@ pub fn apt_base_layer(
         None => apt::resolve(spec, &profile.platform, &profile.dir, &aopts, obs)?,
     };
     let key = apt_key(&packages, profile, lopts);
-    if let Some(blob) = layer::lookup(cache, &key) {
+    if let Some(blob) = layer::lookup(cache, &key, obs) {
         return Ok((blob, true, packages));
     }
     let root = scratch.join("apt-root");

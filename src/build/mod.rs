@@ -234,7 +234,16 @@ pub fn build(
         epoch: opts.epoch,
     };
     let json = image::build_image(&spec, &layers)?;
+    // The cache's blobs are linked into the output: each must still be what was checked.
+    for l in &layers {
+        layer::ensure_intact(&cache, &l.blob)?;
+    }
     export::export(&opts.target, replace, &json, &layers, &cache)?;
+    for l in &layers {
+        // Linking (and unlinking the replaced output's links) moved the blobs' ctime. A stamp
+        // only saves a re-hash next time, so failing to write one is no error.
+        let _ = cache.restamp_linked(&l.blob.digest);
+    }
     Ok(BuildOutcome {
         manifest_digest: json.manifest.0,
         config_digest: json.config.0,

@@ -46,7 +46,7 @@ pub fn rootfs_base_layer(
 ) -> Result<(LayerBlob, bool), BuildError> {
     let meta = fs_err::metadata(path).map_err(assemble::AssembleError::Io)?;
     let key = (!meta.is_dir()).then(|| tarball_key(&meta, allow_special, profile, lopts));
-    if let Some(blob) = key.as_ref().and_then(|k| layer::lookup(cache, k)) {
+    if let Some(blob) = key.as_ref().and_then(|k| layer::lookup(cache, k, obs)) {
         return Ok((blob, true));
     }
     let mut tree = assemble::assemble(

@@ -3,21 +3,49 @@
 //! ```text
 //! $GPUIMG_CACHE (default: $XDG_CACHE_HOME/gpuimg, else ~/.cache/gpuimg)
 //! ├── CACHEDIR.TAG
-//! ├── blobs-v1/sha256/<hex>      compressed layer blobs, named by their digest
-//! ├── layers-v1/<key-hex>.json   layer key (tree + settings) → the blob it produced
-//! └── tmp/                       partial writes; renamed into place only when complete
+//! ├── lock                            flock: shared while a build runs, exclusive for prune
+//! ├── blobs-v1/sha256/<hex>           compressed layer blobs, named by their digest
+//! ├── layers-v1/<key-hex>.json        record: layer key (tree + settings) → digest, size,
+//! │                                   diff_id, uncompressed size, compression
+//! ├── trust-v1/blobs/<hex>.json       stamp: the blob's file identity when last verified,
+//! │                                   its size, diff_id and uncompressed size
+//! ├── trust-v1/layers-v1/<key>.json   stamp: the record's file identity and the sha256 of its
+//! │                                   bytes when written or last verified
+//! ├── apt-v1/                         downloads (`fetch::Cache`, same trust rule)
+//! └── tmp/                            partial writes; renamed into place only when complete
 //! ```
-//! Buckets carry a version in their name: bump it rather than migrate. Every blob is verified
-//! against its name before reuse; a mismatch is treated as a miss and the entry removed.
-//! Must never hand out a blob whose bytes were not checked.
+//! Buckets carry a version in their name: bump it rather than migrate.
+//!
+//! Trust (see `trust.rs`): an entry is used without re-hashing only while its file identity
+//! (dev, inode, size, mtime, ctime) equals its stamp. A record whose stamp does not match is
+//! checked in full before use: its blob is hashed and decompressed and the digest, size,
+//! diff_id and uncompressed size must all agree; a blob whose stamp does not match (under a
+//! record that does) is hashed against its name and size. Whatever fails is a miss: it is
+//! removed with a warning and rebuilt. `gpuimg cache verify` checks every entry in full.
+//!
+//! Blobs are never modified in place: every write goes to a new file under `tmp/` and is
+//! renamed over the old name, and nothing opens a blob for writing, so an output that
+//! hard-links a blob keeps its bytes whatever later happens to the cache entry.
+//! Must never hand out a blob whose bytes were not checked, either now or under an unchanged
+//! identity.
 
 mod blob;
+mod record;
+pub mod trust;
 
+use std::fs::File;
+use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 pub use blob::BlobWriter;
+pub use record::RecordRead;
+pub use trust::{BlobFacts, Identity};
 
-use crate::digest::{hash_reader, Digest};
+use crate::digest::Digest;
+
+/// The bucket of layer records.
+pub const LAYERS: &str = "layers-v1";
 
 const CACHEDIR_TAG: &str =
     "Signature: 8a477f597d28d172789f06886806bc55\n# This directory is a cache made by gpuimg.\n";
@@ -25,6 +53,8 @@ const CACHEDIR_TAG: &str =
 #[derive(Debug, Clone)]
 pub struct Cache {
     root: PathBuf,
+    /// The open `lock` file, holding a shared or exclusive flock for this handle's lifetime.
+    _lock: Arc<File>,
 }
 
 impl Cache {
@@ -42,17 +72,49 @@ impl Cache {
         }
     }
 
-    /// Open (creating when needed) the cache at `root`.
-    pub fn open(root: &Path) -> std::io::Result<Cache> {
-        for d in ["blobs-v1/sha256", "layers-v1", "tmp"] {
+    /// Open (creating when needed) the cache at `root` for building: takes the shared lock,
+    /// waiting while a prune holds it exclusively.
+    pub fn open(root: &Path) -> io::Result<Cache> {
+        Cache::open_locked(root, rustix::fs::FlockOperation::LockShared)
+    }
+
+    /// Open the cache for a prune: takes the lock exclusively, and fails at once with
+    /// `ErrorKind::WouldBlock` while any build holds it.
+    pub fn open_exclusive(root: &Path) -> io::Result<Cache> {
+        Cache::open_locked(root, rustix::fs::FlockOperation::NonBlockingLockExclusive)
+    }
+
+    fn open_locked(root: &Path, op: rustix::fs::FlockOperation) -> io::Result<Cache> {
+        for d in [
+            "blobs-v1/sha256",
+            LAYERS,
+            "trust-v1/blobs",
+            "trust-v1/layers-v1",
+            "tmp",
+        ] {
             fs_err::create_dir_all(root.join(d))?;
         }
         let tag = root.join("CACHEDIR.TAG");
         if !tag.exists() {
             fs_err::write(&tag, CACHEDIR_TAG)?;
         }
+        let lock_path = root.join("lock");
+        let with_path = |e: io::Error| {
+            io::Error::new(
+                e.kind(),
+                format!("Failed to lock `{}`: {e}", lock_path.display()),
+            )
+        };
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(with_path)?;
+        rustix::fs::flock(&lock, op).map_err(|e| with_path(e.into()))?;
         Ok(Cache {
             root: root.to_path_buf(),
+            _lock: Arc::new(lock),
         })
     }
 
@@ -70,48 +132,62 @@ impl Cache {
     }
 
     /// Start writing a blob; it becomes visible under its digest on `commit`.
-    pub fn blob_writer(&self) -> std::io::Result<BlobWriter> {
+    pub fn blob_writer(&self) -> io::Result<BlobWriter> {
         BlobWriter::new(self)
     }
 
-    /// The blob's path if it is present with the right size and digest. A corrupt entry is
-    /// removed and reported as absent.
-    pub fn verified_blob(&self, d: &Digest, size: u64) -> Option<PathBuf> {
-        let p = self.blob_path(d);
-        let f = fs_err::File::open(&p).ok()?;
-        let meta = f.metadata().ok()?;
-        if meta.len() != size {
-            let _ = fs_err::remove_file(&p);
-            return None;
-        }
-        match hash_reader(std::io::BufReader::with_capacity(1 << 20, f)) {
-            Ok((got, _)) if got == *d => Some(p),
-            _ => {
-                let _ = fs_err::remove_file(&p);
-                None
+    /// Remove the stamps whose blob or record is gone; returns how many.
+    pub fn sweep_stamps(&self) -> io::Result<usize> {
+        let mut n = 0;
+        for (stamps, entries, keep_suffix) in [
+            ("trust-v1/blobs", "blobs-v1/sha256", false),
+            ("trust-v1/layers-v1", LAYERS, true),
+        ] {
+            for name in blob::list(&self.root.join(stamps))? {
+                let entry = match name.strip_suffix(".json") {
+                    Some(stem) if !keep_suffix => stem.to_string(),
+                    _ => name.clone(),
+                };
+                if std::fs::symlink_metadata(self.root.join(entries).join(&entry)).is_err() {
+                    trust::remove_if_present(&self.root.join(stamps).join(&name))?;
+                    n += 1;
+                }
             }
         }
+        Ok(n)
     }
+}
 
-    /// Look up a JSON record in a bucket by key.
-    pub fn record<T: serde::de::DeserializeOwned>(&self, bucket: &str, key: &Digest) -> Option<T> {
-        let bytes =
-            fs_err::read(self.root.join(bucket).join(format!("{}.json", key.hex()))).ok()?;
-        serde_json::from_slice(&bytes).ok()
-    }
+/// One bad entry found by a full check (`gpuimg cache verify`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// The entry's path relative to the cache root, e.g. `blobs-v1/sha256/<hex>`.
+    pub entry: String,
+    pub problem: String,
+    /// Whether the entry was removed (`--repair`).
+    pub removed: bool,
+}
 
-    /// Store a JSON record atomically.
-    pub fn put_record<T: serde::Serialize>(
-        &self,
-        bucket: &str,
-        key: &Digest,
-        value: &T,
-    ) -> std::io::Result<()> {
-        let dir = self.root.join(bucket);
-        fs_err::create_dir_all(&dir)?;
-        let mut tmp = crate::staging::Staged::file(&self.tmp_dir(), "record", 0o644)?;
-        serde_json::to_writer(&mut tmp, value).map_err(std::io::Error::other)?;
-        tmp.persist(&dir.join(format!("{}.json", key.hex())))?;
-        Ok(())
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prune_lock_excludes_builds_and_builds_share() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = Cache::open(dir.path()).unwrap();
+        let b = Cache::open(dir.path()).unwrap();
+        let e = Cache::open_exclusive(dir.path()).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        drop((a, b));
+        let x = Cache::open_exclusive(dir.path()).unwrap();
+        let clone = x.clone();
+        drop(x);
+        assert!(
+            Cache::open_exclusive(dir.path()).is_err(),
+            "a clone holds it"
+        );
+        drop(clone);
+        assert!(Cache::open_exclusive(dir.path()).is_ok());
     }
 }

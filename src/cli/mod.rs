@@ -45,6 +45,9 @@ enum Command {
     Catalog(commands::catalog::Command),
     /// Run the self-test checks for a profile or lock directly on this host.
     VerifyHost(commands::verify_host::Args),
+    /// Check the cache in full (`verify`) or remove unreferenced blobs (`prune`).
+    #[command(subcommand)]
+    Cache(commands::cache::Command),
 }
 
 /// Global settings every command sees.
@@ -66,6 +69,7 @@ pub fn main() -> ExitCode {
         Command::Lock(a) => commands::lock::exec(a, global),
         Command::Catalog(c) => commands::catalog::exec(c, global),
         Command::VerifyHost(a) => commands::verify_host::exec(a, global),
+        Command::Cache(c) => commands::cache::exec(c, global),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -179,7 +179,7 @@ impl Fetcher {
             source,
         };
         let fresh = || -> Result<HashingWriter<std::fs::File>, FetchError> {
-            let mut f = tmp.as_file().try_clone().map_err(io_err)?;
+            let mut f = tmp.file_handle().try_clone().map_err(io_err)?;
             f.set_len(0).map_err(io_err)?;
             f.rewind().map_err(io_err)?;
             Ok(HashingWriter::new(f))

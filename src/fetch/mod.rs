@@ -1,8 +1,9 @@
 //! Stage `fetch`: download artifacts by URL into a content-addressed cache, sha256-verified.
 //!
 //! Owns HTTP (retries with backoff, parallel jobs), the cache layout and `--offline`.
-//! Must never trust a byte it has not hashed: every cached blob is re-verified when read, and a
-//! corrupted entry is fetched again (or reported, offline). Knows nothing about apt.
+//! Must never trust a byte it has not hashed: a cached blob is re-verified when read unless its
+//! file identity is unchanged since it was hashed, and a corrupted entry is fetched again (or
+//! reported, offline). Knows nothing about apt.
 //!
 //! Every download is bounded ([`FetchLimits`], defaults in the constants below): an artifact
 //! must be exactly the size the signed chain gives, a root (`InRelease`, `Release`,

@@ -1,7 +1,7 @@
 //! What a layer holds that is not a directory, kept beside its blob so that a later layer can
 //! be checked against a base that came from the cache without its tree: `listings-v1/
-//! <diff_id>.json`. Keyed by the uncompressed content, so gzip and zstd share it; a missing
-//! record is rebuilt by reading the blob's tar headers.
+//! <diff_id>.json`. Keyed by the uncompressed content, so gzip and zstd share it; a missing or
+//! changed record is rebuilt by reading the blob's tar headers.
 
 use std::io::{self, Read};
 
@@ -18,10 +18,15 @@ pub fn save(cache: &Cache, blob: &LayerBlob, tree: &Tree) -> io::Result<()> {
     cache.put_record(BUCKET, &blob.diff_id, &shape::non_dirs(tree))
 }
 
-/// The listing of `blob`: recorded, or read from the blob itself (and recorded).
+/// The listing of `blob`: recorded (and unchanged since, by the cache's trust rule), or read
+/// from the blob itself (and recorded).
 pub fn load(cache: &Cache, blob: &LayerBlob) -> io::Result<NonDirs> {
-    if let Some(l) = cache.record::<NonDirs>(BUCKET, &blob.diff_id) {
-        return Ok(l);
+    if let Ok(Some(rec)) = cache.read_record(BUCKET, &blob.diff_id) {
+        if rec.trusted {
+            if let Ok(l) = serde_json::from_slice::<NonDirs>(&rec.bytes) {
+                return Ok(l);
+            }
+        }
     }
     let path = cache.blob_path(&blob.digest);
     let file = io::BufReader::with_capacity(1 << 20, fs_err::File::open(&path)?);

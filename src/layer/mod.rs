@@ -1,14 +1,16 @@
 //! Stage `layer`: write one `Tree` as a compressed, content-addressed layer blob.
 //!
 //! One pass: tar stream → sha256 (diff_id) → compressor → sha256 + size (digest) → the cache's
-//! blob file. A layer whose key (see `key.rs`) is already in the cache is reused after its
-//! blob is verified, without compressing again.
+//! blob file. A layer whose key (see `key.rs`) is already in the cache is reused, without
+//! compressing again, once the cache's trust rule passes (`record.rs`).
 //! Must never hold a layer in memory, and never know about manifests or output formats.
 
 mod compression;
 mod key;
 pub mod listing;
+mod maintain;
 mod pgzip;
+mod record;
 mod tar_writer;
 
 use std::io;
@@ -17,10 +19,12 @@ use serde::{Deserialize, Serialize};
 
 pub use compression::{Compression, Encoder, GZIP_LEVEL, ZSTD_LEVEL};
 pub use key::layer_key;
+pub use maintain::{prune, verify, Pruned, Verified};
+pub use record::{ensure_intact, lookup, remember};
 
 use crate::assemble::Tree;
 use crate::build::Observer;
-use crate::cache::Cache;
+use crate::cache::{Cache, LAYERS};
 use crate::digest::{Digest, HashingWriter};
 
 /// A finished layer blob in the cache.
@@ -41,6 +45,11 @@ pub enum LayerError {
         #[source]
         source: io::Error,
     },
+    #[error(
+        "Cache blob `{digest}` changed while this build ran ({reason}); it was not exported, \
+         build again"
+    )]
+    Changed { digest: Digest, reason: String },
 }
 
 /// Settings that decide a layer's bytes.
@@ -49,22 +58,6 @@ pub struct LayerOptions {
     pub compression: Compression,
     /// SOURCE_DATE_EPOCH: every entry's mtime.
     pub epoch: u64,
-}
-
-/// A cached layer recorded under `key`, if its blob is present and intact.
-pub fn lookup(cache: &Cache, key: &Digest) -> Option<LayerBlob> {
-    let rec = cache.record::<LayerBlob>("layers-v1", key)?;
-    cache.verified_blob(&rec.digest, rec.size).map(|_| rec)
-}
-
-/// Record `blob` under an extra key (e.g. an apt package set), for [`lookup`].
-pub fn remember(cache: &Cache, key: &Digest, blob: &LayerBlob) -> Result<(), LayerError> {
-    cache
-        .put_record("layers-v1", key, blob)
-        .map_err(|source| LayerError::Write {
-            component: "cache record".into(),
-            source,
-        })
 }
 
 /// Write (or reuse) the layer for `tree`. `component` names it in messages.
@@ -76,7 +69,7 @@ pub fn write_layer(
     obs: &mut dyn Observer,
 ) -> Result<(LayerBlob, bool), LayerError> {
     let key = layer_key(tree, opts.compression, opts.epoch);
-    if let Some(rec) = lookup(cache, &key) {
+    if let Some(rec) = lookup(cache, &key, obs) {
         return Ok((rec, true));
     }
     let wrap = |source| LayerError::Write {
@@ -106,7 +99,10 @@ pub fn write_layer(
         uncompressed_size,
         compression: opts.compression,
     };
-    cache.put_record("layers-v1", &key, &rec).map_err(wrap)?;
+    cache
+        .stamp_new_blob(&digest, &record::facts_of(&rec))
+        .map_err(wrap)?;
+    cache.put_record(LAYERS, &key, &rec).map_err(wrap)?;
     listing::save(cache, &rec, tree).map_err(wrap)?;
     obs.task_done(
         component,

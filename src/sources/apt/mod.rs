@@ -126,7 +126,15 @@ fn resolve_with(
     let mut texts: Vec<Option<String>> = Vec::new();
     for (_, f) in &indexes {
         let hit = match f.plain {
-            Some((d, _)) => fetcher.cache().lookup(&d)?.0,
+            Some((d, _)) => match fetcher.cache().lookup(&d)? {
+                (None, true) => {
+                    let w = format!("Cache entry for `{}` was corrupted; removed it", f.path);
+                    obs.warn(&w);
+                    warnings.push(w);
+                    None
+                }
+                (hit, _) => hit,
+            },
             None => None,
         };
         texts.push(match hit {

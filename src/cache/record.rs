@@ -1,0 +1,142 @@
+//! Records: small JSON files in a bucket (`layers-v1/<key>.json`), each with a stamp holding
+//! its file identity and the sha256 of its bytes, written when the record is written.
+//!
+//! A record reads as trusted only while both still match, so editing the JSON by any means
+//! (which moves its ctime and usually its size and mtime) makes the next user check what it
+//! says in full. The cache does not know what a record means; its user does the checking.
+
+use std::io::{self, Read};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+
+use super::trust::{self, Identity, RecordFacts};
+use super::Cache;
+use crate::digest::Digest;
+
+/// Records are small; anything larger is not one of ours.
+const MAX_RECORD: u64 = 32 << 20;
+
+/// A record as read: its bytes, and whether its stamp vouches for them.
+#[derive(Debug, Clone)]
+pub struct RecordRead {
+    pub bytes: Vec<u8>,
+    /// The file's identity and content still equal the stamp's.
+    pub trusted: bool,
+    identity: Identity,
+}
+
+impl Cache {
+    fn record_path(&self, bucket: &str, key: &Digest) -> PathBuf {
+        self.root().join(bucket).join(format!("{}.json", key.hex()))
+    }
+
+    fn record_stamp_path(&self, bucket: &str, key: &Digest) -> PathBuf {
+        self.root()
+            .join("trust-v1")
+            .join(bucket)
+            .join(format!("{}.json", key.hex()))
+    }
+
+    /// How a record is named in messages: `layers-v1/<hex>.json`.
+    pub fn record_name(bucket: &str, key: &Digest) -> String {
+        format!("{bucket}/{}.json", key.hex())
+    }
+
+    /// Read the record `key` in `bucket`. `Ok(None)` when there is none. A record that is not
+    /// a regular file or is oversized is an `InvalidData` error (the caller heals it).
+    pub fn read_record(&self, bucket: &str, key: &Digest) -> io::Result<Option<RecordRead>> {
+        let path = self.record_path(bucket, key);
+        let file = match std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(&path)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, "is a symlink"))
+            }
+            Err(e) => return Err(e),
+        };
+        let meta = file.metadata()?;
+        if !meta.is_file() || meta.len() > MAX_RECORD {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("is not a record file ({} bytes)", meta.len()),
+            ));
+        }
+        let mut bytes = Vec::with_capacity(meta.len() as usize);
+        file.take(MAX_RECORD).read_to_end(&mut bytes)?;
+        let identity = trust::identity(&meta);
+        let trusted = trust::read_stamp::<RecordFacts>(&self.record_stamp_path(bucket, key))
+            .is_some_and(|(id, f)| id == identity && f.sha256 == Digest::of(&bytes));
+        Ok(Some(RecordRead {
+            bytes,
+            trusted,
+            identity,
+        }))
+    }
+
+    /// Store a JSON record atomically and stamp it.
+    pub fn put_record<T: serde::Serialize>(
+        &self,
+        bucket: &str,
+        key: &Digest,
+        value: &T,
+    ) -> io::Result<()> {
+        use std::io::Write;
+        let bytes = serde_json::to_vec(value).map_err(io::Error::other)?;
+        let mut tmp = self.temp_file()?;
+        tmp.write_all(&bytes)?;
+        let path = self.record_path(bucket, key);
+        tmp.persist(&path)?;
+        // The identity after the rename (a rename moves ctime on most file systems).
+        let identity = trust::identity(&std::fs::symlink_metadata(&path)?);
+        trust::write_stamp(
+            self.temp_file()?,
+            &self.record_stamp_path(bucket, key),
+            identity,
+            &RecordFacts {
+                sha256: Digest::of(&bytes),
+            },
+        )
+    }
+
+    /// Stamp a record whose content its user has just checked in full.
+    pub fn stamp_record(&self, bucket: &str, key: &Digest, rec: &RecordRead) -> io::Result<()> {
+        trust::write_stamp(
+            self.temp_file()?,
+            &self.record_stamp_path(bucket, key),
+            rec.identity,
+            &RecordFacts {
+                sha256: Digest::of(&rec.bytes),
+            },
+        )
+    }
+
+    /// Remove a record found bad, and its stamp. With `checked`, the record file only while it
+    /// is still the one that was read (a fresh one written meanwhile stays).
+    pub fn remove_record(
+        &self,
+        bucket: &str,
+        key: &Digest,
+        checked: Option<&RecordRead>,
+    ) -> io::Result<()> {
+        let path = self.record_path(bucket, key);
+        match checked {
+            Some(r) => trust::remove_checked(&path, &r.identity)?,
+            None => trust::remove_if_present(&path)?,
+        }
+        trust::remove_if_present(&self.record_stamp_path(bucket, key))
+    }
+
+    /// Remove a file in `bucket` that is not named like a record (`<64 hex>.json`).
+    pub(crate) fn remove_stray(&self, bucket: &str, name: &str) -> io::Result<()> {
+        trust::remove_if_present(&self.root().join(bucket).join(name))
+    }
+
+    /// The file names in `bucket`, sorted (each should be `<64 hex>.json`).
+    pub fn record_names(&self, bucket: &str) -> io::Result<Vec<String>> {
+        super::blob::list(&self.root().join(bucket))
+    }
+}

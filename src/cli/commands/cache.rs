@@ -1,0 +1,220 @@
+//! `gpuimg cache verify [--repair]` and `gpuimg cache prune`: check every cache entry in full,
+//! and remove the layer blobs no record references.
+//!
+//! verify: every layer blob is hashed against its name, every layer record's claims (digest,
+//! size, diff_id, uncompressed size) are checked by decompressing its blob, every download
+//! under `apt-v1/` is hashed; stamps are ignored. Each bad entry is one line on stdout; exit 1
+//! when any was bad, 0 when all were good. `--repair` also removes the bad entries (a later
+//! build rebuilds or downloads them again) and re-stamps the good ones; the exit code still
+//! says whether anything was bad. It runs beside builds.
+//! prune: takes the cache's exclusive lock, so it refuses (exit 2) while a build runs.
+
+use std::path::{Path, PathBuf};
+
+use crate::cache::{Cache, Finding};
+use crate::cli::{print_stdout, CliError, Global};
+
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Check every cache entry in full (blob digests, layer diff_ids, downloads); exit 1 if any is bad.
+    Verify {
+        /// Remove the bad entries (the next build rebuilds or downloads them).
+        #[arg(long)]
+        repair: bool,
+        /// Cache directory (default $GPUIMG_CACHE or the XDG cache dir).
+        #[arg(long)]
+        cache: Option<PathBuf>,
+    },
+    /// Remove the layer blobs no layer record references, and print what was freed.
+    Prune {
+        /// Cache directory (default $GPUIMG_CACHE or the XDG cache dir).
+        #[arg(long)]
+        cache: Option<PathBuf>,
+    },
+}
+
+pub fn exec(cmd: Command, global: Global) -> Result<u8, CliError> {
+    match cmd {
+        Command::Verify { repair, cache } => verify(&root(cache), repair, global),
+        Command::Prune { cache } => prune(&root(cache), global),
+    }
+}
+
+fn root(arg: Option<PathBuf>) -> PathBuf {
+    arg.unwrap_or_else(Cache::default_root)
+}
+
+/// `Ok(false)`: there is no cache at `root` (nothing to do). A directory that is neither empty
+/// nor tagged as a gpuimg cache is refused, so a mistyped `--cache` never gets cache
+/// directories created in it.
+fn is_cache(root: &Path) -> Result<bool, CliError> {
+    match std::fs::read_dir(root) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(CliError::msg(
+            2,
+            format!(
+                "Failed to read the cache directory `{}`: {e}",
+                root.display()
+            ),
+        )),
+        Ok(mut entries) => {
+            if root.join("CACHEDIR.TAG").is_file() {
+                Ok(true)
+            } else if entries.next().is_none() {
+                Ok(false)
+            } else {
+                Err(CliError::msg(
+                    2,
+                    format!(
+                        "`{}` is not a gpuimg cache (it has no CACHEDIR.TAG)",
+                        root.display()
+                    ),
+                ))
+            }
+        }
+    }
+}
+
+fn open_err(root: &Path) -> impl Fn(std::io::Error) -> CliError + '_ {
+    move |e| {
+        CliError::msg(
+            2,
+            format!("Failed to open the cache `{}`: {e}", root.display()),
+        )
+    }
+}
+
+fn verify(root: &Path, repair: bool, global: Global) -> Result<u8, CliError> {
+    if !is_cache(root)? {
+        if !global.quiet {
+            eprintln!(
+                "nothing to check: there is no cache at `{}`",
+                root.display()
+            );
+        }
+        return Ok(0);
+    }
+    let cache = Cache::open(root).map_err(open_err(root))?;
+    let layers = crate::layer::verify(&cache, repair).map_err(|e| {
+        CliError::msg(
+            2,
+            format!("Failed to verify the cache `{}`: {e}", root.display()),
+        )
+    })?;
+    let mut bad: Vec<Finding> = layers.bad;
+    let mut downloads = 0;
+    let apt = root.join("apt-v1");
+    if apt.join("blobs/sha256").is_dir() {
+        let fc = crate::fetch::Cache::open(&apt)?;
+        let (n, found) = fc.verify_all("apt-v1", repair)?;
+        downloads = n;
+        bad.extend(found);
+    }
+    let mut s = String::new();
+    for f in &bad {
+        let removed = if f.removed { " (removed)" } else { "" };
+        s.push_str(&format!("bad: {}: {}{removed}\n", f.entry, f.problem));
+    }
+    if !global.quiet {
+        s.push_str(&format!(
+            "checked {}, {}, {}: {}\n",
+            count(layers.blobs, "layer blob"),
+            count(layers.records, "layer record"),
+            count(downloads, "download"),
+            match bad.len() {
+                0 => "all good".to_string(),
+                n => format!("{n} bad"),
+            }
+        ));
+    }
+    print_stdout(&s);
+    Ok(if bad.is_empty() { 0 } else { 1 })
+}
+
+fn prune(root: &Path, global: Global) -> Result<u8, CliError> {
+    if !is_cache(root)? {
+        if !global.quiet {
+            eprintln!(
+                "nothing to prune: there is no cache at `{}`",
+                root.display()
+            );
+        }
+        return Ok(0);
+    }
+    let cache = Cache::open_exclusive(root).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::WouldBlock {
+            CliError::msg(
+                2,
+                format!(
+                    "The cache `{}` is in use by a running build",
+                    root.display()
+                ),
+            )
+            .with_hint("run `gpuimg cache prune` again when no build is using the cache")
+        } else {
+            open_err(root)(e)
+        }
+    })?;
+    let p = crate::layer::prune(&cache).map_err(|e| {
+        CliError::msg(
+            2,
+            format!("Failed to prune the cache `{}`: {e}", root.display()),
+        )
+    })?;
+    if global.quiet {
+        return Ok(0);
+    }
+    let mut s = String::new();
+    for (entry, size, linked) in &p.removed {
+        let note = if *linked {
+            ", still linked from an output"
+        } else {
+            ""
+        };
+        s.push_str(&format!("removed {entry} ({}{note})\n", human(*size)));
+    }
+    let held: u64 = p.removed.iter().filter(|r| r.2).map(|r| r.1).sum();
+    s.push_str(&format!(
+        "pruned {}: freed {}{}; kept {} referenced\n",
+        count(p.removed.len(), "unreferenced blob"),
+        human(p.freed()),
+        if held > 0 {
+            format!(
+                " ({} more stays in use by outputs that hard-link it)",
+                human(held)
+            )
+        } else {
+            String::new()
+        },
+        count(p.kept, "blob"),
+    ));
+    print_stdout(&s);
+    Ok(0)
+}
+
+fn count(n: usize, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
+}
+
+/// A byte count for people: bytes, kB, MB or GB (powers of ten, one decimal).
+fn human(b: u64) -> String {
+    match b {
+        0..1_000 => format!("{b} bytes"),
+        1_000..1_000_000 => format!("{:.1} kB", b as f64 / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.1} MB", b as f64 / 1e6),
+        _ => format!("{:.1} GB", b as f64 / 1e9),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn sizes_and_counts_read_well() {
+        assert_eq!(super::human(0), "0 bytes");
+        assert_eq!(super::human(3000), "3.0 kB");
+        assert_eq!(super::human(12_345_678), "12.3 MB");
+        assert_eq!(super::human(4_200_000_000), "4.2 GB");
+        assert_eq!(super::count(1, "blob"), "1 blob");
+        assert_eq!(super::count(2, "blob"), "2 blobs");
+    }
+}

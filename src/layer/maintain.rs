@@ -1,0 +1,292 @@
+//! `gpuimg cache verify` and `gpuimg cache prune` for the layer cache: the full check of every
+//! blob and layer record, ignoring stamps, and the removal of blobs no record references.
+//!
+//! Verify reads every blob once: hashed against its name, and, when records reference it,
+//! decompressed to check their diff_id and uncompressed size. Without `repair` it removes and
+//! stamps nothing. With `repair` it removes what is bad (a corrupt blob together with the
+//! records that name it) and re-stamps what is good. It runs beside builds: removal only takes the
+//! inode that was checked, so a fresh copy a build renamed in meanwhile stays.
+//! Prune needs the cache's exclusive lock (no build running; the caller takes it).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+
+use super::record::{check, facts_of, inspect, Decoded, Verdict};
+use super::{Compression, LayerBlob};
+use crate::cache::{trust, Cache, Finding, Identity, RecordRead, LAYERS};
+use crate::digest::Digest;
+
+/// What `verify` checked and what it found bad.
+#[derive(Debug, Default)]
+pub struct Verified {
+    pub blobs: usize,
+    pub records: usize,
+    pub bad: Vec<Finding>,
+}
+
+/// What `prune` removed.
+#[derive(Debug, Default)]
+pub struct Pruned {
+    /// (entry, size in bytes, whether an output still hard-links it so no space came free).
+    pub removed: Vec<(String, u64, bool)>,
+    /// Blobs kept because a record references them.
+    pub kept: usize,
+    /// Stamps removed because their entry is gone.
+    pub stamps: usize,
+}
+
+impl Pruned {
+    /// Bytes actually given back to the file system.
+    pub fn freed(&self) -> u64 {
+        self.removed
+            .iter()
+            .filter(|(_, _, linked)| !linked)
+            .map(|(_, n, _)| n)
+            .sum()
+    }
+}
+
+/// A blob after its full read.
+enum BlobState {
+    /// Intact; `decoded` under the compression its first record claims.
+    Good {
+        size: u64,
+        decoded: Option<(Compression, Decoded)>,
+        id: Option<Identity>,
+    },
+    Bad,
+}
+
+fn blob_entry(d: &Digest) -> String {
+    format!("blobs-v1/sha256/{}", d.hex())
+}
+
+/// Check every layer record and blob in full. `repair`: remove the bad ones.
+pub fn verify(cache: &Cache, repair: bool) -> io::Result<Verified> {
+    let mut out = Verified::default();
+    let found = |entry: String, problem: String, removed: io::Result<()>| {
+        (entry, problem, repair && removed.is_ok())
+    };
+    let mut bad: Vec<(String, String, bool)> = Vec::new();
+
+    let mut records: Vec<(Digest, RecordRead, LayerBlob)> = Vec::new();
+    for name in cache.record_names(LAYERS)? {
+        out.records += 1;
+        let entry = format!("{LAYERS}/{name}");
+        let Some(key) = name
+            .strip_suffix(".json")
+            .and_then(|h| Digest::from_hex(h).ok())
+        else {
+            let r = if repair {
+                cache.remove_stray(LAYERS, &name)
+            } else {
+                Ok(())
+            };
+            bad.push(found(entry, "is not named `<sha256 hex>.json`".into(), r));
+            continue;
+        };
+        let read = match cache.read_record(LAYERS, &key) {
+            Ok(Some(r)) => r,
+            Ok(None) => continue,
+            Err(e) => {
+                let r = if repair {
+                    cache.remove_record(LAYERS, &key, None)
+                } else {
+                    Ok(())
+                };
+                bad.push(found(entry, format!("cannot be read ({e})"), r));
+                continue;
+            }
+        };
+        match serde_json::from_slice::<LayerBlob>(&read.bytes) {
+            Ok(rec) => records.push((key, read, rec)),
+            Err(e) => {
+                let r = if repair {
+                    cache.remove_record(LAYERS, &key, Some(&read))
+                } else {
+                    Ok(())
+                };
+                bad.push(found(
+                    entry,
+                    format!("is not a valid layer record ({e})"),
+                    r,
+                ));
+            }
+        }
+    }
+
+    let mut claims: BTreeMap<Digest, Compression> = BTreeMap::new();
+    for (_, _, rec) in &records {
+        claims.entry(rec.digest).or_insert(rec.compression);
+    }
+    let mut blobs: BTreeMap<Digest, BlobState> = BTreeMap::new();
+    for name in cache.blob_names()? {
+        out.blobs += 1;
+        let Ok(d) = Digest::from_hex(&name) else {
+            let entry = format!("blobs-v1/sha256/{name}");
+            let r = if repair {
+                trust::remove_if_present(&cache.root().join(&entry))
+            } else {
+                Ok(())
+            };
+            bad.push(found(entry, "is not named by a sha256 digest".into(), r));
+            continue;
+        };
+        let state = match cache.open_blob(&d) {
+            Ok(None) => continue,
+            Ok(Some((file, id))) => {
+                let comp = claims.get(&d).copied();
+                let read = file.try_clone().and_then(|after| {
+                    let got = inspect(file, comp)?;
+                    Ok((got, trust::identity(&after.metadata()?) == id))
+                });
+                let (got, stable) = match read {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let r = if repair {
+                            cache.remove_blob(&d, Some(&id))
+                        } else {
+                            Ok(())
+                        };
+                        bad.push(found(blob_entry(&d), format!("cannot be read ({e})"), r));
+                        blobs.insert(d, BlobState::Bad);
+                        continue;
+                    }
+                };
+                if got.digest == d {
+                    BlobState::Good {
+                        size: got.size,
+                        decoded: comp.zip(got.decoded),
+                        id: stable.then_some(id),
+                    }
+                } else {
+                    let r = if repair {
+                        cache.remove_blob(&d, Some(&id))
+                    } else {
+                        Ok(())
+                    };
+                    let why = format!("its content hashes to `{}`", got.digest);
+                    bad.push(found(blob_entry(&d), why, r));
+                    BlobState::Bad
+                }
+            }
+            Err(e) => {
+                let r = if repair {
+                    cache.remove_blob(&d, None)
+                } else {
+                    Ok(())
+                };
+                bad.push(found(blob_entry(&d), e.to_string(), r));
+                BlobState::Bad
+            }
+        };
+        blobs.insert(d, state);
+    }
+
+    for (key, read, rec) in &records {
+        let problem = match blobs.get(&rec.digest) {
+            None => Some(format!("names blob `{}`, which is missing", rec.digest)),
+            Some(BlobState::Bad) => Some(format!("names blob `{}`, which is corrupt", rec.digest)),
+            Some(BlobState::Good { size, decoded, id }) => {
+                let problem = match decoded {
+                    Some((c, result)) if *c == rec.compression => {
+                        record_problem(rec, *size, result)
+                    }
+                    // A record claiming another compression than the first: its own check.
+                    _ => match check(cache, rec, true)? {
+                        Verdict::Good(_) => None,
+                        Verdict::BlobMissing => Some("its blob vanished during the check".into()),
+                        Verdict::BlobBad(w, _) | Verdict::RecordWrong(w) => Some(w),
+                    },
+                };
+                if problem.is_none() && repair {
+                    if let Some(id) = id {
+                        cache.stamp_blob(&rec.digest, *id, &facts_of(rec))?;
+                    }
+                    cache.stamp_record(LAYERS, key, read)?;
+                }
+                problem
+            }
+        };
+        if let Some(p) = problem {
+            let r = if repair {
+                cache.remove_record(LAYERS, key, Some(read))
+            } else {
+                Ok(())
+            };
+            bad.push(found(Cache::record_name(LAYERS, key), p, r));
+        }
+    }
+    bad.sort();
+    out.bad = bad
+        .into_iter()
+        .map(|(entry, problem, removed)| Finding {
+            entry,
+            problem,
+            removed,
+        })
+        .collect();
+    Ok(out)
+}
+
+fn record_problem(rec: &LayerBlob, size: u64, decoded: &Decoded) -> Option<String> {
+    if size != rec.size {
+        return Some(format!("it says {} bytes, its blob is {size}", rec.size));
+    }
+    match decoded {
+        Err(e) => Some(format!(
+            "its blob does not decompress as {:?} ({e})",
+            rec.compression
+        )),
+        Ok((d, _)) if *d != rec.diff_id => Some(format!(
+            "it says diff_id `{}`, its blob decompresses to `{d}`",
+            rec.diff_id
+        )),
+        Ok((_, n)) if *n != rec.uncompressed_size => Some(format!(
+            "it says {} bytes uncompressed, its blob decompresses to {n}",
+            rec.uncompressed_size
+        )),
+        Ok(_) => None,
+    }
+}
+
+/// Remove every blob no layer record references (records that do not parse reference
+/// nothing), then the stamps whose entry is gone. The caller holds the exclusive lock.
+pub fn prune(cache: &Cache) -> io::Result<Pruned> {
+    use std::os::unix::fs::MetadataExt;
+    let mut referenced = BTreeSet::new();
+    for name in cache.record_names(LAYERS)? {
+        let Some(key) = name
+            .strip_suffix(".json")
+            .and_then(|h| Digest::from_hex(h).ok())
+        else {
+            continue;
+        };
+        if let Ok(Some(read)) = cache.read_record(LAYERS, &key) {
+            if let Ok(rec) = serde_json::from_slice::<LayerBlob>(&read.bytes) {
+                referenced.insert(rec.digest);
+            }
+        }
+    }
+    let mut out = Pruned::default();
+    for name in cache.blob_names()? {
+        let digest = Digest::from_hex(&name).ok();
+        if digest.is_some_and(|d| referenced.contains(&d)) {
+            out.kept += 1;
+            continue;
+        }
+        let entry = format!("blobs-v1/sha256/{name}");
+        let path = cache.root().join(&entry);
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        match digest {
+            Some(d) => cache.remove_blob(&d, None)?,
+            None if meta.is_dir() => fs_err::remove_dir_all(&path)?,
+            None => trust::remove_if_present(&path)?,
+        }
+        out.removed.push((entry, meta.len(), meta.nlink() > 1));
+    }
+    out.stamps = cache.sweep_stamps()?;
+    Ok(out)
+}
