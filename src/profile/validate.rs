@@ -145,6 +145,13 @@ pub(super) fn validate(
     for f in &raw.files {
         let spec = &f.value;
         let src = source(&spec.src, dir, context.as_deref().unwrap_or(dir), file)?;
+        if spec.dst.contains(char::is_control) {
+            return Err(cx.err(
+                &spec.dst,
+                "files.dst",
+                format!("`{}` holds a control character", spec.dst.value),
+            ));
+        }
         let dst = normalise_dst(&spec.dst).ok_or_else(|| {
             cx.err(
                 &spec.dst,
