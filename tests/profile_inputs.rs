@@ -337,7 +337,7 @@ fn variable_values_never_become_keys_or_lists() {
         ),
         (
             "name: demo\nconfig: ${COLON}\n",
-            "profile.yaml:2:9: config: Invalid type: string \"x: y\"",
+            "profile.yaml:2:9: config: Invalid type: string \"x: y\", expected a mapping of keys",
         ),
         (
             "name: demo\n${COLON}: 1\n",
@@ -363,7 +363,7 @@ fn a_sole_reference_types_as_its_value() {
         (
             "2",
             "  min-gpus: \"${N}\"\n",
-            "profile.yaml:3:13: selftest.min-gpus: Invalid type: string \"2\", expected u32",
+            "profile.yaml:3:13: selftest.min-gpus: Invalid type: string \"2\", expected a whole number (0 or more)",
         ),
         ("2", "  min-gpus: '${N}'\n", "Invalid type: string \"2\""),
         ("2", "  min-gpus: ${N}${N}\n", "Invalid type: string \"22\""),

@@ -85,3 +85,58 @@ fn inside(e: AssembleError, src: &Path, dst: &str) -> AssembleError {
         other => other,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    fn entry(src: &Path) -> FileEntry {
+        FileEntry {
+            src: src.to_path_buf(),
+            dst: "opt/x".into(),
+            mode: None,
+        }
+    }
+
+    fn mkfifo(p: &Path) {
+        let ok = std::process::Command::new("mkfifo")
+            .arg(p)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "mkfifo {}", p.display());
+    }
+
+    // A source that turned into a FIFO after the profile was loaded: refused, never opened
+    // (opening a FIFO for reading would block this test forever).
+    #[test]
+    fn special_sources_are_refused_at_assembly() {
+        let t = tempfile::tempdir().unwrap();
+        let fifo = t.path().join("fifo");
+        mkfifo(&fifo);
+        let _sock = std::os::unix::net::UnixListener::bind(t.path().join("sock")).unwrap();
+        for (src, kind) in [
+            (fifo.clone(), "FIFO"),
+            (t.path().join("sock"), "socket"),
+            (PathBuf::from("/dev/null"), "character device"),
+        ] {
+            match collect(&[entry(&src)]) {
+                Err(AssembleError::SpecialSource { path, kind: k }) => {
+                    assert_eq!((path, k), (src.display().to_string(), kind));
+                }
+                other => panic!("{src:?}: {other:?}"),
+            }
+        }
+        let dir = t.path().join("d/e");
+        std::fs::create_dir_all(&dir).unwrap();
+        mkfifo(&dir.join("p"));
+        match collect(&[entry(&t.path().join("d"))]) {
+            Err(AssembleError::SpecialSource { path, kind }) => {
+                assert_eq!(path, dir.join("p").display().to_string());
+                assert_eq!(kind, "FIFO");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

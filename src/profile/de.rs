@@ -25,6 +25,23 @@ pub(super) struct DeError {
 }
 
 impl DeError {
+    /// The message in the profile's words: serde's `struct ConfigSpec`, `u32` name Rust types.
+    pub fn message(&self) -> String {
+        let m = &self.message;
+        let Some(i) = m.find("expected ") else {
+            return m.clone();
+        };
+        let (head, want) = m.split_at(i + "expected ".len());
+        let want = match want {
+            w if w.starts_with("struct ") => "a mapping of keys",
+            w if w.starts_with("enum ") => "a name",
+            "u8" | "u16" | "u32" | "u64" => "a whole number (0 or more)",
+            "f32" | "f64" => "a number",
+            w => w,
+        };
+        format!("{head}{want}")
+    }
+
     fn at(mut self, pos: Pos, path: &str) -> Self {
         if self.pos.is_none() {
             self.pos = Some(pos);

@@ -1,7 +1,9 @@
 //! Stage 1, `profile`: read a profile file into a validated [`Profile`].
 //!
-//! Owns the v1 profile contract (DESIGN.md): parsing, `${VAR}` expansion, unknown-key and type
-//! errors with file:line:column, paths made relative to the profile's directory.
+//! Owns the v1 profile contract (DESIGN.md): parsing, `${VAR}` expansion inside scalars (after
+//! the YAML is parsed, so a value never adds structure), unknown-key and type errors with
+//! file:line:column, paths made relative to the profile's directory, `files.src` confined to
+//! the build context (`context:`).
 //! Must never touch the network or resolve versions: constraints are kept as written, with
 //! their positions, for `resolve`.
 
@@ -91,7 +93,7 @@ pub fn parse(
     })?;
     let raw: schema::RawProfile = de::from_node(&root).map_err(|e| {
         let pos = e.pos.unwrap_or(root.pos);
-        let message = error::one_line(&capitalise(&e.message));
+        let message = error::one_line(&capitalise(&e.message()));
         ProfileError::Syntax {
             file: file.to_string(),
             line: pos.line as usize,
@@ -185,7 +187,7 @@ mod typing_tests {
         let e = load("name: x\nselftest:\n  min-gpus: \"${N}\"\n").unwrap_err();
         assert_eq!(
             e,
-            "p.yaml:3:13: selftest.min-gpus: Invalid type: string \"2\", expected u32"
+            "p.yaml:3:13: selftest.min-gpus: Invalid type: string \"2\", expected a whole number (0 or more)"
         );
         let e = load("name: x\nselftest:\n  min-gpus: ${N}${N}x\n").unwrap_err();
         assert!(
@@ -256,6 +258,37 @@ mod typing_tests {
         );
         let p = load("name: x\nfiles:\nstrip: ~\nhost:\n").unwrap();
         assert!(p.files.is_empty() && p.strip.is_empty());
+    }
+
+    #[test]
+    fn shapes_are_named_in_profile_words() {
+        let e = load("- name: x\n").unwrap_err();
+        assert_eq!(
+            e,
+            "p.yaml:1:1: Invalid type: sequence, expected a mapping of keys"
+        );
+        let e = load("name: x\nhost:\n  kernel_module: [open]\n").unwrap_err();
+        assert_eq!(
+            e,
+            "p.yaml:3:18: host.kernel_module: Invalid type: sequence, expected a name"
+        );
+        let e = load("name: x\nhost:\n  kernel_module: closed\n").unwrap_err();
+        assert!(
+            e.starts_with("p.yaml:3:18: host.kernel_module: Unknown variant `closed`"),
+            "{e}"
+        );
+        let e = load("name: x\nselftest:\n  floors: {host-device-gbps: fast}\n").unwrap_err();
+        assert!(e.ends_with("expected a number"), "{e}");
+        let e = load("name: x\nbase: {rootfs: a, rootfs: b}\n").unwrap_err();
+        assert_eq!(e, "p.yaml:2:19: Duplicate key `rootfs` (first at 2:8)");
+    }
+
+    #[test]
+    fn merge_keys_still_work() {
+        let p =
+            load("name: x\nconfig:\n  labels: &l {a: \"1\"}\n  env:\n    <<: *l\n    B: \"2\"\n")
+                .unwrap();
+        assert_eq!(p.config.env.len(), 2);
     }
 
     #[test]

@@ -202,7 +202,7 @@ impl Builder<'_> {
         };
         let kind = match frame {
             Frame::Seq(items) => Kind::Seq(items),
-            Frame::Map(entries, _, _) => Kind::Map(entries),
+            Frame::Map(entries, _, _) => Kind::Map(merge_keys(entries)?),
         };
         self.add(Node { pos, kind }, anchor)
     }
@@ -322,6 +322,42 @@ impl Builder<'_> {
             },
         }
     }
+}
+
+/// Apply YAML merge keys (`<<: *base`, `<<: [*a, *b]`): the named mappings' entries join
+/// this one, keys written here win, then the earlier source.
+fn merge_keys(entries: Vec<(Node, Node)>) -> Result<Vec<(Node, Node)>, Problem> {
+    let is_merge = |k: &Node| matches!(&k.kind, Kind::Scalar { text, plain: true } if text == "<<");
+    if !entries.iter().any(|(k, _)| is_merge(k)) {
+        return Ok(entries);
+    }
+    let (merges, mut out): (Vec<_>, Vec<_>) = entries.into_iter().partition(|(k, _)| is_merge(k));
+    let text = |k: &Node| match &k.kind {
+        Kind::Scalar { text, .. } => Some(text.clone()),
+        _ => None,
+    };
+    let mut seen: std::collections::HashSet<String> =
+        out.iter().filter_map(|(k, _)| text(k)).collect();
+    for (_, v) in merges {
+        let sources = match v.kind {
+            Kind::Seq(items) => items,
+            _ => vec![v],
+        };
+        for source in sources {
+            let Kind::Map(more) = source.kind else {
+                return Err(problem(
+                    source.pos,
+                    "A merge key `<<` takes a mapping or a list of mappings",
+                ));
+            };
+            for (k, v) in more {
+                if text(&k).is_some_and(|t| seen.insert(t)) {
+                    out.push((k, v));
+                }
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Refuse tags other than the core schema's (`!!str`, `!!int`, ... on scalars; `!!seq`,
@@ -503,6 +539,23 @@ mod tests {
         assert_eq!(err("a: [unclosed\n"), "1:4: Unclosed bracket '['");
         let e = err("a: {k: ${N}}\n");
         assert!(e.contains("must be quoted"), "{e}");
+    }
+
+    #[test]
+    fn merge_keys_join_and_lose_to_written_keys() {
+        let n =
+            parse("b: &b {x: 1, y: 2}\nc: &c {z: 3, y: 9}\nm:\n  <<: [*b, *c]\n  x: 0\n").unwrap();
+        let Kind::Map(top) = &n.kind else { panic!() };
+        let mut s = Vec::new();
+        scalars(&top[2].1, &mut s);
+        let got: Vec<&str> = s.iter().map(|(t, _)| t.as_str()).collect();
+        assert_eq!(got, ["x", "0", "y", "2", "z", "3"]);
+        assert!(err("m:\n  <<: 1\n").contains("merge key"));
+        // A quoted "<<" is an ordinary key.
+        let n = parse("m: {\"<<\": 1}\n").unwrap();
+        let mut s = Vec::new();
+        scalars(&n, &mut s);
+        assert_eq!(s[1].0, "<<");
     }
 
     #[test]
