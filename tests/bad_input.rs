@@ -88,7 +88,7 @@ fn missing_file() {
     let e = fails_cleanly(
         t.path(),
         "name: demo\nfiles:\n  - {src: ./nope, dst: /opt/nope}\n",
-        "profile.yaml:3:5: files.src:",
+        "profile.yaml:3:11: files.src:",
     );
     assert!(e.contains("does not exist"), "{e}");
 }
@@ -99,7 +99,7 @@ fn unset_variable() {
     fails_cleanly(
         t.path(),
         "name: demo\nbase:\n  rootfs: ${GPUIMG_TEST_UNSET}/rootfs.tar\n",
-        "profile.yaml:3:11: Environment variable `GPUIMG_TEST_UNSET` is not set",
+        "profile.yaml:3:11: base.rootfs: Environment variable `GPUIMG_TEST_UNSET` is not set",
     );
 }
 

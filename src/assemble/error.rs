@@ -22,6 +22,8 @@ pub enum AssembleError {
         entry: String,
         kind: &'static str,
     },
+    #[error("`files:` source `{path}` is a {kind}; `files:` copies only regular files, directories and symlinks")]
+    SpecialSource { path: String, kind: &'static str },
     #[error("`{origin}`: entry `{entry}` has an unsupported type ({kind})")]
     Unsupported {
         origin: String,

@@ -1,6 +1,11 @@
 //! The profile's `files:` entries as a tree: root-owned, placed at their `dst`.
+//!
+//! Sources were checked at load (inside the build context, no special files); this checks
+//! again with lstat, because the tree is built later: a source that became a FIFO, socket or
+//! device since is refused here, and never opened.
 
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::Path;
 
 use super::dir::{walk_into, WalkOptions};
 use super::tree::{DataSource, Entry, EntryKind, Tree};
@@ -10,8 +15,10 @@ use crate::profile::FileEntry;
 pub fn collect(entries: &[FileEntry]) -> Result<Tree, AssembleError> {
     let mut tree = Tree::new("files");
     for f in entries {
-        let meta = fs_err::metadata(&f.src)?;
-        if meta.is_dir() {
+        // `src` is canonical (no symlinks), so lstat sees the source itself.
+        let meta = fs_err::symlink_metadata(&f.src)?;
+        let t = meta.file_type();
+        if t.is_dir() {
             walk_into(
                 &mut tree,
                 &f.src,
@@ -21,8 +28,9 @@ pub fn collect(entries: &[FileEntry]) -> Result<Tree, AssembleError> {
                     root_owned: true,
                     top_mode: f.mode,
                 },
-            )?;
-        } else {
+            )
+            .map_err(|e| inside(e, &f.src, &f.dst))?;
+        } else if t.is_file() {
             tree.insert(Entry {
                 path: f.dst.clone(),
                 kind: EntryKind::File {
@@ -33,8 +41,102 @@ pub fn collect(entries: &[FileEntry]) -> Result<Tree, AssembleError> {
                 uid: 0,
                 gid: 0,
             });
+        } else {
+            return Err(AssembleError::SpecialSource {
+                path: f.src.display().to_string(),
+                kind: special_kind(&t),
+            });
         }
     }
     tree.add_missing_parents();
     Ok(tree)
+}
+
+fn special_kind(t: &std::fs::FileType) -> &'static str {
+    if t.is_fifo() {
+        "FIFO"
+    } else if t.is_socket() {
+        "socket"
+    } else if t.is_char_device() {
+        "character device"
+    } else if t.is_block_device() {
+        "block device"
+    } else {
+        "symlink"
+    }
+}
+
+/// A special file inside a source directory, named by its path on the host.
+fn inside(e: AssembleError, src: &Path, dst: &str) -> AssembleError {
+    match e {
+        AssembleError::Special { entry, kind, .. } => {
+            let rel = entry
+                .strip_prefix(dst)
+                .map(|r| r.trim_start_matches('/'))
+                .unwrap_or(&entry);
+            AssembleError::SpecialSource {
+                path: src.join(rel).display().to_string(),
+                kind: match kind {
+                    "fifo" => "FIFO",
+                    other => other,
+                },
+            }
+        }
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    fn entry(src: &Path) -> FileEntry {
+        FileEntry {
+            src: src.to_path_buf(),
+            dst: "opt/x".into(),
+            mode: None,
+        }
+    }
+
+    fn mkfifo(p: &Path) {
+        let ok = std::process::Command::new("mkfifo")
+            .arg(p)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "mkfifo {}", p.display());
+    }
+
+    // A source that turned into a FIFO after the profile was loaded: refused, never opened
+    // (opening a FIFO for reading would block this test forever).
+    #[test]
+    fn special_sources_are_refused_at_assembly() {
+        let t = tempfile::tempdir().unwrap();
+        let fifo = t.path().join("fifo");
+        mkfifo(&fifo);
+        let _sock = std::os::unix::net::UnixListener::bind(t.path().join("sock")).unwrap();
+        for (src, kind) in [
+            (fifo.clone(), "FIFO"),
+            (t.path().join("sock"), "socket"),
+            (PathBuf::from("/dev/null"), "character device"),
+        ] {
+            match collect(&[entry(&src)]) {
+                Err(AssembleError::SpecialSource { path, kind: k }) => {
+                    assert_eq!((path, k), (src.display().to_string(), kind));
+                }
+                other => panic!("{src:?}: {other:?}"),
+            }
+        }
+        let dir = t.path().join("d/e");
+        std::fs::create_dir_all(&dir).unwrap();
+        mkfifo(&dir.join("p"));
+        match collect(&[entry(&t.path().join("d"))]) {
+            Err(AssembleError::SpecialSource { path, kind }) => {
+                assert_eq!(path, dir.join("p").display().to_string());
+                assert_eq!(kind, "FIFO");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }

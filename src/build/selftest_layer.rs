@@ -38,7 +38,7 @@ fn binary_path(profile: &Profile, opts: &BuildOptions) -> PathBuf {
         return p.clone();
     }
     if let Some(p) = &profile.selftest.binary {
-        return profile.dir.join(&p.value);
+        return crate::profile::resolve_path(&profile.dir, &p.value);
     }
     std::env::current_exe()
         .ok()

@@ -3,6 +3,11 @@
 //! Later stages (resolve, lock) use the position to point errors back into the profile.
 
 use std::fmt;
+use std::marker::PhantomData;
+
+use serde::de::{self, MapAccess, Visitor};
+
+use super::de::{LOCATED, LOCATED_FIELDS};
 
 #[derive(Clone, PartialEq, Eq)]
 pub struct Located<T> {
@@ -37,11 +42,36 @@ impl<T> std::ops::Deref for Located<T> {
 
 impl<'de, T: serde::Deserialize<'de>> serde::Deserialize<'de> for Located<T> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = serde_saphyr::Spanned::<T>::deserialize(d)?;
+        d.deserialize_struct(LOCATED, LOCATED_FIELDS, LocatedVisitor(PhantomData))
+    }
+}
+
+/// Reads `line`, `column` and `value` (the profile deserializer answers them in that order;
+/// any other self-describing format may give them as a mapping).
+struct LocatedVisitor<T>(PhantomData<T>);
+
+impl<'de, T: serde::Deserialize<'de>> Visitor<'de> for LocatedVisitor<T> {
+    type Value = Located<T>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Located<T>, A::Error> {
+        let (mut line, mut column, mut value) = (0, 0, None);
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "line" => line = map.next_value()?,
+                "column" => column = map.next_value()?,
+                "value" => value = Some(map.next_value()?),
+                other => return Err(de::Error::unknown_field(other, LOCATED_FIELDS)),
+            }
+        }
+        let value = value.ok_or_else(|| de::Error::missing_field("value"))?;
         Ok(Located {
-            line: s.referenced.line() as u32,
-            column: s.referenced.column() as u32,
-            value: s.value,
+            value,
+            line,
+            column,
         })
     }
 }

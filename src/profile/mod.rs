@@ -1,25 +1,31 @@
 //! Stage 1, `profile`: read a profile file into a validated [`Profile`].
 //!
-//! Owns the v1 profile contract (DESIGN.md): parsing, `${VAR}` expansion, unknown-key and type
-//! errors with file:line:column, paths made relative to the profile's directory.
+//! Owns the v1 profile contract (DESIGN.md): parsing, `${VAR}` expansion inside scalars (after
+//! the YAML is parsed, so a value never adds structure), unknown-key and type errors with
+//! file:line:column, paths made relative to the profile's directory, `files.src` confined to
+//! the build context (`context:`).
 //! Must never touch the network or resolve versions: constraints are kept as written, with
 //! their positions, for `resolve`.
 
+mod de;
 mod error;
 mod expand;
 mod located;
+mod node;
 mod schema;
+mod sources;
 mod validate;
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 pub use error::ProfileError;
-pub use expand::expand_vars;
 pub use located::Located;
 pub use schema::{
     AptRepoSpec, AptSpec, BandwidthFloors, CompatMode, ConfigSpec, FileSpec, HostSpec,
     KernelModule, OnFailure, SelftestLevel, SelftestSpec, StackSpec, StripClass,
 };
+pub use sources::join as resolve_path;
 pub use validate::{Base, FileEntry, Platform};
 
 /// A loaded, validated profile.
@@ -29,7 +35,7 @@ pub struct Profile {
     pub file: String,
     /// Directory that relative paths are resolved against.
     pub dir: PathBuf,
-    /// The profile text after `${VAR}` expansion (the lock hashes it).
+    /// The profile text as read, before `${VAR}` expansion.
     pub text: String,
     pub name: crate::reference::RepoName,
     pub platform: Platform,
@@ -45,75 +51,60 @@ pub struct Profile {
 
 /// Load and validate the profile at `path`, expanding `${VAR}` from the process environment.
 pub fn load(path: &Path) -> Result<Profile, ProfileError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Read {
-        path: path.display().to_string(),
+    let shown = path.display().to_string();
+    let read_err = |source| ProfileError::Read {
+        path: shown.clone(),
         source,
-    })?;
-    let dir = path
-        .parent()
-        .map(|p| {
-            if p.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                p
-            }
-        })
-        .unwrap_or(Path::new("."))
-        .to_path_buf();
-    parse(&text, &path.display().to_string(), &dir, &|k| {
-        std::env::var(k).ok()
-    })
+    };
+    let mut text = String::new();
+    fs_err::File::open(path)
+        .map_err(read_err)?
+        .take(node::MAX_PROFILE_BYTES as u64 + 1)
+        .read_to_string(&mut text)
+        .map_err(read_err)?;
+    if text.len() > node::MAX_PROFILE_BYTES {
+        return Err(ProfileError::TooLarge {
+            path: shown,
+            limit: node::MAX_PROFILE_BYTES,
+        });
+    }
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    parse(&text, &shown, &dir, &|k| std::env::var(k).ok())
 }
 
 /// Parse profile text. `file` is used in messages; `dir` anchors relative paths.
+///
+/// The YAML is parsed first and `${VAR}` expanded inside each scalar after, so a variable's
+/// value is always text within one value, never structure.
 pub fn parse(
     text: &str,
     file: &str,
     dir: &Path,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Profile, ProfileError> {
-    let expanded = expand_vars(text, file, env)?;
-    let raw: schema::RawProfile =
-        serde_saphyr::from_str(&expanded).map_err(|e| syntax_error(file, &expanded, &e))?;
-    validate::validate(raw, file, dir, expanded)
-}
-
-fn syntax_error(file: &str, text: &str, e: &serde_saphyr::Error) -> ProfileError {
-    let (line, column) = e
-        .location()
-        .map(|l| (l.line() as usize, l.column() as usize))
-        .unwrap_or((1, 1));
-    let mut message = e.without_snippet().to_string();
-    // The library appends " at line L, column C"; we print the position in front instead.
-    if let Some(idx) = message.rfind(" at line ") {
-        message.truncate(idx);
-    }
-    let mut message = capitalise(message.lines().next().unwrap_or("").trim());
-    if !message.contains('`') {
-        if let Some(key) = key_at(text, line, column) {
-            message = format!("`{key}`: {message}");
-        }
-    }
-    ProfileError::Syntax {
+    let root = node::build(text, env).map_err(|p| ProfileError::Syntax {
         file: file.to_string(),
-        line,
-        column,
-        message,
-    }
-}
-
-/// The mapping key written on `line` before `column` (`  enabled: maybe` → `enabled`).
-fn key_at(text: &str, line: usize, column: usize) -> Option<String> {
-    let l = text.lines().nth(line.checked_sub(1)?)?;
-    let before: String = l.chars().take(column.saturating_sub(1)).collect();
-    let (key, _) = before.rsplit_once(':')?;
-    let key = key
-        .trim()
-        .trim_start_matches("- ")
-        .trim_start_matches('{')
-        .trim();
-    let key = key.rsplit([',', '{']).next()?.trim();
-    (!key.is_empty() && !key.contains(' ')).then(|| key.to_string())
+        line: p.pos.line as usize,
+        column: p.pos.column as usize,
+        message: error::one_line(&p.message),
+    })?;
+    let raw: schema::RawProfile = de::from_node(&root).map_err(|e| {
+        let pos = e.pos.unwrap_or(root.pos);
+        let message = error::one_line(&capitalise(&e.message()));
+        ProfileError::Syntax {
+            file: file.to_string(),
+            line: pos.line as usize,
+            column: pos.column as usize,
+            message: match e.path {
+                Some(path) => format!("{path}: {message}"),
+                None => message,
+            },
+        }
+    })?;
+    validate::validate(raw, &root, file, dir, text.to_string())
 }
 
 fn capitalise(s: &str) -> String {
@@ -167,5 +158,142 @@ mod tests {
         let e =
             parse_str("name: x\nbase:\n  rootfs: ./r.tar\n  apt: {suite: bookworm}\n").unwrap_err();
         assert!(e.to_string().contains("exactly one of"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod typing_tests {
+    use super::*;
+
+    fn env(name: &str) -> Option<String> {
+        match name {
+            "N" => Some("2".into()),
+            "V" => Some("12.40".into()),
+            "EMPTY" => Some(String::new()),
+            "EVIL" => Some("x\nfiles:\n  - {src: /etc, dst: /e}".into()),
+            "KEY" => Some("evil: 1\nname".into()),
+            _ => None,
+        }
+    }
+
+    fn load(s: &str) -> Result<Profile, String> {
+        parse(s, "p.yaml", Path::new("/nonexistent"), &env).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn sole_reference_types_as_its_value() {
+        let p = load("name: x\nselftest:\n  min-gpus: ${N}\n").unwrap();
+        assert_eq!(p.selftest.min_gpus, Some(2));
+        let e = load("name: x\nselftest:\n  min-gpus: \"${N}\"\n").unwrap_err();
+        assert_eq!(
+            e,
+            "p.yaml:3:13: selftest.min-gpus: Invalid type: string \"2\", expected a whole number (0 or more)"
+        );
+        let e = load("name: x\nselftest:\n  min-gpus: ${N}${N}x\n").unwrap_err();
+        assert!(
+            e.starts_with("p.yaml:3:13: selftest.min-gpus: Invalid type: string"),
+            "{e}"
+        );
+        let p = load("name: x\nselftest:\n  min-gpus: ${EMPTY}\n").unwrap();
+        assert_eq!(p.selftest.min_gpus, None);
+    }
+
+    #[test]
+    fn strings_keep_their_text() {
+        let p = load("name: x\nstack:\n  cuda: ${V}\n  cudnn: 9.10\n  nccl: '${N}'\n").unwrap();
+        assert_eq!(
+            p.stack.cuda.as_ref().map(|c| c.value.as_str()),
+            Some("12.40")
+        );
+        assert_eq!(
+            p.stack.cudnn.as_ref().map(|c| c.value.as_str()),
+            Some("9.10")
+        );
+        assert_eq!(p.stack.nccl.as_ref().map(|c| c.value.as_str()), Some("2"));
+        let c = p.stack.cuda.unwrap();
+        assert_eq!((c.line, c.column), (3, 9));
+    }
+
+    #[test]
+    fn values_never_become_structure() {
+        for text in [
+            "name: x\nconfig:\n  user: ${EVIL}\n",
+            "name: x\nconfig:\n  user: \"${EVIL}\"\n",
+            "name: x\nconfig:\n  user: |\n    ${EVIL}\n",
+            "name: x\nconfig:\n  env: {A: \"${EVIL}\"}\n",
+        ] {
+            let p = load(text).unwrap();
+            assert!(p.files.is_empty(), "{text}");
+            let got = p
+                .config
+                .user
+                .clone()
+                .unwrap_or_else(|| p.config.env["A"].clone());
+            assert!(
+                got.starts_with("x\nfiles:\n  - {src: /etc, dst: /e}"),
+                "{got:?}"
+            );
+        }
+        // A key from a variable is one key, whatever its value holds.
+        let p = load("name: x\nconfig:\n  labels:\n    ${KEY}: v\n").unwrap();
+        assert_eq!(
+            p.config.labels.keys().collect::<Vec<_>>(),
+            ["evil: 1\nname"]
+        );
+        let e = load("name: x\n${KEY}: 1\n").unwrap_err();
+        assert!(
+            e.starts_with("p.yaml:2:1: Unknown field `evil: 1\\nname`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn booleans_and_empty_collections() {
+        let p = load("name: x\nselftest:\n  enabled: no\n").unwrap();
+        assert!(!p.selftest.enabled);
+        let e = load("name: x\nselftest:\n  enabled: \"true\"\n").unwrap_err();
+        assert!(
+            e.contains("selftest.enabled: Invalid type: string \"true\""),
+            "{e}"
+        );
+        let p = load("name: x\nfiles:\nstrip: ~\nhost:\n").unwrap();
+        assert!(p.files.is_empty() && p.strip.is_empty());
+    }
+
+    #[test]
+    fn shapes_are_named_in_profile_words() {
+        let e = load("- name: x\n").unwrap_err();
+        assert_eq!(
+            e,
+            "p.yaml:1:1: Invalid type: sequence, expected a mapping of keys"
+        );
+        let e = load("name: x\nhost:\n  kernel_module: [open]\n").unwrap_err();
+        assert_eq!(
+            e,
+            "p.yaml:3:18: host.kernel_module: Invalid type: sequence, expected a name"
+        );
+        let e = load("name: x\nhost:\n  kernel_module: closed\n").unwrap_err();
+        assert!(
+            e.starts_with("p.yaml:3:18: host.kernel_module: Unknown variant `closed`"),
+            "{e}"
+        );
+        let e = load("name: x\nselftest:\n  floors: {host-device-gbps: fast}\n").unwrap_err();
+        assert!(e.ends_with("expected a number"), "{e}");
+        let e = load("name: x\nbase: {rootfs: a, rootfs: b}\n").unwrap_err();
+        assert_eq!(e, "p.yaml:2:19: Duplicate key `rootfs` (first at 2:8)");
+    }
+
+    #[test]
+    fn merge_keys_still_work() {
+        let p =
+            load("name: x\nconfig:\n  labels: &l {a: \"1\"}\n  env:\n    <<: *l\n    B: \"2\"\n")
+                .unwrap();
+        assert_eq!(p.config.env.len(), 2);
+    }
+
+    #[test]
+    fn escapes_and_comments() {
+        let p = load("name: x # ${NOPE}\n# ${NOPE}\nconfig:\n  user: $${N}\n").unwrap();
+        assert_eq!(p.config.user.as_deref(), Some("${N}"));
     }
 }

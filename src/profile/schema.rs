@@ -14,6 +14,9 @@ use super::Located;
 #[serde(deny_unknown_fields)]
 pub struct RawProfile {
     pub name: Located<String>,
+    /// Directory every `files.src` must lie in (default: the profile's directory).
+    #[serde(default)]
+    pub context: Option<Located<String>>,
     #[serde(default)]
     pub platform: Option<Located<String>>,
     #[serde(default)]
@@ -149,10 +152,10 @@ pub enum CompatMode {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileSpec {
-    pub src: String,
-    pub dst: String,
+    pub src: Located<String>,
+    pub dst: Located<String>,
     #[serde(default)]
-    pub mode: Option<String>,
+    pub mode: Option<Located<String>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize, Serialize)]

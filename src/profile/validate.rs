@@ -4,7 +4,9 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use super::node::Node;
 use super::schema::{AptSpec, RawProfile};
+use super::sources::{build_context, join, parse_mode, source};
 use super::{Located, Profile, ProfileError};
 use crate::reference::RepoName;
 
@@ -52,7 +54,8 @@ pub enum Base {
     Apt(Box<AptSpec>),
 }
 
-/// One `files:` entry, with `src` made absolute and `dst` normalised (no leading `/`).
+/// One `files:` entry: `src` canonical (symlinks resolved, inside the build context, a
+/// regular file or a directory), `dst` normalised (no leading `/`).
 #[derive(Debug, Clone)]
 pub struct FileEntry {
     pub src: PathBuf,
@@ -66,18 +69,13 @@ struct Ctx<'a> {
 
 impl Ctx<'_> {
     fn err<T>(&self, at: &Located<T>, key: &str, message: impl Into<String>) -> ProfileError {
-        ProfileError::Invalid {
-            file: self.file.to_string(),
-            line: at.line,
-            column: at.column,
-            key: key.to_string(),
-            message: message.into(),
-        }
+        ProfileError::invalid(self.file, at, key, message)
     }
 }
 
 pub(super) fn validate(
     raw: RawProfile,
+    root: &Node,
     file: &str,
     dir: &Path,
     text: String,
@@ -117,7 +115,7 @@ pub(super) fn validate(
         None => Base::None,
         Some(b) => match (&b.value.rootfs, &b.value.apt) {
             (Some(r), None) => {
-                let path = dir.join(&r.value);
+                let path = join(dir, &r.value);
                 if !path.exists() {
                     return Err(cx.err(
                         r,
@@ -138,52 +136,59 @@ pub(super) fn validate(
     };
 
     let mut files = Vec::new();
+    let context = match (&raw.context, raw.files.is_empty()) {
+        (None, true) => None,
+        (c, _) => Some(build_context(c.as_ref(), dir, file)?),
+    };
     for f in &raw.files {
-        let src = dir.join(&f.value.src);
-        if std::fs::symlink_metadata(&src).is_err() {
+        let spec = &f.value;
+        let src = source(&spec.src, dir, context.as_deref().unwrap_or(dir), file)?;
+        if spec.dst.contains(char::is_control) {
             return Err(cx.err(
-                f,
-                "files.src",
-                format!("`{}` does not exist", src.display()),
+                &spec.dst,
+                "files.dst",
+                format!("`{}` holds a control character", spec.dst.value),
             ));
         }
-        let dst = normalise_dst(&f.value.dst).ok_or_else(|| {
+        let dst = normalise_dst(&spec.dst).ok_or_else(|| {
             cx.err(
-                f,
+                &spec.dst,
                 "files.dst",
                 format!(
                     "`{}` must be an absolute path inside the image without `..`",
-                    f.value.dst
+                    spec.dst.value
                 ),
             )
         })?;
-        let mode = match &f.value.mode {
+        let mode = match &spec.mode {
             None => None,
-            Some(m) => Some(
-                u32::from_str_radix(m.trim_start_matches("0o"), 8)
-                    .ok()
-                    .filter(|m| *m <= 0o7777)
-                    .ok_or_else(|| {
-                        cx.err(
-                            f,
-                            "files.mode",
-                            format!("`{m}` is not an octal mode like \"0755\""),
-                        )
-                    })?,
-            ),
+            Some(m) => Some(parse_mode(&m.value).ok_or_else(|| {
+                cx.err(
+                    m,
+                    "files.mode",
+                    format!(
+                        "`{}` is not a mode: write 3 or 4 octal digits, like \"0755\"",
+                        m.value
+                    ),
+                )
+            })?),
         };
         files.push(FileEntry { src, dst, mode });
     }
 
     for key in raw.config.env.keys() {
         if key.is_empty() || key.contains('=') {
-            return Err(ProfileError::Invalid {
-                file: file.to_string(),
-                line: 0,
-                column: 0,
-                key: "config.env".into(),
-                message: format!("`{key}` is not a valid environment variable name"),
-            });
+            let at = root.key_pos(&["config", "env", key]).unwrap_or(root.pos);
+            let at = Located {
+                value: (),
+                line: at.line,
+                column: at.column,
+            };
+            return Err(cx.err(
+                &at,
+                "config.env",
+                format!("`{key}` is not a valid environment variable name"),
+            ));
         }
     }
 

@@ -61,7 +61,10 @@ pub fn repos_from_spec(
     let keyring =
         |k: &Option<crate::profile::Located<String>>| -> Result<Vec<KeySource>, AptError> {
             match k {
-                Some(p) => Ok(vec![KeySource::File(profile_dir.join(&p.value))]),
+                Some(p) => Ok(vec![KeySource::File(crate::profile::resolve_path(
+                    profile_dir,
+                    &p.value,
+                ))]),
                 None => trusted_keyrings(apt_dir),
             }
         };
