@@ -97,7 +97,7 @@ impl AssembleError {
             | TooLong { origin, .. }
             | IdTooLarge { origin, .. }
             | NotUtf8 { origin, .. } => *origin = label.to_string(),
-            Io(_) | Tar { .. } => {}
+            Io(_) | Tar { .. } | SpecialSource { .. } => {}
         }
         e
     }
