@@ -23,9 +23,12 @@ enum E {
     Link(&'static str, String),
 }
 
+/// A tar member: (path, data, mode, symlink target, is a directory).
+type Member = (String, Vec<u8>, u32, Option<String>, bool);
+
 /// A .deb built by hand (dpkg-deb refuses some of these layouts), with control scripts.
 fn deb(repo: &Path, name: &str, suite: &str, entries: &[E], scripts: &[(&str, &str)]) -> String {
-    let tarball = |items: Vec<(String, Vec<u8>, u32, Option<String>, bool)>| {
+    let tarball = |items: Vec<Member>| {
         let mut b = tar::Builder::new(Vec::new());
         for (path, data, mode, link, dir) in items {
             let mut h = tar::Header::new_gnu();

@@ -30,11 +30,12 @@ pub enum AssembleError {
         entry: String,
         kind: String,
     },
-    #[error("`{origin}`: hard link `{entry}` points at `{target}`, which is not in the tree")]
+    #[error("`{origin}`: hard link `{entry}` points at `{target}`, which {why}")]
     DanglingHardlink {
         origin: String,
         entry: String,
         target: String,
+        why: String,
     },
     #[error("`{origin}`: `{entry}` needs `{parent}` to be a directory, but `{parent}` is a {kind} in the same source")]
     NotADirectory {

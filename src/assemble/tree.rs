@@ -224,16 +224,20 @@ impl Tree {
     pub fn check_links(&self) -> Result<(), AssembleError> {
         for e in self.iter() {
             if let EntryKind::Hardlink { target } = &e.kind {
-                match self.entries.get(target).map(|t| &t.kind) {
-                    Some(EntryKind::File { .. }) => {}
-                    _ => {
-                        return Err(AssembleError::DanglingHardlink {
-                            origin: self.origin.clone(),
-                            entry: e.path.clone(),
-                            target: target.clone(),
-                        })
-                    }
-                }
+                let why = match self.entries.get(target).map(|t| &t.kind) {
+                    Some(EntryKind::File { .. }) => continue,
+                    None => "is not in the tree".to_string(),
+                    Some(k) => format!(
+                        "is a {}; a hard link must point at a regular file",
+                        super::shape::kind_name(k)
+                    ),
+                };
+                return Err(AssembleError::DanglingHardlink {
+                    origin: self.origin.clone(),
+                    entry: e.path.clone(),
+                    target: target.clone(),
+                    why,
+                });
             }
         }
         Ok(())

@@ -20,8 +20,8 @@ impl Cache {
     /// stamps) starts here, and reaches its name only by a rename.
     /// A staging file (locked while it lives, reclaimed by the next build if this one dies),
     /// 0644 so that an output can hard-link the blob it becomes.
-    pub(crate) fn temp_file(&self) -> io::Result<Staged> {
-        Staged::file(&self.tmp_dir(), "cache", 0o644)
+    pub(crate) fn temp_file(&self, stem: &str) -> io::Result<Staged> {
+        Staged::file(&self.tmp_dir(), stem, 0o644)
     }
 
     fn blob_stamp_path(&self, d: &Digest) -> PathBuf {
@@ -70,7 +70,12 @@ impl Cache {
 
     /// Stamp blob `d` as checked: `id` is the identity of the file whose bytes were checked.
     pub fn stamp_blob(&self, d: &Digest, id: Identity, facts: &BlobFacts) -> io::Result<()> {
-        trust::write_stamp(self.temp_file()?, &self.blob_stamp_path(d), id, facts)
+        trust::write_stamp(
+            self.temp_file("stamp")?,
+            &self.blob_stamp_path(d),
+            id,
+            facts,
+        )
     }
 
     /// Stamp the blob just committed under `d` (its identity is read now, after the rename).
@@ -136,7 +141,7 @@ pub struct BlobWriter {
 
 impl BlobWriter {
     pub(super) fn new(cache: &Cache) -> io::Result<Self> {
-        let tmp = cache.temp_file()?;
+        let tmp = cache.temp_file("blob")?;
         Ok(BlobWriter {
             inner: HashingWriter::new(BufWriter::with_capacity(1 << 20, tmp)),
             dest_dir: cache.root().join("blobs-v1/sha256"),

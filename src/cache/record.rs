@@ -86,14 +86,21 @@ impl Cache {
     ) -> io::Result<()> {
         use std::io::Write;
         let bytes = serde_json::to_vec(value).map_err(io::Error::other)?;
-        let mut tmp = self.temp_file()?;
+        let mut tmp = self.temp_file("record")?;
         tmp.write_all(&bytes)?;
         let path = self.record_path(bucket, key);
+        // Buckets beyond the ones `open` makes (e.g. listings) appear on first use.
+        for dir in [
+            self.root().join(bucket),
+            self.root().join("trust-v1").join(bucket),
+        ] {
+            fs_err::create_dir_all(dir)?;
+        }
         tmp.persist(&path)?;
         // The identity after the rename (a rename moves ctime on most file systems).
         let identity = trust::identity(&std::fs::symlink_metadata(&path)?);
         trust::write_stamp(
-            self.temp_file()?,
+            self.temp_file("stamp")?,
             &self.record_stamp_path(bucket, key),
             identity,
             &RecordFacts {
@@ -105,7 +112,7 @@ impl Cache {
     /// Stamp a record whose content its user has just checked in full.
     pub fn stamp_record(&self, bucket: &str, key: &Digest, rec: &RecordRead) -> io::Result<()> {
         trust::write_stamp(
-            self.temp_file()?,
+            self.temp_file("stamp")?,
             &self.record_stamp_path(bucket, key),
             rec.identity,
             &RecordFacts {
