@@ -2,7 +2,8 @@
 # Rebuild the committed seed inputs of the fuzz targets (tests/fuzz/corpus/) from real tools:
 # tiny shared objects (cc), rootfs tarballs (GNU tar), .deb packages (dpkg-deb) and a signed
 # Release (gpg, a throwaway ed25519 key). The targets only read the committed files; run this
-# when a seed should change, and commit the result. Needs cc, tar, dpkg-deb, gpg.
+# when a seed should change, and commit the result. Needs cc (with -m32 support), strip,
+# GNU tar, gzip, zstd, dpkg-deb and gpg.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 corpus=tests/fuzz/corpus
