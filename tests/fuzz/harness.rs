@@ -73,6 +73,23 @@ fn work_base() -> PathBuf {
     }
 }
 
+/// Remove the working space of fuzz processes that died (hang, memory cap) before cleaning up.
+fn remove_stale_work() {
+    for e in std::fs::read_dir("/dev/shm")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.strip_prefix("gpuimg-fuzz-") else {
+            continue;
+        };
+        if !Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 /// Working space for targets that need files: in memory (`/dev/shm`) where there is one, as
 /// most of their time goes to creating and removing files; removed when the target ends.
 pub fn work_dir(target: &str) -> PathBuf {
@@ -238,6 +255,7 @@ static HOOKS: Once = Once::new();
 fn install_hooks() {
     HOOKS.call_once(|| {
         CappedAlloc::configure();
+        remove_stale_work();
         let default = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
             let armed = std::thread::current()
@@ -326,6 +344,7 @@ fn watchdog() {
                 .join("fuzz/<target>.current")
                 .display()
         );
+        let _ = std::fs::remove_dir_all(work_base());
         std::process::exit(101);
     }
 }
