@@ -2,9 +2,11 @@
 //! unpacker writes packages strictly in order (so overlapping files resolve the same way on
 //! every run).
 //!
-//! Memory stays bounded: at most `window` packages are decoded ahead, and packages larger than
-//! [`IN_MEMORY_LIMIT`] are left for the unpacker to stream. Must never write to the image.
+//! Memory stays bounded: at most `window` packages are decoded ahead, packages larger than
+//! [`IN_MEMORY_LIMIT`] are left for the unpacker to stream, and so are those whose data
+//! decompresses past [`DECODED_LIMIT`]. Must never write to the image.
 
+use std::io::Read;
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::sync::{Condvar, Mutex};
@@ -14,6 +16,10 @@ use super::AptError;
 
 /// Compressed size above which a package is streamed rather than decoded ahead.
 pub const IN_MEMORY_LIMIT: u64 = 32 << 20;
+
+/// Decompressed data size above which a package decoded ahead is dropped and left for the
+/// unpacker to stream (a small archive can expand without bound: a zstd bomb).
+pub const DECODED_LIMIT: u64 = 4 * IN_MEMORY_LIMIT;
 
 /// One package, ready for the unpacker.
 pub enum Decoded {
@@ -60,14 +66,18 @@ pub fn decode_in_order(
                 } else {
                     read_deb(name, path, |_, data| {
                         let mut buf = Vec::new();
-                        data.read_to_end(&mut buf)
+                        Read::take(data, DECODED_LIMIT + 1)
+                            .read_to_end(&mut buf)
                             .map_err(|e| AptError::InvalidDeb {
                                 package: name.clone(),
                                 message: format!("bad data tarball: {e}"),
                             })?;
-                        Ok(buf)
+                        Ok((buf.len() as u64 <= DECODED_LIMIT).then_some(buf))
                     })
-                    .map(|(c, d)| Decoded::Memory(c, d))
+                    .map(|(c, d)| match d {
+                        Some(d) => Decoded::Memory(c, d),
+                        None => Decoded::Stream,
+                    })
                 };
                 let _ = senders[i].send(r);
             });

@@ -10,14 +10,21 @@ pub struct SharedObject {
     pub soname: Option<String>,
 }
 
+// Offsets come from the file: every sum is checked (an overflow is "not an ELF we read").
 fn u16_at(b: &[u8], o: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(b.get(o..o + 2)?.try_into().ok()?))
+    Some(u16::from_le_bytes(
+        b.get(o..o.checked_add(2)?)?.try_into().ok()?,
+    ))
 }
 fn u32_at(b: &[u8], o: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(o..o + 4)?.try_into().ok()?))
+    Some(u32::from_le_bytes(
+        b.get(o..o.checked_add(4)?)?.try_into().ok()?,
+    ))
 }
 fn u64_at(b: &[u8], o: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(b.get(o..o + 8)?.try_into().ok()?))
+    Some(u64::from_le_bytes(
+        b.get(o..o.checked_add(8)?)?.try_into().ok()?,
+    ))
 }
 
 /// Parse a little-endian ELF shared object (`ET_DYN`); `None` for anything else.
@@ -49,12 +56,15 @@ pub fn parse(b: &[u8]) -> Option<SharedObject> {
     let mut loads = Vec::new();
     let mut dynamic = None;
     for i in 0..usize::from(phnum) {
-        let o = usize::try_from(phoff).ok()? + i * usize::from(phentsize);
+        let o = usize::try_from(phoff)
+            .ok()?
+            .checked_add(i * usize::from(phentsize))?;
+        let at = |d: usize| o.checked_add(d);
         let typ = u32_at(b, o)?;
         let (offset, vaddr, filesz) = if is_64 {
-            (u64_at(b, o + 8)?, u64_at(b, o + 16)?, u64_at(b, o + 32)?)
+            (u64_at(b, at(8)?)?, u64_at(b, at(16)?)?, u64_at(b, at(32)?)?)
         } else {
-            (word(o + 4)?, word(o + 8)?, word(o + 16)?)
+            (word(at(4)?)?, word(at(8)?)?, word(at(16)?)?)
         };
         match typ {
             1 => loads.push((offset, vaddr, filesz)),
@@ -73,8 +83,8 @@ pub fn parse(b: &[u8]) -> Option<SharedObject> {
     let ent = if is_64 { 16 } else { 8 };
     let (mut strtab, mut soname_off) = (None, None);
     for i in 0..usize::try_from(dsize).ok()? / ent {
-        let o = usize::try_from(doff).ok()? + i * ent;
-        let (tag, val) = (word(o)?, word(o + ent / 2)?);
+        let o = usize::try_from(doff).ok()?.checked_add(i * ent)?;
+        let (tag, val) = (word(o)?, word(o.checked_add(ent / 2)?)?);
         match tag {
             0 => break,
             5 => strtab = Some(val),
@@ -86,9 +96,9 @@ pub fn parse(b: &[u8]) -> Option<SharedObject> {
         // DT_STRTAB is a virtual address: map it through the PT_LOAD segments.
         let file_off = loads
             .iter()
-            .find(|(_, v, s)| strtab >= *v && strtab < v + s)
-            .map(|(o, v, _)| strtab - v + o)?;
-        let start = usize::try_from(file_off + off).ok()?;
+            .find(|(_, v, s)| strtab >= *v && strtab - v < *s)
+            .and_then(|(o, v, _)| (strtab - v).checked_add(*o))?;
+        let start = usize::try_from(file_off.checked_add(off)?).ok()?;
         let tail = b.get(start..)?;
         let end = tail.iter().position(|&c| c == 0)?;
         so.soname = Some(String::from_utf8_lossy(&tail[..end]).into_owned());

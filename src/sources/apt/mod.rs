@@ -37,6 +37,21 @@ pub use error::AptError;
 pub use ldcache::write_ld_cache;
 pub use version::Version;
 
+/// The parsers of untrusted bytes, for the fuzz targets (tests/fuzz); not a stable API.
+#[doc(hidden)]
+pub mod parsers {
+    pub use super::control::{paragraphs, Paragraph};
+    pub use super::deb::{read_deb, ControlFiles};
+    pub use super::decode::{decode_in_order, Decoded};
+    pub use super::elf::{parse as parse_elf, SharedObject};
+    pub use super::hostconf::KeySource;
+    pub use super::openpgp::Keyring;
+    pub use super::release::{parse_release, strip_clearsign, Release};
+    pub use super::solver::solve;
+    pub use super::universe::{Package, Universe};
+    pub use super::unpack::{unpack, Unpacked};
+}
+
 /// How to reach repositories and where to cache what they give.
 #[derive(Debug, Clone)]
 pub struct AptOptions {

@@ -81,7 +81,7 @@ pub fn fetch_release(
 }
 
 /// The body of a cleartext-signed message, for `trusted` repositories only.
-fn strip_clearsign(text: &str) -> String {
+pub fn strip_clearsign(text: &str) -> String {
     let Some(start) = text.find("\n\n").filter(|_| text.starts_with("-----BEGIN")) else {
         return text.to_string();
     };
@@ -96,7 +96,7 @@ fn strip_clearsign(text: &str) -> String {
         .join("\n")
 }
 
-fn parse_release(text: &str, url: &str) -> Result<Release, AptError> {
+pub fn parse_release(text: &str, url: &str) -> Result<Release, AptError> {
     let bad = |message: String| AptError::InvalidRelease {
         url: url.to_string(),
         message,

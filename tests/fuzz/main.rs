@@ -1,0 +1,58 @@
+//! Fuzz targets for every parser that reads untrusted bytes (issue 8), on the stable toolchain.
+//!
+//! Each target (tests/fuzz/targets/) mutates real seed inputs (tests/fuzz/corpus/) with
+//! structured choices decoded by `arbitrary` from seeded random bytes, feeds the parser, and
+//! checks the shared oracles (harness.rs: no panic, no hang, bounded memory) and its own
+//! properties. `cargo test --test fuzz` runs each briefly with a fixed seed;
+//! `scripts/fuzz.sh N` runs each for N seconds. See ARCHITECTURE.md, "Fuzzing".
+
+mod harness;
+mod mutate;
+mod tar_model;
+mod targets {
+    pub mod deb;
+    pub mod elf;
+    pub mod packages;
+    pub mod profile;
+    pub mod release;
+    pub mod require;
+    pub mod tarball;
+}
+
+#[global_allocator]
+static ALLOC: harness::CappedAlloc = harness::CappedAlloc;
+
+#[test]
+fn fuzz_profile() {
+    harness::run(&targets::profile::TARGET);
+}
+
+#[test]
+fn fuzz_tarball() {
+    harness::run(&targets::tarball::TARGET);
+}
+
+#[test]
+fn fuzz_deb() {
+    harness::run(&targets::deb::TARGET);
+}
+
+#[test]
+fn fuzz_release() {
+    harness::run(&targets::release::TARGET);
+}
+
+#[test]
+fn fuzz_packages() {
+    harness::run(&targets::packages::TARGET);
+}
+
+#[test]
+fn fuzz_require() {
+    harness::run(&targets::require::TARGET);
+}
+
+#[test]
+fn fuzz_elf() {
+    harness::run(&targets::elf::TARGET);
+}

@@ -1,0 +1,76 @@
+//! Target `elf`: the ELF reader that indexes a package's shared libraries for `ld.so.cache`
+//! (class, machine, `DT_SONAME`; `sources::apt::parsers::parse_elf`).
+//!
+//! Seeds are two tiny real shared objects (64- and 32-bit, built by `scripts/fuzz-corpus.sh`);
+//! mutations overwrite header and table fields with edge numbers. Properties: a parsed object's
+//! class and machine are the header's, and its soname is NUL-terminated text of the file.
+
+use arbitrary::{Result, Unstructured};
+use gpuimg::sources::apt::parsers::parse_elf;
+
+use crate::harness::{files, Target, Verdict};
+use crate::mutate::{self, ByteOp, INTERESTING};
+
+pub static TARGET: Target = Target {
+    name: "elf",
+    seeds,
+    mutate: mutate_input,
+    check,
+    iterations: 30_000,
+};
+
+fn seeds() -> Vec<Vec<u8>> {
+    files("corpus", "elf").into_iter().map(|(_, b)| b).collect()
+}
+
+fn mutate_input(seeds: &[Vec<u8>], u: &mut Unstructured<'_>) -> Result<Vec<u8>> {
+    let mut data = mutate::pick_seed(u, seeds)?.to_vec();
+    // Mostly aligned integer fields (offsets, counts, addresses), sometimes anything.
+    for _ in 0..u.int_in_range(1..=6)? {
+        if u.ratio(3, 4)? && data.len() >= 8 {
+            let width = [2usize, 4, 8][u.choose_index(3)?];
+            let at = u.choose_index(data.len() / width)? * width;
+            let v = INTERESTING[u.choose_index(INTERESTING.len())?];
+            let end = (at + width).min(data.len());
+            let n = end - at;
+            data[at..end].copy_from_slice(&v.to_le_bytes()[..n]);
+        } else {
+            let op: ByteOp = u.arbitrary()?;
+            op.apply(&mut data, &[b"\x7fELF", b"\0"], seeds);
+        }
+    }
+    Ok(data)
+}
+
+fn check(b: &[u8]) -> Verdict {
+    let Some(so) = parse_elf(b) else {
+        return Ok("not read");
+    };
+    if so.is_64 != (b.get(4) == Some(&2)) {
+        return Err(format!(
+            "class is_64={} but the header says {:?}",
+            so.is_64,
+            b.get(4)
+        ));
+    }
+    let machine = b.get(18..20).map(|m| u16::from_le_bytes([m[0], m[1]]));
+    if Some(so.machine) != machine {
+        return Err(format!(
+            "machine {} but the header says {machine:?}",
+            so.machine
+        ));
+    }
+    if let Some(name) = &so.soname {
+        if name.contains('\0') {
+            return Err(format!("soname {name:?} holds a NUL"));
+        }
+        let needle: Vec<u8> = name.bytes().chain([0]).collect();
+        if !name.contains('\u{fffd}') && !b.windows(needle.len()).any(|w| w == needle) {
+            return Err(format!(
+                "soname {name:?} is not NUL-terminated text of the file"
+            ));
+        }
+        return Ok("read with a soname");
+    }
+    Ok("read without a soname")
+}
