@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 
 mod apt_base;
+mod apt_layers;
 mod observer;
 mod rootfs_base;
 mod selftest_layer;
@@ -82,6 +83,8 @@ pub enum BuildError {
     Apt(#[from] crate::sources::apt::AptError),
     #[error(transparent)]
     Selftest(#[from] selftest_layer::SelftestLayerError),
+    #[error(transparent)]
+    Split(#[from] crate::plan::split::SplitError),
 }
 
 /// Build the image for `profile`.
@@ -147,22 +150,29 @@ pub fn build(
             });
         }
         Base::Apt(spec) => {
-            let (blob, cached, pkgs) =
-                apt_base::apt_base_layer(spec, profile, opts, lopts, &cache, scratch.path(), obs)?;
-            if cached {
-                cached_layers += 1;
+            let (parts, pkgs) =
+                apt_layers::apt_layers(spec, profile, opts, lopts, &cache, scratch.path(), obs)?;
+            let reused: Vec<&str> = parts
+                .iter()
+                .filter(|p| p.cached)
+                .map(|p| p.component.as_str())
+                .collect();
+            if !reused.is_empty() {
+                cached_layers += reused.len();
                 obs.message(&format!(
                     "{:>12} unchanged ({} packages), reused {}",
-                    "base",
+                    "apt",
                     pkgs.len(),
-                    &blob.digest.hex()[..12]
+                    reused.join(", ")
                 ));
             }
             packages = pkgs;
-            layers.push(ImageLayer {
-                component: "base".into(),
-                blob,
-            });
+            for p in parts {
+                layers.push(ImageLayer {
+                    component: p.component,
+                    blob: p.blob,
+                });
+            }
         }
     }
     if !profile.files.is_empty() {
@@ -170,13 +180,19 @@ pub fn build(
         for w in tree.warnings() {
             obs.warn(&w);
         }
-        if let Some(base) = layers.iter().find(|l: &&ImageLayer| l.component == "base") {
-            let lower = layer::listing::load(&cache, &base.blob).map_err(|source| {
+        // Everything below `files` (the base's layers): its non-directories, later layers
+        // over earlier ones.
+        let mut lower = assemble::shape::NonDirs::new();
+        for l in &layers {
+            let listing = layer::listing::load(&cache, &l.blob).map_err(|source| {
                 layer::LayerError::Write {
-                    component: "base listing".into(),
+                    component: format!("{} listing", l.component),
                     source,
                 }
             })?;
+            lower.extend(listing);
+        }
+        if !layers.is_empty() {
             assemble::shape::check_over(&lower, "base", &tree)?;
         }
         components.push(("files".into(), tree));

@@ -87,6 +87,8 @@ pub struct Root {
     dir: OwnedFd,
     path: PathBuf,
     resolver: Resolver,
+    /// While recording: the paths given to `write`, `create_new` and `symlink`.
+    log: std::cell::RefCell<Option<Vec<PathBuf>>>,
 }
 
 impl Root {
@@ -103,6 +105,7 @@ impl Root {
             dir,
             path: path.to_path_buf(),
             resolver,
+            log: Default::default(),
         })
     }
 
@@ -119,6 +122,7 @@ impl Root {
             dir,
             path: path.to_path_buf(),
             resolver,
+            log: Default::default(),
         })
     }
 
@@ -129,6 +133,22 @@ impl Root {
 
     pub fn resolver(&self) -> Resolver {
         self.resolver
+    }
+
+    /// Start recording the paths of files and links created from now on.
+    pub fn record_writes(&self) {
+        *self.log.borrow_mut() = Some(Vec::new());
+    }
+
+    /// Stop recording; the paths created since [`Root::record_writes`], as given.
+    pub fn take_writes(&self) -> Vec<PathBuf> {
+        self.log.borrow_mut().take().unwrap_or_default()
+    }
+
+    fn logged(&self, p: &Path) {
+        if let Some(l) = self.log.borrow_mut().as_mut() {
+            l.push(p.to_path_buf());
+        }
     }
 
     /// The directory holding `p`'s last component, and that component.
@@ -144,6 +164,12 @@ impl Root {
 
     fn open_follow(&self, p: &Path, flags: OFlags) -> io::Result<OwnedFd> {
         resolve::open_follow(self.resolver, self.dir.as_fd(), p, flags)
+    }
+
+    /// Where `p` really is inside the root (parents resolved through symlinks, the last
+    /// component as given), relative to the root: `/lib/x` is `usr/lib/x` under merged-/usr.
+    pub fn real_path(&self, p: &Path) -> io::Result<PathBuf> {
+        resolve::real_path(self.dir.as_fd(), p)
     }
 
     /// `lstat`: the entry itself (a symlink is reported as one); `None` when absent (also
@@ -267,6 +293,7 @@ impl Root {
 
     /// Create a new regular file (never through a symlink; an existing entry is an error).
     pub fn create_new(&self, p: &Path, mode: u32) -> io::Result<File> {
+        self.logged(p);
         let (dir, name) = self.parent(p)?;
         let fd = openat(
             &dir,
@@ -307,6 +334,7 @@ impl Root {
 
     /// Create a symlink at `p` holding `target` verbatim.
     pub fn symlink(&self, target: &Path, p: &Path) -> io::Result<()> {
+        self.logged(p);
         let (dir, name) = self.parent(p)?;
         symlinkat(target, &dir, name.as_os_str())?;
         Ok(())

@@ -102,6 +102,26 @@ pub fn open_follow(
     }
 }
 
+/// Where `p` really is inside the root: every component but the last resolved through the
+/// root's symlinks (as the kernel would), the last kept as given. Relative to the root, no
+/// leading `/`; empty for the root itself. (`/lib/x` under merged-/usr is `usr/lib/x`.)
+pub fn real_path(root: BorrowedFd<'_>, p: &Path) -> io::Result<std::path::PathBuf> {
+    let mut comps = parts(p);
+    let last = match comps.last() {
+        Some(l) if l != ".." => comps.pop(),
+        _ => None,
+    };
+    let mut w = Walk::new(root, comps);
+    while let Some(c) = w.next_component() {
+        w.step(&c, false)?;
+    }
+    let mut out: std::path::PathBuf = w.names.iter().collect();
+    if let Some(l) = last {
+        out.push(l);
+    }
+    Ok(out)
+}
+
 fn join(comps: &[OsString]) -> OsString {
     if comps.is_empty() {
         return OsString::from(".");
@@ -157,6 +177,8 @@ struct Walk<'a> {
     root: BorrowedFd<'a>,
     /// Directories below the root, innermost last; empty = at the root.
     stack: Vec<OwnedFd>,
+    /// The names of `stack`'s directories: the walk's position as a path inside the root.
+    names: Vec<OsString>,
     /// Components still to walk, next last.
     pending: Vec<OsString>,
     hops: usize,
@@ -167,6 +189,7 @@ impl<'a> Walk<'a> {
         Walk {
             root,
             stack: Vec::new(),
+            names: Vec::new(),
             pending: comps.into_iter().rev().collect(),
             hops: 0,
         }
@@ -192,6 +215,7 @@ impl<'a> Walk<'a> {
     fn step(&mut self, c: &OsStr, final_name: bool) -> io::Result<Option<OsString>> {
         if c == ".." {
             self.stack.pop();
+            self.names.pop();
             return Ok(None);
         }
         let is_last = self.pending.is_empty();
@@ -212,6 +236,7 @@ impl<'a> Walk<'a> {
                 let target = OsStr::from_bytes(target.as_bytes()).to_os_string();
                 if target.as_bytes().starts_with(b"/") {
                     self.stack.clear();
+                    self.names.clear();
                 }
                 let mut t = parts(Path::new(&target));
                 while let Some(x) = t.pop() {
@@ -227,6 +252,7 @@ impl<'a> Walk<'a> {
                     Mode::empty(),
                 )?;
                 self.stack.push(fd);
+                self.names.push(c.to_os_string());
                 Ok(None)
             }
             _ if is_last && final_name => Ok(Some(c.to_os_string())),

@@ -226,3 +226,22 @@ fn clear_removes_everything_inside_only() {
     assert_eq!(std::fs::read_dir(&root).unwrap().count(), 0);
     outside_untouched(&outside);
 }
+
+#[test]
+fn real_paths_resolve_parents_inside_the_root() {
+    let (_t, root, _outside) = hostile();
+    let r = Root::open(&root).unwrap();
+    for (p, want) in [
+        ("lib/real.txt", "usr/lib/real.txt"),
+        ("/lib64/x.so", "usr/lib/x.so"),
+        ("lib64/up/lib/real.txt", "usr/lib/real.txt"),
+        ("climb/usr/lib/real.txt", "usr/lib/real.txt"),
+        ("usr/lib/up", "usr/lib/up"),
+        ("chain2/a", "usr/lib/a"),
+        ("etc", "etc"),
+    ] {
+        assert_eq!(r.real_path(Path::new(p)).unwrap(), Path::new(want), "{p}");
+    }
+    // A parent that resolves outside the tree (dangling inside the root) is an error.
+    assert!(r.real_path(Path::new("etc/passwd")).is_err());
+}

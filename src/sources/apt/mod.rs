@@ -85,6 +85,28 @@ pub struct Installed {
     /// Every installed package, sorted by name then architecture.
     pub packages: Vec<LockedPackage>,
     pub warnings: Vec<String>,
+    /// Provenance: each path a package created in the root (as it really lies there, e.g.
+    /// `usr/bin/ls`) → the package's name. Paths no package created (the fix-ups' output, the
+    /// dpkg database) are absent.
+    pub owners: BTreeMap<String, String>,
+    /// The control fields that place each package in a component layer.
+    pub infos: Vec<PackageInfo>,
+}
+
+/// What a package's own control file says about its place in the image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackageInfo {
+    pub name: String,
+    pub essential: bool,
+    pub priority: Option<String>,
+    pub section: Option<String>,
+}
+
+/// What unpacking all packages produced, before fix-ups.
+struct Unpacking {
+    warnings: Vec<String>,
+    owners: BTreeMap<String, String>,
+    infos: Vec<PackageInfo>,
 }
 
 /// Fetch and verify the indexes and resolve the profile's packages to an exact set.
@@ -324,9 +346,14 @@ pub fn install(
         obs,
     );
     match result {
-        Ok(w) => {
-            warnings.extend(w);
-            Ok(Installed { packages, warnings })
+        Ok(u) => {
+            warnings.extend(u.warnings);
+            Ok(Installed {
+                packages,
+                warnings,
+                owners: u.owners,
+                infos: u.infos,
+            })
         }
         Err(e) => {
             empty_dir(dest);
@@ -342,8 +369,10 @@ fn unpack_all(
     dest: &Path,
     jobs: usize,
     obs: &mut dyn Observer,
-) -> Result<Vec<String>, AptError> {
+) -> Result<Unpacking, AptError> {
     let mut warnings = Vec::new();
+    let mut owners = BTreeMap::new();
+    let mut infos = Vec::new();
     let root = crate::confined::Root::open(dest).map_err(AptError::io(dest))?;
     fixups::create_merged_usr(&root, arch)?;
     let total: u64 = packages.iter().map(|p| p.size).sum();
@@ -396,6 +425,15 @@ fn unpack_all(
         if let Some(script) = control.text("postinst") {
             postinsts.insert(p.name.clone(), script);
         }
+        for path in &unpacked.created {
+            owners.insert(path.clone(), p.name.clone());
+        }
+        infos.push(PackageInfo {
+            name: p.name.clone(),
+            essential: field("Essential").is_some_and(|v| v.eq_ignore_ascii_case("yes")),
+            priority: field("Priority"),
+            section: field("Section"),
+        });
         db.push(dpkgdb::Installed {
             name: p.name.clone(),
             arch: p.architecture.clone(),
@@ -408,6 +446,9 @@ fn unpack_all(
         Ok(())
     })?;
     obs.task_done("unpack", done, &format!("{} packages", packages.len()));
+    // What the database and the fix-ups write belongs to no package, even where a package
+    // shipped a file at the same path.
+    root.record_writes();
     dpkgdb::write_db(&root, &db)?;
     let names: Vec<&str> = packages.iter().map(|p| p.name.as_str()).collect();
     let mut done_fixups = fixups::apply(&root, &names, &postinsts)?;
@@ -423,7 +464,16 @@ fn unpack_all(
     }
     let n = ldcache::write_ld_cache(&root, arch)?;
     obs.message(&format!("  /etc/ld.so.cache: {n} libraries"));
-    Ok(warnings)
+    for p in root.take_writes() {
+        if let Ok(real) = root.real_path(&p) {
+            owners.remove(real.to_string_lossy().as_ref());
+        }
+    }
+    Ok(Unpacking {
+        warnings,
+        owners,
+        infos,
+    })
 }
 
 /// Remove everything inside `dir` (best effort), leaving `dir` itself.

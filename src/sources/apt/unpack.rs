@@ -14,10 +14,13 @@ use std::path::{Path, PathBuf};
 use super::AptError;
 use crate::confined::Root;
 
-/// What unpacking one package produced: its paths as dpkg lists them (`/.`, `/usr`, ...).
+/// What unpacking one package produced: its paths as dpkg lists them (`/.`, `/usr`, ...),
+/// and where the entries it created really are in the root (`usr/bin/ls` for `/bin/ls` under
+/// merged-/usr): the package's provenance for the layer split.
 pub struct Unpacked {
     pub paths: Vec<String>,
     pub skipped: Vec<String>,
+    pub created: Vec<String>,
 }
 
 /// Unpack one data tarball into `root`.
@@ -26,6 +29,7 @@ pub fn unpack(root: &Root, package: &str, data: &mut dyn Read) -> Result<Unpacke
     let mut out = Unpacked {
         paths: Vec::new(),
         skipped: Vec::new(),
+        created: Vec::new(),
     };
     let bad = |message: String| AptError::InvalidDeb {
         package: package.to_string(),
@@ -55,6 +59,7 @@ pub fn unpack(root: &Root, package: &str, data: &mut dyn Read) -> Result<Unpacke
         let gid = id(h.gid(), "gid", &listed).map_err(bad)?;
         let kind = h.entry_type();
         let existing = root.symlink_metadata(target).map_err(fail(&listed))?;
+        let created_dir = existing.is_none() || existing.is_some_and(|m| !m.is_directory());
         match kind {
             tar::EntryType::Directory => {
                 match existing {
@@ -120,6 +125,15 @@ pub fn unpack(root: &Root, package: &str, data: &mut dyn Read) -> Result<Unpacke
                 out.skipped.push(listed);
                 continue;
             }
+        }
+        let mine = match kind {
+            tar::EntryType::Directory => created_dir,
+            tar::EntryType::Symlink => !out.skipped.last().is_some_and(|s| *s == listed),
+            _ => true,
+        };
+        if mine {
+            let real = root.real_path(target).map_err(fail(&listed))?;
+            out.created.push(real.to_string_lossy().into_owned());
         }
         out.paths.push(listed);
     }

@@ -1,0 +1,157 @@
+//! Apt bases split into component layers, against the build host's own Debian mirror
+//! (`mirror: host`): two profiles that share a component's packages get a byte-identical layer
+//! for it; adding a package rewrites only the component that takes it and `metadata`; the
+//! split image unpacks (umoci) to exactly the tree a single install of the same packages makes,
+//! and dpkg-query inside it lists every package.
+
+mod common;
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+
+const BASE: &str = "base-files, base-passwd, libc6, python3-minimal";
+
+fn profile(dir: &Path, name: &str, packages: &str) -> std::path::PathBuf {
+    let p = dir.join(format!("{name}.yaml"));
+    write(
+        &p,
+        &format!(
+            "name: {name}\nbase:\n  apt:\n    mirror: host\n    suite: bookworm\n    packages: [{packages}]\n"
+        ),
+    );
+    p
+}
+
+/// Build; returns component → layer digest, and how many layers came from the cache.
+fn build(p: &Path, cache: &Path, out: &Path) -> (BTreeMap<String, String>, u64) {
+    let json = run_ok(
+        gpuimg()
+            .env("GPUIMG_CACHE", cache)
+            .env("SOURCE_DATE_EPOCH", "0")
+            .arg("build")
+            .arg(p)
+            .arg("-o")
+            .arg(out)
+            .arg("--json"),
+    );
+    let v: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+    let layers = v["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["component"].as_str().unwrap().to_string(),
+                l["digest"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    (layers, v["cached_layers"].as_u64().unwrap())
+}
+
+#[test]
+fn components_are_shared_split_and_complete() {
+    require("umoci");
+    require("dpkg-query");
+    let t = tmp();
+    let cache = t.path().join("cache");
+
+    let a = profile(t.path(), "a", BASE);
+    let (la, _) = build(&a, &cache, &t.path().join("out-a"));
+    for c in ["os", "python", "metadata"] {
+        assert!(la.contains_key(c), "no `{c}` layer: {la:?}");
+    }
+
+    // Adding xz-utils: only the component that takes it and metadata are new.
+    let b = profile(t.path(), "b", &format!("{BASE}, xz-utils"));
+    let (lb, cached) = build(&b, &cache, &t.path().join("out-b"));
+    let changed: Vec<&String> = lb
+        .iter()
+        .filter(|(c, d)| la.get(*c) != Some(d))
+        .map(|(c, _)| c)
+        .collect();
+    assert!(changed.contains(&&"metadata".to_string()), "{la:?}\n{lb:?}");
+    assert!(changed.len() <= 2, "more than one component changed: {changed:?}");
+    assert_eq!(cached as usize, lb.len() - changed.len());
+    assert_eq!(la["os"], lb["os"]);
+    assert_eq!(la["python"], lb["python"]);
+
+    // Another profile with the same os packages, built with a fresh cache: the same os layer.
+    let c = profile(t.path(), "c", "base-files, base-passwd, libc6");
+    let (lc, _) = build(&c, &t.path().join("cache-c"), &t.path().join("out-c"));
+    assert_eq!(la["os"], lc["os"], "{la:?}\n{lc:?}");
+    assert!(!lc.contains_key("python"));
+
+    // The split image unpacks to the tree a single install makes, and dpkg sees every package.
+    let bundle = t.path().join("bundle");
+    run_ok(Command::new("umoci")
+        .arg("unpack")
+        .arg("--image")
+        .arg(format!("{}:latest", t.path().join("out-a").display()))
+        .arg(&bundle));
+    let rootfs = bundle.join("rootfs");
+    let single = t.path().join("single");
+    std::fs::create_dir(&single).unwrap();
+    install_into(&single, BASE);
+    assert_eq!(support::tree(&rootfs), support::tree(&single));
+    let listed = run_ok(Command::new("dpkg-query")
+        .arg("--admindir")
+        .arg(rootfs.join("var/lib/dpkg"))
+        .args(["-W", "-f", "${Package} ${Status}\\n"]));
+    run_ok(gpuimg().env("GPUIMG_CACHE", &cache).arg("lock").arg(&a));
+    let lock: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(t.path().join("a.lock.json")).unwrap())
+            .unwrap();
+    let locked = lock_package_names(&lock);
+    assert!(locked.len() > 5, "{locked:?}");
+    for name in &locked {
+        assert!(
+            listed.contains(&format!("{name} install ok installed")),
+            "dpkg does not list {name}: {listed}"
+        );
+    }
+}
+
+/// The package names of a lock file, whatever its version.
+fn lock_package_names(lock: &serde_json::Value) -> Vec<String> {
+    let list = lock
+        .get("packages")
+        .or_else(|| lock.get("artifacts"))
+        .and_then(|v| v.as_array())
+        .cloned()
+        .unwrap_or_default();
+    list.iter()
+        .filter_map(|p| p["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Install `packages` from the host's mirror into `dest` in one piece, with the library.
+fn install_into(dest: &Path, packages: &str) {
+    use gpuimg::build::Silent;
+    use gpuimg::profile::{self, Base};
+    use gpuimg::sources::apt::{self, AptOptions};
+    let yaml = format!(
+        "name: t\nbase:\n  apt:\n    mirror: host\n    suite: bookworm\n    packages: [{packages}]\n"
+    );
+    let p = profile::parse(&yaml, "t.yaml", Path::new("."), &|_| None).unwrap();
+    let Base::Apt(spec) = p.base else {
+        panic!("no apt base")
+    };
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("apt-layers-cache");
+    let opts = AptOptions::new(&cache);
+    let locked = apt::resolve(&spec, &p.platform, Path::new("."), &opts, &mut Silent).unwrap();
+    apt::install(
+        &spec,
+        &p.platform,
+        Path::new("."),
+        &opts,
+        Some(&locked),
+        dest,
+        &mut Silent,
+    )
+    .unwrap();
+}
