@@ -297,8 +297,7 @@ impl Table {
 /// `[a-z0-9-]+`: the names components (and profile `layers:` keys) may have.
 pub fn is_component_name(s: &str) -> bool {
     !s.is_empty()
-        && s
-            .bytes()
+        && s.bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 

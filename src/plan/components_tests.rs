@@ -64,13 +64,28 @@ fn table_entries_and_rules() {
         (meta("libfoo1", false, Some(" Required "), None), "os"),
         (meta("libfoo1", false, Some("important"), None), "packages"),
         (meta("ruby3.1", false, None, Some("interpreters")), "python"),
-        (meta("pyyaml-thing", false, None, Some("universe/python")), "python"),
-        (meta("python3-numpy", false, Some("optional"), Some("python")), "python"),
+        (
+            meta("pyyaml-thing", false, None, Some("universe/python")),
+            "python",
+        ),
+        (
+            meta("python3-numpy", false, Some("optional"), Some("python")),
+            "python",
+        ),
         (meta("python3-whatever", false, None, None), "python"),
-        (meta("libpython3-dev", false, None, Some("libdevel")), "python"),
+        (
+            meta("libpython3-dev", false, None, Some("libdevel")),
+            "python",
+        ),
         // Essential beats the python rule.
-        (meta("python3-essentialised", true, None, Some("python")), "os"),
-        (meta("xz-utils", false, Some("optional"), Some("utils")), "packages"),
+        (
+            meta("python3-essentialised", true, None, Some("python")),
+            "os",
+        ),
+        (
+            meta("xz-utils", false, Some("optional"), Some("utils")),
+            "packages",
+        ),
         (meta("python", false, None, Some("oldlibs")), "packages"),
         (meta("curl", false, None, None), "packages"),
     ];

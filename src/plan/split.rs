@@ -17,7 +17,9 @@ pub enum SplitError {
     /// The input (or, as a bug, an output) tree breaks a hard-link rule.
     #[error(transparent)]
     Links(#[from] AssembleError),
-    #[error("`{origin}`: `{path}` is owned by component `{component}`, which is not in the layer order")]
+    #[error(
+        "`{origin}`: `{path}` is owned by component `{component}`, which is not in the layer order"
+    )]
     UnknownComponent {
         origin: String,
         path: String,
@@ -72,25 +74,19 @@ pub fn split(
         dest.entry(&e.path).or_default().insert(c);
     }
     // Directories: wherever something below them went.
-    let placed: Vec<(&str, Vec<usize>)> = dest
+    let placed: Vec<(&str, BTreeSet<usize>)> =
+        dest.iter().map(|(p, cs)| (*p, cs.clone())).collect();
+    add_to_parents(&tree, &mut dest, placed);
+    // Directories nobody owns with nothing below them: metadata (and their parents with them).
+    let lone: Vec<(&str, BTreeSet<usize>)> = tree
         .iter()
-        .map(|(p, cs)| (*p, cs.iter().copied().collect()))
+        .filter(|e| matches!(e.kind, EntryKind::Dir) && !dest.contains_key(e.path.as_str()))
+        .map(|e| (e.path.as_str(), BTreeSet::from([index[metadata]])))
         .collect();
-    for (path, cs) in placed {
-        let mut p = path;
-        while let Some(i) = p.rfind('/') {
-            p = &p[..i];
-            if let Some(parent) = tree.get(p) {
-                dest.entry(&parent.path).or_default().extend(cs.iter().copied());
-            }
-        }
+    for (p, cs) in &lone {
+        dest.insert(p, cs.clone());
     }
-    // Directories nobody owns with nothing below them: metadata.
-    for e in tree.iter() {
-        if matches!(e.kind, EntryKind::Dir) && !dest.contains_key(e.path.as_str()) {
-            dest.entry(&e.path).or_default().insert(index[metadata]);
-        }
-    }
+    add_to_parents(&tree, &mut dest, lone);
 
     let mut out: Vec<Tree> = names
         .iter()
@@ -115,6 +111,25 @@ pub fn split(
         result.push((name.to_string(), t));
     }
     Ok(result)
+}
+
+/// Add each path's components to every directory above it that the tree holds.
+fn add_to_parents<'t>(
+    tree: &'t Tree,
+    dest: &mut HashMap<&'t str, BTreeSet<usize>>,
+    placed: Vec<(&'t str, BTreeSet<usize>)>,
+) {
+    for (path, cs) in placed {
+        let mut p = path;
+        while let Some(i) = p.rfind('/') {
+            p = &p[..i];
+            if let Some(parent) = tree.get(p).filter(|e| matches!(e.kind, EntryKind::Dir)) {
+                dest.entry(&parent.path)
+                    .or_default()
+                    .extend(cs.iter().copied());
+            }
+        }
+    }
 }
 
 #[cfg(test)]

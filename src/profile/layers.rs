@@ -197,7 +197,10 @@ mod tests {
         let e = load("layers:\n  tools: {deb: [zstd], whl: [x]}\n").unwrap_err();
         assert!(e.starts_with("p.yaml:5:24: Unknown field `whl`"), "{e}");
         let e = load("layers: [tools]\n").unwrap_err();
-        assert!(e.starts_with("p.yaml:4:9: layers: Invalid type: sequence"), "{e}");
+        assert!(
+            e.starts_with("p.yaml:4:9: layers: Invalid type: sequence"),
+            "{e}"
+        );
         let e = load("layers:\n  tools: {deb: [zstd]}\n  tools: {deb: [xz-utils]}\n").unwrap_err();
         assert!(e.contains("Duplicate key `tools`"), "{e}");
     }

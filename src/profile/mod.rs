@@ -25,7 +25,8 @@ pub use layers::{Layer, RESERVED_LAYER_NAMES};
 pub use located::Located;
 pub use schema::{
     AptRepoSpec, AptSpec, BandwidthFloors, CompatMode, ConfigSpec, FileSpec, HostSpec,
-    KernelModule, LayerSpec, LayersSpec, OnFailure, SelftestLevel, SelftestSpec, StackSpec, StripClass,
+    KernelModule, LayerSpec, LayersSpec, OnFailure, SelftestLevel, SelftestSpec, StackSpec,
+    StripClass,
 };
 pub use sources::join as resolve_path;
 pub use validate::{Base, FileEntry, Platform};
