@@ -206,6 +206,23 @@ mod tests {
     }
 
     #[test]
+    fn the_template_example_parses() {
+        let template = include_str!("../../templates/profile.yaml");
+        let mut text = String::new();
+        let mut inside = false;
+        for line in template.lines() {
+            inside = (inside || line.starts_with("# layers:")) && !line.is_empty();
+            text.push_str(if inside { &line[2..] } else { line });
+            text.push('\n');
+        }
+        let p = super::super::parse(&text, "t.yaml", Path::new("/nonexistent"), &|_| None).unwrap();
+        assert_eq!(
+            names(&p.layers),
+            [("tools", vec!["xz-utils", "zstd"]), ("os", vec!["libfoo1"])]
+        );
+    }
+
+    #[test]
     fn deb_layers_need_an_apt_base() {
         let e = super::super::parse(
             "name: x\nlayers:\n  tools: {deb: [zstd]}\n",
