@@ -30,7 +30,10 @@ pub enum SplitError {
 /// Split `tree` into component trees, in `order` followed by `metadata` (unless `order` names
 /// it). `owner` maps tree paths to their component; paths it does not name go to `metadata`.
 /// Components that receive nothing are dropped. Each output tree's origin is
-/// "`{input origin}` layer `{component}`".
+/// "`{input origin}` layer `{component}`". For a directory several packages ship, `owner`
+/// should name the earliest component in `order` (that layer then always holds it).
+/// Warnings about extended attributes not carried stay with the input: read
+/// [`Tree::warnings`] before splitting.
 pub fn split(
     tree: Tree,
     owner: &HashMap<String, String>,
