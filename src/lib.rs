@@ -18,6 +18,7 @@ pub mod export;
 pub mod image;
 pub mod inspect;
 pub mod layer;
+pub mod plan;
 pub mod strip;
 
 pub mod build;

@@ -10,6 +10,7 @@
 mod de;
 mod error;
 mod expand;
+mod layers;
 mod located;
 mod node;
 mod schema;
@@ -20,10 +21,12 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 pub use error::ProfileError;
+pub use layers::{Layer, RESERVED_LAYER_NAMES};
 pub use located::Located;
 pub use schema::{
     AptRepoSpec, AptSpec, BandwidthFloors, CompatMode, ConfigSpec, FileSpec, HostSpec,
-    KernelModule, OnFailure, SelftestLevel, SelftestSpec, StackSpec, StripClass,
+    KernelModule, LayerSpec, LayersSpec, OnFailure, SelftestLevel, SelftestSpec, StackSpec,
+    StripClass,
 };
 pub use sources::join as resolve_path;
 pub use validate::{Base, FileEntry, Platform};
@@ -47,6 +50,8 @@ pub struct Profile {
     pub strip: Vec<StripClass>,
     pub selftest: SelftestSpec,
     pub config: ConfigSpec,
+    /// `layers:` in the order written: packages assigned to named component layers.
+    pub layers: Vec<Layer>,
 }
 
 /// Load and validate the profile at `path`, expanding `${VAR}` from the process environment.

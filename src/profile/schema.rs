@@ -35,6 +35,57 @@ pub struct RawProfile {
     pub selftest: SelftestSpec,
     #[serde(default)]
     pub config: ConfigSpec,
+    /// Packages assigned to a named component layer, overriding the fixed table.
+    #[serde(default)]
+    pub layers: LayersSpec,
+}
+
+/// `layers`: component name → what it takes, in the order written (a new name's layer goes
+/// after `packages` in this order). Keys keep their position for messages.
+#[derive(Debug, Clone, Default)]
+pub struct LayersSpec(pub Vec<(Located<String>, LayerSpec)>);
+
+/// `layers.NAME`: the inputs one component takes (`deb` now; `wheel` later).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LayerSpec {
+    /// apt package names (exact, no globs).
+    #[serde(default)]
+    pub deb: Vec<Located<String>>,
+}
+
+impl<'de> Deserialize<'de> for LayersSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = LayersSpec;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a mapping of layer names")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<LayersSpec, A::Error> {
+                let mut out = Vec::new();
+                while let Some(k) = map.next_key::<Located<String>>()? {
+                    out.push((k, map.next_value()?));
+                }
+                Ok(LayersSpec(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+impl Serialize for LayersSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(&k.value, v)?;
+        }
+        m.end()
+    }
 }
 
 /// `base`: exactly one of `rootfs` or `apt`.

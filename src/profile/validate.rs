@@ -192,6 +192,8 @@ pub(super) fn validate(
         }
     }
 
+    let layers = super::layers::validate(&raw.layers, file, matches!(base, Base::Apt(_)))?;
+
     Ok(Profile {
         file: file.to_string(),
         dir: dir.to_path_buf(),
@@ -206,6 +208,7 @@ pub(super) fn validate(
         strip: raw.strip,
         selftest: raw.selftest,
         config: raw.config,
+        layers,
     })
 }
 
