@@ -162,7 +162,11 @@ impl From<&Resolution> for LockedResolution {
             },
             compat: r.compat.into(),
             cuda_driver_floor: r.cuda_driver_floor.as_ref().map(Version::to_string),
-            compute_capabilities: r.compute_capabilities.iter().map(|v| v.to_string()).collect(),
+            compute_capabilities: r
+                .compute_capabilities
+                .iter()
+                .map(|v| v.to_string())
+                .collect(),
             warnings: r.warnings.clone(),
         }
     }
@@ -186,10 +190,11 @@ fn component(field: &'static str, name: &str) -> Result<Component, LockedResolut
 }
 
 fn version(field: impl Into<String>, text: &str) -> Result<Version, LockedResolutionError> {
-    text.parse().map_err(|source| LockedResolutionError::Version {
-        field: field.into(),
-        source,
-    })
+    text.parse()
+        .map_err(|source| LockedResolutionError::Version {
+            field: field.into(),
+            source,
+        })
 }
 
 fn range(field: &'static str, text: &str) -> Result<VersionSet, LockedResolutionError> {

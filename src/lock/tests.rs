@@ -65,7 +65,11 @@ fn v1_fixtures_convert_without_changing_a_field() {
         assert_eq!(v2["resolution"], v1["resolution"], "{name}");
         assert_eq!(v2["inputs"], v1["inputs"], "{name}");
         let keys: Vec<&String> = v2.as_object().unwrap().keys().collect();
-        assert_eq!(keys, ["artifacts", "inputs", "resolution", "version"], "{name}");
+        assert_eq!(
+            keys,
+            ["artifacts", "inputs", "resolution", "version"],
+            "{name}"
+        );
     }
     assert_eq!(debs, 25 + 22, "the two apt fixtures' packages");
 }
@@ -85,7 +89,10 @@ fn v1_conversion_reaches_the_resolution_the_resolver_made() {
     assert_eq!(r.compat, crate::profile::CompatMode::Forward);
     assert_eq!(r.host.kernel_module, crate::profile::KernelModule::Open);
     assert_eq!(r.host.gpus[0].peak_bandwidth_gbps, Some(3350.0));
-    assert!(r.require_cuda().unwrap().contains("brand=tesla,driver>=535"));
+    assert!(r
+        .require_cuda()
+        .unwrap()
+        .contains("brand=tesla,driver>=535"));
 
     let example = parse(V1_FIXTURES[0].1, p("example")).unwrap();
     let first = example.debs().next().unwrap();
@@ -104,7 +111,11 @@ fn v2_round_trips_through_resolution_byte_for_byte() {
         let once = to_json(&parse(text, p(name)).unwrap());
         let twice = to_json(&parse(&once, p(name)).unwrap());
         assert_eq!(once, twice, "{name}");
-        assert_eq!(once, format!("{}\n", canonical_json(&value(&once))), "{name}");
+        assert_eq!(
+            once,
+            format!("{}\n", canonical_json(&value(&once))),
+            "{name}"
+        );
         // And the lock-side type alone: LockedResolution → Resolution → LockedResolution.
         let locked: LockedResolution =
             serde_json::from_value(value(&once)["resolution"].clone()).unwrap();
@@ -175,26 +186,97 @@ fn edited(edit: impl FnOnce(&mut Value)) -> String {
 #[test]
 fn bad_locks_are_refused_with_one_line() {
     let cases: Vec<(&str, String, &str)> = vec![
-        ("version 9", edited(|v| v["version"] = json!(9)), "format version `9`"),
-        ("version 0", edited(|v| v["version"] = json!(0)), "format version `0`"),
-        ("version text", edited(|v| v["version"] = json!("2")), "invalid type"),
-        ("no version", edited(|v| v.as_object_mut().unwrap().retain(|k, _| k != "version")), "missing field `version`"),
+        (
+            "version 9",
+            edited(|v| v["version"] = json!(9)),
+            "format version `9`",
+        ),
+        (
+            "version 0",
+            edited(|v| v["version"] = json!(0)),
+            "format version `0`",
+        ),
+        (
+            "version text",
+            edited(|v| v["version"] = json!("2")),
+            "invalid type",
+        ),
+        (
+            "no version",
+            edited(|v| v.as_object_mut().unwrap().retain(|k, _| k != "version")),
+            "missing field `version`",
+        ),
         ("garbage", "\u{1}not json at all".into(), "is not valid"),
         ("empty", String::new(), "is not valid"),
         ("array", "[1, 2]".into(), "is not valid"),
         ("empty object", "{}".into(), "missing field `version`"),
-        ("size text", edited(|v| v["artifacts"][0]["size"] = json!("big")), "invalid type"),
-        ("kind wheel", edited(|v| v["artifacts"][0]["kind"] = json!("wheel")), "unknown variant `wheel`"),
-        ("no kind", edited(|v| v["artifacts"][0].as_object_mut().unwrap().remove("kind").map(drop).unwrap_or(())), "missing field `kind`"),
-        ("extra deb field", edited(|v| v["artifacts"][0]["extra"] = json!(1)), "unknown field `extra`"),
-        ("extra top field", edited(|v| v["packages"] = json!([])), "unknown field `packages`"),
-        ("bad digest", edited(|v| v["artifacts"][0]["sha256"] = json!("md5:00")), "is not valid"),
-        ("bad driver", edited(|v| v["resolution"]["host"]["driver"] = json!(">=x")), "`resolution.host.driver` is not a version range"),
-        ("bad component", edited(|v| v["resolution"]["components"]["torch"] = json!("2.5")), "`torch` in `resolution.components`"),
-        ("bad cc", edited(|v| v["resolution"]["compute_capabilities"] = json!(["nine"])), "`resolution.compute_capabilities` is not a version"),
-        ("bad compat", edited(|v| v["resolution"]["compat"] = json!("loose")), "unknown variant `loose`"),
-        ("v1 with artifacts", edited(|v| v["version"] = json!(1)), "unknown field `artifacts`"),
-        ("v1 deb fields", r#"{"version": 1, "packages": [{"name": "a"}]}"#.into(), "missing field `version` at line 1 column 41"),
+        (
+            "size text",
+            edited(|v| v["artifacts"][0]["size"] = json!("big")),
+            "invalid type",
+        ),
+        (
+            "kind wheel",
+            edited(|v| v["artifacts"][0]["kind"] = json!("wheel")),
+            "unknown variant `wheel`",
+        ),
+        (
+            "no kind",
+            edited(|v| {
+                v["artifacts"][0]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("kind")
+                    .map(drop)
+                    .unwrap_or(())
+            }),
+            "missing field `kind`",
+        ),
+        (
+            "extra deb field",
+            edited(|v| v["artifacts"][0]["extra"] = json!(1)),
+            "unknown field `extra`",
+        ),
+        (
+            "extra top field",
+            edited(|v| v["packages"] = json!([])),
+            "unknown field `packages`",
+        ),
+        (
+            "bad digest",
+            edited(|v| v["artifacts"][0]["sha256"] = json!("md5:00")),
+            "is not valid",
+        ),
+        (
+            "bad driver",
+            edited(|v| v["resolution"]["host"]["driver"] = json!(">=x")),
+            "`resolution.host.driver` is not a version range",
+        ),
+        (
+            "bad component",
+            edited(|v| v["resolution"]["components"]["torch"] = json!("2.5")),
+            "`torch` in `resolution.components`",
+        ),
+        (
+            "bad cc",
+            edited(|v| v["resolution"]["compute_capabilities"] = json!(["nine"])),
+            "`resolution.compute_capabilities` is not a version",
+        ),
+        (
+            "bad compat",
+            edited(|v| v["resolution"]["compat"] = json!("loose")),
+            "unknown variant `loose`",
+        ),
+        (
+            "v1 with artifacts",
+            edited(|v| v["version"] = json!(1)),
+            "unknown field `artifacts`",
+        ),
+        (
+            "v1 deb fields",
+            r#"{"version": 1, "packages": [{"name": "a"}]}"#.into(),
+            "missing field `version` at line 1 column 41",
+        ),
     ];
     for (what, text, want) in cases {
         let e = parse(&text, p("x.lock.json")).unwrap_err();
