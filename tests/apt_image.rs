@@ -50,11 +50,13 @@ fn debian_image_from_host_mirror_locks_runs_and_reproduces() {
     let lock: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(t.path().join("p.lock.json")).unwrap())
             .unwrap();
-    let locked: Vec<String> = lock["packages"]
+    assert_eq!(lock["version"], 2);
+    let locked: Vec<String> = lock["artifacts"]
         .as_array()
         .unwrap()
         .iter()
         .map(|p| {
+            assert_eq!(p["kind"], "deb");
             format!(
                 "{}\t{}",
                 p["name"].as_str().unwrap(),
@@ -66,7 +68,7 @@ fn debian_image_from_host_mirror_locks_runs_and_reproduces() {
         locked.iter().any(|p| p.starts_with("python3.11-minimal\t")),
         "{locked:?}"
     );
-    assert!(lock["packages"][0]["sha256"]
+    assert!(lock["artifacts"][0]["sha256"]
         .as_str()
         .unwrap()
         .starts_with("sha256:"));

@@ -138,7 +138,7 @@ fn lock_is_written_canonical_and_goes_stale() {
     let text = std::fs::read_to_string(&lock_file).unwrap();
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["resolution"]["components"]["cuda"], "12.4.1");
-    assert_eq!(v["version"], 1);
+    assert_eq!(v["version"], 2);
     assert_eq!(
         text,
         format!("{}\n", gpuimg::lock::canonical_json(&v)),

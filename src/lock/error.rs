@@ -14,8 +14,14 @@ pub enum LockError {
         #[source]
         source: serde_json::Error,
     },
-    #[error("Lock `{path}` has format version `{found}`; this gpuimg reads version `1`")]
+    #[error("Lock `{path}` has format version `{found}`; this gpuimg reads versions `1` and `2` (run `gpuimg lock` again)")]
     UnsupportedVersion { path: String, found: u32 },
+    #[error("Lock `{path}` holds a resolution this gpuimg cannot read")]
+    Resolution {
+        path: String,
+        #[source]
+        source: super::LockedResolutionError,
+    },
     #[error("Failed to write lock `{path}`")]
     Write {
         path: String,

@@ -2,11 +2,17 @@
 //!
 //! Owns the lock's on-disk format (`<profile>.lock.json`, canonical JSON, written atomically)
 //! and staleness checks (`inputs`: the profile keys resolution and fetching depend on).
-//! Must never fetch or resolve: it records what `resolve` and `sources` decided.
+//! Format version 2 holds typed `artifacts` (`{"kind": "deb", ...}`) and a `resolution` in the
+//! lock's own types (`LockedResolution`); a version 1 lock is read and converted, and the next
+//! write makes it version 2. Must never fetch or resolve: it records what `resolve` and
+//! `sources` decided.
 
+mod artifact;
 mod error;
 mod inputs;
 mod packages;
+mod resolution;
+mod v1;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -17,39 +23,70 @@ use crate::profile::Profile;
 use crate::resolve::Resolution;
 
 pub use crate::canonical_json::canonical_pretty as canonical_json;
+pub use artifact::LockedArtifact;
 pub use error::LockError;
 pub use inputs::LockInputs;
 pub use packages::LockedPackage;
+pub use resolution::{
+    LockedCompat, LockedGpu, LockedHost, LockedKernelModule, LockedResolution,
+    LockedResolutionError,
+};
 
-/// The current lock format version.
-pub const LOCK_VERSION: u32 = 1;
+/// The lock format version `write` produces.
+pub const LOCK_VERSION: u32 = 2;
 
-/// The lock file contents (format version 1).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// The format versions `read` accepts (older ones are converted).
+pub const READABLE_VERSIONS: [u32; 2] = [1, 2];
+
+/// A lock, whichever format version it was read from.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Lock {
-    /// Format version; bump rather than migrate.
-    pub version: u32,
-    /// Every package the base installs, sorted by name then architecture.
-    #[serde(default)]
-    pub packages: Vec<LockedPackage>,
+    /// Everything the build fetches; .debs sorted by name then architecture.
+    pub artifacts: Vec<LockedArtifact>,
     /// The resolved stack and host ranges.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolution: Option<Resolution>,
     /// The profile keys this lock was made from, and their digest.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inputs: Option<LockInputs>,
 }
 
+/// The version 2 file, as serialised.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LockV2 {
+    version: u32,
+    artifacts: Vec<LockedArtifact>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    resolution: Option<LockedResolution>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    inputs: Option<LockInputs>,
+}
+
+/// Only the version, to choose the schema the rest is read with.
+#[derive(Deserialize)]
+struct VersionProbe {
+    version: u32,
+}
+
 impl Lock {
-    /// A lock for `profile` holding `resolution` (packages are added by `sources`).
+    /// A lock for `profile` holding `resolution` (artifacts are added by `sources`).
     pub fn new(profile: &Profile, resolution: Resolution) -> Lock {
         Lock {
-            version: LOCK_VERSION,
-            packages: vec![],
+            artifacts: vec![],
             resolution: Some(resolution),
             inputs: Some(LockInputs::of(profile)),
         }
+    }
+
+    /// The locked .debs, in lock order.
+    pub fn debs(&self) -> impl Iterator<Item = &LockedPackage> {
+        self.artifacts.iter().filter_map(LockedArtifact::as_deb)
+    }
+
+    /// Replaces every locked .deb with `debs` (other kinds of artifact stay).
+    pub fn set_debs(&mut self, debs: Vec<LockedPackage>) {
+        self.artifacts.retain(|a| a.as_deb().is_none());
+        self.artifacts
+            .extend(debs.into_iter().map(LockedArtifact::Deb));
     }
 }
 
@@ -67,34 +104,81 @@ pub fn read(path: &Path) -> Result<Lock, LockError> {
         path: path.display().to_string(),
         source,
     })?;
-    let lock: Lock = serde_json::from_str(&text).map_err(|source| LockError::Parse {
-        path: path.display().to_string(),
-        source,
-    })?;
-    if lock.version != LOCK_VERSION {
-        return Err(LockError::UnsupportedVersion {
-            path: path.display().to_string(),
-            found: lock.version,
-        });
-    }
-    Ok(lock)
+    parse(&text, path)
 }
 
-/// Writes canonical JSON to a temporary file beside `path`, then renames it over `path`.
+/// Reads lock text of any readable version; `path` only names it in errors.
+pub fn parse(text: &str, path: &Path) -> Result<Lock, LockError> {
+    let parse_err = |source| LockError::Parse {
+        path: path.display().to_string(),
+        source,
+    };
+    let probe: VersionProbe = serde_json::from_str(text).map_err(parse_err)?;
+    let (artifacts, resolution, inputs) = match probe.version {
+        1 => serde_json::from_str::<v1::LockV1>(text)
+            .map_err(parse_err)?
+            .convert(),
+        LOCK_VERSION => {
+            let l: LockV2 = serde_json::from_str(text).map_err(parse_err)?;
+            (l.artifacts, l.resolution, l.inputs)
+        }
+        found => {
+            return Err(LockError::UnsupportedVersion {
+                path: path.display().to_string(),
+                found,
+            })
+        }
+    };
+    let resolution = resolution
+        .map(Resolution::try_from)
+        .transpose()
+        .map_err(|source| LockError::Resolution {
+            path: path.display().to_string(),
+            source,
+        })?;
+    Ok(Lock {
+        artifacts,
+        resolution,
+        inputs,
+    })
+}
+
+/// The version 2 canonical JSON text of `lock`, ending in a newline.
+pub fn to_json(lock: &Lock) -> String {
+    let file = LockV2 {
+        version: LOCK_VERSION,
+        artifacts: lock.artifacts.clone(),
+        resolution: lock.resolution.as_ref().map(LockedResolution::from),
+        inputs: lock.inputs.clone(),
+    };
+    // Plain data (strings, numbers, maps with string keys) always serialises.
+    let value = serde_json::to_value(&file).unwrap_or(serde_json::Value::Null);
+    let mut text = canonical_json(&value);
+    text.push('\n');
+    text
+}
+
+/// Writes `to_json(lock)` to a temporary file beside `path`, then renames it over `path`
+/// (keeping the old file's mode, else 0644).
 pub fn write(path: &Path, lock: &Lock) -> Result<(), LockError> {
+    use std::os::unix::fs::PermissionsExt;
     let err = |source: std::io::Error| LockError::Write {
         path: path.display().to_string(),
         source,
     };
-    let value = serde_json::to_value(lock).map_err(|e| err(std::io::Error::other(e)))?;
-    let mut text = canonical_json(&value);
-    text.push('\n');
+    let text = to_json(lock);
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
+    let mode = std::fs::metadata(path)
+        .map(|m| m.permissions().mode() & 0o7777)
+        .unwrap_or(0o644);
     let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(err)?;
     tmp.write_all(text.as_bytes()).map_err(err)?;
+    tmp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(mode))
+        .map_err(err)?;
     tmp.as_file().sync_all().map_err(err)?;
     tmp.persist(path).map_err(|e| err(e.error))?;
     Ok(())
@@ -118,3 +202,6 @@ pub fn check_fresh(profile: &Profile, lock: &Lock) -> Result<(), LockError> {
         .unwrap_or_else(|| "inputs".to_string());
     Err(LockError::Stale { key })
 }
+
+#[cfg(test)]
+mod tests;

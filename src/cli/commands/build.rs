@@ -102,7 +102,7 @@ pub fn exec(args: Args, global: Global) -> Result<u8, CliError> {
         let lock = lock::read(&path)?;
         lock::check_fresh(&profile, &lock)?;
         if matches!(profile.base, crate::profile::Base::Apt(_)) {
-            locked_packages = Some(lock.packages.clone());
+            locked_packages = Some(lock.debs().cloned().collect());
         }
         lock.resolution
     } else {

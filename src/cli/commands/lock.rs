@@ -42,13 +42,14 @@ pub fn exec(args: Args, global: Global) -> Result<u8, CliError> {
     if let Base::Apt(spec) = &profile.base {
         let cache_root = args.cache.clone().unwrap_or_else(Cache::default_root);
         let mut progress = Progress::new(global.quiet);
-        new.packages = crate::sources::apt::resolve(
+        let debs = crate::sources::apt::resolve(
             spec,
             &profile.platform,
             &profile.dir,
             &crate::build::apt_options(&cache_root, args.offline),
             &mut progress,
         )?;
+        new.set_debs(debs);
     }
     lock::write(&path, &new)?;
     if !global.quiet {
