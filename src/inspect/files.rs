@@ -393,6 +393,99 @@ mod tests {
         }
     }
 
+    fn desc(media_type: &str, bytes: &[u8]) -> oci_spec::image::Descriptor {
+        oci_spec::image::DescriptorBuilder::default()
+            .media_type(oci_spec::image::MediaType::Other(media_type.into()))
+            .digest(
+                Digest::of(bytes)
+                    .to_string()
+                    .parse::<oci_spec::image::Digest>()
+                    .unwrap(),
+            )
+            .size(bytes.len() as u64)
+            .build()
+            .unwrap()
+    }
+
+    fn read_blob(media_type: &str, bytes: &[u8]) -> Result<Vec<String>, InspectError> {
+        let dir = tempfile::tempdir().unwrap();
+        let blob = dir.path().join("blob");
+        std::fs::write(&blob, bytes).unwrap();
+        let readers = owner_readers();
+        let mut records = Records {
+            readers: &readers,
+            kept: BTreeMap::new(),
+            total: 0,
+        };
+        let mut tree = BTreeMap::new();
+        read_layer(
+            &blob,
+            &desc(media_type, bytes),
+            "os",
+            &mut tree,
+            &mut records,
+        )?;
+        let mut out: Vec<String> = tree.into_keys().collect();
+        out.extend(records.kept.into_keys().map(|k| format!("record {k}")));
+        Ok(out)
+    }
+
+    fn tar_of(paths: &[(&str, &[u8])]) -> Vec<u8> {
+        let mut b = tar::Builder::new(Vec::new());
+        for (p, data) in paths {
+            let mut h = tar::Header::new_gnu();
+            h.set_mode(0o644);
+            h.set_size(data.len() as u64);
+            b.append_data(&mut h, p, *data).unwrap();
+        }
+        b.into_inner().unwrap()
+    }
+
+    #[test]
+    fn layers_of_every_media_type_are_read_and_records_kept() {
+        let tar = tar_of(&[
+            ("./usr/bin/x", b"x"),
+            ("var/lib/dpkg/info/x.list", b"/usr/bin/x\n"),
+        ]);
+        let want = [
+            "usr/bin/x",
+            "var/lib/dpkg/info/x.list",
+            "record var/lib/dpkg/info/x.list",
+        ];
+        let gz = {
+            use std::io::Write;
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            e.write_all(&tar).unwrap();
+            e.finish().unwrap()
+        };
+        let zst = zstd::encode_all(&tar[..], 3).unwrap();
+        for (mt, bytes) in [
+            ("application/vnd.oci.image.layer.v1.tar", &tar),
+            ("application/vnd.oci.image.layer.v1.tar+gzip", &gz),
+            ("application/vnd.oci.image.layer.v1.tar+zstd", &zst),
+        ] {
+            assert_eq!(read_blob(mt, bytes).unwrap(), want, "{mt}");
+        }
+    }
+
+    #[test]
+    fn a_blob_matching_its_digest_but_not_its_media_type_is_unreadable() {
+        let tar = tar_of(&[("a", b"a")]);
+        let err = read_blob("application/vnd.oci.image.layer.v1.tar+gzip", &tar).unwrap_err();
+        assert!(matches!(err, InspectError::LayerUnreadable { .. }), "{err}");
+        let err = read_blob("application/vnd.oci.image.layer.v1.tar+zstd", &tar).unwrap_err();
+        assert!(matches!(err, InspectError::LayerUnreadable { .. }), "{err}");
+        let err = read_blob("application/x-tar", &tar).unwrap_err();
+        assert!(matches!(err, InspectError::LayerMediaType { .. }), "{err}");
+        let big = vec![b'/'; (MAX_RECORD + 1) as usize];
+        let err = read_blob(
+            "application/vnd.oci.image.layer.v1.tar",
+            &tar_of(&[("var/lib/dpkg/info/huge.list", &big)]),
+        )
+        .unwrap_err();
+        assert!(matches!(err, InspectError::RecordTooLarge { .. }), "{err}");
+    }
+
     #[test]
     fn paths_are_normalised() {
         assert_eq!(normalize(b"./usr/bin/").as_deref(), Some("usr/bin"));
