@@ -1,8 +1,10 @@
-//! `gpuimg inspect IMAGE [--tag T] [--json]`: tag, digest, config, layers and sizes.
+//! `gpuimg inspect IMAGE [--tag T] [--json] [--files]`: tag, digest, config, layers and
+//! sizes; with `--files`, every path with its mode, size, layer and owning package.
 
 use std::path::PathBuf;
 
 use crate::cli::{CliError, Global};
+use crate::inspect::{FileEntry, FileKind};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -14,6 +16,9 @@ pub struct Args {
     /// Print JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// List every path of the image with its mode, size, layer and owner (reads every layer).
+    #[arg(long)]
+    pub files: bool,
 }
 
 pub fn exec(args: Args, _global: Global) -> Result<u8, CliError> {
@@ -25,6 +30,17 @@ pub fn exec(args: Args, _global: Global) -> Result<u8, CliError> {
         None => (PathBuf::from(&args.image), None),
     };
     let tag = args.tag.or(tag);
+    if args.files {
+        let listing = crate::inspect::inspect_files(&dir, tag.as_deref())?;
+        let out = if args.json {
+            let v = serde_json::to_string(&listing).map_err(|e| CliError::msg(3, e.to_string()))?;
+            format!("{v}\n")
+        } else {
+            files_table(&listing.files)
+        };
+        crate::cli::print_stdout(&out);
+        return Ok(0);
+    }
     let info = crate::inspect::inspect(&dir, tag.as_deref())?;
     if args.json {
         let v = serde_json::to_string_pretty(&info).map_err(|e| CliError::msg(3, e.to_string()))?;
@@ -86,4 +102,116 @@ pub fn exec(args: Args, _global: Global) -> Result<u8, CliError> {
     }
     crate::cli::print_stdout(&s);
     Ok(0)
+}
+
+/// Owners shown in the table before the rest are counted (`a, b, c +4`).
+const SHOWN_OWNERS: usize = 3;
+
+/// `ls -l`-style mode: type letter and permission bits with setuid/setgid/sticky.
+fn mode_string(kind: FileKind, mode: u32) -> String {
+    let t = match kind {
+        FileKind::File | FileKind::Hardlink => '-',
+        FileKind::Dir => 'd',
+        FileKind::Symlink => 'l',
+        FileKind::Char => 'c',
+        FileKind::Block => 'b',
+        FileKind::Fifo => 'p',
+    };
+    let mut s = String::from(t);
+    for (shift, special, set, unset) in [
+        (6, 0o4000, 's', 'S'),
+        (3, 0o2000, 's', 'S'),
+        (0, 0o1000, 't', 'T'),
+    ] {
+        let bits = (mode >> shift) & 7;
+        s.push(if bits & 4 != 0 { 'r' } else { '-' });
+        s.push(if bits & 2 != 0 { 'w' } else { '-' });
+        s.push(match (mode & special != 0, bits & 1 != 0) {
+            (true, true) => set,
+            (true, false) => unset,
+            (false, true) => 'x',
+            (false, false) => '-',
+        });
+    }
+    s
+}
+
+fn short_owner(owner: Option<&str>) -> String {
+    let Some(owner) = owner else {
+        return "-".into();
+    };
+    let all: Vec<&str> = owner.split(", ").collect();
+    if all.len() <= SHOWN_OWNERS {
+        return owner.to_string();
+    }
+    format!(
+        "{} +{}",
+        all[..SHOWN_OWNERS].join(", "),
+        all.len() - SHOWN_OWNERS
+    )
+}
+
+/// The `--files` table: mode, size, layer, owner, then the path (and a link's target).
+fn files_table(files: &[FileEntry]) -> String {
+    let rows: Vec<[String; 5]> = files
+        .iter()
+        .map(|f| {
+            let path = match (&f.link, f.kind) {
+                (Some(l), FileKind::Symlink) => format!("{} -> {l}", f.path),
+                (Some(l), _) => format!("{} link to {l}", f.path),
+                _ => f.path.clone(),
+            };
+            [
+                mode_string(f.kind, f.mode),
+                f.size.to_string(),
+                f.layer.clone(),
+                short_owner(f.owner.as_deref()),
+                path,
+            ]
+        })
+        .collect();
+    let head = ["MODE", "SIZE", "LAYER", "OWNER", "PATH"].map(String::from);
+    let mut width = [0usize; 4];
+    for r in rows.iter().chain(std::iter::once(&head)) {
+        for (w, c) in width.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut s = String::new();
+    for r in std::iter::once(&head).chain(&rows) {
+        s.push_str(&format!(
+            "{:<w0$}  {:>w1$}  {:<w2$}  {:<w3$}  {}\n",
+            r[0],
+            r[1],
+            r[2],
+            r[3],
+            r[4],
+            w0 = width[0],
+            w1 = width[1],
+            w2 = width[2],
+            w3 = width[3],
+        ));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_read_like_ls() {
+        assert_eq!(mode_string(FileKind::File, 0o755), "-rwxr-xr-x");
+        assert_eq!(mode_string(FileKind::File, 0o4755), "-rwsr-xr-x");
+        assert_eq!(mode_string(FileKind::Dir, 0o1777), "drwxrwxrwt");
+        assert_eq!(mode_string(FileKind::Dir, 0o2644), "drw-r-Sr--");
+        assert_eq!(mode_string(FileKind::Symlink, 0o777), "lrwxrwxrwx");
+    }
+
+    #[test]
+    fn long_owner_lists_are_counted() {
+        assert_eq!(short_owner(None), "-");
+        assert_eq!(short_owner(Some("a, b, c")), "a, b, c");
+        assert_eq!(short_owner(Some("a, b, c, d, e")), "a, b, c +2");
+    }
 }

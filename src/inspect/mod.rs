@@ -1,6 +1,13 @@
-//! Read an OCI image layout back: tag, manifest digest, config and layers with sizes.
+//! Read an OCI image layout back: tag, manifest digest, config and layers with sizes, and
+//! (`files.rs`) every path of the image with its layer and owning package.
 //!
-//! Verifies the digest of every JSON blob it reads. Must never modify the layout.
+//! Verifies the digest of every blob it reads. Must never modify the layout.
+
+mod files;
+mod owners;
+
+pub use files::{inspect_files, FileEntry, FileKind, FileListing};
+pub use owners::{component_owner, owner_readers, Claims, DpkgLists, ImageView, OwnerReader};
 
 use std::path::Path;
 
@@ -52,6 +59,26 @@ pub enum InspectError {
     },
     #[error("Blob `{0}` does not match its digest")]
     Corrupt(String),
+    #[error("Layer `{layer}` (blob `{digest}`) does not match its digest: the image is damaged")]
+    LayerCorrupt { layer: String, digest: String },
+    #[error("Layer `{layer}` (blob `{digest}`) is not a readable tar stream: {message}")]
+    LayerUnreadable {
+        layer: String,
+        digest: String,
+        message: String,
+    },
+    #[error("Layer `{layer}` has media type `{media_type}`, which gpuimg cannot read")]
+    LayerMediaType { layer: String, media_type: String },
+    #[error(
+        "`{path}` in layer `{layer}` is larger than the {cap} bytes read for one ownership record"
+    )]
+    RecordTooLarge {
+        path: String,
+        layer: String,
+        cap: u64,
+    },
+    #[error("The image's ownership records (`{path}` and those before it) exceed the {cap} bytes read in all")]
+    RecordsTooLarge { path: String, cap: u64 },
 }
 
 fn read_blob(dir: &Path, digest: &str) -> Result<Vec<u8>, InspectError> {
@@ -76,8 +103,14 @@ fn parse<T: serde::de::DeserializeOwned>(path: &str, bytes: &[u8]) -> Result<T, 
     })
 }
 
-/// Inspect the image tagged `tag` (or the only/first one) in the layout at `dir`.
-pub fn inspect(dir: &Path, tag: Option<&str>) -> Result<ImageInfo, InspectError> {
+/// The manifest chosen by `tag` (or the first one) in the layout at `dir`.
+struct Selected {
+    tag: Option<String>,
+    manifest_digest: String,
+    manifest: ImageManifest,
+}
+
+fn select(dir: &Path, tag: Option<&str>) -> Result<Selected, InspectError> {
     if !dir.join("oci-layout").is_file() {
         return Err(InspectError::NotLayout(dir.display().to_string()));
     }
@@ -117,6 +150,20 @@ pub fn inspect(dir: &Path, tag: Option<&str>) -> Result<ImageInfo, InspectError>
     };
     let manifest_digest = desc.digest().to_string();
     let manifest: ImageManifest = parse(&manifest_digest, &read_blob(dir, &manifest_digest)?)?;
+    Ok(Selected {
+        tag: tag_of(desc),
+        manifest_digest,
+        manifest,
+    })
+}
+
+/// Inspect the image tagged `tag` (or the only/first one) in the layout at `dir`.
+pub fn inspect(dir: &Path, tag: Option<&str>) -> Result<ImageInfo, InspectError> {
+    let Selected {
+        tag,
+        manifest_digest,
+        manifest,
+    } = select(dir, tag)?;
     let config_digest = manifest.config().digest().to_string();
     let config_bytes = read_blob(dir, &config_digest)?;
     let config: ImageConfiguration = parse(&config_digest, &config_bytes)?;
@@ -141,7 +188,7 @@ pub fn inspect(dir: &Path, tag: Option<&str>) -> Result<ImageInfo, InspectError>
     let compressed_size = layers.iter().map(|l| l.size).sum();
     let uncompressed_size = layers.iter().map(|l| l.uncompressed_size).sum();
     Ok(ImageInfo {
-        tag: tag_of(desc),
+        tag,
         manifest_digest: manifest_digest
             .parse()
             .map_err(|_| InspectError::Corrupt(manifest_digest.clone()))?,
