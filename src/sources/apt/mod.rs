@@ -29,6 +29,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::build::Observer;
+use crate::cache::Bucket;
 use crate::fetch::{Artifact, FetchLimits, Fetcher};
 use crate::lock::LockedPackage;
 use crate::profile::{AptSpec, Platform};
@@ -40,7 +41,8 @@ pub use version::Version;
 /// How to reach repositories and where to cache what they give.
 #[derive(Debug, Clone)]
 pub struct AptOptions {
-    /// gpuimg's cache root; this client uses `<cache_dir>/apt-v1/` (see `fetch::Cache`).
+    /// gpuimg's cache root; this client keeps packages in its `debs` bucket, indexes in its
+    /// `indexes` bucket and signed roots in its `roots` bucket (see `crate::cache`).
     pub cache_dir: PathBuf,
     /// Use the cache alone; fail naming what is missing.
     pub offline: bool,
@@ -94,7 +96,7 @@ pub fn resolve(
 
 fn fetcher(opts: &AptOptions) -> Result<Fetcher, AptError> {
     Ok(Fetcher::new(
-        &opts.cache_dir.join("apt-v1"),
+        &opts.cache_dir,
         opts.offline,
         opts.jobs,
         opts.limits,
@@ -126,7 +128,7 @@ fn resolve_with(
     let mut texts: Vec<Option<String>> = Vec::new();
     for (_, f) in &indexes {
         let hit = match f.plain {
-            Some((d, _)) => match fetcher.cache().lookup(&d)? {
+            Some((d, _)) => match fetcher.cache().lookup(Bucket::Indexes, &d)? {
                 (None, true) => {
                     let w = format!("Cache entry for `{}` was corrupted; removed it", f.path);
                     obs.warn(&w);
@@ -158,7 +160,7 @@ fn resolve_with(
         let text = read_index(&path, &f.path, &f.artifact.url, f.plain.map(|p| p.1))?;
         if let Some((plain, _)) = f.plain {
             if crate::digest::Digest::of(text.as_bytes()) == plain {
-                fetcher.cache().put(text.as_bytes())?;
+                fetcher.cache().put(Bucket::Indexes, text.as_bytes())?;
             }
         }
         texts[i] = Some(text);
@@ -297,6 +299,7 @@ pub fn install(
             ),
             sha256: p.sha256,
             size: p.size,
+            bucket: Bucket::Debs,
         });
     }
     let paths = fetcher.fetch_all(&artifacts, "packages", obs)?;
