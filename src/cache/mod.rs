@@ -284,7 +284,10 @@ mod tests {
         assert_eq!(dirs.len(), Bucket::ALL.len());
         for b in Bucket::ALL {
             assert!(
-                b == Bucket::Tmp || b.dir().rsplit_once("-v").is_some_and(|(_, v)| v.parse::<u32>().is_ok()),
+                b == Bucket::Tmp
+                    || b.dir()
+                        .rsplit_once("-v")
+                        .is_some_and(|(_, v)| v.parse::<u32>().is_ok()),
                 "{b:?}"
             );
             assert!(!RETIRED.contains(&b.dir()), "{b:?}");

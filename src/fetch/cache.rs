@@ -155,7 +155,10 @@ mod tests {
         for bucket in [Bucket::Debs, Bucket::Indexes] {
             let (d, path) = cache.put(bucket, b"hello").unwrap();
             assert!(path.starts_with(dir.path().join(bucket.dir()).join("sha256")));
-            assert_eq!(cache.lookup(bucket, &d).unwrap(), (Some(path.clone()), false));
+            assert_eq!(
+                cache.lookup(bucket, &d).unwrap(),
+                (Some(path.clone()), false)
+            );
             let mut bytes = std::fs::read(&path).unwrap();
             bytes[0] ^= 1;
             std::fs::write(&path, bytes).unwrap();
@@ -202,7 +205,10 @@ mod tests {
         // A stamp that lies about the identity is only a reason to re-hash.
         let (d, path) = cache.put(Bucket::Debs, b"abc").unwrap();
         std::fs::write(stamp_path(&d), b"{\"identity\":[0,0,3,0,0],\"size\":3}").unwrap();
-        assert_eq!(cache.lookup(Bucket::Debs, &d).unwrap(), (Some(path.clone()), false));
+        assert_eq!(
+            cache.lookup(Bucket::Debs, &d).unwrap(),
+            (Some(path.clone()), false)
+        );
         // ... after which it is stamped again and trusted without hashing.
         let (id, _) = trust::read_stamp::<BlobFacts>(&stamp_path(&d)).unwrap();
         assert_eq!(id, trust::identity(&std::fs::metadata(&path).unwrap()));
