@@ -3,7 +3,7 @@
 //! ```text
 //! $GPUIMG_CACHE (default: $XDG_CACHE_HOME/gpuimg, else ~/.cache/gpuimg)
 //! ├── CACHEDIR.TAG                    the one tag (backup tools skip the whole cache)
-//! ├── lock                            flock: shared while a build or lock runs, exclusive for prune
+//! ├── lock                            flock: shared by builds and locks, exclusive for prune
 //! ├── blobs-v1/sha256/<hex>           Blobs: compressed layer blobs, named by their digest
 //! ├── layers-v2/<key>.json            Layers: layer key (`Key`) → digest, size, diff_id,
 //! │                                   uncompressed size, compression
@@ -15,7 +15,7 @@
 //! │                                   Release.gpg), for `--offline`
 //! ├── trust-v2/<bucket>/<hex>.json    Trust: one stamp per entry of a stamped bucket (blobs-v1,
 //! │                                   layers-v2, listings-v1, debs-v1, indexes-v1)
-//! └── tmp/                            Tmp: staging files (`crate::staging`) for every partial write
+//! └── tmp/                            Tmp: staging files (`crate::staging`), every partial write
 //! ```
 //! [`Bucket`] declares exactly these directories (tests/cache_layout.rs checks a real build
 //! against this drawing and the enum). Only `tmp/` is made by [`Cache::open`]; every other
