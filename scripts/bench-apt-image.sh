@@ -28,7 +28,7 @@ hyperfine --style basic --runs "$RUNS" --export-json "$W/apt.json" \
   -n "gpuimg build, cold (empty cache)" --prepare "rm -rf $W/cold" \
   "$G build $W/p.yaml -o $W/out-cold -q --cache $W/cold" \
   -n "gpuimg build, warm downloads, no layer cache" \
-  --prepare "rm -rf $W/cache/layers-v1 $W/cache/blobs-v1 $W/out" \
+  --prepare "rm -rf $W/cache/layers-v2 $W/cache/blobs-v1 $W/out" \
   "$G build $W/p.yaml -o $W/out -q --cache $W/cache" \
   -n "gpuimg rebuild, nothing changed" --prepare "true" \
   "$G build $W/p.yaml -o $W/out -q --cache $W/cache" \

@@ -439,7 +439,7 @@ fn locked_offline_and_corrupted_cache() {
     let blob = c
         .opts
         .cache_dir
-        .join("apt-v1/blobs/sha256")
+        .join("debs-v1/sha256")
         .join(locked[1].sha256.hex());
     let mut b = std::fs::read(&blob).unwrap();
     b[100] ^= 1;

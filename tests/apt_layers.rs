@@ -75,7 +75,10 @@ fn components_are_shared_split_and_complete() {
         .map(|(c, _)| c)
         .collect();
     assert!(changed.contains(&&"metadata".to_string()), "{la:?}\n{lb:?}");
-    assert!(changed.len() <= 2, "more than one component changed: {changed:?}");
+    assert!(
+        changed.len() <= 2,
+        "more than one component changed: {changed:?}"
+    );
     assert_eq!(cached as usize, lb.len() - changed.len());
     assert_eq!(la["os"], lb["os"]);
     assert_eq!(la["python"], lb["python"]);
@@ -88,20 +91,24 @@ fn components_are_shared_split_and_complete() {
 
     // The split image unpacks to the tree a single install makes, and dpkg sees every package.
     let bundle = t.path().join("bundle");
-    run_ok(Command::new("umoci")
-        .arg("unpack")
-        .arg("--image")
-        .arg(format!("{}:latest", t.path().join("out-a").display()))
-        .arg(&bundle));
+    run_ok(
+        Command::new("umoci")
+            .arg("unpack")
+            .arg("--image")
+            .arg(format!("{}:latest", t.path().join("out-a").display()))
+            .arg(&bundle),
+    );
     let rootfs = bundle.join("rootfs");
     let single = t.path().join("single");
     std::fs::create_dir(&single).unwrap();
     install_into(&single, BASE);
     assert_eq!(support::tree(&rootfs), support::tree(&single));
-    let listed = run_ok(Command::new("dpkg-query")
-        .arg("--admindir")
-        .arg(rootfs.join("var/lib/dpkg"))
-        .args(["-W", "-f", "${Package} ${Status}\\n"]));
+    let listed = run_ok(
+        Command::new("dpkg-query")
+            .arg("--admindir")
+            .arg(rootfs.join("var/lib/dpkg"))
+            .args(["-W", "-f", "${Package} ${Status}\\n"]),
+    );
     run_ok(gpuimg().env("GPUIMG_CACHE", &cache).arg("lock").arg(&a));
     let lock: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(t.path().join("a.lock.json")).unwrap())

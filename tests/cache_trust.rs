@@ -78,7 +78,7 @@ impl Setup {
 
     /// The layer records in the cache that parse: (path, JSON).
     fn records(&self) -> Vec<(PathBuf, serde_json::Value)> {
-        let mut v: Vec<_> = std::fs::read_dir(self.cache.join("layers-v1"))
+        let mut v: Vec<_> = std::fs::read_dir(self.cache.join("layers-v2"))
             .unwrap()
             .map(|e| e.unwrap().path())
             .collect();
@@ -381,7 +381,7 @@ fn healing_never_changes_an_output_that_links_the_old_blob() {
 /// Files under `dir` with (inode, mtime ns): a full check rewrites a stamp (new inode).
 fn stamps(dir: &Path) -> Vec<(PathBuf, u64, i64)> {
     let mut v = Vec::new();
-    for sub in ["blobs", "layers-v1"] {
+    for sub in ["blobs-v1", "layers-v2"] {
         for e in std::fs::read_dir(dir.join(sub)).unwrap() {
             let p = e.unwrap().path();
             let m = std::fs::metadata(&p).unwrap();
@@ -396,7 +396,7 @@ fn stamps(dir: &Path) -> Vec<(PathBuf, u64, i64)> {
 fn unchanged_entries_are_trusted_without_a_check() {
     let s = setup();
     s.build("a");
-    let trust = s.cache.join("trust-v1");
+    let trust = s.cache.join("trust-v2");
     let stamped = stamps(&trust);
     assert_eq!(stamped.len(), 4, "two blobs, two records: {stamped:?}");
     tick();
@@ -434,7 +434,7 @@ fn cache_verify_reports_each_bad_entry_and_repair_heals() {
     );
 
     // Downloads: one good, one flipped, one named by no digest.
-    let apt = s.cache.join("apt-v1/blobs/sha256");
+    let apt = s.cache.join("debs-v1/sha256");
     std::fs::create_dir_all(&apt).unwrap();
     std::fs::write(apt.join(Digest::of(b"deb").hex()), b"deb").unwrap();
     let bad_deb = Digest::of(b"package");
@@ -447,18 +447,18 @@ fn cache_verify_reports_each_bad_entry_and_repair_heals() {
     flip(&s.blob(&l[1].0), 7);
     let garbage = s
         .cache
-        .join("layers-v1")
+        .join("layers-v2")
         .join(format!("{}.json", Digest::of(b"k").hex()));
     std::fs::write(&garbage, b"[1, 2").unwrap();
-    std::fs::write(s.cache.join("layers-v1/notes.txt"), b"hi").unwrap();
+    std::fs::write(s.cache.join("layers-v2/notes.txt"), b"hi").unwrap();
 
     let out = s.cache_cmd(&["verify"]);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     let bad: Vec<&str> = stdout.lines().filter(|l| l.starts_with("bad: ")).collect();
     let expect = [
-        format!("apt-v1/blobs/sha256/{}", bad_deb.hex()),
-        "apt-v1/blobs/sha256/partial".to_string(),
+        format!("debs-v1/sha256/{}", bad_deb.hex()),
+        "debs-v1/sha256/partial".to_string(),
         s.record_of(&l[0].0)
             .strip_prefix(&s.cache)
             .unwrap()
@@ -475,7 +475,7 @@ fn cache_verify_reports_each_bad_entry_and_repair_heals() {
             .unwrap()
             .display()
             .to_string(),
-        "layers-v1/notes.txt".to_string(),
+        "layers-v2/notes.txt".to_string(),
     ];
     for e in &expect {
         assert!(

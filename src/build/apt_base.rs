@@ -5,13 +5,12 @@
 
 use std::path::Path;
 
-use sha2::{Digest as _, Sha256};
-
+use crate::cache::Key;
 use crate::digest::Digest;
 use crate::layer::LayerOptions;
+use crate::lock::LockedPackage;
 use crate::profile::Profile;
 use crate::sources::apt::AptOptions;
-use crate::lock::LockedPackage;
 
 /// The apt options a build or lock uses.
 pub fn apt_options(cache_root: &Path, offline: bool) -> AptOptions {
@@ -20,24 +19,22 @@ pub fn apt_options(cache_root: &Path, offline: bool) -> AptOptions {
     o
 }
 
-pub(super) fn apt_key(packages: &[LockedPackage], profile: &Profile, lopts: LayerOptions) -> Digest {
-    let mut h = Sha256::new();
-    let mut put = |b: &[u8]| {
-        h.update((b.len() as u64).to_le_bytes());
-        h.update(b);
-    };
-    put(b"gpuimg-apt-base-v2");
-    put(env!("CARGO_PKG_VERSION").as_bytes());
-    put(profile.platform.to_string().as_bytes());
-    put(format!("{:?}", profile.strip).as_bytes());
-    put(lopts.compression.settings_id().as_bytes());
-    put(&lopts.epoch.to_le_bytes());
+pub(super) fn apt_key(
+    packages: &[LockedPackage],
+    profile: &Profile,
+    lopts: LayerOptions,
+) -> Digest {
+    let mut k = Key::new("apt-base-v2").tool_version();
+    k.str(&profile.platform.to_string())
+        .names(&profile.strip)
+        .str(&lopts.compression.settings_id())
+        .u64(lopts.epoch)
+        .count(packages.len());
     for p in packages {
-        put(p.name.as_bytes());
-        put(p.version.as_bytes());
-        put(p.architecture.as_bytes());
-        put(p.sha256.to_string().as_bytes());
+        k.str(&p.name)
+            .str(&p.version)
+            .str(&p.architecture)
+            .digest(&p.sha256);
     }
-    Digest::from_bytes(h.finalize().into())
+    k.finish()
 }
-

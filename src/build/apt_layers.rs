@@ -12,12 +12,11 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest as _, Sha256};
 
 use super::apt_base::{apt_key, apt_options};
 use super::{BuildError, BuildOptions, Observer};
 use crate::assemble::{self, Input};
-use crate::cache::Cache;
+use crate::cache::{Bucket, Cache, Key};
 use crate::digest::Digest;
 use crate::layer::{self, LayerBlob, LayerOptions};
 use crate::lock::LockedPackage;
@@ -31,7 +30,7 @@ use crate::strip;
 pub const METADATA: &str = "metadata";
 
 /// Records of whole apt bases: set key → the component keys, in layer order.
-const BASES: &str = "apt-bases-v1";
+const BASES: Bucket = Bucket::Bases;
 
 /// One component layer of the apt base.
 pub struct AptLayer {
@@ -47,12 +46,9 @@ struct BaseRecord {
 
 /// The key of one component: its packages' key (`apt_key` over the subset), its name.
 fn component_key(component: &str, subset: &Digest) -> Digest {
-    let mut h = Sha256::new();
-    for b in [b"gpuimg-apt-component-v1".as_slice(), component.as_bytes(), subset.hex().as_bytes()] {
-        h.update((b.len() as u64).to_le_bytes());
-        h.update(b);
-    }
-    Digest::from_bytes(h.finalize().into())
+    let mut k = Key::new("apt-component-v1");
+    k.str(component).digest(subset);
+    k.finish()
 }
 
 /// Every component layer of a recorded base, if all are still in the cache.
@@ -69,6 +65,37 @@ fn recorded(cache: &Cache, set: &Digest, obs: &mut dyn Observer) -> Option<Vec<A
         });
     }
     Some(out)
+}
+
+/// Which component each path of the install goes to: a file to its (last) package's, a
+/// directory to the earliest component of the packages that ship it (so a component's layer
+/// never depends on which other components exist), the merged-/usr links to `os`.
+fn owners(
+    installed: &apt::Installed,
+    assignment: &components::Assignment,
+    platform: &crate::profile::Platform,
+    tree: &crate::assemble::Tree,
+) -> HashMap<String, String> {
+    let rank = |c: &str| assignment.order().iter().position(|o| o == c);
+    let mut out = HashMap::new();
+    for (path, pkgs) in &installed.owners {
+        let comps = pkgs.iter().filter_map(|p| assignment.component(p));
+        let is_dir = tree
+            .get(path)
+            .is_some_and(|e| matches!(e.kind, crate::assemble::EntryKind::Dir));
+        let chosen = if is_dir {
+            comps.min_by_key(|c| rank(c))
+        } else {
+            comps.last()
+        };
+        if let Some(c) = chosen {
+            out.insert(path.clone(), c.to_string());
+        }
+    }
+    for link in apt::merged_usr_links(platform.debian_arch()) {
+        out.insert(link.to_string(), components::OS.to_string());
+    }
+    out
 }
 
 /// Build (or reuse) the component layers for `spec`, in layer order, and the package set.
@@ -116,15 +143,11 @@ pub fn apt_layers(
         })
         .collect();
     let assignment = components::assign(&metas, &LayerOverrides::from_profile(&profile.layers));
-    let owner: HashMap<String, String> = installed
-        .owners
-        .iter()
-        .filter_map(|(path, pkg)| {
-            assignment
-                .component(pkg)
-                .map(|c| (path.clone(), c.to_string()))
-        })
-        .collect();
+    for p in assignment.unused_overrides() {
+        obs.warn(&format!(
+            "`layers:` names `{p}`, which this build does not install; it has no effect"
+        ));
+    }
     let mut tree = assemble::assemble(
         &Input::Dir {
             path: &root,
@@ -140,6 +163,7 @@ pub fn apt_layers(
     if n > 0 {
         obs.message(&format!("strip: removed {n} entries from the apt packages"));
     }
+    let owner = owners(&installed, &assignment, &profile.platform, &tree);
     let parts = split::split(tree, &owner, assignment.order(), METADATA)?;
     let mut layers = Vec::new();
     let mut record = BaseRecord {

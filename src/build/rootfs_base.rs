@@ -5,11 +5,9 @@
 
 use std::path::Path;
 
-use sha2::{Digest as _, Sha256};
-
 use super::{BuildError, Observer};
 use crate::assemble::{self, identity, Input};
-use crate::cache::Cache;
+use crate::cache::{Cache, Key};
 use crate::digest::Digest;
 use crate::layer::{self, LayerBlob, LayerOptions};
 use crate::profile::Profile;
@@ -21,17 +19,16 @@ fn tarball_key(
     profile: &Profile,
     lopts: LayerOptions,
 ) -> Digest {
-    let mut h = Sha256::new();
-    h.update(b"gpuimg-rootfs-tarball-v1\0");
-    h.update(env!("CARGO_PKG_VERSION").as_bytes());
+    let mut k = Key::new("rootfs-tarball-v2").tool_version();
+    k.count(5);
     for v in identity(meta) {
-        h.update(v.to_le_bytes());
+        k.u64(v);
     }
-    h.update([allow_special as u8]);
-    h.update(format!("{:?}\0", profile.strip).as_bytes());
-    h.update(lopts.compression.settings_id().as_bytes());
-    h.update(lopts.epoch.to_le_bytes());
-    Digest::from_bytes(h.finalize().into())
+    k.bool(allow_special)
+        .names(&profile.strip)
+        .str(&lopts.compression.settings_id())
+        .u64(lopts.epoch);
+    k.finish()
 }
 
 /// Build (or reuse) the base layer from a root filesystem tarball or directory.

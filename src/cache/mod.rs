@@ -1,36 +1,49 @@
-//! The content-addressed cache shared by all builds on a machine.
+//! The one content-addressed cache shared by all builds on a machine, in named buckets.
 //!
 //! ```text
 //! $GPUIMG_CACHE (default: $XDG_CACHE_HOME/gpuimg, else ~/.cache/gpuimg)
-//! ├── CACHEDIR.TAG
-//! ├── lock                            flock: shared while a build runs, exclusive for prune
-//! ├── blobs-v1/sha256/<hex>           compressed layer blobs, named by their digest
-//! ├── layers-v1/<key-hex>.json        record: layer key (tree + settings) → digest, size,
-//! │                                   diff_id, uncompressed size, compression
-//! ├── trust-v1/blobs/<hex>.json       stamp: the blob's file identity when last verified,
-//! │                                   its size, diff_id and uncompressed size
-//! ├── trust-v1/layers-v1/<key>.json   stamp: the record's file identity and the sha256 of its
-//! │                                   bytes when written or last verified
-//! ├── apt-v1/                         downloads (`fetch::Cache`, same trust rule)
-//! └── tmp/                            partial writes; renamed into place only when complete
+//! ├── CACHEDIR.TAG                    the one tag (backup tools skip the whole cache)
+//! ├── lock                            flock: shared by builds and locks, exclusive for prune
+//! ├── blobs-v1/sha256/<hex>           Blobs: compressed layer blobs, named by their digest
+//! ├── layers-v2/<key>.json            Layers: layer key (`Key`) → digest, size, diff_id,
+//! │                                   uncompressed size, compression
+//! ├── listings-v1/<diff_id>.json      Listings: a layer's non-directory paths (`layer::listing`)
+//! ├── bases-v1/<key>.json             Bases: an apt package set → its component layers' keys
+//! ├── debs-v1/sha256/<hex>            Debs: downloaded `.deb` packages, named by their sha256
+//! ├── indexes-v1/sha256/<hex>         Indexes: package indexes as downloaded (compressed) and
+//! │                                   decompressed, each named by the sha256 its Release gives
+//! ├── roots-v1/<sha256 of url>        Roots: last copy of each unpinned root (InRelease, Release,
+//! │                                   Release.gpg), for `--offline`
+//! ├── trust-v2/<bucket>/<hex>.json    Trust: one stamp per entry of a stamped bucket (blobs-v1,
+//! │                                   layers-v2, listings-v1, bases-v1, debs-v1, indexes-v1)
+//! └── tmp/                            Tmp: staging files (`crate::staging`), every partial write
 //! ```
-//! Buckets carry a version in their name: bump it rather than migrate.
+//! [`Bucket`] declares exactly these directories (tests/cache_layout.rs checks a real build
+//! against this drawing and the enum). Only `tmp/` is made by [`Cache::open`]; every other
+//! bucket appears on its first write. Buckets carry a version in their name: bump it rather
+//! than migrate (a `wheels-v1` bucket comes next). `tmp/` is unversioned so that any version
+//! reclaims what a killed build of another left there. Directories of earlier layouts
+//! ([`RETIRED`]: `apt-v1/`, `layers-v1/`, `trust-v1/`) are never read; `gpuimg cache prune`
+//! removes them.
 //!
-//! Trust (see `trust.rs`): an entry is used without re-hashing only while its file identity
-//! (dev, inode, size, mtime, ctime) equals its stamp. A record whose stamp does not match is
-//! checked in full before use: its blob is hashed and decompressed and the digest, size,
-//! diff_id and uncompressed size must all agree; a blob whose stamp does not match (under a
-//! record that does) is hashed against its name and size. Whatever fails is a miss: it is
-//! removed with a warning and rebuilt. `gpuimg cache verify` checks every entry in full.
+//! Trust (see `trust.rs`), the same rule in every stamped bucket: an entry is used without
+//! re-hashing only while its file identity (dev, inode, size, mtime, ctime) equals the stamp
+//! written when it was committed or last verified in full. Any other entry is checked in full
+//! before use (a blob, deb or index hashed against its name and size; a layer record checked
+//! against its blob, which is hashed and decompressed; a listing rebuilt from its blob);
+//! whatever fails is a miss: removed with a warning and rebuilt or downloaded again. Roots are
+//! not stamped: their user verifies each one's signature at every use. `gpuimg cache verify`
+//! checks every entry in full regardless of stamps.
 //!
-//! Blobs are never modified in place: every write goes to a new file under `tmp/` and is
-//! renamed over the old name, and nothing opens a blob for writing, so an output that
+//! Entries are never modified in place: every write goes to a staging file under `tmp/` and is
+//! renamed over the old name, and nothing opens an entry for writing, so an output that
 //! hard-links a blob keeps its bytes whatever later happens to the cache entry.
-//! Must never hand out a blob whose bytes were not checked, either now or under an unchanged
+//! Must never hand out an entry whose bytes were not checked, either now or under an unchanged
 //! identity.
 
-mod blob;
+mod key;
 mod record;
+mod store;
 pub mod trust;
 
 use std::fs::File;
@@ -38,14 +51,99 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub use blob::BlobWriter;
+pub use key::{serde_name, Key, KEY_FORMAT};
 pub use record::RecordRead;
+pub use store::{BlobWriter, Store};
 pub use trust::{BlobFacts, Identity};
 
-use crate::digest::Digest;
+/// A named part of the cache. Each maps to one directory under the root ([`Bucket::dir`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Bucket {
+    /// Compressed layer blobs: `blobs-v1/sha256/<hex>`.
+    Blobs,
+    /// Layer records: `layers-v2/<key>.json`.
+    Layers,
+    /// Layer listings: `listings-v1/<diff_id>.json`.
+    Listings,
+    /// Apt bases: the set's key → its component layers' keys, `bases-v1/<key>.json`.
+    Bases,
+    /// Downloaded packages: `debs-v1/sha256/<hex>`.
+    Debs,
+    /// Package indexes, compressed and decompressed: `indexes-v1/sha256/<hex>`.
+    Indexes,
+    /// Unpinned roots, verified by signature at each use: `roots-v1/<sha256 of url>`.
+    Roots,
+    /// Stamps of the stamped buckets: `trust-v2/<bucket dir>/<hex>.json`.
+    Trust,
+    /// Staging files of partial writes: `tmp/`.
+    Tmp,
+}
+
+/// How a bucket names its entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// `sha256/<hex>`, named by the sha256 of the content (see [`Store`]).
+    Content,
+    /// `<hex>.json`, named by a key (see [`Cache::read_record`]).
+    Records,
+    /// Anything else: roots, stamps, staging.
+    Other,
+}
+
+/// The top-level directories of earlier layouts; never read, removed by `cache prune`.
+pub const RETIRED: [&str; 3] = ["apt-v1", "layers-v1", "trust-v1"];
 
 /// The bucket of layer records.
-pub const LAYERS: &str = "layers-v1";
+pub const LAYERS: Bucket = Bucket::Layers;
+
+impl Bucket {
+    /// Every bucket, in the order the layout drawing lists them.
+    pub const ALL: [Bucket; 9] = [
+        Bucket::Blobs,
+        Bucket::Layers,
+        Bucket::Listings,
+        Bucket::Bases,
+        Bucket::Debs,
+        Bucket::Indexes,
+        Bucket::Roots,
+        Bucket::Trust,
+        Bucket::Tmp,
+    ];
+
+    /// The bucket's directory under the cache root, version included.
+    pub const fn dir(self) -> &'static str {
+        match self {
+            Bucket::Blobs => "blobs-v1",
+            Bucket::Layers => "layers-v2",
+            Bucket::Listings => "listings-v1",
+            Bucket::Bases => "bases-v1",
+            Bucket::Debs => "debs-v1",
+            Bucket::Indexes => "indexes-v1",
+            Bucket::Roots => "roots-v1",
+            Bucket::Trust => "trust-v2",
+            Bucket::Tmp => "tmp",
+        }
+    }
+
+    pub const fn shape(self) -> Shape {
+        match self {
+            Bucket::Blobs | Bucket::Debs | Bucket::Indexes => Shape::Content,
+            Bucket::Layers | Bucket::Listings | Bucket::Bases => Shape::Records,
+            Bucket::Roots | Bucket::Trust | Bucket::Tmp => Shape::Other,
+        }
+    }
+
+    /// Whether each entry carries a stamp under `trust-v2/<dir>/`.
+    pub const fn stamped(self) -> bool {
+        !matches!(self.shape(), Shape::Other)
+    }
+}
+
+impl std::fmt::Display for Bucket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.dir())
+    }
+}
 
 const CACHEDIR_TAG: &str =
     "Signature: 8a477f597d28d172789f06886806bc55\n# This directory is a cache made by gpuimg.\n";
@@ -85,15 +183,7 @@ impl Cache {
     }
 
     fn open_locked(root: &Path, op: rustix::fs::FlockOperation) -> io::Result<Cache> {
-        for d in [
-            "blobs-v1/sha256",
-            LAYERS,
-            "trust-v1/blobs",
-            "trust-v1/layers-v1",
-            "tmp",
-        ] {
-            fs_err::create_dir_all(root.join(d))?;
-        }
+        fs_err::create_dir_all(root.join(Bucket::Tmp.dir()))?;
         let tag = root.join("CACHEDIR.TAG");
         if !tag.exists() {
             fs_err::write(&tag, CACHEDIR_TAG)?;
@@ -122,34 +212,36 @@ impl Cache {
         &self.root
     }
 
-    /// A scratch directory for partial writes, on the same file system as the blobs.
+    /// The directory of `bucket` (which may not exist yet: buckets appear on first write).
+    pub fn dir(&self, bucket: Bucket) -> PathBuf {
+        self.root.join(bucket.dir())
+    }
+
+    /// The directory holding the stamps of `bucket`'s entries.
+    fn stamp_dir(&self, bucket: Bucket) -> PathBuf {
+        self.dir(Bucket::Trust).join(bucket.dir())
+    }
+
+    /// A scratch directory for partial writes, on the same file system as every bucket.
     pub fn tmp_dir(&self) -> PathBuf {
-        self.root.join("tmp")
+        self.dir(Bucket::Tmp)
     }
 
-    pub fn blob_path(&self, d: &Digest) -> PathBuf {
-        self.root.join("blobs-v1/sha256").join(d.hex())
-    }
-
-    /// Start writing a blob; it becomes visible under its digest on `commit`.
-    pub fn blob_writer(&self) -> io::Result<BlobWriter> {
-        BlobWriter::new(self)
-    }
-
-    /// Remove the stamps whose blob or record is gone; returns how many.
+    /// Remove the stamps whose entry is gone, in every stamped bucket; returns how many.
     pub fn sweep_stamps(&self) -> io::Result<usize> {
         let mut n = 0;
-        for (stamps, entries, keep_suffix) in [
-            ("trust-v1/blobs", "blobs-v1/sha256", false),
-            ("trust-v1/layers-v1", LAYERS, true),
-        ] {
-            for name in blob::list(&self.root.join(stamps))? {
-                let entry = match name.strip_suffix(".json") {
-                    Some(stem) if !keep_suffix => stem.to_string(),
-                    _ => name.clone(),
-                };
-                if std::fs::symlink_metadata(self.root.join(entries).join(&entry)).is_err() {
-                    trust::remove_if_present(&self.root.join(stamps).join(&name))?;
+        for bucket in Bucket::ALL.into_iter().filter(|b| b.stamped()) {
+            let stamps = self.stamp_dir(bucket);
+            for name in store::list(&stamps)? {
+                let entry = name
+                    .strip_suffix(".json")
+                    .and_then(|h| crate::digest::Digest::from_hex(h).ok())
+                    .map(|d| match bucket.shape() {
+                        Shape::Content => self.store(bucket).path(&d),
+                        _ => self.record_path(bucket, &d),
+                    });
+                if entry.is_none_or(|p| std::fs::symlink_metadata(p).is_err()) {
+                    trust::remove_if_present(&stamps.join(&name))?;
                     n += 1;
                 }
             }
@@ -159,7 +251,7 @@ impl Cache {
 }
 
 /// One bad entry found by a full check (`gpuimg cache verify`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Finding {
     /// The entry's path relative to the cache root, e.g. `blobs-v1/sha256/<hex>`.
     pub entry: String,
@@ -189,5 +281,34 @@ mod tests {
         );
         drop(clone);
         assert!(Cache::open_exclusive(dir.path()).is_ok());
+    }
+
+    #[test]
+    fn bucket_dirs_are_distinct_versioned_and_clear_of_retired_names() {
+        let dirs: std::collections::BTreeSet<&str> = Bucket::ALL.iter().map(|b| b.dir()).collect();
+        assert_eq!(dirs.len(), Bucket::ALL.len());
+        for b in Bucket::ALL {
+            assert!(
+                b == Bucket::Tmp
+                    || b.dir()
+                        .rsplit_once("-v")
+                        .is_some_and(|(_, v)| v.parse::<u32>().is_ok()),
+                "{b:?}"
+            );
+            assert!(!RETIRED.contains(&b.dir()), "{b:?}");
+        }
+        assert!(Bucket::Debs.stamped() && Bucket::Indexes.stamped() && !Bucket::Roots.stamped());
+    }
+
+    #[test]
+    fn open_makes_only_tmp_tag_and_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let _c = Cache::open(dir.path()).unwrap();
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["CACHEDIR.TAG", "lock", "tmp"]);
     }
 }

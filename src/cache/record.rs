@@ -1,4 +1,5 @@
-//! Records: small JSON files in a bucket (`layers-v1/<key>.json`), each with a stamp holding
+//! Records: small JSON files in a record bucket (`layers-v2/<key>.json`,
+//! `listings-v1/<diff_id>.json`), each with a stamp (`trust-v2/<bucket>/<key>.json`) holding
 //! its file identity and the sha256 of its bytes, written when the record is written.
 //!
 //! A record reads as trusted only while both still match, so editing the JSON by any means
@@ -10,7 +11,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
 use super::trust::{self, Identity, RecordFacts};
-use super::Cache;
+use super::{Bucket, Cache, Shape};
 use crate::digest::Digest;
 
 /// Records are small; anything larger is not one of ours.
@@ -26,25 +27,23 @@ pub struct RecordRead {
 }
 
 impl Cache {
-    fn record_path(&self, bucket: &str, key: &Digest) -> PathBuf {
-        self.root().join(bucket).join(format!("{}.json", key.hex()))
+    pub(super) fn record_path(&self, bucket: Bucket, key: &Digest) -> PathBuf {
+        debug_assert_eq!(bucket.shape(), Shape::Records, "{bucket:?}");
+        self.dir(bucket).join(format!("{}.json", key.hex()))
     }
 
-    fn record_stamp_path(&self, bucket: &str, key: &Digest) -> PathBuf {
-        self.root()
-            .join("trust-v1")
-            .join(bucket)
-            .join(format!("{}.json", key.hex()))
+    fn record_stamp_path(&self, bucket: Bucket, key: &Digest) -> PathBuf {
+        self.stamp_dir(bucket).join(format!("{}.json", key.hex()))
     }
 
-    /// How a record is named in messages: `layers-v1/<hex>.json`.
-    pub fn record_name(bucket: &str, key: &Digest) -> String {
-        format!("{bucket}/{}.json", key.hex())
+    /// How a record is named in messages: `layers-v2/<hex>.json`.
+    pub fn record_name(bucket: Bucket, key: &Digest) -> String {
+        format!("{}/{}.json", bucket.dir(), key.hex())
     }
 
     /// Read the record `key` in `bucket`. `Ok(None)` when there is none. A record that is not
     /// a regular file or is oversized is an `InvalidData` error (the caller heals it).
-    pub fn read_record(&self, bucket: &str, key: &Digest) -> io::Result<Option<RecordRead>> {
+    pub fn read_record(&self, bucket: Bucket, key: &Digest) -> io::Result<Option<RecordRead>> {
         let path = self.record_path(bucket, key);
         let file = match std::fs::OpenOptions::new()
             .read(true)
@@ -80,7 +79,7 @@ impl Cache {
     /// Store a JSON record atomically and stamp it.
     pub fn put_record<T: serde::Serialize>(
         &self,
-        bucket: &str,
+        bucket: Bucket,
         key: &Digest,
         value: &T,
     ) -> io::Result<()> {
@@ -89,11 +88,8 @@ impl Cache {
         let mut tmp = self.temp_file("record")?;
         tmp.write_all(&bytes)?;
         let path = self.record_path(bucket, key);
-        // Buckets beyond the ones `open` makes (e.g. listings) appear on first use.
-        for dir in [
-            self.root().join(bucket),
-            self.root().join("trust-v1").join(bucket),
-        ] {
+        // Buckets appear on first write.
+        for dir in [self.dir(bucket), self.stamp_dir(bucket)] {
             fs_err::create_dir_all(dir)?;
         }
         tmp.persist(&path)?;
@@ -110,10 +106,12 @@ impl Cache {
     }
 
     /// Stamp a record whose content its user has just checked in full.
-    pub fn stamp_record(&self, bucket: &str, key: &Digest, rec: &RecordRead) -> io::Result<()> {
+    pub fn stamp_record(&self, bucket: Bucket, key: &Digest, rec: &RecordRead) -> io::Result<()> {
+        let path = self.record_stamp_path(bucket, key);
+        super::store::ensure_parent(&path)?;
         trust::write_stamp(
             self.temp_file("stamp")?,
-            &self.record_stamp_path(bucket, key),
+            &path,
             rec.identity,
             &RecordFacts {
                 sha256: Digest::of(&rec.bytes),
@@ -125,7 +123,7 @@ impl Cache {
     /// is still the one that was read (a fresh one written meanwhile stays).
     pub fn remove_record(
         &self,
-        bucket: &str,
+        bucket: Bucket,
         key: &Digest,
         checked: Option<&RecordRead>,
     ) -> io::Result<()> {
@@ -138,12 +136,12 @@ impl Cache {
     }
 
     /// Remove a file in `bucket` that is not named like a record (`<64 hex>.json`).
-    pub(crate) fn remove_stray(&self, bucket: &str, name: &str) -> io::Result<()> {
-        trust::remove_if_present(&self.root().join(bucket).join(name))
+    pub(crate) fn remove_stray(&self, bucket: Bucket, name: &str) -> io::Result<()> {
+        trust::remove_if_present(&self.dir(bucket).join(name))
     }
 
     /// The file names in `bucket`, sorted (each should be `<64 hex>.json`).
-    pub fn record_names(&self, bucket: &str) -> io::Result<Vec<String>> {
-        super::blob::list(&self.root().join(bucket))
+    pub fn record_names(&self, bucket: Bucket) -> io::Result<Vec<String>> {
+        super::store::list(&self.dir(bucket))
     }
 }

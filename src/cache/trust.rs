@@ -1,14 +1,14 @@
 //! Trust stamps: what the cache learnt about a file when it last checked it, together with the
 //! file identity (dev, inode, size, mtime, ctime) the file had at that moment.
 //!
-//! The one rule both caches follow (`cache` for layers, `fetch::Cache` for downloads): an entry
-//! whose identity still equals its stamp is used as stamped, without re-hashing; any other
-//! entry (no stamp, unreadable stamp, or any identity field changed) is verified in full and
-//! stamped again, or treated as a miss and removed. Writing a file, `chmod`, `chown`, linking,
-//! unlinking and renaming all move ctime, and no user tool can set ctime back, so a rewrite
-//! that restores mtime is still seen. The one change not seen is one within the same
-//! timestamp tick as the stamp itself (git's "racily clean" case); `gpuimg cache verify`
-//! checks everything regardless of stamps.
+//! The one rule every stamped bucket of the cache follows (layer blobs and records, listings,
+//! downloaded debs and indexes): an entry whose identity still equals its stamp is used as
+//! stamped, without re-hashing; any other entry (no stamp, unreadable stamp, or any identity
+//! field changed) is verified in full and stamped again, or treated as a miss and removed.
+//! Writing a file, `chmod`, `chown`, linking, unlinking and renaming all move ctime, and no
+//! user tool can set ctime back, so a rewrite that restores mtime is still seen. The one
+//! change not seen is one within the same timestamp tick as the stamp itself (git's "racily
+//! clean" case); `gpuimg cache verify` checks everything regardless of stamps.
 //! Stamps are only ever a cache of a verification: deleting them costs one full check.
 
 use std::io::{self, Write};

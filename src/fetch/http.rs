@@ -21,6 +21,7 @@ use crate::digest::{Digest, HashingWriter};
 use super::limits::{FetchLimits, Meter, Slow, MAX_ROOT_BYTES};
 use super::resolver::CachingResolver;
 use super::{Cache, FetchError};
+use crate::cache::Bucket;
 
 /// One file to fetch: where from, what its bytes must hash to and how many there must be.
 #[derive(Debug, Clone)]
@@ -29,6 +30,8 @@ pub struct Artifact {
     pub sha256: Digest,
     /// The size the signed chain gives; the download must be exactly this long.
     pub size: u64,
+    /// The cache bucket it is kept in (`Debs` or `Indexes`).
+    pub bucket: Bucket,
 }
 
 pub struct Fetcher {
@@ -117,7 +120,8 @@ fn retryable(code: u16) -> bool {
 }
 
 impl Fetcher {
-    /// A fetcher over the cache at `cache_root` (created if missing), bounded by `limits`.
+    /// A fetcher over the gpuimg cache at `cache_root` (created if missing; its download
+    /// buckets, see `crate::cache`), bounded by `limits`.
     pub fn new(
         cache_root: &Path,
         offline: bool,
@@ -159,7 +163,7 @@ impl Fetcher {
         progress: &dyn Fn(u64),
         corrupted: &dyn Fn(&str),
     ) -> Result<PathBuf, FetchError> {
-        let (hit, was_corrupt) = self.cache.lookup(&a.sha256)?;
+        let (hit, was_corrupt) = self.cache.lookup(a.bucket, &a.sha256)?;
         if let Some(path) = hit {
             progress(a.size);
             return Ok(path);
@@ -205,7 +209,7 @@ impl Fetcher {
                 actual,
             });
         }
-        self.cache.commit(tmp, &a.sha256)
+        self.cache.commit(tmp, a.bucket, &a.sha256)
     }
 
     /// Download `url` with retries under one deadline; `fresh` gives an empty sink for each

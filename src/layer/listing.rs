@@ -7,11 +7,11 @@ use std::io::{self, Read};
 
 use crate::assemble::shape::{self, NonDirs};
 use crate::assemble::Tree;
-use crate::cache::Cache;
+use crate::cache::{Bucket, Cache};
 
 use super::{Compression, LayerBlob};
 
-const BUCKET: &str = "listings-v1";
+const BUCKET: Bucket = Bucket::Listings;
 
 /// Record the listing of `tree`, the content of `blob`.
 pub fn save(cache: &Cache, blob: &LayerBlob, tree: &Tree) -> io::Result<()> {

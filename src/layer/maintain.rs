@@ -1,19 +1,25 @@
-//! `gpuimg cache verify` and `gpuimg cache prune` for the layer cache: the full check of every
-//! blob and layer record, ignoring stamps, and the removal of blobs no record references.
+//! `gpuimg cache verify` and `gpuimg cache prune` over every bucket of the cache: the full
+//! check of every layer blob, layer record and download (debs and indexes), ignoring stamps,
+//! and the removal of what nothing references.
 //!
-//! Verify reads every blob once: hashed against its name, and, when records reference it,
-//! decompressed to check their diff_id and uncompressed size. Without `repair` it removes and
-//! stamps nothing. With `repair` it removes what is bad (a corrupt blob together with the
-//! records that name it) and re-stamps what is good. It runs beside builds: removal only takes the
-//! inode that was checked, so a fresh copy a build renamed in meanwhile stays.
-//! Prune needs the cache's exclusive lock (no build running; the caller takes it).
+//! Verify reads every layer blob once: hashed against its name, and, when records reference
+//! it, decompressed to check their diff_id and uncompressed size; every deb and index is
+//! hashed against its name. Without `repair` it removes and stamps nothing. With `repair` it
+//! removes what is bad (a corrupt blob together with the records that name it) and re-stamps
+//! what is good. It runs beside builds: removal only takes the inode that was checked, so a
+//! fresh copy a build renamed in meanwhile stays. Listings are not checked: one whose stamp
+//! does not vouch for it is rebuilt from its blob at its next use.
+//! Prune needs the cache's exclusive lock (no build running; the caller takes it). It removes
+//! layer blobs no layer record references, listings of layers no record names, the stamps of
+//! entries that are gone, and the directories of earlier layouts (`cache::RETIRED`, e.g. the
+//! old `apt-v1/` download cache). Downloads and roots stay: they serve `--offline`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 
 use super::record::{check, facts_of, inspect, Decoded, Verdict};
 use super::{Compression, LayerBlob};
-use crate::cache::{trust, Cache, Finding, Identity, RecordRead, LAYERS};
+use crate::cache::{trust, Bucket, Cache, Finding, Identity, RecordRead, LAYERS, RETIRED};
 use crate::digest::Digest;
 
 /// What `verify` checked and what it found bad.
@@ -21,6 +27,8 @@ use crate::digest::Digest;
 pub struct Verified {
     pub blobs: usize,
     pub records: usize,
+    /// Debs and indexes checked.
+    pub downloads: usize,
     pub bad: Vec<Finding>,
 }
 
@@ -33,16 +41,22 @@ pub struct Pruned {
     pub kept: usize,
     /// Stamps removed because their entry is gone.
     pub stamps: usize,
+    /// Listings removed because no layer record names their layer.
+    pub listings: usize,
+    /// Directories of earlier layouts removed, with the bytes they held.
+    pub retired: Vec<(String, u64)>,
 }
 
 impl Pruned {
     /// Bytes actually given back to the file system.
     pub fn freed(&self) -> u64 {
-        self.removed
+        let blobs: u64 = self
+            .removed
             .iter()
             .filter(|(_, _, linked)| !linked)
             .map(|(_, n, _)| n)
-            .sum()
+            .sum();
+        blobs + self.retired.iter().map(|(_, n)| n).sum::<u64>()
     }
 }
 
@@ -58,7 +72,11 @@ enum BlobState {
 }
 
 fn blob_entry(d: &Digest) -> String {
-    format!("blobs-v1/sha256/{}", d.hex())
+    blob_name(&d.hex())
+}
+
+fn blob_name(name: &str) -> String {
+    format!("{}/sha256/{name}", Bucket::Blobs.dir())
 }
 
 /// Check every layer record and blob in full. `repair`: remove the bad ones.
@@ -72,7 +90,7 @@ pub fn verify(cache: &Cache, repair: bool) -> io::Result<Verified> {
     let mut records: Vec<(Digest, RecordRead, LayerBlob)> = Vec::new();
     for name in cache.record_names(LAYERS)? {
         out.records += 1;
-        let entry = format!("{LAYERS}/{name}");
+        let entry = format!("{}/{name}", LAYERS.dir());
         let Some(key) = name
             .strip_suffix(".json")
             .and_then(|h| Digest::from_hex(h).ok())
@@ -123,7 +141,7 @@ pub fn verify(cache: &Cache, repair: bool) -> io::Result<Verified> {
     for name in cache.blob_names()? {
         out.blobs += 1;
         let Ok(d) = Digest::from_hex(&name) else {
-            let entry = format!("blobs-v1/sha256/{name}");
+            let entry = blob_name(&name);
             let r = if repair {
                 trust::remove_if_present(&cache.root().join(&entry))
             } else {
@@ -217,8 +235,7 @@ pub fn verify(cache: &Cache, repair: bool) -> io::Result<Verified> {
             bad.push(found(Cache::record_name(LAYERS, key), p, r));
         }
     }
-    bad.sort();
-    out.bad = bad
+    let mut bad: Vec<Finding> = bad
         .into_iter()
         .map(|(entry, problem, removed)| Finding {
             entry,
@@ -226,6 +243,13 @@ pub fn verify(cache: &Cache, repair: bool) -> io::Result<Verified> {
             removed,
         })
         .collect();
+    for bucket in [Bucket::Debs, Bucket::Indexes] {
+        let (n, found) = cache.store(bucket).verify_all(repair)?;
+        out.downloads += n;
+        bad.extend(found);
+    }
+    bad.sort();
+    out.bad = bad;
     Ok(out)
 }
 
@@ -255,6 +279,7 @@ fn record_problem(rec: &LayerBlob, size: u64, decoded: &Decoded) -> Option<Strin
 pub fn prune(cache: &Cache) -> io::Result<Pruned> {
     use std::os::unix::fs::MetadataExt;
     let mut referenced = BTreeSet::new();
+    let mut layers = BTreeSet::new();
     for name in cache.record_names(LAYERS)? {
         let Some(key) = name
             .strip_suffix(".json")
@@ -265,6 +290,7 @@ pub fn prune(cache: &Cache) -> io::Result<Pruned> {
         if let Ok(Some(read)) = cache.read_record(LAYERS, &key) {
             if let Ok(rec) = serde_json::from_slice::<LayerBlob>(&read.bytes) {
                 referenced.insert(rec.digest);
+                layers.insert(rec.diff_id);
             }
         }
     }
@@ -275,7 +301,7 @@ pub fn prune(cache: &Cache) -> io::Result<Pruned> {
             out.kept += 1;
             continue;
         }
-        let entry = format!("blobs-v1/sha256/{name}");
+        let entry = blob_name(&name);
         let path = cache.root().join(&entry);
         let Ok(meta) = std::fs::symlink_metadata(&path) else {
             continue;
@@ -287,6 +313,45 @@ pub fn prune(cache: &Cache) -> io::Result<Pruned> {
         }
         out.removed.push((entry, meta.len(), meta.nlink() > 1));
     }
+    for name in cache.record_names(Bucket::Listings)? {
+        let diff_id = name
+            .strip_suffix(".json")
+            .and_then(|h| Digest::from_hex(h).ok());
+        match diff_id {
+            Some(d) if layers.contains(&d) => {}
+            Some(d) => {
+                cache.remove_record(Bucket::Listings, &d, None)?;
+                out.listings += 1;
+            }
+            None => {
+                cache.remove_stray(Bucket::Listings, &name)?;
+                out.listings += 1;
+            }
+        }
+    }
+    for old in RETIRED {
+        let path = cache.root().join(old);
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+            let size = disk_usage(&path);
+            fs_err::remove_dir_all(&path)?;
+            out.retired.push((format!("{old}/"), size));
+        }
+    }
     out.stamps = cache.sweep_stamps()?;
     Ok(out)
+}
+
+/// The bytes of the regular files under `dir` (not following symlinks); unreadable parts
+/// count as nothing.
+fn disk_usage(dir: &std::path::Path) -> u64 {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    rd.flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => disk_usage(&e.path()),
+            Ok(t) if t.is_file() => e.metadata().map_or(0, |m| m.len()),
+            _ => 0,
+        })
+        .sum()
 }

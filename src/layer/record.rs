@@ -1,4 +1,4 @@
-//! Layer records in the cache (`layers-v1/<key>.json` → [`LayerBlob`]): lookup under the
+//! Layer records in the cache (`layers-v2/<key>.json` → [`LayerBlob`]): lookup under the
 //! cache's trust rule, commit, and the full check of a record against its blob.
 //!
 //! Lookup, by what the stamps say:

@@ -3,11 +3,12 @@
 //!
 //! verify: every layer blob is hashed against its name, every layer record's claims (digest,
 //! size, diff_id, uncompressed size) are checked by decompressing its blob, every download
-//! under `apt-v1/` is hashed; stamps are ignored. Each bad entry is one line on stdout; exit 1
+//! (`debs-v1/`, `indexes-v1/`) is hashed; stamps are ignored. Each bad entry is one line on stdout; exit 1
 //! when any was bad, 0 when all were good. `--repair` also removes the bad entries (a later
 //! build rebuilds or downloads them again) and re-stamps the good ones; the exit code still
 //! says whether anything was bad. It runs beside builds.
-//! prune: takes the cache's exclusive lock, so it refuses (exit 2) while a build runs.
+//! prune: takes the cache's exclusive lock, so it refuses (exit 2) while a build runs; also
+//! removes the directories of earlier cache layouts (e.g. `apt-v1/`).
 
 use std::path::{Path, PathBuf};
 
@@ -101,15 +102,7 @@ fn verify(root: &Path, repair: bool, global: Global) -> Result<u8, CliError> {
             format!("Failed to verify the cache `{}`: {e}", root.display()),
         )
     })?;
-    let mut bad: Vec<Finding> = layers.bad;
-    let mut downloads = 0;
-    let apt = root.join("apt-v1");
-    if apt.join("blobs/sha256").is_dir() {
-        let fc = crate::fetch::Cache::open(&apt)?;
-        let (n, found) = fc.verify_all("apt-v1", repair)?;
-        downloads = n;
-        bad.extend(found);
-    }
+    let bad: Vec<Finding> = layers.bad;
     let mut s = String::new();
     for f in &bad {
         let removed = if f.removed { " (removed)" } else { "" };
@@ -120,7 +113,7 @@ fn verify(root: &Path, repair: bool, global: Global) -> Result<u8, CliError> {
             "checked {}, {}, {}: {}\n",
             count(layers.blobs, "layer blob"),
             count(layers.records, "layer record"),
-            count(downloads, "download"),
+            count(layers.downloads, "download"),
             match bad.len() {
                 0 => "all good".to_string(),
                 n => format!("{n} bad"),
@@ -172,6 +165,12 @@ fn prune(root: &Path, global: Global) -> Result<u8, CliError> {
             ""
         };
         s.push_str(&format!("removed {entry} ({}{note})\n", human(*size)));
+    }
+    for (dir, size) in &p.retired {
+        s.push_str(&format!(
+            "removed {dir} (an earlier cache layout, {})\n",
+            human(*size)
+        ));
     }
     let held: u64 = p.removed.iter().filter(|r| r.2).map(|r| r.1).sum();
     s.push_str(&format!(

@@ -29,11 +29,13 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::build::Observer;
+use crate::cache::Bucket;
 use crate::fetch::{Artifact, FetchLimits, Fetcher};
 use crate::lock::LockedPackage;
 use crate::profile::{AptSpec, Platform};
 
 pub use error::AptError;
+pub use fixups::merged_usr_links;
 pub use ldcache::write_ld_cache;
 pub use version::Version;
 
@@ -55,7 +57,8 @@ pub mod parsers {
 /// How to reach repositories and where to cache what they give.
 #[derive(Debug, Clone)]
 pub struct AptOptions {
-    /// gpuimg's cache root; this client uses `<cache_dir>/apt-v1/` (see `fetch::Cache`).
+    /// gpuimg's cache root; this client keeps packages in its `debs` bucket, indexes in its
+    /// `indexes` bucket and signed roots in its `roots` bucket (see `crate::cache`).
     pub cache_dir: PathBuf,
     /// Use the cache alone; fail naming what is missing.
     pub offline: bool,
@@ -85,10 +88,11 @@ pub struct Installed {
     /// Every installed package, sorted by name then architecture.
     pub packages: Vec<LockedPackage>,
     pub warnings: Vec<String>,
-    /// Provenance: each path a package created in the root (as it really lies there, e.g.
-    /// `usr/bin/ls`) → the package's name. Paths no package created (the fix-ups' output, the
-    /// dpkg database) are absent.
-    pub owners: BTreeMap<String, String>,
+    /// Provenance: each path a package wrote in the root (as it really lies there, e.g.
+    /// `usr/bin/ls`) → the packages that ship it, in unpack order (the last one's bytes are
+    /// there; several ship a directory). Paths no package wrote (the fix-ups' output, the dpkg
+    /// database) are absent.
+    pub owners: BTreeMap<String, Vec<String>>,
     /// The control fields that place each package in a component layer.
     pub infos: Vec<PackageInfo>,
 }
@@ -105,7 +109,7 @@ pub struct PackageInfo {
 /// What unpacking all packages produced, before fix-ups.
 struct Unpacking {
     warnings: Vec<String>,
-    owners: BTreeMap<String, String>,
+    owners: BTreeMap<String, Vec<String>>,
     infos: Vec<PackageInfo>,
 }
 
@@ -131,7 +135,7 @@ pub fn resolve(
 
 fn fetcher(opts: &AptOptions) -> Result<Fetcher, AptError> {
     Ok(Fetcher::new(
-        &opts.cache_dir.join("apt-v1"),
+        &opts.cache_dir,
         opts.offline,
         opts.jobs,
         opts.limits,
@@ -163,7 +167,7 @@ fn resolve_with(
     let mut texts: Vec<Option<String>> = Vec::new();
     for (_, f) in &indexes {
         let hit = match f.plain {
-            Some((d, _)) => match fetcher.cache().lookup(&d)? {
+            Some((d, _)) => match fetcher.cache().lookup(Bucket::Indexes, &d)? {
                 (None, true) => {
                     let w = format!("Cache entry for `{}` was corrupted; removed it", f.path);
                     obs.warn(&w);
@@ -195,7 +199,7 @@ fn resolve_with(
         let text = read_index(&path, &f.path, &f.artifact.url, f.plain.map(|p| p.1))?;
         if let Some((plain, _)) = f.plain {
             if crate::digest::Digest::of(text.as_bytes()) == plain {
-                fetcher.cache().put(text.as_bytes())?;
+                fetcher.cache().put(Bucket::Indexes, text.as_bytes())?;
             }
         }
         texts[i] = Some(text);
@@ -334,6 +338,7 @@ pub fn install(
             ),
             sha256: p.sha256,
             size: p.size,
+            bucket: Bucket::Debs,
         });
     }
     let paths = fetcher.fetch_all(&artifacts, "packages", obs)?;
@@ -426,7 +431,10 @@ fn unpack_all(
             postinsts.insert(p.name.clone(), script);
         }
         for path in &unpacked.created {
-            owners.insert(path.clone(), p.name.clone());
+            owners
+                .entry(path.clone())
+                .or_insert_with(Vec::new)
+                .push(p.name.clone());
         }
         infos.push(PackageInfo {
             name: p.name.clone(),

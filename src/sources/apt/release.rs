@@ -170,7 +170,12 @@ pub fn index_files(repo: &Repo, rel: &Release, arch: &str) -> Result<Vec<IndexFi
             format!("{dist}{path}")
         };
         out.push(IndexFile {
-            artifact: Artifact { url, sha256, size },
+            artifact: Artifact {
+                url,
+                sha256,
+                size,
+                bucket: crate::cache::Bucket::Indexes,
+            },
             plain: rel.files.get(&format!("{dir}Packages")).copied(),
             path,
         });

@@ -59,7 +59,6 @@ pub fn unpack(root: &Root, package: &str, data: &mut dyn Read) -> Result<Unpacke
         let gid = id(h.gid(), "gid", &listed).map_err(bad)?;
         let kind = h.entry_type();
         let existing = root.symlink_metadata(target).map_err(fail(&listed))?;
-        let created_dir = existing.is_none() || existing.is_some_and(|m| !m.is_directory());
         match kind {
             tar::EntryType::Directory => {
                 match existing {
@@ -127,7 +126,8 @@ pub fn unpack(root: &Root, package: &str, data: &mut dyn Read) -> Result<Unpacke
             }
         }
         let mine = match kind {
-            tar::EntryType::Directory => created_dir,
+            // Every package that ships a directory owns it (the split picks one).
+            tar::EntryType::Directory => true,
             tar::EntryType::Symlink => !out.skipped.last().is_some_and(|s| *s == listed),
             _ => true,
         };

@@ -1,0 +1,274 @@
+//! The cache's documented layout is the one on disk (issue 9, item 5): a rootfs build and an
+//! apt build from a fixture repository into one cache use every bucket, and the directories
+//! they leave are exactly those the `src/cache/mod.rs` drawing and `cache::Bucket` declare;
+//! `cache verify` covers the downloads, `cache prune` removes earlier layouts' directories,
+//! and an offline rebuild is served from the buckets alone.
+
+mod common;
+mod support;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use gpuimg::cache::{Bucket, Shape, RETIRED};
+use support::{build_deb, gen_key, pkg, serve, stanza, write_dist};
+
+/// The module doc of `src/cache/mod.rs`, whose drawing this test holds the disk to.
+const CACHE_DOC: &str = include_str!("../src/cache/mod.rs");
+
+/// (top-level name, literal second path component if any) for every line of the drawing.
+fn drawn() -> Vec<(String, Option<String>)> {
+    let mut out = Vec::new();
+    for line in CACHE_DOC.lines().take_while(|l| l.starts_with("//!")) {
+        let Some(rest) = line
+            .split_once("├── ")
+            .or_else(|| line.split_once("└── "))
+            .map(|(_, r)| r)
+        else {
+            continue;
+        };
+        let path = rest.split_whitespace().next().unwrap_or_default();
+        let mut parts = path.split('/').filter(|p| !p.is_empty());
+        let top = parts.next().unwrap_or_default().to_string();
+        let sub = parts
+            .next()
+            .filter(|p| !p.starts_with('<'))
+            .map(str::to_string);
+        out.push((top, sub));
+    }
+    out
+}
+
+fn names(dir: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+fn declared() -> BTreeSet<String> {
+    let mut d: BTreeSet<String> = Bucket::ALL.iter().map(|b| b.dir().to_string()).collect();
+    d.insert("CACHEDIR.TAG".into());
+    d.insert("lock".into());
+    d
+}
+
+struct Builds {
+    t: tempfile::TempDir,
+    cache: std::path::PathBuf,
+    repo_url: String,
+    _server: support::Server,
+}
+
+fn setup() -> Builds {
+    common::require("gpg");
+    common::require("dpkg-deb");
+    let t = common::tmp();
+    // A rootfs build with a files layer.
+    common::busybox_rootfs(t.path());
+    common::write(&t.path().join("app/data.txt"), "payload\n");
+    common::write(
+        &t.path().join("rootfs.yaml"),
+        "name: layout-rootfs\nbase:\n  rootfs: ./rootfs\nfiles:\n  - {src: ./app, dst: /app}\nconfig:\n  cmd: [/bin/sh]\n",
+    );
+    // An apt build from a signed fixture repository (InRelease, Packages.gz, two debs).
+    let repo = t.path().join("repo");
+    let work = t.path().join("work");
+    let (home, key) = gen_key(t.path(), "layout");
+    let mut hello = pkg("hello", "1.0").field("Depends", "libhello");
+    hello.files = vec![("/usr/bin/hello", b"#!/bin/sh\necho hi\n", 0o755)];
+    let mut lib = pkg("libhello", "1.0");
+    lib.files = vec![("/usr/lib/libhello.so.1", b"\x7fELF-ish\n", 0o644)];
+    let stanzas: Vec<String> = [hello, lib]
+        .iter()
+        .map(|p| stanza(&repo, &build_deb(&repo, &work, p)))
+        .collect();
+    write_dist(&repo, "stable", &stanzas, Some(&home));
+    let server = serve(&repo);
+    std::fs::copy(&key, t.path().join("repo.gpg")).unwrap();
+    common::write(
+        &t.path().join("apt.yaml"),
+        "name: layout-apt\nbase:\n  apt:\n    mirror: ${REPO}\n    suite: stable\n    packages: [hello]\n    keyring: repo.gpg\n",
+    );
+    let cache = t.path().join("cache");
+    Builds {
+        cache,
+        repo_url: server.url.clone(),
+        _server: server,
+        t,
+    }
+}
+
+impl Builds {
+    fn build(&self, profile: &str, out: &str, extra: &[&str]) -> serde_json::Value {
+        let json = common::run_ok(
+            common::gpuimg()
+                .env("GPUIMG_CACHE", &self.cache)
+                .env("REPO", &self.repo_url)
+                .env("SOURCE_DATE_EPOCH", "1700000000")
+                .arg("build")
+                .arg(self.t.path().join(profile))
+                .arg("-o")
+                .arg(self.t.path().join(out))
+                .arg("--json")
+                .args(extra),
+        );
+        serde_json::from_str(json.trim()).unwrap()
+    }
+
+    fn cache_cmd(&self, args: &[&str]) -> String {
+        common::run_ok(
+            common::gpuimg()
+                .env("GPUIMG_CACHE", &self.cache)
+                .arg("cache")
+                .args(args),
+        )
+    }
+
+    /// Every top-level entry and every bucket's directories are the declared ones.
+    fn assert_layout(&self) {
+        let c = &self.cache;
+        assert_eq!(names(c), declared(), "top level of {}", c.display());
+        for b in Bucket::ALL {
+            let dir = c.join(b.dir());
+            let inside = names(&dir);
+            match (b, b.shape()) {
+                (_, Shape::Content) => {
+                    assert_eq!(inside, BTreeSet::from(["sha256".to_string()]), "{b:?}");
+                    assert!(!names(&dir.join("sha256")).is_empty(), "{b:?} is unused");
+                }
+                (_, Shape::Records) => {
+                    assert!(!inside.is_empty(), "{b:?} is unused");
+                    for n in &inside {
+                        let hex = n
+                            .strip_suffix(".json")
+                            .unwrap_or_else(|| panic!("{b:?}: {n}"));
+                        assert!(gpuimg::digest::Digest::from_hex(hex).is_ok(), "{b:?}: {n}");
+                    }
+                }
+                (Bucket::Trust, _) => {
+                    let stamped: BTreeSet<String> = Bucket::ALL
+                        .iter()
+                        .filter(|b| b.stamped())
+                        .map(|b| b.dir().to_string())
+                        .collect();
+                    assert_eq!(inside, stamped, "one stamp directory per stamped bucket");
+                    for s in &stamped {
+                        assert!(!names(&dir.join(s)).is_empty(), "no stamps for {s}");
+                    }
+                }
+                (Bucket::Roots, _) => {
+                    assert!(!inside.is_empty(), "roots unused");
+                }
+                (Bucket::Tmp, _) => assert!(inside.is_empty(), "leftovers in tmp: {inside:?}"),
+                _ => unreachable!("{b:?}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn the_drawing_and_the_bucket_enum_declare_the_same_layout() {
+    let d = drawn();
+    let tops: BTreeSet<String> = d.iter().map(|(t, _)| t.clone()).collect();
+    assert_eq!(
+        tops,
+        declared(),
+        "src/cache/mod.rs drawing vs cache::Bucket"
+    );
+    for b in Bucket::ALL {
+        let subs: BTreeSet<Option<String>> = d
+            .iter()
+            .filter(|(t, _)| t == b.dir())
+            .map(|(_, s)| s.clone())
+            .collect();
+        let want = match b.shape() {
+            Shape::Content => Some("sha256".to_string()),
+            _ => None,
+        };
+        assert_eq!(subs, BTreeSet::from([want]), "{b:?}");
+    }
+    for old in RETIRED {
+        assert!(
+            CACHE_DOC.contains(&format!("`{old}/`")),
+            "{old} is documented"
+        );
+    }
+}
+
+#[test]
+fn a_rootfs_and_an_apt_build_leave_exactly_the_documented_layout() {
+    let s = setup();
+    let rootfs = s.build("rootfs.yaml", "out-rootfs", &[]);
+    let apt = s.build("apt.yaml", "out-apt", &[]);
+    s.assert_layout();
+
+    // The drawing's literal sub-directories exist where it draws them.
+    for (top, sub) in drawn() {
+        if let Some(sub) = sub {
+            assert!(s.cache.join(&top).join(&sub).is_dir(), "{top}/{sub}");
+        }
+    }
+
+    // verify checks the downloads too: two debs and the indexes.
+    let out = s.cache_cmd(&["verify"]);
+    let line = out.lines().last().unwrap_or_default();
+    let downloads: usize = line
+        .split(", ")
+        .find_map(|p| p.strip_suffix(" downloads: all good"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{out}"));
+    let debs = names(&s.cache.join("debs-v1/sha256")).len();
+    let indexes = names(&s.cache.join("indexes-v1/sha256")).len();
+    assert_eq!(debs, 2, "{out}");
+    assert_eq!(downloads, debs + indexes, "{out}");
+
+    // Offline, from the buckets alone (roots, indexes, debs, layers), the same images.
+    let again = s.build("apt.yaml", "out-apt-2", &["--offline"]);
+    assert_eq!(again["manifest_digest"], apt["manifest_digest"]);
+    let again = s.build("rootfs.yaml", "out-rootfs-2", &[]);
+    assert_eq!(again["manifest_digest"], rootfs["manifest_digest"]);
+    s.assert_layout();
+}
+
+#[test]
+fn prune_removes_earlier_layouts_and_keeps_the_current_one() {
+    let s = setup();
+    let first = s.build("rootfs.yaml", "out-rootfs", &[]);
+    s.build("apt.yaml", "out-apt", &[]);
+    let old = [
+        "apt-v1/blobs/sha256/0000",
+        "apt-v1/CACHEDIR.TAG",
+        "layers-v1/k.json",
+        "trust-v1/blobs/x.json",
+    ];
+    for p in old {
+        common::write(&s.cache.join(p), &"o".repeat(1000));
+    }
+    // A listing of a layer no record names any more.
+    let stale = s.cache.join("listings-v1").join(format!(
+        "{}.json",
+        gpuimg::digest::Digest::of(b"gone").hex()
+    ));
+    std::fs::write(&stale, b"{}").unwrap();
+    let out = s.cache_cmd(&["prune"]);
+    for dir in RETIRED {
+        assert!(
+            out.contains(&format!("removed {dir}/ (an earlier cache layout, ")),
+            "{out}"
+        );
+        assert!(!s.cache.join(dir).exists(), "{dir}");
+    }
+    assert!(out.contains("freed 4.0 kB"), "{out}");
+    assert!(!stale.exists(), "stale listing removed");
+    s.assert_layout();
+    // Nothing current was lost: both builds are cache hits, the apt one even offline.
+    let again = s.build("rootfs.yaml", "out-rootfs-2", &[]);
+    assert_eq!(again["manifest_digest"], first["manifest_digest"]);
+    assert_eq!(
+        again["cached_layers"],
+        first["layers"].as_array().unwrap().len()
+    );
+    s.build("apt.yaml", "out-apt-2", &["--offline"]);
+    s.assert_layout();
+}
