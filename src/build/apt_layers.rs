@@ -79,14 +79,14 @@ fn owners(
     let rank = |c: &str| assignment.order().iter().position(|o| o == c);
     let mut out = HashMap::new();
     for (path, pkgs) in &installed.owners {
-        let comps = pkgs.iter().filter_map(|p| assignment.component(p));
+        let mut comps = pkgs.iter().filter_map(|p| assignment.component(p));
         let is_dir = tree
             .get(path)
             .is_some_and(|e| matches!(e.kind, crate::assemble::EntryKind::Dir));
         let chosen = if is_dir {
             comps.min_by_key(|c| rank(c))
         } else {
-            comps.last()
+            comps.next_back()
         };
         if let Some(c) = chosen {
             out.insert(path.clone(), c.to_string());

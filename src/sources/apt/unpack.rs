@@ -128,7 +128,7 @@ pub fn unpack(root: &Root, package: &str, data: &mut dyn Read) -> Result<Unpacke
         let mine = match kind {
             // Every package that ships a directory owns it (the split picks one).
             tar::EntryType::Directory => true,
-            tar::EntryType::Symlink => !out.skipped.last().is_some_and(|s| *s == listed),
+            tar::EntryType::Symlink => out.skipped.last().is_none_or(|s| *s != listed),
             _ => true,
         };
         if mine {
