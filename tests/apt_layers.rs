@@ -83,6 +83,20 @@ fn components_are_shared_split_and_complete() {
     assert_eq!(la["os"], lb["os"]);
     assert_eq!(la["python"], lb["python"]);
 
+    // `layers:` moves xz-utils into a layer of its own, even with the same package set cached.
+    let d = t.path().join("d.yaml");
+    write(
+        &d,
+        &format!(
+            "name: d\nbase:\n  apt:\n    mirror: host\n    suite: bookworm\n    packages: [{BASE}, xz-utils]\nlayers:\n  tools:\n    deb: [xz-utils]\n"
+        ),
+    );
+    let (ld, _) = build(&d, &cache, &t.path().join("out-d"));
+    let order: Vec<&str> = ld.keys().map(String::as_str).collect();
+    assert!(order.contains(&"tools"), "{ld:?}");
+    assert_eq!(ld["os"], lb["os"]);
+    assert_eq!(ld.get("packages"), None, "{ld:?}");
+
     // Another profile sharing the os and python packages, built with a fresh cache: the same
     // layers, byte for byte (the digests are computed from scratch here, nothing is reused).
     let c = profile(t.path(), "c", &format!("xz-utils, {BASE}"));

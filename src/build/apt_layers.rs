@@ -51,6 +51,21 @@ fn component_key(component: &str, subset: &Digest) -> Digest {
     k.finish()
 }
 
+/// The key of the whole base: its packages' key and the profile's `layers:` overrides (which
+/// move packages between components).
+fn set_key(packages: &[LockedPackage], profile: &Profile, lopts: LayerOptions) -> Digest {
+    let mut k = Key::new("apt-set-v1");
+    k.digest(&apt_key(packages, profile, lopts))
+        .count(profile.layers.len());
+    for l in &profile.layers {
+        k.str(&l.name.value).count(l.deb.len());
+        for d in &l.deb {
+            k.str(&d.value);
+        }
+    }
+    k.finish()
+}
+
 /// Every component layer of a recorded base, if all are still in the cache.
 fn recorded(cache: &Cache, set: &Digest, obs: &mut dyn Observer) -> Option<Vec<AptLayer>> {
     let rec = cache.read_record(BASES, set).ok()??;
@@ -114,7 +129,7 @@ pub fn apt_layers(
         Some(p) => p.clone(),
         None => apt::resolve(spec, &profile.platform, &profile.dir, &aopts, obs)?,
     };
-    let set = apt_key(&packages, profile, lopts);
+    let set = set_key(&packages, profile, lopts);
     if let Some(layers) = recorded(cache, &set, obs) {
         return Ok((layers, packages));
     }
