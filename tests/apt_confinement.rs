@@ -493,29 +493,11 @@ fn alternatives_linked_to_the_host_are_refused() {
 fn setcap_in_a_postinst_becomes_a_capability_in_the_layer() {
     let (code, stderr, _, dir) = build("caps", "iputils-ping", false);
     assert_eq!(code, 0, "{stderr}");
-    let mut found = Vec::new();
-    for e in std::fs::read_dir(dir.join("out/blobs/sha256"))
-        .unwrap()
-        .flatten()
-    {
-        let b = std::fs::read(e.path()).unwrap();
-        if !b.starts_with(&[0x1f, 0x8b]) {
-            continue;
-        }
-        let mut a = tar::Archive::new(flate2::read::MultiGzDecoder::new(&b[..]));
-        for entry in a.entries().unwrap() {
-            let mut entry = entry.unwrap();
-            let path = entry.path().unwrap().display().to_string();
-            if let Some(exts) = entry.pax_extensions().unwrap() {
-                for x in exts {
-                    let x = x.unwrap();
-                    if x.key().unwrap() == "SCHILY.xattr.security.capability" {
-                        found.push((path.clone(), hex::encode(x.value_bytes())));
-                    }
-                }
-            }
-        }
-    }
+    let found: Vec<(String, String)> = layer_xattrs(&dir.join("out"))
+        .into_iter()
+        .filter(|(_, name, _)| name == "security.capability")
+        .map(|(path, _, value)| (path, hex::encode(value)))
+        .collect();
     // /bin is a link to usr/bin under merged-/usr: the file lives at usr/bin/ping.
     assert_eq!(
         found,

@@ -154,35 +154,6 @@ fn build_ok(dir: &Path, p: &Path, out: &str) -> (String, String) {
     (manifest_digest(&String::from_utf8_lossy(&o.stdout)), stderr)
 }
 
-/// `name → (xattr name, value)` from every layer of the layout at `out`.
-fn layer_xattrs(out: &Path) -> Vec<(String, String, Vec<u8>)> {
-    let mut found = Vec::new();
-    for e in std::fs::read_dir(out.join("blobs/sha256"))
-        .unwrap()
-        .flatten()
-    {
-        let b = std::fs::read(e.path()).unwrap();
-        if !b.starts_with(&[0x1f, 0x8b]) {
-            continue;
-        }
-        let mut a = tar::Archive::new(flate2::read::MultiGzDecoder::new(&b[..]));
-        for entry in a.entries().unwrap() {
-            let mut entry = entry.unwrap();
-            let path = entry.path().unwrap().display().to_string();
-            if let Some(exts) = entry.pax_extensions().unwrap() {
-                for x in exts {
-                    let x = x.unwrap();
-                    if let Some(n) = x.key().unwrap().strip_prefix("SCHILY.xattr.") {
-                        found.push((path.clone(), n.to_string(), x.value_bytes().to_vec()));
-                    }
-                }
-            }
-        }
-    }
-    found.sort();
-    found
-}
-
 const PING_CAP: &str = "0100000200200000000000000000000000000000";
 
 #[test]

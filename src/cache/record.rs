@@ -7,7 +7,6 @@
 //! says in full. The cache does not know what a record means; its user does the checking.
 
 use std::io::{self, Read};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
 use super::trust::{self, Identity, RecordFacts};
@@ -45,20 +44,10 @@ impl Cache {
     /// a regular file or is oversized is an `InvalidData` error (the caller heals it).
     pub fn read_record(&self, bucket: Bucket, key: &Digest) -> io::Result<Option<RecordRead>> {
         let path = self.record_path(bucket, key);
-        let file = match std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-            .open(&path)
-        {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
-                return Err(io::Error::new(io::ErrorKind::InvalidData, "is a symlink"))
-            }
-            Err(e) => return Err(e),
+        let Some((file, meta)) = trust::open_entry(&path)? else {
+            return Ok(None);
         };
-        let meta = file.metadata()?;
-        if !meta.is_file() || meta.len() > MAX_RECORD {
+        if meta.len() > MAX_RECORD {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!("is not a record file ({} bytes)", meta.len()),

@@ -8,7 +8,6 @@
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::staging::Staged;
@@ -127,27 +126,9 @@ impl<'a> Store<'a> {
     /// opened file. `Ok(None)` when there is no such entry; `InvalidData` when it is a symlink
     /// or not a regular file.
     pub fn open(&self, d: &Digest) -> io::Result<Option<(File, Identity)>> {
-        let path = self.path(d);
-        let file = match std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-            .open(&path)
-        {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            // ELOOP: a symlink where an entry belongs; the check reports it as bad.
-            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
-                return Err(io::Error::new(io::ErrorKind::InvalidData, "is a symlink"))
-            }
-            Err(e) => return Err(e),
+        let Some((file, meta)) = trust::open_entry(&self.path(d))? else {
+            return Ok(None);
         };
-        let meta = file.metadata()?;
-        if !meta.is_file() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "is not a regular file",
-            ));
-        }
         Ok(Some((file, trust::identity(&meta))))
     }
 

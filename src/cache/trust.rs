@@ -99,6 +99,33 @@ pub fn write_stamp<F: Serialize>(
     Ok(())
 }
 
+/// Open a cache entry for reading without following a symlink: `Ok(None)` when absent,
+/// `InvalidData` when a symlink or anything but a regular file stands there.
+pub fn open_entry(path: &Path) -> io::Result<Option<(std::fs::File, std::fs::Metadata)>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        // ELOOP: a symlink where an entry belongs; the caller reports it as bad.
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "is a symlink"))
+        }
+        Err(e) => return Err(e),
+    };
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "is not a regular file",
+        ));
+    }
+    Ok(Some((file, meta)))
+}
+
 /// Remove a file if present; a missing file is not an error.
 pub fn remove_if_present(path: &Path) -> io::Result<()> {
     match std::fs::remove_file(path) {

@@ -142,3 +142,33 @@ pub fn selftest_bin() -> PathBuf {
     assert!(p.is_file(), "{} missing", p.display());
     p
 }
+
+/// (entry path, xattr name, value) of every PAX `SCHILY.xattr.*` record in the gzip layers of
+/// the layout at `out`, sorted.
+pub fn layer_xattrs(out: &Path) -> Vec<(String, String, Vec<u8>)> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir(out.join("blobs/sha256"))
+        .unwrap()
+        .flatten()
+    {
+        let b = std::fs::read(e.path()).unwrap();
+        if !b.starts_with(&[0x1f, 0x8b]) {
+            continue;
+        }
+        let mut a = tar::Archive::new(flate2::read::MultiGzDecoder::new(&b[..]));
+        for entry in a.entries().unwrap() {
+            let mut entry = entry.unwrap();
+            let path = entry.path().unwrap().display().to_string();
+            if let Some(exts) = entry.pax_extensions().unwrap() {
+                for x in exts {
+                    let x = x.unwrap();
+                    if let Some(n) = x.key().unwrap().strip_prefix("SCHILY.xattr.") {
+                        found.push((path.clone(), n.to_string(), x.value_bytes().to_vec()));
+                    }
+                }
+            }
+        }
+    }
+    found.sort();
+    found
+}
