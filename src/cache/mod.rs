@@ -9,13 +9,16 @@
 //! │                                   uncompressed size, compression
 //! ├── listings-v1/<diff_id>.json      Listings: a layer's non-directory paths (`layer::listing`)
 //! ├── bases-v1/<key>.json             Bases: an apt package set → its component layers' keys
+//! ├── resolutions-v1/<key>.json       Resolutions: an apt request + its signed indexes' digests
+//! │                                   → the package set (no index parsed on an unchanged build)
 //! ├── debs-v1/sha256/<hex>            Debs: downloaded `.deb` packages, named by their sha256
 //! ├── indexes-v1/sha256/<hex>         Indexes: package indexes as downloaded (compressed) and
 //! │                                   decompressed, each named by the sha256 its Release gives
 //! ├── roots-v1/<sha256 of url>        Roots: last copy of each unpinned root (InRelease, Release,
 //! │                                   Release.gpg), for `--offline`
 //! ├── trust-v2/<bucket>/<hex>.json    Trust: one stamp per entry of a stamped bucket (blobs-v1,
-//! │                                   layers-v2, listings-v1, bases-v1, debs-v1, indexes-v1)
+//! │                                   layers-v2, listings-v1, bases-v1, resolutions-v1,
+//! │                                   debs-v1, indexes-v1)
 //! └── tmp/                            Tmp: staging files (`crate::staging`), every partial write
 //! ```
 //! [`Bucket`] declares exactly these directories (tests/cache_layout.rs checks a real build
@@ -67,6 +70,9 @@ pub enum Bucket {
     Listings,
     /// Apt bases: the set's key → its component layers' keys, `bases-v1/<key>.json`.
     Bases,
+    /// Apt resolutions: the request and the signed indexes' digests → the package set,
+    /// `resolutions-v1/<key>.json`.
+    Resolutions,
     /// Downloaded packages: `debs-v1/sha256/<hex>`.
     Debs,
     /// Package indexes, compressed and decompressed: `indexes-v1/sha256/<hex>`.
@@ -98,11 +104,12 @@ pub const LAYERS: Bucket = Bucket::Layers;
 
 impl Bucket {
     /// Every bucket, in the order the layout drawing lists them.
-    pub const ALL: [Bucket; 9] = [
+    pub const ALL: [Bucket; 10] = [
         Bucket::Blobs,
         Bucket::Layers,
         Bucket::Listings,
         Bucket::Bases,
+        Bucket::Resolutions,
         Bucket::Debs,
         Bucket::Indexes,
         Bucket::Roots,
@@ -117,6 +124,7 @@ impl Bucket {
             Bucket::Layers => "layers-v2",
             Bucket::Listings => "listings-v1",
             Bucket::Bases => "bases-v1",
+            Bucket::Resolutions => "resolutions-v1",
             Bucket::Debs => "debs-v1",
             Bucket::Indexes => "indexes-v1",
             Bucket::Roots => "roots-v1",
@@ -128,7 +136,9 @@ impl Bucket {
     pub const fn shape(self) -> Shape {
         match self {
             Bucket::Blobs | Bucket::Debs | Bucket::Indexes => Shape::Content,
-            Bucket::Layers | Bucket::Listings | Bucket::Bases => Shape::Records,
+            Bucket::Layers | Bucket::Listings | Bucket::Bases | Bucket::Resolutions => {
+                Shape::Records
+            }
             Bucket::Roots | Bucket::Trust | Bucket::Tmp => Shape::Other,
         }
     }

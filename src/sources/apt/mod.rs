@@ -163,6 +163,17 @@ fn resolve_with(
             indexes.push((i, f));
         }
     }
+    // The same request against the same signed indexes resolves to the same set: no index is
+    // read or parsed again.
+    let key = resolution_key(spec, arch, &repos, &indexes);
+    if let Some(set) = recorded_resolution(fetcher.cache().shared(), &key) {
+        obs.message(&format!(
+            "Resolved {} packages from {} repositories (indexes unchanged)",
+            set.len(),
+            repos.len()
+        ));
+        return Ok(set);
+    }
     // A decompressed index is cached under the digest the Release gives the plain `Packages`.
     let mut texts: Vec<Option<String>> = Vec::new();
     for (_, f) in &indexes {
@@ -228,7 +239,46 @@ fn resolve_with(
         })
         .collect();
     out.sort_by(|a, b| (&a.name, &a.architecture).cmp(&(&b.name, &b.architecture)));
+    // Only saves the parse next time: failing to record is no error.
+    let _ = fetcher
+        .cache()
+        .shared()
+        .put_record(Bucket::Resolutions, &key, &out);
     Ok(out)
+}
+
+/// The key of one resolution: what was asked (roots, `essential`, architecture, each
+/// repository as the lock names it) and the sha256 of every index its signed Release lists,
+/// with this gpuimg's version (a solver change resolves again).
+fn resolution_key(
+    spec: &AptSpec,
+    arch: &str,
+    repos: &[repo::Repo],
+    indexes: &[(usize, release::IndexFile)],
+) -> crate::digest::Digest {
+    let mut k = crate::cache::Key::new("apt-resolution-v1").tool_version();
+    k.str(arch).bool(spec.essential).count(spec.packages.len());
+    for p in &spec.packages {
+        k.str(&p.value);
+    }
+    k.count(repos.len());
+    for r in repos {
+        k.str(&r.lock_id);
+    }
+    k.count(indexes.len());
+    for (repo, f) in indexes {
+        k.u64(*repo as u64).str(&f.path).digest(&f.artifact.sha256);
+    }
+    k.finish()
+}
+
+/// A recorded resolution; anything unreadable is a miss (the record is only a shortcut).
+fn recorded_resolution(
+    cache: &crate::cache::Cache,
+    key: &crate::digest::Digest,
+) -> Option<Vec<LockedPackage>> {
+    let rec = cache.read_record(Bucket::Resolutions, key).ok()??;
+    serde_json::from_slice(&rec.bytes).ok()
 }
 
 /// The most a package index may decompress to when its `Release` does not list the plain

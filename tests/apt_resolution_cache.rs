@@ -1,0 +1,121 @@
+//! An apt resolution is recorded under its request and the digests of the signed indexes
+//! (`resolutions-v1`): an unchanged request against unchanged indexes reads no index again,
+//! and a republished repository or a changed request resolves afresh. Through the CLI
+//! (`gpuimg lock`), against a signed fixture repository that the test republishes.
+
+mod common;
+mod support;
+
+use std::path::Path;
+
+use support::{build_deb, gen_key, pkg, serve, stanza, write_dist};
+
+fn profile(dir: &Path, packages: &str) {
+    common::write(
+        &dir.join("p.yaml"),
+        &format!(
+            "name: rescache\nbase:\n  apt:\n    mirror: ${{REPO}}\n    suite: stable\n    packages: [{packages}]\n    keyring: repo.gpg\nselftest: {{enabled: false}}\n"
+        ),
+    );
+}
+
+/// `gpuimg lock`, then the locked (name, version) pairs.
+fn lock(dir: &Path, url: &str, cache: &Path, extra: &[&str]) -> Vec<(String, String)> {
+    common::run_ok(
+        common::gpuimg()
+            .env("REPO", url)
+            .arg("lock")
+            .arg(dir.join("p.yaml"))
+            .arg("--cache")
+            .arg(cache)
+            .args(extra),
+    );
+    let text = std::fs::read_to_string(dir.join("p.lock.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut out: Vec<(String, String)> = v["artifacts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no artifacts in {text}"))
+        .iter()
+        .map(|a| {
+            (
+                a["name"].as_str().unwrap().to_string(),
+                a["version"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn entries(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |d| d.count())
+}
+
+fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
+    v.iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
+#[test]
+fn unchanged_indexes_reuse_the_resolution_and_new_ones_resolve_again() {
+    common::require("gpg");
+    common::require("dpkg-deb");
+    let t = common::tmp();
+    let repo = t.path().join("repo");
+    let work = t.path().join("work");
+    let (home, key) = gen_key(t.path(), "rescache");
+    std::fs::copy(&key, t.path().join("repo.gpg")).unwrap();
+    let publish = |pkgs: &[support::Pkg]| {
+        let stanzas: Vec<String> = pkgs
+            .iter()
+            .map(|p| stanza(&repo, &build_deb(&repo, &work, p)))
+            .collect();
+        write_dist(&repo, "stable", &stanzas, Some(&home));
+    };
+    publish(&[
+        pkg("hello", "1.0").field("Depends", "libhello"),
+        pkg("libhello", "1.0"),
+        pkg("extra", "1.0"),
+    ]);
+    let server = serve(&repo);
+    let cache = t.path().join("cache");
+    profile(t.path(), "hello");
+
+    let first = lock(t.path(), &server.url, &cache, &[]);
+    assert_eq!(first, pairs(&[("hello", "1.0"), ("libhello", "1.0")]));
+    let records = cache.join("resolutions-v1");
+    assert_eq!(entries(&records), 1, "one resolution recorded");
+
+    // Without any index in the cache, offline: only the recorded resolution can answer.
+    std::fs::remove_dir_all(cache.join("indexes-v1")).unwrap();
+    let again = lock(t.path(), &server.url, &cache, &["--offline"]);
+    assert_eq!(again, first);
+
+    // A changed request is a different resolution (and needs the indexes again).
+    profile(t.path(), "hello, extra");
+    let more = lock(t.path(), &server.url, &cache, &[]);
+    assert_eq!(
+        more,
+        pairs(&[("extra", "1.0"), ("hello", "1.0"), ("libhello", "1.0")])
+    );
+    assert_eq!(entries(&records), 2);
+
+    // The repository republished with a newer libhello: new signed digests, new resolution.
+    publish(&[
+        pkg("hello", "1.0").field("Depends", "libhello (>= 1.1)"),
+        pkg("libhello", "1.1"),
+        pkg("extra", "1.0"),
+    ]);
+    profile(t.path(), "hello");
+    let newer = lock(t.path(), &server.url, &cache, &[]);
+    assert_eq!(newer, pairs(&[("hello", "1.0"), ("libhello", "1.1")]));
+    assert_eq!(entries(&records), 3);
+
+    // A damaged record is not trusted: the build resolves again and gets the same answer.
+    for e in std::fs::read_dir(&records).unwrap() {
+        std::fs::write(e.unwrap().path(), b"{\"not\": \"a resolution\"}").unwrap();
+    }
+    let repaired = lock(t.path(), &server.url, &cache, &[]);
+    assert_eq!(repaired, newer);
+}
