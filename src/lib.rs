@@ -18,11 +18,13 @@ pub mod export;
 pub mod image;
 pub mod inspect;
 pub mod layer;
+pub mod observe;
+pub mod ops;
 pub mod plan;
 pub mod strip;
 
-pub mod build;
 pub mod catalog;
+pub mod driver;
 pub mod expect;
 pub mod fetch;
 pub mod lock;

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use gpuimg::build::Silent;
+use gpuimg::observe::Silent;
 use gpuimg::profile::{self, Base};
 use gpuimg::sources::apt::{self, AptOptions};
 

@@ -8,8 +8,8 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use gpuimg::build::Observer;
 use gpuimg::lock::LockedPackage;
+use gpuimg::observe::Observer;
 use gpuimg::profile::{self, AptSpec, Base, Platform};
 use gpuimg::sources::apt::{self, AptError, AptOptions};
 use support::*;

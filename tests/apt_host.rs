@@ -8,7 +8,7 @@ mod support;
 use std::path::Path;
 use std::process::Command;
 
-use gpuimg::build::Silent;
+use gpuimg::observe::Silent;
 use gpuimg::profile::{self, Base};
 use gpuimg::sources::apt::{self, AptOptions};
 

@@ -154,7 +154,7 @@ fn lock_package_names(lock: &serde_json::Value) -> Vec<String> {
 
 /// Install `packages` from the host's mirror into `dest` in one piece, with the library.
 fn install_into(dest: &Path, packages: &str) {
-    use gpuimg::build::Silent;
+    use gpuimg::observe::Silent;
     use gpuimg::profile::{self, Base};
     use gpuimg::sources::apt::{self, AptOptions};
     let yaml = format!(

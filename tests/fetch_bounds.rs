@@ -12,8 +12,8 @@ use std::process::Stdio;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use gpuimg::build::Observer;
 use gpuimg::fetch::{FetchLimits, MAX_ROOT_BYTES};
+use gpuimg::observe::Observer;
 use gpuimg::profile::{self, Base};
 use gpuimg::sources::apt::{self, AptOptions};
 use support::*;

@@ -203,7 +203,7 @@ fn verify_host_reads_a_committed_v1_lock_like_its_v2_rewrite() {
         let expect = |lock: &Path| {
             let l = gpuimg::lock::read(lock).unwrap();
             gpuimg::lock::check_fresh(&loaded, &l).unwrap();
-            gpuimg::build::expectation(&loaded, l.resolution.as_ref()).to_json()
+            gpuimg::plan::expectation(&loaded, l.resolution.as_ref()).to_json()
         };
         let expect_v1 = expect(&lock_file);
         lock(t.path(), &profile);

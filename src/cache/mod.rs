@@ -8,7 +8,8 @@
 //! ├── layers-v2/<key>.json            Layers: layer key (`Key`) → digest, size, diff_id,
 //! │                                   uncompressed size, compression
 //! ├── listings-v1/<diff_id>.json      Listings: a layer's non-directory paths (`layer::listing`)
-//! ├── bases-v1/<key>.json             Bases: an apt package set → its component layers' keys
+//! ├── controls-v1/<key>.json          Controls: an apt package set → each package's control
+//! │                                   fields that place it in a component
 //! ├── resolutions-v1/<key>.json       Resolutions: an apt request + its signed indexes' digests
 //! │                                   → the package set (no index parsed on an unchanged build)
 //! ├── debs-v1/sha256/<hex>            Debs: downloaded `.deb` packages, named by their sha256
@@ -17,7 +18,7 @@
 //! ├── roots-v1/<sha256 of url>        Roots: last copy of each unpinned root (InRelease, Release,
 //! │                                   Release.gpg), for `--offline`
 //! ├── trust-v2/<bucket>/<hex>.json    Trust: one stamp per entry of a stamped bucket (blobs-v1,
-//! │                                   layers-v2, listings-v1, bases-v1, resolutions-v1,
+//! │                                   layers-v2, listings-v1, controls-v1, resolutions-v1,
 //! │                                   debs-v1, indexes-v1)
 //! └── tmp/                            Tmp: staging files (`crate::staging`), every partial write
 //! ```
@@ -26,7 +27,7 @@
 //! bucket appears on its first write. Buckets carry a version in their name: bump it rather
 //! than migrate (a `wheels-v1` bucket comes next). `tmp/` is unversioned so that any version
 //! reclaims what a killed build of another left there. Directories of earlier layouts
-//! ([`RETIRED`]: `apt-v1/`, `layers-v1/`, `trust-v1/`) are never read; `gpuimg cache prune`
+//! ([`RETIRED`]: `apt-v1/`, `bases-v1/`, `layers-v1/`, `trust-v1/`) are never read; `gpuimg cache prune`
 //! removes them.
 //!
 //! Trust (see `trust.rs`), the same rule in every stamped bucket: an entry is used without
@@ -68,8 +69,9 @@ pub enum Bucket {
     Layers,
     /// Layer listings: `listings-v1/<diff_id>.json`.
     Listings,
-    /// Apt bases: the set's key → its component layers' keys, `bases-v1/<key>.json`.
-    Bases,
+    /// Apt control fields: a package set → each package's Essential, Priority and Section
+    /// (what places it in a component), `controls-v1/<key>.json`.
+    Controls,
     /// Apt resolutions: the request and the signed indexes' digests → the package set,
     /// `resolutions-v1/<key>.json`.
     Resolutions,
@@ -97,7 +99,7 @@ pub enum Shape {
 }
 
 /// The top-level directories of earlier layouts; never read, removed by `cache prune`.
-pub const RETIRED: [&str; 3] = ["apt-v1", "layers-v1", "trust-v1"];
+pub const RETIRED: [&str; 4] = ["apt-v1", "bases-v1", "layers-v1", "trust-v1"];
 
 /// The bucket of layer records.
 pub const LAYERS: Bucket = Bucket::Layers;
@@ -108,7 +110,7 @@ impl Bucket {
         Bucket::Blobs,
         Bucket::Layers,
         Bucket::Listings,
-        Bucket::Bases,
+        Bucket::Controls,
         Bucket::Resolutions,
         Bucket::Debs,
         Bucket::Indexes,
@@ -123,7 +125,7 @@ impl Bucket {
             Bucket::Blobs => "blobs-v1",
             Bucket::Layers => "layers-v2",
             Bucket::Listings => "listings-v1",
-            Bucket::Bases => "bases-v1",
+            Bucket::Controls => "controls-v1",
             Bucket::Resolutions => "resolutions-v1",
             Bucket::Debs => "debs-v1",
             Bucket::Indexes => "indexes-v1",
@@ -136,7 +138,7 @@ impl Bucket {
     pub const fn shape(self) -> Shape {
         match self {
             Bucket::Blobs | Bucket::Debs | Bucket::Indexes => Shape::Content,
-            Bucket::Layers | Bucket::Listings | Bucket::Bases | Bucket::Resolutions => {
+            Bucket::Layers | Bucket::Listings | Bucket::Controls | Bucket::Resolutions => {
                 Shape::Records
             }
             Bucket::Roots | Bucket::Trust | Bucket::Tmp => Shape::Other,

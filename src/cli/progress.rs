@@ -1,13 +1,13 @@
 //! Progress reporting: indicatif bars on a terminal, plain lines otherwise, nothing with `--quiet`.
 //!
-//! Stages report through the [`crate::build::Observer`] trait; only this file knows indicatif.
+//! Stages report through the [`crate::observe::Observer`] trait; only this file knows indicatif.
 
 use std::io::IsTerminal;
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::build::Observer;
+use crate::observe::Observer;
 
 pub struct Progress {
     mode: Mode,

@@ -20,6 +20,15 @@ impl CliError {
         }
     }
 
+    /// A command's failure: its exit code and hint from the error itself.
+    pub fn from_ops(e: crate::ops::OpsError) -> Self {
+        CliError {
+            code: e.exit_code(),
+            message: chain(&e),
+            hint: e.hint(),
+        }
+    }
+
     pub fn with_code(mut self, code: u8) -> Self {
         self.code = code;
         self

@@ -15,8 +15,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crate::build::Observer;
 use crate::digest::{Digest, HashingWriter};
+use crate::observe::Observer;
 
 use super::limits::{FetchLimits, Meter, Slow, MAX_ROOT_BYTES};
 use super::resolver::CachingResolver;

@@ -23,9 +23,9 @@ pub use maintain::{prune, verify, Pruned, Verified};
 pub use record::{ensure_intact, lookup, remember};
 
 use crate::assemble::Tree;
-use crate::build::Observer;
 use crate::cache::{Cache, LAYERS};
 use crate::digest::{Digest, HashingWriter};
+use crate::observe::Observer;
 
 /// A finished layer blob in the cache.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -15,9 +15,9 @@
 use std::io::{self, Read};
 
 use super::{Compression, LayerBlob, LayerError};
-use crate::build::Observer;
 use crate::cache::{BlobFacts, Cache, Identity, RecordRead, LAYERS};
 use crate::digest::{Digest, HashingWriter};
+use crate::observe::Observer;
 
 /// The diff_id and uncompressed size of a decompressed blob, or why decompressing failed.
 pub(crate) type Decoded = Result<(Digest, u64), String>;

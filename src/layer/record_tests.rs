@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use super::*;
 use crate::assemble::{DataSource, Entry, EntryKind, Tree};
-use crate::build::Silent;
 use crate::layer::{prune, verify, write_layer, LayerOptions};
+use crate::observe::Silent;
 
 thread_local! {
     static CHECKS: Cell<(u32, u32)> = const { Cell::new((0, 0)) };

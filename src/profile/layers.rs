@@ -8,7 +8,7 @@ use super::schema::LayersSpec;
 use super::{Located, ProfileError};
 
 /// Layer names gpuimg itself uses after the package layers.
-pub const RESERVED_LAYER_NAMES: &[&str] = &["metadata", "files", "selftest"];
+pub const RESERVED_LAYER_NAMES: &[&str] = &["base", "metadata", "files", "selftest", "expect"];
 
 /// One `layers:` entry: a component name and the apt packages it takes.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -4,15 +4,14 @@ use std::path::PathBuf;
 
 use serde_json::json;
 
-use crate::build::{self, BuildOptions};
 use crate::cache::Cache;
 use crate::catalog::Catalog;
 use crate::cli::{CliError, Global, Progress};
+use crate::driver::BuildOptions;
 use crate::export::Target;
 use crate::layer::Compression;
-use crate::lock;
+use crate::ops::{self, build::BuildRequest, settle::Settle};
 use crate::reference::Tag;
-use crate::resolve::ResolveError;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -83,57 +82,26 @@ pub fn exec(args: Args, global: Global) -> Result<u8, CliError> {
         None => Target::Layout(PathBuf::from("out").join(profile.name.as_path())),
     };
     let catalog = Catalog::load(&args.catalog)?;
-    let mut locked_packages = None;
-    let resolution = if args.locked {
-        let path = lock::lock_path(&profile);
-        if !path.exists() {
-            return Err(CliError::msg(
-                2,
-                format!(
-                    "`--locked` given but there is no lock at `{}`",
-                    path.display()
-                ),
-            )
-            .with_hint(format!(
-                "run `gpuimg lock {}` first",
-                args.profile.display()
-            )));
-        }
-        let lock = lock::read(&path)?;
-        lock::check_fresh(&profile, &lock)?;
-        if matches!(profile.base, crate::profile::Base::Apt(_)) {
-            locked_packages = Some(lock.debs().cloned().collect());
-        }
-        lock.resolution
-    } else {
-        match crate::resolve::resolve(&profile, &catalog) {
-            Ok(r) => Some(r),
-            Err(ResolveError::Incompatible(e)) => {
-                eprintln!("error: no compatible combination: {e}");
-                return Ok(1);
-            }
-            Err(e) => return Err(CliError::bad_input(&e)),
-        }
+    let req = BuildRequest {
+        from: if args.locked {
+            Settle::Locked
+        } else {
+            Settle::Resolve
+        },
+        selftest_binary: args.selftest_binary.clone(),
+        options: BuildOptions {
+            target,
+            tag,
+            force: args.force,
+            compression: args.compression,
+            epoch,
+            cache_root: args.cache.clone().unwrap_or_else(Cache::default_root),
+            offline: args.offline,
+        },
     };
     let mut progress = Progress::new(global.quiet || args.json);
-    if let Some(r) = &resolution {
-        for w in &r.warnings {
-            crate::build::Observer::warn(&mut progress, w);
-        }
-    }
-    let opts = BuildOptions {
-        target,
-        tag,
-        force: args.force,
-        compression: args.compression,
-        epoch,
-        cache_root: args.cache.clone().unwrap_or_else(Cache::default_root),
-        resolution,
-        selftest_binary: args.selftest_binary.clone(),
-        locked_packages,
-        offline: args.offline,
-    };
-    let out = build::build(&profile, &opts, &mut progress)?;
+    let out =
+        ops::build::build(&profile, &catalog, &req, &mut progress).map_err(CliError::from_ops)?;
     if args.json {
         let layers: Vec<_> = out
             .layers

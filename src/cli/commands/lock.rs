@@ -7,9 +7,6 @@ use super::resolve::outln;
 use crate::cache::Cache;
 use crate::catalog::Catalog;
 use crate::cli::{CliError, Global, Progress};
-use crate::lock::{self, Lock};
-use crate::profile::Base;
-use crate::resolve::ResolveError;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -29,31 +26,13 @@ pub struct Args {
 pub fn exec(args: Args, global: Global) -> Result<u8, CliError> {
     let profile = crate::profile::load(&args.profile)?;
     let catalog = Catalog::load(&args.catalog)?;
-    let resolution = match crate::resolve::resolve(&profile, &catalog) {
-        Ok(r) => r,
-        Err(ResolveError::Incompatible(e)) => {
-            outln!("no: {e}");
-            return Ok(1);
-        }
-        Err(e) => return Err(CliError::bad_input(&e)),
-    };
-    let path = lock::lock_path(&profile);
-    let mut new = Lock::new(&profile, resolution);
-    if let Base::Apt(spec) = &profile.base {
-        let cache_root = args.cache.clone().unwrap_or_else(Cache::default_root);
-        let mut progress = Progress::new(global.quiet);
-        let debs = crate::sources::apt::resolve(
-            spec,
-            &profile.platform,
-            &profile.dir,
-            &crate::build::apt_options(&cache_root, args.offline),
-            &mut progress,
-        )?;
-        new.set_debs(debs);
-    }
-    lock::write(&path, &new)?;
+    let cache_root = args.cache.clone().unwrap_or_else(Cache::default_root);
+    let mut progress = Progress::new(global.quiet);
+    let locked =
+        crate::ops::lock::lock(&profile, &catalog, &cache_root, args.offline, &mut progress)
+            .map_err(CliError::from_ops)?;
     if !global.quiet {
-        outln!("wrote {}", path.display());
+        outln!("wrote {}", locked.path.display());
     }
     Ok(0)
 }

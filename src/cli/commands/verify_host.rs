@@ -1,17 +1,13 @@
 //! `gpuimg verify-host PROFILE|LOCK|EXPECT.json`: run the self-test's checks on this host.
 //!
-//! A profile is resolved against the catalog, a lock gives its recorded resolution; either way
-//! the expectation is exactly the one an image built from it carries
-//! (`build::expectation`). An expectation file is used as it is.
+//! Which expectation: `ops::verify` (a profile resolved now, a lock's recorded resolution, or
+//! an expectation file as it is).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::catalog::Catalog;
 use crate::cli::{CliError, Global};
-use crate::expect::Expectation;
-use crate::lock;
 use crate::profile::SelftestLevel;
-use crate::resolve::ResolveError;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -32,7 +28,10 @@ pub struct Args {
 }
 
 pub fn exec(args: Args, global: Global) -> Result<u8, CliError> {
-    let expect = expectation(&args.profile, &args.catalog)?;
+    let expect = crate::ops::verify::expectation(&args.profile, || {
+        Catalog::load(&args.catalog).map_err(crate::ops::OpsError::from)
+    })
+    .map_err(CliError::from_ops)?;
     let level = match args.level.as_deref() {
         Some("full") => SelftestLevel::Full,
         Some(_) => SelftestLevel::Quick,
@@ -48,42 +47,4 @@ pub fn exec(args: Args, global: Global) -> Result<u8, CliError> {
         print!("{}", report.to_text());
     }
     Ok(report.verdict.exit_code())
-}
-
-fn expectation(path: &Path, overlays: &[PathBuf]) -> Result<Expectation, CliError> {
-    let name = path.to_string_lossy();
-    if let Some(stem) = name.strip_suffix(".lock.json") {
-        // A lock: its resolution, with the selftest settings of the profile beside it.
-        let lock = lock::read(path)?;
-        let profile = ["yaml", "yml"]
-            .iter()
-            .map(|ext| PathBuf::from(format!("{stem}.{ext}")))
-            .find(|p| p.is_file())
-            .ok_or_else(|| {
-                CliError::msg(
-                    2,
-                    format!("No profile beside the lock `{name}` (`{stem}.yaml`)"),
-                )
-            })?;
-        let profile = crate::profile::load(&profile)?;
-        lock::check_fresh(&profile, &lock)?;
-        let e = crate::build::expectation(&profile, lock.resolution.as_ref());
-        e.validate()?;
-        return Ok(e);
-    }
-    if name.ends_with(".json") {
-        return Ok(Expectation::load(path)?);
-    }
-    let profile = crate::profile::load(path)?;
-    let catalog = Catalog::load(overlays)?;
-    let resolution = match crate::resolve::resolve(&profile, &catalog) {
-        Ok(r) => r,
-        Err(ResolveError::Incompatible(e)) => {
-            return Err(CliError::msg(1, format!("no compatible combination: {e}")));
-        }
-        Err(e) => return Err(CliError::bad_input(&e)),
-    };
-    let e = crate::build::expectation(&profile, Some(&resolution));
-    e.validate()?;
-    Ok(e)
 }

@@ -66,38 +66,7 @@ pub fn read_deb<T>(
             }
             seen_binary = true;
         } else if name.starts_with("control.tar") {
-            let mut files = BTreeMap::new();
-            let mut held = 0u64;
-            let mut tar = tar::Archive::new(decoder(&name, &mut entry).map_err(bad)?);
-            for e in tar.entries().map_err(|e| bad(e.to_string()))? {
-                let mut e = e.map_err(|e| bad(format!("bad `{name}`: {e}")))?;
-                if !e.header().entry_type().is_file() {
-                    continue;
-                }
-                let p = e.path().map_err(|e| bad(e.to_string()))?;
-                let Some(fname) = p.file_name().and_then(|f| f.to_str()).map(str::to_string) else {
-                    continue;
-                };
-                let mode = e.header().mode().unwrap_or(0o644);
-                let mut buf = Vec::new();
-                (&mut e)
-                    .take(CONTROL_LIMIT + 1 - held)
-                    .read_to_end(&mut buf)
-                    .map_err(|e| bad(format!("bad `{name}`: {e}")))?;
-                // Each member also costs its name and header.
-                held += 512 + buf.len() as u64;
-                if held > CONTROL_LIMIT {
-                    return Err(bad(format!(
-                        "`{name}` holds more than {} MiB",
-                        CONTROL_LIMIT >> 20
-                    )));
-                }
-                files.insert(fname, (mode, buf));
-            }
-            if !files.contains_key("control") {
-                return Err(bad("no `control` file".into()));
-            }
-            control = Some(ControlFiles { files });
+            control = Some(control_member(&name, &mut entry, &bad)?);
         } else if name.starts_with("data.tar") {
             let (Some(c), true) = (control, seen_binary) else {
                 return Err(bad("`data.tar` before `control.tar`".into()));
@@ -108,6 +77,66 @@ pub fn read_deb<T>(
         }
     }
     Err(bad("no `data.tar` member".into()))
+}
+
+/// Parse one `control.tar.*` member: its regular files, at most [`CONTROL_LIMIT`] bytes.
+fn control_member(
+    name: &str,
+    entry: &mut dyn Read,
+    bad: &dyn Fn(String) -> AptError,
+) -> Result<ControlFiles, AptError> {
+    let mut files = BTreeMap::new();
+    let mut held = 0u64;
+    let mut tar = tar::Archive::new(decoder(name, entry).map_err(bad)?);
+    for e in tar.entries().map_err(|e| bad(e.to_string()))? {
+        let mut e = e.map_err(|e| bad(format!("bad `{name}`: {e}")))?;
+        if !e.header().entry_type().is_file() {
+            continue;
+        }
+        let p = e.path().map_err(|e| bad(e.to_string()))?;
+        let Some(fname) = p.file_name().and_then(|f| f.to_str()).map(str::to_string) else {
+            continue;
+        };
+        let mode = e.header().mode().unwrap_or(0o644);
+        let mut buf = Vec::new();
+        (&mut e)
+            .take(CONTROL_LIMIT + 1 - held)
+            .read_to_end(&mut buf)
+            .map_err(|e| bad(format!("bad `{name}`: {e}")))?;
+        // Each member also costs its name and header.
+        held += 512 + buf.len() as u64;
+        if held > CONTROL_LIMIT {
+            return Err(bad(format!(
+                "`{name}` holds more than {} MiB",
+                CONTROL_LIMIT >> 20
+            )));
+        }
+        files.insert(fname, (mode, buf));
+    }
+    if !files.contains_key("control") {
+        return Err(bad("no `control` file".into()));
+    }
+    Ok(ControlFiles { files })
+}
+
+/// Only the control members of the package at `path` (its data is never decompressed).
+pub fn read_control(package: &str, path: &Path) -> Result<ControlFiles, AptError> {
+    let bad = |message: String| AptError::InvalidDeb {
+        package: package.to_string(),
+        message,
+    };
+    let file = fs_err::File::open(path).map_err(AptError::io(path))?;
+    let mut ar = ar::Archive::new(BufReader::with_capacity(64 << 10, file));
+    while let Some(entry) = ar.next_entry() {
+        let mut entry = entry.map_err(|e| bad(format!("bad ar archive: {e}")))?;
+        let name = String::from_utf8_lossy(entry.header().identifier())
+            .trim_end_matches('/')
+            .to_string();
+        if name.starts_with("control.tar") {
+            return control_member(&name, &mut entry, &bad);
+        }
+    }
+    Err(bad("no `control.tar` member".into()))
 }
 
 #[cfg(test)]

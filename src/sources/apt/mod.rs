@@ -28,10 +28,10 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use crate::build::Observer;
 use crate::cache::Bucket;
 use crate::fetch::{Artifact, FetchLimits, Fetcher};
 use crate::lock::LockedPackage;
+use crate::observe::Observer;
 use crate::profile::{AptSpec, Platform};
 
 pub use error::AptError;
@@ -104,6 +104,73 @@ pub struct PackageInfo {
     pub essential: bool,
     pub priority: Option<String>,
     pub section: Option<String>,
+}
+
+impl PackageInfo {
+    /// From a package's `control` file.
+    pub fn from_control(name: &str, control: &str) -> PackageInfo {
+        let field = |f: &str| control_field(control, f);
+        PackageInfo {
+            name: name.to_string(),
+            essential: field("Essential").is_some_and(|v| v.eq_ignore_ascii_case("yes")),
+            priority: field("Priority"),
+            section: field("Section"),
+        }
+    }
+}
+
+/// The value of field `f` in a control paragraph (first occurrence, trimmed).
+fn control_field(control: &str, f: &str) -> Option<String> {
+    control
+        .lines()
+        .find_map(|l| l.strip_prefix(f).and_then(|r| r.strip_prefix(':')))
+        .map(|v| v.trim().to_string())
+}
+
+/// What each package's own control file says about its place in the image (Essential,
+/// Priority, Section), in the order of `packages`. The packages are fetched (or found in the
+/// cache) and only their control members are read; nothing is unpacked.
+pub fn describe(
+    packages: &[LockedPackage],
+    opts: &AptOptions,
+    obs: &mut dyn Observer,
+) -> Result<Vec<PackageInfo>, AptError> {
+    let fetcher = fetcher(opts)?;
+    let paths = fetcher.fetch_all(&deb_artifacts(packages, &opts.apt_dir)?, "packages", obs)?;
+    packages
+        .iter()
+        .zip(paths)
+        .map(|(p, path)| {
+            let c = deb::read_control(&p.name, &path)?;
+            Ok(PackageInfo::from_control(
+                &p.name,
+                &c.text("control").unwrap_or_default(),
+            ))
+        })
+        .collect()
+}
+
+/// Where each locked package is fetched from: its repository's base URL on this host.
+fn deb_artifacts(packages: &[LockedPackage], apt_dir: &Path) -> Result<Vec<Artifact>, AptError> {
+    let mut bases = BTreeMap::new();
+    let mut artifacts = Vec::new();
+    for p in packages {
+        if !bases.contains_key(&p.repository) {
+            let base = repo::base_url(&p.repository, apt_dir)?;
+            bases.insert(p.repository.clone(), base);
+        }
+        artifacts.push(Artifact {
+            url: format!(
+                "{}/{}",
+                bases[&p.repository],
+                p.filename.trim_start_matches("./")
+            ),
+            sha256: p.sha256,
+            size: p.size,
+            bucket: Bucket::Debs,
+        });
+    }
+    Ok(artifacts)
 }
 
 /// What unpacking all packages produced, before fix-ups.
@@ -373,25 +440,7 @@ pub fn install(
             &mut warnings,
         )?,
     };
-    let mut bases = BTreeMap::new();
-    let mut artifacts = Vec::new();
-    for p in &packages {
-        if !bases.contains_key(&p.repository) {
-            let base = repo::base_url(&p.repository, &opts.apt_dir)?;
-            bases.insert(p.repository.clone(), base);
-        }
-        artifacts.push(Artifact {
-            url: format!(
-                "{}/{}",
-                bases[&p.repository],
-                p.filename.trim_start_matches("./")
-            ),
-            sha256: p.sha256,
-            size: p.size,
-            bucket: Bucket::Debs,
-        });
-    }
-    let paths = fetcher.fetch_all(&artifacts, "packages", obs)?;
+    let paths = fetcher.fetch_all(&deb_artifacts(&packages, &opts.apt_dir)?, "packages", obs)?;
     let result = unpack_all(
         platform.debian_arch(),
         &packages,
@@ -452,11 +501,7 @@ fn unpack_all(
             })?,
         };
         let ctl = control.text("control").unwrap_or_default();
-        let field = |f: &str| {
-            ctl.lines()
-                .find_map(|l| l.strip_prefix(f).and_then(|r| r.strip_prefix(':')))
-                .map(|v| v.trim().to_string())
-        };
+        let field = |f: &str| control_field(&ctl, f);
         if field("Package").as_deref() != Some(p.name.as_str())
             || field("Version").as_deref() != Some(p.version.as_str())
         {
@@ -486,12 +531,7 @@ fn unpack_all(
                 .or_insert_with(Vec::new)
                 .push(p.name.clone());
         }
-        infos.push(PackageInfo {
-            name: p.name.clone(),
-            essential: field("Essential").is_some_and(|v| v.eq_ignore_ascii_case("yes")),
-            priority: field("Priority"),
-            section: field("Section"),
-        });
+        infos.push(PackageInfo::from_control(&p.name, &ctl));
         db.push(dpkgdb::Installed {
             name: p.name.clone(),
             arch: p.architecture.clone(),

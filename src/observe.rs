@@ -1,4 +1,5 @@
-//! `Observer`: how stages report progress without knowing about terminals.
+//! `Observer`: how stages report progress without knowing about terminals. A leaf: it imports
+//! nothing from the crate, and every stage may use it.
 
 /// How stages report progress without knowing about terminals.
 pub trait Observer {

@@ -1,0 +1,102 @@
+//! The plan's one apt install, cut into its component trees: every package of the set is
+//! unpacked once into a scratch root (`sources::apt::install`), the root is assembled into
+//! one tree, stripped, and split by the plan's package → component assignment
+//! (`plan::split`) into one tree per component plus `metadata`, which holds what no package
+//! owns (the dpkg database, ld.so.cache, passwd/group, the CA bundle).
+//!
+//! Which component a path goes to: a file to its (last) package's, a directory to the
+//! earliest component of the packages that ship it (so a component's layer never depends on
+//! which other components exist), the merged-/usr links to `os`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use super::{BuildError, BuildOptions};
+use crate::assemble::{self, EntryKind, Input, Tree};
+use crate::observe::Observer;
+use crate::plan::components::{self, Assignment};
+use crate::plan::{split, AptInstall, METADATA};
+use crate::profile::{Base, Platform, Profile};
+use crate::sources::apt::{self, AptOptions};
+use crate::strip;
+
+/// The apt options a build or lock uses.
+pub fn apt_options(cache_root: &Path, offline: bool) -> AptOptions {
+    let mut o = AptOptions::new(cache_root);
+    o.offline = offline;
+    o
+}
+
+fn owners(
+    installed: &apt::Installed,
+    assignment: &Assignment,
+    platform: &Platform,
+    tree: &Tree,
+) -> HashMap<String, String> {
+    let rank = |c: &str| assignment.order().iter().position(|o| o == c);
+    let mut out = HashMap::new();
+    for (path, pkgs) in &installed.owners {
+        let mut comps = pkgs.iter().filter_map(|p| assignment.component(p));
+        let is_dir = tree
+            .get(path)
+            .is_some_and(|e| matches!(e.kind, EntryKind::Dir));
+        let chosen = if is_dir {
+            comps.min_by_key(|c| rank(c))
+        } else {
+            comps.next_back()
+        };
+        if let Some(c) = chosen {
+            out.insert(path.clone(), c.to_string());
+        }
+    }
+    for link in apt::merged_usr_links(platform.debian_arch()) {
+        out.insert(link.to_string(), components::OS.to_string());
+    }
+    out
+}
+
+/// Install the plan's package set once and split it: component → tree (a component that
+/// received nothing is absent).
+pub fn install_and_split(
+    install: &AptInstall,
+    profile: &Profile,
+    opts: &BuildOptions,
+    scratch: &Path,
+    obs: &mut dyn Observer,
+) -> Result<BTreeMap<String, Tree>, BuildError> {
+    let Base::Apt(spec) = &profile.base else {
+        return Ok(BTreeMap::new());
+    };
+    let root = scratch.join("apt-root");
+    fs_err::create_dir_all(&root).map_err(assemble::AssembleError::Io)?;
+    let installed = apt::install(
+        spec,
+        &profile.platform,
+        &profile.dir,
+        &apt_options(&opts.cache_root, opts.offline),
+        Some(&install.packages),
+        &root,
+        obs,
+    )?;
+    for w in &installed.warnings {
+        obs.warn(w);
+    }
+    let mut tree = assemble::assemble(
+        &Input::Dir {
+            path: &root,
+            origin: "the apt packages",
+            allow_special: false,
+        },
+        scratch,
+    )?;
+    for w in tree.warnings() {
+        obs.warn(&w);
+    }
+    let n = strip::strip(&mut tree, &install.strip);
+    if n > 0 {
+        obs.message(&format!("strip: removed {n} entries from the apt packages"));
+    }
+    let owner = owners(&installed, &install.assignment, &profile.platform, &tree);
+    let parts = split::split(tree, &owner, install.assignment.order(), METADATA)?;
+    Ok(parts.into_iter().collect())
+}

@@ -1,0 +1,318 @@
+//! The build driver: executes a [`Plan`] for one loaded profile.
+//!
+//! For each planned layer: a layer whose key is known and cached is reused as it is;
+//! otherwise its inputs are assembled into a tree (the apt layers share one install, see
+//! `apt.rs`), stripped, and written (`layer`); then the image config and manifest (`image`)
+//! and the output (`export`). Decides nothing itself: what each layer holds, its key and the
+//! image config additions all come from the plan; it only sequences stage entry points.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+mod apt;
+
+pub use apt::apt_options;
+
+use crate::assemble::{self, DataSource, Entry, EntryKind, Input, Tree};
+use crate::cache::Cache;
+use crate::digest::Digest;
+use crate::expect::{BINARY_PATH, DEFAULT_PATH};
+use crate::export::{self, Replace, Target};
+use crate::image::{self, ImageLayer, ImageSpec};
+use crate::layer::{self, Compression, LayerOptions};
+use crate::lock::LockedPackage;
+use crate::observe::Observer;
+use crate::plan::{Inputs, Plan};
+use crate::profile::Profile;
+use crate::reference::Tag;
+use crate::staging::{self, Staged};
+use crate::strip;
+
+#[derive(Debug, Clone)]
+pub struct BuildOptions {
+    pub target: Target,
+    pub tag: Tag,
+    /// Replace whatever is at the target (`--force`), not only a previous image of this tag.
+    pub force: bool,
+    pub compression: Compression,
+    /// SOURCE_DATE_EPOCH.
+    pub epoch: u64,
+    pub cache_root: PathBuf,
+    /// Use caches only; fail naming what is missing.
+    pub offline: bool,
+}
+
+impl BuildOptions {
+    pub fn layer_options(&self) -> LayerOptions {
+        LayerOptions {
+            compression: self.compression,
+            epoch: self.epoch,
+        }
+    }
+}
+
+/// What a build produced.
+#[derive(Debug, Clone)]
+pub struct BuildOutcome {
+    pub manifest_digest: Digest,
+    pub config_digest: Digest,
+    pub layers: Vec<ImageLayer>,
+    /// How many layers came from the cache without compressing.
+    pub cached_layers: usize,
+    pub output: String,
+    pub tag: Tag,
+    /// The apt packages in the base (empty for other bases).
+    pub packages: Vec<LockedPackage>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("Failed to open the cache at `{path}`: {source}")]
+    Cache {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Assemble(#[from] assemble::AssembleError),
+    #[error(transparent)]
+    Layer(#[from] layer::LayerError),
+    #[error(transparent)]
+    Image(#[from] image::ImageError),
+    #[error(transparent)]
+    Export(#[from] export::ExportError),
+    #[error(transparent)]
+    Apt(#[from] crate::sources::apt::AptError),
+    #[error(transparent)]
+    Split(#[from] crate::plan::split::SplitError),
+    /// A plan that breaks its own rules: a bug in gpuimg.
+    #[error("Internal error: {0}")]
+    Internal(&'static str),
+    #[error("Failed to read the self-test binary `{path}`: {source}")]
+    SelftestRead {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Execute `plan` for `profile`: write its image to the target.
+pub fn execute(
+    plan: &Plan,
+    profile: &Profile,
+    opts: &BuildOptions,
+    obs: &mut dyn Observer,
+) -> Result<BuildOutcome, BuildError> {
+    let replace = if opts.force {
+        Replace::Force
+    } else {
+        Replace::IfOurs(&opts.tag)
+    };
+    export::check_target(&opts.target, replace)?;
+    let cache = Cache::open(&opts.cache_root).map_err(|source| BuildError::Cache {
+        path: opts.cache_root.display().to_string(),
+        source,
+    })?;
+    // Staging of killed builds (scratch directories, partial blobs) is reclaimed here; live
+    // builds hold locks on theirs and keep them.
+    staging::reclaim(&cache.tmp_dir(), None);
+    staging::reclaim_legacy_scratch(&cache.tmp_dir());
+    let scratch =
+        Staged::dir(&cache.tmp_dir(), "build", 0o700).map_err(|source| BuildError::Cache {
+            path: cache.tmp_dir().display().to_string(),
+            source,
+        })?;
+    let lopts = opts.layer_options();
+
+    let mut layers: Vec<ImageLayer> = Vec::new();
+    let mut reused: Vec<(String, Digest)> = Vec::new();
+    // The apt layers' trees, made on the first apt layer not in the cache.
+    let mut apt_trees: Option<BTreeMap<String, Tree>> = None;
+    for lp in &plan.layers {
+        let component = lp.component.as_str();
+        if let Some(blob) = lp.key.as_ref().and_then(|k| layer::lookup(&cache, k, obs)) {
+            reused.push((lp.component.clone(), blob.digest));
+            layers.push(ImageLayer {
+                component: lp.component.clone(),
+                blob,
+            });
+            continue;
+        }
+        let tree = match &lp.inputs {
+            Inputs::Rootfs {
+                path,
+                allow_special,
+            } => {
+                let mut tree = assemble::assemble(
+                    &Input::Rootfs {
+                        path,
+                        allow_special: *allow_special,
+                    },
+                    scratch.path(),
+                )?;
+                for w in tree.warnings() {
+                    obs.warn(&w);
+                }
+                let n = strip::strip(&mut tree, &lp.strip);
+                if n > 0 {
+                    obs.message(&format!("strip: removed {n} entries from the base"));
+                }
+                tree
+            }
+            Inputs::Debs { .. } | Inputs::AptMetadata => {
+                let trees = match &mut apt_trees {
+                    Some(t) => t,
+                    None => {
+                        let install = plan.apt.as_ref().ok_or(BuildError::Internal(
+                            "an apt layer was planned without its install",
+                        ))?;
+                        apt_trees.insert(apt::install_and_split(
+                            install,
+                            profile,
+                            opts,
+                            scratch.path(),
+                            obs,
+                        )?)
+                    }
+                };
+                // Stripped with the whole install; a component that received nothing is an
+                // empty layer (the plan promised it).
+                trees
+                    .remove(component)
+                    .unwrap_or_else(|| Tree::new(format!("`the apt packages` layer `{component}`")))
+            }
+            Inputs::Files(files) => {
+                let tree = assemble::assemble(&Input::Files(files), scratch.path())?;
+                for w in tree.warnings() {
+                    obs.warn(&w);
+                }
+                // Everything below `files`: the non-directories of the layers so far, later
+                // layers over earlier ones.
+                if !layers.is_empty() {
+                    let mut lower = assemble::shape::NonDirs::new();
+                    for l in &layers {
+                        let listing = layer::listing::load(&cache, &l.blob).map_err(|source| {
+                            layer::LayerError::Write {
+                                component: format!("{} listing", l.component),
+                                source,
+                            }
+                        })?;
+                        lower.extend(listing);
+                    }
+                    assemble::shape::check_over(&lower, "base", &tree)?;
+                }
+                tree
+            }
+            Inputs::Selftest { binary } => selftest_tree(binary)?,
+            Inputs::Expect { json } => file_tree(
+                "expect",
+                DEFAULT_PATH,
+                DataSource::Bytes(Arc::new(json.clone().into_bytes())),
+                json.len() as u64,
+                0o644,
+            ),
+        };
+        let (blob, cached) = layer::write_layer(component, &tree, lopts, &cache, obs)?;
+        if let Some(k) = &lp.key {
+            layer::remember(&cache, k, &blob)?;
+        }
+        if cached {
+            reused.push((lp.component.clone(), blob.digest));
+        }
+        layers.push(ImageLayer {
+            component: lp.component.clone(),
+            blob,
+        });
+    }
+    report_reused(&reused, plan, obs);
+
+    let spec = ImageSpec {
+        name: &profile.name,
+        tag: &opts.tag,
+        platform: &profile.platform,
+        config: &profile.config,
+        extra_env: plan.image.env.clone(),
+        annotations: plan.image.annotations.clone(),
+        entrypoint: plan.image.entrypoint.clone(),
+        epoch: opts.epoch,
+    };
+    let json = image::build_image(&spec, &layers)?;
+    // The cache's blobs are linked into the output: each must still be what was checked.
+    for l in &layers {
+        layer::ensure_intact(&cache, &l.blob)?;
+    }
+    export::export(&opts.target, replace, &json, &layers, &cache)?;
+    for l in &layers {
+        // Linking (and unlinking the replaced output's links) moved the blobs' ctime. A stamp
+        // only saves a re-hash next time, so failing to write one is no error.
+        let _ = cache.restamp_linked(&l.blob.digest);
+    }
+    Ok(BuildOutcome {
+        manifest_digest: json.manifest.0,
+        config_digest: json.config.0,
+        cached_layers: reused.len(),
+        layers,
+        output: opts.target.display(),
+        tag: opts.tag.clone(),
+        packages: plan
+            .apt
+            .as_ref()
+            .map(|a| a.packages.clone())
+            .unwrap_or_default(),
+    })
+}
+
+/// One line per reused layer; the apt layers together in one.
+fn report_reused(reused: &[(String, Digest)], plan: &Plan, obs: &mut dyn Observer) {
+    let is_apt = |c: &str| {
+        plan.layers.iter().any(|l| {
+            l.component == c && matches!(l.inputs, Inputs::Debs { .. } | Inputs::AptMetadata)
+        })
+    };
+    let apt: Vec<&str> = reused
+        .iter()
+        .filter(|(c, _)| is_apt(c))
+        .map(|(c, _)| c.as_str())
+        .collect();
+    if !apt.is_empty() {
+        let n = plan.apt.as_ref().map_or(0, |a| a.packages.len());
+        obs.message(&format!(
+            "{:>12} unchanged ({n} packages), reused {}",
+            "apt",
+            apt.join(", ")
+        ));
+    }
+    for (c, d) in reused.iter().filter(|(c, _)| !is_apt(c)) {
+        obs.message(&format!("{c:>12} unchanged, reused {}", &d.hex()[..12]));
+    }
+}
+
+/// A tree holding one root-owned file at `path` (and its parent directories).
+fn file_tree(origin: &str, path: &str, data: DataSource, size: u64, mode: u32) -> Tree {
+    let mut t = Tree::new(origin);
+    t.insert(Entry {
+        path: path.trim_start_matches('/').to_string(),
+        kind: EntryKind::File { size, data },
+        mode,
+        uid: 0,
+        gid: 0,
+    });
+    t.add_missing_parents();
+    t
+}
+
+/// The `gpuimg-selftest` binary at its fixed path.
+fn selftest_tree(binary: &std::path::Path) -> Result<Tree, BuildError> {
+    let meta = std::fs::metadata(binary).map_err(|source| BuildError::SelftestRead {
+        path: binary.display().to_string(),
+        source,
+    })?;
+    Ok(file_tree(
+        "selftest",
+        BINARY_PATH,
+        DataSource::file(binary.to_path_buf(), &meta),
+        meta.len(),
+        0o755,
+    ))
+}

@@ -1,0 +1,199 @@
+//! `gpuimg build`: settle the profile, gather the facts the plan needs (the apt package set
+//! and each package's control fields, a tarball's identity, the self-test binary), plan, and
+//! hand the plan to the driver.
+
+use std::path::{Path, PathBuf};
+
+use super::settle::{self, Settle, Settled};
+use super::OpsError;
+use crate::assemble::{identity, AssembleError};
+use crate::cache::{Bucket, Cache, Key};
+use crate::catalog::Catalog;
+use crate::digest::{hash_reader, Digest};
+use crate::driver::{self, apt_options, BuildError, BuildOptions, BuildOutcome};
+use crate::lock::LockedPackage;
+use crate::observe::Observer;
+use crate::plan::components::PackageMeta;
+use crate::plan::{self, AptFacts, Facts, SelftestBinary};
+use crate::profile::{AptSpec, Base, Profile};
+use crate::sources::apt;
+
+/// What to build and how.
+#[derive(Debug, Clone)]
+pub struct BuildRequest {
+    /// Resolve, or build exactly what the lock records.
+    pub from: Settle,
+    /// The `gpuimg-selftest` binary to bake in (default: the profile's `selftest.binary`, else
+    /// beside the running `gpuimg`).
+    pub selftest_binary: Option<PathBuf>,
+    pub options: BuildOptions,
+}
+
+/// Build the image of `profile`.
+pub fn build(
+    profile: &Profile,
+    catalog: &Catalog,
+    req: &BuildRequest,
+    obs: &mut dyn Observer,
+) -> Result<BuildOutcome, OpsError> {
+    let settled = settle::settle(profile, catalog, req.from)?;
+    if let Some(r) = &settled.resolution {
+        for w in &r.warnings {
+            obs.warn(w);
+        }
+    }
+    let facts = gather(profile, &settled, req, obs)?;
+    let plan = plan::plan(
+        profile,
+        settled.resolution.as_ref(),
+        &facts,
+        req.options.layer_options(),
+    )?;
+    if let Some(a) = &plan.apt {
+        for p in a.assignment.unused_overrides() {
+            obs.warn(&format!(
+                "`layers:` names `{p}`, which this build does not install; it has no effect"
+            ));
+        }
+    }
+    Ok(driver::execute(&plan, profile, &req.options, obs)?)
+}
+
+fn gather(
+    profile: &Profile,
+    settled: &Settled,
+    req: &BuildRequest,
+    obs: &mut dyn Observer,
+) -> Result<Facts, OpsError> {
+    let mut facts = Facts::default();
+    match &profile.base {
+        Base::None => {}
+        Base::Rootfs { path, .. } => {
+            let meta =
+                fs_err::metadata(path).map_err(|e| BuildError::Assemble(AssembleError::Io(e)))?;
+            facts.rootfs_identity = (!meta.is_dir()).then(|| identity(&meta));
+        }
+        Base::Apt(spec) => facts.apt = Some(apt_facts(spec, profile, settled, req, obs)?),
+    }
+    if plan::wants_selftest(profile, settled.resolution.as_ref()) {
+        facts.selftest = Some(selftest_binary(profile, req)?);
+    }
+    Ok(facts)
+}
+
+/// The package set (from the lock, or resolved now) and each package's control fields: from
+/// the record of an earlier build of the same set, else read from the packages themselves.
+fn apt_facts(
+    spec: &AptSpec,
+    profile: &Profile,
+    settled: &Settled,
+    req: &BuildRequest,
+    obs: &mut dyn Observer,
+) -> Result<AptFacts, OpsError> {
+    let aopts = apt_options(&req.options.cache_root, req.options.offline);
+    let mut packages = match &settled.debs {
+        Some(d) => d.clone(),
+        None => apt::resolve(spec, &profile.platform, &profile.dir, &aopts, obs)?,
+    };
+    packages.sort_by(|a, b| (&a.name, &a.architecture).cmp(&(&b.name, &b.architecture)));
+    let cache = Cache::open(&req.options.cache_root).map_err(|source| BuildError::Cache {
+        path: req.options.cache_root.display().to_string(),
+        source,
+    })?;
+    let key = metas_key(&packages);
+    if let Some(metas) = recorded_metas(&cache, &key, packages.len()) {
+        return Ok(AptFacts { packages, metas });
+    }
+    let metas: Vec<PackageMeta> = apt::describe(&packages, &aopts, obs)?
+        .into_iter()
+        .map(|i| PackageMeta {
+            name: i.name,
+            essential: i.essential,
+            priority: i.priority,
+            section: i.section,
+        })
+        .collect();
+    // Only saves reading the packages next time: failing to record is no error.
+    let _ = cache.put_record(Bucket::Controls, &key, &MetasRecord::of(&metas));
+    Ok(AptFacts { packages, metas })
+}
+
+/// The key of a package set's control fields: the packages' bytes (sha256) decide them.
+fn metas_key(packages: &[LockedPackage]) -> Digest {
+    let mut k = Key::new("apt-control-fields-v1").tool_version();
+    k.count(packages.len());
+    for p in packages {
+        k.str(&p.name).digest(&p.sha256);
+    }
+    k.finish()
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct MetasRecord {
+    /// (name, essential, priority, section), in the set's order.
+    packages: Vec<(String, bool, Option<String>, Option<String>)>,
+}
+
+impl MetasRecord {
+    fn of(metas: &[PackageMeta]) -> Self {
+        MetasRecord {
+            packages: metas
+                .iter()
+                .map(|m| {
+                    (
+                        m.name.clone(),
+                        m.essential,
+                        m.priority.clone(),
+                        m.section.clone(),
+                    )
+                })
+                .collect(),
+        }
+    }
+}
+
+/// A recorded set of control fields; anything unreadable or of the wrong length is a miss.
+fn recorded_metas(cache: &Cache, key: &Digest, n: usize) -> Option<Vec<PackageMeta>> {
+    let rec = cache.read_record(Bucket::Controls, key).ok()??;
+    let rec: MetasRecord = serde_json::from_slice(&rec.bytes).ok()?;
+    (rec.packages.len() == n).then(|| {
+        rec.packages
+            .into_iter()
+            .map(|(name, essential, priority, section)| PackageMeta {
+                name,
+                essential,
+                priority,
+                section,
+            })
+            .collect()
+    })
+}
+
+fn binary_path(profile: &Profile, req: &BuildRequest) -> PathBuf {
+    if let Some(p) = &req.selftest_binary {
+        return p.clone();
+    }
+    if let Some(p) = &profile.selftest.binary {
+        return crate::profile::resolve_path(&profile.dir, &p.value);
+    }
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.join("gpuimg-selftest")))
+        .unwrap_or_else(|| PathBuf::from("gpuimg-selftest"))
+}
+
+fn selftest_binary(profile: &Profile, req: &BuildRequest) -> Result<SelftestBinary, OpsError> {
+    let path = binary_path(profile, req);
+    let read_err = |source| OpsError::SelftestRead {
+        path: path.display().to_string(),
+        source,
+    };
+    if !Path::new(&path).is_file() {
+        return Err(OpsError::SelftestMissing {
+            path: path.display().to_string(),
+        });
+    }
+    let file = fs_err::File::open(&path).map_err(read_err)?;
+    let (sha256, _) = hash_reader(std::io::BufReader::new(file)).map_err(read_err)?;
+    Ok(SelftestBinary { path, sha256 })
+}

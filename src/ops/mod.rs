@@ -1,0 +1,92 @@
+//! Stage-independent command logic, one module per command: what `build`, `lock` and
+//! `verify-host` do between the CLI's parsing and its printing.
+//!
+//! `settle` is the one place that decides where a command's resolution comes from: resolve
+//! the profile against the catalog, or read the lock (`--locked`, a `.lock.json` argument),
+//! or say no (an incompatible stack is [`OpsError::Incompatible`], never printed here). Every
+//! command gets its outcome or an [`OpsError`], whose [`OpsError::exit_code`] is the CLI's
+//! exit code. Must never print or know about clap: progress and warnings go to the
+//! `Observer` it is given.
+
+pub mod build;
+pub mod lock;
+pub mod settle;
+pub mod verify;
+
+use crate::catalog::CatalogError;
+use crate::driver::BuildError;
+use crate::expect::ExpectError;
+use crate::lock::LockError;
+use crate::plan::PlanError;
+use crate::profile::ProfileError;
+use crate::resolve::ResolveError;
+use crate::sources::apt::AptError;
+
+/// Why a command produced no outcome.
+#[derive(Debug, thiserror::Error)]
+pub enum OpsError {
+    /// No compatible combination: an answer of "no", with the explanation.
+    #[error("no compatible combination: {0}")]
+    Incompatible(String),
+    #[error("`--locked` given but there is no lock at `{path}`")]
+    NoLock { path: String, profile: String },
+    #[error("no profile beside the lock `{lock}` (`{stem}.yaml`)")]
+    NoProfileBesideLock { lock: String, stem: String },
+    #[error("The self-test binary `{path}` was not found")]
+    SelftestMissing { path: String },
+    #[error("Failed to read the self-test binary `{path}`: {source}")]
+    SelftestRead {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Profile(#[from] ProfileError),
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    #[error(transparent)]
+    Resolve(ResolveError),
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    #[error(transparent)]
+    Apt(#[from] AptError),
+    #[error(transparent)]
+    Expect(#[from] ExpectError),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error(transparent)]
+    Build(#[from] BuildError),
+}
+
+impl From<ResolveError> for OpsError {
+    fn from(e: ResolveError) -> Self {
+        match e {
+            ResolveError::Incompatible(x) => OpsError::Incompatible(x.to_string()),
+            e => OpsError::Resolve(e),
+        }
+    }
+}
+
+impl OpsError {
+    /// 1 for an answer of "no", 3 for a broken internal rule, 2 for everything else (bad
+    /// input, usage, I/O).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            OpsError::Incompatible(_) => 1,
+            OpsError::Plan(_) | OpsError::Build(BuildError::Internal(_)) => 3,
+            _ => 2,
+        }
+    }
+
+    /// What to do about it, when there is one obvious next step.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            OpsError::NoLock { profile, .. } => Some(format!("run `gpuimg lock {profile}` first")),
+            OpsError::SelftestMissing { .. } => Some(
+                "build it with `cargo build --bins`, or set `selftest.binary`, or `selftest.enabled: false`"
+                    .into(),
+            ),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,58 @@
+//! Where a command's resolution comes from, decided in one place: resolve the profile against
+//! the catalog, or read the lock beside it (checked fresh), or say no.
+
+use crate::catalog::Catalog;
+use crate::lock::{self, Lock, LockedPackage};
+use crate::profile::{Base, Profile};
+use crate::resolve::Resolution;
+
+use super::OpsError;
+
+/// How to settle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settle {
+    /// Resolve against the catalog.
+    Resolve,
+    /// Read the lock beside the profile and refuse a stale one (`--locked`).
+    Locked,
+}
+
+/// A settled profile: its resolution and, for an apt base read from the lock, the exact
+/// package set.
+#[derive(Debug, Clone)]
+pub struct Settled {
+    pub resolution: Option<Resolution>,
+    /// `Some` when the package set is already fixed (from the lock).
+    pub debs: Option<Vec<LockedPackage>>,
+}
+
+/// Settle `profile` as `from` says.
+pub fn settle(profile: &Profile, catalog: &Catalog, from: Settle) -> Result<Settled, OpsError> {
+    match from {
+        Settle::Resolve => Ok(Settled {
+            resolution: Some(crate::resolve::resolve(profile, catalog)?),
+            debs: None,
+        }),
+        Settle::Locked => {
+            let path = lock::lock_path(profile);
+            if !path.exists() {
+                return Err(OpsError::NoLock {
+                    path: path.display().to_string(),
+                    profile: profile.file.clone(),
+                });
+            }
+            let lock = lock::read(&path)?;
+            Ok(from_lock(profile, lock)?)
+        }
+    }
+}
+
+/// A lock already read: checked fresh against `profile`.
+pub fn from_lock(profile: &Profile, lock: Lock) -> Result<Settled, OpsError> {
+    lock::check_fresh(profile, &lock)?;
+    let debs = matches!(profile.base, Base::Apt(_)).then(|| lock.debs().cloned().collect());
+    Ok(Settled {
+        resolution: lock.resolution,
+        debs,
+    })
+}

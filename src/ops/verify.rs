@@ -1,0 +1,45 @@
+//! `gpuimg verify-host`: the expectation to check this host against, from a profile (resolved
+//! now), a lock (its recorded resolution, with the selftest settings of the profile beside it)
+//! or an expectation file (used as it is). For a profile or a lock it is exactly the one an
+//! image built from it carries (`plan::expectation`).
+
+use std::path::{Path, PathBuf};
+
+use super::settle::{self, Settle};
+use super::OpsError;
+use crate::catalog::Catalog;
+use crate::expect::Expectation;
+use crate::lock;
+
+/// The expectation for `path`: a `.lock.json`, any other `.json` (an expectation file), or a
+/// profile.
+pub fn expectation(
+    path: &Path,
+    catalog: impl FnOnce() -> Result<Catalog, OpsError>,
+) -> Result<Expectation, OpsError> {
+    let name = path.to_string_lossy();
+    if let Some(stem) = name.strip_suffix(".lock.json") {
+        let lock = lock::read(path)?;
+        let profile = ["yaml", "yml"]
+            .iter()
+            .map(|ext| PathBuf::from(format!("{stem}.{ext}")))
+            .find(|p| p.is_file())
+            .ok_or_else(|| OpsError::NoProfileBesideLock {
+                lock: name.to_string(),
+                stem: stem.to_string(),
+            })?;
+        let profile = crate::profile::load(&profile)?;
+        let settled = settle::from_lock(&profile, lock)?;
+        let e = crate::plan::expectation(&profile, settled.resolution.as_ref());
+        e.validate()?;
+        return Ok(e);
+    }
+    if name.ends_with(".json") {
+        return Ok(Expectation::load(path)?);
+    }
+    let profile = crate::profile::load(path)?;
+    let settled = settle::settle(&profile, &catalog()?, Settle::Resolve)?;
+    let e = crate::plan::expectation(&profile, settled.resolution.as_ref());
+    e.validate()?;
+    Ok(e)
+}

@@ -1,0 +1,229 @@
+//! The plan over synthetic facts: layer order, which keys two profiles share, which keys a
+//! change moves, and the self-test's layers and config additions.
+
+use std::path::Path;
+
+use super::*;
+use crate::digest::Digest;
+use crate::layer::Compression;
+
+const LOPTS: LayerOptions = LayerOptions {
+    compression: Compression::Gzip,
+    epoch: 0,
+};
+
+fn profile(yaml: &str) -> Profile {
+    crate::profile::parse(yaml, "p.yaml", Path::new("/nonexistent"), &|_| None)
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn apt_profile(packages: &str, extra: &str) -> Profile {
+    profile(&format!(
+        "name: t\nbase:\n  apt:\n    mirror: host\n    suite: bookworm\n    packages: [{packages}]\nselftest: {{enabled: false}}\n{extra}"
+    ))
+}
+
+fn deb(name: &str, version: &str) -> LockedPackage {
+    LockedPackage {
+        name: name.into(),
+        version: version.into(),
+        architecture: "amd64".into(),
+        repository: "host:bookworm".into(),
+        filename: format!("pool/main/{name}_{version}_amd64.deb"),
+        size: 1000,
+        sha256: Digest::of(format!("{name} {version}").as_bytes()),
+    }
+}
+
+/// (package, essential, priority, section)
+fn facts(set: &[(&str, bool, &str, &str)]) -> Facts {
+    let mut packages: Vec<LockedPackage> = set.iter().map(|(n, ..)| deb(n, "1.0")).collect();
+    packages.sort();
+    let metas = packages
+        .iter()
+        .map(|p| {
+            let (_, essential, priority, section) =
+                set.iter().find(|(n, ..)| *n == p.name).copied().unwrap();
+            PackageMeta {
+                name: p.name.clone(),
+                essential,
+                priority: Some(priority.into()),
+                section: Some(section.into()),
+            }
+        })
+        .collect();
+    Facts {
+        apt: Some(AptFacts { packages, metas }),
+        ..Facts::default()
+    }
+}
+
+const BASE: &[(&str, bool, &str, &str)] = &[
+    ("base-files", true, "required", "admin"),
+    ("libc6", false, "required", "libs"),
+    ("python3.11-minimal", false, "optional", "python"),
+    ("curl", false, "optional", "web"),
+];
+
+fn keys(p: &Plan) -> Vec<(String, Digest)> {
+    p.layers
+        .iter()
+        .map(|l| (l.component.clone(), l.key.expect("apt layers are keyed")))
+        .collect()
+}
+
+fn key_of(p: &Plan, component: &str) -> Digest {
+    keys(p)
+        .into_iter()
+        .find(|(c, _)| c == component)
+        .unwrap_or_else(|| panic!("no layer {component}"))
+        .1
+}
+
+#[test]
+fn apt_layers_come_in_component_order_then_metadata() {
+    let p = apt_profile("base-files, libc6, python3.11-minimal, curl", "");
+    let plan = plan(&p, None, &facts(BASE), LOPTS).unwrap();
+    let names: Vec<&str> = plan.layers.iter().map(|l| l.component.as_str()).collect();
+    assert_eq!(names, ["os", "python", "packages", "metadata"]);
+    let install = plan.apt.as_ref().unwrap();
+    assert_eq!(install.packages.len(), 4);
+    match &plan.layers[0].inputs {
+        Inputs::Debs { packages } => assert_eq!(packages, &["base-files", "libc6"]),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(plan.layers[3].inputs, Inputs::AptMetadata));
+    assert!(plan.image.entrypoint.is_none());
+}
+
+#[test]
+fn profiles_sharing_a_components_packages_share_its_key_and_a_new_package_moves_only_its_own() {
+    let p = apt_profile("base-files", "");
+    let a = plan(&p, None, &facts(BASE), LOPTS).unwrap();
+    let mut more = BASE.to_vec();
+    more.push(("xz-utils", false, "standard", "utils"));
+    let b = plan(&p, None, &facts(&more), LOPTS).unwrap();
+    for c in ["os", "python"] {
+        assert_eq!(key_of(&a, c), key_of(&b, c), "{c}");
+    }
+    for c in ["packages", "metadata"] {
+        assert_ne!(key_of(&a, c), key_of(&b, c), "{c}");
+    }
+    // A different profile file with the same packages and settings: the same keys.
+    let other = apt_profile("base-files, libc6, curl", "config:\n  env: {A: b}\n");
+    assert_eq!(
+        keys(&plan(&other, None, &facts(BASE), LOPTS).unwrap()),
+        keys(&a)
+    );
+    // Settings that shape the trees change every key.
+    let stripped = apt_profile("base-files", "strip: [docs]\n");
+    let s = plan(&stripped, None, &facts(BASE), LOPTS).unwrap();
+    for ((c, k1), (_, k2)) in keys(&a).iter().zip(keys(&s)) {
+        assert_ne!(*k1, k2, "{c}");
+    }
+    let zstd = LayerOptions {
+        compression: Compression::Zstd,
+        epoch: 0,
+    };
+    let z = plan(&p, None, &facts(BASE), zstd).unwrap();
+    assert_ne!(key_of(&a, "os"), key_of(&z, "os"));
+}
+
+#[test]
+fn a_layers_override_moves_a_package_and_rekeys_only_what_it_touches() {
+    let plain = plan(&apt_profile("curl", ""), None, &facts(BASE), LOPTS).unwrap();
+    let moved = plan(
+        &apt_profile("curl", "layers:\n  web: {deb: [curl]}\n"),
+        None,
+        &facts(BASE),
+        LOPTS,
+    )
+    .unwrap();
+    let names: Vec<&str> = moved.layers.iter().map(|l| l.component.as_str()).collect();
+    assert_eq!(names, ["os", "python", "web", "metadata"]);
+    assert_eq!(key_of(&plain, "os"), key_of(&moved, "os"));
+    assert_eq!(key_of(&plain, "python"), key_of(&moved, "python"));
+    assert_ne!(key_of(&plain, "metadata"), key_of(&moved, "metadata"));
+}
+
+#[test]
+fn rootfs_tarballs_are_keyed_up_front_directories_by_content() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("root.tar"), b"").unwrap();
+    std::fs::write(d.path().join("a"), b"a").unwrap();
+    let p = crate::profile::parse(
+        "name: t\nbase:\n  rootfs: ./root.tar\nstrip: [man]\nfiles:\n  - {src: ./a, dst: /a}\n",
+        "p.yaml",
+        d.path(),
+        &|_| None,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let dir = plan(&p, None, &Facts::default(), LOPTS).unwrap();
+    let names: Vec<&str> = dir.layers.iter().map(|l| l.component.as_str()).collect();
+    assert_eq!(names, ["base", "files"]);
+    assert!(dir.layers.iter().all(|l| l.key.is_none()));
+    assert_eq!(dir.layers[0].strip, vec![StripClass::Man]);
+    assert!(dir.layers[1].strip.is_empty(), "files are never stripped");
+    let facts = |id| Facts {
+        rootfs_identity: Some(id),
+        ..Facts::default()
+    };
+    let t1 = plan(&p, None, &facts([1, 2, 3, 4, 5]), LOPTS).unwrap();
+    let t2 = plan(&p, None, &facts([1, 2, 3, 4, 6]), LOPTS).unwrap();
+    assert!(t1.layers[0].key.is_some());
+    assert_ne!(
+        t1.layers[0].key, t2.layers[0].key,
+        "a touched tarball is read again"
+    );
+}
+
+#[test]
+fn the_selftest_adds_its_layers_annotation_and_wrapper_only_with_a_stack() {
+    let p = profile(
+        "name: t\nhost:\n  gpus: [H100]\nstack:\n  cuda: \"12\"\nconfig:\n  entrypoint: [python3]\n",
+    );
+    let catalog = crate::catalog::Catalog::embedded().unwrap();
+    let r = crate::resolve::resolve(&p, &catalog).unwrap();
+    assert!(wants_selftest(&p, Some(&r)));
+    let e = plan(&p, Some(&r), &Facts::default(), LOPTS).unwrap_err();
+    assert!(matches!(e, PlanError::Facts(_)), "{e}");
+    let bin = SelftestBinary {
+        path: "/x/gpuimg-selftest".into(),
+        sha256: Digest::of(b"bin"),
+    };
+    let f = Facts {
+        selftest: Some(bin.clone()),
+        ..Facts::default()
+    };
+    let pl = plan(&p, Some(&r), &f, LOPTS).unwrap();
+    let names: Vec<&str> = pl.layers.iter().map(|l| l.component.as_str()).collect();
+    assert_eq!(names, ["selftest", "expect"]);
+    assert_eq!(
+        pl.image.annotations.get(ANN_SELFTEST_SHA256),
+        Some(&bin.sha256.to_string())
+    );
+    let ep = pl.image.entrypoint.clone().unwrap();
+    assert_eq!(ep.last().map(String::as_str), Some("python3"));
+    assert_eq!(pl.image.env, r.image_env());
+    match &pl.layers[1].inputs {
+        Inputs::Expect { json } => assert_eq!(json, &expectation(&p, Some(&r)).to_json()),
+        other => panic!("{other:?}"),
+    }
+    // Disabled: nothing of it.
+    let off = profile(
+        "name: t\nhost:\n  gpus: [H100]\nstack:\n  cuda: \"12\"\nselftest: {enabled: false}\n",
+    );
+    let pl = plan(&off, Some(&r), &Facts::default(), LOPTS).unwrap();
+    assert!(pl.layers.is_empty() && pl.image.entrypoint.is_none());
+}
+
+#[test]
+fn facts_that_do_not_fit_the_base_are_refused() {
+    let p = apt_profile("curl", "");
+    assert!(plan(&p, None, &Facts::default(), LOPTS).is_err());
+    let mut f = facts(BASE);
+    if let Some(a) = &mut f.apt {
+        a.metas.pop();
+    }
+    assert!(plan(&p, None, &f, LOPTS).is_err());
+}
