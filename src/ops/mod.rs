@@ -55,7 +55,13 @@ pub enum OpsError {
     #[error(transparent)]
     Plan(#[from] PlanError),
     #[error(transparent)]
-    Build(#[from] BuildError),
+    Build(Box<BuildError>),
+}
+
+impl From<BuildError> for OpsError {
+    fn from(e: BuildError) -> Self {
+        OpsError::Build(Box::new(e))
+    }
 }
 
 impl From<ResolveError> for OpsError {
@@ -73,7 +79,8 @@ impl OpsError {
     pub fn exit_code(&self) -> u8 {
         match self {
             OpsError::Incompatible(_) => 1,
-            OpsError::Plan(_) | OpsError::Build(BuildError::Internal(_)) => 3,
+            OpsError::Plan(_) => 3,
+            OpsError::Build(e) if matches!(**e, BuildError::Internal(_)) => 3,
             _ => 2,
         }
     }
