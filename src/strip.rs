@@ -111,7 +111,12 @@ mod tests {
         let doc = "usr/share/doc/p/README";
         let man = "usr/share/man/man1/p.1";
         let lib = "usr/lib/p/README";
-        let cases: [(&[(&str, Option<&str>)], &[StripClass], &[(&str, &str)]); 4] = [
+        type Case<'a> = (
+            &'a [(&'a str, Option<&'a str>)],
+            &'a [StripClass],
+            &'a [(&'a str, &'a str)],
+        );
+        let cases: [Case; 4] = [
             // The carrier goes, one link stays: the link takes the data.
             (
                 &[(doc, None), (lib, Some(doc))],
