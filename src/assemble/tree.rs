@@ -153,7 +153,8 @@ impl Tree {
     }
 
     /// Remove one entry. When it carries a hard-link group's data, the first surviving link
-    /// becomes the carrier (see [`Tree::retain`]).
+    /// becomes the carrier (see [`Tree::retain`]); removing a regular file scans the tree for
+    /// its links, so remove many entries with one `retain`.
     pub fn remove(&mut self, path: &str) -> Option<Entry> {
         let mut gone = BTreeMap::new();
         let entry = self.take(path, &mut gone)?;
