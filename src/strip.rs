@@ -2,7 +2,8 @@
 //!
 //! Removes entries only; never rewrites a file's bytes (NVIDIA's EULA forbids modifying its
 //! libraries, see gpu-facts.md). Licence and copyright files are always kept, even when docs
-//! are stripped.
+//! are stripped. A hard link that survives while its data carrier is stripped keeps the data
+//! ([`Tree::retain`] moves it to the first surviving link), so no link is left dangling.
 
 use crate::assemble::Tree;
 use crate::profile::StripClass;
@@ -63,7 +64,104 @@ fn is_doc_package_dir(path: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
+    use crate::assemble::{DataSource, Entry, EntryKind, Provenance};
+
+    fn tree(entries: &[(&str, Option<&str>)]) -> Tree {
+        let mut t = Tree::new("test");
+        for (path, link) in entries {
+            let kind = match link {
+                Some(target) => EntryKind::Hardlink {
+                    target: target.to_string(),
+                },
+                None => EntryKind::File {
+                    size: 1,
+                    data: DataSource::Bytes(Arc::new(vec![b'x'])),
+                },
+            };
+            let e = Entry {
+                path: path.to_string(),
+                kind,
+                mode: 0o644,
+                uid: 0,
+                gid: 0,
+            };
+            t.insert_with(e, Provenance::deb(format!("pkg-{path}")));
+        }
+        t.add_missing_parents();
+        t.check_links().unwrap();
+        t
+    }
+
+    /// (path, hard-link target or "" for the data carrier) of every non-directory.
+    fn shape(t: &Tree) -> Vec<(&str, &str)> {
+        t.iter()
+            .filter_map(|e| match &e.kind {
+                EntryKind::File { .. } => Some((e.path.as_str(), "")),
+                EntryKind::Hardlink { target } => Some((e.path.as_str(), target.as_str())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn stripped_carriers_leave_no_dangling_links() {
+        let doc = "usr/share/doc/p/README";
+        let man = "usr/share/man/man1/p.1";
+        let lib = "usr/lib/p/README";
+        type Case<'a> = (
+            &'a [(&'a str, Option<&'a str>)],
+            &'a [StripClass],
+            &'a [(&'a str, &'a str)],
+        );
+        let cases: [Case; 4] = [
+            // The carrier goes, one link stays: the link takes the data.
+            (
+                &[(doc, None), (lib, Some(doc))],
+                &[StripClass::Docs],
+                &[(lib, "")],
+            ),
+            // The carrier goes, two links stay: the first carries, the second links to it.
+            (
+                &[
+                    (doc, None),
+                    (lib, Some(doc)),
+                    ("usr/share/p/README", Some(doc)),
+                ],
+                &[StripClass::Docs],
+                &[(lib, ""), ("usr/share/p/README", lib)],
+            ),
+            // All go.
+            (
+                &[(doc, None), (man, Some(doc))],
+                &[StripClass::Docs, StripClass::Man],
+                &[],
+            ),
+            // Only a link goes: the carrier is untouched.
+            (
+                &[(lib, None), (man, Some(lib))],
+                &[StripClass::Man],
+                &[(lib, "")],
+            ),
+        ];
+        for (entries, classes, want) in cases {
+            let mut t = tree(entries);
+            let before = t.len();
+            let n = strip(&mut t, classes);
+            assert_eq!(n, before - t.len());
+            t.check_links().unwrap();
+            assert_eq!(shape(&t), want, "{entries:?} {classes:?}");
+        }
+        // The promoted link carries the stripped carrier's provenance.
+        let mut t = tree(&[(doc, None), (lib, Some(doc))]);
+        strip(&mut t, &[StripClass::Docs]);
+        assert_eq!(
+            t.provenance_of(lib),
+            Some(&Provenance::deb(format!("pkg-{doc}")))
+        );
+    }
 
     #[test]
     fn classes() {

@@ -1,4 +1,5 @@
-//! The profile's `files:` entries as a tree: root-owned, placed at their `dst`.
+//! The profile's `files:` entries as a tree: root-owned, placed at their `dst`, each entry's
+//! provenance the `files:` source it came from.
 //!
 //! Sources were checked at load (inside the build context, no special files); this checks
 //! again with lstat, because the tree is built later: a source that became a FIFO, socket or
@@ -9,7 +10,7 @@ use std::path::Path;
 
 use super::dir::{walk_into, WalkOptions};
 use super::tree::{DataSource, Entry, EntryKind, Tree};
-use super::AssembleError;
+use super::{AssembleError, Provenance};
 use crate::profile::FileEntry;
 
 pub fn collect(entries: &[FileEntry]) -> Result<Tree, AssembleError> {
@@ -18,6 +19,7 @@ pub fn collect(entries: &[FileEntry]) -> Result<Tree, AssembleError> {
         // `src` is canonical (no symlinks), so lstat sees the source itself.
         let meta = fs_err::symlink_metadata(&f.src)?;
         let t = meta.file_type();
+        tree.set_default_provenance(Provenance::file(&f.src));
         if t.is_dir() {
             walk_into(
                 &mut tree,
@@ -48,6 +50,8 @@ pub fn collect(entries: &[FileEntry]) -> Result<Tree, AssembleError> {
             });
         }
     }
+    // Directories above a `dst` that no entry names: made for it.
+    tree.set_default_provenance(Provenance::generated("files"));
     tree.add_missing_parents();
     Ok(tree)
 }

@@ -1,7 +1,9 @@
-//! Stage `assemble`: turn each component's input into a sorted, validated [`Tree`].
+//! Stage `assemble`: turn each component's input into a sorted, validated [`Tree`] whose
+//! entries carry their [`Provenance`].
 //!
 //! Inputs are a root filesystem tarball (indexed in place, never extracted), a directory
-//! (walked with lstat, symlinks never followed) or the profile's `files`. Owns the rules that
+//! (walked with lstat, symlinks never followed) or the profile's `files`; `sources` wraps each
+//! as a [`Source`](crate::sources::Source), the entry point builds use. Owns the rules that
 //! keep an image inside its root: no `..`, no absolute entry paths, no symlink or hard link
 //! that leaves the root, special files only when allowed.
 //! Must never write layer bytes or know about compression: that is `layer`'s job.
@@ -10,12 +12,14 @@ pub(crate) mod dir;
 mod error;
 mod files;
 mod paths;
+mod provenance;
 pub mod shape;
 mod tarball;
 mod tree;
 pub mod xattr;
 
 pub use error::AssembleError;
+pub use provenance::{PackageKind, Provenance};
 pub use tree::{identity, DataSource, Entry, EntryKind, Tree, Xattrs};
 
 use std::path::Path;
@@ -38,7 +42,10 @@ pub enum Input<'a> {
     Files(&'a [FileEntry]),
 }
 
-/// Build the sorted tree for one input. `scratch` holds decompressed tarballs.
+/// Build the sorted tree for one input. `scratch` holds decompressed tarballs. Entries are
+/// stamped [`Provenance::Rootfs`] (rootfs), [`Provenance::File`] (`files:`, their parent
+/// directories `Generated { by: "files" }`) or `Generated { by: origin }` (a directory, for
+/// its producer to re-stamp).
 pub fn assemble(input: &Input<'_>, scratch: &Path) -> Result<Tree, AssembleError> {
     let tree = match input {
         Input::Rootfs {
@@ -46,11 +53,13 @@ pub fn assemble(input: &Input<'_>, scratch: &Path) -> Result<Tree, AssembleError
             allow_special,
         } => {
             let meta = fs_err::metadata(path).map_err(AssembleError::Io)?;
-            if meta.is_dir() {
+            let mut t = if meta.is_dir() {
                 dir::walk(path, "", *allow_special, None)?
             } else {
                 tarball::index(path, *allow_special, scratch)?
-            }
+            };
+            t.stamp_all(Provenance::Rootfs);
+            t
         }
         Input::Dir {
             path,
@@ -60,6 +69,7 @@ pub fn assemble(input: &Input<'_>, scratch: &Path) -> Result<Tree, AssembleError
             let mut t =
                 dir::walk(path, "", *allow_special, None).map_err(|e| e.with_origin(origin))?;
             t.origin = origin.to_string();
+            t.stamp_all(Provenance::generated(*origin));
             t
         }
         Input::Files(entries) => files::collect(entries)?,

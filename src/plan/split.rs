@@ -5,7 +5,8 @@
 //! ld.so.cache, passwd/group, the CA bundle, alternatives). A hard link always goes with its
 //! data carrier (the file it points at), so no link crosses layers. A directory is copied into
 //! every component holding an entry below it, and into its owner's component; a directory
-//! nobody owns and nothing lies under goes to metadata. Copies keep mode, owners and xattrs.
+//! nobody owns and nothing lies under goes to metadata. Copies keep mode, owners, xattrs and
+//! provenance. Every output is checked for hard-link rules before it is returned.
 //! Architecture Invariant: the union of the output trees is the input tree, entry for entry.
 
 use std::collections::{BTreeSet, HashMap};
@@ -93,12 +94,16 @@ pub fn split(
 
     let mut out: Vec<Tree> = names
         .iter()
-        .map(|n| Tree::new(format!("`{}` layer `{n}`", tree.origin)))
+        .map(|n| {
+            let mut t = Tree::new(format!("`{}` layer `{n}`", tree.origin));
+            t.set_default_provenance(tree.default_provenance().clone());
+            t
+        })
         .collect();
-    for e in tree.iter() {
+    for (e, provenance) in tree.iter_with_provenance() {
         for &c in dest.get(e.path.as_str()).into_iter().flatten() {
             let t = &mut out[c];
-            t.insert(e.clone());
+            t.insert_with(e.clone(), provenance.clone());
             let x = tree.xattrs(&e.path);
             if !x.is_empty() {
                 t.set_xattrs(&e.path, x.iter().cloned());

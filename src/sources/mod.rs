@@ -1,5 +1,28 @@
-//! Stage `sources`: package sources spoken natively. `apt`: Debian/Ubuntu repositories.
+//! Stage `sources`: every kind of input a component layer is made from, behind one interface.
 //!
+//! A [`Source`] reads its input into a [`Tree`] whose entries carry their
+//! [`Provenance`](crate::assemble::Provenance): [`rootfs::Rootfs`] (a base tarball or
+//! directory), [`files::Files`] (the profile's `files:`) and [`apt::AptRoot`] (the root
+//! [`apt::install`] unpacked, each path stamped with the package that shipped it). `apt` itself
+//! speaks Debian/Ubuntu repositories natively; PyPI wheels come next, as one more `Source`.
+//! The walking and indexing stay in `assemble`; sources decide what an input is and where
+//! each entry came from.
 //! Must never run code from a package (no maintainer scripts, no chroot).
 
 pub mod apt;
+pub mod files;
+pub mod rootfs;
+
+use std::path::Path;
+
+use crate::assemble::{AssembleError, Tree};
+
+/// One input of a component layer.
+pub trait Source {
+    /// Names the input in messages, e.g. "rootfs `base.tar.zst`".
+    fn describe(&self) -> String;
+
+    /// Read the input into a sorted, checked tree whose every entry carries its provenance.
+    /// `scratch` holds what reading needs on disk (decompressed tarballs).
+    fn tree(&self, scratch: &Path) -> Result<Tree, AssembleError>;
+}

@@ -1,7 +1,8 @@
 //! `base.apt`: a native apt repository client (issue 3). Resolve, verify, fetch and unpack
 //! `.deb` packages with no daemon, no chroot and no maintainer scripts.
 //!
-//! Entry points: [`resolve`] (indexes only, for `gpuimg lock`) and [`install`] (for `build`).
+//! Entry points: [`resolve`] (indexes only, for `gpuimg lock`) and [`install`] (for `build`);
+//! [`AptRoot`] reads the installed root as a `Source`, each path stamped with its package.
 //! Must never trust an unsigned index (unless `trusted: true`, with a warning every time), nor
 //! a byte whose sha256 the signed chain did not give, nor write outside `dest`.
 
@@ -16,6 +17,7 @@ mod fixups;
 mod hostconf;
 mod ldcache;
 mod openpgp;
+mod provenance;
 mod relation;
 mod release;
 mod repo;
@@ -37,6 +39,7 @@ use crate::profile::{AptSpec, Platform};
 pub use error::AptError;
 pub use fixups::merged_usr_links;
 pub use ldcache::write_ld_cache;
+pub use provenance::{stamp_packages, AptRoot, GENERATED_BY};
 pub use version::Version;
 
 /// The parsers of untrusted bytes, for the fuzz targets (tests/fuzz); not a stable API.
