@@ -12,12 +12,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use super::{BuildError, BuildOptions};
-use crate::assemble::{self, EntryKind, Input, Tree};
+use crate::assemble::{self, EntryKind, Tree};
 use crate::observe::Observer;
 use crate::plan::components::{self, Assignment};
 use crate::plan::{split, AptInstall, METADATA};
 use crate::profile::{Base, Platform, Profile};
 use crate::sources::apt::{self, AptOptions};
+use crate::sources::Source;
 use crate::strip;
 
 /// The apt options a build or lock uses.
@@ -81,14 +82,11 @@ pub fn install_and_split(
     for w in &installed.warnings {
         obs.warn(w);
     }
-    let mut tree = assemble::assemble(
-        &Input::Dir {
-            path: &root,
-            origin: "the apt packages",
-            allow_special: false,
-        },
-        scratch,
-    )?;
+    let mut tree = apt::AptRoot {
+        root: &root,
+        installed: &installed,
+    }
+    .tree(scratch)?;
     for w in tree.warnings() {
         obs.warn(&w);
     }

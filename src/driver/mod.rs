@@ -14,7 +14,7 @@ mod apt;
 
 pub use apt::apt_options;
 
-use crate::assemble::{self, DataSource, Entry, EntryKind, Input, Tree};
+use crate::assemble::{self, DataSource, Entry, EntryKind, Provenance, Tree};
 use crate::cache::Cache;
 use crate::digest::Digest;
 use crate::expect::{BINARY_PATH, DEFAULT_PATH};
@@ -26,6 +26,9 @@ use crate::observe::Observer;
 use crate::plan::{Inputs, Plan};
 use crate::profile::Profile;
 use crate::reference::Tag;
+use crate::sources::files::Files;
+use crate::sources::rootfs::Rootfs;
+use crate::sources::Source;
 use crate::staging::{self, Staged};
 use crate::strip;
 
@@ -144,13 +147,11 @@ pub fn execute(
                 path,
                 allow_special,
             } => {
-                let mut tree = assemble::assemble(
-                    &Input::Rootfs {
-                        path,
-                        allow_special: *allow_special,
-                    },
-                    scratch.path(),
-                )?;
+                let mut tree = Rootfs {
+                    path: path.clone(),
+                    allow_special: *allow_special,
+                }
+                .tree(scratch.path())?;
                 for w in tree.warnings() {
                     obs.warn(&w);
                 }
@@ -183,7 +184,10 @@ pub fn execute(
                     .unwrap_or_else(|| Tree::new(format!("`the apt packages` layer `{component}`")))
             }
             Inputs::Files(files) => {
-                let tree = assemble::assemble(&Input::Files(files), scratch.path())?;
+                let tree = Files {
+                    entries: files.clone(),
+                }
+                .tree(scratch.path())?;
                 for w in tree.warnings() {
                     obs.warn(&w);
                 }
@@ -291,13 +295,16 @@ fn report_reused(reused: &[(String, Digest)], plan: &Plan, obs: &mut dyn Observe
 /// A tree holding one root-owned file at `path` (and its parent directories).
 fn file_tree(origin: &str, path: &str, data: DataSource, size: u64, mode: u32) -> Tree {
     let mut t = Tree::new(origin);
-    t.insert(Entry {
-        path: path.trim_start_matches('/').to_string(),
-        kind: EntryKind::File { size, data },
-        mode,
-        uid: 0,
-        gid: 0,
-    });
+    t.insert_with(
+        Entry {
+            path: path.trim_start_matches('/').to_string(),
+            kind: EntryKind::File { size, data },
+            mode,
+            uid: 0,
+            gid: 0,
+        },
+        Provenance::generated(origin),
+    );
     t.add_missing_parents();
     t
 }
