@@ -3,7 +3,7 @@
 # bookworm + python3 from the host's apt sources) built
 #   - warm: downloads cached, no layer cached (unpack and compress everything);
 #   - after adding xz-utils to a profile whose other layers are cached;
-#   - unchanged (nothing to do);
+#   - unchanged (nothing to do), and the same for a rootfs tarball of the same packages;
 # and the total compressed size of the split image against the same packages in one package
 # layer (`layers:` putting every package into one component; `metadata` stays apart).
 # Medians of N runs (hyperfine); prints the CPU model.
@@ -27,9 +27,14 @@ profile b "$PKGS, xz-utils"
 export SOURCE_DATE_EPOCH=0
 "$G" build "$W/a.yaml" -o "$W/out-a" -q --cache "$W/cache"   # downloads once
 "$G" build "$W/b.yaml" -o "$W/out-b" -q --cache "$W/cache"
+# A rootfs tarball of the same packages (a's image unpacked), for the rootfs unchanged rebuild.
+umoci unpack --rootless --image "$W/out-a:latest" "$W/bundle" >/dev/null
+tar -C "$W/bundle/rootfs" -cf "$W/rootfs.tar" .
+printf 'name: r\nbase:\n  rootfs: ./rootfs.tar\nselftest: {enabled: false}\n' > "$W/r.yaml"
+"$G" build "$W/r.yaml" -o "$W/out-r" -q --cache "$W/cache"
 # A snapshot of the cache holding a's layers (and every download): the start of the xz run.
 rm -rf "$W/cache-a"; cp -a "$W/cache" "$W/cache-a"
-layers="layers-v2 blobs-v1 listings-v1 bases-v1 trust-v2"
+layers="layers-v2 blobs-v1 listings-v1 trust-v2"
 hyperfine --style basic --runs "$RUNS" --export-json "$W/layers.json" \
   -n "warm build (downloads cached, no layers)" \
   --prepare "cd $W/cache && rm -rf $layers $W/out-a" \
@@ -37,8 +42,10 @@ hyperfine --style basic --runs "$RUNS" --export-json "$W/layers.json" \
   -n "add xz-utils (other layers cached)" \
   --prepare "rm -rf $W/cache-x $W/out-b && cp -a $W/cache-a $W/cache-x" \
   "$G build $W/b.yaml -o $W/out-b -q --cache $W/cache-x" \
-  -n "unchanged rebuild" --prepare "true" \
-  "$G build $W/a.yaml -o $W/out-a -q --cache $W/cache"
+  -n "unchanged rebuild (apt)" --prepare "true" \
+  "$G build $W/a.yaml -o $W/out-a -q --cache $W/cache" \
+  -n "unchanged rebuild (rootfs tarball)" --prepare "true" \
+  "$G build $W/r.yaml -o $W/out-r -q --cache $W/cache"
 python3 - "$W/layers.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))["results"]

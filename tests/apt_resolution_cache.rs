@@ -112,10 +112,30 @@ fn unchanged_indexes_reuse_the_resolution_and_new_ones_resolve_again() {
     assert_eq!(newer, pairs(&[("hello", "1.0"), ("libhello", "1.1")]));
     assert_eq!(entries(&records), 3);
 
-    // A damaged record is not trusted: the build resolves again and gets the same answer.
+    // A record edited behind the cache's back is not trusted, even when it is a well-formed
+    // resolution: every record now says what the first resolution said (libhello 1.0), yet
+    // the lock resolves again and gets the true answer.
+    let mut texts = Vec::new();
     for e in std::fs::read_dir(&records).unwrap() {
-        std::fs::write(e.unwrap().path(), b"{\"not\": \"a resolution\"}").unwrap();
+        let p = e.unwrap().path();
+        texts.push((std::fs::read(&p).unwrap(), p));
+    }
+    let old = texts
+        .iter()
+        .find(|(b, _)| {
+            let t = String::from_utf8_lossy(b);
+            !t.contains("\"1.1\"") && !t.contains("extra")
+        })
+        .map(|(b, _)| b.clone())
+        .unwrap();
+    for (_, p) in &texts {
+        std::fs::write(p, &old).unwrap();
     }
     let repaired = lock(t.path(), &server.url, &cache, &[]);
     assert_eq!(repaired, newer);
+    // Garbage is a miss too.
+    for (_, p) in &texts {
+        std::fs::write(p, b"{\"not\": \"a resolution\"}").unwrap();
+    }
+    assert_eq!(lock(t.path(), &server.url, &cache, &[]), newer);
 }

@@ -239,6 +239,7 @@ fn prune_removes_earlier_layouts_and_keeps_the_current_one() {
     let old = [
         "apt-v1/blobs/sha256/0000",
         "apt-v1/CACHEDIR.TAG",
+        "bases-v1/k.json",
         "layers-v1/k.json",
         "trust-v1/blobs/x.json",
     ];
@@ -259,7 +260,7 @@ fn prune_removes_earlier_layouts_and_keeps_the_current_one() {
         );
         assert!(!s.cache.join(dir).exists(), "{dir}");
     }
-    assert!(out.contains("freed 4.0 kB"), "{out}");
+    assert!(out.contains("freed 5.0 kB"), "{out}");
     assert!(!stale.exists(), "stale listing removed");
     s.assert_layout();
     // Nothing current was lost: both builds are cache hits, the apt one even offline.

@@ -229,6 +229,14 @@ pub fn execute(
             blob,
         });
     }
+    // The split's trees add up to the install: a tree no planned layer took would lose files.
+    if let Some(left) = apt_trees {
+        if left.values().any(|t| !t.is_empty()) {
+            return Err(BuildError::Internal(
+                "the apt install has entries for a component the plan has no layer for",
+            ));
+        }
+    }
     report_reused(&reused, plan, obs);
 
     let spec = ImageSpec {

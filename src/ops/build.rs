@@ -152,9 +152,13 @@ impl MetasRecord {
     }
 }
 
-/// A recorded set of control fields; anything unreadable or of the wrong length is a miss.
+/// A recorded set of control fields, used only while its stamp vouches for it (the full check
+/// is reading the packages again); anything else, unreadable or of the wrong length is a miss.
 fn recorded_metas(cache: &Cache, key: &Digest, n: usize) -> Option<Vec<PackageMeta>> {
     let rec = cache.read_record(Bucket::Controls, key).ok()??;
+    if !rec.trusted {
+        return None;
+    }
     let rec: MetasRecord = serde_json::from_slice(&rec.bytes).ok()?;
     (rec.packages.len() == n).then(|| {
         rec.packages

@@ -212,13 +212,14 @@ pub fn plan(
 }
 
 /// One layer per component that received packages, in the components' order, then
-/// `metadata`.
+/// `metadata`. `os` is always there: it holds the merged-/usr links (`/bin`, `/lib`, …)
+/// even when no package went to it.
 fn plan_apt(profile: &Profile, f: &AptFacts, lopts: LayerOptions) -> (Vec<LayerPlan>, AptInstall) {
     let assignment = components::assign(&f.metas, &LayerOverrides::from_profile(&profile.layers));
     let mut layers = Vec::new();
     for component in assignment.order() {
         let names = assignment.packages(component);
-        if names.is_empty() || component == METADATA {
+        if (names.is_empty() && component != components::OS) || component == METADATA {
             continue;
         }
         let subset: Vec<&LockedPackage> = f

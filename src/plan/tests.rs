@@ -218,6 +218,19 @@ fn the_selftest_adds_its_layers_annotation_and_wrapper_only_with_a_stack() {
 }
 
 #[test]
+fn os_is_planned_even_without_packages_for_the_merged_usr_links() {
+    let set = [("curl", false, "optional", "web")];
+    let p = apt_profile("curl", "");
+    let pl = plan(&p, None, &facts(&set), LOPTS).unwrap();
+    let names: Vec<&str> = pl.layers.iter().map(|l| l.component.as_str()).collect();
+    assert_eq!(names, ["os", "packages", "metadata"]);
+    match &pl.layers[0].inputs {
+        Inputs::Debs { packages } => assert!(packages.is_empty()),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
 fn facts_that_do_not_fit_the_base_are_refused() {
     let p = apt_profile("curl", "");
     assert!(plan(&p, None, &Facts::default(), LOPTS).is_err());

@@ -342,12 +342,17 @@ fn resolution_key(
     k.finish()
 }
 
-/// A recorded resolution; anything unreadable is a miss (the record is only a shortcut).
+/// A recorded resolution, used only while its stamp vouches for it (the cache's trust rule:
+/// the full check of a resolution is resolving again, so anything else is a miss, and the
+/// fresh answer replaces it).
 fn recorded_resolution(
     cache: &crate::cache::Cache,
     key: &crate::digest::Digest,
 ) -> Option<Vec<LockedPackage>> {
     let rec = cache.read_record(Bucket::Resolutions, key).ok()??;
+    if !rec.trusted {
+        return None;
+    }
     serde_json::from_slice(&rec.bytes).ok()
 }
 
