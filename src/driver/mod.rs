@@ -92,6 +92,9 @@ pub enum BuildError {
     /// A plan that breaks its own rules: a bug in gpuimg.
     #[error("Internal error: {0}")]
     Internal(&'static str),
+    /// The split produced a tree for a component the plan has no layer for: a bug.
+    #[error("Internal error: the apt install has entries for component `{0}`, which the plan has no layer for")]
+    Unplanned(String),
     #[error("Failed to read the self-test binary `{path}`: {source}")]
     SelftestRead {
         path: String,
@@ -229,12 +232,12 @@ pub fn execute(
             blob,
         });
     }
-    // The split's trees add up to the install: a tree no planned layer took would lose files.
+    // The split's trees add up to the install: a tree for a component the plan has no layer
+    // for would lose files (trees of reused layers are left over, as they should be).
     if let Some(left) = apt_trees {
-        if left.values().any(|t| !t.is_empty()) {
-            return Err(BuildError::Internal(
-                "the apt install has entries for a component the plan has no layer for",
-            ));
+        let planned = |c: &str| plan.layers.iter().any(|l| l.component == c);
+        if let Some((c, _)) = left.iter().find(|(c, t)| !t.is_empty() && !planned(c)) {
+            return Err(BuildError::Unplanned(c.clone()));
         }
     }
     report_reused(&reused, plan, obs);

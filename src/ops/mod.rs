@@ -80,7 +80,11 @@ impl OpsError {
         match self {
             OpsError::Incompatible(_) => 1,
             OpsError::Plan(_) => 3,
-            OpsError::Build(e) if matches!(**e, BuildError::Internal(_)) => 3,
+            OpsError::Build(e)
+                if matches!(**e, BuildError::Internal(_) | BuildError::Unplanned(_)) =>
+            {
+                3
+            }
             _ => 2,
         }
     }
