@@ -30,14 +30,14 @@ fn warn_expectation(dir: &Path) -> PathBuf {
 }
 
 #[test]
-fn no_gpu_says_so_in_one_line_and_exits_2() {
+fn no_gpu_says_so_in_one_line_and_exits_4() {
     require_no_gpu();
     let dir = tempfile::tempdir().unwrap();
     let e = write(dir.path(), "e.json", r#"{"format": 1, "driver": ">=550"}"#);
     let start = std::time::Instant::now();
     let out = Command::new(BIN).arg("--expect").arg(&e).output().unwrap();
     eprintln!("no-GPU path took {:?}", start.elapsed());
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(4));
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(
@@ -54,7 +54,7 @@ fn no_gpu_says_so_in_one_line_and_exits_2() {
         .arg(&report)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(4));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["verdict"], "no-gpu");
     assert_eq!(v["level"], "full");
@@ -115,7 +115,7 @@ fn abort_does_not_start_the_command() {
         .arg(&marker)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(4));
     assert!(!marker.exists());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not starting `touch`"));
 }
@@ -231,7 +231,7 @@ fn verify_host_runs_the_same_checks() {
         .unwrap();
     assert_eq!(
         out.status.code(),
-        Some(2),
+        Some(4),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -252,7 +252,7 @@ fn verify_host_runs_the_same_checks() {
         .unwrap();
     assert_eq!(
         out.status.code(),
-        Some(2),
+        Some(4),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );

@@ -2,8 +2,9 @@
 //!
 //! The only place that knows about clap, terminals, progress bars and exit codes. Each command
 //! lives in `commands/<name>.rs` as a short `exec` calling stage APIs.
-//! Exit codes: 0 ok, 1 an answer of "no" (incompatible stack), 2 bad input or I/O failure,
-//! 3 internal error.
+//! Exit codes: 0 ok, 1 an answer of "no" (incompatible stack, a failed check), 2 bad input,
+//! usage or I/O failure, 3 internal error (a panic too: one line, never a stack trace), and for
+//! `verify-host` 4 = no GPU or no driver.
 
 mod commands;
 mod progress;
@@ -56,7 +57,16 @@ pub struct Global {
     pub quiet: bool,
 }
 
+/// Run `gpuimg`: a panic prints one line and exits 3 (internal error), never a stack trace.
 pub fn main() -> ExitCode {
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("error: internal error in gpuimg (please report it): {info}");
+    }));
+    std::panic::catch_unwind(run).unwrap_or(ExitCode::from(3))
+}
+
+fn run() -> ExitCode {
+    debug_panic_trigger();
     let cli = match parse_args::<Cli>() {
         Ok(c) => c,
         Err(code) => return code,
@@ -77,6 +87,14 @@ pub fn main() -> ExitCode {
             e.render();
             ExitCode::from(e.code)
         }
+    }
+}
+
+/// Debug builds only (the test suite's): `GPUIMG_DEBUG_PANIC=1` panics at once, so the tests
+/// can see what a panic looks like from outside. Release builds ignore it.
+pub fn debug_panic_trigger() {
+    if cfg!(debug_assertions) && std::env::var_os("GPUIMG_DEBUG_PANIC").is_some_and(|v| v == "1") {
+        panic!("GPUIMG_DEBUG_PANIC is set");
     }
 }
 

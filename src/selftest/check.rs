@@ -76,7 +76,7 @@ impl Verdict {
         match self {
             Verdict::Pass => 0,
             Verdict::Fail => 1,
-            Verdict::NoGpu => 2,
+            Verdict::NoGpu => 4,
             Verdict::Error => 3,
         }
     }

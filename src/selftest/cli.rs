@@ -2,7 +2,9 @@
 //!
 //! This binary's CLI layer (the only selftest file that knows clap and exit codes).
 //! Output goes to stdout, or to stderr when a command is wrapped (stdout is the workload's).
-//! Exit codes: 0 pass, 1 a check failed, 2 no GPU / no driver / bad input, 3 internal error.
+//! Exit codes: 0 pass, 1 a check failed, 2 bad input or usage (or the report could not be
+//! written), 3 internal error, 4 no GPU or no driver — so a script can tell a host without a
+//! GPU from a misspelled expectation file.
 
 use crate::error_line::chain;
 use std::ffi::OsString;
@@ -42,6 +44,7 @@ struct Args {
 
 /// Run the self-test as the `gpuimg-selftest` binary.
 pub fn main() -> ExitCode {
+    crate::cli::debug_panic_trigger();
     let args = match crate::cli::parse_args::<Args>() {
         Ok(a) => a,
         Err(code) => return code,
