@@ -7,7 +7,9 @@
 pub mod canonical_json;
 pub mod confined;
 pub mod digest;
+pub mod elf;
 pub mod error_line;
+pub mod file_identity;
 pub mod profile;
 pub mod reference;
 pub mod staging;

@@ -24,7 +24,11 @@ fn panics_cleanly(mut cmd: Command, who: &str) {
 
 #[test]
 fn a_panic_is_one_line_and_exit_3_in_both_binaries() {
-    for args in [&["build", "x.yaml"][..], &["resolve", "--json", "x.yaml"], &["--help"]] {
+    for args in [
+        &["build", "x.yaml"][..],
+        &["resolve", "--json", "x.yaml"],
+        &["--help"],
+    ] {
         let mut c = common::gpuimg();
         c.args(args);
         panics_cleanly(c, "gpuimg");
@@ -33,6 +37,9 @@ fn a_panic_is_one_line_and_exit_3_in_both_binaries() {
     c.arg("--json");
     panics_cleanly(c, "gpuimg-selftest");
     // Without the trigger, the same commands answer normally (bad input: 2).
-    let out = common::gpuimg().args(["build", "/nonexistent/x.yaml"]).output().unwrap();
+    let out = common::gpuimg()
+        .args(["build", "/nonexistent/x.yaml"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }

@@ -138,3 +138,92 @@ fn staging_root_modules_use_only_the_confined_api() {
         }
     }
 }
+
+/// The `| module | may use |` table of ARCHITECTURE.md's "Module dependencies" section.
+fn allowed_dependencies() -> std::collections::BTreeMap<String, Vec<String>> {
+    let text = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
+    let section = text
+        .split("## Module dependencies")
+        .nth(1)
+        .expect("ARCHITECTURE.md has a `## Module dependencies` section");
+    let section = section.split("\n## ").next().unwrap_or_default();
+    let names = |cell: &str| -> Vec<String> {
+        cell.split(',')
+            .map(|c| c.trim().trim_matches('`').to_string())
+            .filter(|c| !c.is_empty() && c != "—")
+            .collect()
+    };
+    let mut out = std::collections::BTreeMap::new();
+    for line in section.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = line.trim_matches('|').split('|').collect();
+        assert_eq!(cells.len(), 2, "bad table row: {line}");
+        let module = names(cells[0]).pop().unwrap_or_default();
+        out.insert(module, names(cells[1]));
+    }
+    assert!(out.len() > 20, "found only {} rows", out.len());
+    out
+}
+
+/// `crate::<module>` paths in a source file's code: comments and everything from the first
+/// `#[cfg(test)]` on do not count.
+fn crate_imports(text: &str) -> Vec<(usize, String)> {
+    let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+    let mut out = Vec::new();
+    for (n, line) in code.lines().enumerate() {
+        let line = line.split("//").next().unwrap_or_default();
+        let mut rest = line;
+        while let Some(i) = rest.find("crate::") {
+            rest = &rest[i + "crate::".len()..];
+            let m: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || *c == '_' || c.is_ascii_digit())
+                .collect();
+            if !m.is_empty() {
+                out.push((n + 1, m));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn modules_import_only_what_the_architecture_table_allows() {
+    let allowed = allowed_dependencies();
+    let src = root().join("src");
+    let mut v = Vec::new();
+    files(&src, &["rs"], &mut v);
+    let mut bad = Vec::new();
+    for f in v {
+        let rel = f.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
+        let name = f.file_name().unwrap().to_string_lossy().into_owned();
+        let top = rel
+            .split('/')
+            .next()
+            .unwrap()
+            .trim_end_matches(".rs")
+            .to_string();
+        if ["main", "bin", "lib"].contains(&top.as_str())
+            || name == "tests.rs"
+            || name.ends_with("_tests.rs")
+        {
+            continue;
+        }
+        let Some(may) = allowed.get(&top) else {
+            bad.push(format!("src/{rel}: module `{top}` is not in the table"));
+            continue;
+        };
+        let text = std::fs::read_to_string(&f).unwrap();
+        for (line, m) in crate_imports(&text) {
+            if m != top && !may.contains(&m) {
+                bad.push(format!(
+                    "src/{rel}:{line}: `{top}` may not use `crate::{m}`"
+                ));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "imports across ARCHITECTURE.md's module table:\n{}",
+        bad.join("\n")
+    );
+}

@@ -38,22 +38,7 @@ impl DataSource {
     }
 }
 
-/// (dev, ino, size, mtime ns, ctime ns): changes whenever a file's content may have changed.
-pub fn identity(meta: &std::fs::Metadata) -> [u64; 5] {
-    use std::os::unix::fs::MetadataExt;
-    let ns = |s: i64, n: i64| {
-        (s as u64)
-            .wrapping_mul(1_000_000_000)
-            .wrapping_add(n as u64)
-    };
-    [
-        meta.dev(),
-        meta.ino(),
-        meta.len(),
-        ns(meta.mtime(), meta.mtime_nsec()),
-        ns(meta.ctime(), meta.ctime_nsec()),
-    ]
-}
+pub use crate::file_identity::identity;
 
 #[derive(Debug, Clone)]
 pub enum EntryKind {

@@ -30,7 +30,7 @@ const CTIME: usize = 4;
 
 /// The identity of the file behind `meta`.
 pub fn identity(meta: &std::fs::Metadata) -> Identity {
-    crate::assemble::identity(meta)
+    crate::file_identity::identity(meta)
 }
 
 /// The size recorded in an identity.

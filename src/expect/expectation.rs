@@ -9,7 +9,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::range::{RangeError, VersionRange};
-use crate::profile::{KernelModule, OnFailure, SelftestLevel, SelftestSpec};
+use super::settings::{Choices, KernelModule, OnFailure, SelftestLevel};
 
 /// Where the builder puts the file inside the image.
 pub const DEFAULT_PATH: &str = "/etc/gpuimg/expect.json";
@@ -150,8 +150,8 @@ pub enum ExpectError {
 }
 
 impl Expectation {
-    /// The expectation for an image from its resolved host facts and the profile's `selftest`.
-    pub fn new(host: HostFacts, selftest: &SelftestSpec) -> Expectation {
+    /// The expectation for an image from its resolved host facts and the owner's choices.
+    pub fn new(host: HostFacts, selftest: &Choices) -> Expectation {
         Expectation {
             format: FORMAT,
             image: host.image,
@@ -163,9 +163,8 @@ impl Expectation {
             compute_capabilities: host.compute_capabilities,
             min_gpus: selftest.min_gpus.unwrap_or(1),
             bandwidth: BandwidthExpectation {
-                host_device_gbps: selftest.floors.host_device_gbps,
+                host_device_gbps: selftest.host_device_gbps,
                 device_device_fraction: selftest
-                    .floors
                     .device_device_fraction
                     .unwrap_or(DEFAULT_DEVICE_DEVICE_FRACTION),
                 peak_device_gbps: host.peak_bandwidth_gbps,
@@ -288,7 +287,7 @@ mod tests {
             gpus: vec!["H200".into()],
             ..HostFacts::default()
         };
-        let e = Expectation::new(host, &SelftestSpec::default());
+        let e = Expectation::new(host, &Choices::default());
         let back = Expectation::from_json(&e.to_json(), "x").unwrap();
         assert_eq!(back, e);
         assert_eq!(back.min_gpus, 1);

@@ -6,9 +6,11 @@
 
 mod expectation;
 mod range;
+mod settings;
 
 pub use expectation::{
     default_host_device_floor, wrap_entrypoint, BandwidthExpectation, ExpectError, Expectation,
     HostFacts, BINARY_PATH, DEFAULT_DEVICE_DEVICE_FRACTION, DEFAULT_PATH, FORMAT,
 };
 pub use range::{compare_fields, leading_fields, RangeError, VersionRange};
+pub use settings::{Choices, KernelModule, OnFailure, SelftestLevel};

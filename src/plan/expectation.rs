@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::expect::{Expectation, HostFacts};
+use crate::expect::{Choices, Expectation, HostFacts};
 use crate::profile::Profile;
 use crate::resolve::Resolution;
 
@@ -56,5 +56,13 @@ pub fn expectation(profile: &Profile, res: Option<&Resolution>) -> Expectation {
             .unwrap_or_default(),
         nvidia_require,
     };
-    Expectation::new(facts, &profile.selftest)
+    let st = &profile.selftest;
+    let choices = Choices {
+        level: st.level,
+        on_failure: st.on_failure,
+        min_gpus: st.min_gpus,
+        host_device_gbps: st.floors.host_device_gbps,
+        device_device_fraction: st.floors.device_device_fraction,
+    };
+    Expectation::new(facts, &choices)
 }

@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::Located;
+/// Owned by `expect` (the self-test reads them without knowing about profiles).
+pub use crate::expect::{KernelModule, OnFailure, SelftestLevel};
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -162,15 +164,6 @@ pub struct HostSpec {
     pub kernel_module: KernelModule,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum KernelModule {
-    Open,
-    Proprietary,
-    #[default]
-    Any,
-}
-
 /// `stack`: pinned or ranged component versions, resolved later.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -266,22 +259,6 @@ pub struct BandwidthFloors {
     /// Device-to-device floor as a fraction of the catalog peak (0..1).
     #[serde(default, rename = "device-device-fraction")]
     pub device_device_fraction: Option<f64>,
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SelftestLevel {
-    #[default]
-    Quick,
-    Full,
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum OnFailure {
-    #[default]
-    Abort,
-    Warn,
 }
 
 /// `config`: the OCI image config.

@@ -9,7 +9,7 @@ use super::check::{Check, Status, Verdict};
 use super::data::{GpuInfo, Measurements, ModuleFlavour};
 use super::require::{self, Outcome, RequireFacts};
 use crate::expect::{default_host_device_floor, Expectation, VersionRange};
-use crate::profile::{KernelModule, SelftestLevel};
+use crate::expect::{KernelModule, SelftestLevel};
 
 /// More uncorrectable remapped rows than this fails the GPU (Azure HPC health checks).
 const MAX_UNCORRECTABLE_REMAPS: u32 = 512;

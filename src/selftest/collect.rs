@@ -13,7 +13,7 @@ use super::cuda_work;
 use super::data::{CudaDeviceResult, Measurements};
 use super::nvml::{Nvml, NvmlReport};
 use super::procfs;
-use crate::profile::SelftestLevel;
+use crate::expect::SelftestLevel;
 
 const NVML_LIMIT: Duration = Duration::from_secs(10);
 const CUDA_INIT_LIMIT: Duration = Duration::from_secs(20);

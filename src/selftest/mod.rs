@@ -39,7 +39,7 @@ pub use require::{
 };
 
 use crate::expect::Expectation;
-use crate::profile::SelftestLevel;
+use crate::expect::SelftestLevel;
 
 /// Probe this host at `level` and check it against `expect`; `env` is the process environment
 /// (for `NVIDIA_REQUIRE_*`).

@@ -9,9 +9,9 @@ use std::cmp::Ordering;
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use super::elf;
 use super::AptError;
 use crate::confined::Root;
+use crate::elf;
 
 /// Configuration files are small; larger ones are ignored.
 const MAX_CONF: u64 = 1 << 20;

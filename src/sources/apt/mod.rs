@@ -10,7 +10,6 @@ mod control;
 mod deb;
 mod decode;
 mod dpkgdb;
-mod elf;
 mod error;
 mod filecaps;
 mod fixups;
@@ -48,13 +47,13 @@ pub mod parsers {
     pub use super::control::{paragraphs, Paragraph};
     pub use super::deb::{read_deb, ControlFiles};
     pub use super::decode::{decode_in_order, Decoded};
-    pub use super::elf::{parse as parse_elf, SharedObject};
     pub use super::hostconf::KeySource;
     pub use super::openpgp::Keyring;
     pub use super::release::{parse_release, strip_clearsign, Release};
     pub use super::solver::solve;
     pub use super::universe::{Package, Universe};
     pub use super::unpack::{unpack, Unpacked};
+    pub use crate::elf::{parse as parse_elf, SharedObject};
 }
 
 /// How to reach repositories and where to cache what they give.
