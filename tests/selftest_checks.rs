@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use gpuimg::expect::{Choices, KernelModule, SelftestLevel};
 use gpuimg::expect::{Expectation, HostFacts};
-use gpuimg::profile::{KernelModule, SelftestLevel, SelftestSpec};
 use gpuimg::selftest::{
     report_from, Bandwidth, CudaDeviceResult, EccHealth, GpuInfo, Measurements, ModuleFlavour,
     ModuleInfo, PcieLink, Report, Status, Verdict,
@@ -92,7 +92,7 @@ fn matching() -> Expectation {
         peak_bandwidth_gbps: BTreeMap::from([("H200".to_string(), 4800.0)]),
         nvidia_require: BTreeMap::new(),
     };
-    Expectation::new(host, &SelftestSpec::default())
+    Expectation::new(host, &Choices::default())
 }
 
 fn run(e: &Expectation, m: &Measurements, level: SelftestLevel) -> Report {
