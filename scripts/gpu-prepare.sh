@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 cargo build --release --locked --bins -q
 D=.devcarry
 rm -rf "$D/images" "$D/bin"; mkdir -p "$D/images" "$D/bin"
-cp target/release/gpuimg target/release/gpuimg-selftest scripts/gpu-selftest.sh scripts/gpu-images.sh "$D/bin/"
+cp target/release/gpuimg target/release/gpuimg-selftest scripts/gpu-run.sh scripts/gpu-selftest.sh \
+   scripts/gpu-images.sh "$D/bin/"
 # name:profile:expected-exit:expected-output
 for spec in "example:profiles/example.yaml:0:hello from gpuimg" \
             "cuda-h200:profiles/cuda-h200.yaml:0:workload: hello from a CUDA 12.4 image" \

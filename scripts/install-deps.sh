@@ -12,14 +12,21 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # Wait for another apt (unattended upgrades, a second job) instead of failing on its lock.
+  lock=(-o DPkg::Lock::Timeout=600)
+  apt-get "${lock[@]}" update -qq
+  apt-get "${lock[@]}" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-# Podman settings that work on these machines (DESIGN.md): no cgroup manager, no ulimits.
-conf_dir="${XDG_CONFIG_HOME:-$HOME/.config}/containers"
-mkdir -p "$conf_dir"
-if [ ! -f "$conf_dir/containers.conf" ]; then
-  cat > "$conf_dir/containers.conf" <<'CONF'
+# Podman settings that work on these machines (no cgroup manager, no ulimits). Root podman
+# reads only the system files, so as root they go into a drop-in; otherwise the user's file.
+if [ "$(id -u)" = 0 ]; then
+  conf=/etc/containers/containers.conf.d/50-gpuimg.conf
+else
+  conf="${XDG_CONFIG_HOME:-$HOME/.config}/containers/containers.conf"
+fi
+mkdir -p "$(dirname "$conf")"
+if [ ! -f "$conf" ]; then
+  cat > "$conf" <<'CONF'
 [containers]
 default_ulimits = []
 pids_limit = 0
