@@ -1,8 +1,11 @@
 //! gpuimg: minimal, reproducible OCI images for GPU machines.
 //!
-//! The pipeline runs one way, one module per stage (see ARCHITECTURE.md):
-//! `profile → resolve(catalog) → lock → fetch(sources) → assemble → strip → layer → image → export`.
-//! The CLI (`src/cli`) is the only place that knows about clap, terminals and exit codes.
+//! The pipeline runs one way, one module per stage (ARCHITECTURE.md's module table says which
+//! may use which, and `tests/tidy.rs` holds the code to it):
+//! `profile → resolve(catalog) → lock → plan → sources(fetch) → assemble → strip → layer →
+//! image → export`, settled and sequenced by `ops` and executed by `driver`.
+//! Only the two command lines know about clap, terminals and exit codes: `cli` for `gpuimg`,
+//! `selftest::cli` for `gpuimg-selftest`.
 
 pub mod canonical_json;
 pub mod confined;

@@ -19,12 +19,9 @@ use crate::digest::Digest;
 use crate::layer::LayerBlob;
 use crate::profile::{ConfigSpec, Platform};
 
-/// Annotation on each layer descriptor: which component the layer holds.
-pub const ANN_COMPONENT: &str = "io.gpuimg.component";
-/// Annotation on each layer descriptor: the uncompressed (tar) size in bytes.
-pub const ANN_UNCOMPRESSED_SIZE: &str = "io.gpuimg.uncompressed-size";
-/// The tag, on the index's manifest descriptor.
-pub const ANN_REF_NAME: &str = "org.opencontainers.image.ref.name";
+pub mod annotations;
+
+pub use annotations::{ANN_COMPONENT, ANN_REF_NAME, ANN_UNCOMPRESSED_SIZE};
 
 /// A layer with the component it carries.
 #[derive(Debug, Clone)]
@@ -178,11 +175,8 @@ pub fn build_image(spec: &ImageSpec<'_>, layers: &[ImageLayer]) -> Result<ImageJ
         .map_err(spec_err("config descriptor"))?;
 
     let mut annotations: HashMap<String, String> = spec.annotations.clone().into_iter().collect();
-    annotations.insert("org.opencontainers.image.created".into(), created);
-    annotations.insert(
-        "org.opencontainers.image.title".into(),
-        spec.name.to_string(),
-    );
+    annotations.insert(annotations::ANN_CREATED.into(), created);
+    annotations.insert(annotations::ANN_TITLE.into(), spec.name.to_string());
     let manifest = ImageManifestBuilder::default()
         .schema_version(2u32)
         .media_type(MediaType::ImageManifest)

@@ -11,6 +11,7 @@
 //! the keys; `expectation` the self-test's expectation.
 //! Must never do I/O beyond reading its embedded table: it reasons over facts the caller read.
 
+pub mod annotations;
 pub mod components;
 pub mod expectation;
 pub mod keys;
@@ -31,8 +32,7 @@ use components::{Assignment, LayerOverrides, PackageMeta};
 /// The component that holds what no apt package owns (dpkg database, ld.so.cache, …).
 pub const METADATA: &str = "metadata";
 
-/// Manifest annotation: sha256 of the baked-in self-test binary.
-pub const ANN_SELFTEST_SHA256: &str = "io.gpuimg.selftest.sha256";
+pub use crate::image::annotations::ANN_SELFTEST_SHA256;
 
 /// What the caller read about the inputs before planning.
 #[derive(Debug, Clone, Default)]
@@ -176,7 +176,7 @@ pub fn plan(
     let mut image = ImagePlan {
         env: resolution.map(Resolution::image_env).unwrap_or_default(),
         annotations: resolution
-            .map(Resolution::image_annotations)
+            .map(annotations::stack_annotations)
             .unwrap_or_default(),
         entrypoint: None,
     };
