@@ -16,3 +16,22 @@ pub fn chain(e: &dyn Error) -> String {
     }
     s
 }
+
+/// One line for a panic in binary `who`: the message and where, never a stack trace.
+pub fn panic_line(who: &str, info: &std::panic::PanicHookInfo<'_>) -> String {
+    let payload = info.payload();
+    let msg = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".to_string());
+    let msg = msg.replace('\n', " ");
+    match info.location() {
+        Some(l) => format!(
+            "error: internal error in {who} (please report it): {msg} (at {}:{})",
+            l.file(),
+            l.line()
+        ),
+        None => format!("error: internal error in {who} (please report it): {msg}"),
+    }
+}

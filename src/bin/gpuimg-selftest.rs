@@ -7,7 +7,10 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     std::panic::set_hook(Box::new(|info| {
-        eprintln!("error: internal error in gpuimg-selftest: {info}");
+        eprintln!(
+            "{}",
+            gpuimg::error_line::panic_line("gpuimg-selftest", info)
+        );
     }));
     std::panic::catch_unwind(gpuimg::selftest::main).unwrap_or(ExitCode::from(3))
 }

@@ -60,7 +60,7 @@ pub struct Global {
 /// Run `gpuimg`: a panic prints one line and exits 3 (internal error), never a stack trace.
 pub fn main() -> ExitCode {
     std::panic::set_hook(Box::new(|info| {
-        eprintln!("error: internal error in gpuimg (please report it): {info}");
+        eprintln!("{}", crate::error_line::panic_line("gpuimg", info));
     }));
     std::panic::catch_unwind(run).unwrap_or(ExitCode::from(3))
 }
