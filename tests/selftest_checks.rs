@@ -315,7 +315,7 @@ fn bandwidth_floors_and_link_under_load() {
 fn no_driver_and_no_device_are_no_gpu() {
     let r = run(&matching(), &Measurements::default(), SelftestLevel::Quick);
     assert_eq!(r.verdict, Verdict::NoGpu);
-    assert_eq!(r.verdict.exit_code(), 2);
+    assert_eq!(r.verdict.exit_code(), 4);
     assert!(r.message.as_deref().unwrap().contains("libcuda.so.1"));
     let m = Measurements {
         nvml_loaded: true,

@@ -1,6 +1,6 @@
 //! `gpuimg-selftest` and `gpuimg verify-host` as built binaries, on a machine without a GPU (CI).
 //!
-//! Covers the no-GPU path (one line, exit 2), bad input, `--report`, and the exec hand-off:
+//! Covers the no-GPU path (one line, exit 4), bad input, `--report`, and the exec hand-off:
 //! arguments, exit status, PID and signals pass through to the wrapped command.
 
 use std::io::{BufRead, BufReader};

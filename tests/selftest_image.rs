@@ -1,5 +1,5 @@
 //! An image built for GPUs carries the self-test: binary, expect.json, annotation, wrapped
-//! entrypoint. Without a GPU (CI) podman runs it and the self-test reports no-GPU, exit 2;
+//! entrypoint. Without a GPU (CI) podman runs it and the self-test reports no-GPU, exit 4;
 //! with `selftest.enabled: false` the entrypoint is left alone.
 
 mod common;
@@ -107,14 +107,14 @@ fn gpu_image_carries_selftest_and_reports_no_gpu_under_podman() {
         "{expect}"
     );
 
-    // No GPU here: the self-test says so, exits 2, and the workload does not run.
+    // No GPU here: the self-test says so, exits 4, and the workload does not run.
     let started = std::time::Instant::now();
     let run = podman_run(t.path(), &format!("oci:{}:latest", out.display()), &[]);
     let stdout = String::from_utf8_lossy(&run.stdout);
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert_eq!(
         run.status.code(),
-        Some(2),
+        Some(4),
         "stdout: {stdout}\nstderr: {stderr}"
     );
     assert!(!stdout.contains("workload ran"), "{stdout}");
