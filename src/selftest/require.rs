@@ -1,5 +1,5 @@
-//! `NVIDIA_REQUIRE_*` evaluation with the semantics libnvidia-container (NVIDIA Container
-//! Toolkit) gives these variables when it starts a container.
+//! `NVIDIA_REQUIRE_*` evaluation with the semantics of libnvidia-container's `dsl_evaluate`
+//! (the NVIDIA Container Toolkit checks these variables with it when it starts a container).
 //!
 //! Space-separated OR-terms of comma-separated AND-ed `key op value` expressions; keys `cuda`,
 //! `driver`, `arch`, `brand`; versions compare numerically dot by dot, brands case-insensitively.
