@@ -15,7 +15,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-# Podman settings that work on these machines (DESIGN.md): no cgroup manager, no ulimits.
+# Podman settings that work on these machines (README.md, Development): cgroupfs instead of a
+# systemd cgroup manager, no default ulimits, no pids limit.
 conf_dir="${XDG_CONFIG_HOME:-$HOME/.config}/containers"
 mkdir -p "$conf_dir"
 if [ ! -f "$conf_dir/containers.conf" ]; then
