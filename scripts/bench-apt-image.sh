@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmark for issue 3 at image level: the package set of `mmdebstrap --variant=essential
+# Benchmark for the apt client at image level: the package set of `mmdebstrap --variant=essential
 # bookworm` built into a single-layer OCI image by gpuimg (`essential: true`, host mirror),
 # side by side in one run with `mmdebstrap` + `umoci insert` into an OCI layout.
 # Medians of N runs (hyperfine). "warm" keeps gpuimg's downloaded .debs and indexes but drops

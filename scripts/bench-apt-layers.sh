@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmark for component layers (issue 9), side by side in one run: an apt image (Debian
+# Benchmark for component layers, side by side in one run: an apt image (Debian
 # bookworm + python3 from the host's apt sources) built
 #   - warm: downloads cached, no layer cached (unpack and compress everything);
 #   - after adding xz-utils to a profile whose other layers are cached;

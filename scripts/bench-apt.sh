@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmark for issue 3: gpuimg's native apt client vs `mmdebstrap --variant=essential` +
+# Benchmark for the apt client: gpuimg's native apt client vs `mmdebstrap --variant=essential` +
 # `umoci insert`, same package set (Essential: yes of bookworm), same host mirror.
 # Prints a markdown table for BENCHMARKS.md. Needs root, mmdebstrap, umoci (Debian packages).
 # Mirror: the host's own apt sources (nothing here names a public mirror).

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Benchmark for issue 2: pack a Debian root filesystem (mmdebstrap --variant=essential bookworm,
-# ~140 MB) into a single-layer image, side by side in one run with `umoci insert` of the same
-# tree and with `tar | pigz -p 2 | sha256sum` (the floor). Medians of N runs (hyperfine).
-# Also: unchanged rebuild, and peak memory (RSS) for a 1 GB layer.
+# Benchmark for the image builder: pack a Debian root filesystem (mmdebstrap
+# --variant=essential bookworm, ~140 MB) into a single-layer image, side by side in one run with
+# `umoci insert` of the same tree and with `tar | pigz -p 2 | sha256sum` (the floor). Medians of
+# N runs (hyperfine). Also: unchanged rebuild, and peak memory (RSS) for a 1 GB layer.
 # Usage: bash scripts/bench-build.sh [RUNS]   (needs root for mmdebstrap; results on stdout)
 set -euo pipefail
 cd "$(dirname "$0")/.."

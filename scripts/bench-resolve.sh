@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Resolver benchmark (issue 4): every example profile (whole process, median of N runs) and the
+# Resolver benchmark: every example profile (whole process, median of N runs) and the
 # full matrix (every catalog GPU x every PyTorch release x every Python version, all answers).
 # Usage: scripts/bench-resolve.sh [runs]   (builds the release binary first)
 set -euo pipefail

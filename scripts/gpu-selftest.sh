@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On-GPU test of gpuimg-selftest (issue 5). Run on a host with an NVIDIA GPU and driver.
+# On-GPU test of gpuimg-selftest. Run on a host with an NVIDIA GPU and driver.
 #
 #   BIN=path/to/gpuimg-selftest OUT=results-dir bash scripts/gpu-selftest.sh
 #

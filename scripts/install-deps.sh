@@ -17,7 +17,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get "${lock[@]}" update -qq
   apt-get "${lock[@]}" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-# Podman settings that work on these machines (no cgroup manager, no ulimits). Root podman
+# Podman settings that work on these machines (README.md, Development): cgroupfs instead of a
+# systemd cgroup manager, no default ulimits, no pids limit. Root podman
 # reads only the system files, so as root they go into a drop-in; otherwise the user's file.
 if [ "$(id -u)" = 0 ]; then
   conf=/etc/containers/containers.conf.d/50-gpuimg.conf

@@ -1,9 +1,9 @@
 //! Stage `strip`: drop whole files an image does not need at run time, by path class.
 //!
-//! Removes entries only; never rewrites a file's bytes (NVIDIA's EULA forbids modifying its
-//! libraries, see gpu-facts.md). Licence and copyright files are always kept, even when docs
-//! are stripped. A hard link that survives while its data carrier is stripped keeps the data
-//! ([`Tree::retain`] moves it to the first surviving link), so no link is left dangling.
+//! Removes entries only; never rewrites a file's bytes (NVIDIA's CUDA EULA forbids modifying its
+//! libraries). Licence and copyright files are always kept, even when docs are stripped. A hard
+//! link that survives while its data carrier is stripped keeps the data ([`Tree::retain`] moves
+//! it to the first surviving link), so no link is left dangling.
 
 use crate::assemble::Tree;
 use crate::profile::StripClass;

@@ -1,7 +1,7 @@
 //! `base.apt` against a fixture repository served on loopback: resolution (alternatives,
 //! versioned virtual packages, version relations, Pre-Depends, Multi-Arch, conflicts),
-//! installation (modes, links, dpkg database, merged-/usr), and every refusal of issue 3 with
-//! its one-line error and nothing written.
+//! installation (modes, links, dpkg database, merged-/usr), and every refusal of the apt client
+//! with its one-line error and nothing written.
 
 mod support;
 

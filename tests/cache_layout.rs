@@ -1,6 +1,6 @@
-//! The cache's documented layout is the one on disk (issue 9, item 5): a rootfs build and an
-//! apt build from a fixture repository into one cache use every bucket, and the directories
-//! they leave are exactly those the `src/cache/mod.rs` drawing and `cache::Bucket` declare;
+//! The cache's documented layout is the one on disk: a rootfs build and an apt build from a
+//! fixture repository into one cache use every bucket, and the directories they leave are
+//! exactly those the `src/cache/mod.rs` drawing and `cache::Bucket` declare;
 //! `cache verify` covers the downloads, `cache prune` removes earlier layouts' directories,
 //! and an offline rebuild is served from the buckets alone.
 

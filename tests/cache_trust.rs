@@ -1,4 +1,4 @@
-//! The cache is never trusted blindly (issue 8, item 5), end to end through the binary:
+//! The cache is never trusted blindly (RELIABILITY.md, class 5), end to end through the binary:
 //! tampered layer records (diff_id, sizes, compression, digest, garbage) and damaged blobs
 //! (bytes flipped in place, truncated, deleted, replaced) each give a warning and a correct
 //! image (umoci unpack verifies every digest and diff_id); healing never changes an output

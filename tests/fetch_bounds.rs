@@ -1,8 +1,8 @@
-//! Issue 8, item 4: every download is bounded against a hostile or broken mirror. Endless and
-//! oversized roots hit the fixed cap, indexes and packages their signed size (both longer and
-//! shorter), drips and stalls are timed out with the measured rate, one deadline bounds all
-//! attempts, and server errors are retried a bounded number of times and then named. The
-//! `gpuimg` binary fails fast on endless bodies with its memory bounded.
+//! RELIABILITY.md, class 4: every download is bounded against a hostile or broken mirror.
+//! Endless and oversized roots hit the fixed cap, indexes and packages their signed size (both
+//! longer and shorter), drips and stalls are timed out with the measured rate, one deadline
+//! bounds all attempts, and server errors are retried a bounded number of times and then named.
+//! The `gpuimg` binary fails fast on endless bodies with its memory bounded.
 
 mod common;
 mod support;

@@ -1,4 +1,4 @@
-//! The built binary: `gpuimg resolve` exit codes 0/1/2 and the JSON shape of DESIGN.md,
+//! The built binary: `gpuimg resolve` exit codes 0/1/2 and the shape of its `--json` output,
 //! `gpuimg lock` writing a canonical lock beside the profile, staleness, and `catalog` queries.
 
 use std::path::{Path, PathBuf};
@@ -29,7 +29,7 @@ fn json(out: &Output) -> serde_json::Value {
 }
 
 #[test]
-fn compatible_profile_exits_0_with_design_json() {
+fn compatible_profile_exits_0_with_documented_json() {
     let d = tempfile::tempdir().unwrap();
     let p = profile(d.path(), "p.yaml", "host:\n  gpus: [H100, H200]\n  driver: \">=550\"\nstack:\n  cuda: \"12.4\"\n  python: \"3.11\"\n  pytorch: \"2.5\"\n");
     let out = gpuimg(&["resolve", p.to_str().unwrap(), "--json"], d.path());

@@ -1,4 +1,4 @@
-//! The NVIDIA_REQUIRE_* evaluator against the strings NVIDIA's CUDA images carry (gpu-facts.md).
+//! The NVIDIA_REQUIRE_* evaluator against the strings NVIDIA's `nvidia/cuda` images carry.
 //!
 //! Semantics are libnvidia-container's `dsl_evaluate`: OR over spaces, AND over commas.
 

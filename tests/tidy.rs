@@ -1,6 +1,7 @@
 //! Source tidiness the code review relies on: every source file opens with a `//!` doc saying
-//! what it owns, stays under 800 lines, and no file in the repository names a public package
-//! registry's host (mirrors and indexes come from the build host or the profile).
+//! what it owns, stays under 800 lines, no file in the repository names a public package
+//! registry's host (mirrors and indexes come from the build host or the profile), and no file
+//! points to a document outside the repository (a clone must stand alone).
 
 use std::path::{Path, PathBuf};
 
@@ -76,6 +77,74 @@ fn no_public_registry_host_is_named() {
             assert!(!text.contains(h.as_str()), "{} names `{h}`", f.display());
         }
     }
+}
+
+/// Every file under `dir`, whatever its extension.
+fn all_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            all_files(&p, out);
+        } else {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn no_file_points_outside_the_repository() {
+    // Names assembled from parts so that this file does not name them either.
+    let outside = [
+        ["DESIGN", "md"].join("."),
+        ["gpu-facts", "md"].join("."),
+        ["..", "shared"].join("/"),
+        ["", "work", "shared"].join("/"),
+    ];
+    let mut v = Vec::new();
+    for d in [
+        "src",
+        "tests",
+        "scripts",
+        "profiles",
+        "catalog",
+        "templates",
+        "data",
+        ".ci",
+    ] {
+        let p = root().join(d);
+        if p.is_dir() {
+            all_files(&p, &mut v);
+        }
+    }
+    for f in [
+        "README.md",
+        "ARCHITECTURE.md",
+        "BENCHMARKS.md",
+        "RELIABILITY.md",
+    ] {
+        v.push(root().join(f));
+    }
+    assert!(v.len() > 100, "found only {} files", v.len());
+    let mut found = Vec::new();
+    for f in v {
+        // Binary seeds and fixtures are not text: nothing there is read by a person.
+        let Ok(text) = std::fs::read_to_string(&f) else {
+            continue;
+        };
+        let name = f.strip_prefix(root()).unwrap_or(&f).display().to_string();
+        for (i, line) in text.lines().enumerate() {
+            for o in &outside {
+                if line.contains(o.as_str()) {
+                    found.push(format!("{name}:{}: names `{o}`", i + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "say the fact in the project's own words instead:\n{}",
+        found.join("\n")
+    );
 }
 
 #[test]

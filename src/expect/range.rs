@@ -1,4 +1,4 @@
-//! Version ranges in DESIGN.md's constraint syntax (`>=550,<560`, a bare prefix, `*`), and
+//! Version ranges in the profile's constraint syntax (`>=550,<560`, a bare prefix, `*`), and
 //! unions of them joined by `||` (as the resolver's `VersionSet` prints them).
 //!
 //! The comparison itself is the shared `version` module's (the resolver's); this file adds the

@@ -1,9 +1,9 @@
 //! Stage 1, `profile`: read a profile file into a validated [`Profile`].
 //!
-//! Owns the v1 profile contract (DESIGN.md): parsing, `${VAR}` expansion inside scalars (after
-//! the YAML is parsed, so a value never adds structure), unknown-key and type errors with
-//! file:line:column, paths made relative to the profile's directory, `files.src` confined to
-//! the build context (`context:`).
+//! Owns the v1 profile contract (README.md, "Profile (v1)"): parsing, `${VAR}` expansion inside
+//! scalars (after the YAML is parsed, so a value never adds structure), unknown-key and type
+//! errors with file:line:column, paths made relative to the profile's directory, `files.src`
+//! confined to the build context (`context:`).
 //! Must never touch the network or resolve versions: constraints are kept as written, with
 //! their positions, for `resolve`.
 

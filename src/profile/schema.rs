@@ -1,4 +1,4 @@
-//! The v1 profile keys (DESIGN.md "Profile contract") as serde types.
+//! The v1 profile keys (every one documented in `templates/profile.yaml`) as serde types.
 //!
 //! Unknown keys are errors (`deny_unknown_fields`). Values that later stages must point back
 //! at carry their position (`Located`). This file only describes shapes; checks that need more

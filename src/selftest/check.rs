@@ -1,6 +1,7 @@
 //! One check's result and the verdict over all checks.
 //!
-//! Plain data rendered by `report`; the JSON field names are DESIGN.md's contract.
+//! Plain data rendered by `report`; the JSON field names are a contract scripts read: they do
+//! not change.
 
 use serde::{Deserialize, Serialize};
 

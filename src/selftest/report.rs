@@ -1,4 +1,4 @@
-//! The self-test report: DESIGN.md's JSON shape and the human table.
+//! The self-test report: the JSON shape scripts read (`--json`) and the human table.
 //!
 //! Rendering only; the verdict and checks are computed in `checks`. Writes nothing itself.
 

@@ -1,4 +1,5 @@
-//! `NVIDIA_REQUIRE_*` evaluation with libnvidia-container's semantics (gpu-facts.md).
+//! `NVIDIA_REQUIRE_*` evaluation with the semantics of libnvidia-container's `dsl_evaluate`
+//! (the NVIDIA Container Toolkit checks these variables with it when it starts a container).
 //!
 //! Space-separated OR-terms of comma-separated AND-ed `key op value` expressions; keys `cuda`,
 //! `driver`, `arch`, `brand`; versions compare numerically dot by dot, brands case-insensitively.

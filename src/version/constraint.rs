@@ -1,6 +1,6 @@
 //! `Constraint`: what a profile, the catalog or a flag may write for a version.
 //!
-//! DESIGN.md: a bare version is a prefix (`"12.4"` matches 12.4.0 and 12.4.1), operators
+//! The syntax: a bare version is a prefix (`"12.4"` matches 12.4.0 and 12.4.1), operators
 //! `= != < <= > >=` are joined by commas (`">=550,<560"`), `"*"` matches anything.
 //! Must never guess: anything else is a `ConstraintError` naming the offending part.
 
@@ -216,7 +216,7 @@ mod tests {
     }
 
     #[test]
-    fn design_md_examples() {
+    fn documented_examples() {
         assert!(c("12.4").matches(&v("12.4.0")) && c("12.4").matches(&v("12.4.1")));
         assert!(!c("12.4").matches(&v("12.5.0")));
         assert!(c("9").matches(&v("9.10.2")) && !c("9").matches(&v("8.9.5")));

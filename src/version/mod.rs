@@ -1,7 +1,7 @@
 //! Version numbers and constraints, parsed at the edge (profile, catalog, command line).
 //!
 //! Owns `Version` (numeric, dot-separated, compared field by field: 570.26 < 570.124.06),
-//! `Constraint` (DESIGN.md: prefix, `= != < <= > >=` joined by commas, `*`) and `VersionSet`
+//! `Constraint` (a prefix, `= != < <= > >=` joined by commas, `*`) and `VersionSet`
 //! (a union of intervals, used for host ranges). Must never know what the versions belong to.
 
 mod constraint;

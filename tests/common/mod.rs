@@ -1,5 +1,6 @@
 //! Shared helpers for the integration tests: run the built binary, make root filesystems,
-//! drive umoci/skopeo/podman with the settings DESIGN.md gives for these machines.
+//! drive umoci/skopeo/podman with the settings README.md's Development section gives (runc,
+//! vfs storage, no network; no ulimits, no pids limit, cgroupfs).
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};

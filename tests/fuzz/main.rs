@@ -1,4 +1,5 @@
-//! Fuzz targets for every parser that reads untrusted bytes (issue 8), on the stable toolchain.
+//! Fuzz targets for every parser that reads untrusted bytes (RELIABILITY.md), on the stable
+//! toolchain.
 //!
 //! Each target (tests/fuzz/targets/) mutates real seed inputs (tests/fuzz/corpus/) with
 //! structured choices decoded by `arbitrary` from seeded random bytes, feeds the parser, and

@@ -40,7 +40,8 @@ pub fn exec(args: Args, global: Global) -> Result<u8, CliError> {
     )
 }
 
-/// The JSON of DESIGN.md for a successful resolution.
+/// The JSON for a successful resolution (`ok`, `components`, `host` with `driver`, `kernel` and
+/// `gpus`, `warnings`): a contract scripts read, so its field names do not change.
 pub fn resolution_json(r: &Resolution) -> serde_json::Value {
     let components: serde_json::Map<String, serde_json::Value> = r
         .components

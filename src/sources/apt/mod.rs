@@ -1,4 +1,4 @@
-//! `base.apt`: a native apt repository client (issue 3). Resolve, verify, fetch and unpack
+//! `base.apt`: a native apt repository client. Resolve, verify, fetch and unpack
 //! `.deb` packages with no daemon, no chroot and no maintainer scripts.
 //!
 //! Entry points: [`resolve`] (indexes only, for `gpuimg lock`) and [`install`] (for `build`);

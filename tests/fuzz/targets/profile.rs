@@ -169,7 +169,7 @@ fn context() -> &'static Path {
     })
 }
 
-/// Words of the YAML library's own messages that must not reach the user (issue 8, class 8).
+/// Words of the YAML library's own messages that must not reach the user (RELIABILITY.md, class 8).
 const INTERNALS: &[&str] = &[
     "Budget breached",
     "ScalarBytes",
