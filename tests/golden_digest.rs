@@ -1,0 +1,48 @@
+//! One golden manifest digest for a fixed input: a `files:`-only image with explicit modes,
+//! `SOURCE_DATE_EPOCH=0`, gzip and zstd. Any change to the bytes gpuimg writes (tar headers,
+//! compressor settings, config or manifest JSON, annotations) changes these digests: that is a
+//! contract change every user sees (their image digests change), so it must be deliberate and
+//! go into the README changelog along with the new constants.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+
+const GZIP: &str = "sha256:a7c6ed45076ab866c04514d82b3e63f147086758b1fa880df491b63ec44e60b6";
+const ZSTD: &str = "sha256:9f30f03c578f42441d65da3b7772ae4c8e82811f059aedca80aba5bdbe9a1def";
+
+#[test]
+fn a_fixed_input_builds_to_the_golden_digests() {
+    let t = common::tmp();
+    let d = t.path();
+    common::write(&d.join("a.txt"), "hello\n");
+    common::write(&d.join("run.sh"), "#!/bin/sh\necho run\n");
+    common::write(
+        &d.join("p.yaml"),
+        "name: golden\nfiles:\n  - {src: ./a.txt, dst: /etc/golden/a.txt, mode: \"0644\"}\n  - {src: ./run.sh, dst: /usr/local/bin/run, mode: \"0755\"}\nconfig:\n  entrypoint: [/usr/local/bin/run]\n  env: {A: b}\n  labels: {org.example.k: v}\nselftest: {enabled: false}\n",
+    );
+    for (round, mode) in [(0, 0o644), (1, 0o600)] {
+        // The sources' own modes (and mtimes) do not matter: the profile gives the modes.
+        for f in ["a.txt", "run.sh"] {
+            std::fs::set_permissions(d.join(f), std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+        for (compression, want) in [("gzip", GZIP), ("zstd", ZSTD)] {
+            let out = common::run_ok(
+                common::gpuimg()
+                    .env("SOURCE_DATE_EPOCH", "0")
+                    .env("GPUIMG_CACHE", d.join(format!("cache-{round}")))
+                    .env("XDG_CONFIG_HOME", d.join("config"))
+                    .arg("build")
+                    .arg(d.join("p.yaml"))
+                    .arg("-o")
+                    .arg(d.join(format!("out-{compression}-{round}")))
+                    .args(["--compression", compression, "--json", "-q"]),
+            );
+            assert_eq!(
+                common::manifest_digest(&out),
+                want,
+                "{compression} (sources {mode:o}): the output bytes changed"
+            );
+        }
+    }
+}
