@@ -160,13 +160,38 @@ fn tarball_with_device_node_refused_unless_allowed() {
         &p,
         "name: demo\nbase:\n  rootfs: ./rootfs.tar\n  allow-special-files: true\n",
     );
-    run_ok(
+    let out = run_ok(
         gpuimg()
             .env("GPUIMG_CACHE", t.path().join("cache"))
             .arg("build")
             .arg(&p)
             .arg("-o")
-            .arg(t.path().join("ok")),
+            .arg(t.path().join("ok"))
+            .args(["--json", "-q"]),
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let layer = v["layers"][0]["digest"].as_str().unwrap();
+    let blob = t
+        .path()
+        .join("ok/blobs/sha256")
+        .join(layer.trim_start_matches("sha256:"));
+    let gz = flate2::read::GzDecoder::new(std::fs::File::open(&blob).unwrap());
+    let mut found = None;
+    for e in tar::Archive::new(gz).entries().unwrap() {
+        let e = e.unwrap();
+        let h = e.header();
+        if e.path().unwrap().to_str() == Some("dev/null") {
+            found = Some((
+                h.entry_type(),
+                h.device_major().unwrap(),
+                h.device_minor().unwrap(),
+            ));
+        }
+    }
+    assert_eq!(
+        found,
+        Some((tar::EntryType::Char, Some(1), Some(3))),
+        "the layer holds dev/null as character device 1:3"
     );
 }
 

@@ -112,6 +112,22 @@ fn built_image_passes_umoci_skopeo_and_runs_under_podman() {
     assert!(shown.contains(digest), "{shown}");
     assert!(shown.contains("tag:       v1"), "{shown}");
     assert!(shown.contains("base") && shown.contains("files"), "{shown}");
+    // Its JSON names the layers in order, each with the blob's real digest and size.
+    let shown = run_ok(gpuimg().arg("inspect").arg(&out_dir).arg("--json"));
+    let v: serde_json::Value = serde_json::from_str(&shown).unwrap();
+    assert_eq!(v["manifest_digest"], digest);
+    let layers = v["layers"].as_array().unwrap();
+    let components: Vec<&str> = layers
+        .iter()
+        .map(|l| l["component"].as_str().unwrap())
+        .collect();
+    assert_eq!(components, ["base", "files"]);
+    for l in layers {
+        let hex = l["digest"].as_str().unwrap().trim_start_matches("sha256:");
+        let blob = std::fs::read(out_dir.join("blobs/sha256").join(hex)).unwrap();
+        assert_eq!(gpuimg::digest::Digest::of(&blob).hex(), hex);
+        assert_eq!(l["size"], blob.len() as u64);
+    }
 }
 
 #[test]

@@ -207,6 +207,13 @@ fn catalog_queries() {
     assert_eq!(json(&out)["components"]["cuda"], "12.4.1");
     let out = gpuimg(&["catalog", "why", "--gpu", "H1000"], d.path());
     assert_eq!(out.status.code(), Some(2));
+    // One error line; the suggestion is a hint after a blank line.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stderr,
+        "error: Unknown GPU `H1000`\n\nhint: did you mean `H100`?\n"
+    );
+    assert!(out.stdout.is_empty());
 }
 
 #[test]

@@ -47,10 +47,11 @@ impl CliError {
         }
     }
 
+    /// `error: message` on one line; a hint, when there is one, after a blank line.
     pub fn render(&self) {
         eprintln!("error: {}", self.message);
         if let Some(h) = &self.hint {
-            eprintln!("hint: {h}");
+            eprintln!("\nhint: {h}");
         }
     }
 }
