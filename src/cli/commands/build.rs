@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use serde_json::json;
 
+use super::CatalogArgs;
 use crate::cache::Cache;
-use crate::catalog::Catalog;
 use crate::cli::{CliError, Global, Progress};
 use crate::driver::BuildOptions;
 use crate::export::Target;
@@ -40,9 +40,8 @@ pub struct Args {
     /// Build from the cache alone; fail naming what is missing.
     #[arg(long)]
     pub offline: bool,
-    /// Catalog overlay files (added after the config directory's catalog.d).
-    #[arg(long = "catalog", value_name = "FILE")]
-    pub catalog: Vec<PathBuf>,
+    #[command(flatten)]
+    pub catalog: CatalogArgs,
     /// The gpuimg-selftest binary to bake in (default: beside this gpuimg).
     #[arg(long, value_name = "FILE")]
     pub selftest_binary: Option<PathBuf>,
@@ -81,7 +80,7 @@ pub fn exec(args: Args, global: Global) -> Result<u8, CliError> {
         Some(o) => Target::parse(o),
         None => Target::Layout(PathBuf::from("out").join(profile.name.as_path())),
     };
-    let catalog = Catalog::load(&args.catalog)?;
+    let catalog = args.catalog.load()?;
     let req = BuildRequest {
         from: if args.locked {
             Settle::Locked

@@ -1,9 +1,8 @@
 //! `gpuimg catalog list KIND`, `catalog show NAME [VERSION]`, `catalog why --gpu ... --pytorch ...`:
 //! query the compatibility catalog and ask questions without a profile.
 
-use std::path::PathBuf;
-
 use super::resolve::outln;
+use super::CatalogArgs;
 use crate::catalog::Catalog;
 use crate::cli::{CliError, Global};
 use crate::profile::{CompatMode, KernelModule};
@@ -15,15 +14,15 @@ pub enum Command {
     /// List records of one kind: gpus, cuda, drivers, python, pytorch, tensorflow, jax, cudnn, nccl, sources.
     List {
         kind: String,
-        #[arg(long = "catalog", value_name = "FILE")]
-        catalog: Vec<PathBuf>,
+        #[command(flatten)]
+        catalog: CatalogArgs,
     },
     /// Show one record: a GPU name, `R580`, a source id, or a kind and a version (`pytorch 2.5.1`).
     Show {
         name: String,
         version: Option<String>,
-        #[arg(long = "catalog", value_name = "FILE")]
-        catalog: Vec<PathBuf>,
+        #[command(flatten)]
+        catalog: CatalogArgs,
     },
     /// Answer a question without a profile, e.g. `--gpu V100 --pytorch 2.11`.
     Why(Box<WhyArgs>),
@@ -32,8 +31,8 @@ pub enum Command {
         /// Also search the nearest working change for every "no" (as `resolve` does).
         #[arg(long)]
         hints: bool,
-        #[arg(long = "catalog", value_name = "FILE")]
-        catalog: Vec<PathBuf>,
+        #[command(flatten)]
+        catalog: CatalogArgs,
     },
 }
 
@@ -65,8 +64,8 @@ pub struct WhyArgs {
     pub jax: Option<String>,
     #[arg(long)]
     pub json: bool,
-    #[arg(long = "catalog", value_name = "FILE")]
-    pub catalog: Vec<PathBuf>,
+    #[command(flatten)]
+    pub catalog: CatalogArgs,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -85,14 +84,14 @@ pub enum CompatArg {
 
 pub fn exec(cmd: Command, global: Global) -> Result<u8, CliError> {
     match cmd {
-        Command::List { kind, catalog } => list(&Catalog::load(&catalog)?, &kind),
+        Command::List { kind, catalog } => list(&catalog.load()?, &kind),
         Command::Show {
             name,
             version,
             catalog,
-        } => show(&Catalog::load(&catalog)?, &name, version.as_deref()),
+        } => show(&catalog.load()?, &name, version.as_deref()),
         Command::Why(a) => why(*a, global),
-        Command::Matrix { hints, catalog } => matrix(&Catalog::load(&catalog)?, hints),
+        Command::Matrix { hints, catalog } => matrix(&catalog.load()?, hints),
     }
 }
 
@@ -317,7 +316,7 @@ fn show(c: &Catalog, name: &str, version: Option<&str>) -> Result<u8, CliError> 
 }
 
 fn why(a: WhyArgs, global: Global) -> Result<u8, CliError> {
-    let catalog = Catalog::load(&a.catalog)?;
+    let catalog = a.catalog.load()?;
     let parse = |flag: &str, s: &str| -> Result<Constraint, CliError> {
         let c: Constraint = s
             .parse()

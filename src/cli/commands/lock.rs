@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 
 use super::resolve::outln;
+use super::CatalogArgs;
 use crate::cache::Cache;
-use crate::catalog::Catalog;
 use crate::cli::{CliError, Global, Progress};
 
 #[derive(Debug, clap::Args)]
@@ -18,14 +18,13 @@ pub struct Args {
     /// Resolve packages from cached indexes alone.
     #[arg(long)]
     pub offline: bool,
-    /// Catalog overlay files (added after the config directory's catalog.d).
-    #[arg(long = "catalog", value_name = "FILE")]
-    pub catalog: Vec<PathBuf>,
+    #[command(flatten)]
+    pub catalog: CatalogArgs,
 }
 
 pub fn exec(args: Args, global: Global) -> Result<u8, CliError> {
     let profile = crate::profile::load(&args.profile)?;
-    let catalog = Catalog::load(&args.catalog)?;
+    let catalog = args.catalog.load()?;
     let cache_root = args.cache.clone().unwrap_or_else(Cache::default_root);
     let mut progress = Progress::new(global.quiet);
     let locked =

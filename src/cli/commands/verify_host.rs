@@ -3,9 +3,7 @@
 //! Which expectation: `ops::verify` (a profile resolved now, a lock's recorded resolution, or
 //! an expectation file as it is).
 
-use std::path::PathBuf;
-
-use crate::catalog::Catalog;
+use super::CatalogArgs;
 use crate::cli::{CliError, Global};
 use crate::profile::SelftestLevel;
 
@@ -22,14 +20,13 @@ pub struct Args {
     /// Also write the JSON report to FILE.
     #[arg(long, value_name = "FILE")]
     pub report: Option<std::path::PathBuf>,
-    /// Catalog overlay files (added after the config directory's catalog.d).
-    #[arg(long = "catalog", value_name = "FILE")]
-    pub catalog: Vec<PathBuf>,
+    #[command(flatten)]
+    pub catalog: CatalogArgs,
 }
 
 pub fn exec(args: Args, global: Global) -> Result<u8, CliError> {
     let expect = crate::ops::verify::expectation(&args.profile, || {
-        Catalog::load(&args.catalog).map_err(crate::ops::OpsError::from)
+        args.catalog.load().map_err(crate::ops::OpsError::from)
     })
     .map_err(CliError::from_ops)?;
     let level = match args.level.as_deref() {
