@@ -13,7 +13,7 @@ pub struct Args {
     /// The profile.
     pub profile: PathBuf,
     /// Cache directory (default $GPUIMG_CACHE or the XDG cache dir).
-    #[arg(long)]
+    #[arg(long, value_name = "DIR")]
     pub cache: Option<PathBuf>,
     /// Resolve packages from cached indexes alone.
     #[arg(long)]

@@ -11,9 +11,9 @@ use crate::profile::SelftestLevel;
 pub struct Args {
     /// The profile, or an expectation file (`expect.json`).
     pub profile: std::path::PathBuf,
-    /// quick or full (default: the profile's `selftest.level`).
-    #[arg(long, value_parser = ["quick", "full"])]
-    pub level: Option<String>,
+    /// How much to check (default: the profile's `selftest.level`).
+    #[arg(long, value_enum)]
+    pub level: Option<LevelArg>,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -24,14 +24,23 @@ pub struct Args {
     pub catalog: CatalogArgs,
 }
 
+/// The accepted values of `--level`, mapped to [`SelftestLevel`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LevelArg {
+    /// Versions, health and a kernel on every GPU.
+    Quick,
+    /// Everything `quick` checks, plus bandwidth.
+    Full,
+}
+
 pub fn exec(args: Args, global: Global) -> Result<u8, CliError> {
     let expect = crate::ops::verify::expectation(&args.profile, || {
         args.catalog.load().map_err(crate::ops::OpsError::from)
     })
     .map_err(CliError::from_ops)?;
-    let level = match args.level.as_deref() {
-        Some("full") => SelftestLevel::Full,
-        Some(_) => SelftestLevel::Quick,
+    let level = match args.level {
+        Some(LevelArg::Full) => SelftestLevel::Full,
+        Some(LevelArg::Quick) => SelftestLevel::Quick,
         None => expect.level,
     };
     let report = crate::selftest::run(&expect, level, &crate::selftest::process_env());
