@@ -104,6 +104,7 @@ fn help_texts() {
         &["cache"],
         &["cache", "verify"],
         &["cache", "prune"],
+        &["completions"],
     ];
     for cmd in commands {
         let mut args = cmd.to_vec();
@@ -179,4 +180,42 @@ fn json_outputs() {
             .unwrap_or_else(|e| panic!("{args:?} printed invalid JSON ({e}): {}", r.stdout));
         insta::assert_snapshot!(*name, r.render());
     }
+}
+
+/// `gpuimg completions SHELL` prints a script for each shell, naming every command; bash's
+/// defines the `_gpuimg` function and registers it, and completes the values of `--compression`.
+#[test]
+fn completion_scripts() {
+    let sb = Sandbox::new();
+    let r = sb.run(GPUIMG, &["completions", "bash"]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(r.stderr.is_empty(), "{}", r.stderr);
+    assert!(r.stdout.contains("_gpuimg()"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("complete -F _gpuimg"),
+        "bash script does not register _gpuimg"
+    );
+    assert!(
+        r.stdout.contains("gzip zstd"),
+        "--compression values missing"
+    );
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let r = sb.run(GPUIMG, &["completions", shell]);
+        assert_eq!(r.code, Some(0), "{shell}: {}", r.stderr);
+        for cmd in [
+            "build",
+            "inspect",
+            "resolve",
+            "lock",
+            "catalog",
+            "verify-host",
+            "cache",
+        ] {
+            assert!(r.stdout.contains(cmd), "{shell}: `{cmd}` is not completed");
+        }
+    }
+    let r = sb.run(GPUIMG, &["completions", "tcsh"]);
+    assert_eq!(r.code, Some(2), "{}", r.render());
+    assert!(r.stdout.is_empty());
+    insta::assert_snapshot!("error_completions_unknown_shell", r.render());
 }

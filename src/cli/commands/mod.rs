@@ -7,6 +7,7 @@ use crate::catalog::{Catalog, CatalogError};
 pub mod build;
 pub mod cache;
 pub mod catalog;
+pub mod completions;
 pub mod inspect;
 pub mod lock;
 pub mod resolve;
