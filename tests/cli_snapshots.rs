@@ -172,7 +172,10 @@ fn json_outputs() {
         "name: demo\nhost:\n  gpus: [H100]\n  driver: \">=550\"\nstack:\n  cuda: \"12.4\"\n",
     );
     let p = p.to_str().expect("utf-8 name");
-    let cases: &[(&str, &[&str], i32)] = &[("json_resolve", &["resolve", p, "--json"], 0)];
+    let cases: &[(&str, &[&str], i32)] = &[
+        ("json_resolve", &["resolve", p, "--json"], 0),
+        ("json_lock", &["lock", p, "--json"], 0),
+    ];
     for (name, args, code) in cases {
         let r = sb.run(GPUIMG, args);
         assert_eq!(r.code, Some(*code), "{args:?}: {}", r.render());
@@ -180,6 +183,12 @@ fn json_outputs() {
             .unwrap_or_else(|e| panic!("{args:?} printed invalid JSON ({e}): {}", r.stdout));
         insta::assert_snapshot!(*name, r.render());
     }
+    // The lock that `lock --json` names was written, holding as many artifacts as it says.
+    let lock: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(sb.path().join("p.lock.json")).expect("lock --json wrote p.lock.json"),
+    )
+    .expect("the lock is JSON");
+    assert_eq!(lock["artifacts"].as_array().map(Vec::len), Some(0));
 }
 
 /// `gpuimg completions SHELL` prints a script for each shell, naming every command; bash's
