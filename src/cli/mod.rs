@@ -12,7 +12,7 @@ mod report;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 pub use progress::Progress;
 pub use report::CliError;
@@ -49,6 +49,10 @@ enum Command {
     /// Check the cache in full (`verify`) or remove unreferenced blobs (`prune`).
     #[command(subcommand)]
     Cache(commands::cache::Command),
+    /// Print a shell completion script on stdout.
+    ///
+    /// For example: `gpuimg completions bash > /etc/bash_completion.d/gpuimg`.
+    Completions(commands::completions::Args),
 }
 
 /// Global settings every command sees.
@@ -80,6 +84,7 @@ fn run() -> ExitCode {
         Command::Catalog(c) => commands::catalog::exec(c, global),
         Command::VerifyHost(a) => commands::verify_host::exec(a, global),
         Command::Cache(c) => commands::cache::exec(c, global),
+        Command::Completions(a) => commands::completions::exec(a, Cli::command(), global),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -1,6 +1,7 @@
 //! Progress reporting: indicatif bars on a terminal, plain lines otherwise, nothing with `--quiet`.
 //!
 //! Stages report through the [`crate::observe::Observer`] trait; only this file knows indicatif.
+//! A finished task prints one line: its size, time and rate, or `cached` when it moved nothing.
 
 use std::io::IsTerminal;
 use std::time::Instant;
@@ -92,13 +93,54 @@ impl Observer for Progress {
         if self.mode == Mode::Quiet {
             return;
         }
-        let secs = self.started.elapsed().as_secs_f64().max(1e-6);
-        let rate = bytes as f64 / secs / 1e6;
-        eprintln!(
-            "{label:>12} {summary} ({:.1} MB in {:.2}s, {:.0} MB/s)",
-            bytes as f64 / 1e6,
-            secs,
-            rate
+        let secs = self.started.elapsed().as_secs_f64();
+        eprintln!("{}", done_line(label, bytes, secs, summary));
+    }
+}
+
+/// The line a finished task prints. A task that moved no bytes was served from the cache (or
+/// had nothing to do): it says `cached`, keeping a non-empty summary (`12 files`) but no
+/// meaningless rate.
+fn done_line(label: &str, bytes: u64, secs: f64, summary: &str) -> String {
+    if bytes == 0 {
+        if summary.is_empty() || summary.starts_with("0 ") {
+            return format!("{label:>12} cached");
+        }
+        return format!("{label:>12} cached ({summary})");
+    }
+    let secs = secs.max(1e-6);
+    format!(
+        "{label:>12} {summary} ({:.1} MB in {:.2}s, {:.0} MB/s)",
+        bytes as f64 / 1e6,
+        secs,
+        bytes as f64 / secs / 1e6
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::done_line;
+
+    #[test]
+    fn a_task_that_moved_nothing_says_cached() {
+        assert_eq!(
+            done_line("indexes", 0, 0.0, "0 files"),
+            "     indexes cached"
         );
+        assert_eq!(
+            done_line("packages", 0, 0.01, "12 files"),
+            "    packages cached (12 files)"
+        );
+        assert_eq!(done_line("unpack", 0, 0.0, ""), "      unpack cached");
+    }
+
+    #[test]
+    fn a_task_that_moved_bytes_reports_size_time_and_rate() {
+        assert_eq!(
+            done_line("packages", 25_000_000, 2.0, "12 files"),
+            "    packages 12 files (25.0 MB in 2.00s, 12 MB/s)"
+        );
+        // A task too fast to time still prints a finite rate.
+        assert!(!done_line("indexes", 1_000, 0.0, "1 files").contains("inf"));
     }
 }

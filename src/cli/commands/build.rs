@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use serde_json::json;
 
+use super::CatalogArgs;
 use crate::cache::Cache;
-use crate::catalog::Catalog;
 use crate::cli::{CliError, Global, Progress};
 use crate::driver::BuildOptions;
 use crate::export::Target;
@@ -18,7 +18,7 @@ pub struct Args {
     /// The profile (YAML).
     pub profile: PathBuf,
     /// Output: DIR, oci:DIR or oci-archive:FILE (default out/<name>).
-    #[arg(short, long)]
+    #[arg(short, long, value_name = "TARGET")]
     pub output: Option<String>,
     /// Tag recorded as org.opencontainers.image.ref.name (default `latest`):
     /// `[A-Za-z0-9_][A-Za-z0-9._-]{0,127}`.
@@ -29,10 +29,10 @@ pub struct Args {
     #[arg(long)]
     pub force: bool,
     /// Layer compression.
-    #[arg(long, default_value = "gzip")]
-    pub compression: Compression,
+    #[arg(long, value_enum, default_value_t = CompressionArg::Gzip)]
+    pub compression: CompressionArg,
     /// Cache directory (default $GPUIMG_CACHE or the XDG cache dir).
-    #[arg(long)]
+    #[arg(long, value_name = "DIR")]
     pub cache: Option<PathBuf>,
     /// Build exactly what the lock beside the profile records; refuse a stale lock.
     #[arg(long)]
@@ -40,15 +40,32 @@ pub struct Args {
     /// Build from the cache alone; fail naming what is missing.
     #[arg(long)]
     pub offline: bool,
-    /// Catalog overlay files (added after the config directory's catalog.d).
-    #[arg(long = "catalog", value_name = "FILE")]
-    pub catalog: Vec<PathBuf>,
+    #[command(flatten)]
+    pub catalog: CatalogArgs,
     /// The gpuimg-selftest binary to bake in (default: beside this gpuimg).
     #[arg(long, value_name = "FILE")]
     pub selftest_binary: Option<PathBuf>,
     /// Print a JSON summary on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+/// The accepted values of `--compression`, mapped to [`Compression`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CompressionArg {
+    /// Read by every OCI runtime.
+    Gzip,
+    /// Smaller and faster to unpack; the runtime must read zstd layers.
+    Zstd,
+}
+
+impl From<CompressionArg> for Compression {
+    fn from(c: CompressionArg) -> Self {
+        match c {
+            CompressionArg::Gzip => Compression::Gzip,
+            CompressionArg::Zstd => Compression::Zstd,
+        }
+    }
 }
 
 /// SOURCE_DATE_EPOCH, default 0.
@@ -81,7 +98,7 @@ pub fn exec(args: Args, global: Global) -> Result<u8, CliError> {
         Some(o) => Target::parse(o),
         None => Target::Layout(PathBuf::from("out").join(profile.name.as_path())),
     };
-    let catalog = Catalog::load(&args.catalog)?;
+    let catalog = args.catalog.load()?;
     let req = BuildRequest {
         from: if args.locked {
             Settle::Locked
@@ -93,7 +110,7 @@ pub fn exec(args: Args, global: Global) -> Result<u8, CliError> {
             target,
             tag,
             force: args.force,
-            compression: args.compression,
+            compression: args.compression.into(),
             epoch,
             cache_root: args.cache.clone().unwrap_or_else(Cache::default_root),
             offline: args.offline,

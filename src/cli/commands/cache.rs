@@ -23,13 +23,13 @@ pub enum Command {
         #[arg(long)]
         repair: bool,
         /// Cache directory (default $GPUIMG_CACHE or the XDG cache dir).
-        #[arg(long)]
+        #[arg(long, value_name = "DIR")]
         cache: Option<PathBuf>,
     },
     /// Remove the layer blobs no layer record references, and print what was freed.
     Prune {
         /// Cache directory (default $GPUIMG_CACHE or the XDG cache dir).
-        #[arg(long)]
+        #[arg(long, value_name = "DIR")]
         cache: Option<PathBuf>,
     },
 }

@@ -1,9 +1,8 @@
 //! `gpuimg catalog list KIND`, `catalog show NAME [VERSION]`, `catalog why --gpu ... --pytorch ...`:
 //! query the compatibility catalog and ask questions without a profile.
 
-use std::path::PathBuf;
-
 use super::resolve::outln;
+use super::CatalogArgs;
 use crate::catalog::Catalog;
 use crate::cli::{CliError, Global};
 use crate::profile::{CompatMode, KernelModule};
@@ -12,18 +11,22 @@ use crate::version::Constraint;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
-    /// List records of one kind: gpus, cuda, drivers, python, pytorch, tensorflow, jax, cudnn, nccl, sources.
+    /// List the records of one kind.
     List {
-        kind: String,
-        #[arg(long = "catalog", value_name = "FILE")]
-        catalog: Vec<PathBuf>,
+        /// Which records.
+        #[arg(value_enum)]
+        kind: Kind,
+        #[command(flatten)]
+        catalog: CatalogArgs,
     },
     /// Show one record: a GPU name, `R580`, a source id, or a kind and a version (`pytorch 2.5.1`).
     Show {
+        /// A GPU name or alias, a driver branch (`R580`), a source id, or a kind with VERSION.
         name: String,
+        /// The version, when NAME is a kind: cuda, pytorch, tensorflow, jax, cudnn, nccl, python.
         version: Option<String>,
-        #[arg(long = "catalog", value_name = "FILE")]
-        catalog: Vec<PathBuf>,
+        #[command(flatten)]
+        catalog: CatalogArgs,
     },
     /// Answer a question without a profile, e.g. `--gpu V100 --pytorch 2.11`.
     Why(Box<WhyArgs>),
@@ -32,67 +35,103 @@ pub enum Command {
         /// Also search the nearest working change for every "no" (as `resolve` does).
         #[arg(long)]
         hints: bool,
-        #[arg(long = "catalog", value_name = "FILE")]
-        catalog: Vec<PathBuf>,
+        #[command(flatten)]
+        catalog: CatalogArgs,
     },
 }
 
 #[derive(Debug, clap::Args)]
 pub struct WhyArgs {
+    /// A GPU the image must run on, by name or alias (repeatable).
     #[arg(long = "gpu", value_name = "NAME")]
     pub gpus: Vec<String>,
-    #[arg(long)]
+    /// The host driver versions to allow, e.g. `>=550`.
+    #[arg(long, value_name = "VERSIONS")]
     pub driver: Option<String>,
-    #[arg(long)]
+    /// The host kernel versions to allow, e.g. `>=5.15`.
+    #[arg(long, value_name = "VERSIONS")]
     pub kernel: Option<String>,
+    /// Which NVIDIA kernel module the host runs.
     #[arg(long = "kernel-module", value_enum, default_value = "any")]
     pub kernel_module: ModuleArg,
+    /// How far CUDA may run ahead of the driver.
     #[arg(long, value_enum, default_value = "minor")]
     pub compat: CompatArg,
-    #[arg(long)]
+    /// CUDA versions, e.g. `12.4`.
+    #[arg(long, value_name = "VERSIONS")]
     pub cuda: Option<String>,
-    #[arg(long)]
+    /// cuDNN versions.
+    #[arg(long, value_name = "VERSIONS")]
     pub cudnn: Option<String>,
-    #[arg(long)]
+    /// NCCL versions.
+    #[arg(long, value_name = "VERSIONS")]
     pub nccl: Option<String>,
-    #[arg(long)]
+    /// Python versions, e.g. `3.11`.
+    #[arg(long, value_name = "VERSIONS")]
     pub python: Option<String>,
-    #[arg(long)]
+    /// PyTorch versions, e.g. `2.5`.
+    #[arg(long, value_name = "VERSIONS")]
     pub pytorch: Option<String>,
-    #[arg(long)]
+    /// TensorFlow versions.
+    #[arg(long, value_name = "VERSIONS")]
     pub tensorflow: Option<String>,
-    #[arg(long)]
+    /// JAX versions.
+    #[arg(long, value_name = "VERSIONS")]
     pub jax: Option<String>,
+    /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
-    #[arg(long = "catalog", value_name = "FILE")]
-    pub catalog: Vec<PathBuf>,
+    #[command(flatten)]
+    pub catalog: CatalogArgs,
+}
+
+/// The record kinds `catalog list` prints.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum Kind {
+    #[value(alias = "gpu")]
+    Gpus,
+    Cuda,
+    #[value(alias = "driver")]
+    Drivers,
+    Python,
+    Pytorch,
+    Tensorflow,
+    Jax,
+    Cudnn,
+    Nccl,
+    Sources,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum ModuleArg {
+    /// The open kernel module.
     Open,
+    /// The proprietary kernel module.
     Proprietary,
+    /// Either module.
     Any,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum CompatArg {
+    /// The driver must be at least the CUDA release's own minimum.
     Strict,
+    /// CUDA may be newer than the driver within its major version (minor-version compatibility).
     Minor,
+    /// As minor, and older long-term branches of data-center GPUs through cuda-compat in the image.
     Forward,
 }
 
 pub fn exec(cmd: Command, global: Global) -> Result<u8, CliError> {
     match cmd {
-        Command::List { kind, catalog } => list(&Catalog::load(&catalog)?, &kind),
+        Command::List { kind, catalog } => list(&catalog.load()?, kind),
         Command::Show {
             name,
             version,
             catalog,
-        } => show(&Catalog::load(&catalog)?, &name, version.as_deref()),
+        } => show(&catalog.load()?, &name, version.as_deref()),
         Command::Why(a) => why(*a, global),
-        Command::Matrix { hints, catalog } => matrix(&Catalog::load(&catalog)?, hints),
+        Command::Matrix { hints, catalog } => matrix(&catalog.load()?, hints),
     }
 }
 
@@ -146,9 +185,9 @@ fn matrix(c: &Catalog, hints: bool) -> Result<u8, CliError> {
     Ok(0)
 }
 
-fn list(c: &Catalog, kind: &str) -> Result<u8, CliError> {
+fn list(c: &Catalog, kind: Kind) -> Result<u8, CliError> {
     let lines: Vec<String> = match kind {
-        "gpus" | "gpu" => c
+        Kind::Gpus => c
             .gpus
             .iter()
             .map(|g| {
@@ -161,7 +200,7 @@ fn list(c: &Catalog, kind: &str) -> Result<u8, CliError> {
                 )
             })
             .collect(),
-        "cuda" => c
+        Kind::Cuda => c
             .cuda
             .iter()
             .map(|t| {
@@ -181,7 +220,7 @@ fn list(c: &Catalog, kind: &str) -> Result<u8, CliError> {
                 )
             })
             .collect(),
-        "drivers" | "driver" => c
+        Kind::Drivers => c
             .drivers
             .iter()
             .map(|b| {
@@ -197,8 +236,8 @@ fn list(c: &Catalog, kind: &str) -> Result<u8, CliError> {
                 )
             })
             .collect(),
-        "python" => c.python.iter().map(|p| p.version.to_string()).collect(),
-        "pytorch" => c
+        Kind::Python => c.python.iter().map(|p| p.version.to_string()).collect(),
+        Kind::Pytorch => c
             .pytorch
             .iter()
             .map(|r| {
@@ -206,7 +245,7 @@ fn list(c: &Catalog, kind: &str) -> Result<u8, CliError> {
                 format!("{:<8} {}", r.version.to_string(), v.join(" "))
             })
             .collect(),
-        "tensorflow" => c
+        Kind::Tensorflow => c
             .tensorflow
             .iter()
             .map(|r| {
@@ -218,7 +257,7 @@ fn list(c: &Catalog, kind: &str) -> Result<u8, CliError> {
                 )
             })
             .collect(),
-        "jax" => c
+        Kind::Jax => c
             .jax
             .iter()
             .map(|r| {
@@ -226,17 +265,13 @@ fn list(c: &Catalog, kind: &str) -> Result<u8, CliError> {
                 format!("{:<9} {}", r.version.to_string(), v.join(" "))
             })
             .collect(),
-        "cudnn" => c.cudnn.iter().map(|r| r.version.to_string()).collect(),
-        "nccl" => c.nccl.iter().map(|r| r.version.to_string()).collect(),
-        "sources" => c
+        Kind::Cudnn => c.cudnn.iter().map(|r| r.version.to_string()).collect(),
+        Kind::Nccl => c.nccl.iter().map(|r| r.version.to_string()).collect(),
+        Kind::Sources => c
             .sources
             .iter()
             .map(|s| format!("{:<24} {}", s.id, s.url))
             .collect(),
-        other => return Err(CliError::msg(2, format!("Unknown catalog kind `{other}`"))
-            .with_hint(
-            "one of: gpus, cuda, drivers, python, pytorch, tensorflow, jax, cudnn, nccl, sources",
-        )),
     };
     for l in lines {
         outln!("{}", l.trim_end());
@@ -317,7 +352,7 @@ fn show(c: &Catalog, name: &str, version: Option<&str>) -> Result<u8, CliError> 
 }
 
 fn why(a: WhyArgs, global: Global) -> Result<u8, CliError> {
-    let catalog = Catalog::load(&a.catalog)?;
+    let catalog = a.catalog.load()?;
     let parse = |flag: &str, s: &str| -> Result<Constraint, CliError> {
         let c: Constraint = s
             .parse()

@@ -14,7 +14,7 @@ pub(crate) use outln;
 
 use serde_json::json;
 
-use crate::catalog::Catalog;
+use super::CatalogArgs;
 use crate::cli::{CliError, Global};
 use crate::resolve::{Resolution, ResolveError};
 
@@ -25,14 +25,13 @@ pub struct Args {
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
-    /// Catalog overlay files (added after the config directory's catalog.d).
-    #[arg(long = "catalog", value_name = "FILE")]
-    pub catalog: Vec<PathBuf>,
+    #[command(flatten)]
+    pub catalog: CatalogArgs,
 }
 
 pub fn exec(args: Args, global: Global) -> Result<u8, CliError> {
     let profile = crate::profile::load(&args.profile)?;
-    let catalog = Catalog::load(&args.catalog)?;
+    let catalog = args.catalog.load()?;
     answer(
         crate::resolve::resolve(&profile, &catalog),
         args.json,

@@ -3,9 +3,7 @@
 //! Which expectation: `ops::verify` (a profile resolved now, a lock's recorded resolution, or
 //! an expectation file as it is).
 
-use std::path::PathBuf;
-
-use crate::catalog::Catalog;
+use super::CatalogArgs;
 use crate::cli::{CliError, Global};
 use crate::profile::SelftestLevel;
 
@@ -13,28 +11,36 @@ use crate::profile::SelftestLevel;
 pub struct Args {
     /// The profile, or an expectation file (`expect.json`).
     pub profile: std::path::PathBuf,
-    /// quick or full (default: the profile's `selftest.level`).
-    #[arg(long, value_parser = ["quick", "full"])]
-    pub level: Option<String>,
+    /// How much to check (default: the profile's `selftest.level`).
+    #[arg(long, value_enum)]
+    pub level: Option<LevelArg>,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
     /// Also write the JSON report to FILE.
     #[arg(long, value_name = "FILE")]
     pub report: Option<std::path::PathBuf>,
-    /// Catalog overlay files (added after the config directory's catalog.d).
-    #[arg(long = "catalog", value_name = "FILE")]
-    pub catalog: Vec<PathBuf>,
+    #[command(flatten)]
+    pub catalog: CatalogArgs,
+}
+
+/// The accepted values of `--level`, mapped to [`SelftestLevel`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LevelArg {
+    /// Versions, health and a kernel on every GPU.
+    Quick,
+    /// Everything `quick` checks, plus bandwidth.
+    Full,
 }
 
 pub fn exec(args: Args, global: Global) -> Result<u8, CliError> {
     let expect = crate::ops::verify::expectation(&args.profile, || {
-        Catalog::load(&args.catalog).map_err(crate::ops::OpsError::from)
+        args.catalog.load().map_err(crate::ops::OpsError::from)
     })
     .map_err(CliError::from_ops)?;
-    let level = match args.level.as_deref() {
-        Some("full") => SelftestLevel::Full,
-        Some(_) => SelftestLevel::Quick,
+    let level = match args.level {
+        Some(LevelArg::Full) => SelftestLevel::Full,
+        Some(LevelArg::Quick) => SelftestLevel::Quick,
         None => expect.level,
     };
     let report = crate::selftest::run(&expect, level, &crate::selftest::process_env());
