@@ -112,6 +112,10 @@ fn built_image_passes_umoci_skopeo_and_runs_under_podman() {
     assert!(shown.contains(digest), "{shown}");
     assert!(shown.contains("tag:       v1"), "{shown}");
     assert!(shown.contains("base") && shown.contains("files"), "{shown}");
+    assert!(
+        shown.contains("labels:\n  org.example.team=infra\n"),
+        "{shown}"
+    );
     // Its JSON names the layers in order, each with the blob's real digest and size.
     let shown = run_ok(gpuimg().arg("inspect").arg(&out_dir).arg("--json"));
     let v: serde_json::Value = serde_json::from_str(&shown).unwrap();

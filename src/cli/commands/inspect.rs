@@ -76,6 +76,12 @@ pub fn exec(args: Args, _global: Global) -> Result<u8, CliError> {
             s.push_str(&format!("  {}\n", e.as_str().unwrap_or_default()));
         }
     }
+    if let Some(labels) = c.get("Labels").and_then(|l| l.as_object()) {
+        s.push_str("labels:\n");
+        for (k, v) in labels {
+            s.push_str(&format!("  {k}={}\n", v.as_str().unwrap_or_default()));
+        }
+    }
     if !info.annotations.is_empty() {
         s.push_str("annotations:\n");
         for (k, v) in &info.annotations {
