@@ -11,6 +11,7 @@ pub mod canonical_json;
 pub mod confined;
 pub mod digest;
 pub mod elf;
+pub mod entry;
 pub mod error_line;
 pub mod file_identity;
 pub mod profile;

@@ -6,11 +6,5 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    std::panic::set_hook(Box::new(|info| {
-        eprintln!(
-            "{}",
-            gpuimg::error_line::panic_line("gpuimg-selftest", info)
-        );
-    }));
-    std::panic::catch_unwind(gpuimg::selftest::main).unwrap_or(ExitCode::from(3))
+    gpuimg::entry::guarded("gpuimg-selftest", gpuimg::selftest::main)
 }

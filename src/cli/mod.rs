@@ -63,15 +63,11 @@ pub struct Global {
 
 /// Run `gpuimg`: a panic prints one line and exits 3 (internal error), never a stack trace.
 pub fn main() -> ExitCode {
-    std::panic::set_hook(Box::new(|info| {
-        eprintln!("{}", crate::error_line::panic_line("gpuimg", info));
-    }));
-    std::panic::catch_unwind(run).unwrap_or(ExitCode::from(3))
+    crate::entry::guarded("gpuimg", run)
 }
 
 fn run() -> ExitCode {
-    debug_panic_trigger();
-    let cli = match parse_args::<Cli>() {
+    let cli = match crate::entry::parse_args::<Cli>() {
         Ok(c) => c,
         Err(code) => return code,
     };
@@ -95,32 +91,10 @@ fn run() -> ExitCode {
     }
 }
 
-/// Debug builds only (the test suite's): `GPUIMG_DEBUG_PANIC=1` panics at once, so the tests
-/// can see what a panic looks like from outside. Release builds ignore it.
-pub fn debug_panic_trigger() {
-    if cfg!(debug_assertions) && std::env::var_os("GPUIMG_DEBUG_PANIC").is_some_and(|v| v == "1") {
-        panic!("GPUIMG_DEBUG_PANIC is set");
-    }
-}
-
 /// Write to stdout; a closed pipe (`| head`) is not an error.
 pub fn print_stdout(s: &str) {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(s.as_bytes());
     let _ = out.flush();
-}
-
-/// Parse the command line; on `--help`/`--version` print and exit 0, on bad usage print clap's
-/// message and exit 2. Shared by both binaries.
-pub fn parse_args<T: Parser>() -> Result<T, ExitCode> {
-    T::try_parse().map_err(|e| {
-        use clap::error::ErrorKind;
-        let code = match e.kind() {
-            ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => 0,
-            _ => 2,
-        };
-        let _ = e.print();
-        ExitCode::from(code)
-    })
 }

@@ -41,32 +41,9 @@ struct Args {
     command: Vec<OsString>,
 }
 
-/// Parse the command line; `--help`/`--version` print and exit 0, bad usage prints clap's
-/// message and exits 2.
-fn parse_args() -> Result<Args, ExitCode> {
-    Args::try_parse().map_err(|e| {
-        use clap::error::ErrorKind;
-        let code = match e.kind() {
-            ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => 0,
-            _ => 2,
-        };
-        let _ = e.print();
-        ExitCode::from(code)
-    })
-}
-
-/// Debug builds only (the test suite's): `GPUIMG_DEBUG_PANIC=1` panics at once, so the tests
-/// can see what a panic looks like from outside. Release builds ignore it.
-fn debug_panic_trigger() {
-    if cfg!(debug_assertions) && std::env::var_os("GPUIMG_DEBUG_PANIC").is_some_and(|v| v == "1") {
-        panic!("GPUIMG_DEBUG_PANIC is set");
-    }
-}
-
 /// Run the self-test as the `gpuimg-selftest` binary.
 pub fn main() -> ExitCode {
-    debug_panic_trigger();
-    let args = match parse_args() {
+    let args = match crate::entry::parse_args::<Args>() {
         Ok(a) => a,
         Err(code) => return code,
     };
