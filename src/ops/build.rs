@@ -114,42 +114,18 @@ fn apt_facts(
         })
         .collect();
     // Only saves reading the packages next time: failing to record is no error.
-    let _ = cache.put_record(Bucket::Controls, &key, &MetasRecord::of(&metas));
+    let _ = cache.put_record(Bucket::Controls, &key, &metas);
     Ok(AptFacts { packages, metas })
 }
 
 /// The key of a package set's control fields: the packages' bytes (sha256) decide them.
 fn metas_key(packages: &[LockedPackage]) -> Digest {
-    let mut k = Key::new("apt-control-fields-v1").tool_version();
+    let mut k = Key::new("apt-control-fields-v2").tool_version();
     k.count(packages.len());
     for p in packages {
         k.str(&p.name).digest(&p.sha256);
     }
     k.finish()
-}
-
-#[derive(serde::Serialize, serde::Deserialize)]
-struct MetasRecord {
-    /// (name, essential, priority, section), in the set's order.
-    packages: Vec<(String, bool, Option<String>, Option<String>)>,
-}
-
-impl MetasRecord {
-    fn of(metas: &[PackageMeta]) -> Self {
-        MetasRecord {
-            packages: metas
-                .iter()
-                .map(|m| {
-                    (
-                        m.name.clone(),
-                        m.essential,
-                        m.priority.clone(),
-                        m.section.clone(),
-                    )
-                })
-                .collect(),
-        }
-    }
 }
 
 /// A recorded set of control fields, used only while its stamp vouches for it (the full check
@@ -159,18 +135,8 @@ fn recorded_metas(cache: &Cache, key: &Digest, n: usize) -> Option<Vec<PackageMe
     if !rec.trusted {
         return None;
     }
-    let rec: MetasRecord = serde_json::from_slice(&rec.bytes).ok()?;
-    (rec.packages.len() == n).then(|| {
-        rec.packages
-            .into_iter()
-            .map(|(name, essential, priority, section)| PackageMeta {
-                name,
-                essential,
-                priority,
-                section,
-            })
-            .collect()
-    })
+    let metas: Vec<PackageMeta> = serde_json::from_slice(&rec.bytes).ok()?;
+    (metas.len() == n).then_some(metas)
 }
 
 fn binary_path(profile: &Profile, req: &BuildRequest) -> PathBuf {

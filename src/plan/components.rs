@@ -23,7 +23,7 @@ const TABLE_FILE: &str = "data/components.yaml";
 const TABLE_TEXT: &str = include_str!("../../data/components.yaml");
 
 /// The control fields of one package that decide its component.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct PackageMeta {
     pub name: String,
     /// `Essential: yes`.
