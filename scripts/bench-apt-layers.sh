@@ -31,13 +31,14 @@ umoci unpack --rootless --image "$W/out-a:latest" "$W/bundle" >/dev/null
 tar -C "$W/bundle/rootfs" -cf "$W/rootfs.tar" .
 printf 'name: r\nbase:\n  rootfs: ./rootfs.tar\nselftest: {enabled: false}\n' > "$W/r.yaml"
 "$G" build "$W/r.yaml" -o "$W/out-r" -q --cache "$W/cache"
-# The xz run's cache: every download (b's 26 packages), a's layers, resolution and control
-# fields, and nothing of b's layers or resolution. Each run starts from exactly these files:
-# the prepare step deletes what the previous run added and touches nothing else (a copy
-# would change every file's identity, so the next build would re-verify all of it).
+# The xz run's cache: every download (b's 26 packages), a's layers, resolution, control
+# fields and package sketches, and nothing of b's layers, resolution or xz-utils' sketch.
+# Each run starts from exactly these files: the prepare step deletes what the previous run
+# added and touches nothing else (a copy would change every file's identity, so the next
+# build would re-verify all of it).
 X="$W/cache-x"
 "$G" build "$W/b.yaml" -o "$W/out-b" -q --cache "$X"
-for b in layers-v2 blobs-v1 listings-v1 resolutions-v1 controls-v1; do
+for b in layers-v2 blobs-v1 listings-v1 resolutions-v1 controls-v1 sketches-v1; do
   rm -rf "$X/$b" "$X/trust-v2/$b"
 done
 "$G" build "$W/a.yaml" -o "$W/out-ax" -q --cache "$X"
@@ -47,6 +48,9 @@ layers="layers-v2 blobs-v1 listings-v1 trust-v2"
 hyperfine --style basic --warmup 1 --runs "$RUNS" --export-json "$W/layers.json" \
   -n "warm build (downloads cached, no layers)" \
   --prepare "cd $W/cache && rm -rf $layers $W/out-a" \
+  "$G build $W/a.yaml -o $W/out-a -q --cache $W/cache" \
+  -n "warm build, taking every package's sketch" \
+  --prepare "cd $W/cache && rm -rf $layers sketches-v1 $W/out-a" \
   "$G build $W/a.yaml -o $W/out-a -q --cache $W/cache" \
   -n "add xz-utils (other layers cached)" \
   --prepare "bash $W/reset-x.sh" \

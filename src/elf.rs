@@ -4,7 +4,7 @@
 //! Reads headers from a byte slice; must never trust an offset without bounds checks.
 
 /// What `ld.so.cache` needs to know about a shared object.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SharedObject {
     pub is_64: bool,
     pub machine: u16,

@@ -142,7 +142,7 @@ fn host_mirror_python_image() {
         "python3 ran without libz in a known path"
     );
     let confined = gpuimg::confined::Root::open(root).unwrap();
-    apt::write_ld_cache(&confined, platform.debian_arch()).unwrap();
+    apt::write_ld_cache(&confined, platform.debian_arch(), &Default::default()).unwrap();
     let out = run(Command::new("chroot").arg(root).args([
         "/usr/bin/python3",
         "-c",

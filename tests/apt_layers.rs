@@ -82,6 +82,16 @@ fn components_are_shared_split_and_complete() {
     assert_eq!(cached as usize, lb.len() - changed.len());
     assert_eq!(la["os"], lb["os"]);
     assert_eq!(la["python"], lb["python"]);
+    // That build wrote the cached components' packages from their sketches (no file of theirs
+    // unpacked), yet its metadata layer is byte for byte a cold build's: the same profile with
+    // a fresh cache, where every package is unpacked in full.
+    let (cold, cached_cold) = build(&b, &t.path().join("cache-cold"), &t.path().join("out-bc"));
+    assert_eq!(cached_cold, 0);
+    assert_eq!(lb, cold, "incremental and cold builds differ");
+    let sketches = std::fs::read_dir(cache.join("sketches-v1"))
+        .unwrap()
+        .count();
+    assert!(sketches > 20, "{sketches} sketches recorded");
 
     // `layers:` moves xz-utils into a layer of its own, even with the same package set cached.
     let d = t.path().join("d.yaml");

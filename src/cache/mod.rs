@@ -12,6 +12,8 @@
 //! │                                   fields that place it in a component
 //! ├── resolutions-v1/<key>.json       Resolutions: an apt request + its signed indexes' digests
 //! │                                   → the package set (no index parsed on an unchanged build)
+//! ├── sketches-v1/<key>.json          Sketches: a `.deb`'s sha256 → its entries without the
+//! │                                   file bytes no metadata step reads (`sources::apt`)
 //! ├── debs-v1/sha256/<hex>            Debs: downloaded `.deb` packages, named by their sha256
 //! ├── indexes-v1/sha256/<hex>         Indexes: package indexes as downloaded (compressed) and
 //! │                                   decompressed, each named by the sha256 its Release gives
@@ -19,7 +21,7 @@
 //! │                                   Release.gpg), for `--offline`
 //! ├── trust-v2/<bucket>/<hex>.json    Trust: one stamp per entry of a stamped bucket (blobs-v1,
 //! │                                   layers-v2, listings-v1, controls-v1, resolutions-v1,
-//! │                                   debs-v1, indexes-v1)
+//! │                                   sketches-v1, debs-v1, indexes-v1)
 //! └── tmp/                            Tmp: staging files (`crate::staging`), every partial write
 //! ```
 //! [`Bucket`] declares exactly these directories (tests/cache_layout.rs checks a real build
@@ -75,6 +77,9 @@ pub enum Bucket {
     /// Apt resolutions: the request and the signed indexes' digests → the package set,
     /// `resolutions-v1/<key>.json`.
     Resolutions,
+    /// Apt package sketches: a `.deb`'s sha256 → its entries and the bytes the metadata
+    /// layer's steps read, `sketches-v1/<key>.json`.
+    Sketches,
     /// Downloaded packages: `debs-v1/sha256/<hex>`.
     Debs,
     /// Package indexes, compressed and decompressed: `indexes-v1/sha256/<hex>`.
@@ -106,12 +111,13 @@ pub const LAYERS: Bucket = Bucket::Layers;
 
 impl Bucket {
     /// Every bucket, in the order the layout drawing lists them.
-    pub const ALL: [Bucket; 10] = [
+    pub const ALL: [Bucket; 11] = [
         Bucket::Blobs,
         Bucket::Layers,
         Bucket::Listings,
         Bucket::Controls,
         Bucket::Resolutions,
+        Bucket::Sketches,
         Bucket::Debs,
         Bucket::Indexes,
         Bucket::Roots,
@@ -127,6 +133,7 @@ impl Bucket {
             Bucket::Listings => "listings-v1",
             Bucket::Controls => "controls-v1",
             Bucket::Resolutions => "resolutions-v1",
+            Bucket::Sketches => "sketches-v1",
             Bucket::Debs => "debs-v1",
             Bucket::Indexes => "indexes-v1",
             Bucket::Roots => "roots-v1",
@@ -138,9 +145,11 @@ impl Bucket {
     pub const fn shape(self) -> Shape {
         match self {
             Bucket::Blobs | Bucket::Debs | Bucket::Indexes => Shape::Content,
-            Bucket::Layers | Bucket::Listings | Bucket::Controls | Bucket::Resolutions => {
-                Shape::Records
-            }
+            Bucket::Layers
+            | Bucket::Listings
+            | Bucket::Controls
+            | Bucket::Resolutions
+            | Bucket::Sketches => Shape::Records,
             Bucket::Roots | Bucket::Trust | Bucket::Tmp => Shape::Other,
         }
     }

@@ -65,6 +65,11 @@ impl Cache {
         }))
     }
 
+    /// Whether a record `key` is present in `bucket` (nothing is read or checked).
+    pub fn has_record(&self, bucket: Bucket, key: &Digest) -> bool {
+        self.record_path(bucket, key).symlink_metadata().is_ok()
+    }
+
     /// Store a JSON record atomically and stamp it.
     pub fn put_record<T: serde::Serialize>(
         &self,

@@ -8,7 +8,7 @@
 //! earliest component of the packages that ship it (so a component's layer never depends on
 //! which other components exist), the merged-/usr links to `os`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
 use super::{BuildError, BuildOptions};
@@ -57,12 +57,15 @@ fn owners(
 }
 
 /// Install the plan's package set once and split it: component → tree (a component that
-/// received nothing is absent).
+/// received nothing is absent). The packages of `cached` components may be replayed from
+/// their sketches (`sources::apt`): their trees are then incomplete and must not be written,
+/// while every other component's tree and `metadata` are exactly what a full install gives.
 pub fn install_and_split(
     install: &AptInstall,
     profile: &Profile,
     opts: &BuildOptions,
     scratch: &Path,
+    cached: &BTreeSet<String>,
     obs: &mut dyn Observer,
 ) -> Result<BTreeMap<String, Tree>, BuildError> {
     let Base::Apt(spec) = &profile.base else {
@@ -70,12 +73,18 @@ pub fn install_and_split(
     };
     let root = scratch.join("apt-root");
     fs_err::create_dir_all(&root).map_err(assemble::AssembleError::Io)?;
-    let installed = apt::install(
+    let installed = apt::install_replaying(
         spec,
         &profile.platform,
         &profile.dir,
         &apt_options(&opts.cache_root, opts.offline),
         Some(&install.packages),
+        &|package: &str| {
+            install
+                .assignment
+                .component(package)
+                .is_some_and(|c| cached.contains(c))
+        },
         &root,
         obs,
     )?;

@@ -6,7 +6,7 @@
 //! and the output (`export`). Decides nothing itself: what each layer holds, its key and the
 //! image config additions all come from the plan; it only sequences stage entry points.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -133,11 +133,25 @@ pub fn execute(
 
     let mut layers: Vec<ImageLayer> = Vec::new();
     let mut reused: Vec<(String, Digest)> = Vec::new();
+    // Every planned layer's cached blob, looked up once: the apt install needs to know which
+    // components it must write in full.
+    let mut found: Vec<Option<layer::LayerBlob>> = plan
+        .layers
+        .iter()
+        .map(|lp| lp.key.as_ref().and_then(|k| layer::lookup(&cache, k, obs)))
+        .collect();
+    let cached: BTreeSet<String> = plan
+        .layers
+        .iter()
+        .zip(&found)
+        .filter(|(_, f)| f.is_some())
+        .map(|(lp, _)| lp.component.clone())
+        .collect();
     // The apt layers' trees, made on the first apt layer not in the cache.
     let mut apt_trees: Option<BTreeMap<String, Tree>> = None;
-    for lp in &plan.layers {
+    for (lp, found) in plan.layers.iter().zip(found.iter_mut()) {
         let component = lp.component.as_str();
-        if let Some(blob) = lp.key.as_ref().and_then(|k| layer::lookup(&cache, k, obs)) {
+        if let Some(blob) = found.take() {
             reused.push((lp.component.clone(), blob.digest));
             layers.push(ImageLayer {
                 component: lp.component.clone(),
@@ -176,6 +190,7 @@ pub fn execute(
                             profile,
                             opts,
                             scratch.path(),
+                            &cached,
                             obs,
                         )?)
                     }

@@ -244,7 +244,7 @@ mod tests {
         );
         let items = [("bomb".to_string(), p.clone(), 1)];
         let mut streamed = false;
-        decode_in_order(&items, 2, |_, d| {
+        decode_in_order(&items, &[], 2, |_, d| {
             streamed = matches!(d?, Decoded::Stream);
             Ok(())
         })

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::mpsc;
 use std::sync::{Condvar, Mutex};
 
-use super::deb::{read_deb, ControlFiles};
+use super::deb::{read_control, read_deb, ControlFiles};
 use super::AptError;
 
 /// Compressed size above which a package is streamed rather than decoded ahead.
@@ -27,13 +27,17 @@ pub enum Decoded {
     Memory(ControlFiles, Vec<u8>),
     /// Too large to hold: the unpacker reads the file itself.
     Stream,
+    /// Only the control members were asked for (the package is replayed from its sketch).
+    Control(ControlFiles),
 }
 
 /// Decode `items` (name, path, compressed size) with `jobs` workers and hand each result to
-/// `consume` in input order (with `jobs <= 1`, everything is streamed by the unpacker). Stops
-/// at the first error `consume` returns.
+/// `consume` in input order (with `jobs <= 1`, everything is streamed by the unpacker). Of an
+/// item whose `control_only` entry is true only the control members are read. Stops at the
+/// first error `consume` returns.
 pub fn decode_in_order(
     items: &[(String, PathBuf, u64)],
+    control_only: &[bool],
     jobs: usize,
     mut consume: impl FnMut(usize, Result<Decoded, AptError>) -> Result<(), AptError>,
 ) -> Result<(), AptError> {
@@ -61,7 +65,9 @@ pub fn decode_in_order(
                     g.0 - 1
                 };
                 let (name, path, size) = &items[i];
-                let r = if jobs <= 1 || *size > IN_MEMORY_LIMIT {
+                let r = if control_only.get(i).copied().unwrap_or(false) {
+                    read_control(name, path).map(Decoded::Control)
+                } else if jobs <= 1 || *size > IN_MEMORY_LIMIT {
                     Ok(Decoded::Stream)
                 } else {
                     read_deb(name, path, |_, data| {

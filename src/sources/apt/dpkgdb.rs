@@ -13,7 +13,29 @@ use super::AptError;
 use crate::confined::Root;
 
 /// Conffiles larger than this get dpkg's `newconffile` marker instead of a checksum.
-const MAX_CONFFILE: u64 = 64 << 20;
+pub const MAX_CONFFILE: u64 = 64 << 20;
+
+/// Whether the database step looks at a package file at `path` (it writes `available`,
+/// `diversions` and `statoverride` only where none exists): a replay keeps these files' bytes.
+/// Conffiles, whose checksums it reads, are kept by their package's `conffiles` member.
+pub fn reads(path: &str) -> bool {
+    path.starts_with("/var/lib/dpkg/")
+}
+
+/// A package's conffiles (`/etc/...`), as its `conffiles` member lists them: the database
+/// records each one's checksum, read from the root.
+pub fn conffiles(control: &ControlFiles) -> Vec<String> {
+    control
+        .text("conffiles")
+        .map(|t| {
+            t.lines()
+                .map(str::trim)
+                .filter(|l| l.starts_with('/'))
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
 
 /// One installed package's record for the database.
 pub struct Installed {
@@ -106,23 +128,17 @@ fn status_stanza(root: &Root, p: &Installed) -> String {
             out.push_str("Status: install ok installed\n");
         }
     }
-    if let Some(conffiles) = p.control.text("conffiles") {
-        let mut lines = String::new();
-        for f in conffiles
-            .lines()
-            .map(str::trim)
-            .filter(|l| l.starts_with('/'))
-        {
-            let sum = match root.read(Path::new(f), MAX_CONFFILE) {
-                Ok(b) => hex::encode(Md5::digest(&b)),
-                Err(_) => "newconffile".to_string(),
-            };
-            let _ = writeln!(lines, " {f} {sum}");
-        }
-        if !lines.is_empty() {
-            out.push_str("Conffiles:\n");
-            out.push_str(&lines);
-        }
+    let mut lines = String::new();
+    for f in &conffiles(&p.control) {
+        let sum = match root.read(Path::new(f), MAX_CONFFILE) {
+            Ok(b) => hex::encode(Md5::digest(&b)),
+            Err(_) => "newconffile".to_string(),
+        };
+        let _ = writeln!(lines, " {f} {sum}");
+    }
+    if !lines.is_empty() {
+        out.push_str("Conffiles:\n");
+        out.push_str(&lines);
     }
     out
 }

@@ -12,7 +12,59 @@ use super::AptError;
 use crate::confined::Root;
 
 /// Files the fix-ups read from packages are small; anything larger is refused, not read.
-const MAX_READ: u64 = 16 << 20;
+pub const MAX_READ: u64 = 16 << 20;
+
+/// Where the fix-ups read a package file, or look whether one exists before writing their own
+/// (`/etc/passwd` is written only when no package ships it): a replay keeps these files'
+/// bytes, so this must cover every path [`apply`] reads or tests (except alternatives', which
+/// come from the postinst scripts, see `unpack`).
+pub fn reads(path: &str) -> bool {
+    const DIRS: [&str; 3] = [
+        "/usr/share/base-passwd/",
+        "/usr/share/base-files/",
+        "/usr/share/ca-certificates/",
+    ];
+    DIRS.iter().any(|d| path.starts_with(d))
+        || COPIES
+            .iter()
+            .any(|(_, _, to)| path.strip_prefix('/') == Some(to))
+        || path.strip_prefix('/') == Some(CA_CONF)
+        || super::ldcache::reads(path)
+}
+
+/// Files the fix-ups copy from a package's shipped copy where no package shipped the target:
+/// (package, from, to), root-relative.
+const COPIES: [(&str, &str, &str); 7] = [
+    (
+        "base-passwd",
+        "usr/share/base-passwd/passwd.master",
+        "etc/passwd",
+    ),
+    (
+        "base-passwd",
+        "usr/share/base-passwd/group.master",
+        "etc/group",
+    ),
+    (
+        "base-files",
+        "usr/share/base-files/dot.profile",
+        "root/.profile",
+    ),
+    (
+        "base-files",
+        "usr/share/base-files/dot.bashrc",
+        "root/.bashrc",
+    ),
+    ("base-files", "usr/share/base-files/profile", "etc/profile"),
+    (
+        "base-files",
+        "usr/share/base-files/nsswitch.conf",
+        "etc/nsswitch.conf",
+    ),
+    ("base-files", "usr/share/base-files/motd", "etc/motd"),
+];
+/// Written by the CA bundle step only where no package shipped it.
+const CA_CONF: &str = "etc/ca-certificates.conf";
 
 /// Directories that merged-/usr turns into symlinks into `usr/`, for one architecture.
 pub fn merged_usr_links(debian_arch: &str) -> Vec<&'static str> {
@@ -64,24 +116,9 @@ pub fn apply(
 ) -> Result<Vec<String>, AptError> {
     let mut done = Vec::new();
     let has = |n: &str| installed.contains(&n);
-    if has("base-passwd") {
-        for (m, e) in [("passwd", "etc/passwd"), ("group", "etc/group")] {
-            if copy_if_missing(root, &format!("usr/share/base-passwd/{m}.master"), e)? {
-                done.push(format!("/{e} from base-passwd"));
-            }
-        }
-    }
-    if has("base-files") {
-        for (from, to) in [
-            ("usr/share/base-files/dot.profile", "root/.profile"),
-            ("usr/share/base-files/dot.bashrc", "root/.bashrc"),
-            ("usr/share/base-files/profile", "etc/profile"),
-            ("usr/share/base-files/nsswitch.conf", "etc/nsswitch.conf"),
-            ("usr/share/base-files/motd", "etc/motd"),
-        ] {
-            if copy_if_missing(root, from, to)? {
-                done.push(format!("/{to} from base-files"));
-            }
+    for (package, from, to) in COPIES {
+        if has(package) && copy_if_missing(root, from, to)? {
+            done.push(format!("/{to} from {package}"));
         }
     }
     if has("ca-certificates") {
@@ -136,10 +173,10 @@ fn ca_bundle(root: &Root) -> Result<Option<String>, AptError> {
     let out = "etc/ssl/certs/ca-certificates.crt";
     root.write(Path::new(out), &bundle, 0o644)
         .map_err(AptError::staged("write", out))?;
-    let conf_path = Path::new("etc/ca-certificates.conf");
+    let conf_path = Path::new(CA_CONF);
     if !root.exists(conf_path) {
         root.write(conf_path, conf.as_bytes(), 0o644)
-            .map_err(AptError::staged("write", "etc/ca-certificates.conf"))?;
+            .map_err(AptError::staged("write", CA_CONF))?;
     }
     Ok(Some(format!(
         "/etc/ssl/certs/ca-certificates.crt from {used} certificates"

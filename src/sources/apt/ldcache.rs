@@ -9,9 +9,10 @@ use std::cmp::Ordering;
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use super::unpack::ElfFacts;
 use super::AptError;
 use crate::confined::Root;
-use crate::elf;
+use crate::elf::{self, SharedObject};
 
 /// Configuration files are small; larger ones are ignored.
 const MAX_CONF: u64 = 1 << 20;
@@ -119,8 +120,34 @@ fn libcmp(a: &str, b: &str) -> Ordering {
     }
 }
 
+/// Whether `ld.so.cache` could index a file at `path` (by its name: `lib*.so*`, `ld-*`), in
+/// whichever directory the configuration names. A replayed package keeps these files' ELF
+/// facts (`sketch`), so this must match every name [`write_ld_cache`] reads.
+pub fn is_candidate(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    name.starts_with("lib") && name.contains(".so") || name.starts_with("ld-")
+}
+
+/// Whether `ld.so.cache`'s configuration (`/etc/ld.so.conf`, its includes) may live at `path`:
+/// a replay keeps these files' bytes.
+pub fn reads(path: &str) -> bool {
+    path.starts_with("/etc/ld.so.conf")
+}
+
+/// The ELF facts of the file at `p` (following symlinks inside the root), as the index reads
+/// them.
+pub fn facts(root: &Root, p: &Path) -> Option<SharedObject> {
+    elf::parse(&root.read(p, MAX_LIBRARY).ok()?)
+}
+
 /// Index the image's libraries and write `etc/ld.so.cache`; returns the number of entries.
-pub fn write_ld_cache(root: &Root, debian_arch: &str) -> Result<usize, AptError> {
+/// `placeholders`: files a replay left empty, by (device, inode), with the facts of the real
+/// file.
+pub fn write_ld_cache(
+    root: &Root,
+    debian_arch: &str,
+    placeholders: &ElfFacts,
+) -> Result<usize, AptError> {
     let (triplet, machine, flags) = match debian_arch {
         "amd64" => ("x86_64-linux-gnu", 62u16, FLAG_ELF_LIBC6 | FLAG_X8664_LIB64),
         "arm64" => (
@@ -148,15 +175,21 @@ pub fn write_ld_cache(root: &Root, debian_arch: &str) -> Result<usize, AptError>
         let names: Vec<String> = listing
             .into_iter()
             .filter_map(|(n, _)| n.into_string().ok())
-            .filter(|n| n.starts_with("lib") && n.contains(".so") || n.starts_with("ld-"))
+            .filter(|n| is_candidate(n))
             .collect();
         let dir = dir.trim_end_matches('/');
         for name in names {
             // A final symlink is followed, inside the root.
-            let Ok(bytes) = root.read(Path::new(&format!("{dir}/{name}")), MAX_LIBRARY) else {
-                continue;
+            let path = format!("{dir}/{name}");
+            let placeholder = match root.metadata(Path::new(&path)) {
+                Ok(Some(m)) => placeholders.get(&(m.dev, m.ino)),
+                _ => None,
             };
-            let Some(so) = elf::parse(&bytes) else {
+            let so = match placeholder {
+                Some(so) => so.clone(),
+                None => facts(root, Path::new(&path)),
+            };
+            let Some(so) = so else {
                 continue;
             };
             if !so.is_64 || so.machine != machine {

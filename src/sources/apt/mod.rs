@@ -20,6 +20,7 @@ mod provenance;
 mod relation;
 mod release;
 mod repo;
+mod sketch;
 mod solver;
 mod universe;
 mod unpack;
@@ -411,6 +412,35 @@ pub fn install(
     dest: &Path,
     obs: &mut dyn Observer,
 ) -> Result<Installed, AptError> {
+    install_replaying(
+        spec,
+        platform,
+        profile_dir,
+        opts,
+        locked,
+        &|_| false,
+        dest,
+        obs,
+    )
+}
+
+/// [`install`], where the packages `replayable` names may be written from their recorded
+/// sketches (`sketch.rs`) instead of in full: for a build whose layers of those packages are
+/// cached, and which needs only the other packages' files and the metadata (dpkg database,
+/// fix-ups, ld.so.cache, all exactly as a full install makes them). Such a package's
+/// directories, symlinks and the files the metadata steps read are written; its other files
+/// are not.
+#[allow(clippy::too_many_arguments)]
+pub fn install_replaying(
+    spec: &AptSpec,
+    platform: &Platform,
+    profile_dir: &Path,
+    opts: &AptOptions,
+    locked: Option<&[LockedPackage]>,
+    replayable: &dyn Fn(&str) -> bool,
+    dest: &Path,
+    obs: &mut dyn Observer,
+) -> Result<Installed, AptError> {
     let mut rd = fs_err::read_dir(dest).map_err(AptError::io(dest))?;
     if rd.next().is_some() {
         return Err(AptError::DestNotEmpty {
@@ -454,6 +484,10 @@ pub fn install(
         &paths,
         dest,
         opts.jobs,
+        Replay {
+            cache: fetcher.cache().shared(),
+            allowed: replayable,
+        },
         obs,
     );
     match result {
@@ -473,12 +507,21 @@ pub fn install(
     }
 }
 
+/// Which packages may be replayed from their sketches, and where the sketches are.
+struct Replay<'a> {
+    cache: &'a crate::cache::Cache,
+    /// Packages whose files no layer takes from this root (their component layer is cached).
+    allowed: &'a dyn Fn(&str) -> bool,
+}
+
+#[allow(clippy::too_many_arguments)]
 fn unpack_all(
     arch: &str,
     packages: &[LockedPackage],
     paths: &[PathBuf],
     dest: &Path,
     jobs: usize,
+    replay: Replay<'_>,
     obs: &mut dyn Observer,
 ) -> Result<Unpacking, AptError> {
     let mut warnings = Vec::new();
@@ -491,22 +534,70 @@ fn unpack_all(
     let mut done = 0;
     let mut db = Vec::new();
     let mut postinsts = BTreeMap::new();
+    let mut facts = unpack::ElfFacts::new();
+    let mut elided = Vec::new();
+    let mut replayed = 0;
+    // A replayable package with a trusted sketch is written from it; every other package in
+    // full, taking its sketch on the way where none is recorded.
+    let sketches: Vec<Option<sketch::Sketch>> = packages
+        .iter()
+        .map(|p| {
+            (replay.allowed)(&p.name)
+                .then(|| sketch::recorded(replay.cache, &p.sha256))
+                .flatten()
+        })
+        .collect();
+    let take_sketch: Vec<bool> = packages
+        .iter()
+        .zip(&sketches)
+        .map(|(p, s)| {
+            s.is_none() && ((replay.allowed)(&p.name) || !sketch::exists(replay.cache, &p.sha256))
+        })
+        .collect();
+    let control_only: Vec<bool> = sketches.iter().map(Option::is_some).collect();
     let items: Vec<(String, PathBuf, u64)> = packages
         .iter()
         .zip(paths)
         .map(|(p, path)| (p.name.clone(), path.clone(), p.size))
         .collect();
-    decode::decode_in_order(&items, jobs, |i, decoded| {
+    decode::decode_in_order(&items, &control_only, jobs, |i, decoded| {
         let (p, path) = (&packages[i], &paths[i]);
+        let mut taken = take_sketch[i].then(sketch::Sketch::default);
         let (control, unpacked) = match decoded? {
+            decode::Decoded::Control(c) => match &sketches[i] {
+                Some(s) => {
+                    replayed += 1;
+                    let u = unpack::replay(&root, &p.name, s, &mut facts)?;
+                    (c, u)
+                }
+                None => {
+                    return Err(AptError::InvalidDeb {
+                        package: p.name.clone(),
+                        message: "its data was not decoded (internal error)".into(),
+                    })
+                }
+            },
             decode::Decoded::Memory(c, data) => {
-                let u = unpack::unpack(&root, &p.name, &mut &data[..])?;
+                let conffiles = dpkgdb::conffiles(&c);
+                let taking = taken.as_mut().map(|sketch| unpack::Taking {
+                    sketch,
+                    conffiles: &conffiles,
+                });
+                let u = unpack::unpack_sketching(&root, &p.name, &mut &data[..], taking)?;
                 (c, u)
             }
-            decode::Decoded::Stream => deb::read_deb(&p.name, path, |_, data| {
-                unpack::unpack(&root, &p.name, data)
+            decode::Decoded::Stream => deb::read_deb(&p.name, path, |c, data| {
+                let conffiles = dpkgdb::conffiles(c);
+                let taking = taken.as_mut().map(|sketch| unpack::Taking {
+                    sketch,
+                    conffiles: &conffiles,
+                });
+                unpack::unpack_sketching(&root, &p.name, data, taking)
             })?,
         };
+        if let Some(s) = &taken {
+            sketch::remember(replay.cache, &p.sha256, s);
+        }
         let ctl = control.text("control").unwrap_or_default();
         let field = |f: &str| control_field(&ctl, f);
         if field("Package").as_deref() != Some(p.name.as_str())
@@ -538,6 +629,7 @@ fn unpack_all(
                 .or_insert_with(Vec::new)
                 .push(p.name.clone());
         }
+        elided.extend(unpacked.elided);
         infos.push(PackageInfo::from_control(&p.name, &ctl));
         db.push(dpkgdb::Installed {
             name: p.name.clone(),
@@ -550,7 +642,17 @@ fn unpack_all(
         obs.task_progress(done);
         Ok(())
     })?;
-    obs.task_done("unpack", done, &format!("{} packages", packages.len()));
+    let note = if replayed > 0 {
+        format!(", {replayed} of them from sketches (their layers are cached)")
+    } else {
+        String::new()
+    };
+    obs.task_done(
+        "unpack",
+        done,
+        &format!("{} packages{note}", packages.len()),
+    );
+    unpack::placeholders_for_scripts(&root, &elided, &postinsts)?;
     // What the database and the fix-ups write belongs to no package, even where a package
     // shipped a file at the same path.
     root.record_writes();
@@ -567,7 +669,7 @@ fn unpack_all(
             done_fixups.join("; ")
         ));
     }
-    let n = ldcache::write_ld_cache(&root, arch)?;
+    let n = ldcache::write_ld_cache(&root, arch, &facts)?;
     obs.message(&format!("  /etc/ld.so.cache: {n} libraries"));
     for p in root.take_writes() {
         if let Ok(real) = root.real_path(&p) {

@@ -425,7 +425,7 @@ fn check(input: &[u8]) -> Verdict {
     let root_a = Root::open(&a.join("root")).map_err(|e| format!("cannot open the root: {e}"))?;
     let items = [("fuzz".to_string(), deb.clone(), input.len() as u64)];
     let mut listed_a = Vec::new();
-    let ra = decode_in_order(&items, 2, |_, decoded| {
+    let ra = decode_in_order(&items, &[], 2, |_, decoded| {
         let u = match decoded? {
             Decoded::Memory(control, data) => {
                 if let Some(t) = control.text("control") {
@@ -435,6 +435,13 @@ fn check(input: &[u8]) -> Verdict {
             }
             Decoded::Stream => {
                 read_deb("fuzz", &deb, |_, r| unpack(&root_a, "fuzz", &mut capped(r)))?.1
+            }
+            Decoded::Control(_) => {
+                return Err(gpuimg::sources::apt::AptError::InvalidDeb {
+                    package: "fuzz".into(),
+                    message: "only the control members were decoded, though the data was asked for"
+                        .into(),
+                })
             }
         };
         listed_a = u.paths;
