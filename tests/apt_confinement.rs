@@ -6,13 +6,11 @@
 //! touched, no host byte reaches the image, and both resolvers give the same outcome.
 
 mod common;
-mod support;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use common::*;
-use support::*;
 
 const SECRET: &str = "HOST-SECRET-4711";
 
@@ -336,7 +334,7 @@ fn fixture() -> &'static Fixture {
 /// Build suite `suite` with one resolver; returns (exit code, stderr, manifest digest).
 fn build(suite: &str, packages: &str, userspace: bool) -> (i32, String, Option<String>, PathBuf) {
     let f = fixture();
-    let t = tmp();
+    let t = Sandbox::new();
     std::fs::copy(&f.key, t.path().join("repo.gpg")).unwrap();
     write(
         &t.path().join("p.yaml"),
@@ -344,9 +342,8 @@ fn build(suite: &str, packages: &str, userspace: bool) -> (i32, String, Option<S
             "name: confine\nbase:\n  apt:\n    mirror: ${{REPO}}\n    suite: {suite}\n    packages: [{packages}]\n    keyring: repo.gpg\n"
         ),
     );
-    let mut c = gpuimg();
+    let mut c = t.gpuimg();
     c.env("REPO", &f.url)
-        .env("GPUIMG_CACHE", t.path().join("cache"))
         .env("SOURCE_DATE_EPOCH", "0")
         .arg("build")
         .arg(t.path().join("p.yaml"))

@@ -3,16 +3,16 @@
 //! installation (modes, links, dpkg database, merged-/usr), and every refusal of the apt client
 //! with its one-line error and nothing written.
 
-mod support;
+mod common;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use common::*;
 use gpuimg::lock::LockedPackage;
 use gpuimg::observe::Observer;
 use gpuimg::profile::{self, AptSpec, Base, Platform};
 use gpuimg::sources::apt::{self, AptError, AptOptions};
-use support::*;
 
 struct Fixture {
     _dir: tempfile::TempDir,
@@ -293,12 +293,14 @@ fn installs_files_modes_links_and_dpkg_database() {
     assert_eq!(read(&root.join("usr/bin/app-legacy")), "legacy\n");
     assert_eq!(read(&root.join("usr/share/pre/pre.txt")), "pre\n");
     // dpkg's view.
-    let out = sh(std::process::Command::new("dpkg-query")
-        .arg(format!(
-            "--admindir={}",
-            root.join("var/lib/dpkg").display()
-        ))
-        .args(["-W", "-f", "${Package} ${Version} ${db:Status-Abbrev}\n"]));
+    let out = run_ok_bytes(
+        std::process::Command::new("dpkg-query")
+            .arg(format!(
+                "--admindir={}",
+                root.join("var/lib/dpkg").display()
+            ))
+            .args(["-W", "-f", "${Package} ${Version} ${db:Status-Abbrev}\n"]),
+    );
     let listed = String::from_utf8(out).unwrap();
     let want: Vec<String> = installed
         .packages
@@ -309,12 +311,14 @@ fn installs_files_modes_links_and_dpkg_database() {
     let list = read(&root.join("var/lib/dpkg/info/app.list"));
     assert!(list.starts_with("/.\n"), "{list}");
     assert!(list.contains("\n/bin/app-legacy\n"), "{list}");
-    let out = sh(std::process::Command::new("dpkg-query")
-        .arg(format!(
-            "--admindir={}",
-            root.join("var/lib/dpkg").display()
-        ))
-        .args(["-L", "app"]));
+    let out = run_ok_bytes(
+        std::process::Command::new("dpkg-query")
+            .arg(format!(
+                "--admindir={}",
+                root.join("var/lib/dpkg").display()
+            ))
+            .args(["-L", "app"]),
+    );
     assert!(String::from_utf8(out)
         .unwrap()
         .contains("/usr/bin/app-suid"));

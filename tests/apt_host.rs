@@ -3,11 +3,12 @@
 //! and resolve a library moved out of the default paths through the generated ld.so.cache.
 //! Needs root (chroot, chown), network access to the host's mirror, and dpkg-query.
 
-mod support;
+mod common;
 
 use std::path::Path;
 use std::process::Command;
 
+use common::run_ok;
 use gpuimg::observe::Silent;
 use gpuimg::profile::{self, Base};
 use gpuimg::sources::apt::{self, AptOptions};
@@ -21,19 +22,6 @@ fn spec(packages: &str) -> (Box<gpuimg::profile::AptSpec>, gpuimg::profile::Plat
         Base::Apt(s) => (s, p.platform),
         other => panic!("expected an apt base, got {other:?}"),
     }
-}
-
-fn run(cmd: &mut Command) -> String {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("failed to run {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[test]
@@ -64,18 +52,23 @@ fn host_mirror_python_image() {
     let root = dest.path();
 
     // python3 runs and computes.
-    let out = run(Command::new("chroot")
-        .arg(root)
-        .args(["/usr/bin/python3", "-c", "print(6*7)"]));
+    let out =
+        run_ok(
+            Command::new("chroot")
+                .arg(root)
+                .args(["/usr/bin/python3", "-c", "print(6*7)"]),
+        );
     assert_eq!(out.trim(), "42");
 
     // dpkg sees exactly the resolved set.
-    let out = run(Command::new("dpkg-query")
-        .arg(format!(
-            "--admindir={}",
-            root.join("var/lib/dpkg").display()
-        ))
-        .args(["-W", "-f", "${Package} ${Version} ${db:Status-Abbrev}\n"]));
+    let out = run_ok(
+        Command::new("dpkg-query")
+            .arg(format!(
+                "--admindir={}",
+                root.join("var/lib/dpkg").display()
+            ))
+            .args(["-W", "-f", "${Package} ${Version} ${db:Status-Abbrev}\n"]),
+    );
     let mut listed: Vec<String> = out.lines().map(|l| l.trim().to_string()).collect();
     listed.sort();
     let mut expected: Vec<String> = locked
@@ -86,12 +79,14 @@ fn host_mirror_python_image() {
     assert_eq!(listed, expected);
 
     // dpkg finds nothing to complain about.
-    let audit = run(Command::new("dpkg")
-        .arg(format!(
-            "--admindir={}",
-            root.join("var/lib/dpkg").display()
-        ))
-        .arg("--audit"));
+    let audit = run_ok(
+        Command::new("dpkg")
+            .arg(format!(
+                "--admindir={}",
+                root.join("var/lib/dpkg").display()
+            ))
+            .arg("--audit"),
+    );
     assert_eq!(audit, "");
 
     // The same lock with an emptied cache gives the same tree.
@@ -107,7 +102,7 @@ fn host_mirror_python_image() {
         &mut Silent,
     )
     .unwrap();
-    assert_eq!(support::tree(root), support::tree(dest2.path()));
+    assert_eq!(common::tree(root), common::tree(dest2.path()));
 
     // base-passwd's masters became /etc/passwd; merged-/usr links are in place.
     let passwd = std::fs::read_to_string(root.join("etc/passwd")).unwrap();
@@ -143,17 +138,19 @@ fn host_mirror_python_image() {
     );
     let confined = gpuimg::confined::Root::open(root).unwrap();
     apt::write_ld_cache(&confined, platform.debian_arch(), &Default::default()).unwrap();
-    let out = run(Command::new("chroot").arg(root).args([
+    let out = run_ok(Command::new("chroot").arg(root).args([
         "/usr/bin/python3",
         "-c",
         "import zlib; print(zlib.crc32(b'gpuimg'))",
     ]));
     assert_eq!(out.trim(), format!("{}", crc32(b"gpuimg")));
     // glibc's own reader of the cache (the host's ldconfig) sees the entry too.
-    let out = run(Command::new("ldconfig")
-        .arg("-C")
-        .arg(root.join("etc/ld.so.cache"))
-        .arg("-p"));
+    let out = run_ok(
+        Command::new("ldconfig")
+            .arg("-C")
+            .arg(root.join("etc/ld.so.cache"))
+            .arg("-p"),
+    );
     assert!(
         out.contains("libz.so.1 (libc6,x86-64) => /opt/zlib/lib/libz.so.1"),
         "{out}"

@@ -18,10 +18,9 @@ config:
   cmd: ["import sys; print('sum', sum(range(101)), sys.version_info[:2])"]
 "#;
 
-fn build(dir: &std::path::Path, cache: &str, out: &str, extra: &[&str]) -> serde_json::Value {
+fn build(dir: &Sandbox, cache: &str, out: &str, extra: &[&str]) -> serde_json::Value {
     let json = run_ok(
-        gpuimg()
-            .env("GPUIMG_CACHE", dir.join(cache))
+        dir.gpuimg_with_cache(&dir.join(cache))
             .env("SOURCE_DATE_EPOCH", "1700000000")
             .arg("build")
             .arg(dir.join("p.yaml"))
@@ -37,13 +36,12 @@ fn build(dir: &std::path::Path, cache: &str, out: &str, extra: &[&str]) -> serde
 fn debian_image_from_host_mirror_locks_runs_and_reproduces() {
     require("umoci");
     require("dpkg-query");
-    let t = tmp();
+    let t = Sandbox::new();
     write(&t.path().join("p.yaml"), PROFILE);
 
     // Lock: the package set with sha256s.
     run_ok(
-        gpuimg()
-            .env("GPUIMG_CACHE", t.path().join("cache-a"))
+        t.gpuimg_with_cache(&t.path().join("cache-a"))
             .arg("lock")
             .arg(t.path().join("p.yaml")),
     );
@@ -73,7 +71,7 @@ fn debian_image_from_host_mirror_locks_runs_and_reproduces() {
         .unwrap()
         .starts_with("sha256:"));
 
-    let a = build(t.path(), "cache-a", "out-a", &["--locked"]);
+    let a = build(&t, "cache-a", "out-a", &["--locked"]);
 
     // podman runs the image's python3.
     let ran = podman_run(
@@ -118,23 +116,23 @@ fn debian_image_from_host_mirror_locks_runs_and_reproduces() {
         .exists());
 
     // The same lock, an emptied cache, another output: the same digest.
-    let b = build(t.path(), "cache-b", "out-b", &["--locked"]);
+    let b = build(&t, "cache-b", "out-b", &["--locked"]);
     assert_eq!(a["manifest_digest"], b["manifest_digest"]);
 
     // An unchanged rebuild reuses every component layer without unpacking or compressing.
-    let c = build(t.path(), "cache-b", "out-c", &["--locked"]);
+    let c = build(&t, "cache-b", "out-c", &["--locked"]);
     assert_eq!(c["cached_layers"], c["layers"].as_array().unwrap().len());
     assert!(c["cached_layers"].as_u64().unwrap() >= 3, "{c}");
     assert_eq!(a["manifest_digest"], c["manifest_digest"]);
 
     // Offline from a warm cache works; a stale lock is refused with exit 2.
-    build(t.path(), "cache-b", "out-d", &["--locked", "--offline"]);
+    build(&t, "cache-b", "out-d", &["--locked", "--offline"]);
     write(
         &t.path().join("p.yaml"),
         &PROFILE.replace("python3-minimal]", "python3-minimal, zlib1g]"),
     );
-    let out = run(gpuimg()
-        .env("GPUIMG_CACHE", t.path().join("cache-b"))
+    let out = run(t
+        .gpuimg_with_cache(&t.path().join("cache-b"))
         .arg("build")
         .arg(t.path().join("p.yaml"))
         .arg("-o")

@@ -5,7 +5,6 @@
 //! and dpkg-query inside it lists every package.
 
 mod common;
-mod support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -27,10 +26,9 @@ fn profile(dir: &Path, name: &str, packages: &str) -> std::path::PathBuf {
 }
 
 /// Build; returns component → layer digest, and how many layers came from the cache.
-fn build(p: &Path, cache: &Path, out: &Path) -> (BTreeMap<String, String>, u64) {
+fn build(sb: &Sandbox, p: &Path, cache: &Path, out: &Path) -> (BTreeMap<String, String>, u64) {
     let json = run_ok(
-        gpuimg()
-            .env("GPUIMG_CACHE", cache)
+        sb.gpuimg_with_cache(cache)
             .env("SOURCE_DATE_EPOCH", "0")
             .arg("build")
             .arg(p)
@@ -57,18 +55,18 @@ fn build(p: &Path, cache: &Path, out: &Path) -> (BTreeMap<String, String>, u64) 
 fn components_are_shared_split_and_complete() {
     require("umoci");
     require("dpkg-query");
-    let t = tmp();
+    let t = Sandbox::new();
     let cache = t.path().join("cache");
 
     let a = profile(t.path(), "a", BASE);
-    let (la, _) = build(&a, &cache, &t.path().join("out-a"));
+    let (la, _) = build(&t, &a, &cache, &t.path().join("out-a"));
     for c in ["os", "python", "metadata"] {
         assert!(la.contains_key(c), "no `{c}` layer: {la:?}");
     }
 
     // Adding xz-utils: only the component that takes it and metadata are new.
     let b = profile(t.path(), "b", &format!("{BASE}, xz-utils"));
-    let (lb, cached) = build(&b, &cache, &t.path().join("out-b"));
+    let (lb, cached) = build(&t, &b, &cache, &t.path().join("out-b"));
     let changed: Vec<&String> = lb
         .iter()
         .filter(|(c, d)| la.get(*c) != Some(d))
@@ -101,7 +99,7 @@ fn components_are_shared_split_and_complete() {
             "name: d\nbase:\n  apt:\n    mirror: host\n    suite: bookworm\n    packages: [{BASE}, xz-utils]\nlayers:\n  tools:\n    deb: [xz-utils]\n"
         ),
     );
-    let (ld, _) = build(&d, &cache, &t.path().join("out-d"));
+    let (ld, _) = build(&t, &d, &cache, &t.path().join("out-d"));
     let order: Vec<&str> = ld.keys().map(String::as_str).collect();
     assert!(order.contains(&"tools"), "{ld:?}");
     assert_eq!(ld["os"], lb["os"]);
@@ -110,7 +108,7 @@ fn components_are_shared_split_and_complete() {
     // Another profile sharing the os and python packages, built with a fresh cache: the same
     // layers, byte for byte (the digests are computed from scratch here, nothing is reused).
     let c = profile(t.path(), "c", &format!("xz-utils, {BASE}"));
-    let (lc, cached_c) = build(&c, &t.path().join("cache-c"), &t.path().join("out-c"));
+    let (lc, cached_c) = build(&t, &c, &t.path().join("cache-c"), &t.path().join("out-c"));
     assert_eq!(cached_c, 0);
     assert_eq!(la["os"], lc["os"], "{la:?}\n{lc:?}");
     assert_eq!(la["python"], lc["python"], "{la:?}\n{lc:?}");
@@ -128,14 +126,14 @@ fn components_are_shared_split_and_complete() {
     let single = t.path().join("single");
     std::fs::create_dir(&single).unwrap();
     install_into(&single, BASE);
-    assert_eq!(support::tree(&rootfs), support::tree(&single));
+    assert_eq!(tree(&rootfs), tree(&single));
     let listed = run_ok(
         Command::new("dpkg-query")
             .arg("--admindir")
             .arg(rootfs.join("var/lib/dpkg"))
             .args(["-W", "-f", "${Package} ${Status}\\n"]),
     );
-    run_ok(gpuimg().env("GPUIMG_CACHE", &cache).arg("lock").arg(&a));
+    run_ok(t.gpuimg_with_cache(&cache).arg("lock").arg(&a));
     let lock: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(t.path().join("a.lock.json")).unwrap())
             .unwrap();

@@ -4,11 +4,10 @@
 //! (`gpuimg lock`), against a signed fixture repository that the test republishes.
 
 mod common;
-mod support;
 
 use std::path::Path;
 
-use support::{build_deb, gen_key, pkg, serve, stanza, write_dist};
+use common::{build_deb, gen_key, pkg, serve, stanza, write_dist, Pkg, Sandbox};
 
 fn profile(dir: &Path, packages: &str) {
     common::write(
@@ -20,9 +19,9 @@ fn profile(dir: &Path, packages: &str) {
 }
 
 /// `gpuimg lock`, then the locked (name, version) pairs.
-fn lock(dir: &Path, url: &str, cache: &Path, extra: &[&str]) -> Vec<(String, String)> {
+fn lock(dir: &Sandbox, url: &str, cache: &Path, extra: &[&str]) -> Vec<(String, String)> {
     common::run_ok(
-        common::gpuimg()
+        dir.gpuimg()
             .env("REPO", url)
             .arg("lock")
             .arg(dir.join("p.yaml"))
@@ -61,12 +60,12 @@ fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
 fn unchanged_indexes_reuse_the_resolution_and_new_ones_resolve_again() {
     common::require("gpg");
     common::require("dpkg-deb");
-    let t = common::tmp();
+    let t = Sandbox::new();
     let repo = t.path().join("repo");
     let work = t.path().join("work");
     let (home, key) = gen_key(t.path(), "rescache");
     std::fs::copy(&key, t.path().join("repo.gpg")).unwrap();
-    let publish = |pkgs: &[support::Pkg]| {
+    let publish = |pkgs: &[Pkg]| {
         let stanzas: Vec<String> = pkgs
             .iter()
             .map(|p| stanza(&repo, &build_deb(&repo, &work, p)))
@@ -82,19 +81,19 @@ fn unchanged_indexes_reuse_the_resolution_and_new_ones_resolve_again() {
     let cache = t.path().join("cache");
     profile(t.path(), "hello");
 
-    let first = lock(t.path(), &server.url, &cache, &[]);
+    let first = lock(&t, &server.url, &cache, &[]);
     assert_eq!(first, pairs(&[("hello", "1.0"), ("libhello", "1.0")]));
     let records = cache.join("resolutions-v1");
     assert_eq!(entries(&records), 1, "one resolution recorded");
 
     // Without any index in the cache, offline: only the recorded resolution can answer.
     std::fs::remove_dir_all(cache.join("indexes-v1")).unwrap();
-    let again = lock(t.path(), &server.url, &cache, &["--offline"]);
+    let again = lock(&t, &server.url, &cache, &["--offline"]);
     assert_eq!(again, first);
 
     // A changed request is a different resolution (and needs the indexes again).
     profile(t.path(), "hello, extra");
-    let more = lock(t.path(), &server.url, &cache, &[]);
+    let more = lock(&t, &server.url, &cache, &[]);
     assert_eq!(
         more,
         pairs(&[("extra", "1.0"), ("hello", "1.0"), ("libhello", "1.0")])
@@ -108,7 +107,7 @@ fn unchanged_indexes_reuse_the_resolution_and_new_ones_resolve_again() {
         pkg("extra", "1.0"),
     ]);
     profile(t.path(), "hello");
-    let newer = lock(t.path(), &server.url, &cache, &[]);
+    let newer = lock(&t, &server.url, &cache, &[]);
     assert_eq!(newer, pairs(&[("hello", "1.0"), ("libhello", "1.1")]));
     assert_eq!(entries(&records), 3);
 
@@ -131,11 +130,11 @@ fn unchanged_indexes_reuse_the_resolution_and_new_ones_resolve_again() {
     for (_, p) in &texts {
         std::fs::write(p, &old).unwrap();
     }
-    let repaired = lock(t.path(), &server.url, &cache, &[]);
+    let repaired = lock(&t, &server.url, &cache, &[]);
     assert_eq!(repaired, newer);
     // Garbage is a miss too.
     for (_, p) in &texts {
         std::fs::write(p, b"{\"not\": \"a resolution\"}").unwrap();
     }
-    assert_eq!(lock(t.path(), &server.url, &cache, &[]), newer);
+    assert_eq!(lock(&t, &server.url, &cache, &[]), newer);
 }

@@ -74,10 +74,9 @@ fn has_staging(dir: &Path, stem: &str, min: u64) -> bool {
         .unwrap_or(false)
 }
 
-fn build_cmd(profile: &Path, cache: &Path, target: &str) -> Command {
-    let mut c = gpuimg();
-    c.env("GPUIMG_CACHE", cache)
-        .arg("build")
+fn build_cmd(sb: &Sandbox, profile: &Path, cache: &Path, target: &str) -> Command {
+    let mut c = sb.gpuimg_with_cache(cache);
+    c.arg("build")
         .arg(profile)
         .arg("-o")
         .arg(target)
@@ -99,20 +98,15 @@ fn unpack_ok(layout: &Path, bundle: &Path) -> PathBuf {
 #[test]
 fn sigkill_mid_build_keeps_previous_output() {
     require("umoci");
-    let t = tmp();
+    let t = Sandbox::new();
     let root = busybox_rootfs(t.path());
     let p = t.path().join("p.yaml");
     write(&p, "name: big\nbase:\n  rootfs: ./rootfs\n");
     let out = t.path().join("out");
     let cache = t.path().join("cache");
     let build = |cache: &std::path::Path| {
-        let mut c = gpuimg();
-        c.env("GPUIMG_CACHE", cache)
-            .arg("build")
-            .arg(&p)
-            .arg("-o")
-            .arg(&out)
-            .arg("--json");
+        let mut c = t.gpuimg_with_cache(cache);
+        c.arg("build").arg(&p).arg("-o").arg(&out).arg("--json");
         c
     };
     let first = manifest_digest(&run_ok(&mut build(&cache)));
@@ -165,7 +159,7 @@ fn sigkill_mid_build_keeps_previous_output() {
 #[test]
 fn sigkill_after_decompressing_a_rootfs_tarball_leaves_a_scratch_dir_the_next_build_reclaims() {
     require("umoci");
-    let t = tmp();
+    let t = Sandbox::new();
     let root = busybox_rootfs(t.path());
     noise(&root.join("big.bin"), 64);
     run_ok(
@@ -180,7 +174,7 @@ fn sigkill_after_decompressing_a_rootfs_tarball_leaves_a_scratch_dir_the_next_bu
     write(&p, "name: tarball\nbase:\n  rootfs: ./rootfs.tar.gz\n");
     let cache = t.path().join("cache");
     let out = t.path().join("out");
-    let mut child = build_cmd(&p, &cache, &out.display().to_string())
+    let mut child = build_cmd(&t, &p, &cache, &out.display().to_string())
         .spawn()
         .unwrap();
     // The decompressed tarball lies in the build's scratch directory under the cache's tmp/.
@@ -211,12 +205,13 @@ fn sigkill_after_decompressing_a_rootfs_tarball_leaves_a_scratch_dir_the_next_bu
         "name: small\nbase:\n  rootfs: ./rootfs\n",
     );
     run_ok(&mut build_cmd(
+        &t,
         &small.join("p.yaml"),
         &cache,
         &small.join("out").display().to_string(),
     ));
     assert_eq!(names(&cache.join("tmp")), Vec::<String>::new());
-    run_ok(&mut build_cmd(&p, &cache, &out.display().to_string()));
+    run_ok(&mut build_cmd(&t, &p, &cache, &out.display().to_string()));
     assert!(unpack_ok(&out, &t.path().join("bundle"))
         .join("big.bin")
         .is_file());
@@ -226,7 +221,7 @@ fn sigkill_after_decompressing_a_rootfs_tarball_leaves_a_scratch_dir_the_next_bu
 #[test]
 fn sigkill_while_writing_an_archive_leaves_staging_beside_it_the_next_build_reclaims() {
     require("skopeo");
-    let t = tmp();
+    let t = Sandbox::new();
     let root = busybox_rootfs(t.path());
     noise(&root.join("big.bin"), 96);
     let p = t.path().join("p.yaml");
@@ -235,11 +230,11 @@ fn sigkill_while_writing_an_archive_leaves_staging_beside_it_the_next_build_recl
     let img = t.path().join("img.tar");
     let target = format!("oci-archive:{}", img.display());
     // The first build fills the cache, so that the next one spends its time exporting.
-    run_ok(&mut build_cmd(&p, &cache, &target));
+    run_ok(&mut build_cmd(&t, &p, &cache, &target));
     std::fs::remove_file(&img).unwrap();
     let mut killed = false;
     for _ in 0..5 {
-        let mut child = build_cmd(&p, &cache, &target).spawn().unwrap();
+        let mut child = build_cmd(&t, &p, &cache, &target).spawn().unwrap();
         let started = Instant::now();
         while !has_staging(t.path(), ".img.tar", 0) && started.elapsed() < Duration::from_secs(60) {
             if child.try_wait().unwrap().is_some() {
@@ -266,7 +261,7 @@ fn sigkill_while_writing_an_archive_leaves_staging_beside_it_the_next_build_recl
         names(t.path())
     );
 
-    run_ok(&mut build_cmd(&p, &cache, &target));
+    run_ok(&mut build_cmd(&t, &p, &cache, &target));
     let left: Vec<_> = names(t.path())
         .into_iter()
         .filter(|n| n.contains("gpuimg-tmp"))
@@ -281,7 +276,7 @@ fn sigkill_while_writing_an_archive_leaves_staging_beside_it_the_next_build_recl
 
 #[test]
 fn stale_staging_of_every_kind_is_reclaimed_and_live_staging_is_kept() {
-    let t = tmp();
+    let t = Sandbox::new();
     busybox_rootfs(t.path());
     let p = t.path().join("p.yaml");
     write(&p, "name: img\nbase:\n  rootfs: ./rootfs\n");
@@ -325,7 +320,7 @@ fn stale_staging_of_every_kind_is_reclaimed_and_live_staging_is_kept() {
         "another output's",
     );
 
-    run_ok(&mut build_cmd(&p, &cache, &out.display().to_string()));
+    run_ok(&mut build_cmd(&t, &p, &cache, &out.display().to_string()));
 
     assert_eq!(names(&tmpd), {
         let mut v = vec![
@@ -374,7 +369,7 @@ fn stale_staging_of_every_kind_is_reclaimed_and_live_staging_is_kept() {
 #[test]
 fn concurrent_builds_on_one_cache_never_reclaim_each_others_staging() {
     require("umoci");
-    let t = tmp();
+    let t = Sandbox::new();
     let cache = t.path().join("cache");
     let a = t.path().join("a");
     std::fs::create_dir(&a).unwrap();
@@ -387,7 +382,7 @@ fn concurrent_builds_on_one_cache_never_reclaim_each_others_staging() {
     write(&b.join("p.yaml"), "name: b\nbase:\n  rootfs: ./rootfs\n");
 
     let a_out = a.join("out");
-    let mut child_a = build_cmd(&a.join("p.yaml"), &cache, &a_out.display().to_string())
+    let mut child_a = build_cmd(&t, &a.join("p.yaml"), &cache, &a_out.display().to_string())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -417,6 +412,7 @@ fn concurrent_builds_on_one_cache_never_reclaim_each_others_staging() {
     for i in 0..3 {
         let b_out = b.join(format!("out{}", i % 2));
         run_ok(&mut build_cmd(
+            &t,
             &b.join("p.yaml"),
             &cache,
             &b_out.display().to_string(),

@@ -8,12 +8,12 @@ use std::path::Path;
 use common::*;
 
 /// Build `profile` and assert the failure contract; returns the stderr line.
-fn fails_cleanly(dir: &Path, profile: &str, needle: &str) -> String {
+fn fails_cleanly(dir: &Sandbox, profile: &str, needle: &str) -> String {
     let p = dir.join("profile.yaml");
     write(&p, profile);
     let out_dir = dir.join("out");
-    let out = run(gpuimg()
-        .env("GPUIMG_CACHE", dir.join("cache"))
+    let out = run(dir
+        .gpuimg()
         .env_remove("GPUIMG_TEST_UNSET")
         .arg("build")
         .arg(&p)
@@ -50,16 +50,16 @@ fn python_tar(path: &Path, body: &str) {
 
 #[test]
 fn yaml_syntax_error() {
-    let t = tmp();
-    let e = fails_cleanly(t.path(), "name: demo\nconfig: [unclosed\n", "profile.yaml:");
+    let t = Sandbox::new();
+    let e = fails_cleanly(&t, "name: demo\nconfig: [unclosed\n", "profile.yaml:");
     assert!(e.contains(":2:"), "{e}");
 }
 
 #[test]
 fn unknown_key_names_line_column_and_key() {
-    let t = tmp();
+    let t = Sandbox::new();
     let e = fails_cleanly(
-        t.path(),
+        &t,
         "name: demo\nconfig:\n  entrypoint: [sh]\n  wokdir: /\n",
         "profile.yaml:4:3:",
     );
@@ -68,9 +68,9 @@ fn unknown_key_names_line_column_and_key() {
 
 #[test]
 fn wrong_type() {
-    let t = tmp();
+    let t = Sandbox::new();
     fails_cleanly(
-        t.path(),
+        &t,
         "name: demo\nselftest:\n  enabled: sometimes\n",
         "profile.yaml:3:12:",
     );
@@ -78,15 +78,15 @@ fn wrong_type() {
 
 #[test]
 fn missing_required_key() {
-    let t = tmp();
-    fails_cleanly(t.path(), "platform: linux/amd64\n", "`name`");
+    let t = Sandbox::new();
+    fails_cleanly(&t, "platform: linux/amd64\n", "`name`");
 }
 
 #[test]
 fn missing_file() {
-    let t = tmp();
+    let t = Sandbox::new();
     let e = fails_cleanly(
-        t.path(),
+        &t,
         "name: demo\nfiles:\n  - {src: ./nope, dst: /opt/nope}\n",
         "profile.yaml:3:11: files.src:",
     );
@@ -95,9 +95,9 @@ fn missing_file() {
 
 #[test]
 fn unset_variable() {
-    let t = tmp();
+    let t = Sandbox::new();
     fails_cleanly(
-        t.path(),
+        &t,
         "name: demo\nbase:\n  rootfs: ${GPUIMG_TEST_UNSET}/rootfs.tar\n",
         "profile.yaml:3:11: base.rootfs: Environment variable `GPUIMG_TEST_UNSET` is not set",
     );
@@ -105,13 +105,13 @@ fn unset_variable() {
 
 #[test]
 fn tarball_with_dotdot_entry() {
-    let t = tmp();
+    let t = Sandbox::new();
     python_tar(
         &t.path().join("rootfs.tar"),
         "f('etc/ok')\nf('../../escape')",
     );
     fails_cleanly(
-        t.path(),
+        &t,
         "name: demo\nbase:\n  rootfs: ./rootfs.tar\n",
         "escapes the root (`..` component)",
     );
@@ -119,13 +119,13 @@ fn tarball_with_dotdot_entry() {
 
 #[test]
 fn tarball_with_symlink_pointing_outside() {
-    let t = tmp();
+    let t = Sandbox::new();
     python_tar(
         &t.path().join("rootfs.tar"),
         "i = tarfile.TarInfo('etc/evil'); i.type = tarfile.SYMTYPE; i.linkname = '/../../../etc/shadow'; t.addfile(i)",
     );
     fails_cleanly(
-        t.path(),
+        &t,
         "name: demo\nbase:\n  rootfs: ./rootfs.tar\n",
         "symlink target leaves the root",
     );
@@ -133,10 +133,10 @@ fn tarball_with_symlink_pointing_outside() {
 
 #[test]
 fn tarball_with_absolute_entry() {
-    let t = tmp();
+    let t = Sandbox::new();
     python_tar(&t.path().join("rootfs.tar"), "f('/etc/passwd')");
     fails_cleanly(
-        t.path(),
+        &t,
         "name: demo\nbase:\n  rootfs: ./rootfs.tar\n",
         "escapes the root (absolute path)",
     );
@@ -144,13 +144,13 @@ fn tarball_with_absolute_entry() {
 
 #[test]
 fn tarball_with_device_node_refused_unless_allowed() {
-    let t = tmp();
+    let t = Sandbox::new();
     python_tar(
         &t.path().join("rootfs.tar"),
         "i = tarfile.TarInfo('dev/null'); i.type = tarfile.CHRTYPE; i.devmajor = 1; i.devminor = 3; t.addfile(i)",
     );
     fails_cleanly(
-        t.path(),
+        &t,
         "name: demo\nbase:\n  rootfs: ./rootfs.tar\n",
         "is a character device",
     );
@@ -161,8 +161,7 @@ fn tarball_with_device_node_refused_unless_allowed() {
         "name: demo\nbase:\n  rootfs: ./rootfs.tar\n  allow-special-files: true\n",
     );
     let out = run_ok(
-        gpuimg()
-            .env("GPUIMG_CACHE", t.path().join("cache"))
+        t.gpuimg()
             .arg("build")
             .arg(&p)
             .arg("-o")
@@ -197,11 +196,12 @@ fn tarball_with_device_node_refused_unless_allowed() {
 
 #[test]
 fn bad_source_date_epoch() {
-    let t = tmp();
+    let t = Sandbox::new();
     busybox_rootfs(t.path());
     let p = t.path().join("p.yaml");
     write(&p, "name: demo\nbase:\n  rootfs: ./rootfs\n");
-    let out = run(gpuimg()
+    let out = run(t
+        .gpuimg()
         .env("SOURCE_DATE_EPOCH", "yesterday")
         .arg("build")
         .arg(&p)

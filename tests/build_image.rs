@@ -33,12 +33,11 @@ config:
 fn built_image_passes_umoci_skopeo_and_runs_under_podman() {
     require("umoci");
     require("skopeo");
-    let t = tmp();
+    let t = Sandbox::new();
     let p = profile(t.path());
     let out_dir = t.path().join("out/demo");
     let json = run_ok(
-        gpuimg()
-            .env("GPUIMG_CACHE", t.path().join("cache"))
+        t.gpuimg()
             .arg("build")
             .arg(&p)
             .arg("-o")
@@ -108,7 +107,7 @@ fn built_image_passes_umoci_skopeo_and_runs_under_podman() {
     assert!(stdout.contains("hello from the app"), "{stdout}");
 
     // gpuimg inspect shows the same digest and both layers.
-    let shown = run_ok(gpuimg().arg("inspect").arg(&out_dir));
+    let shown = run_ok(t.gpuimg().arg("inspect").arg(&out_dir));
     assert!(shown.contains(digest), "{shown}");
     assert!(shown.contains("tag:       v1"), "{shown}");
     assert!(shown.contains("base") && shown.contains("files"), "{shown}");
@@ -117,7 +116,7 @@ fn built_image_passes_umoci_skopeo_and_runs_under_podman() {
         "{shown}"
     );
     // Its JSON names the layers in order, each with the blob's real digest and size.
-    let shown = run_ok(gpuimg().arg("inspect").arg(&out_dir).arg("--json"));
+    let shown = run_ok(t.gpuimg().arg("inspect").arg(&out_dir).arg("--json"));
     let v: serde_json::Value = serde_json::from_str(&shown).unwrap();
     assert_eq!(v["manifest_digest"], digest);
     let layers = v["layers"].as_array().unwrap();
@@ -137,12 +136,11 @@ fn built_image_passes_umoci_skopeo_and_runs_under_podman() {
 #[test]
 fn oci_archive_output_is_readable_by_skopeo_and_zstd_layers_run() {
     require("skopeo");
-    let t = tmp();
+    let t = Sandbox::new();
     let p = profile(t.path());
     let archive = t.path().join("demo.tar");
     let json = run_ok(
-        gpuimg()
-            .env("GPUIMG_CACHE", t.path().join("cache"))
+        t.gpuimg()
             .arg("build")
             .arg(&p)
             .arg("-o")
@@ -167,12 +165,11 @@ fn oci_archive_output_is_readable_by_skopeo_and_zstd_layers_run() {
 
 #[test]
 fn unchanged_rebuild_reuses_cached_layers() {
-    let t = tmp();
+    let t = Sandbox::new();
     let p = profile(t.path());
     let build = || {
         run_ok(
-            gpuimg()
-                .env("GPUIMG_CACHE", t.path().join("cache"))
+            t.gpuimg()
                 .arg("build")
                 .arg(&p)
                 .arg("-o")

@@ -5,13 +5,12 @@
 //! and an offline rebuild is served from the buckets alone.
 
 mod common;
-mod support;
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use common::{build_deb, gen_key, pkg, serve, stanza, write_dist, Sandbox};
 use gpuimg::cache::{Bucket, Shape, RETIRED};
-use support::{build_deb, gen_key, pkg, serve, stanza, write_dist};
 
 /// The module doc of `src/cache/mod.rs`, whose drawing this test holds the disk to.
 const CACHE_DOC: &str = include_str!("../src/cache/mod.rs");
@@ -54,16 +53,16 @@ fn declared() -> BTreeSet<String> {
 }
 
 struct Builds {
-    t: tempfile::TempDir,
+    t: Sandbox,
     cache: std::path::PathBuf,
     repo_url: String,
-    _server: support::Server,
+    _server: common::Server,
 }
 
 fn setup() -> Builds {
     common::require("gpg");
     common::require("dpkg-deb");
-    let t = common::tmp();
+    let t = common::Sandbox::new();
     // A rootfs build with a files layer.
     common::busybox_rootfs(t.path());
     common::write(&t.path().join("app/data.txt"), "payload\n");
@@ -102,8 +101,8 @@ fn setup() -> Builds {
 impl Builds {
     fn build(&self, profile: &str, out: &str, extra: &[&str]) -> serde_json::Value {
         let json = common::run_ok(
-            common::gpuimg()
-                .env("GPUIMG_CACHE", &self.cache)
+            self.t
+                .gpuimg_with_cache(&self.cache)
                 .env("REPO", &self.repo_url)
                 .env("SOURCE_DATE_EPOCH", "1700000000")
                 .arg("build")
@@ -118,8 +117,8 @@ impl Builds {
 
     fn cache_cmd(&self, args: &[&str]) -> String {
         common::run_ok(
-            common::gpuimg()
-                .env("GPUIMG_CACHE", &self.cache)
+            self.t
+                .gpuimg_with_cache(&self.cache)
                 .arg("cache")
                 .args(args),
         )

@@ -15,14 +15,14 @@ use common::*;
 use gpuimg::digest::{hash_reader, Digest};
 
 struct Setup {
-    t: tempfile::TempDir,
+    t: Sandbox,
     profile: PathBuf,
     cache: PathBuf,
 }
 
 fn setup() -> Setup {
     require("umoci");
-    let t = tmp();
+    let t = Sandbox::new();
     busybox_rootfs(t.path());
     write(&t.path().join("app/data.txt"), "payload\n");
     write(&t.path().join("app/more.txt"), &"x".repeat(5000));
@@ -41,9 +41,8 @@ impl Setup {
     }
 
     fn build_cmd(&self, out: &str) -> Command {
-        let mut c = gpuimg();
-        c.env("GPUIMG_CACHE", &self.cache)
-            .env("SOURCE_DATE_EPOCH", "1700000000")
+        let mut c = self.t.gpuimg_with_cache(&self.cache);
+        c.env("SOURCE_DATE_EPOCH", "1700000000")
             .arg("build")
             .arg(&self.profile)
             .arg("-o")
@@ -70,8 +69,9 @@ impl Setup {
     }
 
     fn cache_cmd(&self, args: &[&str]) -> Output {
-        run(gpuimg()
-            .env("GPUIMG_CACHE", &self.cache)
+        run(self
+            .t
+            .gpuimg_with_cache(&self.cache)
             .arg("cache")
             .args(args))
     }
@@ -574,17 +574,17 @@ fn cache_prune_removes_unreferenced_blobs_and_says_what_it_freed() {
 
 #[test]
 fn cache_commands_refuse_a_directory_that_is_not_a_cache() {
-    let t = tmp();
+    let t = Sandbox::new();
     let missing = t.path().join("none");
     for cmd in ["verify", "prune"] {
-        let out = run(gpuimg().args(["cache", cmd, "--cache"]).arg(&missing));
+        let out = run(t.gpuimg().args(["cache", cmd, "--cache"]).arg(&missing));
         assert_eq!(out.status.code(), Some(0), "{cmd}: nothing to do");
         assert!(!missing.exists(), "{cmd} created the cache");
     }
     let home = t.path().join("home");
     write(&home.join("notes.txt"), "mine\n");
     for cmd in ["verify", "prune"] {
-        let out = run(gpuimg().args(["cache", cmd, "--cache"]).arg(&home));
+        let out = run(t.gpuimg().args(["cache", cmd, "--cache"]).arg(&home));
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         assert_eq!(out.status.code(), Some(2), "{cmd}: {stderr}");
         assert!(stderr.contains("is not a gpuimg cache"), "{stderr}");

@@ -10,18 +10,21 @@
 //! point into a fresh temporary directory, which is also the working directory; that
 //! directory's path is replaced by `[TMP]` before a snapshot is compared.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
+
+use common::Bin;
 
 /// A fresh directory to run in, with its own config and cache directories.
 struct Sandbox {
-    dir: tempfile::TempDir,
+    dir: common::Sandbox,
 }
 
 impl Sandbox {
     fn new() -> Self {
         Sandbox {
-            dir: tempfile::tempdir().expect("create a temporary directory"),
+            dir: common::Sandbox::new(),
         }
     }
 
@@ -36,17 +39,8 @@ impl Sandbox {
     }
 
     /// Run `bin` with `args` in the sandbox: exit code, stdout and stderr, temp paths masked.
-    fn run(&self, bin: &str, args: &[&str]) -> Run {
-        let out = Command::new(bin)
-            .args(args)
-            .current_dir(self.path())
-            .env_remove("SOURCE_DATE_EPOCH")
-            .env_remove("GPUIMG_DEBUG_PANIC")
-            .env("XDG_CONFIG_HOME", self.path().join("config"))
-            .env("GPUIMG_CACHE", self.path().join("cache"))
-            .env("NO_COLOR", "1")
-            .output()
-            .unwrap_or_else(|e| panic!("failed to start `{bin}`: {e}"));
+    fn run(&self, bin: Bin, args: &[&str]) -> Run {
+        let out = common::run(self.dir.command(bin).args(args).env("NO_COLOR", "1"));
         let mask = |b: &[u8]| {
             let s = String::from_utf8_lossy(b).into_owned();
             // The canonical path too, in case the temp dir sits behind a symlink.
@@ -82,8 +76,8 @@ impl Run {
     }
 }
 
-const GPUIMG: &str = env!("CARGO_BIN_EXE_gpuimg");
-const SELFTEST: &str = env!("CARGO_BIN_EXE_gpuimg-selftest");
+const GPUIMG: Bin = Bin::Gpuimg;
+const SELFTEST: Bin = Bin::Selftest;
 
 /// `--help` of every command and subcommand, each exiting 0 with the text on stdout.
 #[test]

@@ -24,22 +24,20 @@ fn panics_cleanly(mut cmd: Command, who: &str) {
 
 #[test]
 fn a_panic_is_one_line_and_exit_3_in_both_binaries() {
+    let sb = common::Sandbox::new();
     for args in [
         &["build", "x.yaml"][..],
         &["resolve", "--json", "x.yaml"],
         &["--help"],
     ] {
-        let mut c = common::gpuimg();
+        let mut c = sb.gpuimg();
         c.args(args);
         panics_cleanly(c, "gpuimg");
     }
-    let mut c = Command::new(common::selftest_bin());
+    let mut c = sb.selftest();
     c.arg("--json");
     panics_cleanly(c, "gpuimg-selftest");
     // Without the trigger, the same commands answer normally (bad input: 2).
-    let out = common::gpuimg()
-        .args(["build", "/nonexistent/x.yaml"])
-        .output()
-        .unwrap();
+    let out = common::run(sb.gpuimg().args(["build", "/nonexistent/x.yaml"]));
     assert_eq!(out.status.code(), Some(2));
 }

@@ -5,18 +5,17 @@
 //! The `gpuimg` binary fails fast on endless bodies with its memory bounded.
 
 mod common;
-mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use common::*;
 use gpuimg::fetch::{FetchLimits, MAX_ROOT_BYTES};
 use gpuimg::observe::Observer;
 use gpuimg::profile::{self, Base};
 use gpuimg::sources::apt::{self, AptOptions};
-use support::*;
 
 /// Suites, one per test case that faults a path below `dists/<suite>/`.
 const SUITES: &[&str] = &[
@@ -116,11 +115,13 @@ fn shrink_plain_size(root: &Path, suite: &str, home: &Path, by: usize) {
         .collect();
     std::fs::write(dist.join("Release"), fixed.join("\n") + "\n").unwrap();
     for (flag, out) in [("--clearsign", "InRelease"), ("-abs", "Release.gpg")] {
-        sh(std::process::Command::new("gpg")
-            .env("GNUPGHOME", home)
-            .args(["--batch", "--yes", flag, "-o"])
-            .arg(dist.join(out))
-            .arg(dist.join("Release")));
+        run_ok_bytes(
+            std::process::Command::new("gpg")
+                .env("GNUPGHOME", home)
+                .args(["--batch", "--yes", flag, "-o"])
+                .arg(dist.join(out))
+                .arg(dist.join("Release")),
+        );
     }
 }
 
@@ -521,9 +522,14 @@ fn server_errors_are_retried_with_backoff_then_named() {
 
 /// Run `gpuimg` (default bounds) until it exits, sampling its peak resident memory (VmHWM) as
 /// it runs; kill it past `limit` or above 1 GiB. Returns (exit code, stderr, peak KiB, time).
-fn run_bounded(args: &[&str], dir: &Path, limit: Duration) -> (Option<i32>, String, u64, Duration) {
+fn run_bounded(
+    args: &[&str],
+    dir: &Sandbox,
+    limit: Duration,
+) -> (Option<i32>, String, u64, Duration) {
     let err_path = dir.join("stderr");
-    let mut child = common::gpuimg()
+    let mut child = dir
+        .gpuimg()
         .args(args)
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&err_path).unwrap())
@@ -559,8 +565,8 @@ fn run_bounded(args: &[&str], dir: &Path, limit: Duration) -> (Option<i32>, Stri
     )
 }
 
-fn profile_dir(suite: &str, package: &str) -> tempfile::TempDir {
-    let t = common::tmp();
+fn profile_dir(suite: &str, package: &str) -> Sandbox {
+    let t = Sandbox::new();
     std::fs::copy(&fixture().key, t.path().join("repo.gpg")).unwrap();
     common::write(
         &t.path().join("p.yaml"),
@@ -616,7 +622,7 @@ fn the_binary_fails_fast_on_endless_bodies_with_bounded_memory() {
         if *cmd == "build" {
             args.extend(["-o", out.to_str().unwrap()]);
         }
-        let (code, stderr, peak_kb, took) = run_bounded(&args, d, Duration::from_secs(120));
+        let (code, stderr, peak_kb, took) = run_bounded(&args, &t, Duration::from_secs(120));
         let expected = if path.ends_with("InRelease") {
             format!("exceeds the cap of {cap} bytes (the server sent more than {cap} bytes)")
         } else {
@@ -648,7 +654,7 @@ fn the_binary_names_the_status_and_attempts_of_a_503_storm() {
             "--cache",
             cache.to_str().unwrap(),
         ],
-        d,
+        &t,
         Duration::from_secs(60),
     );
     assert_eq!(code, Some(2), "{stderr}");

@@ -13,7 +13,7 @@ const ZSTD: &str = "sha256:9f30f03c578f42441d65da3b7772ae4c8e82811f059aedca80aba
 
 #[test]
 fn a_fixed_input_builds_to_the_golden_digests() {
-    let t = common::tmp();
+    let t = common::Sandbox::new();
     let d = t.path();
     common::write(&d.join("a.txt"), "hello\n");
     common::write(&d.join("run.sh"), "#!/bin/sh\necho run\n");
@@ -28,10 +28,8 @@ fn a_fixed_input_builds_to_the_golden_digests() {
         }
         for (compression, want) in [("gzip", GZIP), ("zstd", ZSTD)] {
             let out = common::run_ok(
-                common::gpuimg()
+                t.gpuimg_with_cache(&d.join(format!("cache-{round}")))
                     .env("SOURCE_DATE_EPOCH", "0")
-                    .env("GPUIMG_CACHE", d.join(format!("cache-{round}")))
-                    .env("XDG_CONFIG_HOME", d.join("config"))
                     .arg("build")
                     .arg(d.join("p.yaml"))
                     .arg("-o")

@@ -5,7 +5,6 @@
 //! (exit 2, one line, nothing on stdout).
 
 mod common;
-mod support;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -13,7 +12,6 @@ use std::sync::OnceLock;
 
 use common::*;
 use serde_json::Value;
-use support::*;
 
 struct Fixture {
     _dir: tempfile::TempDir,
@@ -63,13 +61,12 @@ fn fixture() -> &'static Fixture {
 }
 
 /// Build `profile` (written as `p.yaml` in `dir`) into `dir/out`.
-fn build(dir: &Path, profile: &str, compression: &str) -> PathBuf {
+fn build(dir: &Sandbox, profile: &str, compression: &str) -> PathBuf {
     write(&dir.join("p.yaml"), profile);
     let out = dir.join("out");
     run_ok(
-        gpuimg()
+        dir.gpuimg()
             .env("REPO", &fixture().url)
-            .env("GPUIMG_CACHE", dir.join("cache"))
             .env("SOURCE_DATE_EPOCH", "0")
             .arg("build")
             .arg(dir.join("p.yaml"))
@@ -82,7 +79,7 @@ fn build(dir: &Path, profile: &str, compression: &str) -> PathBuf {
 
 /// An image of the fixture's `tools` (and `libfix`), with `files:` adding `/opt/app` and
 /// replacing the package's `/etc/tools.conf`.
-fn apt_image(dir: &Path) -> PathBuf {
+fn apt_image(dir: &Sandbox) -> PathBuf {
     std::fs::copy(&fixture().key, dir.join("repo.gpg")).unwrap();
     write(&dir.join("app/hello.sh"), "echo hello\n");
     write(&dir.join("tools.conf"), "conf=mine\n");
@@ -93,8 +90,8 @@ fn apt_image(dir: &Path) -> PathBuf {
     )
 }
 
-fn listing(out: &Path) -> Vec<Value> {
-    let json = run_ok(gpuimg().args(["inspect", "--files", "--json"]).arg(out));
+fn listing(sb: &Sandbox, out: &Path) -> Vec<Value> {
+    let json = run_ok(sb.gpuimg().args(["inspect", "--files", "--json"]).arg(out));
     let v: Value = serde_json::from_str(&json)
         .unwrap_or_else(|e| panic!("inspect --files --json printed invalid JSON ({e}): {json}"));
     let obj = v.as_object().expect("one JSON object");
@@ -124,9 +121,9 @@ fn walk(root: &Path, rel: &str, out: &mut BTreeSet<String>) {
 #[test]
 fn every_packaged_path_is_owned_by_its_package_and_files_by_files() {
     require("umoci");
-    let t = tmp();
-    let out = apt_image(t.path());
-    let files = listing(&out);
+    let t = Sandbox::new();
+    let out = apt_image(&t);
+    let files = listing(&t, &out);
 
     // Sorted by path, no duplicates, every field present.
     let paths: Vec<&str> = files.iter().map(|f| f["path"].as_str().unwrap()).collect();
@@ -204,7 +201,7 @@ fn every_packaged_path_is_owned_by_its_package_and_files_by_files() {
     assert_eq!(listed, unpacked);
 
     // The table: a header, one row per path, the path last.
-    let table = run_ok(gpuimg().args(["inspect", "--files"]).arg(&out));
+    let table = run_ok(t.gpuimg().args(["inspect", "--files"]).arg(&out));
     let lines: Vec<&str> = table.lines().collect();
     assert_eq!(lines.len(), files.len() + 1);
     let cols = |l: &str| l.split_whitespace().map(str::to_string).collect::<Vec<_>>();
@@ -229,7 +226,7 @@ fn every_packaged_path_is_owned_by_its_package_and_files_by_files() {
 
 #[test]
 fn an_image_without_a_dpkg_database_has_no_package_owners() {
-    let t = tmp();
+    let t = Sandbox::new();
     let root = t.path().join("rootfs");
     write(&root.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n");
     write(&root.join("usr/bin/hello"), "hello\n");
@@ -241,11 +238,11 @@ fn an_image_without_a_dpkg_database_has_no_package_owners() {
     );
     write(&t.path().join("extra.txt"), "extra\n");
     let out = build(
-        t.path(),
+        &t,
         "name: plain\nbase:\n  rootfs: ./rootfs\nfiles:\n  - {src: ./extra.txt, dst: /opt/extra.txt}\nhost: {gpus: [H200], driver: \">=550\"}\nstack: {cuda: \"12.4\"}\n",
         "zstd",
     );
-    let files = listing(&out);
+    let files = listing(&t, &out);
     for p in [
         "/etc/passwd",
         "/usr/bin/hello",
@@ -268,7 +265,7 @@ fn an_image_without_a_dpkg_database_has_no_package_owners() {
             "{f}"
         );
     }
-    let table = run_ok(gpuimg().args(["inspect", "--files"]).arg(&out));
+    let table = run_ok(t.gpuimg().args(["inspect", "--files"]).arg(&out));
     let hello = table
         .lines()
         .find(|l| l.ends_with(" /usr/bin/hello"))
@@ -298,9 +295,9 @@ fn layer_blobs(out: &Path) -> Vec<PathBuf> {
     blobs
 }
 
-fn assert_refused(out: &Path, want: &str) {
+fn assert_refused(sb: &Sandbox, out: &Path, want: &str) {
     for json in [false, true] {
-        let mut c = gpuimg();
+        let mut c = sb.gpuimg();
         c.args(["inspect", "--files"]).arg(out);
         if json {
             c.arg("--json");
@@ -319,8 +316,8 @@ fn assert_refused(out: &Path, want: &str) {
 
 #[test]
 fn a_damaged_layer_blob_is_refused_in_one_line() {
-    let t = tmp();
-    let good = apt_image(t.path());
+    let t = Sandbox::new();
+    let good = apt_image(&t);
     // One byte flipped in the middle (bad deflate data or wrong content), in the trailer
     // (the tar stream reads fine), or the blob cut short: each is the blob's digest failing.
     for (name, damage) in [
@@ -351,7 +348,7 @@ fn a_damaged_layer_blob_is_refused_in_one_line() {
         }
         std::fs::remove_file(blob).unwrap();
         std::fs::write(blob, b).unwrap();
-        assert_refused(&out, "does not match its digest: the image is damaged");
+        assert_refused(&t, &out, "does not match its digest: the image is damaged");
     }
     // A missing blob names its path.
     let out = t.path().join("missing");
@@ -363,7 +360,7 @@ fn a_damaged_layer_blob_is_refused_in_one_line() {
     );
     let blob = layer_blobs(&out).remove(0);
     std::fs::remove_file(&blob).unwrap();
-    assert_refused(&out, &blob.file_name().unwrap().to_string_lossy());
+    assert_refused(&t, &out, &blob.file_name().unwrap().to_string_lossy());
     // The undamaged image still lists.
-    assert!(!listing(&good).is_empty());
+    assert!(!listing(&t, &good).is_empty());
 }

@@ -4,14 +4,14 @@
 //! exits 2 with one line.
 
 mod common;
-mod support;
 
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use common::{gpuimg, run, run_ok, write};
-use support::{build_deb, gen_key, pkg, serve, stanza, write_dist, Server};
+use common::{
+    build_deb, gen_key, pkg, run, run_ok, serve, stanza, write, write_dist, Sandbox, Server,
+};
 
 /// A signed fixture repository (suite `s`) with two packages, served on loopback.
 struct Repo {
@@ -57,19 +57,13 @@ fn apt_profile(dir: &Path, repo: &Repo) -> PathBuf {
     p
 }
 
-fn lock(dir: &Path, profile: &Path) {
-    run_ok(
-        gpuimg()
-            .env("GPUIMG_CACHE", dir.join("cache"))
-            .arg("lock")
-            .arg(profile),
-    );
+fn lock(dir: &Sandbox, profile: &Path) {
+    run_ok(dir.gpuimg().arg("lock").arg(profile));
 }
 
-fn build(dir: &Path, out: &str) -> String {
+fn build(dir: &Sandbox, out: &str) -> String {
     let json = run_ok(
-        gpuimg()
-            .env("GPUIMG_CACHE", dir.join("cache"))
+        dir.gpuimg()
             .env("SOURCE_DATE_EPOCH", "1700000000")
             .arg("build")
             .arg(dir.join("p.yaml"))
@@ -109,8 +103,8 @@ fn as_v1(v2: &Value) -> Value {
 #[test]
 fn build_locked_with_a_v1_lock_gives_the_v2_digest() {
     let repo = repo();
-    let t = tempfile::tempdir().unwrap();
-    let d = t.path();
+    let t = Sandbox::new();
+    let d = &t;
     let profile = apt_profile(d, &repo);
     lock(d, &profile);
     let lock_file = d.join("p.lock.json");
@@ -155,8 +149,8 @@ fn build_locked_with_a_v1_lock_gives_the_v2_digest() {
     let mut fewer = v1.clone();
     fewer["packages"].as_array_mut().unwrap().pop();
     std::fs::write(&lock_file, fewer.to_string()).unwrap();
-    let out = run(gpuimg()
-        .env("GPUIMG_CACHE", d.join("cache"))
+    let out = run(d
+        .gpuimg()
         .env("SOURCE_DATE_EPOCH", "1700000000")
         .args(["build", "--json", "--locked", "-o"])
         .arg(d.join("out-fewer"))
@@ -178,8 +172,8 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn verify_host(lock: &Path) -> (Option<i32>, Value) {
-    let out = run(gpuimg().arg("verify-host").arg(lock).arg("--json"));
+fn verify_host(sb: &Sandbox, lock: &Path) -> (Option<i32>, Value) {
+    let out = run(sb.gpuimg().arg("verify-host").arg(lock).arg("--json"));
     let mut v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "verify-host printed no JSON ({e}): {}",
@@ -193,12 +187,12 @@ fn verify_host(lock: &Path) -> (Option<i32>, Value) {
 #[test]
 fn verify_host_reads_a_committed_v1_lock_like_its_v2_rewrite() {
     for name in ["torch-forward", "torch-nogpu", "plain"] {
-        let t = tempfile::tempdir().unwrap();
+        let t = Sandbox::new();
         let profile = t.path().join(format!("{name}.yaml"));
         std::fs::copy(fixture(&format!("{name}.yaml")), &profile).unwrap();
         let lock_file = t.path().join(format!("{name}.lock.json"));
         std::fs::copy(fixture(&format!("{name}.v1.lock.json")), &lock_file).unwrap();
-        let (code_v1, from_v1) = verify_host(&lock_file);
+        let (code_v1, from_v1) = verify_host(&t, &lock_file);
         let loaded = gpuimg::profile::load(&profile).unwrap();
         let expect = |lock: &Path| {
             let l = gpuimg::lock::read(lock).unwrap();
@@ -206,10 +200,10 @@ fn verify_host_reads_a_committed_v1_lock_like_its_v2_rewrite() {
             gpuimg::plan::expectation(&loaded, l.resolution.as_ref()).to_json()
         };
         let expect_v1 = expect(&lock_file);
-        lock(t.path(), &profile);
+        lock(&t, &profile);
         let rewritten = read_json(&lock_file);
         assert_eq!(rewritten["version"], 2, "{name}");
-        let (code_v2, from_v2) = verify_host(&lock_file);
+        let (code_v2, from_v2) = verify_host(&t, &lock_file);
         assert_eq!(code_v1, code_v2, "{name}");
         assert_eq!(from_v1, from_v2, "{name}");
         // What verify-host and the image's self-test compare against is the same.
@@ -223,8 +217,8 @@ fn verify_host_reads_a_committed_v1_lock_like_its_v2_rewrite() {
 
 #[test]
 fn bad_locks_exit_2_with_one_line() {
-    let t = tempfile::tempdir().unwrap();
-    let d = t.path();
+    let t = Sandbox::new();
+    let d = &t;
     let profile = d.join("p.yaml");
     write(
         &profile,
@@ -281,7 +275,7 @@ fn bad_locks_exit_2_with_one_line() {
             ],
             vec!["verify-host".into(), lock_file.clone().into_os_string()],
         ] {
-            let out = run(gpuimg().env("GPUIMG_CACHE", d.join("cache")).args(&args));
+            let out = run(d.gpuimg().args(&args));
             let stderr = String::from_utf8_lossy(&out.stderr);
             assert_eq!(out.status.code(), Some(2), "{what} {args:?}: {stderr}");
             assert_eq!(stderr.lines().count(), 1, "{what} {args:?}: {stderr}");

@@ -44,13 +44,13 @@ fn deep_workdir(root: &Path) -> PathBuf {
 
 /// Run `gpuimg build` in `work` (default output `out/<name>`) and assert the failure
 /// contract; returns stderr.
-fn refused(root: &Path, work: &Path, profile: &str, args: &[&str], needle: &str) -> String {
+fn refused(root: &Sandbox, work: &Path, profile: &str, args: &[&str], needle: &str) -> String {
     let p = work.join("profile.yaml");
     write(&p, profile);
     let before = snapshot(root);
-    let out = run(gpuimg()
+    let out = run(root
+        .gpuimg()
         .current_dir(work)
-        .env("GPUIMG_CACHE", root.join("cache"))
         .arg("build")
         .arg("profile.yaml")
         .args(args));
@@ -72,7 +72,7 @@ fn refused(root: &Path, work: &Path, profile: &str, args: &[&str], needle: &str)
 
 #[test]
 fn names_outside_the_grammar_are_refused_at_load_with_their_position() {
-    let t = tmp();
+    let t = Sandbox::new();
     let work = deep_workdir(t.path());
     let long = format!("\"{}\"", "a".repeat(256));
     let names = [
@@ -107,7 +107,7 @@ fn names_outside_the_grammar_are_refused_at_load_with_their_position() {
     ];
     for name in names {
         let profile = format!("name: {name}\nbase:\n  rootfs: ./rootfs\n");
-        let e = refused(t.path(), &work, &profile, &[], "profile.yaml:1:7: name:");
+        let e = refused(&t, &work, &profile, &[], "profile.yaml:1:7: name:");
         assert!(
             e.contains("is not a valid image name") || e.contains("NUL character is not allowed"),
             "{e}"
@@ -117,7 +117,7 @@ fn names_outside_the_grammar_are_refused_at_load_with_their_position() {
 
 #[test]
 fn tags_outside_the_grammar_are_refused_before_anything_is_written() {
-    let t = tmp();
+    let t = Sandbox::new();
     let work = deep_workdir(t.path());
     let profile = "name: demo\nbase:\n  rootfs: ./rootfs\n";
     let long = "t".repeat(129);
@@ -147,12 +147,12 @@ fn tags_outside_the_grammar_are_refused_before_anything_is_written() {
         long.as_str(),
     ] {
         let arg = format!("--tag={tag}");
-        let e = refused(t.path(), &work, profile, &[&arg], "`--tag`");
+        let e = refused(&t, &work, profile, &[&arg], "`--tag`");
         assert!(e.contains("is not a valid tag"), "{e}");
     }
     // With an explicit output too: nothing is created there either.
     let e = refused(
-        t.path(),
+        &t,
         &work,
         profile,
         &["--tag", "../../escape", "-o", "oci-archive:img.tar"],
@@ -165,7 +165,7 @@ fn tags_outside_the_grammar_are_refused_before_anything_is_written() {
 fn names_and_tags_inside_the_grammar_build_images_the_tools_accept() {
     require("umoci");
     require("skopeo");
-    let t = tmp();
+    let t = Sandbox::new();
     let work = t.path().join("work");
     std::fs::create_dir_all(&work).unwrap();
     busybox_rootfs(&work);
@@ -182,9 +182,8 @@ fn names_and_tags_inside_the_grammar_build_images_the_tools_accept() {
             &format!("name: {name}\nbase:\n  rootfs: ./rootfs\n"),
         );
         run_ok(
-            gpuimg()
+            t.gpuimg()
                 .current_dir(&work)
-                .env("GPUIMG_CACHE", t.path().join("cache"))
                 .args(["build", "profile.yaml", "--tag", tag]),
         );
         // The default output is out/<name>, nested as the name's components say.

@@ -13,28 +13,25 @@ use std::process::Command;
 use common::*;
 
 struct Fixture {
-    _t: tempfile::TempDir,
+    t: Sandbox,
     root: PathBuf,
     profile: PathBuf,
 }
 
 fn fixture() -> Fixture {
-    let t = tmp();
+    let t = Sandbox::new();
     let root = t.path().to_path_buf();
     busybox_rootfs(&root);
     let profile = root.join("p.yaml");
     write(&profile, "name: demo\nbase:\n  rootfs: ./rootfs\n");
-    Fixture {
-        _t: t,
-        root,
-        profile,
-    }
+    Fixture { t, root, profile }
 }
 
 impl Fixture {
     fn build(&self, target: &str, extra: &[&str]) -> std::process::Output {
-        run(gpuimg()
-            .env("GPUIMG_CACHE", self.root.join("cache"))
+        run(self
+            .t
+            .gpuimg()
             .arg("build")
             .arg(&self.profile)
             .arg("-o")
@@ -331,17 +328,12 @@ fn output_files_are_0644_and_directories_0755_whatever_the_umask() {
     use std::os::unix::fs::PermissionsExt;
     let f = fixture();
     let out = f.root.join("out");
-    let o = run(Command::new("sh")
-        .arg("-c")
-        .arg("umask 077 && exec \"$@\"")
-        .arg("sh")
-        .arg(env!("CARGO_BIN_EXE_gpuimg"))
-        .env("GPUIMG_CACHE", f.root.join("cache"))
-        .env_remove("SOURCE_DATE_EPOCH")
-        .arg("build")
-        .arg(&f.profile)
-        .arg("-o")
-        .arg(&out));
+    let mut build = f.t.gpuimg();
+    build.arg("build").arg(&f.profile).arg("-o").arg(&out);
+    let o = run(&mut wrap(
+        &["sh", "-c", "umask 077 && exec \"$@\"", "sh"],
+        &build,
+    ));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
     let blobs: Vec<_> = std::fs::read_dir(out.join("blobs/sha256"))

@@ -5,64 +5,25 @@
 
 mod common;
 
-use std::io::Read;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+use std::time::Duration;
 
 use common::*;
 
 /// Run `cmd`, failing the test if it runs longer than a minute (a FIFO opened for reading
 /// would block forever).
 fn run_timed(cmd: &mut Command) -> Output {
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("failed to start {cmd:?}: {e}"));
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if start.elapsed() > Duration::from_secs(60) {
-            child.kill().unwrap();
-            child.wait().unwrap();
-            panic!("{cmd:?} hung for 60 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_end(&mut stdout)
-        .unwrap();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_end(&mut stderr)
-        .unwrap();
-    Output {
-        status,
-        stdout,
-        stderr,
-    }
+    run_within(cmd, Duration::from_secs(60))
 }
 
-fn build(dir: &Path, profile: &str, env: &[(&str, &str)]) -> (Output, PathBuf) {
+fn build(sb: &Sandbox, dir: &Path, profile: &str, env: &[(&str, &str)]) -> (Output, PathBuf) {
     let p = dir.join("profile.yaml");
     write(&p, profile);
     let out_dir = dir.join("out");
-    let mut cmd = gpuimg();
-    cmd.env("GPUIMG_CACHE", dir.join("cache"))
-        .arg("build")
-        .arg(&p)
-        .arg("-o")
-        .arg(&out_dir);
+    let mut cmd = sb.gpuimg_with_cache(&dir.join("cache"));
+    cmd.arg("build").arg(&p).arg("-o").arg(&out_dir);
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -71,8 +32,8 @@ fn build(dir: &Path, profile: &str, env: &[(&str, &str)]) -> (Output, PathBuf) {
 
 /// Build `profile` and assert the failure contract: exit 2, one line that starts with
 /// `error: ` and holds `needle`, no library internals, no output. Returns the line.
-fn fails(dir: &Path, profile: &str, env: &[(&str, &str)], needle: &str) -> String {
-    let (out, out_dir) = build(dir, profile, env);
+fn fails(sb: &Sandbox, dir: &Path, profile: &str, env: &[(&str, &str)], needle: &str) -> String {
+    let (out, out_dir) = build(sb, dir, profile, env);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(2), "{profile}\nstderr: {stderr}");
     assert_eq!(stderr.lines().count(), 1, "not one line: {stderr}");
@@ -92,14 +53,19 @@ fn fails(dir: &Path, profile: &str, env: &[(&str, &str)], needle: &str) -> Strin
 }
 
 /// Build `profile`; returns the image config and the paths in its files layer.
-fn builds(dir: &Path, profile: &str, env: &[(&str, &str)]) -> (serde_json::Value, Vec<String>) {
-    let (out, out_dir) = build(dir, profile, env);
+fn builds(
+    sb: &Sandbox,
+    dir: &Path,
+    profile: &str,
+    env: &[(&str, &str)],
+) -> (serde_json::Value, Vec<String>) {
+    let (out, out_dir) = build(sb, dir, profile, env);
     assert!(
         out.status.success(),
         "{profile}\nstderr: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let json = run_ok(gpuimg().arg("inspect").arg(&out_dir).arg("--json"));
+    let json = run_ok(sb.gpuimg().arg("inspect").arg(&out_dir).arg("--json"));
     let v: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
     let mut paths = Vec::new();
     for l in v["layers"].as_array().unwrap() {
@@ -131,7 +97,7 @@ fn sh(args: &[&str]) {
 
 #[test]
 fn special_files_as_src_are_refused_and_never_opened() {
-    let t = tmp();
+    let t = Sandbox::new();
     let d = t.path();
     sh(&["mkfifo", &d.join("fifo").display().to_string()]);
     let _sock = std::os::unix::net::UnixListener::bind(d.join("sock")).unwrap();
@@ -163,6 +129,7 @@ fn special_files_as_src_are_refused_and_never_opened() {
         ("./link-to-null", Some("/"), "is a character device"),
     ] {
         let e = fails(
+            &t,
             d,
             &one_file(src, context),
             &[],
@@ -178,7 +145,7 @@ fn special_files_as_src_are_refused_and_never_opened() {
 
 #[test]
 fn special_files_inside_a_source_directory_are_refused() {
-    let t = tmp();
+    let t = Sandbox::new();
     let d = t.path();
     for (name, make, kind) in [
         ("fifo", "p", "FIFO"),
@@ -199,6 +166,7 @@ fn special_files_inside_a_source_directory_are_refused() {
             _ => _sock = std::os::unix::net::UnixListener::bind(&path).unwrap(),
         }
         let e = fails(
+            &t,
             d,
             &one_file(&format!("./data-{make}"), None),
             &[],
@@ -213,7 +181,7 @@ fn special_files_inside_a_source_directory_are_refused() {
 
 #[test]
 fn sources_outside_the_context_are_refused() {
-    let t = tmp();
+    let t = Sandbox::new();
     let ctx = t.path().join("ctx");
     write(&t.path().join("outside/secret"), "no\n");
     write(&ctx.join("sub/in"), "yes\n");
@@ -235,6 +203,7 @@ fn sources_outside_the_context_are_refused() {
     ];
     for (src, context) in cases {
         let e = fails(
+            &t,
             &ctx,
             &one_file(src, Some(context)),
             &[],
@@ -245,6 +214,7 @@ fn sources_outside_the_context_are_refused() {
     }
     // The context itself must exist and be a directory.
     let e = fails(
+        &t,
         &ctx,
         &one_file("./sub/in", Some("./nope")),
         &[],
@@ -252,6 +222,7 @@ fn sources_outside_the_context_are_refused() {
     );
     assert!(e.contains("does not exist"), "{e}");
     let e = fails(
+        &t,
         &ctx,
         &one_file("./sub/in", Some("./sub/in")),
         &[],
@@ -262,7 +233,7 @@ fn sources_outside_the_context_are_refused() {
 
 #[test]
 fn sources_inside_the_context_build() {
-    let t = tmp();
+    let t = Sandbox::new();
     let ctx = t.path().join("ctx");
     write(&t.path().join("outside/f"), "outside\n");
     write(&ctx.join("app/run.sh"), "echo hi\n");
@@ -278,12 +249,12 @@ fn sources_inside_the_context_build() {
             Some(".."),
         ),
     ] {
-        let (_, paths) = builds(&ctx, &one_file(src, context), &[]);
+        let (_, paths) = builds(&t, &ctx, &one_file(src, context), &[]);
         assert!(paths.iter().any(|p| p == "opt/x"), "{src}: {paths:?}");
     }
     // A directory source keeps its own symlinks as symlinks (not followed, not checked).
     symlink("/etc/shadow", ctx.join("app/shadow-link")).unwrap();
-    let (_, paths) = builds(&ctx, &one_file("./app", None), &[]);
+    let (_, paths) = builds(&t, &ctx, &one_file("./app", None), &[]);
     assert!(paths.iter().any(|p| p == "opt/x/shadow-link"), "{paths:?}");
 }
 
@@ -291,7 +262,7 @@ const EVIL_FILES: &str = "v\nfiles:\n  - {src: /etc/passwd, dst: /etc/passwd}";
 
 #[test]
 fn variable_values_never_become_keys_or_lists() {
-    let t = tmp();
+    let t = Sandbox::new();
     write(&t.path().join("a"), "a\n");
     let env = [
         ("EVIL", EVIL_FILES),
@@ -301,7 +272,7 @@ fn variable_values_never_become_keys_or_lists() {
         ("MAP", "{src: /etc/passwd, dst: /p}"),
     ];
     let profile = "name: demo\nfiles:\n  - {src: ./a, dst: /opt/a}\nconfig:\n  user: ${EVIL}\n  workdir: ${COLON}\n  cmd: [\"${DASH}\", \"${FLOW}\"]\n  env:\n    A: ${MAP}\n    B: |\n      ${EVIL}\n  labels: {l: \"${EVIL}\", m: '${COLON}'}\n";
-    let (config, paths) = builds(t.path(), profile, &env);
+    let (config, paths) = builds(&t, t.path(), profile, &env);
     assert_eq!(paths, ["opt/", "opt/a"], "only the declared file");
     assert_eq!(config["User"], EVIL_FILES);
     assert_eq!(config["WorkingDir"], "x: y");
@@ -344,20 +315,20 @@ fn variable_values_never_become_keys_or_lists() {
             "profile.yaml:2:1: Unknown field `x: y`",
         ),
     ] {
-        fails(t.path(), profile, &env, needle);
+        fails(&t, t.path(), profile, &env, needle);
     }
 }
 
 #[test]
 fn a_sole_reference_types_as_its_value() {
-    let t = tmp();
+    let t = Sandbox::new();
     let base = "name: demo\nselftest:\n";
     for (n, line) in [
         ("2", "  min-gpus: ${N}\n"),
         ("false", "  enabled: ${N}\n"),
         ("", "  min-gpus: ${N}\n"),
     ] {
-        builds(t.path(), &format!("{base}{line}"), &[("N", n)]);
+        builds(&t, t.path(), &format!("{base}{line}"), &[("N", n)]);
     }
     for (n, line, needle) in [
         (
@@ -376,10 +347,11 @@ fn a_sole_reference_types_as_its_value() {
             "selftest.enabled: Invalid type: string \"true\", expected a boolean",
         ),
     ] {
-        fails(t.path(), &format!("{base}{line}"), &[("N", n)], needle);
+        fails(&t, t.path(), &format!("{base}{line}"), &[("N", n)], needle);
     }
     // `$${` writes a literal `${`, quoted or not.
     let (config, _) = builds(
+        &t,
         t.path(),
         "name: demo\nconfig:\n  user: $${HOME}\n  workdir: \"/a/$${X}/$$5\"\n",
         &[],
@@ -390,7 +362,7 @@ fn a_sole_reference_types_as_its_value() {
 
 #[test]
 fn unset_variables_point_at_the_reference() {
-    let t = tmp();
+    let t = Sandbox::new();
     for (profile, needle) in [
         (
             "name: demo\nconfig:\n  user: a${GPUIMG_NOPE}\n",
@@ -417,27 +389,30 @@ fn unset_variables_point_at_the_reference() {
             "must be quoted",
         ),
     ] {
-        fails(t.path(), profile, &[], needle);
+        fails(&t, t.path(), profile, &[], needle);
     }
 }
 
 #[test]
 fn limits_are_messages_a_user_can_act_on() {
-    let t = tmp();
+    let t = Sandbox::new();
     let big = "x".repeat(70_000);
     fails(
+        &t,
         t.path(),
         "name: demo\nconfig:\n  user: ${BIG}\n",
         &[("BIG", &big)],
         "profile.yaml:3:9: config.user: Profile too large: a value exceeds 65536 bytes",
     );
     fails(
+        &t,
         t.path(),
         &format!("name: demo\nconfig:\n  user: \"{big}\"\n"),
         &[],
         "profile.yaml:3:9: config.user: Profile too large: a value exceeds 65536 bytes",
     );
     fails(
+        &t,
         t.path(),
         &format!("name: demo\n# {}\n", "y".repeat(2 << 20)),
         &[],
@@ -449,6 +424,7 @@ fn limits_are_messages_a_user_can_act_on() {
         "]".repeat(200)
     );
     fails(
+        &t,
         t.path(),
         &deep,
         &[],
@@ -467,6 +443,7 @@ fn limits_are_messages_a_user_can_act_on() {
         );
     }
     fails(
+        &t,
         t.path(),
         &laughs,
         &[],
@@ -476,7 +453,7 @@ fn limits_are_messages_a_user_can_act_on() {
 
 #[test]
 fn duplicate_keys_name_both_places() {
-    let t = tmp();
+    let t = Sandbox::new();
     for (profile, needle) in [
         (
             "name: demo\nname: other\n",
@@ -499,13 +476,13 @@ fn duplicate_keys_name_both_places() {
             "profile.yaml:5:5: Duplicate key `b` (first at 4:5)",
         ),
     ] {
-        fails(t.path(), profile, &[("K", "b")], needle);
+        fails(&t, t.path(), profile, &[("K", "b")], needle);
     }
 }
 
 #[test]
 fn nul_is_refused_where_it_is_written() {
-    let t = tmp();
+    let t = Sandbox::new();
     write(&t.path().join("a"), "a\n");
     for (profile, needle) in [
         (
@@ -529,10 +506,11 @@ fn nul_is_refused_where_it_is_written() {
             "profile.yaml:3:9: config.user: A NUL character",
         ),
     ] {
-        fails(t.path(), profile, &[], needle);
+        fails(&t, t.path(), profile, &[], needle);
     }
     // A raw NUL byte is not YAML at all.
     fails(
+        &t,
         t.path(),
         "name: demo\nconfig:\n  user: a\0b\n",
         &[],
@@ -542,7 +520,7 @@ fn nul_is_refused_where_it_is_written() {
 
 #[test]
 fn modes_are_three_or_four_octal_digits() {
-    let t = tmp();
+    let t = Sandbox::new();
     write(&t.path().join("a"), "a\n");
     for bad in [
         "\"+755\"",
@@ -557,7 +535,13 @@ fn modes_are_three_or_four_octal_digits() {
         "\" 755\"",
     ] {
         let profile = format!("name: demo\nfiles:\n  - {{src: ./a, dst: /x, mode: {bad}}}\n");
-        let e = fails(t.path(), &profile, &[], "profile.yaml:3:31: files.mode: `");
+        let e = fails(
+            &t,
+            t.path(),
+            &profile,
+            &[],
+            "profile.yaml:3:31: files.mode: `",
+        );
         assert!(
             e.contains("is not a mode: write 3 or 4 octal digits, like \"0755\""),
             "{e}"
@@ -565,7 +549,7 @@ fn modes_are_three_or_four_octal_digits() {
     }
     for good in ["0755", "\"0644\"", "755", "'4755'"] {
         let profile = format!("name: demo\nfiles:\n  - {{src: ./a, dst: /x, mode: {good}}}\n");
-        builds(t.path(), &profile, &[]);
+        builds(&t, t.path(), &profile, &[]);
     }
 }
 
@@ -573,7 +557,7 @@ fn modes_are_three_or_four_octal_digits() {
 fn paths_in_messages_are_written_once() {
     // Run from the profile's directory with a relative profile path: the directory is `.`,
     // and `./x` joined to it must read `./x`, not `././x`.
-    let t = tmp();
+    let t = Sandbox::new();
     write(&t.path().join("a"), "a\n");
     let dir_fifo = t.path().join("d/p");
     std::fs::create_dir_all(t.path().join("d")).unwrap();
@@ -597,12 +581,12 @@ fn paths_in_messages_are_written_once() {
         ),
     ] {
         write(&t.path().join("profile.yaml"), profile);
-        let out = run_timed(
-            gpuimg()
-                .current_dir(t.path())
-                .env("GPUIMG_CACHE", t.path().join("cache"))
-                .args(["build", "profile.yaml", "-o", "out"]),
-        );
+        let out = run_timed(t.gpuimg().current_dir(t.path()).args([
+            "build",
+            "profile.yaml",
+            "-o",
+            "out",
+        ]));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{stderr}");
         assert_eq!(stderr.lines().count(), 1, "{stderr}");

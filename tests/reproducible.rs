@@ -21,10 +21,16 @@ fn setup(dir: &Path) -> std::path::PathBuf {
     p
 }
 
-fn build(profile: &Path, out: &Path, cache: &Path, epoch: &str, compression: &str) -> String {
+fn build(
+    sb: &Sandbox,
+    profile: &Path,
+    out: &Path,
+    cache: &Path,
+    epoch: &str,
+    compression: &str,
+) -> String {
     manifest_digest(&run_ok(
-        gpuimg()
-            .env("GPUIMG_CACHE", cache)
+        sb.gpuimg_with_cache(cache)
             .env("SOURCE_DATE_EPOCH", epoch)
             .arg("build")
             .arg(profile)
@@ -49,9 +55,10 @@ fn touch_all(dir: &Path) {
 #[test]
 fn same_inputs_same_digest_across_dirs_and_mtimes() {
     for compression in ["gzip", "zstd"] {
-        let t = tmp();
+        let t = Sandbox::new();
         let p = setup(t.path());
         let a = build(
+            &t,
             &p,
             &t.path().join("out-a"),
             &t.path().join("cache-a"),
@@ -61,6 +68,7 @@ fn same_inputs_same_digest_across_dirs_and_mtimes() {
         touch_all(&t.path().join("rootfs"));
         touch_all(&t.path().join("app"));
         let b = build(
+            &t,
             &p,
             &t.path().join("out-b"),
             &t.path().join("cache-b"),
@@ -83,6 +91,7 @@ fn same_inputs_same_digest_across_dirs_and_mtimes() {
         assert_eq!(blobs("out-a"), blobs("out-b"));
 
         let c = build(
+            &t,
             &p,
             &t.path().join("out-c"),
             &t.path().join("cache-c"),
@@ -99,9 +108,10 @@ fn same_inputs_same_digest_across_dirs_and_mtimes() {
 #[test]
 fn gzip_and_zstd_differ_and_layers_carry_epoch_mtime() {
     require("python3");
-    let t = tmp();
+    let t = Sandbox::new();
     let p = setup(t.path());
     let g = build(
+        &t,
         &p,
         &t.path().join("g"),
         &t.path().join("cache"),
@@ -109,6 +119,7 @@ fn gzip_and_zstd_differ_and_layers_carry_epoch_mtime() {
         "gzip",
     );
     let z = build(
+        &t,
         &p,
         &t.path().join("z"),
         &t.path().join("cache"),
@@ -144,7 +155,7 @@ print('ok')
 
 #[test]
 fn compressed_rootfs_tarball_is_reused_unchanged_and_rebuilt_identically_when_touched() {
-    let t = tmp();
+    let t = Sandbox::new();
     let root = busybox_rootfs(t.path());
     run_ok(
         std::process::Command::new("tar")
@@ -159,8 +170,7 @@ fn compressed_rootfs_tarball_is_reused_unchanged_and_rebuilt_identically_when_to
     let build = || -> serde_json::Value {
         serde_json::from_str(
             run_ok(
-                gpuimg()
-                    .env("GPUIMG_CACHE", t.path().join("cache"))
+                t.gpuimg()
                     .arg("build")
                     .arg(&p)
                     .arg("-o")

@@ -1,16 +1,15 @@
 //! The built binary: `gpuimg resolve` exit codes 0/1/2 and the shape of its `--json` output,
 //! `gpuimg lock` writing a canonical lock beside the profile, staleness, and `catalog` queries.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-fn gpuimg(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gpuimg"))
-        .args(args)
-        .current_dir(cwd)
-        .env("XDG_CONFIG_HOME", cwd.join("no-config"))
-        .output()
-        .expect("run gpuimg")
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use common::Sandbox;
+
+fn gpuimg(args: &[&str], sb: &Sandbox) -> Output {
+    common::run(sb.gpuimg().args(args))
 }
 
 fn profile(dir: &Path, name: &str, body: &str) -> PathBuf {
@@ -30,9 +29,9 @@ fn json(out: &Output) -> serde_json::Value {
 
 #[test]
 fn compatible_profile_exits_0_with_documented_json() {
-    let d = tempfile::tempdir().unwrap();
+    let d = Sandbox::new();
     let p = profile(d.path(), "p.yaml", "host:\n  gpus: [H100, H200]\n  driver: \">=550\"\nstack:\n  cuda: \"12.4\"\n  python: \"3.11\"\n  pytorch: \"2.5\"\n");
-    let out = gpuimg(&["resolve", p.to_str().unwrap(), "--json"], d.path());
+    let out = gpuimg(&["resolve", p.to_str().unwrap(), "--json"], &d);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -55,13 +54,13 @@ fn compatible_profile_exits_0_with_documented_json() {
 
 #[test]
 fn incompatible_profile_exits_1_with_explanation() {
-    let d = tempfile::tempdir().unwrap();
+    let d = Sandbox::new();
     let p = profile(
         d.path(),
         "p.yaml",
         "host:\n  gpus: [V100]\nstack:\n  pytorch: \"=2.15.0\"\n",
     );
-    let out = gpuimg(&["resolve", p.to_str().unwrap(), "--json"], d.path());
+    let out = gpuimg(&["resolve", p.to_str().unwrap(), "--json"], &d);
     assert_eq!(out.status.code(), Some(1));
     let j = json(&out);
     assert_eq!(j["ok"], false);
@@ -75,14 +74,14 @@ fn incompatible_profile_exits_1_with_explanation() {
         "{e}"
     );
     // Text mode says the same, exit code 1.
-    let out = gpuimg(&["resolve", p.to_str().unwrap()], d.path());
+    let out = gpuimg(&["resolve", p.to_str().unwrap()], &d);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("no: "));
 }
 
 #[test]
 fn bad_input_exits_2_with_one_clear_line() {
-    let d = tempfile::tempdir().unwrap();
+    let d = Sandbox::new();
     let cases = [
         (
             "host:\n  gpus: [H1000]\n",
@@ -99,7 +98,7 @@ fn bad_input_exits_2_with_one_clear_line() {
     ];
     for (body, want) in cases {
         let p = profile(d.path(), "p.yaml", body);
-        let out = gpuimg(&["resolve", p.to_str().unwrap(), "--json"], d.path());
+        let out = gpuimg(&["resolve", p.to_str().unwrap(), "--json"], &d);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{body}: {err}");
         assert!(err.contains(want), "{body}: want {want:?} in {err:?}");
@@ -110,9 +109,9 @@ fn bad_input_exits_2_with_one_clear_line() {
 
 #[test]
 fn plain_profile_resolves_empty() {
-    let d = tempfile::tempdir().unwrap();
+    let d = Sandbox::new();
     let p = profile(d.path(), "p.yaml", "");
-    let out = gpuimg(&["resolve", p.to_str().unwrap(), "--json"], d.path());
+    let out = gpuimg(&["resolve", p.to_str().unwrap(), "--json"], &d);
     assert_eq!(out.status.code(), Some(0));
     let j = json(&out);
     assert_eq!(j["components"], serde_json::json!({}));
@@ -121,13 +120,13 @@ fn plain_profile_resolves_empty() {
 
 #[test]
 fn lock_is_written_canonical_and_goes_stale() {
-    let d = tempfile::tempdir().unwrap();
+    let d = Sandbox::new();
     let p = profile(
         d.path(),
         "web.yaml",
         "host:\n  gpus: [H100]\nstack:\n  cuda: \"12.4\"\n",
     );
-    let out = gpuimg(&["lock", p.to_str().unwrap()], d.path());
+    let out = gpuimg(&["lock", p.to_str().unwrap()], &d);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -145,7 +144,7 @@ fn lock_is_written_canonical_and_goes_stale() {
         "lock is canonical JSON"
     );
     // Same inputs, same bytes.
-    gpuimg(&["lock", p.to_str().unwrap()], d.path());
+    gpuimg(&["lock", p.to_str().unwrap()], &d);
     assert_eq!(std::fs::read_to_string(&lock_file).unwrap(), text);
 
     let prof = gpuimg::profile::load(&p).unwrap();
@@ -166,18 +165,18 @@ fn lock_is_written_canonical_and_goes_stale() {
 
 #[test]
 fn catalog_queries() {
-    let d = tempfile::tempdir().unwrap();
-    let out = gpuimg(&["catalog", "list", "gpus"], d.path());
+    let d = Sandbox::new();
+    let out = gpuimg(&["catalog", "list", "gpus"], &d);
     assert_eq!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stdout)
         .lines()
         .any(|l| l.starts_with("H200")));
-    let out = gpuimg(&["catalog", "show", "R580"], d.path());
+    let out = gpuimg(&["catalog", "show", "R580"], &d);
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(json(&out)["branch"], 580);
-    let out = gpuimg(&["catalog", "show", "pytorch", "2.5.1"], d.path());
+    let out = gpuimg(&["catalog", "show", "pytorch", "2.5.1"], &d);
     assert_eq!(json(&out)["version"], "2.5.1");
-    let out = gpuimg(&["catalog", "list", "gpu-ish"], d.path());
+    let out = gpuimg(&["catalog", "list", "gpu-ish"], &d);
     assert_eq!(out.status.code(), Some(2));
     // `why` answers without a profile.
     let out = gpuimg(
@@ -190,7 +189,7 @@ fn catalog_queries() {
             "=2.15.0",
             "--json",
         ],
-        d.path(),
+        &d,
     );
     assert_eq!(out.status.code(), Some(1));
     assert!(json(&out)["explanation"]
@@ -201,11 +200,11 @@ fn catalog_queries() {
         &[
             "catalog", "why", "--gpu", "H200", "--cuda", "12.4", "--json",
         ],
-        d.path(),
+        &d,
     );
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(json(&out)["components"]["cuda"], "12.4.1");
-    let out = gpuimg(&["catalog", "why", "--gpu", "H1000"], d.path());
+    let out = gpuimg(&["catalog", "why", "--gpu", "H1000"], &d);
     assert_eq!(out.status.code(), Some(2));
     // One error line; the suggestion is a hint after a blank line.
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -218,7 +217,7 @@ fn catalog_queries() {
 
 #[test]
 fn catalog_overlay_flag_and_config_dir() {
-    let d = tempfile::tempdir().unwrap();
+    let d = Sandbox::new();
     let overlay = d.path().join("site.yaml");
     std::fs::write(
         &overlay,
@@ -237,7 +236,7 @@ fn catalog_overlay_flag_and_config_dir() {
             "--catalog",
             overlay.to_str().unwrap(),
         ],
-        d.path(),
+        &d,
     );
     assert_eq!(
         out.status.code(),
@@ -247,10 +246,10 @@ fn catalog_overlay_flag_and_config_dir() {
     );
     assert_eq!(json(&out)["host"]["driver"], ">=575");
     // The same file in $XDG_CONFIG_HOME/gpuimg/catalog.d is picked up without the flag.
-    let cfg = d.path().join("no-config/gpuimg/catalog.d");
+    let cfg = d.config().join("gpuimg/catalog.d");
     std::fs::create_dir_all(&cfg).unwrap();
     std::fs::copy(&overlay, cfg.join("site.yaml")).unwrap();
-    let out = gpuimg(&["catalog", "why", "--gpu", "SiteGPU", "--json"], d.path());
+    let out = gpuimg(&["catalog", "why", "--gpu", "SiteGPU", "--json"], &d);
     assert_eq!(
         out.status.code(),
         Some(0),

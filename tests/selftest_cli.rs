@@ -3,13 +3,14 @@
 //! Covers the no-GPU path (one line, exit 4), bad input, `--report`, and the exec hand-off:
 //! arguments, exit status, PID and signals pass through to the wrapped command.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-const BIN: &str = env!("CARGO_BIN_EXE_gpuimg-selftest");
-const GPUIMG: &str = env!("CARGO_BIN_EXE_gpuimg");
+use common::Sandbox;
 
 /// These tests describe a host without an NVIDIA driver; say so loudly elsewhere.
 fn require_no_gpu() {
@@ -32,10 +33,10 @@ fn warn_expectation(dir: &Path) -> PathBuf {
 #[test]
 fn no_gpu_says_so_in_one_line_and_exits_4() {
     require_no_gpu();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Sandbox::new();
     let e = write(dir.path(), "e.json", r#"{"format": 1, "driver": ">=550"}"#);
     let start = std::time::Instant::now();
-    let out = Command::new(BIN).arg("--expect").arg(&e).output().unwrap();
+    let out = dir.selftest().arg("--expect").arg(&e).output().unwrap();
     eprintln!("no-GPU path took {:?}", start.elapsed());
     assert_eq!(out.status.code(), Some(4));
     let stderr = String::from_utf8(out.stderr).unwrap();
@@ -47,7 +48,8 @@ fn no_gpu_says_so_in_one_line_and_exits_4() {
     assert!(out.stdout.is_empty());
 
     let report = dir.path().join("r.json");
-    let out = Command::new(BIN)
+    let out = dir
+        .selftest()
         .args(["--json", "--level", "full", "--expect"])
         .arg(&e)
         .arg("--report")
@@ -65,7 +67,7 @@ fn no_gpu_says_so_in_one_line_and_exits_4() {
 
 #[test]
 fn bad_input_is_one_line_and_exit_2() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Sandbox::new();
     let cases = [
         (
             write(dir.path(), "a.json", "{not json"),
@@ -82,11 +84,7 @@ fn bad_input_is_one_line_and_exit_2() {
         (dir.path().join("missing.json"), "Failed to read"),
     ];
     for (path, want) in cases {
-        let out = Command::new(BIN)
-            .arg("--expect")
-            .arg(&path)
-            .output()
-            .unwrap();
+        let out = dir.selftest().arg("--expect").arg(&path).output().unwrap();
         let stderr = String::from_utf8(out.stderr).unwrap();
         assert_eq!(out.status.code(), Some(2), "{stderr}");
         assert_eq!(stderr.lines().count(), 1, "{stderr}");
@@ -95,20 +93,18 @@ fn bad_input_is_one_line_and_exit_2() {
             "{stderr}"
         );
     }
-    let out = Command::new(BIN)
-        .args(["--level", "fast"])
-        .output()
-        .unwrap();
+    let out = dir.selftest().args(["--level", "fast"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
 
 #[test]
 fn abort_does_not_start_the_command() {
     require_no_gpu();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Sandbox::new();
     let marker = dir.path().join("ran");
     let e = write(dir.path(), "e.json", r#"{"format": 1}"#);
-    let out = Command::new(BIN)
+    let out = dir
+        .selftest()
         .arg("--expect")
         .arg(&e)
         .args(["--", "touch"])
@@ -123,9 +119,10 @@ fn abort_does_not_start_the_command() {
 #[test]
 fn exec_passes_arguments_exit_code_and_pid() {
     require_no_gpu();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Sandbox::new();
     let e = warn_expectation(dir.path());
-    let out = Command::new(BIN)
+    let out = dir
+        .selftest()
         .arg("--expect")
         .arg(&e)
         .args([
@@ -149,7 +146,8 @@ fn exec_passes_arguments_exit_code_and_pid() {
     );
 
     // exec, not spawn: the command runs as the self-test's own process.
-    let child = Command::new(BIN)
+    let child = dir
+        .selftest()
         .arg("--expect")
         .arg(&e)
         .args(["--", "sh", "-c", "echo $$"])
@@ -164,7 +162,8 @@ fn exec_passes_arguments_exit_code_and_pid() {
         pid.to_string()
     );
 
-    let out = Command::new(BIN)
+    let out = dir
+        .selftest()
         .arg("--expect")
         .arg(&e)
         .args(["--", "/nonexistent/program"])
@@ -178,9 +177,10 @@ fn exec_passes_arguments_exit_code_and_pid() {
 #[test]
 fn signals_reach_the_wrapped_command() {
     require_no_gpu();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Sandbox::new();
     let e = warn_expectation(dir.path());
-    let mut child = Command::new(BIN)
+    let mut child = dir
+        .selftest()
         .arg("--expect")
         .arg(&e)
         .args([
@@ -204,7 +204,8 @@ fn signals_reach_the_wrapped_command() {
     assert_eq!(child.wait().unwrap().code(), Some(42));
 
     // A command killed by a signal is reported as killed by that signal.
-    let status = Command::new(BIN)
+    let status = dir
+        .selftest()
         .arg("--expect")
         .arg(&e)
         .args(["--", "sh", "-c", "kill -KILL $$"])
@@ -217,13 +218,14 @@ fn signals_reach_the_wrapped_command() {
 #[test]
 fn verify_host_runs_the_same_checks() {
     require_no_gpu();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Sandbox::new();
     let p = write(
         dir.path(),
         "p.yaml",
         "name: demo\nhost:\n  gpus: [H200, \"9.0\"]\n  driver: \">=550\"\n  kernel_module: open\nstack:\n  cuda: \"12.4\"\n",
     );
-    let out = Command::new(GPUIMG)
+    let out = dir
+        .gpuimg()
         .arg("verify-host")
         .arg(&p)
         .arg("--json")
@@ -238,13 +240,14 @@ fn verify_host_runs_the_same_checks() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["verdict"], "no-gpu");
     // A lock: its recorded resolution gives the same expectation.
-    let locked = Command::new(GPUIMG).arg("lock").arg(&p).output().unwrap();
+    let locked = dir.gpuimg().arg("lock").arg(&p).output().unwrap();
     assert!(
         locked.status.success(),
         "{}",
         String::from_utf8_lossy(&locked.stderr)
     );
-    let out = Command::new(GPUIMG)
+    let out = dir
+        .gpuimg()
         .arg("verify-host")
         .arg(dir.path().join("p.lock.json"))
         .arg("--json")
@@ -260,22 +263,14 @@ fn verify_host_runs_the_same_checks() {
     assert_eq!(v["verdict"], "no-gpu");
     // A broken lock is bad input.
     let lock = write(dir.path(), "q.lock.json", "{}");
-    let out = Command::new(GPUIMG)
-        .arg("verify-host")
-        .arg(&lock)
-        .output()
-        .unwrap();
+    let out = dir.gpuimg().arg("verify-host").arg(&lock).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let bad = write(
         dir.path(),
         "bad.yaml",
         "name: demo\nhost:\n  driver: \">=x\"\n",
     );
-    let out = Command::new(GPUIMG)
-        .arg("verify-host")
-        .arg(&bad)
-        .output()
-        .unwrap();
+    let out = dir.gpuimg().arg("verify-host").arg(&bad).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("bad.yaml:3:"), "{stderr}");

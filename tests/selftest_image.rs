@@ -8,7 +8,7 @@ use common::*;
 
 fn profile(dir: &std::path::Path, enabled: bool) -> std::path::PathBuf {
     let root = busybox_rootfs(dir);
-    add_glibc_for(&root, &selftest_bin());
+    add_glibc_for(&root, Bin::Selftest.path());
     let p = dir.join(format!("p-{enabled}.yaml"));
     write(
         &p,
@@ -34,12 +34,11 @@ config:
 #[test]
 fn gpu_image_carries_selftest_and_reports_no_gpu_under_podman() {
     require("umoci");
-    let t = tmp();
+    let t = Sandbox::new();
     let p = profile(t.path(), true);
     let out = t.path().join("out");
     let json = run_ok(
-        gpuimg()
-            .env("GPUIMG_CACHE", t.path().join("cache"))
+        t.gpuimg()
             .arg("build")
             .arg(&p)
             .arg("-o")
@@ -56,7 +55,7 @@ fn gpu_image_carries_selftest_and_reports_no_gpu_under_podman() {
     assert_eq!(comps, ["base", "selftest", "expect"]);
 
     // The config: wrapped entrypoint, NVIDIA variables, annotation with the binary's sha256.
-    let info = run_ok(gpuimg().args(["inspect", "--json"]).arg(&out));
+    let info = run_ok(t.gpuimg().args(["inspect", "--json"]).arg(&out));
     let info: serde_json::Value = serde_json::from_str(&info).unwrap();
     assert_eq!(
         info["config"]["Entrypoint"],
@@ -83,7 +82,7 @@ fn gpu_image_carries_selftest_and_reports_no_gpu_under_podman() {
         "{env:?}"
     );
     let (want, _) =
-        gpuimg::digest::hash_reader(std::fs::File::open(selftest_bin()).unwrap()).unwrap();
+        gpuimg::digest::hash_reader(std::fs::File::open(Bin::Selftest.path()).unwrap()).unwrap();
     assert_eq!(
         info["annotations"]["io.gpuimg.selftest.sha256"],
         want.to_string()
@@ -127,17 +126,10 @@ fn gpu_image_carries_selftest_and_reports_no_gpu_under_podman() {
 
 #[test]
 fn selftest_disabled_leaves_entrypoint_alone() {
-    let t = tmp();
+    let t = Sandbox::new();
     let p = profile(t.path(), false);
     let out = t.path().join("out");
-    run_ok(
-        gpuimg()
-            .env("GPUIMG_CACHE", t.path().join("cache"))
-            .arg("build")
-            .arg(&p)
-            .arg("-o")
-            .arg(&out),
-    );
+    run_ok(t.gpuimg().arg("build").arg(&p).arg("-o").arg(&out));
     let run = podman_run(t.path(), &format!("oci:{}:latest", out.display()), &[]);
     assert!(
         String::from_utf8_lossy(&run.stdout).contains("workload ran"),

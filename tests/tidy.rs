@@ -296,3 +296,65 @@ fn modules_import_only_what_the_architecture_table_allows() {
         bad.join("\n")
     );
 }
+
+#[test]
+fn tests_start_the_binaries_only_through_the_sandbox() {
+    // Patterns assembled from parts so that this file does not contain them either.
+    let banned = [
+        (["CARGO", "BIN", "EXE", ""].join("_"), "a binary's path"),
+        (["cargo", "bin"].join("_"), "assert_cmd's constructor"),
+        (["Command::new(", "Bin::"].concat(), "a binary's path"),
+        (
+            [".env(\"", "GPUIMG_CACHE\""].concat(),
+            "`Sandbox::gpuimg_with_cache`",
+        ),
+        (
+            [".env(\"", "XDG_CONFIG_HOME\""].concat(),
+            "`Sandbox::config`",
+        ),
+        ([".env(\"", "HOME\""].concat(), "the sandbox's home"),
+        (
+            [".env(\"", "XDG_CACHE_HOME\""].concat(),
+            "the sandbox's cache",
+        ),
+    ];
+    let tests = root().join("tests");
+    let support = tests.join("common");
+    let mut v = Vec::new();
+    files(&tests, &["rs"], &mut v);
+    assert!(v.len() > 30, "found only {} files", v.len());
+    let mut bad = Vec::new();
+    for f in v.iter().filter(|f| !f.starts_with(&support)) {
+        let text = std::fs::read_to_string(f).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            for (pattern, instead) in &banned {
+                if line.contains(pattern.as_str()) {
+                    bad.push(format!(
+                        "{}:{}: `{pattern}`: use tests/common's Sandbox ({instead})",
+                        f.strip_prefix(root()).unwrap().display(),
+                        n + 1
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "tests that bypass the sandbox's isolation (XDG_CONFIG_HOME, GPUIMG_CACHE, HOME, SOURCE_DATE_EPOCH):\n{}",
+        bad.join("\n")
+    );
+    // The sandbox itself sets every variable the binaries read for configuration and cache.
+    let sandbox = std::fs::read_to_string(support.join("sandbox.rs")).unwrap();
+    for var in [
+        "XDG_CONFIG_HOME",
+        "GPUIMG_CACHE",
+        "HOME",
+        "XDG_CACHE_HOME",
+        "SOURCE_DATE_EPOCH",
+    ] {
+        assert!(
+            sandbox.contains(&format!("\"{var}\"")),
+            "tests/common/sandbox.rs does not set `{var}`"
+        );
+    }
+}

@@ -39,11 +39,11 @@ fn profile(dir: &Path, extra: &str) -> std::path::PathBuf {
 
 /// Build `body`'s tarball; assert exit 2, one line naming `needles`, nothing written.
 fn refused(body: &str, extra: &str, needles: &[&str]) {
-    let t = tmp();
+    let t = Sandbox::new();
     python_tar(&t.path().join("rootfs.tar"), body);
     let p = profile(t.path(), extra);
-    let out = run(gpuimg()
-        .env("GPUIMG_CACHE", t.path().join("cache"))
+    let out = run(t
+        .gpuimg()
         .arg("build")
         .arg(&p)
         .arg("-o")
@@ -140,9 +140,9 @@ fn owner_ids_that_do_not_fit_are_refused_never_truncated() {
     refused("d('d', uid=2**33 + 5)", "", &["uid 8589934597"]);
 }
 
-fn build_ok(dir: &Path, p: &Path, out: &str) -> (String, String) {
-    let o = run(gpuimg()
-        .env("GPUIMG_CACHE", dir.join(format!("cache-{out}")))
+fn build_ok(dir: &Sandbox, p: &Path, out: &str) -> (String, String) {
+    let o = run(dir
+        .gpuimg_with_cache(&dir.join(format!("cache-{out}")))
         .env("SOURCE_DATE_EPOCH", "0")
         .arg("build")
         .arg(p)
@@ -159,7 +159,7 @@ const PING_CAP: &str = "0100000200200000000000000000000000000000";
 #[test]
 fn capabilities_and_user_xattrs_are_carried_from_a_tarball() {
     require("umoci");
-    let t = tmp();
+    let t = Sandbox::new();
     python_tar(
         &t.path().join("rootfs.tar"),
         "d('bin')\n\
@@ -169,7 +169,7 @@ fn capabilities_and_user_xattrs_are_carried_from_a_tarball() {
          f('bin/plain')",
     );
     let p = profile(t.path(), "");
-    let (a, stderr) = build_ok(t.path(), &p, "a");
+    let (a, stderr) = build_ok(&t, &p, "a");
     let x = layer_xattrs(&t.path().join("a"));
     let cap = hex::decode(PING_CAP).unwrap();
     assert_eq!(
@@ -184,7 +184,7 @@ fn capabilities_and_user_xattrs_are_carried_from_a_tarball() {
         "{stderr}"
     );
     // Deterministic: a second build from a fresh cache gives the same digest.
-    let (b, _) = build_ok(t.path(), &p, "b");
+    let (b, _) = build_ok(&t, &p, "b");
     assert_eq!(a, b);
     // umoci unpacks it (verifying every digest) and applies the capability.
     let bundle = t.path().join("bundle");
@@ -204,7 +204,7 @@ fn capabilities_and_user_xattrs_are_carried_from_a_tarball() {
 
 #[test]
 fn capabilities_are_carried_from_a_directory_and_change_the_layer() {
-    let t = tmp();
+    let t = Sandbox::new();
     let root = t.path().join("rootfs");
     std::fs::create_dir_all(root.join("bin")).unwrap();
     std::fs::write(root.join("bin/ping"), "ping").unwrap();
@@ -213,13 +213,13 @@ fn capabilities_are_carried_from_a_directory_and_change_the_layer() {
         "name: shape\nbase:\n  rootfs: ./rootfs\n",
     );
     let p = t.path().join("p.yaml");
-    let (plain, _) = build_ok(t.path(), &p, "plain");
+    let (plain, _) = build_ok(&t, &p, "plain");
     run_ok(Command::new("python3").arg("-c").arg(format!(
         "import os; os.setxattr({:?}, 'security.capability', bytes.fromhex({:?}))",
         root.join("bin/ping").display().to_string(),
         PING_CAP
     )));
-    let (with_cap, _) = build_ok(t.path(), &p, "cap");
+    let (with_cap, _) = build_ok(&t, &p, "cap");
     assert_ne!(plain, with_cap, "the capability did not reach the layer");
     let x = layer_xattrs(&t.path().join("cap"));
     assert_eq!(x.len(), 1, "{x:?}");

@@ -1,0 +1,213 @@
+//! A fixture apt repository for the `apt_*` tests: packages built with dpkg-deb (or by hand,
+//! for entries dpkg-deb refuses), `Packages` and `Release` written and signed with a throwaway
+//! gpg key. `http.rs` serves it. Needs `dpkg-deb` and `gpg` (Debian packages `dpkg`, `gpg`);
+//! fails loudly without them.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use gpuimg::digest::Digest;
+
+use super::cmd::run_ok_bytes;
+
+/// A package to build: control fields beyond Package/Version/Architecture, and files.
+pub struct Pkg {
+    pub name: &'static str,
+    pub version: &'static str,
+    pub fields: Vec<(&'static str, &'static str)>,
+    pub files: Vec<(&'static str, &'static [u8], u32)>,
+    pub symlinks: Vec<(&'static str, &'static str)>,
+    pub hardlinks: Vec<(&'static str, &'static str)>,
+    pub compression: &'static str,
+}
+
+pub fn pkg(name: &'static str, version: &'static str) -> Pkg {
+    Pkg {
+        name,
+        version,
+        fields: Vec::new(),
+        files: Vec::new(),
+        symlinks: Vec::new(),
+        hardlinks: Vec::new(),
+        compression: "gzip",
+    }
+}
+
+impl Pkg {
+    pub fn field(mut self, k: &'static str, v: &'static str) -> Self {
+        self.fields.push((k, v));
+        self
+    }
+}
+
+/// Build `p` into `pool/` under `repo` with dpkg-deb; returns the path relative to `repo`.
+pub fn build_deb(repo: &Path, work: &Path, p: &Pkg) -> String {
+    let stage = work.join(format!("stage-{}-{}", p.name, p.version));
+    std::fs::create_dir_all(stage.join("DEBIAN")).unwrap();
+    let mut control = format!(
+        "Package: {}\nVersion: {}\nArchitecture: {}\nMaintainer: Test <t@example.invalid>\nDescription: fixture {}\n",
+        p.name,
+        p.version,
+        p.fields
+            .iter()
+            .find(|(k, _)| *k == "Architecture")
+            .map_or("amd64", |(_, v)| v),
+        p.name
+    );
+    for (k, v) in p.fields.iter().filter(|(k, _)| *k != "Architecture") {
+        control.push_str(&format!("{k}: {v}\n"));
+    }
+    std::fs::write(stage.join("DEBIAN/control"), control).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    for (path, data, mode) in &p.files {
+        let f = stage.join(path.trim_start_matches('/'));
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(&f, data).unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(*mode)).unwrap();
+    }
+    for (link, target) in &p.symlinks {
+        let l = stage.join(link.trim_start_matches('/'));
+        std::fs::create_dir_all(l.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(target, l).unwrap();
+    }
+    for (link, target) in &p.hardlinks {
+        std::fs::hard_link(
+            stage.join(target.trim_start_matches('/')),
+            stage.join(link.trim_start_matches('/')),
+        )
+        .unwrap();
+    }
+    let rel = format!("pool/main/{}_{}_amd64.deb", p.name, p.version);
+    std::fs::create_dir_all(repo.join("pool/main")).unwrap();
+    run_ok_bytes(
+        Command::new("dpkg-deb")
+            .args(["--root-owner-group", "-Z", p.compression, "--build"])
+            .arg(&stage)
+            .arg(repo.join(&rel)),
+    );
+    rel
+}
+
+/// The `Packages` stanza of a built .deb.
+pub fn stanza(repo: &Path, rel: &str) -> String {
+    let deb = repo.join(rel);
+    let control =
+        String::from_utf8(run_ok_bytes(Command::new("dpkg-deb").arg("-f").arg(&deb))).unwrap();
+    let bytes = std::fs::read(&deb).unwrap();
+    format!(
+        "{}Filename: {rel}\nSize: {}\nSHA256: {}\n",
+        control,
+        bytes.len(),
+        Digest::of(&bytes).hex()
+    )
+}
+
+/// A throwaway signing key in its own GNUPGHOME; returns (home, exported public key file).
+pub fn gen_key(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
+    let home = dir.join(format!("gnupg-{name}"));
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::set_permissions(&home, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    run_ok_bytes(
+        Command::new("gpg")
+            .env("GNUPGHOME", &home)
+            .args(["--batch", "--passphrase", "", "--quick-gen-key"])
+            .arg(format!("{name} <{name}@example.invalid>"))
+            .args(["ed25519", "sign", "never"]),
+    );
+    let key = dir.join(format!("{name}.gpg"));
+    let out = run_ok_bytes(Command::new("gpg").env("GNUPGHOME", &home).arg("--export"));
+    assert!(!out.is_empty(), "gpg exported no key");
+    std::fs::write(&key, out).unwrap();
+    (home, key)
+}
+
+/// Write `dists/<suite>/` with `Packages`, `Packages.gz` and a Release over them; sign it
+/// (InRelease and Release.gpg) when `home` is given.
+pub fn write_dist(repo: &Path, suite: &str, stanzas: &[String], home: Option<&Path>) {
+    let dist = repo.join("dists").join(suite);
+    let bin = dist.join("main/binary-amd64");
+    std::fs::create_dir_all(&bin).unwrap();
+    let packages = stanzas.join("\n");
+    std::fs::write(bin.join("Packages"), &packages).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(packages.as_bytes()).unwrap();
+    let gz = gz.finish().unwrap();
+    std::fs::write(bin.join("Packages.gz"), &gz).unwrap();
+    let mut release = format!(
+        "Origin: fixture\nSuite: {suite}\nCodename: {suite}\nArchitectures: amd64\nComponents: main\nSHA256:\n"
+    );
+    for (name, data) in [
+        ("main/binary-amd64/Packages", packages.as_bytes()),
+        ("main/binary-amd64/Packages.gz", &gz[..]),
+    ] {
+        release.push_str(&format!(
+            " {} {} {name}\n",
+            Digest::of(data).hex(),
+            data.len()
+        ));
+    }
+    std::fs::write(dist.join("Release"), &release).unwrap();
+    if let Some(home) = home {
+        run_ok_bytes(
+            Command::new("gpg")
+                .env("GNUPGHOME", home)
+                .args(["--batch", "--yes", "--clearsign", "-o"])
+                .arg(dist.join("InRelease"))
+                .arg(dist.join("Release")),
+        );
+        run_ok_bytes(
+            Command::new("gpg")
+                .env("GNUPGHOME", home)
+                .args(["--batch", "--yes", "-abs", "-o"])
+                .arg(dist.join("Release.gpg"))
+                .arg(dist.join("Release")),
+        );
+    }
+}
+
+/// A .deb whose data tarball holds `path` verbatim (e.g. `../escape`), built by hand because
+/// dpkg-deb refuses such paths.
+pub fn evil_deb(repo: &Path, name: &'static str, path: &str) -> String {
+    let mut control_tar = tar::Builder::new(Vec::new());
+    let control = format!(
+        "Package: {name}\nVersion: 1.0\nArchitecture: amd64\nMaintainer: T <t@example.invalid>\nDescription: evil\n"
+    );
+    let mut h = tar::Header::new_gnu();
+    h.set_size(control.len() as u64);
+    h.set_mode(0o644);
+    h.set_cksum();
+    control_tar
+        .append_data(&mut h, "./control", control.as_bytes())
+        .unwrap();
+    let control_tar = control_tar.into_inner().unwrap();
+
+    let mut data = Vec::new();
+    let body = b"pwned\n";
+    let mut h = tar::Header::new_old();
+    {
+        let old = h.as_old_mut();
+        old.name[..path.len()].copy_from_slice(path.as_bytes());
+    }
+    h.set_size(body.len() as u64);
+    h.set_mode(0o644);
+    h.set_entry_type(tar::EntryType::Regular);
+    h.set_cksum();
+    data.extend_from_slice(h.as_bytes());
+    data.extend_from_slice(body);
+    data.resize(512 + 512, 0);
+    data.extend_from_slice(&[0u8; 1024]);
+
+    let rel = format!("pool/main/{name}_1.0_amd64.deb");
+    let file = std::fs::File::create(repo.join(&rel)).unwrap();
+    let mut ar = ar::Builder::new(file);
+    for (member, bytes) in [
+        ("debian-binary", b"2.0\n".to_vec()),
+        ("control.tar", control_tar),
+        ("data.tar", data),
+    ] {
+        let header = ar::Header::new(member.as_bytes().to_vec(), bytes.len() as u64);
+        ar.append(&header, &bytes[..]).unwrap();
+    }
+    rel
+}

@@ -1,0 +1,160 @@
+//! Running commands: one family of functions for every test. `run` starts a command and
+//! returns its output; `run_ok` and `run_ok_bytes` also require success; `run_within` kills a
+//! command that outlives a limit. A failure names the command line (with the environment it
+//! sets), the exit status, stdout and stderr.
+
+use std::io::Read;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Fail loudly when a tool the test needs is missing (scripts/install-deps.sh installs it).
+pub fn require(tool: &str) {
+    let found = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
+        .unwrap_or(false);
+    assert!(
+        found,
+        "`{tool}` is not installed: run `bash scripts/install-deps.sh` (tests never skip)"
+    );
+}
+
+/// The first `tool` on PATH.
+pub fn which(tool: &str) -> std::path::PathBuf {
+    std::env::var_os("PATH")
+        .and_then(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join(tool))
+                .find(|p| p.is_file())
+        })
+        .unwrap_or_else(|| panic!("`{tool}` not found on PATH"))
+}
+
+/// `cmd` as a shell would show it: the variables it sets or removes, the program, the
+/// arguments, and the directory it runs in when it sets one.
+pub fn command_line(cmd: &Command) -> String {
+    let quote = |s: &std::ffi::OsStr| {
+        let s = s.to_string_lossy();
+        if !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_./:=@+,%".contains(c))
+        {
+            s.into_owned()
+        } else {
+            format!("'{}'", s.replace('\'', r"'\''"))
+        }
+    };
+    let mut words = Vec::new();
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => words.push(format!("{}={}", k.to_string_lossy(), quote(v))),
+            None => words.push(format!("-u {}", k.to_string_lossy())),
+        }
+    }
+    if !words.is_empty() {
+        words.insert(0, "env".to_string());
+    }
+    words.push(quote(cmd.get_program()));
+    words.extend(cmd.get_args().map(quote));
+    let mut line = words.join(" ");
+    if let Some(d) = cmd.get_current_dir() {
+        line.push_str(&format!("  (in {})", d.display()));
+    }
+    line
+}
+
+/// At most the last 16 KiB of `bytes`, as text.
+fn tail(bytes: &[u8]) -> String {
+    const MAX: usize = 16 << 10;
+    let s = String::from_utf8_lossy(&bytes[bytes.len().saturating_sub(MAX)..]);
+    if bytes.len() > MAX {
+        format!("[… {} bytes before]{s}", bytes.len() - MAX)
+    } else {
+        s.into_owned()
+    }
+}
+
+/// The failure message for `cmd` that ended with `out`.
+pub fn describe(cmd: &Command, out: &Output) -> String {
+    format!(
+        "`{}` failed ({}):\n--- stdout\n{}\n--- stderr\n{}",
+        command_line(cmd),
+        out.status,
+        tail(&out.stdout),
+        tail(&out.stderr)
+    )
+}
+
+/// Run `cmd` to its end; whatever its exit status, return its output.
+pub fn run(cmd: &mut Command) -> Output {
+    cmd.output()
+        .unwrap_or_else(|e| panic!("failed to start `{}`: {e}", command_line(cmd)))
+}
+
+/// Run `cmd`, require exit status 0, and return its stdout.
+pub fn run_ok_bytes(cmd: &mut Command) -> Vec<u8> {
+    let out = run(cmd);
+    assert!(out.status.success(), "{}", describe(cmd, &out));
+    out.stdout
+}
+
+/// Run `cmd`, require exit status 0, and return its stdout as text.
+pub fn run_ok(cmd: &mut Command) -> String {
+    String::from_utf8_lossy(&run_ok_bytes(cmd)).into_owned()
+}
+
+/// Run `cmd` as `run` does, but fail the test if it is still running after `limit` (a FIFO
+/// opened for reading, say, would block it forever).
+pub fn run_within(cmd: &mut Command, limit: Duration) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("failed to start `{}`: {e}", command_line(cmd)));
+    // Drain both pipes while waiting, so that a chatty command cannot block on a full pipe.
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = r.read_to_end(&mut buf);
+            buf
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().expect("piped stdout")));
+    let stderr = drain(Box::new(child.stderr.take().expect("piped stderr")));
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait for the child") {
+            break s;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("`{}` still ran after {limit:?}", command_line(cmd));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: stdout.join().expect("stdout reader"),
+        stderr: stderr.join().expect("stderr reader"),
+    }
+}
+
+/// `inner` started through `outer` (e.g. `["sh", "-c", "umask 077 && exec \"$@\"", "sh"]`):
+/// the outer program gets the inner program and arguments after its own, and the inner
+/// command's environment and directory, so an isolated command stays isolated.
+pub fn wrap(outer: &[&str], inner: &Command) -> Command {
+    let (program, args) = outer.split_first().expect("an outer program");
+    let mut c = Command::new(program);
+    c.args(args).arg(inner.get_program()).args(inner.get_args());
+    for (k, v) in inner.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    if let Some(d) = inner.get_current_dir() {
+        c.current_dir(d);
+    }
+    c
+}

@@ -1,0 +1,239 @@
+//! A loopback HTTP server for fixture repositories, with faults a hostile or broken mirror
+//! shows (truncated, corrupt, endless, dripping, hanging bodies; error statuses), and a count
+//! of the requests each path got.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+/// How the server misbehaves for one path.
+#[derive(Clone, Copy, Debug)]
+pub enum Fault {
+    /// Send the full Content-Length header but only half the body, then close.
+    Truncate,
+    /// Flip one byte of the body.
+    Corrupt,
+    /// The body, then the file again and again forever; no Content-Length (ends at close).
+    Endless,
+    /// The same endless body, chunked.
+    EndlessChunked,
+    /// The same endless body, announced with a Content-Length of 10 GB.
+    HugeLength,
+    /// `n` extra bytes after the body, announced honestly in Content-Length.
+    Long(usize),
+    /// `n` extra bytes after the body, no Content-Length.
+    LongUnannounced(usize),
+    /// The body less its last `n` bytes, announced honestly (the server has a shorter file).
+    ShortBy(usize),
+    /// The full Content-Length, then only the first `n` bytes, then close.
+    CloseAfter(usize),
+    /// Headers at once, then the body one byte every `ms` milliseconds.
+    Drip(u64),
+    /// The response head itself one byte every `ms` milliseconds.
+    DripHeaders(u64),
+    /// Read the request, answer nothing for `ms` milliseconds, then close.
+    Hang(u64),
+    /// Answer every request with this status.
+    Status(u16),
+    /// Answer the first `n` requests with `status`, then serve the file.
+    StatusFirst(u16, usize),
+}
+
+pub struct Server {
+    pub url: String,
+    pub faults: Arc<Mutex<HashMap<String, Fault>>>,
+    pub hits: Arc<Mutex<Vec<String>>>,
+}
+
+impl Server {
+    /// Make `path` (e.g. `/dists/s/InRelease`) misbehave.
+    pub fn fault(&self, path: &str, f: Fault) {
+        self.faults.lock().unwrap().insert(path.to_string(), f);
+    }
+
+    /// How many requests `path` got.
+    pub fn hits_of(&self, path: &str) -> usize {
+        self.hits
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|p| *p == path)
+            .count()
+    }
+}
+
+fn status_line(code: u16) -> String {
+    let reason = match code {
+        403 => "Forbidden",
+        404 => "Not Found",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        _ => "Error",
+    };
+    format!("HTTP/1.1 {code} {reason}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+}
+
+/// Write `body`, then the file again and again until the client goes away; chunked or not.
+fn endless(stream: &mut impl Write, body: &[u8], chunked: bool) {
+    let unit: Vec<u8> = if body.is_empty() {
+        vec![b'A'; 65536]
+    } else {
+        body.repeat(65536 / body.len() + 1)
+    };
+    let frame = |data: &[u8]| -> Vec<u8> {
+        if !chunked {
+            return data.to_vec();
+        }
+        let mut c = format!("{:x}\r\n", data.len()).into_bytes();
+        c.extend_from_slice(data);
+        c.extend_from_slice(b"\r\n");
+        c
+    };
+    if !body.is_empty() && stream.write_all(&frame(body)).is_err() {
+        return;
+    }
+    let chunk = frame(&unit);
+    while stream.write_all(&chunk).is_ok() {}
+}
+
+/// Write `body`, then `extra` newlines.
+fn padded(stream: &mut impl Write, body: &[u8], extra: usize) {
+    let pad = vec![b'\n'; 65536];
+    let mut left = extra;
+    let mut ok = stream.write_all(body).is_ok();
+    while ok && left > 0 {
+        let n = left.min(pad.len());
+        ok = stream.write_all(&pad[..n]).is_ok();
+        left -= n;
+    }
+}
+
+fn respond(stream: &mut std::net::TcpStream, mut body: Vec<u8>, fault: Option<Fault>, nth: usize) {
+    let ok = |len: &str| format!("HTTP/1.1 200 OK\r\n{len}Connection: close\r\n\r\n");
+    let len = body.len();
+    let cl = |n: usize| format!("Content-Length: {n}\r\n");
+    let sleep = |ms: u64| std::thread::sleep(std::time::Duration::from_millis(ms));
+    match fault {
+        None | Some(Fault::Corrupt) => {
+            if fault.is_some() {
+                body[len / 2] ^= 0x55;
+            }
+            let _ = stream.write_all(ok(&cl(len)).as_bytes());
+            let _ = stream.write_all(&body);
+        }
+        Some(Fault::Truncate) => {
+            let _ = stream.write_all(ok(&cl(len)).as_bytes());
+            let _ = stream.write_all(&body[..len / 2]);
+        }
+        Some(Fault::CloseAfter(n)) => {
+            let _ = stream.write_all(ok(&cl(len)).as_bytes());
+            let _ = stream.write_all(&body[..n.min(len)]);
+        }
+        Some(Fault::ShortBy(n)) => {
+            let keep = len.saturating_sub(n);
+            let _ = stream.write_all(ok(&cl(keep)).as_bytes());
+            let _ = stream.write_all(&body[..keep]);
+        }
+        Some(Fault::Long(n)) => {
+            let _ = stream.write_all(ok(&cl(len + n)).as_bytes());
+            padded(stream, &body, n);
+        }
+        Some(Fault::LongUnannounced(n)) => {
+            let _ = stream.write_all(ok("").as_bytes());
+            padded(stream, &body, n);
+        }
+        Some(Fault::Endless) => {
+            let _ = stream.write_all(ok("").as_bytes());
+            endless(stream, &body, false);
+        }
+        Some(Fault::EndlessChunked) => {
+            let _ = stream.write_all(ok("Transfer-Encoding: chunked\r\n").as_bytes());
+            endless(stream, &body, true);
+        }
+        Some(Fault::HugeLength) => {
+            let _ = stream.write_all(ok("Content-Length: 10000000000\r\n").as_bytes());
+            endless(stream, &body, false);
+        }
+        Some(Fault::Drip(ms)) => {
+            let _ = stream.write_all(ok(&cl(len)).as_bytes());
+            for b in &body {
+                sleep(ms);
+                if stream.write_all(&[*b]).is_err() {
+                    return;
+                }
+            }
+        }
+        Some(Fault::DripHeaders(ms)) => {
+            let head = ok(&cl(len));
+            for b in head.as_bytes() {
+                if stream.write_all(&[*b]).is_err() {
+                    return;
+                }
+                sleep(ms);
+            }
+            let _ = stream.write_all(&body);
+        }
+        Some(Fault::Hang(ms)) => sleep(ms),
+        Some(Fault::Status(code)) => {
+            let _ = stream.write_all(status_line(code).as_bytes());
+        }
+        Some(Fault::StatusFirst(code, n)) => {
+            if nth <= n {
+                let _ = stream.write_all(status_line(code).as_bytes());
+            } else {
+                respond(stream, body, None, nth);
+            }
+        }
+    }
+}
+
+/// Serve `root` on a loopback port until the process ends.
+pub fn serve(root: &Path) -> Server {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let faults: Arc<Mutex<HashMap<String, Fault>>> = Arc::default();
+    let hits: Arc<Mutex<Vec<String>>> = Arc::default();
+    let (root, f2, h2) = (root.to_path_buf(), faults.clone(), hits.clone());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let (root, faults, hits) = (root.clone(), f2.clone(), h2.clone());
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut first = String::new();
+                if reader.read_line(&mut first).is_err() {
+                    return;
+                }
+                loop {
+                    let mut l = String::new();
+                    if reader.read_line(&mut l).unwrap_or(0) == 0 || l == "\r\n" {
+                        break;
+                    }
+                }
+                let path = first.split_whitespace().nth(1).unwrap_or("/").to_string();
+                let nth = {
+                    let mut h = hits.lock().unwrap();
+                    h.push(path.clone());
+                    h.iter().filter(|p| **p == path).count()
+                };
+                let fault = faults.lock().unwrap().get(&path).copied();
+                let file = root.join(path.trim_start_matches('/'));
+                match std::fs::read(&file) {
+                    Ok(body) => respond(&mut stream, body, fault, nth),
+                    // A fault on a path with no file still answers (e.g. a status storm).
+                    Err(_) if matches!(fault, Some(Fault::Status(_) | Fault::Hang(_))) => {
+                        respond(&mut stream, Vec::new(), fault, nth)
+                    }
+                    Err(_) => {
+                        let _ = stream.write_all(status_line(404).as_bytes());
+                    }
+                }
+            });
+        }
+    });
+    Server { url, faults, hits }
+}

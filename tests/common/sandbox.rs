@@ -1,0 +1,128 @@
+//! The one way a test runs the built binaries: a `Sandbox` is a fresh temporary directory,
+//! and the commands it makes see only that directory's configuration, cache and home.
+//!
+//! `Sandbox::gpuimg` sets `XDG_CONFIG_HOME` (`<sandbox>/config`), `GPUIMG_CACHE`
+//! (`<sandbox>/cache`), `HOME` (`<sandbox>/home`) and `XDG_CACHE_HOME` (`<sandbox>/xdg-cache`),
+//! removes `SOURCE_DATE_EPOCH` (gpuimg's default, 0, applies) and the debugging switches
+//! (`GPUIMG_DEBUG_PANIC`, `GPUIMG_RESOLVER`), and runs in the sandbox directory. A test that
+//! wants another epoch or switch sets it on the returned command; a test that shares a cache
+//! between builds, or uses several, says so with `gpuimg_with_cache`. tests/tidy.rs checks that
+//! no test starts a binary any other way.
+
+use std::ops::Deref;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The binaries a sandbox can start.
+#[derive(Clone, Copy, Debug)]
+pub enum Bin {
+    Gpuimg,
+    Selftest,
+}
+
+impl Bin {
+    /// The path Cargo built the binary at.
+    pub fn path(self) -> &'static Path {
+        Path::new(match self {
+            Bin::Gpuimg => env!("CARGO_BIN_EXE_gpuimg"),
+            Bin::Selftest => env!("CARGO_BIN_EXE_gpuimg-selftest"),
+        })
+    }
+}
+
+/// A fresh temporary directory whose path is a valid image reference (podman derives an image
+/// name from the path, and names must be lowercase); removed when dropped. It dereferences to
+/// its path, so `sandbox.join("p.yaml")` names a file inside it.
+pub struct Sandbox {
+    dir: tempfile::TempDir,
+}
+
+impl Default for Sandbox {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Sandbox {
+    pub fn new() -> Self {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static N: AtomicU32 = AtomicU32::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("gpuimgtest-{}-{n}", std::process::id()))
+            .rand_bytes(0)
+            .tempdir()
+            .unwrap_or_else(|e| panic!("failed to create a sandbox directory: {e}"));
+        Sandbox { dir }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Keep the directory after the sandbox is dropped (to look at it after a failure, or
+    /// to compare several); returns its path.
+    pub fn keep(self) -> PathBuf {
+        self.dir.keep()
+    }
+
+    /// The cache `gpuimg` uses: `<sandbox>/cache`.
+    pub fn cache(&self) -> PathBuf {
+        self.path().join("cache")
+    }
+
+    /// `$XDG_CONFIG_HOME` of the commands: `<sandbox>/config` (gpuimg reads
+    /// `gpuimg/catalog.d` below it).
+    pub fn config(&self) -> PathBuf {
+        self.path().join("config")
+    }
+
+    /// `bin`, isolated in this sandbox with `cache` as `GPUIMG_CACHE`.
+    pub fn command_with_cache(&self, bin: Bin, cache: &Path) -> Command {
+        let mut c = Command::new(bin.path());
+        c.current_dir(self.path())
+            .env("XDG_CONFIG_HOME", self.config())
+            .env("GPUIMG_CACHE", cache)
+            .env("HOME", self.path().join("home"))
+            .env("XDG_CACHE_HOME", self.path().join("xdg-cache"))
+            .env_remove("SOURCE_DATE_EPOCH")
+            .env_remove("GPUIMG_DEBUG_PANIC")
+            .env_remove("GPUIMG_RESOLVER");
+        c
+    }
+
+    /// `bin`, isolated in this sandbox with its own cache.
+    pub fn command(&self, bin: Bin) -> Command {
+        self.command_with_cache(bin, &self.cache())
+    }
+
+    /// `gpuimg`, isolated in this sandbox with its own cache.
+    pub fn gpuimg(&self) -> Command {
+        self.command(Bin::Gpuimg)
+    }
+
+    /// `gpuimg` with `cache` instead of the sandbox's own: for tests that share one cache
+    /// between sandboxes or keep several in one.
+    pub fn gpuimg_with_cache(&self, cache: &Path) -> Command {
+        self.command_with_cache(Bin::Gpuimg, cache)
+    }
+
+    /// `gpuimg-selftest`, isolated in this sandbox.
+    pub fn selftest(&self) -> Command {
+        self.command(Bin::Selftest)
+    }
+}
+
+impl Deref for Sandbox {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        self.path()
+    }
+}
+
+impl AsRef<Path> for Sandbox {
+    fn as_ref(&self) -> &Path {
+        self.path()
+    }
+}
