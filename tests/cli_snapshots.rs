@@ -44,13 +44,13 @@ impl Sandbox {
     fn run_with(&self, bin: &str, args: &[&str], env: &[(&str, &str)]) -> Run {
         let out = Command::new(bin)
             .args(args)
-            .envs(env.iter().copied())
             .current_dir(self.path())
             .env_remove("SOURCE_DATE_EPOCH")
             .env_remove("GPUIMG_DEBUG_PANIC")
             .env("XDG_CONFIG_HOME", self.path().join("config"))
             .env("GPUIMG_CACHE", self.path().join("cache"))
             .env("NO_COLOR", "1")
+            .envs(env.iter().copied())
             .output()
             .unwrap_or_else(|e| panic!("failed to start `{bin}`: {e}"));
         let mask = |b: &[u8]| {

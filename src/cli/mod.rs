@@ -29,8 +29,7 @@ pub use settings::{Env, Settings};
     about = "Minimal, reproducible OCI images for GPU machines"
 )]
 struct Cli {
-    /// On success print nothing but --json output; a "no" answer (exit 1) and errors still
-    /// print.
+    /// On success print only --json output (a "no" answer and errors still print).
     #[arg(short, long, global = true)]
     quiet: bool,
     #[command(subcommand)]

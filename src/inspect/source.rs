@@ -53,8 +53,9 @@ impl Image {
                 reason: "it is a directory (`oci:DIR` names a layout directory)".into(),
             });
         }
-        let f = fs_err::File::open(file).map_err(read_err)?;
-        let entries = index(f.into_parts().0).map_err(|reason| InspectError::NotArchive {
+        // std, not fs_err: the message names the path once, in `InspectError::Read`.
+        let f = std::fs::File::open(file).map_err(read_err)?;
+        let entries = index(f).map_err(|reason| InspectError::NotArchive {
             path: shown.clone(),
             reason,
         })?;
@@ -94,7 +95,7 @@ impl Image {
         };
         match self {
             Image::Layout(dir) => {
-                let f = fs_err::File::open(dir.join(name)).map_err(read_err)?;
+                let f = std::fs::File::open(dir.join(name)).map_err(read_err)?;
                 Ok(Box::new(f))
             }
             Image::Archive { file, entries } => {
@@ -104,7 +105,7 @@ impl Image {
                         "the archive has no such entry",
                     )));
                 };
-                let mut f = fs_err::File::open(file).map_err(read_err)?;
+                let mut f = std::fs::File::open(file).map_err(read_err)?;
                 f.seek(SeekFrom::Start(offset)).map_err(read_err)?;
                 Ok(Box::new(f.take(size)))
             }
