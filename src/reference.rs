@@ -1,8 +1,10 @@
-//! Image references parsed at the edge: a profile's `name:` ([`RepoName`]) and `--tag` ([`Tag`]).
+//! Image references parsed at the edge: a profile's `name:` ([`RepoName`]), `--tag` ([`Tag`])
+//! and an image on disk as `build -o` and `inspect` name it ([`ImageRef`]: `DIR`,
+//! `oci:DIR[:TAG]`, `oci-archive:FILE[:TAG]`, as skopeo writes them).
 //!
-//! Both follow the OCI distribution spec's grammars, so a name or tag gpuimg accepts is one
-//! umoci, skopeo and registries accept, and a name used as a path under `out/` never climbs
-//! out of it (no `..`, no empty or absolute components). Owns the grammars only; no I/O.
+//! Names and tags follow the OCI distribution spec's grammars, so a name or tag gpuimg accepts
+//! is one umoci, skopeo and registries accept, and a name used as a path under `out/` never
+//! climbs out of it (no `..`, no empty or absolute components). Owns the grammars only; no I/O.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -212,6 +214,113 @@ impl std::str::FromStr for RepoName {
     }
 }
 
+/// How an image is stored on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// An OCI image layout directory (`oci:DIR`, or a plain `DIR`).
+    Layout,
+    /// An oci-archive: the layout as one tar file (`oci-archive:FILE`).
+    Archive,
+}
+
+impl Transport {
+    /// The prefix that names it (`oci`, `oci-archive`).
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Transport::Layout => "oci",
+            Transport::Archive => "oci-archive",
+        }
+    }
+}
+
+/// Transports of other tools that gpuimg does not read or write, refused by name.
+const OTHER_TRANSPORTS: &[&str] = &[
+    "docker",
+    "docker-archive",
+    "docker-daemon",
+    "containers-storage",
+    "dir",
+    "ostree",
+    "sif",
+];
+
+/// An image on disk: `DIR` (a layout; the whole text is the path), or `oci:DIR[:TAG]` /
+/// `oci-archive:FILE[:TAG]`, where, as in skopeo, the first `:` after the prefix starts the
+/// tag. The tag is what a layout's index records as `org.opencontainers.image.ref.name`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageRef {
+    pub transport: Transport,
+    pub path: PathBuf,
+    pub tag: Option<String>,
+}
+
+impl ImageRef {
+    /// Parse `s`; a refusal names what is wrong in one clause.
+    pub fn parse(s: &str) -> Result<ImageRef, ReferenceError> {
+        if s.is_empty() {
+            return Err(err("the image reference is empty"));
+        }
+        if let Some(b) = s.bytes().find(|b| b.is_ascii_control()) {
+            return Err(err(format!("the image reference holds {}", describe(b))));
+        }
+        let (transport, rest) = if let Some(r) = s.strip_prefix("oci-archive:") {
+            (Transport::Archive, r)
+        } else if let Some(r) = s.strip_prefix("oci:") {
+            (Transport::Layout, r)
+        } else {
+            if let Some((scheme, _)) = s.split_once(':') {
+                if OTHER_TRANSPORTS.contains(&scheme) {
+                    return Err(err(format!(
+                        "`{scheme}:` is another tool's transport; gpuimg reads and writes `oci:DIR`, `oci-archive:FILE` or a plain DIR"
+                    )));
+                }
+            }
+            return Ok(ImageRef {
+                transport: Transport::Layout,
+                path: PathBuf::from(s),
+                tag: None,
+            });
+        };
+        let prefix = transport.prefix();
+        let (path, tag) = match rest.split_once(':') {
+            Some((p, t)) => (p, Some(t)),
+            None => (rest, None),
+        };
+        if path.is_empty() {
+            return Err(err(format!("`{prefix}:` is followed by no path")));
+        }
+        match tag {
+            Some("") => Err(err(format!("the tag after `{prefix}:{path}:` is empty"))),
+            Some(t) if t.contains(':') => Err(err(format!(
+                "the tag `{t}` holds `:`; a `{prefix}:` path cannot hold `:` either"
+            ))),
+            _ => Ok(ImageRef {
+                transport,
+                path: PathBuf::from(path),
+                tag: tag.map(String::from),
+            }),
+        }
+    }
+}
+
+impl fmt::Display for ImageRef {
+    /// `oci:DIR[:TAG]` or `oci-archive:FILE[:TAG]` (a plain DIR is shown as `oci:DIR`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.transport.prefix(), self.path.display())?;
+        match &self.tag {
+            Some(t) => write!(f, ":{t}"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl std::str::FromStr for ImageRef {
+    type Err = ReferenceError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        ImageRef::parse(s)
+    }
+}
+
 fn err(s: impl Into<String>) -> ReferenceError {
     ReferenceError(s.into())
 }
@@ -335,6 +444,65 @@ mod tests {
         ] {
             assert!(Tag::parse(bad).is_err(), "{bad:?}");
         }
+    }
+
+    fn image(s: &str) -> (Transport, String, Option<String>) {
+        let r = ImageRef::parse(s).unwrap_or_else(|e| panic!("{s:?}: {e}"));
+        (r.transport, r.path.display().to_string(), r.tag)
+    }
+
+    #[test]
+    fn image_references_that_parse() {
+        use Transport::*;
+        for (s, want) in [
+            ("out/demo", (Layout, "out/demo", None)),
+            ("/abs/dir", (Layout, "/abs/dir", None)),
+            // A plain path is all path, colons included.
+            ("weird:name", (Layout, "weird:name", None)),
+            ("oci:out/demo", (Layout, "out/demo", None)),
+            ("oci:out/demo:v1", (Layout, "out/demo", Some("v1"))),
+            ("oci:/abs/x:latest", (Layout, "/abs/x", Some("latest"))),
+            ("oci-archive:img.tar", (Archive, "img.tar", None)),
+            (
+                "oci-archive:d/img.tar:1.0",
+                (Archive, "d/img.tar", Some("1.0")),
+            ),
+            ("oci:oci-archive", (Layout, "oci-archive", None)),
+        ] {
+            let want = (want.0, want.1.to_string(), want.2.map(String::from));
+            assert_eq!(image(s), want, "{s}");
+        }
+    }
+
+    #[test]
+    fn image_references_refused_in_one_clause() {
+        for (bad, needle) in [
+            ("", "empty"),
+            ("oci:", "no path"),
+            ("oci-archive:", "no path"),
+            ("oci::v1", "no path"),
+            ("oci:dir:", "tag after `oci:dir:` is empty"),
+            ("oci-archive:f.tar:", "is empty"),
+            ("oci:dir:a:b", "holds `:`"),
+            ("docker://busybox", "`docker:` is another tool's transport"),
+            ("docker-archive:x.tar", "`docker-archive:`"),
+            ("containers-storage:x", "`containers-storage:`"),
+            ("dir:x", "`dir:`"),
+            ("oci:dir\nx", "a newline"),
+            ("out\tdemo", "a tab"),
+        ] {
+            let e = ImageRef::parse(bad).expect_err(bad).to_string();
+            assert!(e.contains(needle), "{bad:?}: {e}");
+            assert_eq!(e.lines().count(), 1, "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn image_references_display_as_parsed() {
+        for s in ["oci:out/demo", "oci:out/demo:v1", "oci-archive:a.tar:x"] {
+            assert_eq!(ImageRef::parse(s).unwrap().to_string(), s);
+        }
+        assert_eq!(ImageRef::parse("out").unwrap().to_string(), "oci:out");
     }
 
     #[test]

@@ -40,7 +40,18 @@ impl Sandbox {
 
     /// Run `bin` with `args` in the sandbox: exit code, stdout and stderr, temp paths masked.
     fn run(&self, bin: Bin, args: &[&str]) -> Run {
-        let out = common::run(self.dir.command(bin).args(args).env("NO_COLOR", "1"));
+        self.run_with(bin, args, &[])
+    }
+
+    /// As [`Sandbox::run`], with the variables `env` set too.
+    fn run_with(&self, bin: Bin, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let out = common::run(
+            self.dir
+                .command(bin)
+                .args(args)
+                .env("NO_COLOR", "1")
+                .envs(env.iter().copied()),
+        );
         let mask = |b: &[u8]| {
             let s = String::from_utf8_lossy(b).into_owned();
             // The canonical path too, in case the temp dir sits behind a symlink.
@@ -146,6 +157,23 @@ fn error_messages() {
             "error_unknown_catalog_kind",
             vec!["catalog", "list", "gpu-s"],
         ),
+        (
+            "error_inspect_other_transport",
+            vec!["inspect", "docker://busybox:latest"],
+        ),
+        ("error_inspect_no_path", vec!["inspect", "oci-archive:"]),
+        (
+            "error_inspect_missing_archive",
+            vec!["inspect", "oci-archive:missing.tar"],
+        ),
+        (
+            "error_build_output_empty_tag",
+            vec!["build", good, "-o", "oci:out/x:"],
+        ),
+        (
+            "error_build_tags_disagree",
+            vec!["build", good, "-o", "oci-archive:x.tar:v1", "--tag", "v2"],
+        ),
     ];
     for (name, args) in cases {
         let r = sb.run(GPUIMG, args);
@@ -153,8 +181,12 @@ fn error_messages() {
         assert!(r.stdout.is_empty(), "{args:?}: {}", r.stdout);
         insta::assert_snapshot!(*name, r.render());
     }
+    let r = sb.run_with(GPUIMG, &["build", good], &[("SOURCE_DATE_EPOCH", "soon")]);
+    assert_eq!(r.code, Some(2), "{}", r.render());
+    insta::assert_snapshot!("error_bad_source_date_epoch", r.render());
     // Nothing was written by the failed builds.
     assert!(!sb.path().join("out").exists());
+    assert!(!sb.path().join("x.tar").exists());
 }
 
 /// `--json` outputs: one JSON object (or one JSON answer) on stdout.
@@ -169,6 +201,18 @@ fn json_outputs() {
     let cases: &[(&str, &[&str], i32)] = &[
         ("json_resolve", &["resolve", p, "--json"], 0),
         ("json_lock", &["lock", p, "--json"], 0),
+        (
+            "json_catalog_list_python",
+            &["catalog", "list", "python", "--json"],
+            0,
+        ),
+        (
+            "json_catalog_show_r580",
+            &["catalog", "show", "R580", "--json"],
+            0,
+        ),
+        ("json_cache_verify", &["cache", "verify", "--json"], 0),
+        ("json_cache_prune", &["cache", "prune", "--json"], 0),
     ];
     for (name, args, code) in cases {
         let r = sb.run(GPUIMG, args);
@@ -221,4 +265,124 @@ fn completion_scripts() {
     assert_eq!(r.code, Some(2), "{}", r.render());
     assert!(r.stdout.is_empty());
     insta::assert_snapshot!("error_completions_unknown_shell", r.render());
+}
+
+/// `-q` is the same everywhere: a command that succeeds prints nothing at all, and with
+/// `--json` nothing but its JSON; an answer of "no" (exit 1) still says why on stdout.
+#[test]
+fn quiet_prints_nothing_but_json_on_success() {
+    let sb = Sandbox::new();
+    let p = sb.file(
+        "p.yaml",
+        "name: demo\nhost:\n  gpus: [H100]\n  driver: \">=550\"\nstack:\n  cuda: \"12.4\"\n",
+    );
+    let p = p.to_str().expect("utf-8 name");
+    std::fs::create_dir_all(sb.path().join("rootfs/etc")).expect("mkdir");
+    sb.file("rootfs/etc/passwd", "root:x:0:0:root:/root:/bin/sh\n");
+    let img = sb.file(
+        "img.yaml",
+        "name: quiet\nbase:\n  rootfs: ./rootfs\nconfig:\n  labels: {a: b}\n",
+    );
+    let img = img.to_str().expect("utf-8 name");
+    let silent: &[&[&str]] = &[
+        &["-q", "resolve", p],
+        &["resolve", p, "-q"],
+        &["-q", "lock", p],
+        &["-q", "build", img, "-o", "oci:out/q"],
+        &["-q", "build", img, "-o", "oci-archive:q.tar:v1"],
+        &["-q", "inspect", "oci:out/q"],
+        &["-q", "inspect", "--files", "out/q"],
+        &["-q", "inspect", "oci-archive:q.tar"],
+        &["-q", "catalog", "list", "gpus"],
+        &["-q", "catalog", "show", "H100"],
+        &["-q", "catalog", "why", "--gpu", "H100", "--cuda", "12.4"],
+        &["-q", "cache", "verify"],
+        &["-q", "cache", "prune"],
+        &["-q", "completions", "bash"],
+    ];
+    for args in silent {
+        let r = sb.run(GPUIMG, args);
+        assert_eq!(r.code, Some(0), "{args:?}: {}", r.render());
+        assert_eq!(
+            (r.stdout.as_str(), r.stderr.as_str()),
+            ("", ""),
+            "{args:?} is not quiet"
+        );
+    }
+    // The same commands without -q do print something: the silence above is -q's.
+    for args in silent {
+        let loud: Vec<&str> = args.iter().copied().filter(|a| *a != "-q").collect();
+        if loud.first() == Some(&"build") {
+            continue; // a second build replaces the first: covered by the JSON runs below
+        }
+        let r = sb.run(GPUIMG, &loud);
+        assert_eq!(r.code, Some(0), "{loud:?}: {}", r.render());
+        assert!(
+            !(r.stdout.is_empty() && r.stderr.is_empty()),
+            "{loud:?} prints nothing even without -q"
+        );
+    }
+    let json: &[&[&str]] = &[
+        &["-q", "resolve", p, "--json"],
+        &["-q", "lock", p, "--json"],
+        &["-q", "build", img, "-o", "oci:out/q", "--json"],
+        &["-q", "inspect", "oci-archive:q.tar", "--json"],
+        &["-q", "inspect", "out/q", "--files", "--json"],
+        &["-q", "catalog", "list", "drivers", "--json"],
+        &["-q", "catalog", "show", "H100", "--json"],
+        &["-q", "catalog", "why", "--gpu", "H100", "--json"],
+        &["-q", "cache", "verify", "--json"],
+        &["-q", "cache", "prune", "--json"],
+    ];
+    for args in json {
+        let r = sb.run(GPUIMG, args);
+        assert_eq!(r.code, Some(0), "{args:?}: {}", r.render());
+        assert!(r.stderr.is_empty(), "{args:?}: {}", r.stderr);
+        serde_json::from_str::<serde_json::Value>(&r.stdout)
+            .unwrap_or_else(|e| panic!("{args:?} printed invalid JSON ({e}): {}", r.stdout));
+    }
+    // A "no" is still explained under -q, on stdout, with exit 1.
+    let r = sb.run(
+        GPUIMG,
+        &["-q", "catalog", "why", "--gpu", "V100", "--cuda", ">=13"],
+    );
+    assert_eq!(r.code, Some(1), "{}", r.render());
+    assert!(r.stdout.starts_with("no: "), "{}", r.render());
+}
+
+/// `catalog list KIND --json` is one array holding a record per line of the text view, each
+/// as `catalog show` prints it.
+#[test]
+fn catalog_list_json_matches_the_text_view() {
+    let sb = Sandbox::new();
+    for kind in [
+        "gpus",
+        "cuda",
+        "drivers",
+        "python",
+        "pytorch",
+        "tensorflow",
+        "jax",
+        "cudnn",
+        "nccl",
+        "sources",
+    ] {
+        let text = sb.run(GPUIMG, &["catalog", "list", kind]);
+        let json = sb.run(GPUIMG, &["catalog", "list", kind, "--json"]);
+        assert_eq!((text.code, json.code), (Some(0), Some(0)), "{kind}");
+        let v: serde_json::Value = serde_json::from_str(&json.stdout)
+            .unwrap_or_else(|e| panic!("{kind}: invalid JSON ({e}): {}", json.stdout));
+        let records = v.as_array().expect("one JSON array");
+        assert_eq!(records.len(), text.stdout.lines().count(), "{kind}");
+        assert!(!records.is_empty(), "{kind}: no records");
+    }
+    let gpus = sb.run(GPUIMG, &["catalog", "list", "gpus", "--json"]);
+    let gpus: serde_json::Value = serde_json::from_str(&gpus.stdout).expect("JSON");
+    let h100 = (gpus.as_array().expect("array").iter())
+        .find(|g| g["name"] == "H100")
+        .cloned()
+        .expect("H100 listed");
+    let show = sb.run(GPUIMG, &["catalog", "show", "H100"]);
+    let shown: serde_json::Value = serde_json::from_str(&show.stdout).expect("JSON");
+    assert_eq!(h100, shown);
 }

@@ -193,7 +193,7 @@ fn verify_host_reads_a_committed_v1_lock_like_its_v2_rewrite() {
         let lock_file = t.path().join(format!("{name}.lock.json"));
         std::fs::copy(fixture(&format!("{name}.v1.lock.json")), &lock_file).unwrap();
         let (code_v1, from_v1) = verify_host(&t, &lock_file);
-        let loaded = gpuimg::profile::load(&profile).unwrap();
+        let loaded = gpuimg::profile::load(&profile, &|_| None).unwrap();
         let expect = |lock: &Path| {
             let l = gpuimg::lock::read(lock).unwrap();
             gpuimg::lock::check_fresh(&loaded, &l).unwrap();

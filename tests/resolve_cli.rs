@@ -147,7 +147,7 @@ fn lock_is_written_canonical_and_goes_stale() {
     gpuimg(&["lock", p.to_str().unwrap()], &d);
     assert_eq!(std::fs::read_to_string(&lock_file).unwrap(), text);
 
-    let prof = gpuimg::profile::load(&p).unwrap();
+    let prof = gpuimg::profile::load(&p, &|_| None).unwrap();
     let lock = gpuimg::lock::read(&lock_file).unwrap();
     assert_eq!(gpuimg::lock::lock_path(&prof), lock_file);
     gpuimg::lock::check_fresh(&prof, &lock).unwrap();
@@ -156,7 +156,7 @@ fn lock_is_written_canonical_and_goes_stale() {
         "name: demo\nhost:\n  gpus: [H100]\nstack:\n  cuda: \"12.6\"\n",
     )
     .unwrap();
-    let prof = gpuimg::profile::load(&p).unwrap();
+    let prof = gpuimg::profile::load(&p, &|_| None).unwrap();
     let e = gpuimg::lock::check_fresh(&prof, &lock)
         .unwrap_err()
         .to_string();

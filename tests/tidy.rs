@@ -154,7 +154,7 @@ fn the_profile_template_and_the_example_profiles_load() {
     files(&root().join("profiles"), &["yaml"], &mut v);
     assert!(v.len() >= 4, "{v:?}");
     for f in v {
-        if let Err(e) = gpuimg::profile::load(&f) {
+        if let Err(e) = gpuimg::profile::load(&f, &|_| None) {
             panic!("{}: {e}", f.display());
         }
     }

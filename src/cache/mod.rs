@@ -1,7 +1,7 @@
 //! The one content-addressed cache shared by all builds on a machine, in named buckets.
 //!
 //! ```text
-//! $GPUIMG_CACHE (default: $XDG_CACHE_HOME/gpuimg, else ~/.cache/gpuimg)
+//! <root>  (the CLI's settings pick it: --cache, $GPUIMG_CACHE, $XDG_CACHE_HOME/gpuimg, ~/.cache/gpuimg)
 //! ├── CACHEDIR.TAG                    the one tag (backup tools skip the whole cache)
 //! ├── lock                            flock: shared by builds and locks, exclusive for prune
 //! ├── blobs-v1/sha256/<hex>           Blobs: compressed layer blobs, named by their digest
@@ -177,20 +177,6 @@ pub struct Cache {
 }
 
 impl Cache {
-    /// Where the cache lives: `$GPUIMG_CACHE`, else the XDG cache directory.
-    pub fn default_root() -> PathBuf {
-        if let Some(p) = std::env::var_os("GPUIMG_CACHE").filter(|p| !p.is_empty()) {
-            return PathBuf::from(p);
-        }
-        if let Some(p) = std::env::var_os("XDG_CACHE_HOME").filter(|p| !p.is_empty()) {
-            return PathBuf::from(p).join("gpuimg");
-        }
-        match std::env::var_os("HOME") {
-            Some(h) => PathBuf::from(h).join(".cache/gpuimg"),
-            None => std::env::temp_dir().join("gpuimg-cache"),
-        }
-    }
-
     /// Open (creating when needed) the cache at `root` for building: takes the shared lock,
     /// waiting while a prune holds it exclusively.
     pub fn open(root: &Path) -> io::Result<Cache> {

@@ -73,9 +73,13 @@ pub struct Catalog {
 }
 
 impl Catalog {
-    /// The embedded catalog, then the config-directory overlays, then `overlays` in order.
-    pub fn load(overlays: &[PathBuf]) -> Result<Catalog, CatalogError> {
-        let mut paths = config_dir_overlays()?;
+    /// The embedded catalog, then the overlays in `config_dir/catalog.d` (gpuimg's config
+    /// directory, which the CLI's settings choose), then `overlays` in order.
+    pub fn load(config_dir: Option<&Path>, overlays: &[PathBuf]) -> Result<Catalog, CatalogError> {
+        let mut paths = match config_dir {
+            Some(d) => config_dir_overlays(d)?,
+            None => vec![],
+        };
         paths.extend(overlays.iter().cloned());
         Catalog::load_exactly(&paths)
     }
@@ -123,16 +127,9 @@ fn parse(name: &str, text: &str) -> Result<CatalogFile, CatalogError> {
     })
 }
 
-/// `$XDG_CONFIG_HOME/gpuimg/catalog.d/*.yaml` (or `~/.config/...`), sorted by name.
-fn config_dir_overlays() -> Result<Vec<PathBuf>, CatalogError> {
-    let base = match std::env::var_os("XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
-        Some(d) => PathBuf::from(d),
-        None => match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
-            Some(h) => Path::new(&h).join(".config"),
-            None => return Ok(vec![]),
-        },
-    };
-    let dir = base.join("gpuimg").join("catalog.d");
+/// `config_dir/catalog.d/*.yaml`, sorted by name.
+fn config_dir_overlays(config_dir: &Path) -> Result<Vec<PathBuf>, CatalogError> {
+    let dir = config_dir.join("catalog.d");
     if !dir.is_dir() {
         return Ok(vec![]);
     }

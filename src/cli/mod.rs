@@ -1,7 +1,10 @@
 //! The command line: clap types, settings, output rendering and exit codes.
 //!
 //! The only place that knows about clap, terminals, progress bars and exit codes. Each command
-//! lives in `commands/<name>.rs` as a short `exec` calling stage APIs.
+//! lives in `commands/<name>.rs` as a short `exec` calling stage APIs; `settings.rs` reads the
+//! environment once and merges it with the flags (its module doc has the precedence table).
+//! `-q` is the same in every command: on success nothing is printed but `--json` output; an
+//! answer of "no" (exit 1) still says why, and errors are always printed.
 //! Exit codes: 0 ok, 1 an answer of "no" (incompatible stack, a failed check), 2 bad input,
 //! usage or I/O failure, 3 internal error (a panic too: one line, never a stack trace), and for
 //! `verify-host` 4 = no GPU or no driver.
@@ -9,6 +12,7 @@
 mod commands;
 mod progress;
 mod report;
+pub mod settings;
 
 use std::process::ExitCode;
 
@@ -16,6 +20,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 
 pub use progress::Progress;
 pub use report::CliError;
+pub use settings::{Env, Settings};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -24,7 +29,7 @@ pub use report::CliError;
     about = "Minimal, reproducible OCI images for GPU machines"
 )]
 struct Cli {
-    /// Print nothing but errors (and --json output).
+    /// On success print only --json output (a "no" answer and errors still print).
     #[arg(short, long, global = true)]
     quiet: bool,
     #[command(subcommand)]
@@ -55,12 +60,6 @@ enum Command {
     Completions(commands::completions::Args),
 }
 
-/// Global settings every command sees.
-#[derive(Debug, Clone, Copy)]
-pub struct Global {
-    pub quiet: bool,
-}
-
 /// Run `gpuimg`: a panic prints one line and exits 3 (internal error), never a stack trace.
 pub fn main() -> ExitCode {
     crate::entry::guarded("gpuimg", run)
@@ -71,16 +70,16 @@ fn run() -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let global = Global { quiet: cli.quiet };
+    let s = &Settings::new(cli.quiet, Env::from_process());
     let result = match cli.command {
-        Command::Build(a) => commands::build::exec(a, global),
-        Command::Inspect(a) => commands::inspect::exec(a, global),
-        Command::Resolve(a) => commands::resolve::exec(a, global),
-        Command::Lock(a) => commands::lock::exec(a, global),
-        Command::Catalog(c) => commands::catalog::exec(c, global),
-        Command::VerifyHost(a) => commands::verify_host::exec(a, global),
-        Command::Cache(c) => commands::cache::exec(c, global),
-        Command::Completions(a) => commands::completions::exec(a, Cli::command(), global),
+        Command::Build(a) => commands::build::exec(a, s),
+        Command::Inspect(a) => commands::inspect::exec(a, s),
+        Command::Resolve(a) => commands::resolve::exec(a, s),
+        Command::Lock(a) => commands::lock::exec(a, s),
+        Command::Catalog(c) => commands::catalog::exec(c, s),
+        Command::VerifyHost(a) => commands::verify_host::exec(a, s),
+        Command::Cache(c) => commands::cache::exec(c, s),
+        Command::Completions(a) => commands::completions::exec(a, Cli::command(), s),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -88,6 +87,13 @@ fn run() -> ExitCode {
             e.render();
             ExitCode::from(e.code)
         }
+    }
+}
+
+/// A command's text result on stdout, unless `-q` (a closed pipe is not an error).
+pub fn print_result(settings: &Settings, s: &str) {
+    if !settings.quiet {
+        print_stdout(s);
     }
 }
 

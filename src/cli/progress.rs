@@ -1,4 +1,5 @@
-//! Progress reporting: indicatif bars on a terminal, plain lines otherwise, nothing with `--quiet`.
+//! Progress reporting: indicatif bars on a terminal, plain lines otherwise; none with `--json`
+//! (warnings still show) and nothing at all with `-q`.
 //!
 //! Stages report through the [`crate::observe::Observer`] trait; only this file knows indicatif.
 //! A finished task prints one line: its size, time and rate, or `cached` when it moved nothing.
@@ -12,6 +13,8 @@ use crate::observe::Observer;
 
 pub struct Progress {
     mode: Mode,
+    /// Print warnings (everything but `-q`).
+    warnings: bool,
     bar: Option<ProgressBar>,
     started: Instant,
 }
@@ -24,8 +27,9 @@ enum Mode {
 }
 
 impl Progress {
-    pub fn new(quiet: bool) -> Self {
-        let mode = if quiet {
+    /// `-q`: print nothing; `--json` (`no_progress`): print warnings only.
+    pub fn new(quiet: bool, no_progress: bool) -> Self {
+        let mode = if quiet || no_progress {
             Mode::Quiet
         } else if std::io::stderr().is_terminal() {
             Mode::Bars
@@ -34,6 +38,7 @@ impl Progress {
         };
         Progress {
             mode,
+            warnings: !quiet,
             bar: None,
             started: Instant::now(),
         }
@@ -53,7 +58,9 @@ impl Observer for Progress {
     }
 
     fn warn(&mut self, text: &str) {
-        // Warnings show even with --quiet.
+        if !self.warnings {
+            return;
+        }
         match &self.bar {
             Some(b) => b.println(format!("warning: {text}")),
             None => eprintln!("warning: {text}"),

@@ -4,8 +4,10 @@
 //! it, a userspace walk that gives the same answers (`resolve.rs`).
 //!
 //! Writers never follow the last component (a symlink there is replaced, never written
-//! through); readers follow it, inside the root. `GPUIMG_RESOLVER=userspace` forces the
-//! userspace walk (for tests). Must never touch anything outside the root.
+//! through); readers follow it, inside the root. [`force_userspace_resolver`] makes every root
+//! use the userspace walk (for tests; the CLI's settings phase calls it for
+//! `GPUIMG_RESOLVER=userspace`: this module never reads the environment). Must never touch
+//! anything outside the root.
 
 mod resolve;
 
@@ -15,6 +17,7 @@ use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rustix::fs::{
     fchmod, fchown, fstat, linkat, mkdirat, openat, readlinkat, statat, symlinkat, unlinkat,
@@ -81,6 +84,16 @@ fn not_found(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::NotFound
 }
 
+/// Set by [`force_userspace_resolver`]: every [`Root::open`] from then on resolves in
+/// userspace.
+static FORCE_USERSPACE: AtomicBool = AtomicBool::new(false);
+
+/// Make every later [`Root::open`] use the userspace resolver even where `openat2` works (for
+/// tests: the CLI's settings phase calls it for `GPUIMG_RESOLVER=userspace`).
+pub fn force_userspace_resolver(yes: bool) {
+    FORCE_USERSPACE.store(yes, Ordering::Relaxed);
+}
+
 /// A directory all of whose paths resolve inside it.
 #[derive(Debug)]
 pub struct Root {
@@ -92,10 +105,11 @@ pub struct Root {
 }
 
 impl Root {
-    /// Open the root at `path` with the best resolver this kernel has.
+    /// Open the root at `path` with the best resolver this kernel has (the userspace one when
+    /// [`force_userspace_resolver`] asked for it).
     pub fn open(path: &Path) -> io::Result<Root> {
         let dir = open_root(path)?;
-        let forced = std::env::var("GPUIMG_RESOLVER").is_ok_and(|v| v == "userspace");
+        let forced = FORCE_USERSPACE.load(Ordering::Relaxed);
         let resolver = if !forced && resolve::kernel_supported(dir.as_fd()) {
             Resolver::Kernel
         } else {

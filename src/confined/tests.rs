@@ -245,3 +245,13 @@ fn real_paths_resolve_parents_inside_the_root() {
     // A parent that resolves outside the tree (dangling inside the root) is an error.
     assert!(r.real_path(Path::new("etc/passwd")).is_err());
 }
+
+#[test]
+fn forcing_the_userspace_resolver_reaches_every_open() {
+    let t = tempfile::tempdir().unwrap();
+    super::force_userspace_resolver(true);
+    let forced = Root::open(t.path()).unwrap().resolver();
+    super::force_userspace_resolver(false);
+    assert_eq!(forced, Resolver::Userspace);
+    // Both give the same answers, so another test opening a root meanwhile is unaffected.
+}

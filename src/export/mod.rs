@@ -18,6 +18,7 @@ use existing::{Existing, Refusal};
 
 use crate::cache::Cache;
 use crate::image::{ImageJson, ImageLayer};
+use crate::reference::{ImageRef, Transport};
 use crate::staging::{self, Staged};
 
 /// Where the image goes.
@@ -30,14 +31,11 @@ pub enum Target {
 }
 
 impl Target {
-    /// Parse `-o`: `DIR`, `oci:DIR` or `oci-archive:FILE`.
-    pub fn parse(s: &str) -> Target {
-        if let Some(p) = s.strip_prefix("oci-archive:") {
-            Target::Archive(PathBuf::from(p))
-        } else if let Some(p) = s.strip_prefix("oci:") {
-            Target::Layout(PathBuf::from(p))
-        } else {
-            Target::Layout(PathBuf::from(s))
+    /// Where `-o` points (parsed by [`ImageRef::parse`]; its tag is the build's to use).
+    pub fn of(r: &ImageRef) -> Target {
+        match r.transport {
+            Transport::Layout => Target::Layout(r.path.clone()),
+            Transport::Archive => Target::Archive(r.path.clone()),
         }
     }
 

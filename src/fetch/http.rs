@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use crate::digest::{Digest, HashingWriter};
 use crate::observe::Observer;
 
+use super::dns::DnsCache;
 use super::limits::{FetchLimits, Meter, Slow, MAX_ROOT_BYTES};
-use super::resolver::CachingResolver;
 use super::{Cache, FetchError};
 use crate::cache::Bucket;
 
@@ -137,7 +137,7 @@ impl Fetcher {
         let agent = ureq::Agent::with_parts(
             config,
             ureq::unversioned::transport::DefaultConnector::new(),
-            CachingResolver::default(),
+            DnsCache::default(),
         );
         Ok(Fetcher {
             cache: Cache::open(cache_root)?,

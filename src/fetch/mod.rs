@@ -14,10 +14,10 @@
 //! attempts at most, [`BACKOFF`] (250 ms, doubling) apart.
 
 mod cache;
+mod dns;
 mod error;
 mod http;
 mod limits;
-mod resolver;
 
 pub use cache::Cache;
 pub use error::FetchError;

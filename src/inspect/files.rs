@@ -8,13 +8,12 @@
 
 use std::collections::BTreeMap;
 use std::io::{self, BufReader, Read};
-use std::path::Path;
 
 use serde::Serialize;
 use sha2::{Digest as _, Sha256};
 
 use super::owners::{component_owner, owner_readers, Claims, ImageView, OwnerReader};
-use super::{select, InspectError};
+use super::{blob_name, select, Image, InspectError};
 use crate::digest::Digest;
 use crate::image::ANN_COMPONENT;
 
@@ -252,9 +251,9 @@ fn read_tar(
     Ok(Ok(()))
 }
 
-/// Stream the layer blob at `blob` into `tree`, checking its digest and size at the end.
+/// Stream the layer blob `file` into `tree`, checking its digest and size at the end.
 fn read_layer(
-    blob: &Path,
+    file: Box<dyn Read>,
     desc: &oci_spec::image::Descriptor,
     layer: &str,
     tree: &mut BTreeMap<String, FileEntry>,
@@ -266,10 +265,6 @@ fn read_layer(
         digest: digest.clone(),
     };
     let want: Digest = digest.parse().map_err(|_| corrupt())?;
-    let file = fs_err::File::open(blob).map_err(|source| InspectError::Read {
-        path: blob.display().to_string(),
-        source,
-    })?;
     let mut raw = Hashing {
         inner: file,
         hasher: Sha256::new(),
@@ -319,10 +314,10 @@ fn unreadable(layer: &str, digest: &str, e: &io::Error) -> InspectError {
     }
 }
 
-/// Every path of the image tagged `tag` (or the first) in the layout at `dir`, with its
-/// layer and owner, sorted by path.
-pub fn inspect_files(dir: &Path, tag: Option<&str>) -> Result<FileListing, InspectError> {
-    let manifest = select(dir, tag)?.manifest;
+/// Every path of the image tagged `tag` (or the first) in `img`, with its layer and owner,
+/// sorted by path.
+pub fn inspect_files(img: &Image, tag: Option<&str>) -> Result<FileListing, InspectError> {
+    let manifest = select(img, tag)?.manifest;
     let readers = owner_readers();
     let mut records = Records {
         readers: &readers,
@@ -341,8 +336,8 @@ pub fn inspect_files(dir: &Path, tag: Option<&str>) -> Result<FileListing, Inspe
             .to_string()
             .parse()
             .map_err(|_| InspectError::Corrupt(desc.digest().to_string()))?;
-        let blob = dir.join("blobs/sha256").join(d.hex());
-        read_layer(&blob, desc, &layer, &mut tree, &mut records)?;
+        let blob = img.open(&blob_name(&d))?;
+        read_layer(blob, desc, &layer, &mut tree, &mut records)?;
     }
     let mut claims = Claims::default();
     {
@@ -408,9 +403,6 @@ mod tests {
     }
 
     fn read_blob(media_type: &str, bytes: &[u8]) -> Result<Vec<String>, InspectError> {
-        let dir = tempfile::tempdir().unwrap();
-        let blob = dir.path().join("blob");
-        std::fs::write(&blob, bytes).unwrap();
         let readers = owner_readers();
         let mut records = Records {
             readers: &readers,
@@ -419,7 +411,7 @@ mod tests {
         };
         let mut tree = BTreeMap::new();
         read_layer(
-            &blob,
+            Box::new(std::io::Cursor::new(bytes.to_vec())),
             &desc(media_type, bytes),
             "os",
             &mut tree,

@@ -1,15 +1,16 @@
-//! Read an OCI image layout back: tag, manifest digest, config and layers with sizes, and
-//! (`files.rs`) every path of the image with its layer and owning package.
+//! Read an OCI image back from a layout directory or an oci-archive (`source.rs`: read in
+//! place, bounded): tag, manifest digest, config and layers with sizes, and (`files.rs`)
+//! every path of the image with its layer and owning package.
 //!
-//! Verifies the digest of every blob it reads. Must never modify the layout.
+//! Verifies the digest of every blob it reads. Must never modify the image.
 
 mod files;
 mod owners;
+mod source;
 
 pub use files::{inspect_files, FileEntry, FileKind, FileListing};
 pub use owners::{component_owner, owner_readers, Claims, DpkgLists, ImageView, OwnerReader};
-
-use std::path::Path;
+pub use source::{Image, MAX_ENTRIES, MAX_JSON};
 
 use oci_spec::image::{ImageConfiguration, ImageIndex, ImageManifest};
 use serde::Serialize;
@@ -51,6 +52,10 @@ pub enum InspectError {
     Json { path: String, message: String },
     #[error("`{0}` is not an OCI image layout (no `oci-layout` file)")]
     NotLayout(String),
+    #[error("`{path}` is not an oci-archive: {reason}")]
+    NotArchive { path: String, reason: String },
+    #[error("`{path}` is larger than the {cap} bytes read for one JSON file")]
+    TooLarge { path: String, cap: u64 },
     #[error("No image tagged `{tag}` in `{layout}`; tags: {available}")]
     NoSuchTag {
         tag: String,
@@ -81,19 +86,21 @@ pub enum InspectError {
     RecordsTooLarge { path: String, cap: u64 },
 }
 
-fn read_blob(dir: &Path, digest: &str) -> Result<Vec<u8>, InspectError> {
+/// The blob `digest` of `img`, whole (a JSON blob: at most [`MAX_JSON`] bytes), checked.
+fn read_blob(img: &Image, digest: &str) -> Result<Vec<u8>, InspectError> {
     let d: Digest = digest
         .parse()
         .map_err(|_| InspectError::Corrupt(digest.to_string()))?;
-    let path = dir.join("blobs/sha256").join(d.hex());
-    let bytes = fs_err::read(&path).map_err(|source| InspectError::Read {
-        path: path.display().to_string(),
-        source,
-    })?;
+    let bytes = img.read_small(&blob_name(&d))?;
     if Digest::of(&bytes) != d {
         return Err(InspectError::Corrupt(digest.to_string()));
     }
     Ok(bytes)
+}
+
+/// Where the blob `d` is inside a layout: `blobs/sha256/<hex>`.
+fn blob_name(d: &Digest) -> String {
+    format!("blobs/sha256/{}", d.hex())
 }
 
 fn parse<T: serde::de::DeserializeOwned>(path: &str, bytes: &[u8]) -> Result<T, InspectError> {
@@ -110,16 +117,10 @@ struct Selected {
     manifest: ImageManifest,
 }
 
-fn select(dir: &Path, tag: Option<&str>) -> Result<Selected, InspectError> {
-    if !dir.join("oci-layout").is_file() {
-        return Err(InspectError::NotLayout(dir.display().to_string()));
-    }
-    let index_path = dir.join("index.json");
-    let index_bytes = fs_err::read(&index_path).map_err(|source| InspectError::Read {
-        path: index_path.display().to_string(),
-        source,
-    })?;
-    let index: ImageIndex = parse(&index_path.display().to_string(), &index_bytes)?;
+fn select(img: &Image, tag: Option<&str>) -> Result<Selected, InspectError> {
+    let index_bytes = img.read_small("index.json")?;
+    let index_path = img.shown("index.json");
+    let index: ImageIndex = parse(&index_path, &index_bytes)?;
     let tag_of = |m: &oci_spec::image::Descriptor| {
         m.annotations()
             .as_ref()
@@ -132,7 +133,7 @@ fn select(dir: &Path, tag: Option<&str>) -> Result<Selected, InspectError> {
             .find(|m| tag_of(m).as_deref() == Some(t))
             .ok_or_else(|| InspectError::NoSuchTag {
                 tag: t.to_string(),
-                layout: dir.display().to_string(),
+                layout: img.location(),
                 available: index
                     .manifests()
                     .iter()
@@ -144,12 +145,12 @@ fn select(dir: &Path, tag: Option<&str>) -> Result<Selected, InspectError> {
             .manifests()
             .first()
             .ok_or_else(|| InspectError::Json {
-                path: index_path.display().to_string(),
+                path: index_path.clone(),
                 message: "the index lists no manifests".into(),
             })?,
     };
     let manifest_digest = desc.digest().to_string();
-    let manifest: ImageManifest = parse(&manifest_digest, &read_blob(dir, &manifest_digest)?)?;
+    let manifest: ImageManifest = parse(&manifest_digest, &read_blob(img, &manifest_digest)?)?;
     Ok(Selected {
         tag: tag_of(desc),
         manifest_digest,
@@ -157,15 +158,15 @@ fn select(dir: &Path, tag: Option<&str>) -> Result<Selected, InspectError> {
     })
 }
 
-/// Inspect the image tagged `tag` (or the only/first one) in the layout at `dir`.
-pub fn inspect(dir: &Path, tag: Option<&str>) -> Result<ImageInfo, InspectError> {
+/// Inspect the image tagged `tag` (or the only/first one) in `img`.
+pub fn inspect(img: &Image, tag: Option<&str>) -> Result<ImageInfo, InspectError> {
     let Selected {
         tag,
         manifest_digest,
         manifest,
-    } = select(dir, tag)?;
+    } = select(img, tag)?;
     let config_digest = manifest.config().digest().to_string();
-    let config_bytes = read_blob(dir, &config_digest)?;
+    let config_bytes = read_blob(img, &config_digest)?;
     let config: ImageConfiguration = parse(&config_digest, &config_bytes)?;
     let config_json: serde_json::Value = parse(&config_digest, &config_bytes)?;
 

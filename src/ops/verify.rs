@@ -12,9 +12,10 @@ use crate::expect::Expectation;
 use crate::lock;
 
 /// The expectation for `path`: a `.lock.json`, any other `.json` (an expectation file), or a
-/// profile.
+/// profile (its `${VAR}` expanded through `env`).
 pub fn expectation(
     path: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
     catalog: impl FnOnce() -> Result<Catalog, OpsError>,
 ) -> Result<Expectation, OpsError> {
     let name = path.to_string_lossy();
@@ -28,7 +29,7 @@ pub fn expectation(
                 lock: name.to_string(),
                 stem: stem.to_string(),
             })?;
-        let profile = crate::profile::load(&profile)?;
+        let profile = crate::profile::load(&profile, env)?;
         let settled = settle::from_lock(&profile, lock)?;
         let e = crate::plan::expectation(&profile, settled.resolution.as_ref());
         e.validate()?;
@@ -37,7 +38,7 @@ pub fn expectation(
     if name.ends_with(".json") {
         return Ok(Expectation::load(path)?);
     }
-    let profile = crate::profile::load(path)?;
+    let profile = crate::profile::load(path, env)?;
     let settled = settle::settle(&profile, &catalog()?, Settle::Resolve)?;
     let e = crate::plan::expectation(&profile, settled.resolution.as_ref());
     e.validate()?;

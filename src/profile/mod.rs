@@ -54,8 +54,9 @@ pub struct Profile {
     pub layers: Vec<Layer>,
 }
 
-/// Load and validate the profile at `path`, expanding `${VAR}` from the process environment.
-pub fn load(path: &Path) -> Result<Profile, ProfileError> {
+/// Load and validate the profile at `path`, expanding `${VAR}` through `env` (the CLI passes
+/// its settings' snapshot of the environment; this module never reads the environment).
+pub fn load(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Profile, ProfileError> {
     let shown = path.display().to_string();
     let read_err = |source| ProfileError::Read {
         path: shown.clone(),
@@ -77,7 +78,7 @@ pub fn load(path: &Path) -> Result<Profile, ProfileError> {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    parse(&text, &shown, &dir, &|k| std::env::var(k).ok())
+    parse(&text, &shown, &dir, env)
 }
 
 /// Parse profile text. `file` is used in messages; `dir` anchors relative paths.

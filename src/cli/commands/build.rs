@@ -5,25 +5,24 @@ use std::path::PathBuf;
 use serde_json::json;
 
 use super::CatalogArgs;
-use crate::cache::Cache;
-use crate::cli::{CliError, Global, Progress};
+use crate::cli::{CliError, Progress, Settings};
 use crate::driver::BuildOptions;
 use crate::export::Target;
 use crate::layer::Compression;
 use crate::ops::{self, build::BuildRequest, settle::Settle};
-use crate::reference::Tag;
+use crate::reference::{ImageRef, Tag};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The profile (YAML).
     pub profile: PathBuf,
-    /// Output: DIR, oci:DIR or oci-archive:FILE (default out/<name>).
+    /// Output: DIR, oci:DIR[:TAG] or oci-archive:FILE[:TAG] (default out/<name>).
     #[arg(short, long, value_name = "TARGET")]
     pub output: Option<String>,
-    /// Tag recorded as org.opencontainers.image.ref.name (default `latest`):
-    /// `[A-Za-z0-9_][A-Za-z0-9._-]{0,127}`.
-    #[arg(long, default_value = "latest")]
-    pub tag: String,
+    /// Tag recorded as org.opencontainers.image.ref.name (default: the TAG of `-o`, else
+    /// `latest`): `[A-Za-z0-9_][A-Za-z0-9._-]{0,127}`.
+    #[arg(long)]
+    pub tag: Option<String>,
     /// Replace whatever is at the output path; without it only an empty directory or a
     /// previous build of the same tag is replaced.
     #[arg(long)]
@@ -31,7 +30,8 @@ pub struct Args {
     /// Layer compression.
     #[arg(long, value_enum, default_value_t = CompressionArg::Gzip)]
     pub compression: CompressionArg,
-    /// Cache directory (default $GPUIMG_CACHE or the XDG cache dir).
+    /// Cache directory (default $GPUIMG_CACHE, else $XDG_CACHE_HOME/gpuimg, else
+    /// ~/.cache/gpuimg).
     #[arg(long, value_name = "DIR")]
     pub cache: Option<PathBuf>,
     /// Build exactly what the lock beside the profile records; refuse a stale lock.
@@ -68,37 +68,25 @@ impl From<CompressionArg> for Compression {
     }
 }
 
-/// SOURCE_DATE_EPOCH, default 0.
-pub fn source_date_epoch() -> Result<u64, CliError> {
-    match std::env::var("SOURCE_DATE_EPOCH") {
-        Err(_) => Ok(0),
-        Ok(s) if s.is_empty() => Ok(0),
-        Ok(s) => s.trim().parse().map_err(|_| {
+pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
+    let epoch = settings.source_date_epoch()?;
+    crate::confined::force_userspace_resolver(settings.userspace_resolver());
+    let output = match &args.output {
+        Some(o) => Some(ImageRef::parse(o).map_err(|e| {
             CliError::msg(
                 2,
-                format!("SOURCE_DATE_EPOCH `{s}` is not a whole number of seconds"),
+                format!("`-o` `{}` is not a valid output: {e}", o.escape_debug()),
             )
-        }),
-    }
-}
-
-pub fn exec(args: Args, global: Global) -> Result<u8, CliError> {
-    let epoch = source_date_epoch()?;
-    let tag = Tag::parse(&args.tag).map_err(|e| {
-        CliError::msg(
-            2,
-            format!(
-                "`--tag` `{}` is not a valid tag: {e}",
-                args.tag.escape_debug()
-            ),
-        )
-    })?;
-    let profile = crate::profile::load(&args.profile)?;
-    let target = match &args.output {
-        Some(o) => Target::parse(o),
+        })?),
+        None => None,
+    };
+    let tag = pick_tag(args.tag.as_deref(), output.as_ref())?;
+    let profile = settings.load_profile(&args.profile)?;
+    let target = match &output {
+        Some(o) => Target::of(o),
         None => Target::Layout(PathBuf::from("out").join(profile.name.as_path())),
     };
-    let catalog = args.catalog.load()?;
+    let catalog = args.catalog.load(settings)?;
     let req = BuildRequest {
         from: if args.locked {
             Settle::Locked
@@ -112,11 +100,11 @@ pub fn exec(args: Args, global: Global) -> Result<u8, CliError> {
             force: args.force,
             compression: args.compression.into(),
             epoch,
-            cache_root: args.cache.clone().unwrap_or_else(Cache::default_root),
+            cache_root: settings.cache_root(args.cache.as_deref()),
             offline: args.offline,
         },
     };
-    let mut progress = Progress::new(global.quiet || args.json);
+    let mut progress = Progress::new(settings.quiet, args.json);
     let out =
         ops::build::build(&profile, &catalog, &req, &mut progress).map_err(CliError::from_ops)?;
     if args.json {
@@ -144,7 +132,7 @@ pub fn exec(args: Args, global: Global) -> Result<u8, CliError> {
             "packages": out.packages.len(),
         });
         crate::cli::print_stdout(&format!("{v}\n"));
-    } else if !global.quiet {
+    } else if !settings.quiet {
         eprintln!(
             "built {} ({} layers) → {}:{}",
             out.manifest_digest,
@@ -154,4 +142,65 @@ pub fn exec(args: Args, global: Global) -> Result<u8, CliError> {
         );
     }
     Ok(0)
+}
+
+/// The tag: `--tag`, else the `:TAG` of `-o`, else `latest`; both given must agree.
+fn pick_tag(flag: Option<&str>, output: Option<&ImageRef>) -> Result<Tag, CliError> {
+    let from_output = output.and_then(|o| o.tag.as_deref());
+    let (text, source) = match (flag, from_output) {
+        (Some(f), Some(o)) if f != o => {
+            return Err(CliError::msg(
+                2,
+                format!(
+                    "`--tag` `{}` and the tag `{}` of `-o` disagree",
+                    f.escape_debug(),
+                    o.escape_debug()
+                ),
+            ))
+        }
+        (Some(f), _) => (f, "`--tag`"),
+        (None, Some(o)) => (o, "the tag of `-o`"),
+        (None, None) => return Ok(Tag::default()),
+    };
+    Tag::parse(text).map_err(|e| {
+        CliError::msg(
+            2,
+            format!("{source} `{}` is not a valid tag: {e}", text.escape_debug()),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(s: &str) -> ImageRef {
+        ImageRef::parse(s).unwrap()
+    }
+
+    #[test]
+    fn the_tag_comes_from_the_flag_then_the_output() {
+        let pick = |f: Option<&str>, o: Option<&str>| {
+            pick_tag(f, o.map(r).as_ref()).map(|t| t.to_string())
+        };
+        assert_eq!(pick(None, None).ok().as_deref(), Some("latest"));
+        assert_eq!(pick(None, Some("oci:out")).ok().as_deref(), Some("latest"));
+        assert_eq!(pick(Some("v1"), None).ok().as_deref(), Some("v1"));
+        assert_eq!(pick(None, Some("oci:out:v2")).ok().as_deref(), Some("v2"));
+        assert_eq!(
+            pick(Some("v2"), Some("oci:o:v2")).ok().as_deref(),
+            Some("v2")
+        );
+        let e = pick(Some("v1"), Some("oci-archive:o.tar:v2")).unwrap_err();
+        assert_eq!(e.code, 2);
+        assert!(e.message.contains("disagree"), "{}", e.message);
+        let e = pick(None, Some("oci:out:bad..tag")).unwrap_err();
+        assert!(
+            e.message.starts_with("the tag of `-o` `bad..tag`"),
+            "{}",
+            e.message
+        );
+        let e = pick(Some("bad tag!"), None).unwrap_err();
+        assert!(e.message.starts_with("`--tag` `bad tag!`"), "{}", e.message);
+    }
 }

@@ -7,13 +7,16 @@
 //! when any was bad, 0 when all were good. `--repair` also removes the bad entries (a later
 //! build rebuilds or downloads them again) and re-stamps the good ones; the exit code still
 //! says whether anything was bad. It runs beside builds.
+//! Both take `--json` (one object on stdout; the exit code is the same).
 //! prune: takes the cache's exclusive lock, so it refuses (exit 2) while a build runs; also
 //! removes the directories of earlier cache layouts (e.g. `apt-v1/`).
 
 use std::path::{Path, PathBuf};
 
+use serde_json::{json, Value};
+
 use crate::cache::{Cache, Finding};
-use crate::cli::{print_stdout, CliError, Global};
+use crate::cli::{print_stdout, CliError, Settings};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
@@ -22,27 +25,43 @@ pub enum Command {
         /// Remove the bad entries (the next build rebuilds or downloads them).
         #[arg(long)]
         repair: bool,
-        /// Cache directory (default $GPUIMG_CACHE or the XDG cache dir).
+        /// Print one JSON object: `ok`, `bad` (`entry`, `problem`, `removed`) and `checked`.
+        #[arg(long)]
+        json: bool,
+        /// Cache directory (default $GPUIMG_CACHE, else $XDG_CACHE_HOME/gpuimg, else
+        /// ~/.cache/gpuimg).
         #[arg(long, value_name = "DIR")]
         cache: Option<PathBuf>,
     },
     /// Remove the layer blobs no layer record references, and print what was freed.
     Prune {
-        /// Cache directory (default $GPUIMG_CACHE or the XDG cache dir).
+        /// Print one JSON object: `removed` (`entry`, `size`, `linked`), `retired` (`dir`,
+        /// `size`), `freed` and `kept`.
+        #[arg(long)]
+        json: bool,
+        /// Cache directory (default $GPUIMG_CACHE, else $XDG_CACHE_HOME/gpuimg, else
+        /// ~/.cache/gpuimg).
         #[arg(long, value_name = "DIR")]
         cache: Option<PathBuf>,
     },
 }
 
-pub fn exec(cmd: Command, global: Global) -> Result<u8, CliError> {
+pub fn exec(cmd: Command, settings: &Settings) -> Result<u8, CliError> {
     match cmd {
-        Command::Verify { repair, cache } => verify(&root(cache), repair, global),
-        Command::Prune { cache } => prune(&root(cache), global),
+        Command::Verify {
+            repair,
+            json,
+            cache,
+        } => verify(
+            &settings.cache_root(cache.as_deref()),
+            repair,
+            json,
+            settings,
+        ),
+        Command::Prune { json, cache } => {
+            prune(&settings.cache_root(cache.as_deref()), json, settings)
+        }
     }
-}
-
-fn root(arg: Option<PathBuf>) -> PathBuf {
-    arg.unwrap_or_else(Cache::default_root)
 }
 
 /// `Ok(false)`: there is no cache at `root` (nothing to do). A directory that is neither empty
@@ -85,9 +104,11 @@ fn open_err(root: &Path) -> impl Fn(std::io::Error) -> CliError + '_ {
     }
 }
 
-fn verify(root: &Path, repair: bool, global: Global) -> Result<u8, CliError> {
+fn verify(root: &Path, repair: bool, json: bool, settings: &Settings) -> Result<u8, CliError> {
     if !is_cache(root)? {
-        if !global.quiet {
+        if json {
+            print_json(&verify_json(&[], 0, 0, 0));
+        } else if !settings.quiet {
             eprintln!(
                 "nothing to check: there is no cache at `{}`",
                 root.display()
@@ -103,12 +124,22 @@ fn verify(root: &Path, repair: bool, global: Global) -> Result<u8, CliError> {
         )
     })?;
     let bad: Vec<Finding> = layers.bad;
+    let code = if bad.is_empty() { 0 } else { 1 };
+    if json {
+        print_json(&verify_json(
+            &bad,
+            layers.blobs,
+            layers.records,
+            layers.downloads,
+        ));
+        return Ok(code);
+    }
     let mut s = String::new();
     for f in &bad {
         let removed = if f.removed { " (removed)" } else { "" };
         s.push_str(&format!("bad: {}: {}{removed}\n", f.entry, f.problem));
     }
-    if !global.quiet {
+    if !settings.quiet {
         s.push_str(&format!(
             "checked {}, {}, {}: {}\n",
             count(layers.blobs, "layer blob"),
@@ -121,12 +152,31 @@ fn verify(root: &Path, repair: bool, global: Global) -> Result<u8, CliError> {
         ));
     }
     print_stdout(&s);
-    Ok(if bad.is_empty() { 0 } else { 1 })
+    Ok(code)
 }
 
-fn prune(root: &Path, global: Global) -> Result<u8, CliError> {
+/// What `cache verify --json` prints.
+fn verify_json(bad: &[Finding], blobs: usize, records: usize, downloads: usize) -> Value {
+    let bad: Vec<Value> = bad
+        .iter()
+        .map(|f| json!({"entry": f.entry, "problem": f.problem, "removed": f.removed}))
+        .collect();
+    json!({
+        "ok": bad.is_empty(),
+        "bad": bad,
+        "checked": {"layer_blobs": blobs, "layer_records": records, "downloads": downloads},
+    })
+}
+
+fn print_json(v: &Value) {
+    print_stdout(&format!("{}\n", crate::lock::canonical_json(v)));
+}
+
+fn prune(root: &Path, json: bool, settings: &Settings) -> Result<u8, CliError> {
     if !is_cache(root)? {
-        if !global.quiet {
+        if json {
+            print_json(&json!({"removed": [], "retired": [], "freed": 0, "kept": 0}));
+        } else if !settings.quiet {
             eprintln!(
                 "nothing to prune: there is no cache at `{}`",
                 root.display()
@@ -154,7 +204,22 @@ fn prune(root: &Path, global: Global) -> Result<u8, CliError> {
             format!("Failed to prune the cache `{}`: {e}", root.display()),
         )
     })?;
-    if global.quiet {
+    if json {
+        let removed: Vec<Value> = (p.removed.iter())
+            .map(|(e, size, linked)| json!({"entry": e, "size": size, "linked": linked}))
+            .collect();
+        let retired: Vec<Value> = (p.retired.iter())
+            .map(|(d, size)| json!({"dir": d, "size": size}))
+            .collect();
+        print_json(&json!({
+            "removed": removed,
+            "retired": retired,
+            "freed": p.freed(),
+            "kept": p.kept,
+        }));
+        return Ok(0);
+    }
+    if settings.quiet {
         return Ok(0);
     }
     let mut s = String::new();

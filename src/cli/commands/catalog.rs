@@ -1,10 +1,13 @@
-//! `gpuimg catalog list KIND`, `catalog show NAME [VERSION]`, `catalog why --gpu ... --pytorch ...`:
-//! query the compatibility catalog and ask questions without a profile.
+//! `gpuimg catalog list KIND`, `catalog show NAME [VERSION]`, `catalog why --gpu ... --pytorch ...`,
+//! `catalog matrix`: query the compatibility catalog and ask questions without a profile.
+//! Each takes `--json`; `list --json` prints the records as `show` does, in one array.
+
+use serde_json::json;
 
 use super::resolve::outln;
 use super::CatalogArgs;
 use crate::catalog::Catalog;
-use crate::cli::{CliError, Global};
+use crate::cli::{CliError, Settings};
 use crate::profile::{CompatMode, KernelModule};
 use crate::resolve::{lookup_gpu, Component, Request, ResolveError};
 use crate::version::Constraint;
@@ -16,6 +19,9 @@ pub enum Command {
         /// Which records.
         #[arg(value_enum)]
         kind: Kind,
+        /// Print the records as one JSON array, each as `catalog show` prints it.
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         catalog: CatalogArgs,
     },
@@ -25,6 +31,9 @@ pub enum Command {
         name: String,
         /// The version, when NAME is a kind: cuda, pytorch, tensorflow, jax, cudnn, nccl, python.
         version: Option<String>,
+        /// Print the record as JSON (what `show` prints either way; accepted for scripts).
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         catalog: CatalogArgs,
     },
@@ -35,6 +44,10 @@ pub enum Command {
         /// Also search the nearest working change for every "no" (as `resolve` does).
         #[arg(long)]
         hints: bool,
+        /// Print one JSON array of answers (`gpu`, `pytorch`, `python`, `ok`, and `cuda` and
+        /// `driver` for a yes) instead of lines and the count.
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         catalog: CatalogArgs,
     },
@@ -122,22 +135,38 @@ pub enum CompatArg {
     Forward,
 }
 
-pub fn exec(cmd: Command, global: Global) -> Result<u8, CliError> {
+pub fn exec(cmd: Command, settings: &Settings) -> Result<u8, CliError> {
     match cmd {
-        Command::List { kind, catalog } => list(&catalog.load()?, kind),
+        Command::List {
+            kind,
+            json,
+            catalog,
+        } => list(&catalog.load(settings)?, kind, json, settings),
         Command::Show {
             name,
             version,
+            json,
             catalog,
-        } => show(&catalog.load()?, &name, version.as_deref()),
-        Command::Why(a) => why(*a, global),
-        Command::Matrix { hints, catalog } => matrix(&catalog.load()?, hints),
+        } => {
+            let (found, code) = show(&catalog.load(settings)?, &name, version.as_deref())?;
+            if json || !settings.quiet {
+                outln!("{}", crate::lock::canonical_json(&found));
+            }
+            Ok(code)
+        }
+        Command::Why(a) => why(*a, settings),
+        Command::Matrix {
+            hints,
+            json,
+            catalog,
+        } => matrix(&catalog.load(settings)?, hints, json, settings),
     }
 }
 
-fn matrix(c: &Catalog, hints: bool) -> Result<u8, CliError> {
+fn matrix(c: &Catalog, hints: bool, json: bool, settings: &Settings) -> Result<u8, CliError> {
     use std::io::Write;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut answers = Vec::new();
     let (mut yes, mut no) = (0usize, 0usize);
     for g in &c.gpus {
         for r in &c.pytorch {
@@ -154,6 +183,11 @@ fn matrix(c: &Catalog, hints: bool) -> Result<u8, CliError> {
                     true => crate::resolve::resolve_request(&req, c),
                     false => crate::resolve::decide(&req, c),
                 };
+                let mut row = json!({
+                    "gpu": g.name,
+                    "pytorch": r.version.to_string(),
+                    "python": p.version.to_string(),
+                });
                 let line = match answer {
                     Ok(res) => {
                         yes += 1;
@@ -161,14 +195,25 @@ fn matrix(c: &Catalog, hints: bool) -> Result<u8, CliError> {
                             .version(Component::Cuda)
                             .map(|v| v.to_string())
                             .unwrap_or_default();
+                        row["ok"] = json!(true);
+                        row["cuda"] = json!(cuda);
+                        row["driver"] = json!(res.host.driver.to_string());
                         format!("yes cuda {cuda} driver {}", res.host.driver)
                     }
                     Err(ResolveError::Incompatible(_)) => {
                         no += 1;
+                        row["ok"] = json!(false);
                         "no".to_string()
                     }
                     Err(e) => return Err(CliError::bad_input(&e)),
                 };
+                if json {
+                    answers.push(row);
+                    continue;
+                }
+                if settings.quiet {
+                    continue;
+                }
                 let w = writeln!(
                     out,
                     "{}\tpytorch {}\tpython {}\t{line}",
@@ -180,12 +225,24 @@ fn matrix(c: &Catalog, hints: bool) -> Result<u8, CliError> {
             }
         }
     }
+    if json {
+        let _ = writeln!(out, "{}", crate::lock::canonical_json(&json!(answers)));
+    }
     let _ = out.flush();
-    eprintln!("{} answers: {yes} yes, {no} no", yes + no);
+    if !json && !settings.quiet {
+        eprintln!("{} answers: {yes} yes, {no} no", yes + no);
+    }
     Ok(0)
 }
 
-fn list(c: &Catalog, kind: Kind) -> Result<u8, CliError> {
+fn list(c: &Catalog, kind: Kind, json: bool, settings: &Settings) -> Result<u8, CliError> {
+    if json {
+        outln!("{}", crate::lock::canonical_json(&records(c, kind)?));
+        return Ok(0);
+    }
+    if settings.quiet {
+        return Ok(0);
+    }
     let lines: Vec<String> = match kind {
         Kind::Gpus => c
             .gpus
@@ -279,8 +336,32 @@ fn list(c: &Catalog, kind: Kind) -> Result<u8, CliError> {
     Ok(0)
 }
 
-fn show(c: &Catalog, name: &str, version: Option<&str>) -> Result<u8, CliError> {
-    let pretty = |v: serde_json::Value| outln!("{}", crate::lock::canonical_json(&v));
+/// The records of `kind` as one JSON array, each record as `catalog show` prints it.
+fn records(c: &Catalog, kind: Kind) -> Result<serde_json::Value, CliError> {
+    fn all<T: serde::Serialize>(v: &[T]) -> Result<serde_json::Value, serde_json::Error> {
+        serde_json::to_value(v)
+    }
+    match kind {
+        Kind::Gpus => all(&c.gpus),
+        Kind::Cuda => all(&c.cuda),
+        Kind::Drivers => all(&c.drivers),
+        Kind::Python => all(&c.python),
+        Kind::Pytorch => all(&c.pytorch),
+        Kind::Tensorflow => all(&c.tensorflow),
+        Kind::Jax => all(&c.jax),
+        Kind::Cudnn => all(&c.cudnn),
+        Kind::Nccl => all(&c.nccl),
+        Kind::Sources => all(&c.sources),
+    }
+    .map_err(|e| CliError::msg(3, e.to_string()))
+}
+
+/// The record `show` names, as JSON, and the exit code.
+fn show(
+    c: &Catalog,
+    name: &str,
+    version: Option<&str>,
+) -> Result<(serde_json::Value, u8), CliError> {
     let to = |r: Result<serde_json::Value, serde_json::Error>| {
         r.map_err(|e| CliError::msg(3, e.to_string()))
     };
@@ -321,10 +402,7 @@ fn show(c: &Catalog, name: &str, version: Option<&str>) -> Result<u8, CliError> 
             _ => None,
         };
         return match found {
-            Some(j) => {
-                pretty(to(j)?);
-                Ok(0)
-            }
+            Some(j) => Ok((to(j)?, 0)),
             None => Err(CliError::msg(
                 2,
                 format!("The catalog has no `{name} {ver}`"),
@@ -332,17 +410,14 @@ fn show(c: &Catalog, name: &str, version: Option<&str>) -> Result<u8, CliError> 
         };
     }
     if let Some(g) = c.gpu(name) {
-        pretty(to(serde_json::to_value(g))?);
-        return Ok(0);
+        return Ok((to(serde_json::to_value(g))?, 0));
     }
     let branch = name.trim_start_matches(['R', 'r']).parse::<u64>().ok();
     if let Some(b) = branch.and_then(|n| c.drivers.iter().find(|d| d.branch == n)) {
-        pretty(to(serde_json::to_value(b))?);
-        return Ok(0);
+        return Ok((to(serde_json::to_value(b))?, 0));
     }
     if let Some(s) = c.source(name) {
-        pretty(to(serde_json::to_value(s))?);
-        return Ok(0);
+        return Ok((to(serde_json::to_value(s))?, 0));
     }
     let mut e = CliError::msg(2, format!("The catalog has no record named `{name}`"));
     if let Some(s) = c.closest_gpu(name) {
@@ -351,8 +426,8 @@ fn show(c: &Catalog, name: &str, version: Option<&str>) -> Result<u8, CliError> 
     Err(e)
 }
 
-fn why(a: WhyArgs, global: Global) -> Result<u8, CliError> {
-    let catalog = a.catalog.load()?;
+fn why(a: WhyArgs, settings: &Settings) -> Result<u8, CliError> {
+    let catalog = a.catalog.load(settings)?;
     let parse = |flag: &str, s: &str| -> Result<Constraint, CliError> {
         let c: Constraint = s
             .parse()
@@ -414,5 +489,5 @@ fn why(a: WhyArgs, global: Global) -> Result<u8, CliError> {
         }
     }
     let result: Result<_, ResolveError> = crate::resolve::resolve_request(&req, &catalog);
-    super::resolve::answer(result, a.json, global)
+    super::resolve::answer(result, a.json, settings)
 }

@@ -3,7 +3,7 @@
 
 use clap_complete::Shell;
 
-use crate::cli::{print_stdout, CliError, Global};
+use crate::cli::{print_result, CliError, Settings};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -13,9 +13,9 @@ pub struct Args {
 }
 
 /// `cli` is the whole command line, so every command and option is completed.
-pub fn exec(args: Args, mut cli: clap::Command, _global: Global) -> Result<u8, CliError> {
+pub fn exec(args: Args, mut cli: clap::Command, settings: &Settings) -> Result<u8, CliError> {
     let mut script = Vec::new();
     clap_complete::generate(args.shell, &mut cli, "gpuimg", &mut script);
-    print_stdout(&String::from_utf8_lossy(&script));
+    print_result(settings, &String::from_utf8_lossy(&script));
     Ok(0)
 }

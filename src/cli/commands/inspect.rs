@@ -1,16 +1,16 @@
 //! `gpuimg inspect IMAGE [--tag T] [--json] [--files]`: tag, digest, config, layers and
-//! sizes; with `--files`, every path with its mode, size, layer and owning package.
+//! sizes; with `--files`, every path with its mode, size, layer and owning package. IMAGE is a
+//! layout (`DIR`, `oci:DIR[:TAG]`) or an oci-archive (`oci-archive:FILE[:TAG]`, read in place).
 
-use std::path::PathBuf;
-
-use crate::cli::{CliError, Global};
-use crate::inspect::{FileEntry, FileKind};
+use crate::cli::{print_result, print_stdout, CliError, Settings};
+use crate::inspect::{FileEntry, FileKind, Image};
+use crate::reference::{ImageRef, Transport};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// An OCI layout: DIR or oci:DIR[:TAG].
+    /// The image: DIR, oci:DIR[:TAG] or oci-archive:FILE[:TAG].
     pub image: String,
-    /// Which tag to show (default: the first image in the index).
+    /// Which tag to show (default: the TAG of IMAGE, else the first image in the index).
     #[arg(long)]
     pub tag: Option<String>,
     /// Print JSON on stdout.
@@ -21,30 +21,35 @@ pub struct Args {
     pub files: bool,
 }
 
-pub fn exec(args: Args, _global: Global) -> Result<u8, CliError> {
-    let (dir, tag) = match args.image.strip_prefix("oci:") {
-        Some(rest) => match rest.split_once(':') {
-            Some((d, t)) => (PathBuf::from(d), Some(t.to_string())),
-            None => (PathBuf::from(rest), None),
-        },
-        None => (PathBuf::from(&args.image), None),
+pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
+    let r = ImageRef::parse(&args.image).map_err(|e| {
+        CliError::msg(
+            2,
+            format!(
+                "`{}` is not a valid image reference: {e}",
+                args.image.escape_debug()
+            ),
+        )
+    })?;
+    let img = match r.transport {
+        Transport::Layout => Image::layout(&r.path)?,
+        Transport::Archive => Image::archive(&r.path)?,
     };
-    let tag = args.tag.or(tag);
+    let tag = args.tag.or(r.tag);
     if args.files {
-        let listing = crate::inspect::inspect_files(&dir, tag.as_deref())?;
-        let out = if args.json {
+        let listing = crate::inspect::inspect_files(&img, tag.as_deref())?;
+        if args.json {
             let v = serde_json::to_string(&listing).map_err(|e| CliError::msg(3, e.to_string()))?;
-            format!("{v}\n")
+            print_stdout(&format!("{v}\n"));
         } else {
-            files_table(&listing.files)
-        };
-        crate::cli::print_stdout(&out);
+            print_result(settings, &files_table(&listing.files));
+        }
         return Ok(0);
     }
-    let info = crate::inspect::inspect(&dir, tag.as_deref())?;
+    let info = crate::inspect::inspect(&img, tag.as_deref())?;
     if args.json {
         let v = serde_json::to_string_pretty(&info).map_err(|e| CliError::msg(3, e.to_string()))?;
-        crate::cli::print_stdout(&format!("{v}\n"));
+        print_stdout(&format!("{v}\n"));
         return Ok(0);
     }
     let mut s = String::new();
@@ -106,7 +111,7 @@ pub fn exec(args: Args, _global: Global) -> Result<u8, CliError> {
             l.component.as_deref().unwrap_or("")
         ));
     }
-    crate::cli::print_stdout(&s);
+    print_result(settings, &s);
     Ok(0)
 }
 

@@ -8,14 +8,14 @@ use serde_json::json;
 
 use super::resolve::outln;
 use super::CatalogArgs;
-use crate::cache::Cache;
-use crate::cli::{CliError, Global, Progress};
+use crate::cli::{CliError, Progress, Settings};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The profile.
     pub profile: PathBuf,
-    /// Cache directory (default $GPUIMG_CACHE or the XDG cache dir).
+    /// Cache directory (default $GPUIMG_CACHE, else $XDG_CACHE_HOME/gpuimg, else
+    /// ~/.cache/gpuimg).
     #[arg(long, value_name = "DIR")]
     pub cache: Option<PathBuf>,
     /// Resolve packages from cached indexes alone.
@@ -29,17 +29,17 @@ pub struct Args {
     pub json: bool,
 }
 
-pub fn exec(args: Args, global: Global) -> Result<u8, CliError> {
-    let profile = crate::profile::load(&args.profile)?;
-    let catalog = args.catalog.load()?;
-    let cache_root = args.cache.clone().unwrap_or_else(Cache::default_root);
-    let mut progress = Progress::new(global.quiet || args.json);
+pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
+    let profile = settings.load_profile(&args.profile)?;
+    let catalog = args.catalog.load(settings)?;
+    let cache_root = settings.cache_root(args.cache.as_deref());
+    let mut progress = Progress::new(settings.quiet, args.json);
     let locked =
         crate::ops::lock::lock(&profile, &catalog, &cache_root, args.offline, &mut progress)
             .map_err(CliError::from_ops)?;
     if args.json {
         outln!("{}", crate::lock::canonical_json(&summary(&locked)));
-    } else if !global.quiet {
+    } else if !settings.quiet {
         outln!("wrote {}", locked.path.display());
     }
     Ok(0)

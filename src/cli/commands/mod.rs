@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use crate::catalog::{Catalog, CatalogError};
+use crate::cli::Settings;
 
 pub mod build;
 pub mod cache;
@@ -24,7 +25,7 @@ pub struct CatalogArgs {
 
 impl CatalogArgs {
     /// The embedded catalog with the config directory's overlays and these files.
-    pub fn load(&self) -> Result<Catalog, CatalogError> {
-        Catalog::load(&self.files)
+    pub fn load(&self, settings: &Settings) -> Result<Catalog, CatalogError> {
+        settings.load_catalog(&self.files)
     }
 }

@@ -15,7 +15,7 @@ pub(crate) use outln;
 use serde_json::json;
 
 use super::CatalogArgs;
-use crate::cli::{CliError, Global};
+use crate::cli::{CliError, Settings};
 use crate::resolve::{Resolution, ResolveError};
 
 #[derive(Debug, clap::Args)]
@@ -29,13 +29,13 @@ pub struct Args {
     pub catalog: CatalogArgs,
 }
 
-pub fn exec(args: Args, global: Global) -> Result<u8, CliError> {
-    let profile = crate::profile::load(&args.profile)?;
-    let catalog = args.catalog.load()?;
+pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
+    let profile = settings.load_profile(&args.profile)?;
+    let catalog = args.catalog.load(settings)?;
     answer(
         crate::resolve::resolve(&profile, &catalog),
         args.json,
-        global,
+        settings,
     )
 }
 
@@ -64,13 +64,13 @@ pub fn resolution_json(r: &Resolution) -> serde_json::Value {
 pub fn answer(
     result: Result<Resolution, ResolveError>,
     json_out: bool,
-    global: Global,
+    settings: &Settings,
 ) -> Result<u8, CliError> {
     match result {
         Ok(r) => {
             if json_out {
                 outln!("{}", crate::lock::canonical_json(&resolution_json(&r)));
-            } else if !global.quiet {
+            } else if !settings.quiet {
                 print_text(&r);
             }
             Ok(0)

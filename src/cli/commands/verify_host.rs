@@ -4,7 +4,7 @@
 //! an expectation file as it is).
 
 use super::CatalogArgs;
-use crate::cli::{CliError, Global};
+use crate::cli::{CliError, Settings};
 use crate::profile::SelftestLevel;
 
 #[derive(Debug, clap::Args)]
@@ -33,9 +33,11 @@ pub enum LevelArg {
     Full,
 }
 
-pub fn exec(args: Args, global: Global) -> Result<u8, CliError> {
-    let expect = crate::ops::verify::expectation(&args.profile, || {
-        args.catalog.load().map_err(crate::ops::OpsError::from)
+pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
+    let expect = crate::ops::verify::expectation(&args.profile, &settings.profile_env(), || {
+        args.catalog
+            .load(settings)
+            .map_err(crate::ops::OpsError::from)
     })
     .map_err(CliError::from_ops)?;
     let level = match args.level {
@@ -49,7 +51,7 @@ pub fn exec(args: Args, global: Global) -> Result<u8, CliError> {
     }
     if args.json {
         print!("{}", report.to_json());
-    } else if !global.quiet || report.verdict != crate::selftest::Verdict::Pass {
+    } else if !settings.quiet || report.verdict != crate::selftest::Verdict::Pass {
         print!("{}", report.to_text());
     }
     Ok(report.verdict.exit_code())

@@ -12,12 +12,12 @@ use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver
 use ureq::unversioned::transport::NextTimeout;
 
 #[derive(Debug, Default)]
-pub struct CachingResolver {
+pub struct DnsCache {
     inner: DefaultResolver,
     cache: Mutex<HashMap<String, ResolvedSocketAddrs>>,
 }
 
-impl Resolver for CachingResolver {
+impl Resolver for DnsCache {
     fn resolve(
         &self,
         uri: &Uri,

@@ -1,0 +1,248 @@
+//! The settings phase: the process environment is read here, once, and merged with the command
+//! line into the explicit values the library takes. No library module reads the environment
+//! (`tests/settings_env.rs` fails when one does); the only other readers are the self-test
+//! binary's own edge (`selftest`, which runs inside images with no gpuimg CLI) and
+//! `entry.rs`'s debug-build panic trigger (`GPUIMG_DEBUG_PANIC`).
+//!
+//! Precedence, highest first: a flag, then the environment, then the config directory, then
+//! the built-in default.
+//!
+//! | Setting | Flag | Environment | Config / profile | Default |
+//! |---|---|---|---|---|
+//! | cache directory | `--cache DIR` | `GPUIMG_CACHE`, else `XDG_CACHE_HOME/gpuimg` | — | `~/.cache/gpuimg`, else `$TMPDIR/gpuimg-cache` |
+//! | config directory | — | `XDG_CONFIG_HOME/gpuimg` | — | `~/.config/gpuimg` |
+//! | catalog overlays | `--catalog FILE` (after, so they win) | — | `<config dir>/catalog.d/*.yaml` | the embedded catalog alone |
+//! | layer dates | — | `SOURCE_DATE_EPOCH` (whole seconds) | — | 0 |
+//! | path resolution in an image root | — | `GPUIMG_RESOLVER=userspace` (tests) | — | `openat2` where the kernel has it |
+//! | `${VAR}` in a profile | — | the variable | — | an error naming it (or `${VAR:-default}`) |
+//! | self-test level | `--level` | — | profile `selftest.level` | `quick` |
+//! | image tag | `--tag` | — | the `:TAG` of `-o oci:DIR:TAG` | `latest` |
+//!
+//! An empty variable counts as unset. A malformed `SOURCE_DATE_EPOCH` is bad input, exit 2,
+//! for the commands that use it.
+
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+
+use crate::catalog::{Catalog, CatalogError};
+use crate::cli::CliError;
+use crate::profile::{Profile, ProfileError};
+
+/// A snapshot of the process environment (names that are not UTF-8 are left out).
+#[derive(Debug, Clone, Default)]
+pub struct Env {
+    vars: BTreeMap<String, OsString>,
+}
+
+impl Env {
+    /// Read the process environment: the only place gpuimg's CLI does.
+    pub fn from_process() -> Env {
+        Env {
+            vars: std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v)))
+                .collect(),
+        }
+    }
+
+    /// An environment holding exactly these variables (for tests).
+    pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Env {
+        Env {
+            vars: pairs
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), OsString::from(v)))
+                .collect(),
+        }
+    }
+
+    /// The value of `name`; an empty value counts as unset.
+    pub fn get(&self, name: &str) -> Option<&OsStr> {
+        self.vars
+            .get(name)
+            .map(OsString::as_os_str)
+            .filter(|v| !v.is_empty())
+    }
+
+    /// The value of `name` as text, for a profile's `${VAR}` (set but empty stays empty; a
+    /// value that is not UTF-8 counts as unset).
+    pub fn text(&self, name: &str) -> Option<String> {
+        self.vars
+            .get(name)
+            .and_then(|v| v.to_str())
+            .map(String::from)
+    }
+}
+
+/// Everything a command takes from outside its own arguments, read once in [`Settings::new`].
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `-q`: print nothing on success but `--json` output.
+    pub quiet: bool,
+    env: Env,
+}
+
+impl Settings {
+    pub fn new(quiet: bool, env: Env) -> Settings {
+        Settings { quiet, env }
+    }
+
+    /// The cache directory: `--cache`, else `GPUIMG_CACHE`, else the XDG cache directory.
+    pub fn cache_root(&self, flag: Option<&Path>) -> PathBuf {
+        if let Some(p) = flag {
+            return p.to_path_buf();
+        }
+        if let Some(p) = self.env.get("GPUIMG_CACHE") {
+            return PathBuf::from(p);
+        }
+        if let Some(p) = self.env.get("XDG_CACHE_HOME") {
+            return PathBuf::from(p).join("gpuimg");
+        }
+        match self.env.vars.get("HOME") {
+            Some(h) => PathBuf::from(h).join(".cache/gpuimg"),
+            None => self.temp_dir().join("gpuimg-cache"),
+        }
+    }
+
+    /// `$TMPDIR`, else `/tmp` (what `std::env::temp_dir` answers on Unix).
+    fn temp_dir(&self) -> PathBuf {
+        self.env
+            .get("TMPDIR")
+            .map_or_else(|| PathBuf::from("/tmp"), PathBuf::from)
+    }
+
+    /// gpuimg's config directory: `$XDG_CONFIG_HOME/gpuimg`, else `~/.config/gpuimg`; `None`
+    /// without either variable.
+    pub fn config_dir(&self) -> Option<PathBuf> {
+        let base = match self.env.get("XDG_CONFIG_HOME") {
+            Some(d) => PathBuf::from(d),
+            None => Path::new(self.env.get("HOME")?).join(".config"),
+        };
+        Some(base.join("gpuimg"))
+    }
+
+    /// The embedded catalog, the config directory's overlays, then `files` in order.
+    pub fn load_catalog(&self, files: &[PathBuf]) -> Result<Catalog, CatalogError> {
+        Catalog::load(self.config_dir().as_deref(), files)
+    }
+
+    /// `SOURCE_DATE_EPOCH`, default 0.
+    pub fn source_date_epoch(&self) -> Result<u64, CliError> {
+        let Some(s) = self.env.vars.get("SOURCE_DATE_EPOCH") else {
+            return Ok(0);
+        };
+        // Not UTF-8 counts as unset, as it always has.
+        let Some(s) = s.to_str().filter(|s| !s.is_empty()) else {
+            return Ok(0);
+        };
+        s.trim().parse().map_err(|_| {
+            CliError::msg(
+                2,
+                format!("SOURCE_DATE_EPOCH `{s}` is not a whole number of seconds"),
+            )
+        })
+    }
+
+    /// `GPUIMG_RESOLVER=userspace`: resolve paths in an image root in userspace even where
+    /// `openat2` works (for tests). Any other value is the default, the best the kernel has.
+    pub fn userspace_resolver(&self) -> bool {
+        self.env
+            .get("GPUIMG_RESOLVER")
+            .is_some_and(|v| v == "userspace")
+    }
+
+    /// Load the profile at `path`, its `${VAR}` taken from this environment.
+    pub fn load_profile(&self, path: &Path) -> Result<Profile, ProfileError> {
+        crate::profile::load(path, &|k| self.env.text(k))
+    }
+
+    /// The lookup a profile's `${VAR}` uses.
+    pub fn profile_env(&self) -> impl Fn(&str) -> Option<String> + '_ {
+        |k| self.env.text(k)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(pairs: &[(&str, &str)]) -> Settings {
+        Settings::new(false, Env::from_pairs(pairs.iter().copied()))
+    }
+
+    #[test]
+    fn cache_root_follows_the_precedence_table() {
+        let all = [
+            ("GPUIMG_CACHE", "/g"),
+            ("XDG_CACHE_HOME", "/x"),
+            ("HOME", "/h"),
+            ("TMPDIR", "/t"),
+        ];
+        let flag = Some(Path::new("/flag"));
+        assert_eq!(s(&all).cache_root(flag), Path::new("/flag"));
+        assert_eq!(s(&all).cache_root(None), Path::new("/g"));
+        assert_eq!(s(&all[1..]).cache_root(None), Path::new("/x/gpuimg"));
+        assert_eq!(s(&all[2..]).cache_root(None), Path::new("/h/.cache/gpuimg"));
+        assert_eq!(s(&all[3..]).cache_root(None), Path::new("/t/gpuimg-cache"));
+        assert_eq!(s(&[]).cache_root(None), Path::new("/tmp/gpuimg-cache"));
+        // Empty counts as unset.
+        let empty = [("GPUIMG_CACHE", ""), ("XDG_CACHE_HOME", ""), ("HOME", "/h")];
+        assert_eq!(s(&empty).cache_root(None), Path::new("/h/.cache/gpuimg"));
+    }
+
+    #[test]
+    fn config_dir_is_xdg_then_home() {
+        let both = [("XDG_CONFIG_HOME", "/c"), ("HOME", "/h")];
+        assert_eq!(s(&both).config_dir(), Some(PathBuf::from("/c/gpuimg")));
+        assert_eq!(
+            s(&both[1..]).config_dir(),
+            Some(PathBuf::from("/h/.config/gpuimg"))
+        );
+        assert_eq!(
+            s(&[("XDG_CONFIG_HOME", ""), ("HOME", "")]).config_dir(),
+            None
+        );
+    }
+
+    #[test]
+    fn source_date_epoch_is_whole_seconds() {
+        assert_eq!(s(&[]).source_date_epoch().ok(), Some(0));
+        assert_eq!(
+            s(&[("SOURCE_DATE_EPOCH", "")]).source_date_epoch().ok(),
+            Some(0)
+        );
+        assert_eq!(
+            s(&[("SOURCE_DATE_EPOCH", " 1700000000\n")])
+                .source_date_epoch()
+                .ok(),
+            Some(1_700_000_000)
+        );
+        for bad in ["soon", "-1", "1.5", "0x10", "99999999999999999999"] {
+            let e = s(&[("SOURCE_DATE_EPOCH", bad)])
+                .source_date_epoch()
+                .unwrap_err();
+            assert_eq!(e.code, 2, "{bad}");
+            assert!(e.message.contains(bad), "{}", e.message);
+        }
+    }
+
+    #[test]
+    fn only_userspace_forces_the_userspace_resolver() {
+        assert!(!s(&[]).userspace_resolver());
+        for other in ["", "kernel", "Userspace", "1"] {
+            assert!(
+                !s(&[("GPUIMG_RESOLVER", other)]).userspace_resolver(),
+                "{other}"
+            );
+        }
+        assert!(s(&[("GPUIMG_RESOLVER", "userspace")]).userspace_resolver());
+    }
+
+    #[test]
+    fn profile_variables_come_from_the_snapshot() {
+        let st = s(&[("A", "1"), ("EMPTY", "")]);
+        let env = st.profile_env();
+        assert_eq!(env("A").as_deref(), Some("1"));
+        assert_eq!(env("EMPTY").as_deref(), Some(""));
+        assert_eq!(env("MISSING"), None);
+    }
+}
