@@ -380,3 +380,45 @@ fn unseen_by_cuda(g: &GpuInfo, env: &BTreeMap<String, String>) -> Check {
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mig_bytes_get_the_mig_spelling_and_others_keep_theirs() {
+        let mut m = Measurements::default();
+        m.gpus.push(GpuInfo {
+            uuid: "GPU-aaaaaaaa-0000-0000-0000-000000000000".into(),
+            mig_enabled: Some(true),
+            mig_devices: vec![MigDevice {
+                uuid: "MIG-7d3a9b4e-1c2f-5a6b-8c9d-0e1f2a3b4c5d".into(),
+                ..MigDevice::default()
+            }],
+            ..GpuInfo::default()
+        });
+        for (cuda, want) in [
+            (
+                "GPU-7D3A9B4E-1c2f-5a6b-8c9d-0e1f2a3b4c5d",
+                "MIG-7d3a9b4e-1c2f-5a6b-8c9d-0e1f2a3b4c5d",
+            ),
+            (
+                "GPU-aaaaaaaa-0000-0000-0000-000000000000",
+                "GPU-aaaaaaaa-0000-0000-0000-000000000000",
+            ),
+            (
+                "GPU-bbbbbbbb-0000-0000-0000-000000000000",
+                "GPU-bbbbbbbb-0000-0000-0000-000000000000",
+            ),
+        ] {
+            m.cuda_devices = vec![CudaDeviceResult {
+                uuid: cuda.into(),
+                ..CudaDeviceResult::default()
+            }];
+            respell_mig_uuids(&mut m);
+            assert_eq!(m.cuda_devices[0].uuid, want);
+        }
+        assert!(!same_uuid("", ""));
+        assert!(same_uuid("GPU-AB-cd", "MIG-abcd"));
+    }
+}
