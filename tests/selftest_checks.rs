@@ -1,119 +1,13 @@
 //! The self-test's checks against recorded probe results (no GPU needed).
 //!
-//! `h200()` is the probe data of the H200 host (driver 580.159.04, CUDA 13.0, open module);
-//! each test changes one fact or one expectation and asserts which checks fail.
+//! Each test changes one fact of `selftest_fixture::h200()` or one expectation and asserts
+//! which checks fail.
 
-use std::collections::BTreeMap;
-use std::time::Duration;
+mod selftest_fixture;
 
-use gpuimg::expect::{Choices, KernelModule, SelftestLevel};
-use gpuimg::expect::{Expectation, HostFacts};
-use gpuimg::selftest::{
-    report_from, Bandwidth, CudaDeviceResult, EccHealth, GpuInfo, Measurements, ModuleFlavour,
-    ModuleInfo, PcieLink, Report, Status, Verdict,
-};
-
-const UUID: &str = "GPU-5f1c0e2a-3b7d-4e11-9a0c-1d2e3f405162";
-
-fn h200() -> Measurements {
-    Measurements {
-        kernel: Some("6.18.0-1-cloud-amd64".into()),
-        module: Some(ModuleInfo {
-            version: "580.159.04".into(),
-            flavour: ModuleFlavour::Open,
-        }),
-        nvml_loaded: true,
-        cuda_loaded: true,
-        driver_version: Some("580.159.04".into()),
-        nvml_error: None,
-        cuda_driver_version: Some("13.0".into()),
-        cuda_error: None,
-        gpus: vec![GpuInfo {
-            index: 0,
-            name: "NVIDIA H200".into(),
-            uuid: UUID.into(),
-            compute_capability: "9.0".into(),
-            brand: "nvidia".into(),
-            memory_total_mib: 143771,
-            pcie: PcieLink {
-                max_gen: Some(5),
-                max_width: Some(16),
-                current_gen: Some(1),
-                current_width: Some(16),
-            },
-            ecc: EccHealth {
-                enabled: Some(true),
-                volatile_uncorrected: Some(0),
-                aggregate_uncorrected: Some(0),
-                volatile_corrected: Some(0),
-                retired_pages_pending: None,
-                remapped_rows_correctable: Some(0),
-                remapped_rows_uncorrectable: Some(0),
-                remap_pending: Some(false),
-                remap_failure: Some(false),
-            },
-            throttle_mask: Some(1),
-            throttle_reasons: vec!["gpu_idle".into()],
-            temperature_c: Some(31),
-            power_w: Some(76.0),
-            power_limit_w: Some(700.0),
-            mig_enabled: Some(false),
-        }],
-        cuda_devices: vec![CudaDeviceResult {
-            ordinal: 0,
-            uuid: UUID.into(),
-            name: "NVIDIA H200".into(),
-            compute_capability: "9.0".into(),
-            kernel_verified: Some(1 << 20),
-            kernel_error: None,
-            kernel_ms: Some(110.0),
-            bandwidth_error: None,
-            bandwidth: Some(Bandwidth {
-                host_to_device_gbps: 53.9,
-                device_to_host_gbps: 55.0,
-                device_to_device_gbps: 4240.0,
-                link_gen_under_load: Some(5),
-                link_width_under_load: Some(16),
-            }),
-        }],
-        timed_out: vec![],
-    }
-}
-
-fn matching() -> Expectation {
-    let host = HostFacts {
-        image: Some("demo".into()),
-        driver_range: Some(">=580,<581".into()),
-        kernel_range: Some(">=5.15".into()),
-        module: KernelModule::Open,
-        cuda_driver_floor: Some("12.4".into()),
-        gpus: vec!["H200".into(), "H100".into()],
-        compute_capabilities: vec![],
-        peak_bandwidth_gbps: BTreeMap::from([("H200".to_string(), 4800.0)]),
-        nvidia_require: BTreeMap::new(),
-    };
-    Expectation::new(host, &Choices::default())
-}
-
-fn run(e: &Expectation, m: &Measurements, level: SelftestLevel) -> Report {
-    report_from(e, m, &BTreeMap::new(), level, Duration::from_millis(5))
-}
-
-fn failed(r: &Report) -> Vec<&str> {
-    r.checks
-        .iter()
-        .filter(|c| c.status == Status::Fail)
-        .map(|c| c.name.as_str())
-        .collect()
-}
-
-fn status(r: &Report, name: &str) -> Status {
-    r.checks
-        .iter()
-        .find(|c| c.name == name)
-        .map(|c| c.status)
-        .unwrap_or_else(|| panic!("no check `{name}` in {:?}", r.checks))
-}
+use gpuimg::expect::{KernelModule, SelftestLevel};
+use gpuimg::selftest::{InitOutcome, Measurements, Status, Verdict};
+use selftest_fixture::{failed, h200, matching, run, status, UUID};
 
 #[test]
 fn matching_host_passes_both_levels() {
@@ -190,8 +84,10 @@ fn library_mismatch_is_a_failure_not_no_gpu() {
     m.nvml_error = Some(
         "NVML_ERROR_LIB_RM_VERSION_MISMATCH (RM has detected an NVML/RM version mismatch.)".into(),
     );
+    m.nvml_init = InitOutcome::Failed;
     m.gpus.clear();
     m.cuda_error = Some("cuInit: CUDA_ERROR_SYSTEM_DRIVER_MISMATCH (803)".into());
+    m.cuda_init = InitOutcome::Failed;
     m.cuda_devices.clear();
     let r = run(&matching(), &m, SelftestLevel::Quick);
     assert_eq!(r.verdict, Verdict::Fail);
@@ -255,8 +151,10 @@ fn functional_failure_and_timeouts_fail() {
         vec!["functional[0]"]
     );
     let mut m = h200();
+    // As `collect` records a kernel that did not finish.
     m.timed_out = vec!["cuda: kernel on GPU 0".into()];
     m.cuda_devices[0].kernel_verified = None;
+    m.cuda_devices[0].kernel_error = Some("Did not finish within 15 s".into());
     let f = run(&matching(), &m, SelftestLevel::Quick);
     assert_eq!(failed(&f), vec!["probe-timeout", "functional[0]"]);
 }

@@ -1,17 +1,23 @@
 //! One check's result and the verdict over all checks.
 //!
 //! Plain data rendered by `report`; the JSON field names are a contract scripts read: they do
-//! not change.
+//! not change (fields and status values are only ever added). A check that could not be
+//! measured says so with the `not-measured` status and a typed `because`, never with a cause
+//! it did not observe.
 
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum Status {
     Pass,
     Fail,
     Warn,
+    /// Nothing to check (no expectation, not applicable).
     Skip,
+    /// There was something to check, but a probe it depends on gave no answer; `because` on the
+    /// check says which. Neutral for the verdict: the probe's own check carries the failure.
+    NotMeasured,
 }
 
 impl Status {
@@ -21,6 +27,51 @@ impl Status {
             Status::Fail => "fail",
             Status::Warn => "warn",
             Status::Skip => "skip",
+            Status::NotMeasured => "not-measured",
+        }
+    }
+}
+
+/// Why a check was not measured: the probe outcome it depends on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Because {
+    /// `libcuda.so.1` could not be loaded, so `cuInit` was never called.
+    CudaNotLoaded,
+    /// `cuInit` did not answer within its time limit.
+    CuinitTimedOut,
+    /// `cuInit` (or listing its devices) returned an error.
+    CuinitFailed,
+    /// The `cuInit` probe thread died.
+    CuinitCrashed,
+    /// `cuDriverGetVersion` gave no answer.
+    CudaVersionUnavailable,
+    /// `libnvidia-ml.so.1` could not be loaded.
+    NvmlNotLoaded,
+    /// NVML did not answer within its time limit.
+    NvmlTimedOut,
+    /// `nvmlInit` or the device list returned an error.
+    NvmlFailed,
+    /// The NVML probe thread died.
+    NvmlCrashed,
+    /// An earlier CUDA probe (a kernel or copy on another GPU) timed out; later work was skipped.
+    EarlierProbeTimedOut,
+}
+
+impl Because {
+    /// The human reason, as printed after "not measured: ".
+    pub fn as_text(self) -> &'static str {
+        match self {
+            Because::CudaNotLoaded => "`libcuda.so.1` not loaded, cuInit never ran",
+            Because::CuinitTimedOut => "cuInit timed out",
+            Because::CuinitFailed => "cuInit failed",
+            Because::CuinitCrashed => "the cuInit probe crashed",
+            Because::CudaVersionUnavailable => "cuDriverGetVersion gave no answer",
+            Because::NvmlNotLoaded => "`libnvidia-ml.so.1` not loaded",
+            Because::NvmlTimedOut => "NVML timed out",
+            Because::NvmlFailed => "NVML failed",
+            Because::NvmlCrashed => "the NVML probe crashed",
+            Because::EarlierProbeTimedOut => "an earlier CUDA probe timed out",
         }
     }
 }
@@ -33,6 +84,9 @@ pub struct Check {
     pub expected: Option<String>,
     pub measured: Option<String>,
     pub detail: Option<String>,
+    /// Set exactly when `status` is `not-measured`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub because: Option<Because>,
 }
 
 impl Check {
@@ -43,7 +97,15 @@ impl Check {
             expected: None,
             measured: None,
             detail: None,
+            because: None,
         }
+    }
+
+    /// A check that had something to check but depends on a probe that gave no answer.
+    pub fn not_measured(name: impl Into<String>, because: Because) -> Check {
+        let mut c = Check::new(name, Status::NotMeasured);
+        c.because = Some(because);
+        c.detail(format!("Not measured: {}", because.as_text()))
     }
 
     pub fn expected(mut self, v: impl Into<String>) -> Check {

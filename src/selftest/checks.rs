@@ -2,11 +2,16 @@
 //!
 //! No I/O and no GPU calls here, so every rule is tested against recorded probe data.
 //! Order of the returned list is stable: host checks, then per-GPU checks in NVML order.
+//! A check whose probe gave no answer is `not-measured` with the typed cause (`cause`), never a
+//! failure with a guessed reason: after a `cuInit` timeout only `cuda-init` and
+//! `probe-timeout` fail, and they say what happened.
 
 use std::collections::BTreeMap;
 
-use super::check::{Check, Status, Verdict};
-use super::data::{GpuInfo, Measurements, ModuleFlavour};
+use super::cause;
+use super::check::{Because, Check, Status, Verdict};
+use super::crosscheck::{self, pair};
+use super::data::{CudaDeviceResult, GpuInfo, Measurements, ModuleFlavour};
 use super::require::{self, Outcome, RequireFacts};
 use crate::expect::{default_host_device_floor, Expectation, VersionRange};
 use crate::expect::{KernelModule, SelftestLevel};
@@ -47,7 +52,8 @@ pub fn no_gpu_reason(m: &Measurements) -> Option<String> {
     None
 }
 
-/// The verdict over a list of checks (no-GPU is decided before checks run).
+/// The verdict over a list of checks (no-GPU is decided before checks run). `not-measured`
+/// checks are neutral: the probe they depend on has its own failing check.
 pub fn verdict(checks: &[Check]) -> Verdict {
     if checks.iter().any(|c| c.status == Status::Fail) {
         Verdict::Fail
@@ -75,6 +81,7 @@ pub fn evaluate(
     for g in &m.gpus {
         out.push(gpu_model(e, g));
     }
+    out.extend(crosscheck::crosscheck(m, env));
     out.extend(nvidia_require(e, m, env));
     for g in &m.gpus {
         out.push(ecc_health(g));
@@ -125,8 +132,11 @@ fn driver_libraries(m: &Measurements) -> Check {
         (Some(module), Some(_)) => c.measured(module.version.clone()),
         (None, _) => Check::new("driver-libraries", Status::Warn)
             .detail("`/proc/driver/nvidia/version` is not readable; kernel module not compared"),
-        (Some(_), None) => Check::new("driver-libraries", Status::Skip)
-            .detail("NVML did not report a driver version"),
+        (Some(_), None) => match cause::nvml(m) {
+            Some(why) => Check::not_measured("driver-libraries", why),
+            None => Check::new("driver-libraries", Status::Skip)
+                .detail("NVML did not report a driver version"),
+        },
     }
 }
 
@@ -207,12 +217,14 @@ fn cuda_driver(e: &Expectation, m: &Measurements) -> Check {
     } else {
         floor.to_string()
     };
-    let mut c = range_check(
-        "cuda-driver",
-        VersionRange::parse(&text).ok(),
-        m.cuda_driver_version.as_deref(),
-    );
-    if c.status == Status::Fail {
+    let range = VersionRange::parse(&text).ok();
+    if let (Some(range), Some(why)) = (&range, cause::cuda_version(m)) {
+        let mut c = Check::not_measured("cuda-driver", why);
+        c.expected = Some(range.to_string());
+        return c;
+    }
+    let mut c = range_check("cuda-driver", range, m.cuda_driver_version.as_deref());
+    if c.status == Status::Fail && m.cuda_driver_version.is_some() {
         c = c.detail("The driver is older than the CUDA version the image was built for (CUDA error 35, \"CUDA driver version is insufficient\")");
     }
     c
@@ -224,10 +236,19 @@ fn cuda_init(m: &Measurements) -> Check {
             .measured("`libcuda.so.1` not found")
             .detail("The container runtime did not inject the driver's libcuda");
     }
-    match &m.cuda_error {
-        None => Check::new("cuda-init", Status::Pass)
+    match (&m.cuda_error, cause::cuda(m)) {
+        (_, Some(Because::CuinitTimedOut)) => Check::new("cuda-init", Status::Fail)
+            .measured("no answer")
+            .detail("cuInit did not answer within its time limit; the driver may be hung"),
+        (_, Some(Because::CuinitCrashed)) => Check::new("cuda-init", Status::Fail)
+            .measured("probe crashed")
+            .detail("The thread that called cuInit died"),
+        (_, Some(Because::EarlierProbeTimedOut)) => {
+            Check::not_measured("cuda-init", Because::EarlierProbeTimedOut)
+        }
+        (None, _) => Check::new("cuda-init", Status::Pass)
             .measured(format!("{} device(s)", m.cuda_devices.len())),
-        Some(err) => {
+        (Some(err), _) => {
             let hint = if err.contains("SYSTEM_DRIVER_MISMATCH") {
                 "libcuda does not match the kernel driver (a cuda-compat or baked-in libcuda?)"
             } else if err.contains("COMPAT_NOT_SUPPORTED_ON_DEVICE") {
@@ -243,7 +264,26 @@ fn cuda_init(m: &Measurements) -> Check {
 }
 
 fn gpu_count(e: &Expectation, m: &Measurements) -> Check {
-    let n = m.gpus.len().max(m.cuda_devices.len());
+    let nvml = cause::nvml(m).map_or(Ok(m.gpus.len()), Err);
+    let cuda = cause::cuda(m).map_or(Ok(m.cuda_devices.len()), Err);
+    let n = match (nvml, cuda) {
+        (Ok(a), Ok(b)) => a.max(b),
+        (Ok(a), Err(_)) => a,
+        (Err(_), Ok(b)) => b,
+        (Err(_), Err(why)) => {
+            let mut c = Check::not_measured("gpu-count", why);
+            c.expected = Some(format!(">={}", e.min_gpus));
+            return c;
+        }
+    };
+    let side = |r: Result<usize, Because>| match r {
+        Ok(n) => n.to_string(),
+        Err(b) => format!("not measured: {}", b.as_text()),
+    };
+    let measured = match (nvml, cuda) {
+        (Ok(_), Ok(_)) => n.to_string(),
+        _ => format!("{n} (NVML {}, CUDA {})", side(nvml), side(cuda)),
+    };
     Check::new(
         "gpu-count",
         if n >= e.min_gpus as usize {
@@ -253,7 +293,7 @@ fn gpu_count(e: &Expectation, m: &Measurements) -> Check {
         },
     )
     .expected(format!(">={}", e.min_gpus))
-    .measured(n.to_string())
+    .measured(measured)
 }
 
 /// Whether an NVML name (`NVIDIA H100 80GB HBM3`) is the catalog GPU `wanted` (`H100`).
@@ -432,15 +472,28 @@ fn throttle(g: &GpuInfo) -> Check {
     }
 }
 
+/// The CUDA device that runs work for NVML GPU `g` (for a GPU in MIG mode, the first of its MIG
+/// devices CUDA shows).
+fn cuda_device<'a>(m: &'a Measurements, g: &GpuInfo) -> Option<&'a CudaDeviceResult> {
+    let (pairs, _) = pair(&m.gpus, &m.cuda_devices);
+    pairs
+        .into_iter()
+        .find(|p| std::ptr::eq(p.gpu, g))
+        .map(|p| p.cuda)
+}
+
+/// Why there is no CUDA result for `g`: the cuInit outcome when that is the reason.
+fn unseen(name: String, m: &Measurements) -> Check {
+    match cause::cuda(m) {
+        Some(why) => Check::not_measured(name, why),
+        None => Check::new(name, Status::Skip).detail("GPU not visible to CUDA (see nvml-cuda)"),
+    }
+}
+
 fn functional(m: &Measurements, g: &GpuInfo) -> Check {
     let name = format!("functional[{}]", g.index);
-    let Some(dev) = m.cuda_devices.iter().find(|d| d.uuid == g.uuid) else {
-        let status = if m.cuda_error.is_some() || !m.cuda_loaded {
-            Status::Fail
-        } else {
-            Status::Skip
-        };
-        return Check::new(name, status).detail("GPU not visible to CUDA");
+    let Some(dev) = cuda_device(m, g) else {
+        return unseen(name, m);
     };
     let c = Check::new(name, Status::Pass)
         .expected("embedded PTX kernel (.version 7.0, sm_52) verified");
@@ -450,19 +503,30 @@ fn functional(m: &Measurements, g: &GpuInfo) -> Check {
             "{n} elements verified in {:.0} ms",
             dev.kernel_ms.unwrap_or(0.0)
         )),
+        (None, None) if !m.timed_out.is_empty() => {
+            Check::not_measured(c.name, Because::EarlierProbeTimedOut)
+        }
         (None, None) => c.status_fail().detail("Kernel did not run"),
     }
 }
 
 fn bandwidth(e: &Expectation, m: &Measurements, g: &GpuInfo) -> Vec<Check> {
     let i = g.index;
-    let dev = m.cuda_devices.iter().find(|d| d.uuid == g.uuid);
-    let bw = match dev.map(|d| (&d.bandwidth, &d.bandwidth_error)) {
-        Some((_, Some(err))) => {
+    let Some(dev) = cuda_device(m, g) else {
+        return vec![unseen(format!("bandwidth[{i}]"), m)];
+    };
+    let bw = match (&dev.bandwidth, &dev.bandwidth_error) {
+        (_, Some(err)) => {
             return vec![Check::new(format!("bandwidth[{i}]"), Status::Fail).measured(err.clone())]
         }
-        Some((Some(bw), None)) => bw,
-        _ => {
+        (Some(bw), None) => bw,
+        (None, None) if !m.timed_out.is_empty() => {
+            return vec![Check::not_measured(
+                format!("bandwidth[{i}]"),
+                Because::EarlierProbeTimedOut,
+            )]
+        }
+        (None, None) => {
             return vec![Check::new(format!("bandwidth[{i}]"), Status::Fail).detail("Not measured")]
         }
     };

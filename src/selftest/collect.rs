@@ -1,21 +1,24 @@
 //! Runs the probes, each on a worker thread with a time limit, and gathers `Measurements`.
 //!
-//! A probe that does not answer in time is recorded in `timed_out` and the rest of the CUDA
-//! work is skipped (a hung driver would hang it too); the process never waits past a limit.
+//! A probe that does not answer in time is recorded in `timed_out` (and, for `nvmlInit` and
+//! `cuInit`, as a typed `InitOutcome`) and the rest of the CUDA work is skipped (a hung driver
+//! would hang it too); the process never waits past a limit.
 //! NVML and `cuInit` run in parallel: together they are most of the quick level's time.
 
 use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
+use super::crosscheck::respell_mig_uuids;
 use super::cuda_api::Cuda;
 use super::cuda_work;
-use super::data::{CudaDeviceResult, Measurements};
+use super::data::{CudaDeviceResult, InitOutcome, Measurements};
 use super::nvml::{Nvml, NvmlReport};
 use super::procfs;
 use crate::expect::SelftestLevel;
 
 const NVML_LIMIT: Duration = Duration::from_secs(10);
+const VERSION_LIMIT: Duration = Duration::from_secs(5);
 const CUDA_INIT_LIMIT: Duration = Duration::from_secs(20);
 const KERNEL_LIMIT: Duration = Duration::from_secs(15);
 const BANDWIDTH_LIMIT: Duration = Duration::from_secs(30);
@@ -76,41 +79,33 @@ pub fn collect(level: SelftestLevel) -> Measurements {
     } else {
         drop(ntx);
     }
-    let cuda_init = cuda.map(|cu| {
-        with_limit(CUDA_INIT_LIMIT, move || {
-            (cuda_work::driver_version(cu), cuda_work::init_and_list(cu))
-        })
-    });
+    let cuda_ready = cuda.is_some_and(|cu| init_cuda(&mut m, cu));
     if nvml.is_some() {
         match nrx.recv_timeout(NVML_LIMIT) {
             Ok(r) => {
+                m.nvml_init = if r.error.is_some() {
+                    InitOutcome::Failed
+                } else {
+                    InitOutcome::Ok
+                };
                 m.driver_version = r.driver_version;
                 m.nvml_error = r.error;
                 m.gpus = r.gpus;
             }
-            Err(mpsc::RecvTimeoutError::Timeout) => note(&mut m, "nvml", Stalled::TimedOut),
-            Err(mpsc::RecvTimeoutError::Disconnected) => note(&mut m, "nvml", Stalled::Crashed),
-        }
-    }
-    let (Some(cu), Some(init)) = (cuda, cuda_init) else {
-        return m;
-    };
-    match init {
-        Err(s) => {
-            note(&mut m, "cuda: cuInit", s);
-            return m;
-        }
-        Ok((version, devices)) => {
-            m.cuda_driver_version = version.ok();
-            match devices {
-                Ok(d) => m.cuda_devices = d,
-                Err(e) => {
-                    m.cuda_error = Some(e);
-                    return m;
-                }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                m.nvml_init = InitOutcome::TimedOut;
+                note(&mut m, "nvml", Stalled::TimedOut);
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                m.nvml_init = InitOutcome::Crashed;
+                note(&mut m, "nvml", Stalled::Crashed);
             }
         }
     }
+    respell_mig_uuids(&mut m);
+    let Some(cu) = cuda.filter(|_| cuda_ready) else {
+        return m;
+    };
     for i in 0..m.cuda_devices.len() {
         let ordinal = m.cuda_devices[i].ordinal;
         match with_limit(KERNEL_LIMIT, move || cuda_work::functional(cu, ordinal)) {
@@ -122,6 +117,7 @@ pub fn collect(level: SelftestLevel) -> Measurements {
                 m.cuda_devices[i].kernel_ms = Some(ms);
             }
             Err(s) => {
+                m.cuda_devices[i].kernel_error = Some(stalled_text(&s, KERNEL_LIMIT));
                 note(&mut m, &format!("cuda: kernel on GPU {ordinal}"), s);
                 return m;
             }
@@ -130,11 +126,14 @@ pub fn collect(level: SelftestLevel) -> Measurements {
     if level == SelftestLevel::Full {
         for i in 0..m.cuda_devices.len() {
             let dev: CudaDeviceResult = m.cuda_devices[i].clone();
-            let memory_mib = m
-                .gpus
-                .iter()
-                .find(|g| g.uuid == dev.uuid)
-                .map(|g| g.memory_total_mib)
+            let memory_mib = dev
+                .memory_total_mib
+                .or_else(|| {
+                    m.gpus
+                        .iter()
+                        .find(|g| g.uuid == dev.uuid)
+                        .map(|g| g.memory_total_mib)
+                })
                 .unwrap_or(8192);
             let uuid = dev.uuid.clone();
             let r = with_limit(BANDWIDTH_LIMIT, move || {
@@ -149,6 +148,7 @@ pub fn collect(level: SelftestLevel) -> Measurements {
                 Ok(Ok(bw)) => m.cuda_devices[i].bandwidth = Some(bw),
                 Ok(Err(e)) => m.cuda_devices[i].bandwidth_error = Some(e),
                 Err(s) => {
+                    m.cuda_devices[i].bandwidth_error = Some(stalled_text(&s, BANDWIDTH_LIMIT));
                     note(
                         &mut m,
                         &format!("cuda: bandwidth on GPU {}", dev.ordinal),
@@ -160,6 +160,48 @@ pub fn collect(level: SelftestLevel) -> Measurements {
         }
     }
     m
+}
+
+/// `cuDriverGetVersion`, then `cuInit` and the device list, each with its own limit; records
+/// how `cuInit` ended. True when the devices are ready for work.
+fn init_cuda(m: &mut Measurements, cu: &'static Cuda) -> bool {
+    // cuDriverGetVersion needs no cuInit, so the version is known even when cuInit hangs.
+    match with_limit(VERSION_LIMIT, move || cuda_work::driver_version(cu)) {
+        Ok(v) => m.cuda_driver_version = v.ok(),
+        Err(s) => {
+            // A library that hangs here would hang cuInit too: cuInit is not called.
+            note(m, "cuda: cuDriverGetVersion", s);
+            return false;
+        }
+    }
+    match with_limit(CUDA_INIT_LIMIT, move || cuda_work::init_and_list(cu)) {
+        Err(s) => {
+            m.cuda_init = match s {
+                Stalled::TimedOut => InitOutcome::TimedOut,
+                Stalled::Crashed => InitOutcome::Crashed,
+            };
+            note(m, "cuda: cuInit", s);
+            false
+        }
+        Ok(Err(e)) => {
+            m.cuda_init = InitOutcome::Failed;
+            m.cuda_error = Some(e);
+            false
+        }
+        Ok(Ok(devices)) => {
+            m.cuda_init = InitOutcome::Ok;
+            m.cuda_devices = devices;
+            true
+        }
+    }
+}
+
+/// The failure text of a probe that gave no answer.
+fn stalled_text(s: &Stalled, limit: Duration) -> String {
+    match s {
+        Stalled::TimedOut => format!("Did not finish within {} s", limit.as_secs()),
+        Stalled::Crashed => "The probe crashed".to_string(),
+    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::time::Instant;
 
+use super::crosscheck::normalize_pci_bus_id;
 use super::cuda_api::{self as api, CuDevice, CuDevicePtr, Cuda, Handle};
 use super::data::{Bandwidth, CudaDeviceResult};
 use super::dl::c_buf_to_string;
@@ -57,11 +58,21 @@ pub fn init_and_list(cu: &Cuda) -> Result<Vec<CudaDeviceResult>, String> {
                 (cu.device_get_attribute)(&mut minor, api::ATTR_CC_MINOR, dev),
                 "cuDeviceGetAttribute",
             )?;
+            // Memory and bus id only feed the NVML cross-check: a failure leaves them unknown.
+            let mut bytes: usize = 0;
+            let memory_total_mib = ((cu.device_total_mem)(&mut bytes, dev) == 0)
+                .then_some(bytes as u64 / (1024 * 1024));
+            let mut bus = [0u8; 64];
+            let pci_bus_id = ((cu.device_get_pci_bus_id)(bus.as_mut_ptr().cast(), 64, dev) == 0)
+                .then(|| normalize_pci_bus_id(&c_buf_to_string(&bus)))
+                .flatten();
             out.push(CudaDeviceResult {
                 ordinal: ordinal as u32,
                 uuid: format_uuid(&uuid),
                 name: c_buf_to_string(&name),
                 compute_capability: format!("{major}.{minor}"),
+                memory_total_mib,
+                pci_bus_id,
                 ..CudaDeviceResult::default()
             });
         }
@@ -69,7 +80,8 @@ pub fn init_and_list(cu: &Cuda) -> Result<Vec<CudaDeviceResult>, String> {
     }
 }
 
-/// `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`, as NVML and nvidia-smi print it.
+/// `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`, as NVML and nvidia-smi print it (a MIG device's
+/// bytes get the `MIG-` prefix later, once NVML shows them to be a MIG device's).
 pub fn format_uuid(b: &[u8; 16]) -> String {
     let h = hex::encode(b);
     format!(

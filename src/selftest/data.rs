@@ -20,6 +20,22 @@ pub struct ModuleInfo {
     pub flavour: ModuleFlavour,
 }
 
+/// How one library's initialisation probe ended (`nvmlInit`, `cuInit`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InitOutcome {
+    /// The library was not loaded, so it was never called.
+    #[default]
+    NotCalled,
+    Ok,
+    /// It (or listing its devices) returned an error, named in `nvml_error` / `cuda_error`.
+    Failed,
+    /// It did not answer within its time limit.
+    TimedOut,
+    /// Its probe thread died.
+    Crashed,
+}
+
 /// Everything measured on one host.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Measurements {
@@ -38,6 +54,9 @@ pub struct Measurements {
     pub cuda_driver_version: Option<String>,
     /// `cuInit` failure, by name (`CUDA_ERROR_SYSTEM_DRIVER_MISMATCH`).
     pub cuda_error: Option<String>,
+    /// How `nvmlInit` and `cuInit` ended; checks that depend on them read these.
+    pub nvml_init: InitOutcome,
+    pub cuda_init: InitOutcome,
     /// GPUs as NVML sees them, in NVML order.
     pub gpus: Vec<GpuInfo>,
     /// Per-GPU results of CUDA work (functional kernel, bandwidth), by UUID.
@@ -56,7 +75,11 @@ pub struct GpuInfo {
     pub compute_capability: String,
     /// NVML brand in libnvidia-container's spelling (`tesla`, `nvidia`).
     pub brand: String,
+    /// Total memory from `nvmlDeviceGetMemoryInfo`; 0 when NVML did not say.
     pub memory_total_mib: u64,
+    /// `nvmlDeviceGetPciInfo_v3` bus id, normalised to `dddd:bb:dd.f` (lower-case hex).
+    #[serde(default)]
+    pub pci_bus_id: Option<String>,
     pub pcie: PcieLink,
     pub ecc: EccHealth,
     /// Current clock event (throttle) reasons, as NVML's bit mask and by name.
@@ -66,6 +89,20 @@ pub struct GpuInfo {
     pub power_w: Option<f64>,
     pub power_limit_w: Option<f64>,
     pub mig_enabled: Option<bool>,
+    /// The MIG devices NVML shows on this GPU (empty unless MIG mode is on).
+    #[serde(default)]
+    pub mig_devices: Vec<MigDevice>,
+}
+
+/// One MIG device (GPU instance + compute instance) under a GPU, from NVML.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MigDevice {
+    /// Index under the parent (`nvmlDeviceGetMigDeviceHandleByIndex`).
+    pub index: u32,
+    /// `MIG-xxxxxxxx-…`.
+    pub uuid: String,
+    pub name: String,
+    pub memory_total_mib: u64,
 }
 
 /// PCIe link generation and width, maximum and current.
@@ -97,9 +134,17 @@ pub struct EccHealth {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CudaDeviceResult {
     pub ordinal: u32,
+    /// `cuDeviceGetUuid_v2`, spelled as NVML spells it: `GPU-…`, or `MIG-…` once matched to a
+    /// MIG device (the driver returns the same 16 bytes NVML prints after `MIG-`).
     pub uuid: String,
     pub name: String,
     pub compute_capability: String,
+    /// `cuDeviceTotalMem_v2`.
+    #[serde(default)]
+    pub memory_total_mib: Option<u64>,
+    /// `cuDeviceGetPCIBusId`, normalised to `dddd:bb:dd.f` (lower-case hex).
+    #[serde(default)]
+    pub pci_bus_id: Option<String>,
     /// Elements of the embedded PTX kernel's result verified (all of them, when it passed).
     pub kernel_verified: Option<u64>,
     /// Why the functional check failed (JIT, launch, copy, or the first wrong element).

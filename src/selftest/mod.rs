@@ -5,10 +5,12 @@
 //! Checks are pure functions of `Measurements`. Must never link the CUDA toolkit, write to the
 //! host, or panic on anything the host or the expectation file controls.
 
+mod cause;
 mod check;
 mod checks;
 mod cli;
 mod collect;
+mod crosscheck;
 mod cuda_api;
 mod cuda_work;
 mod data;
@@ -23,12 +25,16 @@ mod require;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-pub use check::{Check, Status, Verdict};
+pub use check::{Because, Check, Status, Verdict};
 pub use checks::{evaluate, name_matches, no_gpu_reason};
 pub use cli::main;
+pub use crosscheck::{
+    memory_agrees, normalize_pci_bus_id, pair, MatchedBy, Pair, MEMORY_TOLERANCE_MIB,
+    MEMORY_TOLERANCE_PERCENT,
+};
 pub use data::{
-    Bandwidth, CudaDeviceResult, EccHealth, GpuInfo, Measurements, ModuleFlavour, ModuleInfo,
-    PcieLink,
+    Bandwidth, CudaDeviceResult, EccHealth, GpuInfo, InitOutcome, Measurements, MigDevice,
+    ModuleFlavour, ModuleInfo, PcieLink,
 };
 pub use exec::{exec, ExecError};
 pub use procfs::parse_module_version;
@@ -75,6 +81,8 @@ pub fn report_from(
         kernel_module: m.module.clone(),
         driver_version: m.driver_version.clone(),
         cuda_driver_version: m.cuda_driver_version.clone(),
+        nvml_init: m.nvml_init,
+        cuda_init: m.cuda_init,
         gpus: m.gpus.clone(),
         cuda_devices: m.cuda_devices.clone(),
         checks,

@@ -7,7 +7,8 @@ use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void};
 
 use libloading::Library;
 
-use super::data::{EccHealth, GpuInfo, PcieLink};
+use super::crosscheck::normalize_pci_bus_id;
+use super::data::{EccHealth, GpuInfo, MigDevice, PcieLink};
 use super::dl::{self, c_buf_to_string, LoadError};
 
 const LIB: &str = "libnvidia-ml.so.1";
@@ -22,6 +23,18 @@ struct Memory {
     total: c_ulonglong,
     free: c_ulonglong,
     used: c_ulonglong,
+}
+
+/// `nvmlPciInfo_t` as `nvmlDeviceGetPciInfo_v3` fills it.
+#[repr(C)]
+struct PciInfo {
+    bus_id_legacy: [c_char; 16],
+    domain: c_uint,
+    bus: c_uint,
+    device: c_uint,
+    pci_device_id: c_uint,
+    pci_sub_system_id: c_uint,
+    bus_id: [c_char; 32],
 }
 
 /// The loaded NVML entry points.
@@ -53,6 +66,10 @@ pub struct Nvml {
     >,
     throttle: Option<unsafe extern "C" fn(Device, *mut c_ulonglong) -> Ret>,
     mig_mode: Option<unsafe extern "C" fn(Device, *mut c_uint, *mut c_uint) -> Ret>,
+    pci_info: Option<unsafe extern "C" fn(Device, *mut PciInfo) -> Ret>,
+    max_mig: Option<unsafe extern "C" fn(Device, *mut c_uint) -> Ret>,
+    mig_by_index: Option<unsafe extern "C" fn(Device, c_uint, *mut Device) -> Ret>,
+    mig_parent: Option<unsafe extern "C" fn(Device, *mut Device) -> Ret>,
 }
 
 /// What the NVML probe found.
@@ -153,6 +170,10 @@ impl Nvml {
                 throttle: dl::optional(&lib, "nvmlDeviceGetCurrentClocksEventReasons")
                     .or_else(|| dl::optional(&lib, "nvmlDeviceGetCurrentClocksThrottleReasons")),
                 mig_mode: dl::optional(&lib, "nvmlDeviceGetMigMode"),
+                pci_info: dl::optional(&lib, "nvmlDeviceGetPciInfo_v3"),
+                max_mig: dl::optional(&lib, "nvmlDeviceGetMaxMigDeviceCount"),
+                mig_by_index: dl::optional(&lib, "nvmlDeviceGetMigDeviceHandleByIndex"),
+                mig_parent: dl::optional(&lib, "nvmlDeviceGetDeviceHandleFromMigDeviceHandle"),
                 _lib: lib,
             })
         }
@@ -243,9 +264,13 @@ impl Nvml {
                 .unwrap_or(&"unknown")
                 .to_string();
         }
-        let mut mem = Memory::default();
-        if (self.memory)(dev, &mut mem) == 0 {
-            g.memory_total_mib = mem.total / (1024 * 1024);
+        g.memory_total_mib = self.memory_mib(dev).unwrap_or(0);
+        if let Some(f) = self.pci_info {
+            let mut p: PciInfo = std::mem::zeroed();
+            if f(dev, &mut p) == 0 {
+                let bytes: Vec<u8> = p.bus_id.iter().map(|c| *c as u8).collect();
+                g.pci_bus_id = normalize_pci_bus_id(&c_buf_to_string(&bytes));
+            }
         }
         g.pcie = PcieLink {
             max_gen: u32_of(self.max_gen, dev),
@@ -273,7 +298,60 @@ impl Nvml {
                 g.mig_enabled = Some(cur == 1);
             }
         }
+        if g.mig_enabled == Some(true) {
+            g.mig_devices = self.mig_devices(dev);
+        }
         g
+    }
+
+    /// # Safety
+    /// `dev` must be a handle NVML returned.
+    unsafe fn memory_mib(&self, dev: Device) -> Option<u64> {
+        let mut mem = Memory::default();
+        ((self.memory)(dev, &mut mem) == 0).then_some(mem.total / (1024 * 1024))
+    }
+
+    /// The MIG devices under the GPU `dev` (MIG mode on), each confirmed to belong to it.
+    ///
+    /// # Safety
+    /// `dev` must be a (non-MIG) handle NVML returned.
+    unsafe fn mig_devices(&self, dev: Device) -> Vec<MigDevice> {
+        let (Some(max), Some(by_index)) = (self.max_mig, self.mig_by_index) else {
+            return Vec::new();
+        };
+        let mut n: c_uint = 0;
+        if max(dev, &mut n) != 0 {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for index in 0..n {
+            let mut mig: Device = std::ptr::null_mut();
+            // Empty slots answer NVML_ERROR_NOT_FOUND.
+            if by_index(dev, index, &mut mig) != 0 {
+                continue;
+            }
+            if let Some(parent_of) = self.mig_parent {
+                let mut parent: Device = std::ptr::null_mut();
+                if parent_of(mig, &mut parent) != 0 || parent != dev {
+                    continue;
+                }
+            }
+            let mut m = MigDevice {
+                index,
+                ..MigDevice::default()
+            };
+            let mut buf = [0u8; 96];
+            if (self.uuid)(mig, buf.as_mut_ptr().cast(), buf.len() as c_uint) == 0 {
+                m.uuid = c_buf_to_string(&buf);
+            }
+            let mut buf = [0u8; 96];
+            if (self.name)(mig, buf.as_mut_ptr().cast(), buf.len() as c_uint) == 0 {
+                m.name = c_buf_to_string(&buf);
+            }
+            m.memory_total_mib = self.memory_mib(mig).unwrap_or(0);
+            out.push(m);
+        }
+        out
     }
 
     /// # Safety

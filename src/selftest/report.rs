@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::check::{Check, Status, Verdict};
-use super::data::{CudaDeviceResult, GpuInfo, ModuleInfo};
+use super::data::{CudaDeviceResult, GpuInfo, InitOutcome, ModuleInfo};
 
 /// Everything one run found, as printed with `--json` and written with `--report`.
 #[derive(Debug, Clone, Serialize)]
@@ -21,6 +21,9 @@ pub struct Report {
     pub kernel_module: Option<ModuleInfo>,
     pub driver_version: Option<String>,
     pub cuda_driver_version: Option<String>,
+    /// How `nvmlInit` and `cuInit` ended (`ok`, `failed`, `timed-out`, `crashed`, `not-called`).
+    pub nvml_init: InitOutcome,
+    pub cuda_init: InitOutcome,
     pub gpus: Vec<GpuInfo>,
     pub cuda_devices: Vec<CudaDeviceResult>,
     pub checks: Vec<Check>,
@@ -81,6 +84,28 @@ impl Report {
                 g.power_w.map(|p| format!("{p:.0} W")).unwrap_or_default(),
             );
         }
+        for g in &self.gpus {
+            for x in &g.mig_devices {
+                let _ = writeln!(
+                    s,
+                    "  MIG {}: {}  {}  {} MiB",
+                    x.index, x.name, x.uuid, x.memory_total_mib
+                );
+            }
+        }
+        for d in &self.cuda_devices {
+            let _ = writeln!(
+                s,
+                "CUDA {}: {}  {}  cc {}  {} MiB  bus {}",
+                d.ordinal,
+                d.name,
+                d.uuid,
+                d.compute_capability,
+                d.memory_total_mib
+                    .map_or_else(|| "?".to_string(), |m| m.to_string()),
+                d.pci_bus_id.as_deref().unwrap_or("?"),
+            );
+        }
         if self.checks.is_empty() {
             return s;
         }
@@ -91,14 +116,21 @@ impl Report {
             .max()
             .unwrap_or(5)
             .max(5);
+        let sw = self
+            .checks
+            .iter()
+            .map(|c| c.status.as_str().len())
+            .max()
+            .unwrap_or(6)
+            .max(6);
         let _ = writeln!(
             s,
-            "{:<w$}  {:<6}  {:<28}  MEASURED",
+            "{:<w$}  {:<sw$}  {:<28}  MEASURED",
             "CHECK", "STATUS", "EXPECTED"
         );
         for c in &self.checks {
             let mut line = format!(
-                "{:<w$}  {:<6}  {:<28}  {}",
+                "{:<w$}  {:<sw$}  {:<28}  {}",
                 c.name,
                 c.status.as_str(),
                 clip(c.expected.as_deref().unwrap_or("-"), 28),
