@@ -27,15 +27,31 @@ fn profile(dir: &Path, name: &str, packages: &str) -> std::path::PathBuf {
 
 /// Build; returns component → layer digest, and how many layers came from the cache.
 fn build(sb: &Sandbox, p: &Path, cache: &Path, out: &Path) -> (BTreeMap<String, String>, u64) {
-    let json = run_ok(
-        sb.gpuimg_with_cache(cache)
-            .env("SOURCE_DATE_EPOCH", "0")
-            .arg("build")
-            .arg(p)
-            .arg("-o")
-            .arg(out)
-            .arg("--json"),
+    let (layers, cached, _) = build_logged(sb, p, cache, out);
+    (layers, cached)
+}
+
+/// [`build`], with what the build said on stderr.
+fn build_logged(
+    sb: &Sandbox,
+    p: &Path,
+    cache: &Path,
+    out: &Path,
+) -> (BTreeMap<String, String>, u64, String) {
+    let mut cmd = sb.gpuimg_with_cache(cache);
+    cmd.env("SOURCE_DATE_EPOCH", "0")
+        .arg("build")
+        .arg(p)
+        .arg("-o")
+        .arg(out)
+        .arg("--json");
+    let output = run(&mut cmd);
+    assert!(
+        output.status.success(),
+        "build failed: {}",
+        String::from_utf8_lossy(&output.stderr)
     );
+    let json = String::from_utf8_lossy(&output.stdout);
     let v: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
     let layers = v["layers"]
         .as_array()
@@ -48,7 +64,11 @@ fn build(sb: &Sandbox, p: &Path, cache: &Path, out: &Path) -> (BTreeMap<String, 
             )
         })
         .collect();
-    (layers, v["cached_layers"].as_u64().unwrap())
+    (
+        layers,
+        v["cached_layers"].as_u64().unwrap(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -66,7 +86,7 @@ fn components_are_shared_split_and_complete() {
 
     // Adding xz-utils: only the component that takes it and metadata are new.
     let b = profile(t.path(), "b", &format!("{BASE}, xz-utils"));
-    let (lb, cached) = build(&t, &b, &cache, &t.path().join("out-b"));
+    let (lb, cached, log) = build_logged(&t, &b, &cache, &t.path().join("out-b"));
     let changed: Vec<&String> = lb
         .iter()
         .filter(|(c, d)| la.get(*c) != Some(d))
@@ -83,7 +103,13 @@ fn components_are_shared_split_and_complete() {
     // That build wrote the cached components' packages from their sketches (no file of theirs
     // unpacked), yet its metadata layer is byte for byte a cold build's: the same profile with
     // a fresh cache, where every package is unpacked in full.
-    let (cold, cached_cold) = build(&b, &t.path().join("cache-cold"), &t.path().join("out-bc"));
+    assert!(log.contains("of them from sketches"), "{log}");
+    let (cold, cached_cold) = build(
+        &t,
+        &b,
+        &t.path().join("cache-cold"),
+        &t.path().join("out-bc"),
+    );
     assert_eq!(cached_cold, 0);
     assert_eq!(lb, cold, "incremental and cold builds differ");
     let sketches = std::fs::read_dir(cache.join("sketches-v1"))

@@ -2,47 +2,24 @@
 //! image's layout does, and as `skopeo inspect` reads it; hostile or damaged archives are one
 //! line on stderr, exit 2, and nothing is written anywhere (the archive is read in place).
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use serde_json::Value;
 
-const GPUIMG: &str = env!("CARGO_BIN_EXE_gpuimg");
-
 fn gpuimg(dir: &Path) -> Command {
-    let mut c = Command::new(GPUIMG);
-    c.current_dir(dir)
-        .env("SOURCE_DATE_EPOCH", "0")
-        .env("GPUIMG_CACHE", dir.join("cache"))
-        .env("XDG_CONFIG_HOME", dir.join("config"))
-        .env_remove("GPUIMG_DEBUG_PANIC");
+    let mut c = common::isolated_in(dir, common::Bin::Gpuimg);
+    c.env("SOURCE_DATE_EPOCH", "0");
     c
 }
 
-fn run(cmd: &mut Command) -> Output {
-    cmd.output()
-        .unwrap_or_else(|e| panic!("failed to start {cmd:?}: {e}"))
-}
-
-fn ok(cmd: &mut Command) -> String {
-    let out = run(cmd);
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}):\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("UTF-8 output")
-}
+use common::{run, run_ok as ok, write};
 
 fn json(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("invalid JSON ({e}): {text}"))
-}
-
-fn write(path: &Path, text: &str) {
-    std::fs::create_dir_all(path.parent().expect("a parent")).expect("mkdir");
-    std::fs::write(path, text).expect("write");
 }
 
 /// A small image's profile and root filesystem in `dir`, with env, labels and cmd.

@@ -79,16 +79,7 @@ impl Sandbox {
 
     /// `bin`, isolated in this sandbox with `cache` as `GPUIMG_CACHE`.
     pub fn command_with_cache(&self, bin: Bin, cache: &Path) -> Command {
-        let mut c = Command::new(bin.path());
-        c.current_dir(self.path())
-            .env("XDG_CONFIG_HOME", self.config())
-            .env("GPUIMG_CACHE", cache)
-            .env("HOME", self.path().join("home"))
-            .env("XDG_CACHE_HOME", self.path().join("xdg-cache"))
-            .env_remove("SOURCE_DATE_EPOCH")
-            .env_remove("GPUIMG_DEBUG_PANIC")
-            .env_remove("GPUIMG_RESOLVER");
-        c
+        isolated(bin, self.path(), cache)
     }
 
     /// `bin`, isolated in this sandbox with its own cache.
@@ -125,4 +116,23 @@ impl AsRef<Path> for Sandbox {
     fn as_ref(&self) -> &Path {
         self.path()
     }
+}
+
+/// `bin` isolated in `dir`, a directory the test owns, exactly as a sandbox isolates its
+/// commands in its own (config, cache, home below `dir`; the working directory is `dir`).
+pub fn isolated_in(dir: &Path, bin: Bin) -> Command {
+    isolated(bin, dir, &dir.join("cache"))
+}
+
+fn isolated(bin: Bin, dir: &Path, cache: &Path) -> Command {
+    let mut c = Command::new(bin.path());
+    c.current_dir(dir)
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .env("GPUIMG_CACHE", cache)
+        .env("HOME", dir.join("home"))
+        .env("XDG_CACHE_HOME", dir.join("xdg-cache"))
+        .env_remove("SOURCE_DATE_EPOCH")
+        .env_remove("GPUIMG_DEBUG_PANIC")
+        .env_remove("GPUIMG_RESOLVER");
+    c
 }

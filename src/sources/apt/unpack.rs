@@ -26,6 +26,7 @@ use crate::elf::SharedObject;
 /// What unpacking one package produced: its paths as dpkg lists them (`/.`, `/usr`, ...),
 /// and where the entries it created really are in the root (`usr/bin/ls` for `/bin/ls` under
 /// merged-/usr): the package's provenance for the layer split.
+#[derive(Default)]
 pub struct Unpacked {
     pub paths: Vec<String>,
     pub skipped: Vec<String>,
@@ -166,17 +167,6 @@ pub fn placeholders_for_scripts(
         }
     }
     Ok(())
-}
-
-impl Default for Unpacked {
-    fn default() -> Self {
-        Unpacked {
-            paths: Vec::new(),
-            skipped: Vec::new(),
-            created: Vec::new(),
-            elided: Vec::new(),
-        }
-    }
 }
 
 /// Where a regular file's bytes come from.
