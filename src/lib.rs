@@ -4,8 +4,9 @@
 //! may use which, and `tests/tidy.rs` holds the code to it):
 //! `profile → resolve(catalog) → lock → plan → sources(fetch) → assemble → strip → layer →
 //! image → export`, settled and sequenced by `ops` and executed by `driver`.
-//! Only the two command lines know about clap, terminals and exit codes: `cli` for `gpuimg`,
-//! `selftest::cli` for `gpuimg-selftest`.
+//! Only the two command lines know about terminals and argument parsing: `cli` for `gpuimg`,
+//! `selftest::cli` for `gpuimg-selftest`, with `entry` (parse, panic guard) shared by both.
+//! Exit codes come from the error types (`OpsError::exit_code`, `selftest`'s verdict).
 
 pub mod canonical_json;
 pub mod confined;

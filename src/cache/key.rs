@@ -1,4 +1,5 @@
-//! The one cache key builder: every key in the cache (layer records, apt and rootfs bases) is
+//! The one cache key builder: every key in the cache (layer records, control fields,
+//! resolutions, sketches) is
 //! a sha256 over length-prefixed fields, and the first field is always [`KEY_FORMAT`], then
 //! the key's purpose.
 //!

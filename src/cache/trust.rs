@@ -2,7 +2,7 @@
 //! file identity (dev, inode, size, mtime, ctime) the file had at that moment.
 //!
 //! The one rule every stamped bucket of the cache follows (layer blobs and records, listings,
-//! downloaded debs and indexes): an entry whose identity still equals its stamp is used as
+//! control fields, resolutions, sketches, downloaded debs and indexes): an entry whose identity still equals its stamp is used as
 //! stamped, without re-hashing; any other entry (no stamp, unreadable stamp, or any identity
 //! field changed) is verified in full and stamped again, or treated as a miss and removed.
 //! Writing a file, `chmod`, `chown`, linking, unlinking and renaming all move ctime, and no

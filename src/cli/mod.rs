@@ -1,6 +1,8 @@
 //! The command line: clap types, settings, output rendering and exit codes.
 //!
-//! The only place that knows about clap, terminals, progress bars and exit codes. Each command
+//! The only place of `gpuimg` that knows about clap types, terminals and progress bars (the
+//! self-test has its own `selftest::cli`; `entry` parses for both); it maps errors to their
+//! exit codes, which the error types choose (`OpsError::exit_code`). Each command
 //! lives in `commands/<name>.rs` as a short `exec` calling stage APIs; `settings.rs` reads the
 //! environment once and merges it with the flags (its module doc has the precedence table).
 //! `-q` is the same in every command: on success nothing is printed but `--json` output; an

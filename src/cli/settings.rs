@@ -1,7 +1,8 @@
 //! The settings phase: the process environment is read here, once, and merged with the command
 //! line into the explicit values the library takes. No library module reads the environment
 //! (`tests/settings_env.rs` fails when one does); the only other readers are the self-test
-//! binary's own edge (`selftest`, which runs inside images with no gpuimg CLI) and
+//! binary's own edge (`selftest::process_env`: the self-test runs inside images with no
+//! gpuimg CLI, and `verify-host` runs the same checks through it) and
 //! `entry.rs`'s debug-build panic trigger (`GPUIMG_DEBUG_PANIC`).
 //!
 //! Precedence, highest first: a flag, then the environment, then the config directory, then

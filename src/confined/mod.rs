@@ -407,6 +407,12 @@ impl Root {
         Ok(())
     }
 
+    /// Which file `f` is: its (device, inode), as [`Meta`]'s `dev` and `ino`.
+    pub fn file_id(f: &File) -> io::Result<(u64, u64)> {
+        let st = fstat(f)?;
+        Ok((st.st_dev, st.st_ino))
+    }
+
     /// Set owner then mode (in that order: `chown` clears set-id bits) on an open file.
     pub fn set_owner_mode_fd(f: &File, uid: u32, gid: u32, mode: u32) -> io::Result<()> {
         fchown(f, Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid)))?;

@@ -4,7 +4,9 @@
 //! otherwise its inputs are assembled into a tree (the apt layers share one install, see
 //! `apt.rs`), stripped, and written (`layer`); then the image config and manifest (`image`)
 //! and the output (`export`). Decides nothing itself: what each layer holds, its key and the
-//! image config additions all come from the plan; it only sequences stage entry points.
+//! image config additions all come from the plan (the one rule it applies, which component
+//! a path of the shared apt install goes to, is `apt.rs`'s, fixed by the plan's package
+//! assignment); it only sequences stage entry points.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;

@@ -2,7 +2,8 @@
 //!
 //! Writes are atomic: everything goes to a locked staging sibling (`.NAME.gpuimg-tmp.<hex>`,
 //! see [`crate::staging`]) which then takes the target's place in one rename (an exchange
-//! when something is there). A failed export removes its staging at once; a killed one leaves
+//! when something is there; where the file system refuses an exchange, the old entry is
+//! renamed aside first, a short window without an output). A failed export removes its staging at once; a killed one leaves
 //! the previous output as it was, and the next export reclaims the leftovers. Existing
 //! contents are replaced only when they are gpuimg's to replace (see `existing`) or with
 //! `--force`. Must never build JSON or layers: it copies what `image` and `layer` made.

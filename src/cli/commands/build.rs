@@ -42,7 +42,8 @@ pub struct Args {
     pub offline: bool,
     #[command(flatten)]
     pub catalog: CatalogArgs,
-    /// The gpuimg-selftest binary to bake in (default: beside this gpuimg).
+    /// The gpuimg-selftest binary to bake in (default: the profile's `selftest.binary`, else the
+    /// one beside this gpuimg).
     #[arg(long, value_name = "FILE")]
     pub selftest_binary: Option<PathBuf>,
     /// Print a JSON summary on stdout.

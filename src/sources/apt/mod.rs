@@ -1,8 +1,11 @@
 //! `base.apt`: a native apt repository client. Resolve, verify, fetch and unpack
 //! `.deb` packages with no daemon, no chroot and no maintainer scripts.
 //!
-//! Entry points: [`resolve`] (indexes only, for `gpuimg lock`) and [`install`] (for `build`);
-//! [`AptRoot`] reads the installed root as a `Source`, each path stamped with its package.
+//! Entry points: [`resolve`] (indexes only: the package set for `lock` and `build`),
+//! [`describe`] (each package's control fields, for the plan), [`install`] and
+//! [`install_replaying`] (the set into a root, for `build`; the latter replays packages whose
+//! layers are cached from their sketches, `sketch.rs`); [`AptRoot`] reads the installed root
+//! as a `Source`, each path stamped with its package.
 //! Must never trust an unsigned index (unless `trusted: true`, with a warning every time), nor
 //! a byte whose sha256 the signed chain did not give, nor write outside `dest`.
 

@@ -1,7 +1,7 @@
 //! A package's sketch: every entry of its data tarball (path, kind, mode, owner, link target)
 //! and, of its files, only what a metadata step reads: the bytes of the files the fix-ups read
-//! (`fixups::reads`) and of the package's conffiles (the dpkg database records their
-//! checksums), and the ELF facts of what `ld.so.cache` indexes (`ldcache::is_candidate`).
+//! (`fixups::reads`, `dpkgdb::reads`) and of the package's conffiles (the dpkg database records
+//! their checksums), and the ELF facts of what `ld.so.cache` indexes (`ldcache::is_candidate`).
 //!
 //! A sketch is taken while a package is unpacked in full, kept in the cache's `sketches-v1`
 //! bucket under the `.deb`'s sha256, and lets a later build whose layer for that package is

@@ -267,8 +267,8 @@ fn apply(
                 root.remove_non_dir(target).map_err(fail(&listed))?;
                 let f = root.create_new(target, 0o600).map_err(fail(&listed))?;
                 Root::set_owner_mode_fd(&f, uid, gid, mode).map_err(fail(&listed))?;
-                let st = rustix::fs::fstat(&f).map_err(|e| fail(&listed)(e.into()))?;
-                facts.insert((st.st_dev, st.st_ino), so);
+                let id = Root::file_id(&f).map_err(fail(&listed))?;
+                facts.insert(id, so);
             }
             Content::Elided => {
                 // What was here is replaced by a file the root does not hold.
