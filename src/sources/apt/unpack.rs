@@ -70,6 +70,7 @@ pub fn unpack_sketching(
 ) -> Result<Unpacked, AptError> {
     let mut tar = tar::Archive::new(data);
     let mut out = Unpacked::default();
+    let mut parents = RealParents::new();
     let bad = |message: String| AptError::InvalidDeb {
         package: package.to_string(),
         message,
@@ -115,6 +116,7 @@ pub fn unpack_sketching(
             &header,
             Content::Stream(&mut entry, &keep),
             &mut out,
+            &mut parents,
         )?;
         if let Some(t) = taking.as_mut() {
             t.sketch.entries.push(SketchEntry { header, body });
@@ -132,13 +134,14 @@ pub fn replay(
     facts: &mut ElfFacts,
 ) -> Result<Unpacked, AptError> {
     let mut out = Unpacked::default();
+    let mut parents = RealParents::new();
     for e in &sketch.entries {
         let content = match &e.body {
             Body::Kept(bytes) => Content::Bytes(bytes),
             Body::Library(so) => Content::Library(so.clone(), facts),
             Body::Elided | Body::None => Content::Elided,
         };
-        apply(root, package, &e.header, content, &mut out)?;
+        apply(root, package, &e.header, content, &mut out, &mut parents)?;
     }
     Ok(out)
 }
@@ -181,6 +184,11 @@ enum Content<'a> {
     Elided,
 }
 
+/// Where each directory named so far really is (a listed parent → its real path), so that an
+/// entry's real path costs one walk per directory, not one per entry. Forgotten whenever a
+/// symlink appears or goes, which can move what a listed path resolves to.
+type RealParents = std::collections::HashMap<String, PathBuf>;
+
 /// Apply one entry; returns what a sketch keeps of it.
 fn apply(
     root: &Root,
@@ -188,6 +196,7 @@ fn apply(
     h: &Header,
     content: Content<'_>,
     out: &mut Unpacked,
+    parents: &mut RealParents,
 ) -> Result<Body, AptError> {
     let bad = |message: String| AptError::InvalidDeb {
         package: package.to_string(),
@@ -317,7 +326,25 @@ fn apply(
             return Ok(body);
         }
     }
-    let real = root.real_path(target).map_err(fail(&listed))?;
+    if h.kind == Kind::Symlink || existing.is_some_and(|m| m.is_link() || !m.is_directory()) {
+        parents.clear();
+    }
+    let real = match listed
+        .rsplit_once('/')
+        .and_then(|(p, n)| Some((parents.get(p)?, n)))
+    {
+        Some((parent, name)) => parent.join(name),
+        None => {
+            let real = root.real_path(target).map_err(fail(&listed))?;
+            if let Some((p, _)) = listed.rsplit_once('/') {
+                parents.insert(
+                    p.to_string(),
+                    real.parent().map(Path::to_path_buf).unwrap_or_default(),
+                );
+            }
+            real
+        }
+    };
     out.created.push(real.to_string_lossy().into_owned());
     out.paths.push(listed);
     Ok(body)
