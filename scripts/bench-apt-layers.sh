@@ -6,7 +6,8 @@
 #   - unchanged (nothing to do), and the same for a rootfs tarball of the same packages;
 # and the total compressed size of the split image against the same packages in one package
 # layer (`layers:` putting every package into one component; `metadata` stays apart).
-# Medians of N runs (hyperfine); prints the CPU model.
+# Medians of N runs (hyperfine); prints the CPU model. Every prepare step ends with `sync`,
+# so the deletions it makes (slow on a disk mounted with `discard`) are not timed as the run.
 # Usage: bash scripts/bench-apt-layers.sh [RUNS]   (root; uses the host's apt sources)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,17 +48,17 @@ echo "cd '$X' && find . -type f | sort | comm -13 '$W/keep.txt' - | xargs -r rm 
 layers="layers-v2 blobs-v1 listings-v1 trust-v2"
 hyperfine --style basic --warmup 1 --runs "$RUNS" --export-json "$W/layers.json" \
   -n "warm build (downloads cached, no layers)" \
-  --prepare "cd $W/cache && rm -rf $layers $W/out-a" \
+  --prepare "cd $W/cache && rm -rf $layers $W/out-a && sync" \
   "$G build $W/a.yaml -o $W/out-a -q --cache $W/cache" \
   -n "warm build, taking every package's sketch" \
-  --prepare "cd $W/cache && rm -rf $layers sketches-v1 $W/out-a" \
+  --prepare "cd $W/cache && rm -rf $layers sketches-v1 $W/out-a && sync" \
   "$G build $W/a.yaml -o $W/out-a -q --cache $W/cache" \
   -n "add xz-utils (other layers cached)" \
-  --prepare "bash $W/reset-x.sh" \
+  --prepare "bash $W/reset-x.sh && sync" \
   "$G build $W/b.yaml -o $W/out-b -q --cache $X" \
-  -n "unchanged rebuild (apt)" --prepare "true" \
+  -n "unchanged rebuild (apt)" --prepare "sync" \
   "$G build $W/a.yaml -o $W/out-a -q --cache $W/cache" \
-  -n "unchanged rebuild (rootfs tarball)" --prepare "true" \
+  -n "unchanged rebuild (rootfs tarball)" --prepare "sync" \
   "$G build $W/r.yaml -o $W/out-r -q --cache $W/cache"
 python3 - "$W/layers.json" <<'PY'
 import json, sys
