@@ -20,6 +20,39 @@ use crate::elf::SharedObject;
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct Sketch {
     pub entries: Vec<SketchEntry>,
+    /// Grown past [`MAX_SKETCH_BYTES`] while being taken: never recorded (the package is
+    /// always unpacked in full).
+    #[serde(skip)]
+    pub abandoned: bool,
+    /// Bytes the sketch holds, roughly (kept file bytes plus a fixed cost per entry).
+    #[serde(skip)]
+    pub weight: u64,
+}
+
+/// The most a sketch may hold (well under the cache's record size limit): a package whose
+/// kept files or entries pass it is not sketched, so what a package supplies cannot grow a
+/// sketch without bound.
+pub const MAX_SKETCH_BYTES: u64 = 16 << 20;
+
+impl Sketch {
+    /// Add one entry; past [`MAX_SKETCH_BYTES`] the sketch is dropped and abandoned.
+    pub fn push(&mut self, entry: SketchEntry) {
+        if self.abandoned {
+            return;
+        }
+        self.weight += 256
+            + entry.header.path.len() as u64
+            + match &entry.body {
+                Body::Kept(b) => b.len() as u64,
+                _ => 0,
+            };
+        if self.weight > MAX_SKETCH_BYTES {
+            self.entries = Vec::new();
+            self.abandoned = true;
+        } else {
+            self.entries.push(entry);
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -93,6 +126,9 @@ pub fn exists(cache: &Cache, deb: &Digest) -> bool {
 /// Record a sketch (it only saves work next time: a failure is no error, and a package whose
 /// paths are not UTF-8 cannot be written as one).
 pub fn remember(cache: &Cache, deb: &Digest, sketch: &Sketch) {
+    if sketch.abandoned {
+        return;
+    }
     let _ = cache.put_record(Bucket::Sketches, &key(deb), sketch);
 }
 
@@ -149,6 +185,7 @@ mod tests {
                 },
                 body,
             }],
+            ..Sketch::default()
         }
     }
 
@@ -169,6 +206,21 @@ mod tests {
         let kept = entry(None, Body::Kept(b"root:x:0:0\n".to_vec()));
         let back: Sketch = serde_json::from_slice(&serde_json::to_vec(&kept).unwrap()).unwrap();
         assert!(matches!(&back.entries[0].body, Body::Kept(b) if b == b"root:x:0:0\n"));
+    }
+
+    #[test]
+    fn a_sketch_past_its_cap_is_abandoned_not_truncated() {
+        let mut s = Sketch::default();
+        let big = entry(
+            None,
+            Body::Kept(vec![b'x'; (MAX_SKETCH_BYTES / 2) as usize]),
+        );
+        s.push(big.entries[0].clone());
+        assert!(!s.abandoned && s.entries.len() == 1);
+        s.push(big.entries[0].clone());
+        assert!(s.abandoned && s.entries.is_empty());
+        s.push(entry(None, Body::None).entries[0].clone());
+        assert!(s.abandoned && s.entries.is_empty());
     }
 
     #[test]

@@ -110,16 +110,18 @@ pub fn unpack_sketching(
                 || fixups::reads(listed)
                 || dpkgdb::reads(listed)
         };
+        // Without a sketch to take, nothing is read back or held in memory.
+        let sketching: Option<&dyn Fn(&str) -> bool> = taking.is_some().then_some(&keep);
         let body = apply(
             root,
             package,
             &header,
-            Content::Stream(&mut entry, &keep),
+            Content::Stream(&mut entry, sketching),
             &mut out,
             &mut parents,
         )?;
         if let Some(t) = taking.as_mut() {
-            t.sketch.entries.push(SketchEntry { header, body });
+            t.sketch.push(SketchEntry { header, body });
         }
     }
     Ok(out)
@@ -174,8 +176,9 @@ pub fn placeholders_for_scripts(
 
 /// Where a regular file's bytes come from.
 enum Content<'a> {
-    /// The data tarball: written whole; what a sketch would keep whole is read through memory.
-    Stream(&'a mut dyn Read, &'a dyn Fn(&str) -> bool),
+    /// The data tarball: written whole. When a sketch is being taken (`Some(keep)`), what it
+    /// keeps is read through memory and libraries' ELF facts are read back.
+    Stream(&'a mut dyn Read, Option<&'a dyn Fn(&str) -> bool>),
     /// A sketch's kept bytes.
     Bytes(&'a [u8]),
     /// A library left out: an empty placeholder, its facts recorded.
@@ -247,7 +250,7 @@ fn apply(
             Content::Stream(data, keep) => {
                 root.remove_non_dir(target).map_err(fail(&listed))?;
                 let mut f = root.create_new(target, 0o600).map_err(fail(&listed))?;
-                if keep(&listed) {
+                if keep.is_some_and(|k| k(&listed)) {
                     let mut kept = Vec::new();
                     data.take(KEEP_CAP)
                         .read_to_end(&mut kept)
@@ -262,7 +265,8 @@ fn apply(
                 }
                 Root::set_owner_mode_fd(&f, uid, gid, mode).map_err(fail(&listed))?;
                 drop(f);
-                if matches!(body, Body::Elided) && ldcache::is_candidate(&listed) {
+                if keep.is_some() && matches!(body, Body::Elided) && ldcache::is_candidate(&listed)
+                {
                     body = Body::Library(ldcache::facts(root, target));
                 }
             }
