@@ -11,6 +11,7 @@
 
 pub mod apt;
 pub mod files;
+pub mod python;
 pub mod rootfs;
 
 use std::path::Path;
