@@ -13,6 +13,7 @@ pub mod apt;
 pub mod files;
 pub mod python;
 pub mod rootfs;
+pub mod wheel;
 
 use std::path::Path;
 

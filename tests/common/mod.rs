@@ -2,7 +2,7 @@
 //! uses what it needs. `sandbox` is the only way a test starts the built binaries (isolated
 //! configuration, cache and epoch); `cmd` runs any command with failure messages that name
 //! it; `fs` writes, reads and lists files; `image` makes root filesystems and checks images;
-//! `apt_repo` and `http` make and serve a signed fixture apt repository.
+//! `apt_repo` and `http` make and serve a signed fixture apt repository; `wheel` writes wheels.
 #![allow(dead_code, unused_imports)]
 
 pub mod apt_repo;
@@ -11,6 +11,7 @@ pub mod fs;
 pub mod http;
 pub mod image;
 pub mod sandbox;
+pub mod wheel;
 
 pub use apt_repo::*;
 pub use cmd::*;
@@ -18,3 +19,4 @@ pub use fs::*;
 pub use http::*;
 pub use image::*;
 pub use sandbox::*;
+pub use wheel::*;

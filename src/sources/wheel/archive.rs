@@ -1,0 +1,338 @@
+//! Reading a wheel's zip archive with caps: entry count, bytes per entry and in all (declared
+//! sizes are capped before anything is decompressed, and every entry must unpack to exactly
+//! its declared size), no overlapping entries, the local header's name the central
+//! directory's, only stored or deflate data, nothing encrypted.
+//!
+//! Every entry name is checked here: relative, no `..`, no `.` or empty components, no
+//! backslash or NUL, and only regular files and directories (a symlink is refused). Reads go
+//! through a positioned file handle shared by clones, so several threads read one archive.
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use zip::{CompressionMethod, ZipArchive};
+
+use super::record::Hasher;
+use super::WheelError;
+
+/// Entries one wheel may hold.
+pub const MAX_ENTRIES: usize = 500_000;
+/// Bytes one entry may unpack to.
+pub const MAX_ENTRY_BYTES: u64 = 16 << 30;
+/// Bytes one wheel may unpack to.
+pub const MAX_WHEEL_BYTES: u64 = 64 << 30;
+/// Bytes of a metadata file (`WHEEL`, `RECORD`, `entry_points.txt`) read into memory.
+pub const MAX_METADATA_BYTES: u64 = 64 << 20;
+
+/// A file read at explicit offsets: clones share the handle, each with its own position.
+#[derive(Debug, Clone)]
+pub struct PosFile {
+    file: Arc<File>,
+    len: u64,
+    pos: u64,
+}
+
+impl Read for PosFile {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.file.read_at(buf, self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl Seek for PosFile {
+    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
+        let new = match to {
+            SeekFrom::Start(p) => Some(p),
+            SeekFrom::End(d) => self.len.checked_add_signed(d),
+            SeekFrom::Current(d) => self.pos.checked_add_signed(d),
+        };
+        self.pos =
+            new.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "seek before 0"))?;
+        Ok(self.pos)
+    }
+}
+
+/// One entry of the archive.
+#[derive(Debug, Clone)]
+pub struct Member {
+    pub index: usize,
+    /// The entry name, checked; a directory's ends in `/`.
+    pub name: String,
+    /// Declared uncompressed size.
+    pub size: u64,
+    /// The zip's unix mode has an execute bit.
+    pub executable: bool,
+}
+
+impl Member {
+    pub fn is_dir(&self) -> bool {
+        self.name.ends_with('/')
+    }
+}
+
+/// An open wheel.
+#[derive(Debug, Clone)]
+pub struct Archive {
+    /// The wheel's file name, for messages.
+    pub label: String,
+    zip: ZipArchive<PosFile>,
+}
+
+impl Archive {
+    /// Open the wheel at `path` and list its entries, refusing what the module doc lists.
+    pub fn open(path: &Path, label: &str) -> Result<(Archive, Vec<Member>), WheelError> {
+        let read_err = |source| WheelError::Read {
+            wheel: label.to_string(),
+            source,
+        };
+        let file = fs_err::File::open(path).map_err(read_err)?.into_parts().0;
+        let len = file.metadata().map_err(read_err)?.len();
+        let reader = PosFile {
+            file: Arc::new(file),
+            len,
+            pos: 0,
+        };
+        let zip_err = |source| WheelError::Zip {
+            wheel: label.to_string(),
+            source,
+        };
+        let mut zip = ZipArchive::new(reader.clone()).map_err(zip_err)?;
+        if zip.len() > MAX_ENTRIES {
+            return Err(WheelError::TooManyEntries {
+                wheel: label.into(),
+                cap: MAX_ENTRIES,
+            });
+        }
+        let mut members = Vec::with_capacity(zip.len());
+        let mut spans = Vec::with_capacity(zip.len());
+        let mut total: u64 = 0;
+        let mut seen = std::collections::HashSet::new();
+        for index in 0..zip.len() {
+            let f = zip.by_index_raw(index).map_err(zip_err)?;
+            let name = f.name().to_string();
+            let unsafe_path = |why| WheelError::UnsafePath {
+                wheel: label.into(),
+                path: name.clone(),
+                why,
+            };
+            check_name(&name).map_err(unsafe_path)?;
+            let mode = f.unix_mode().unwrap_or(0);
+            match mode & 0o170000 {
+                0 | 0o100000 | 0o040000 => {}
+                0o120000 => return Err(unsafe_path("is a symbolic link")),
+                _ => return Err(unsafe_path("is not a regular file or a directory")),
+            }
+            if f.encrypted() {
+                return Err(WheelError::Encrypted {
+                    wheel: label.into(),
+                    path: name,
+                });
+            }
+            if !matches!(
+                f.compression(),
+                CompressionMethod::Stored | CompressionMethod::Deflated
+            ) {
+                return Err(WheelError::Compression {
+                    wheel: label.into(),
+                    method: format!("{:?}", f.compression()),
+                    path: name,
+                });
+            }
+            if !seen.insert(name.trim_end_matches('/').to_string()) {
+                return Err(WheelError::Duplicate {
+                    wheel: label.into(),
+                    path: name,
+                });
+            }
+            let size = f.size();
+            if size > MAX_ENTRY_BYTES {
+                return Err(WheelError::EntryTooLarge {
+                    wheel: label.into(),
+                    path: name,
+                    size,
+                    cap: MAX_ENTRY_BYTES,
+                });
+            }
+            total = total.saturating_add(size);
+            if total > MAX_WHEEL_BYTES {
+                return Err(WheelError::TooLarge {
+                    wheel: label.into(),
+                    cap: MAX_WHEEL_BYTES,
+                });
+            }
+            let (header, start) = (f.header_start(), f.data_start());
+            spans.push((header, start.saturating_add(f.compressed_size()), index));
+            local_name_matches(&reader, header, f.name_raw())
+                .map_err(read_err)?
+                .then_some(())
+                .ok_or_else(|| unsafe_path("has a different name in its local header"))?;
+            if name.ends_with('/') && size != 0 {
+                return Err(unsafe_path("is a directory with data"));
+            }
+            members.push(Member {
+                index,
+                size,
+                executable: mode & 0o111 != 0,
+                name,
+            });
+        }
+        spans.sort_unstable();
+        for w in spans.windows(2) {
+            if w[1].0 < w[0].1 {
+                let name = |i: usize| members[i].name.clone();
+                return Err(WheelError::UnsafePath {
+                    wheel: label.into(),
+                    path: name(w[1].2),
+                    why: "overlaps another entry's data",
+                });
+            }
+        }
+        Ok((
+            Archive {
+                label: label.to_string(),
+                zip,
+            },
+            members,
+        ))
+    }
+
+    /// The whole of a small entry (metadata), at most [`MAX_METADATA_BYTES`].
+    pub fn read_small(&mut self, m: &Member) -> Result<Vec<u8>, WheelError> {
+        if m.size > MAX_METADATA_BYTES {
+            return Err(WheelError::EntryTooLarge {
+                wheel: self.label.clone(),
+                path: m.name.clone(),
+                size: m.size,
+                cap: MAX_METADATA_BYTES,
+            });
+        }
+        let mut out = Vec::with_capacity(m.size as usize);
+        let mut h = Hasher::new(super::record::HashAlgo::Sha256);
+        self.copy(m, &mut out, &mut h, Path::new(&m.name))?;
+        Ok(out)
+    }
+
+    /// Decompress `m` into `out`, hashing it with `hasher`; the entry must unpack to exactly
+    /// its declared size (and the zip's CRC must match). `dest` names `out` in write errors.
+    pub fn copy(
+        &mut self,
+        m: &Member,
+        out: &mut dyn Write,
+        hasher: &mut Hasher,
+        dest: &Path,
+    ) -> Result<u64, WheelError> {
+        let label = self.label.clone();
+        let read_err = |source| WheelError::Read {
+            wheel: label.clone(),
+            source,
+        };
+        let mut f = self
+            .zip
+            .by_index(m.index)
+            .map_err(|source| WheelError::Zip {
+                wheel: label.clone(),
+                source,
+            })?;
+        let mut limited = (&mut f).take(m.size.saturating_add(1));
+        let mut buf = vec![0u8; 256 << 10];
+        let mut n: u64 = 0;
+        loop {
+            let k = match limited.read(&mut buf) {
+                Ok(0) => break,
+                Ok(k) => k,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(read_err(e)),
+            };
+            n += k as u64;
+            if n > m.size {
+                break;
+            }
+            hasher.update(&buf[..k]);
+            out.write_all(&buf[..k])
+                .map_err(|source| WheelError::Write {
+                    path: dest.to_path_buf(),
+                    source,
+                })?;
+        }
+        if n != m.size {
+            return Err(WheelError::SizeMismatch {
+                wheel: label,
+                path: m.name.clone(),
+                declared: m.size,
+                actual: n,
+            });
+        }
+        Ok(n)
+    }
+}
+
+/// Whether the local file header at `at` names the entry `name` (as the central directory
+/// does), so no tool reading local headers sees a different file.
+fn local_name_matches(r: &PosFile, at: u64, name: &[u8]) -> io::Result<bool> {
+    let mut fixed = [0u8; 30];
+    r.file.read_exact_at(&mut fixed, at)?;
+    let len = u16::from_le_bytes([fixed[26], fixed[27]]) as usize;
+    if len != name.len() {
+        return Ok(false);
+    }
+    let mut local = vec![0u8; len];
+    r.file.read_exact_at(&mut local, at + 30)?;
+    Ok(local == name)
+}
+
+/// Why an entry name is refused, if it is.
+pub fn check_name(name: &str) -> Result<(), &'static str> {
+    if name.starts_with('/') {
+        return Err("is an absolute path");
+    }
+    if name.contains('\\') {
+        return Err("contains a backslash");
+    }
+    if name.contains('\0') || name.chars().any(|c| c.is_control()) {
+        return Err("contains a control character");
+    }
+    let body = name.strip_suffix('/').unwrap_or(name);
+    for c in body.split('/') {
+        match c {
+            ".." => return Err("climbs out of its directory with `..`"),
+            "" | "." => return Err("is not a clean relative path"),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_that_leave_the_root_are_refused() {
+        for ok in [
+            "a.py",
+            "pkg/a.py",
+            "pkg/",
+            "pkg-1.0.data/scripts/x",
+            "a..b/c",
+        ] {
+            assert_eq!(check_name(ok), Ok(()), "{ok}");
+        }
+        for (bad, why) in [
+            ("/etc/passwd", "absolute"),
+            ("../x", "`..`"),
+            ("pkg/../../x", "`..`"),
+            ("pkg\\..\\x", "backslash"),
+            ("pkg//x", "clean"),
+            ("./x", "clean"),
+            ("", "clean"),
+            ("a\nb", "control"),
+        ] {
+            let e = check_name(bad).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+    }
+}

@@ -1,0 +1,218 @@
+//! Writing the prepared wheels' files into the staging root, on several threads, each file
+//! hashed as it is written and checked against its `RECORD` row (a mismatch refuses the wheel,
+//! naming the path); a script whose first line is `#!python` gets the image's interpreter,
+//! as pip does.
+//!
+//! Writes go through `confined::Root` only, to paths the installer computed (never a name
+//! from the archive unchecked). The files' modes on disk do not matter: the tree carries them.
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use super::archive::{Archive, MAX_METADATA_BYTES};
+use super::prepare::{Content, Prepared};
+use super::record::{FileHash, Hasher};
+use super::scheme::Role;
+use super::WheelError;
+use crate::confined::Root;
+use crate::observe::Observer;
+
+/// One file to write: (wheel, item) indexes into the prepared wheels.
+pub type Job = (usize, usize);
+
+/// What was written: the file's final hash and size (a rewritten `#!python` script differs
+/// from its archive entry).
+#[derive(Debug, Clone)]
+pub struct Written {
+    pub hash: FileHash,
+    pub size: u64,
+}
+
+/// Write every job's file under `root` (whose directories exist), in parallel; the result is
+/// in job order.
+pub fn extract(
+    wheels: &[Prepared],
+    jobs: &[Job],
+    root: &Path,
+    interpreter: &str,
+    obs: &mut dyn Observer,
+) -> Result<Vec<Written>, WheelError> {
+    let total: u64 = jobs.iter().map(|&(w, i)| wheels[w].items[i].size).sum();
+    // Largest first, so one big library does not finish alone at the end.
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by_key(|&j| {
+        let (w, i) = jobs[j];
+        (std::cmp::Reverse(wheels[w].items[i].size), j)
+    });
+    let next = AtomicUsize::new(0);
+    let done = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    let results: Mutex<Vec<Option<Written>>> = Mutex::new(vec![None; jobs.len()]);
+    let errors: Mutex<Vec<(usize, WheelError)>> = Mutex::new(Vec::new());
+    let threads = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .clamp(1, 8)
+        .min(jobs.len().max(1));
+    obs.task_start("unpack wheels", Some(total));
+    let running = AtomicUsize::new(threads);
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                let worker = Worker::new(root, wheels);
+                loop {
+                    let k = next.fetch_add(1, Ordering::Relaxed);
+                    if k >= order.len() || stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let j = order[k];
+                    let r = worker.and_then_write(jobs[j], interpreter, &done);
+                    match r {
+                        Ok(w) => lock(&results)[j] = Some(w),
+                        Err(e) => {
+                            stop.store(true, Ordering::Relaxed);
+                            lock(&errors).push((j, e));
+                        }
+                    }
+                }
+                running.fetch_sub(1, Ordering::Release);
+            });
+        }
+        let mut reported = 0;
+        while running.load(Ordering::Acquire) > 0 {
+            std::thread::sleep(Duration::from_millis(50));
+            let now = done.load(Ordering::Relaxed);
+            if now > reported {
+                obs.task_progress(now - reported);
+                reported = now;
+            }
+        }
+    });
+    let mut errors = errors.into_inner().unwrap_or_else(|e| e.into_inner());
+    errors.sort_by_key(|(j, _)| *j);
+    if let Some((_, e)) = errors.into_iter().next() {
+        return Err(e);
+    }
+    let results = results.into_inner().unwrap_or_else(|e| e.into_inner());
+    obs.task_done("unpack wheels", total, &format!("{} files", jobs.len()));
+    results
+        .into_iter()
+        .map(|r| r.ok_or(WheelError::Internal("a planned file was not written")))
+        .collect()
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One thread's root handle and archive clones.
+struct Worker<'a> {
+    root: Result<Root, std::io::Error>,
+    root_path: &'a Path,
+    wheels: &'a [Prepared],
+    archives: std::cell::RefCell<std::collections::HashMap<usize, Archive>>,
+}
+
+impl<'a> Worker<'a> {
+    fn new(root_path: &'a Path, wheels: &'a [Prepared]) -> Self {
+        Worker {
+            root: Root::open(root_path),
+            root_path,
+            wheels,
+            archives: Default::default(),
+        }
+    }
+
+    fn and_then_write(
+        &self,
+        (w, i): Job,
+        interpreter: &str,
+        done: &AtomicU64,
+    ) -> Result<Written, WheelError> {
+        let root = self.root.as_ref().map_err(|e| WheelError::Write {
+            path: self.root_path.to_path_buf(),
+            source: std::io::Error::new(e.kind(), e.to_string()),
+        })?;
+        let wheel = &self.wheels[w];
+        let item = &wheel.items[i];
+        let dest = Path::new(&item.dest);
+        let write_err = |source| WheelError::Write {
+            path: self.root_path.join(dest),
+            source,
+        };
+        let written = match &item.content {
+            Content::Bytes(b) => {
+                root.write(dest, b, 0o644).map_err(write_err)?;
+                Written {
+                    hash: item.hash.clone(),
+                    size: item.size,
+                }
+            }
+            Content::Member(m) => {
+                let mut archives = self.archives.borrow_mut();
+                let archive = archives.entry(w).or_insert_with(|| wheel.archive.clone());
+                let file = root.create_new(dest, 0o644).map_err(write_err)?;
+                let mut out = std::io::BufWriter::with_capacity(256 << 10, file);
+                let mut hasher = Hasher::new(item.hash.algo);
+                archive.copy(m, &mut out, &mut hasher, &self.root_path.join(dest))?;
+                out.flush().map_err(write_err)?;
+                let got = hasher.finish();
+                if got != item.hash {
+                    return Err(WheelError::RecordHash {
+                        wheel: wheel.label.clone(),
+                        path: m.name.clone(),
+                        expected: item.hash.to_string(),
+                        actual: got.to_string(),
+                    });
+                }
+                let mut written = Written {
+                    hash: got,
+                    size: item.size,
+                };
+                if item.role == Role::Script {
+                    if let Some(w) = fix_script(root, dest, interpreter).map_err(write_err)? {
+                        written = w;
+                    }
+                }
+                written
+            }
+        };
+        done.fetch_add(item.size, Ordering::Relaxed);
+        Ok(written)
+    }
+}
+
+/// pip's rule: a script whose first line starts with `#!python` gets `#!<interpreter>` as its
+/// first line instead. Returns the new hash and size when it rewrote the file.
+fn fix_script(root: &Root, dest: &Path, interpreter: &str) -> std::io::Result<Option<Written>> {
+    let mut head = [0u8; 8];
+    let n = {
+        use std::io::Read;
+        let mut f = root.open_file(dest)?;
+        let mut n = 0;
+        while n < head.len() {
+            match f.read(&mut head[n..])? {
+                0 => break,
+                k => n += k,
+            }
+        }
+        n
+    };
+    if &head[..n] != b"#!python" {
+        return Ok(None);
+    }
+    let old = root.read(dest, MAX_METADATA_BYTES)?;
+    let rest = match old.iter().position(|b| *b == b'\n') {
+        Some(p) => &old[p + 1..],
+        None => &[][..],
+    };
+    let mut new = format!("#!{interpreter}\n").into_bytes();
+    new.extend_from_slice(rest);
+    root.write(dest, &new, 0o755)?;
+    Ok(Some(Written {
+        hash: FileHash::sha256_of(&new),
+        size: new.len() as u64,
+    }))
+}
