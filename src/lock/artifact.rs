@@ -1,11 +1,11 @@
 //! `LockedArtifact`: one typed entry of the lock's `artifacts` list, tagged by `kind`.
 //!
-//! Each kind of source (`deb` now; `wheel` next) adds one variant holding its own locked
-//! record; nothing else in the lock format changes when a kind is added.
+//! Each kind of source (`deb`, `wheel`) has one variant holding its own locked record; nothing
+//! else in the lock format changes when a kind is added.
 
 use serde::{Deserialize, Serialize};
 
-use super::LockedPackage;
+use super::{LockedPackage, LockedWheel};
 
 /// One artifact a build fetches, with what identifies its bytes.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -13,6 +13,8 @@ use super::LockedPackage;
 pub enum LockedArtifact {
     /// A Debian package (`{"kind": "deb", "name": ..., "sha256": ...}`).
     Deb(LockedPackage),
+    /// A Python wheel (`{"kind": "wheel", "name": ..., "filename": ..., "sha256": ...}`).
+    Wheel(LockedWheel),
 }
 
 impl LockedArtifact {
@@ -20,6 +22,15 @@ impl LockedArtifact {
     pub fn as_deb(&self) -> Option<&LockedPackage> {
         match self {
             LockedArtifact::Deb(p) => Some(p),
+            LockedArtifact::Wheel(_) => None,
+        }
+    }
+
+    /// The wheel this entry locks, if it is one.
+    pub fn as_wheel(&self) -> Option<&LockedWheel> {
+        match self {
+            LockedArtifact::Wheel(w) => Some(w),
+            LockedArtifact::Deb(_) => None,
         }
     }
 }

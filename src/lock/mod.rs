@@ -2,7 +2,7 @@
 //!
 //! Owns the lock's on-disk format (`<profile>.lock.json`, canonical JSON, written atomically)
 //! and staleness checks (`inputs`: the profile keys resolution and fetching depend on).
-//! Format version 2 holds typed `artifacts` (`{"kind": "deb", ...}`) and a `resolution` in the
+//! Format version 2 holds typed `artifacts` (`{"kind": "deb", ...}`, `{"kind": "wheel", ...}`) and a `resolution` in the
 //! lock's own types (`LockedResolution`); a version 1 lock is read and converted, and the next
 //! write makes it version 2. Must never fetch or resolve: it records what `resolve` and
 //! `sources` decided.
@@ -13,6 +13,7 @@ mod inputs;
 mod packages;
 mod resolution;
 mod v1;
+mod wheel;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -31,6 +32,7 @@ pub use resolution::{
     LockedCompat, LockedGpu, LockedHost, LockedKernelModule, LockedResolution,
     LockedResolutionError,
 };
+pub use wheel::LockedWheel;
 
 /// The lock format version `write` produces.
 pub const LOCK_VERSION: u32 = 2;
@@ -41,7 +43,8 @@ pub const READABLE_VERSIONS: [u32; 2] = [1, 2];
 /// A lock, whichever format version it was read from.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Lock {
-    /// Everything the build fetches; .debs sorted by name then architecture.
+    /// Everything the build fetches; .debs sorted by name then architecture, then wheels
+    /// sorted by name.
     pub artifacts: Vec<LockedArtifact>,
     /// The resolved stack and host ranges.
     pub resolution: Option<Resolution>,
@@ -87,6 +90,30 @@ impl Lock {
         self.artifacts.retain(|a| a.as_deb().is_none());
         self.artifacts
             .extend(debs.into_iter().map(LockedArtifact::Deb));
+        self.sort_artifacts();
+    }
+
+    /// The locked wheels, in lock order (by name).
+    pub fn wheels(&self) -> impl Iterator<Item = &LockedWheel> {
+        self.artifacts.iter().filter_map(LockedArtifact::as_wheel)
+    }
+
+    /// Replaces every locked wheel with `wheels` (other kinds of artifact stay).
+    pub fn set_wheels(&mut self, wheels: Vec<LockedWheel>) {
+        self.artifacts.retain(|a| a.as_wheel().is_none());
+        self.artifacts
+            .extend(wheels.into_iter().map(LockedArtifact::Wheel));
+        self.sort_artifacts();
+    }
+
+    /// .debs first (in the order given), then wheels by name.
+    fn sort_artifacts(&mut self) {
+        self.artifacts.sort_by(|a, b| match (a, b) {
+            (LockedArtifact::Wheel(x), LockedArtifact::Wheel(y)) => x.name.cmp(&y.name),
+            (LockedArtifact::Deb(_), LockedArtifact::Wheel(_)) => std::cmp::Ordering::Less,
+            (LockedArtifact::Wheel(_), LockedArtifact::Deb(_)) => std::cmp::Ordering::Greater,
+            (LockedArtifact::Deb(_), LockedArtifact::Deb(_)) => std::cmp::Ordering::Equal,
+        });
     }
 }
 

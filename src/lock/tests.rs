@@ -174,6 +174,48 @@ fn artifacts_are_tagged_by_kind_and_debs_replace() {
     assert_eq!(parse(&to_json(&lock), p("x")).unwrap(), lock);
 }
 
+fn wheel(name: &str) -> LockedWheel {
+    LockedWheel {
+        name: name.into(),
+        version: "2.0".into(),
+        filename: format!("{name}-2.0-py3-none-any.whl"),
+        sha256: crate::digest::Digest::of(name.as_bytes()),
+        size: 7,
+        index: "host".into(),
+        requested: name == "requests",
+        required_by: vec![format!("{name}>=2")],
+    }
+}
+
+#[test]
+fn wheels_are_artifacts_of_kind_wheel_after_the_debs() {
+    let mut lock = Lock::default();
+    lock.set_wheels(vec![wheel("urllib3"), wheel("requests")]);
+    lock.set_debs(vec![deb("a", "amd64")]);
+    let v = value(&to_json(&lock));
+    let kinds: Vec<&str> = v["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["deb", "wheel", "wheel"]);
+    let w = &v["artifacts"][1];
+    assert_eq!(w["name"], "requests");
+    assert_eq!(w["filename"], "requests-2.0-py3-none-any.whl");
+    assert_eq!(w["index"], "host");
+    assert_eq!(w["requested"], true);
+    assert_eq!(w["required_by"], json!(["requests>=2"]));
+    assert_eq!(w["size"], 7);
+    let back = parse(&to_json(&lock), p("x")).unwrap();
+    assert_eq!(back, lock);
+    let names: Vec<&str> = back.wheels().map(|w| w.name.as_str()).collect();
+    assert_eq!(names, ["requests", "urllib3"]);
+    lock.set_wheels(vec![]);
+    assert_eq!(lock.wheels().count(), 0);
+    assert_eq!(lock.debs().count(), 1);
+}
+
 /// A v2 lock text with `edit` applied to its JSON.
 fn edited(edit: impl FnOnce(&mut Value)) -> String {
     let mut lock = parse(V1_FIXTURES[1].1, p("f")).unwrap();
@@ -216,9 +258,14 @@ fn bad_locks_are_refused_with_one_line() {
             "invalid type",
         ),
         (
-            "kind wheel",
+            "kind wheel with deb fields",
             edited(|v| v["artifacts"][0]["kind"] = json!("wheel")),
-            "unknown variant `wheel`",
+            "unknown field `architecture`",
+        ),
+        (
+            "unknown kind",
+            edited(|v| v["artifacts"][0]["kind"] = json!("rpm")),
+            "unknown variant `rpm`",
         ),
         (
             "no kind",

@@ -10,6 +10,7 @@
 //! Must never run code from a package (no maintainer scripts, no chroot).
 
 pub mod apt;
+pub mod base_python;
 pub mod files;
 pub mod python;
 pub mod rootfs;
