@@ -11,6 +11,7 @@
 
 pub mod apt;
 pub mod files;
+pub mod pypi;
 pub mod python;
 pub mod rootfs;
 
