@@ -8,6 +8,9 @@ pub trait Observer {
     fn task_start(&mut self, label: &str, total_bytes: Option<u64>);
     fn task_progress(&mut self, bytes: u64);
     fn task_done(&mut self, label: &str, bytes: u64, summary: &str);
+    /// One item of the running task finished (a file downloaded: its name, the bytes it moved
+    /// and how long it took). Default: nothing.
+    fn item_done(&mut self, _item: &str, _bytes: u64, _secs: f64) {}
 }
 
 /// An observer that drops everything (tests, library use).

@@ -17,17 +17,21 @@
 //! ├── debs-v1/sha256/<hex>            Debs: downloaded `.deb` packages, named by their sha256
 //! ├── indexes-v1/sha256/<hex>         Indexes: package indexes as downloaded (compressed) and
 //! │                                   decompressed, each named by the sha256 its Release gives
+//! ├── wheels-v1/sha256/<hex>          Wheels: downloaded Python wheels, named by their sha256
+//! ├── wheel-metadata-v1/<key>.json    WheelMetadata: a wheel (its sha256) → its METADATA and size,
+//! │                                   from a PEP 658 file or range reads (`sources::pypi`)
 //! ├── roots-v1/<sha256 of url>        Roots: last copy of each unpinned root (InRelease, Release,
-//! │                                   Release.gpg), for `--offline`
+//! │                                   Release.gpg, a Python index's project pages), for `--offline`
 //! ├── trust-v2/<bucket>/<hex>.json    Trust: one stamp per entry of a stamped bucket (blobs-v1,
 //! │                                   layers-v2, listings-v1, controls-v1, resolutions-v1,
-//! │                                   sketches-v1, debs-v1, indexes-v1)
+//! │                                   sketches-v1, debs-v1, indexes-v1, wheels-v1,
+//! │                                   wheel-metadata-v1)
 //! └── tmp/                            Tmp: staging files (`crate::staging`), every partial write
 //! ```
 //! [`Bucket`] declares exactly these directories (tests/cache_layout.rs checks a real build
 //! against this drawing and the enum). Only `tmp/` is made by [`Cache::open`]; every other
 //! bucket appears on its first write. Buckets carry a version in their name: bump it rather
-//! than migrate (a `wheels-v1` bucket comes next). `tmp/` is unversioned so that any version
+//! than migrate. `tmp/` is unversioned so that any version
 //! reclaims what a killed build of another left there. Directories of earlier layouts
 //! ([`RETIRED`]: `apt-v1/`, `bases-v1/`, `layers-v1/`, `trust-v1/`) are never read; `gpuimg cache prune`
 //! removes them.
@@ -84,6 +88,10 @@ pub enum Bucket {
     Debs,
     /// Package indexes, compressed and decompressed: `indexes-v1/sha256/<hex>`.
     Indexes,
+    /// Downloaded Python wheels: `wheels-v1/sha256/<hex>`.
+    Wheels,
+    /// A wheel's METADATA and size, keyed by the wheel: `wheel-metadata-v1/<key>.json`.
+    WheelMetadata,
     /// Unpinned roots, verified by signature at each use: `roots-v1/<sha256 of url>`.
     Roots,
     /// Stamps of the stamped buckets: `trust-v2/<bucket dir>/<hex>.json`.
@@ -111,7 +119,7 @@ pub const LAYERS: Bucket = Bucket::Layers;
 
 impl Bucket {
     /// Every bucket, in the order the layout drawing lists them.
-    pub const ALL: [Bucket; 11] = [
+    pub const ALL: [Bucket; 13] = [
         Bucket::Blobs,
         Bucket::Layers,
         Bucket::Listings,
@@ -120,6 +128,8 @@ impl Bucket {
         Bucket::Sketches,
         Bucket::Debs,
         Bucket::Indexes,
+        Bucket::Wheels,
+        Bucket::WheelMetadata,
         Bucket::Roots,
         Bucket::Trust,
         Bucket::Tmp,
@@ -136,6 +146,8 @@ impl Bucket {
             Bucket::Sketches => "sketches-v1",
             Bucket::Debs => "debs-v1",
             Bucket::Indexes => "indexes-v1",
+            Bucket::Wheels => "wheels-v1",
+            Bucket::WheelMetadata => "wheel-metadata-v1",
             Bucket::Roots => "roots-v1",
             Bucket::Trust => "trust-v2",
             Bucket::Tmp => "tmp",
@@ -144,12 +156,13 @@ impl Bucket {
 
     pub const fn shape(self) -> Shape {
         match self {
-            Bucket::Blobs | Bucket::Debs | Bucket::Indexes => Shape::Content,
+            Bucket::Blobs | Bucket::Debs | Bucket::Indexes | Bucket::Wheels => Shape::Content,
             Bucket::Layers
             | Bucket::Listings
             | Bucket::Controls
             | Bucket::Resolutions
-            | Bucket::Sketches => Shape::Records,
+            | Bucket::Sketches
+            | Bucket::WheelMetadata => Shape::Records,
             Bucket::Roots | Bucket::Trust | Bucket::Tmp => Shape::Other,
         }
     }

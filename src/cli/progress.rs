@@ -103,6 +103,15 @@ impl Observer for Progress {
         let secs = self.started.elapsed().as_secs_f64();
         eprintln!("{}", done_line(label, bytes, secs, summary));
     }
+
+    fn item_done(&mut self, item: &str, bytes: u64, secs: f64) {
+        let line = format!("{:>12} {}", "", done_line(item, bytes, secs, "").trim_start());
+        match (self.mode, &self.bar) {
+            (Mode::Quiet, _) => {}
+            (Mode::Bars, Some(b)) => b.println(line),
+            _ => eprintln!("{line}"),
+        }
+    }
 }
 
 /// The line a finished task prints. A task that moved no bytes was served from the cache (or

@@ -64,6 +64,12 @@ pub enum FetchError {
     },
     #[error("`{url}` (`{digest}`) is not in the cache and `--offline` forbids downloading")]
     Offline { url: String, digest: String },
+    #[error("Failed to read the certificates of {setting} `{}`: {message}", path.display())]
+    Trust {
+        setting: String,
+        path: PathBuf,
+        message: String,
+    },
     #[error("Failed to access cache path `{}`", path.display())]
     Io {
         path: PathBuf,

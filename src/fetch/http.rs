@@ -19,6 +19,7 @@ use crate::digest::{Digest, HashingWriter};
 use crate::observe::Observer;
 
 use super::dns::DnsCache;
+use super::tls::Trust;
 use super::limits::{FetchLimits, Meter, Slow, MAX_ROOT_BYTES};
 use super::{Cache, FetchError};
 use crate::cache::Bucket;
@@ -40,6 +41,66 @@ pub struct Fetcher {
     offline: bool,
     jobs: usize,
     limits: FetchLimits,
+    credentials: Vec<Credential>,
+}
+
+/// Basic credentials sent to one host (`host` or `host:port`, as in a URL's authority without
+/// its user part). Never printed: `Debug` hides the header.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credential {
+    pub authority: String,
+    /// The `Authorization` header's value (`Basic <base64>`).
+    pub header: String,
+}
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Credential({}, <hidden>)", self.authority)
+    }
+}
+
+/// One GET of a small document held in memory (an index page, a range of a file).
+#[derive(Debug, Clone)]
+pub struct Get<'a> {
+    pub url: &'a str,
+    /// The `Accept` header, if any.
+    pub accept: Option<&'a str>,
+    /// A byte range; a server that answers with the whole file instead gives
+    /// [`Fetched::RangeIgnored`].
+    pub range: Option<ByteRange>,
+    /// The most bytes the body may have.
+    pub cap: u64,
+}
+
+/// A range of a file (`Range: bytes=...`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ByteRange {
+    /// The last `n` bytes.
+    Suffix(u64),
+    /// Bytes `start..start + len`.
+    Span { start: u64, len: u64 },
+}
+
+/// A document fetched by [`Fetcher::get`].
+#[derive(Debug, Clone)]
+pub struct Page {
+    pub body: Vec<u8>,
+    /// The `Content-Type` header's media type, lower case, without parameters.
+    pub content_type: Option<String>,
+    /// The URL after redirects (relative links resolve against it).
+    pub url: String,
+    /// For a range: the whole file's size, from `Content-Range`.
+    pub total: Option<u64>,
+}
+
+/// What [`Fetcher::get`] gave.
+#[derive(Debug, Clone)]
+pub enum Fetched {
+    Page(Page),
+    /// 404, 403 or 410.
+    Missing(u16),
+    /// A range was asked for and the server sent the whole file (or refused the range).
+    RangeIgnored,
 }
 
 /// How long a download may be.
@@ -67,8 +128,47 @@ impl Size {
     }
 }
 
+/// What one request asks for, besides the body's bound.
+#[derive(Clone, Copy)]
+struct Ask<'a> {
+    url: &'a str,
+    accept: Option<&'a str>,
+    range: Option<ByteRange>,
+}
+
+impl<'a> Ask<'a> {
+    fn plain(url: &'a str) -> Self {
+        Ask {
+            url,
+            accept: None,
+            range: None,
+        }
+    }
+}
+
+impl ByteRange {
+    fn header(self) -> String {
+        match self {
+            ByteRange::Suffix(n) => format!("bytes=-{n}"),
+            ByteRange::Span { start, len } => {
+                format!("bytes={start}-{}", start + len.max(1) - 1)
+            }
+        }
+    }
+}
+
+/// What a response said about itself.
+#[derive(Default)]
+struct Meta {
+    content_type: Option<String>,
+    url: String,
+    total: Option<u64>,
+}
+
 /// Why one attempt failed.
 enum Attempt {
+    /// A range was asked for and the server answered with something else.
+    RangeIgnored,
     /// Worth another attempt.
     Retry(Failure),
     /// An HTTP status a retry will not change (404, 403, …).
@@ -100,7 +200,8 @@ impl std::fmt::Display for Failure {
 
 /// What a finished download gave.
 enum Got<W> {
-    Body(W),
+    Body(W, Meta),
+    RangeIgnored,
     Refused { status: u16, attempts: u32 },
 }
 
@@ -127,8 +228,13 @@ impl Fetcher {
         offline: bool,
         jobs: usize,
         limits: FetchLimits,
+        trust: &Trust,
     ) -> Result<Self, FetchError> {
+        let tls = ureq::tls::TlsConfig::builder()
+            .root_certs(trust.root_certs()?)
+            .build();
         let config = ureq::Agent::config_builder()
+            .tls_config(tls)
             .timeout_connect(Some(limits.window))
             .timeout_recv_response(Some(limits.window))
             .timeout_per_read(Some(limits.window))
@@ -145,7 +251,27 @@ impl Fetcher {
             offline,
             jobs: jobs.max(1),
             limits,
+            credentials: Vec::new(),
         })
+    }
+
+    /// Send these credentials to their hosts (replacing any set before).
+    pub fn set_credentials(&mut self, credentials: Vec<Credential>) {
+        self.credentials = credentials;
+    }
+
+    /// The `Authorization` header for `url`'s host, if credentials were set for it.
+    fn authorization(&self, url: &str) -> Option<&str> {
+        let uri: ureq::http::Uri = url.parse().ok()?;
+        let host = uri.host()?;
+        let authority = match uri.port_u16() {
+            Some(p) => format!("{host}:{p}"),
+            None => host.to_string(),
+        };
+        self.credentials
+            .iter()
+            .find(|c| c.authority.eq_ignore_ascii_case(&authority))
+            .map(|c| c.header.as_str())
     }
 
     pub fn cache(&self) -> &Cache {
@@ -188,8 +314,15 @@ impl Fetcher {
             f.rewind().map_err(io_err)?;
             Ok(HashingWriter::new(f))
         };
-        let w = match self.download(&a.url, Size::Signed(a.size), tmp.path(), fresh, progress)? {
-            Got::Body(w) => w,
+        let w = match self.download(
+            Ask::plain(&a.url),
+            Size::Signed(a.size),
+            tmp.path(),
+            fresh,
+            progress,
+        )? {
+            Got::Body(w, _) => w,
+            Got::RangeIgnored => return Err(odd_range(&a.url)),
             Got::Refused { status: 404, .. } => {
                 return Err(FetchError::NotFound { url: a.url.clone() })
             }
@@ -216,12 +349,13 @@ impl Fetcher {
     /// attempt (`sink` names it in errors).
     fn download<W: Write>(
         &self,
-        url: &str,
+        ask: Ask<'_>,
         size: Size,
         sink: &Path,
         mut fresh: impl FnMut() -> Result<W, FetchError>,
         progress: &dyn Fn(u64),
     ) -> Result<Got<W>, FetchError> {
+        let url = ask.url;
         let budget = self.limits.deadline(size.max());
         let deadline = later(Instant::now(), budget);
         let attempts = self.limits.attempts.max(1);
@@ -238,8 +372,9 @@ impl Fetcher {
             std::thread::sleep(wait);
             tried += 1;
             let mut w = fresh()?;
-            match self.attempt(url, size, deadline, sink, &mut w, progress) {
-                Ok(()) => return Ok(Got::Body(w)),
+            match self.attempt(ask, size, deadline, sink, &mut w, progress) {
+                Ok(meta) => return Ok(Got::Body(w, meta)),
+                Err(Attempt::RangeIgnored) => return Ok(Got::RangeIgnored),
                 Err(Attempt::Retry(f)) => {
                     if let Failure::Short(n) = f {
                         got = n;
@@ -295,26 +430,37 @@ impl Fetcher {
     /// slower than the minimum rate over a window.
     fn attempt(
         &self,
-        url: &str,
+        ask: Ask<'_>,
         size: Size,
         deadline: Instant,
         sink: &Path,
         out: &mut dyn Write,
         progress: &dyn Fn(u64),
-    ) -> Result<(), Attempt> {
+    ) -> Result<Meta, Attempt> {
+        let url = ask.url;
         let window = self.limits.window;
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Err(Attempt::Deadline(0));
         }
-        let call = self
-            .agent
-            .get(url)
-            .config()
-            .timeout_global(Some(left))
-            .build()
-            .call();
+        let mut req = self.agent.get(url);
+        if let Some(a) = self.authorization(url) {
+            req = req.header("Authorization", a);
+        }
+        if let Some(a) = ask.accept {
+            req = req.header("Accept", a);
+        }
+        if let Some(r) = ask.range {
+            req = req.header("Range", r.header());
+        }
+        let call = req.config().timeout_global(Some(left)).build().call();
         let mut resp = match call {
+            Ok(r) if ask.range.is_some() && r.status().as_u16() != 206 => {
+                return Err(Attempt::RangeIgnored)
+            }
+            Err(ureq::Error::StatusCode(416)) if ask.range.is_some() => {
+                return Err(Attempt::RangeIgnored)
+            }
             Ok(r) => r,
             Err(ureq::Error::StatusCode(c)) if retryable(c) => {
                 return Err(Attempt::Retry(Failure::Status(c)))
@@ -331,6 +477,7 @@ impl Fetcher {
             }
             Err(e) => return Err(Attempt::Retry(Failure::Net(e.to_string()))),
         };
+        let meta = meta_of(&resp);
         let limit = size.max();
         if let Some(len) = resp.body().content_length().filter(|&n| n > limit) {
             return Err(Attempt::Fatal(
@@ -374,7 +521,46 @@ impl Fetcher {
         }
         match size {
             Size::Signed(s) if count < s => Err(Attempt::Retry(Failure::Short(count))),
-            _ => Ok(()),
+            _ => Ok(meta),
+        }
+    }
+
+    /// GET a small document into memory: at most `g.cap` bytes, with the same retries, rate
+    /// and deadline as every download. Never when offline (the caller keeps its own copies).
+    pub fn get(&self, g: &Get<'_>) -> Result<Fetched, FetchError> {
+        if self.offline {
+            return Err(FetchError::Offline {
+                url: g.url.to_string(),
+                digest: "unpinned".into(),
+            });
+        }
+        let ask = Ask {
+            url: g.url,
+            accept: g.accept,
+            range: g.range,
+        };
+        let sink = PathBuf::from(g.url);
+        match self.download(ask, Size::Cap(g.cap), &sink, || Ok(Vec::new()), &|_| {})? {
+            Got::Body(body, meta) => Ok(Fetched::Page(Page {
+                body,
+                content_type: meta.content_type,
+                url: if meta.url.is_empty() {
+                    g.url.to_string()
+                } else {
+                    meta.url
+                },
+                total: meta.total,
+            })),
+            Got::RangeIgnored => Ok(Fetched::RangeIgnored),
+            Got::Refused {
+                status: status @ (404 | 403 | 410),
+                ..
+            } => Ok(Fetched::Missing(status)),
+            Got::Refused { status, attempts } => Err(FetchError::Http {
+                url: g.url.to_string(),
+                attempts,
+                message: status_text(status),
+            }),
         }
     }
 
@@ -384,6 +570,18 @@ impl Fetcher {
         &self,
         items: &[Artifact],
         label: &str,
+        obs: &mut dyn Observer,
+    ) -> Result<Vec<PathBuf>, FetchError> {
+        self.fetch_all_named(items, label, None, obs)
+    }
+
+    /// [`Fetcher::fetch_all`], also reporting each finished file by its name in `names`
+    /// (`Observer::item_done`: bytes moved and time taken; 0 bytes when cached).
+    pub fn fetch_all_named(
+        &self,
+        items: &[Artifact],
+        label: &str,
+        names: Option<&[String]>,
         obs: &mut dyn Observer,
     ) -> Result<Vec<PathBuf>, FetchError> {
         let total: u64 = items.iter().map(|a| a.size).sum();
@@ -401,6 +599,7 @@ impl Fetcher {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(a) = items.get(i) else { break };
                     let last = std::cell::Cell::new(0u64);
+                    let started = Instant::now();
                     let progress = |n: u64| {
                         let d = n.saturating_sub(last.replace(n));
                         let _ = tx.send(Event::Bytes(d));
@@ -408,8 +607,12 @@ impl Fetcher {
                     let corrupted = |url: &str| {
                         let _ = tx.send(Event::Corrupted(url.to_string()));
                     };
+                    // Only named items report whether they were cached (a stamp read).
+                    let hit = names.is_some()
+                        && self.cache.shared().store(a.bucket).trusted(&a.sha256).is_some();
                     let r = self.fetch(a, &progress, &corrupted);
-                    let _ = tx.send(Event::Done(i, r));
+                    let moved = if hit { 0 } else { last.get() };
+                    let _ = tx.send(Event::Done(i, r, moved, started.elapsed().as_secs_f64()));
                 });
             }
             drop(tx);
@@ -424,7 +627,12 @@ impl Fetcher {
                             "Cache entry for `{url}` was corrupted; fetching it again"
                         ));
                     }
-                    Event::Done(i, r) => results[i] = Some(r),
+                    Event::Done(i, r, moved, secs) => {
+                        if let (Some(n), true) = (names.and_then(|n| n.get(i)), r.is_ok()) {
+                            obs.item_done(n, moved, secs);
+                        }
+                        results[i] = Some(r)
+                    }
                 }
             }
         });
@@ -457,13 +665,14 @@ impl Fetcher {
         }
         let sink = PathBuf::from(url);
         match self.download(
-            url,
+            Ask::plain(url),
             Size::Cap(MAX_ROOT_BYTES),
             &sink,
             || Ok(Vec::new()),
             &|_| {},
         )? {
-            Got::Body(data) => {
+            Got::RangeIgnored => Err(odd_range(url)),
+            Got::Body(data, _) => {
                 self.cache.put_root(url, &data)?;
                 Ok(Some(data))
             }
@@ -480,10 +689,44 @@ impl Fetcher {
     }
 }
 
+/// A plain request answered as if it asked for a range (a 416 or 206 it cannot have earned).
+fn odd_range(url: &str) -> FetchError {
+    FetchError::Http {
+        url: url.to_string(),
+        attempts: 1,
+        message: "the server answered with a range that was not asked for".into(),
+    }
+}
+
+/// The content type, final URL and range total of a response.
+fn meta_of(resp: &ureq::http::Response<ureq::Body>) -> Meta {
+    use ureq::ResponseExt;
+    let header = |name: &str| {
+        resp.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    Meta {
+        content_type: header("content-type").map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_ascii_lowercase()
+        }),
+        url: resp.get_uri().to_string(),
+        // `bytes 100-199/1234`
+        total: header("content-range")
+            .and_then(|v| v.rsplit_once('/').and_then(|(_, t)| t.trim().parse().ok())),
+    }
+}
+
 enum Event {
     Bytes(u64),
     Corrupted(String),
-    Done(usize, Result<PathBuf, FetchError>),
+    /// The item, its result, the bytes it moved and the seconds it took.
+    Done(usize, Result<PathBuf, FetchError>, u64, f64),
 }
 
 /// `now + d`, or a century from now where that overflows (a signed size can be absurd).

@@ -13,16 +13,21 @@
 //! headers take longer than a window; all attempts of one download share a deadline of
 //! [`DEADLINE_BASE`] (120 s) + its size at [`DEADLINE_RATE`] (16 KiB/s); [`ATTEMPTS`] (4)
 //! attempts at most, [`BACKOFF`] (250 ms, doubling) apart.
+//!
+//! HTTPS trusts what the host's tools trust ([`Trust`], `tls.rs`): the system store plus the
+//! bundles and directories the settings phase names (`SSL_CERT_FILE`, `SSL_CERT_DIR`).
 
 mod cache;
 mod dns;
 mod error;
 mod http;
 mod limits;
+mod tls;
 
 pub use cache::Cache;
 pub use error::FetchError;
-pub use http::{Artifact, Fetcher};
+pub use http::{Artifact, ByteRange, Credential, Fetched, Fetcher, Get, Page};
+pub use tls::{Trust, TrustSource, SYSTEM_BUNDLES};
 pub use limits::{
     FetchLimits, ATTEMPTS, BACKOFF, DEADLINE_BASE, DEADLINE_RATE, MAX_ROOT_BYTES, MIN_RATE, WINDOW,
 };

@@ -243,7 +243,7 @@ pub fn verify(cache: &Cache, repair: bool) -> io::Result<Verified> {
             removed,
         })
         .collect();
-    for bucket in [Bucket::Debs, Bucket::Indexes] {
+    for bucket in [Bucket::Debs, Bucket::Indexes, Bucket::Wheels] {
         let (n, found) = cache.store(bucket).verify_all(repair)?;
         out.downloads += n;
         bad.extend(found);

@@ -13,6 +13,7 @@ mod expand;
 mod layers;
 mod located;
 mod node;
+mod python;
 mod schema;
 mod sources;
 mod validate;
@@ -23,10 +24,11 @@ use std::path::{Path, PathBuf};
 pub use error::ProfileError;
 pub use layers::{Layer, RESERVED_LAYER_NAMES};
 pub use located::Located;
+pub use python::{index_url, requirement as check_requirement, FindLink, Python, RESERVED_INDEX_NAMES};
 pub use schema::{
     AptRepoSpec, AptSpec, BandwidthFloors, CompatMode, ConfigSpec, FileSpec, HostSpec,
-    KernelModule, LayerSpec, LayersSpec, OnFailure, SelftestLevel, SelftestSpec, StackSpec,
-    StripClass,
+    KernelModule, LayerSpec, LayersSpec, OnFailure, PythonSpec, SelftestLevel, SelftestSpec,
+    StackSpec, StripClass,
 };
 pub use sources::join as resolve_path;
 pub use validate::{Base, FileEntry, Platform};
@@ -52,6 +54,8 @@ pub struct Profile {
     pub config: ConfigSpec,
     /// `layers:` in the order written: packages assigned to named component layers.
     pub layers: Vec<Layer>,
+    /// `python:`: Python packages from a package index (`None` without the key).
+    pub python: Option<Python>,
 }
 
 /// Load and validate the profile at `path`, expanding `${VAR}` through `env` (the CLI passes

@@ -40,6 +40,34 @@ pub struct RawProfile {
     /// Packages assigned to a named component layer, overriding the fixed table.
     #[serde(default)]
     pub layers: LayersSpec,
+    /// Python packages from a package index, installed into the image's interpreter.
+    #[serde(default)]
+    pub python: Option<Located<PythonSpec>>,
+}
+
+/// `python`: wheels from a package index (requirements are PEP 508 strings, checked when the
+/// profile loads and parsed by `sources::pypi`).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PythonSpec {
+    /// PEP 508 requirement strings (`requests>=2.31`, `torch[opt]; platform_machine == "x86_64"`).
+    #[serde(default)]
+    pub packages: Vec<Located<String>>,
+    /// A requirements file (pip's format; `--hash` enforced; `-r`/`-c` inside the context).
+    #[serde(default)]
+    pub requirements: Option<Located<String>>,
+    /// The index's URL (PEP 503/691 simple API); default: the host's configuration.
+    #[serde(default)]
+    pub index: Option<Located<String>>,
+    /// Further indexes, searched before `index`: `URL` or `NAME=URL`.
+    #[serde(default, rename = "extra-indexes")]
+    pub extra_indexes: Vec<Located<String>>,
+    /// Directories of wheels (or pages linking to wheels) searched beside the indexes.
+    #[serde(default, rename = "find-links")]
+    pub find_links: Vec<Located<String>>,
+    /// Write deterministic `.pyc` files for the installed packages.
+    #[serde(default)]
+    pub compile: bool,
 }
 
 /// `layers`: component name → what it takes, in the order written (a new name's layer goes

@@ -56,7 +56,19 @@ pub(super) fn source(
     context: &Path,
     file: &str,
 ) -> Result<PathBuf, ProfileError> {
-    let err = |m: String| ProfileError::invalid(file, src, "files.src", m);
+    source_for("files.src", src, dir, context, file)
+}
+
+/// Check a path the profile names under `key` (a `files.src`, `python.requirements`, a
+/// `python.find-links` directory): inside `context` after resolving symlinks, no special file.
+pub(super) fn source_for(
+    key: &str,
+    src: &Located<String>,
+    dir: &Path,
+    context: &Path,
+    file: &str,
+) -> Result<PathBuf, ProfileError> {
+    let err = |m: String| ProfileError::invalid(file, src, key, m);
     let given = join(dir, &src.value);
     let real = match std::fs::canonicalize(&given) {
         Ok(p) => p,

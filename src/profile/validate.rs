@@ -193,6 +193,10 @@ pub(super) fn validate(
     }
 
     let layers = super::layers::validate(&raw.layers, file, matches!(base, Base::Apt(_)))?;
+    let python = match &raw.python {
+        Some(p) => Some(super::python::validate(p, raw.context.as_ref(), file, dir)?),
+        None => None,
+    };
 
     Ok(Profile {
         file: file.to_string(),
@@ -209,6 +213,7 @@ pub(super) fn validate(
         selftest: raw.selftest,
         config: raw.config,
         layers,
+        python,
     })
 }
 

@@ -12,6 +12,7 @@
 pub mod apt;
 pub mod base_python;
 pub mod files;
+pub mod pypi;
 pub mod python;
 pub mod rootfs;
 pub mod wheel;

@@ -34,7 +34,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::cache::Bucket;
-use crate::fetch::{Artifact, FetchLimits, Fetcher};
+use crate::fetch::{Artifact, FetchLimits, Fetcher, Trust};
 use crate::lock::LockedPackage;
 use crate::observe::Observer;
 use crate::profile::{AptSpec, Platform};
@@ -74,6 +74,9 @@ pub struct AptOptions {
     pub apt_dir: PathBuf,
     /// Size, time and retry bounds of every download (defaults: `fetch`'s constants).
     pub limits: FetchLimits,
+    /// The certificate authorities HTTPS mirrors are checked against (default: the system
+    /// store; the settings phase adds `SSL_CERT_FILE` and `SSL_CERT_DIR`).
+    pub trust: Trust,
 }
 
 impl AptOptions {
@@ -84,6 +87,7 @@ impl AptOptions {
             jobs: 8,
             apt_dir: PathBuf::from("/etc/apt"),
             limits: FetchLimits::default(),
+            trust: Trust::default(),
         }
     }
 }
@@ -212,6 +216,7 @@ fn fetcher(opts: &AptOptions) -> Result<Fetcher, AptError> {
         opts.offline,
         opts.jobs,
         opts.limits,
+        &opts.trust,
     )?)
 }
 

@@ -1,0 +1,255 @@
+//! Python packages from a package index: a native client of the simple repository API and a
+//! resolver for the image's interpreter (never the build host's).
+//!
+//! [`PythonRequest::new`] finds the indexes (profile, then variables, then pip's and uv's
+//! files, then pip's own default) and reads the requirements; [`resolve`] picks one wheel per
+//! package with pubgrub, reading metadata from PEP 658 files or range reads, never a wheel's
+//! body; [`fetch`] downloads the pinned wheels (sha256-checked, parallel, cached in
+//! `wheels-v1`). Parts: `hostconf` (host configuration), `auth` (URL user parts, netrc),
+//! `requirements` (requirements files), `client` + `page` (index pages, metadata), `zipdir`
+//! (a wheel's METADATA by range reads), `target` (markers, tags), `solver`, `report`.
+//! Must never build from source, run package code, or put a credential or an index URL in a
+//! [`PinnedWheel`].
+
+mod auth;
+mod client;
+mod error;
+mod filename;
+mod hostconf;
+mod metadata;
+mod page;
+mod report;
+mod request;
+mod requirements;
+mod solver;
+mod target;
+mod zipdir;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+pub use error::PypiError;
+pub use request::{HostSettings, Index, Links, PythonRequest, Requirement};
+
+use crate::cache::{Bucket, Cache};
+use crate::fetch::Artifact;
+use crate::observe::Observer;
+use crate::sources::python::{FetchedWheel, ImagePython, PinnedWheel};
+
+use client::Client;
+use solver::{Pkg, Provider};
+
+/// Resolve `request` for the image's interpreter `target`: one wheel per package, sorted by
+/// name. A conflict is [`PypiError::NoSolution`] (exit 1) with its derivation. With `offline`,
+/// only cached index pages and metadata are read.
+pub fn resolve(
+    request: &PythonRequest,
+    target: &ImagePython,
+    cache: &Cache,
+    observer: &mut dyn Observer,
+    offline: bool,
+) -> Result<Vec<PinnedWheel>, PypiError> {
+    let tgt = target::Target::new(target).map_err(|m| PypiError::bad("the image's Python", m))?;
+    let client = Client::new(request, cache.root(), offline)?;
+    observer.task_start("python", None);
+    let provider = Provider::new(&client, &tgt, request)?;
+    let solution = match pubgrub::resolve(&provider, Pkg::Root, pep440_rs::Version::new([0])) {
+        Ok(s) => s,
+        Err(pubgrub::PubGrubError::NoSolution(tree)) => {
+            observer.task_done("python", 0, "no solution");
+            return Err(PypiError::NoSolution {
+                explanation: report::explain(&tree, &provider),
+            });
+        }
+        Err(pubgrub::PubGrubError::ErrorChoosingVersion { source, .. })
+        | Err(pubgrub::PubGrubError::ErrorRetrievingDependencies { source, .. }) => {
+            return Err(source)
+        }
+        Err(pubgrub::PubGrubError::ErrorInShouldCancel(e)) => return Err(e),
+    };
+    let pins = pins(&provider, &client, &solution)?;
+    observer.task_done("python", 0, &format!("{} wheels", pins.len()));
+    Ok(pins)
+}
+
+/// The pinned wheels of a solution, each with what required it.
+fn pins(
+    provider: &Provider<'_, '_>,
+    client: &Client<'_>,
+    solution: &pubgrub::SelectedDependencies<Pkg, pep440_rs::Version>,
+) -> Result<Vec<PinnedWheel>, PypiError> {
+    let request = provider.request;
+    let env = &provider.target.markers;
+    let chosen: BTreeMap<_, _> = solution
+        .iter()
+        .filter_map(|(p, v)| match p {
+            Pkg::Dist(n) => Some((n.clone(), v.clone())),
+            _ => None,
+        })
+        .collect();
+    let mut required_by: BTreeMap<_, BTreeSet<String>> = BTreeMap::new();
+    let mut requested = BTreeSet::new();
+    for r in &request.requirements {
+        if r.requirement.evaluate_markers(env, &[]) && chosen.contains_key(&r.requirement.name) {
+            requested.insert(r.requirement.name.clone());
+            required_by
+                .entry(r.requirement.name.clone())
+                .or_default()
+                .insert(r.text.clone());
+        }
+    }
+    for (p, v) in solution.iter() {
+        let (name, extras, shown) = match p {
+            Pkg::Root => continue,
+            Pkg::Dist(n) => (n, vec![], format!("{n} {v}")),
+            Pkg::Extra(n, e) => (n, vec![e.clone()], format!("{n}[{e}] {v}")),
+        };
+        let meta = provider
+            .metadata_of(name, v)
+            .map_err(|m| metadata_error(name, v, m))?;
+        for r in &meta.0.requires_dist {
+            if r.name != *name && chosen.contains_key(&r.name) && r.evaluate_markers(env, &extras) {
+                required_by.entry(r.name.clone()).or_default().insert(shown.clone());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for (name, version) in &chosen {
+        let cand = provider
+            .candidate(name, version)
+            .ok_or_else(|| metadata_error(name, version, "chosen but not a candidate".into()))?;
+        let size_known = provider
+            .metadata
+            .borrow()
+            .get(&(name.clone(), version.clone()))
+            .and_then(|m| m.1);
+        let size = client
+            .size_of(&cand.file, size_known)
+            .map_err(|m| metadata_error(name, version, m))?;
+        let sha256 = match (cand.file.sha256, client::local_path(&cand.file.url)) {
+            (Some(d), _) => d,
+            (None, Some(path)) => {
+                let f = fs_err::File::open(&path).map_err(|source| PypiError::Read {
+                    path: path.clone(),
+                    source,
+                })?;
+                crate::digest::hash_reader(std::io::BufReader::new(f))
+                    .map_err(|source| PypiError::Read { path, source })?
+                    .0
+            }
+            (None, None) => {
+                return Err(metadata_error(
+                    name,
+                    version,
+                    format!(
+                        "the index gives no sha256 for `{}`, which the lock needs",
+                        cand.file.filename
+                    ),
+                ))
+            }
+        };
+        if request.require_hashes && !request.hashes.contains_key(name) {
+            return Err(PypiError::bad(
+                "the requirements file",
+                format!(
+                    "hash-checking mode: {name} {version} has no `--hash` (every package, dependencies too, needs one)"
+                ),
+            ));
+        }
+        out.push(PinnedWheel {
+            name: name.to_string(),
+            version: version.to_string(),
+            filename: cand.file.filename.clone(),
+            sha256,
+            size,
+            index: cand.index.clone(),
+            requested: requested.contains(name),
+            required_by: required_by.remove(name).unwrap_or_default().into_iter().collect(),
+        });
+    }
+    Ok(out)
+}
+
+fn metadata_error(name: &pep508_rs::PackageName, v: &pep440_rs::Version, message: String) -> PypiError {
+    PypiError::Metadata {
+        package: name.to_string(),
+        version: v.to_string(),
+        message,
+    }
+}
+
+/// Download `pins` (from the cache when there) into the cache's `wheels-v1` bucket, each
+/// checked against its sha256 and size, several at a time, one progress line per file. A
+/// wheel not in the cache is looked up on the index its pin names (`host`: this host's
+/// indexes) to find its URL; with `offline`, a missing wheel is an error.
+pub fn fetch(
+    pins: &[PinnedWheel],
+    request: &PythonRequest,
+    cache: &Cache,
+    observer: &mut dyn Observer,
+    offline: bool,
+) -> Result<Vec<FetchedWheel>, PypiError> {
+    let client = Client::new(request, cache.root(), offline)?;
+    let store = cache.store(Bucket::Wheels);
+    let mut artifacts = Vec::new();
+    for pin in pins {
+        let url = if store.trusted(&pin.sha256).is_some() || offline {
+            // Served from the cache (or reported missing by the fetcher, offline).
+            format!("wheels-v1/{}", pin.filename)
+        } else {
+            let url = url_of(&client, request, pin)?;
+            if let Some(path) = client::local_path(&url) {
+                client.import_local(&path, pin)?;
+            }
+            url
+        };
+        artifacts.push(Artifact {
+            url,
+            sha256: pin.sha256,
+            size: pin.size,
+            bucket: Bucket::Wheels,
+        });
+    }
+    let names: Vec<String> = pins.iter().map(|p| p.filename.clone()).collect();
+    let paths = client
+        .fetcher
+        .fetch_all_named(&artifacts, "wheels", Some(&names), observer)?;
+    Ok(pins
+        .iter()
+        .cloned()
+        .zip(paths)
+        .map(|(pin, path)| FetchedWheel { pin, path })
+        .collect())
+}
+
+/// Where `pin`'s file is now: its index's page (or find-links) lists it by name, with the same
+/// sha256 when the page gives one.
+fn url_of(client: &Client<'_>, request: &PythonRequest, pin: &PinnedWheel) -> Result<String, PypiError> {
+    let name: pep508_rs::PackageName = pin.name.parse().map_err(|e| {
+        PypiError::bad(format!("the pin `{}`", pin.filename), format!("{e}"))
+    })?;
+    let known = pin.index == "find-links" || !request.indexes_named(&pin.index).is_empty();
+    if !known {
+        return Err(PypiError::UnknownIndex {
+            filename: pin.filename.clone(),
+            index: pin.index.clone(),
+        });
+    }
+    let project = client.project_on(&name, &pin.index)?;
+    let file = project
+        .iter()
+        .find(|f| f.filename == pin.filename)
+        .ok_or_else(|| PypiError::Vanished {
+            filename: pin.filename.clone(),
+            index: pin.index.clone(),
+        })?;
+    if let Some(d) = file.sha256 {
+        if d != pin.sha256 {
+            return Err(PypiError::HashMismatch {
+                filename: pin.filename.clone(),
+                expected: pin.sha256.to_string(),
+                actual: d.to_string(),
+            });
+        }
+    }
+    Ok(file.url.clone())
+}

@@ -1,0 +1,156 @@
+//! Explaining a resolution that has no answer: pubgrub's derivation (each step names the two
+//! facts it joins), then, for every package the derivation says has no usable version, why
+//! the versions in that range are not candidates (source only, wheels for other platforms,
+//! `Requires-Python`, yanked, refused by `--hash`), then where the profile's requirements
+//! were written.
+//! Must never invent a reason: every note comes from what the index listed.
+
+use std::fmt::Write as _;
+
+use pubgrub::{DefaultStringReporter, DerivationTree, External, Reporter};
+
+use super::solver::{Pkg, Provider, Range, ROOT};
+
+/// How many versions of one package the notes name.
+const NOTED_VERSIONS: usize = 3;
+
+pub fn explain(tree: &DerivationTree<Pkg, Range, String>, provider: &Provider<'_, '_>) -> String {
+    let mut text = tidy(&DefaultStringReporter::report(tree));
+    let mut missing: Vec<(Pkg, Range)> = Vec::new();
+    let mut mentioned = Vec::new();
+    walk(tree, &mut |e| match e {
+        External::NoVersions(p, r) => missing.push((p.clone(), r.clone())),
+        External::FromDependencyOf(p, _, d, _) => {
+            mentioned.extend(p.name().cloned());
+            mentioned.extend(d.name().cloned());
+        }
+        External::Custom(p, _, _) | External::NotRoot(p, _) => mentioned.extend(p.name().cloned()),
+    });
+    missing.sort_by(|a, b| a.0.cmp(&b.0));
+    missing.dedup_by(|a, b| a.0 == b.0);
+    let mut notes = Vec::new();
+    for (p, range) in &missing {
+        let Some(name) = p.name() else { continue };
+        mentioned.push(name.clone());
+        let Ok(c) = provider.candidates(name) else {
+            continue;
+        };
+        if c.listed == 0 {
+            notes.push(format!(
+                "`{name}` is on none of the indexes searched: {}",
+                c.searched.join(", ")
+            ));
+            continue;
+        }
+        let mut n = 0;
+        for (v, ex) in c.excluded.iter().rev().filter(|(v, _)| range.contains(v)) {
+            if n == NOTED_VERSIONS {
+                notes.push(format!("… and older versions of {name} for the same reasons"));
+                break;
+            }
+            n += 1;
+            if ex.sdist_only {
+                notes.push(format!(
+                    "{name} {v} has only a source distribution; gpuimg installs wheels and never builds from source"
+                ));
+            } else if !ex.other_tags.is_empty() {
+                let tags: Vec<&str> = ex.other_tags.iter().map(String::as_str).collect();
+                notes.push(format!(
+                    "{name} {v} has wheels only for {}; the image needs {}",
+                    tags.join(", "),
+                    provider.target.accepts
+                ));
+            } else if !ex.requires_python.is_empty() {
+                let rp: Vec<&str> = ex.requires_python.iter().map(String::as_str).collect();
+                notes.push(format!(
+                    "{name} {v} requires Python {} and the image has {}",
+                    rp.join(" or "),
+                    provider.target.python
+                ));
+            } else if ex.hash_refused {
+                notes.push(format!(
+                    "no wheel of {name} {v} has a sha256 the requirements' `--hash` allows"
+                ));
+            }
+        }
+        for cand in c.versions.iter().filter(|c| range.contains(&c.version)) {
+            if cand.yanked {
+                notes.push(format!(
+                    "{name} {} is yanked{}; only an exact `=={}` pin selects it",
+                    cand.version,
+                    cand.file
+                        .yanked
+                        .as_deref()
+                        .filter(|r| !r.is_empty())
+                        .map(|r| format!(" ({r})"))
+                        .unwrap_or_default(),
+                    cand.version
+                ));
+            } else if cand.version.any_prerelease() {
+                notes.push(format!(
+                    "{name} {} is a pre-release; ask for it with a specifier that names a pre-release, or `--pre` in the requirements file",
+                    cand.version
+                ));
+            }
+        }
+    }
+    for r in &provider.request.requirements {
+        if mentioned.contains(&r.requirement.name) {
+            notes.push(format!("{ROOT} asks `{}` ({})", r.text, r.origin));
+        }
+    }
+    notes.dedup();
+    for n in notes {
+        let _ = write!(text, "\nnote: {n}");
+    }
+    text
+}
+
+fn walk(t: &DerivationTree<Pkg, Range, String>, f: &mut dyn FnMut(&External<Pkg, Range, String>)) {
+    match t {
+        DerivationTree::External(e) => f(e),
+        DerivationTree::Derived(d) => {
+            walk(&d.cause1, f);
+            walk(&d.cause2, f);
+        }
+    }
+}
+
+/// The report in PEP 440 words: the root has no version, and `>=V, <V.post0.dev0` (how an
+/// `==V` that admits local versions reads as a range) is `==V`.
+pub fn tidy(report: &str) -> String {
+    let mut s = report.replace(&format!("{ROOT} 0 "), &format!("{ROOT} "));
+    s = s.replace(&format!("{ROOT} 0,"), &format!("{ROOT},"));
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s.as_str();
+    while let Some(i) = rest.find(">=") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 2..];
+        let v_end = after.find([',', ' ', '\n', '|']).unwrap_or(after.len());
+        let v = &after[..v_end];
+        let tail = format!("{v}, <{v}.post0.dev0");
+        if after.starts_with(&tail) {
+            out.push_str("==");
+            out.push_str(v);
+            rest = &after[tail.len()..];
+        } else {
+            out.push_str(">=");
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_pins_read_as_pins() {
+        assert_eq!(
+            tidy("the profile 0 depends on a >=1.0, <1.0.post0.dev0 and b >=2, <3."),
+            "the profile depends on a ==1.0 and b >=2, <3."
+        );
+    }
+}

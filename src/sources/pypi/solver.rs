@@ -1,0 +1,479 @@
+//! The resolver: pubgrub over PEP 440 version ranges, packages being a distribution or one of
+//! its extras (an extra depends on its distribution at the same version, as uv models it).
+//! Candidates are a project's versions that have a wheel the image takes (`target`), newest
+//! first, final releases before pre-releases (a pre-release only where asked for, by `--pre`
+//! or a specifier naming one, or where nothing else fits), yanked files only for an exact
+//! `==` pin, and only files whose sha256 a `--hash` allows when the requirement has hashes.
+//! Dependencies come from each chosen wheel's metadata (never its body), markers evaluated
+//! for the image; constraints narrow whatever requires their package.
+//! Must never pick a file the image cannot install, and never build from source.
+
+use std::cell::RefCell;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::rc::Rc;
+
+use pep440_rs::{Operator, Version, VersionSpecifier, VersionSpecifiers};
+use pep508_rs::{ExtraName, PackageName, VersionOrUrl};
+use pubgrub::{Dependencies, DependencyProvider, PackageResolutionStatistics};
+use version_ranges::Ranges;
+
+use super::client::{Client, Project};
+use super::filename::{sdist_version, WheelName};
+use super::metadata::CoreMetadata;
+use super::page::DistFile;
+use super::request::PythonRequest;
+use super::target::Target;
+use super::PypiError;
+
+pub type Range = Ranges<Version>;
+
+/// A pubgrub package.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Pkg {
+    /// The profile's requirements.
+    Root,
+    Dist(PackageName),
+    Extra(PackageName, ExtraName),
+}
+
+/// How the root reads in explanations.
+pub const ROOT: &str = "the profile";
+
+impl std::fmt::Display for Pkg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Pkg::Root => f.write_str(ROOT),
+            Pkg::Dist(n) => write!(f, "{n}"),
+            Pkg::Extra(n, e) => write!(f, "{n}[{e}]"),
+        }
+    }
+}
+
+impl Pkg {
+    pub fn name(&self) -> Option<&PackageName> {
+        match self {
+            Pkg::Root => None,
+            Pkg::Dist(n) | Pkg::Extra(n, _) => Some(n),
+        }
+    }
+}
+
+/// A version the image can install: its best wheel.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub version: Version,
+    pub file: DistFile,
+    /// The index (name) it came from.
+    pub index: String,
+    pub yanked: bool,
+}
+
+/// Why a version of a project is not a candidate, for explanations.
+#[derive(Debug, Clone, Default)]
+pub struct Excluded {
+    /// Source distributions only.
+    pub sdist_only: bool,
+    /// Tags of wheels the image does not take.
+    pub other_tags: BTreeSet<String>,
+    /// `Requires-Python` of the files the interpreter fails.
+    pub requires_python: BTreeSet<String>,
+    /// Wheels whose sha256 no `--hash` allows.
+    pub hash_refused: bool,
+}
+
+/// A project's candidates and what was left out.
+#[derive(Debug, Clone, Default)]
+pub struct Candidates {
+    /// Newest first.
+    pub versions: Vec<Candidate>,
+    pub excluded: BTreeMap<Version, Excluded>,
+    pub searched: Vec<String>,
+    pub listed: usize,
+}
+
+pub struct Provider<'p, 'a> {
+    pub client: &'p Client<'a>,
+    pub target: &'p Target,
+    pub request: &'a PythonRequest,
+    root: Vec<(Pkg, Range)>,
+    constraints: HashMap<PackageName, Range>,
+    /// Versions the profile pins with `==` (yanked files are candidates for them).
+    exact: HashMap<PackageName, BTreeSet<Version>>,
+    /// Packages whose specifiers name a pre-release.
+    pre: BTreeSet<PackageName>,
+    candidates: RefCell<HashMap<PackageName, Rc<Candidates>>>,
+    pub metadata: RefCell<HashMap<(PackageName, Version), Rc<(CoreMetadata, Option<u64>)>>>,
+    order: RefCell<HashMap<Pkg, usize>>,
+}
+
+/// The range of PEP 440 specifiers. `==V` (no wildcard, no local part) also takes `V+local`,
+/// as PEP 440 says; pubgrub's conversion would not.
+pub fn range_of(specifiers: &VersionSpecifiers) -> Range {
+    let mut r = Range::full();
+    for s in specifiers.iter() {
+        r = r.intersection(&range_of_one(s));
+    }
+    r
+}
+
+fn range_of_one(s: &VersionSpecifier) -> Range {
+    let v = s.version();
+    let widened = || {
+        let upper = v.clone().with_post(Some(0)).with_dev(Some(0));
+        Range::from_range_bounds(v.clone()..upper)
+    };
+    let plain = v.local().is_empty() && v.post().is_none() && v.dev().is_none();
+    match s.operator() {
+        Operator::Equal if plain => widened(),
+        Operator::NotEqual if plain => widened().complement(),
+        _ => Range::from(s.clone()),
+    }
+}
+
+/// The range a requirement asks for.
+fn requirement_range(r: &pep508_rs::Requirement) -> Result<Range, String> {
+    match &r.version_or_url {
+        None => Ok(Range::full()),
+        Some(VersionOrUrl::VersionSpecifier(s)) => Ok(range_of(s)),
+        Some(VersionOrUrl::Url(u)) => Err(format!(
+            "`{}` names the URL `{u}`; gpuimg takes wheels from indexes only",
+            r.name
+        )),
+    }
+}
+
+fn names_prerelease(r: &pep508_rs::Requirement) -> bool {
+    matches!(&r.version_or_url, Some(VersionOrUrl::VersionSpecifier(s)) if s.iter().any(|s| s.version().any_prerelease()))
+}
+
+impl<'p, 'a> Provider<'p, 'a> {
+    pub fn new(
+        client: &'p Client<'a>,
+        target: &'p Target,
+        request: &'a PythonRequest,
+    ) -> Result<Self, PypiError> {
+        let mut root: BTreeMap<Pkg, Range> = BTreeMap::new();
+        let mut exact: HashMap<PackageName, BTreeSet<Version>> = HashMap::new();
+        let mut pre = BTreeSet::new();
+        for r in &request.requirements {
+            let req = &r.requirement;
+            if !req.evaluate_markers(&target.markers, &[]) {
+                continue;
+            }
+            let range = requirement_range(req).map_err(|m| PypiError::bad(&r.origin, m))?;
+            if let Some(VersionOrUrl::VersionSpecifier(s)) = &req.version_or_url {
+                for s in s.iter() {
+                    if matches!(s.operator(), Operator::Equal | Operator::ExactEqual) {
+                        exact.entry(req.name.clone()).or_default().insert(s.version().clone());
+                    }
+                }
+            }
+            if names_prerelease(req) {
+                pre.insert(req.name.clone());
+            }
+            let mut add = |p: Pkg| {
+                let e = root.entry(p).or_insert_with(Range::full);
+                *e = e.intersection(&range);
+            };
+            add(Pkg::Dist(req.name.clone()));
+            for e in &req.extras {
+                add(Pkg::Extra(req.name.clone(), e.clone()));
+            }
+        }
+        let mut constraints: HashMap<PackageName, Range> = HashMap::new();
+        for c in &request.constraints {
+            let req = &c.requirement;
+            if !req.evaluate_markers(&target.markers, &[]) {
+                continue;
+            }
+            let range = requirement_range(req).map_err(|m| PypiError::bad(&c.origin, m))?;
+            if names_prerelease(req) {
+                pre.insert(req.name.clone());
+            }
+            let e = constraints.entry(req.name.clone()).or_insert_with(Range::full);
+            *e = e.intersection(&range);
+        }
+        let mut root: Vec<(Pkg, Range)> = root.into_iter().collect();
+        for (p, r) in &mut root {
+            if let Some(c) = p.name().and_then(|n| constraints.get(n)) {
+                *r = r.intersection(c);
+            }
+        }
+        Ok(Provider {
+            client,
+            target,
+            request,
+            root,
+            constraints,
+            exact,
+            pre,
+            candidates: RefCell::default(),
+            metadata: RefCell::default(),
+            order: RefCell::default(),
+        })
+    }
+
+    /// The root's dependencies (the profile's requirements whose markers hold).
+    pub fn root_packages(&self) -> Vec<PackageName> {
+        self.root.iter().filter_map(|(p, _)| p.name().cloned()).collect()
+    }
+
+    /// `name`'s candidates (memoised).
+    pub fn candidates(&self, name: &PackageName) -> Result<Rc<Candidates>, PypiError> {
+        if let Some(c) = self.candidates.borrow().get(name) {
+            return Ok(c.clone());
+        }
+        let project = self.client.project(name)?;
+        let c = Rc::new(self.build_candidates(&project));
+        self.candidates.borrow_mut().insert(name.clone(), c.clone());
+        Ok(c)
+    }
+
+    fn build_candidates(&self, project: &Project) -> Candidates {
+        let name = &project.name;
+        let allowed = self.request.hashes.get(name);
+        let mut best: BTreeMap<Version, (usize, Reverse<Option<u64>>, Candidate)> = BTreeMap::new();
+        let mut excluded: BTreeMap<Version, Excluded> = BTreeMap::new();
+        for (file, index) in &project.files {
+            let Some(w) = WheelName::parse(&file.filename) else {
+                if let Some(v) = sdist_version(&file.filename, name) {
+                    excluded.entry(v).or_default().sdist_only = true;
+                }
+                continue;
+            };
+            if &w.name != name {
+                continue;
+            }
+            let ex = || Excluded {
+                sdist_only: false,
+                ..Excluded::default()
+            };
+            if let Some(rp) = &file.requires_python {
+                if !rp.contains(&self.target.python) {
+                    excluded
+                        .entry(w.version.clone())
+                        .or_insert_with(ex)
+                        .requires_python
+                        .insert(rp.to_string());
+                    continue;
+                }
+            }
+            let Some(rank) = self.target.rank(w.triples()) else {
+                excluded
+                    .entry(w.version.clone())
+                    .or_insert_with(ex)
+                    .other_tags
+                    .insert(w.tag_text());
+                continue;
+            };
+            if let Some(allowed) = allowed {
+                if !file.sha256.is_some_and(|d| allowed.contains(&d)) {
+                    excluded.entry(w.version.clone()).or_insert_with(ex).hash_refused = true;
+                    continue;
+                }
+            }
+            let cand = Candidate {
+                version: w.version.clone(),
+                file: file.clone(),
+                index: index.clone(),
+                yanked: file.yanked.is_some(),
+            };
+            // Preferred: a file not yanked, the better tag, the higher build number.
+            let key = (
+                rank + if cand.yanked { 1 << 20 } else { 0 },
+                Reverse(w.build.as_ref().map(|b| b.0)),
+            );
+            match best.get(&w.version) {
+                Some((r, b, _)) if (*r, *b) <= key => {}
+                _ => {
+                    best.insert(w.version.clone(), (key.0, key.1, cand));
+                }
+            }
+        }
+        for v in best.keys() {
+            if let Some(e) = excluded.get_mut(v) {
+                // A version with a usable wheel is not "sdist only".
+                e.sdist_only = false;
+            }
+        }
+        Candidates {
+            versions: best.into_values().rev().map(|(_, _, c)| c).collect(),
+            excluded,
+            searched: project.searched.clone(),
+            listed: project.files.len(),
+        }
+    }
+
+    /// The candidate of `name` at `version`.
+    pub fn candidate(&self, name: &PackageName, version: &Version) -> Option<Candidate> {
+        let c = self.candidates.borrow().get(name)?.clone();
+        c.versions.iter().find(|c| &c.version == version).cloned()
+    }
+
+    /// Metadata of `name`'s candidate `version` (memoised).
+    pub fn metadata_of(
+        &self,
+        name: &PackageName,
+        version: &Version,
+    ) -> Result<Rc<(CoreMetadata, Option<u64>)>, String> {
+        let key = (name.clone(), version.clone());
+        if let Some(m) = self.metadata.borrow().get(&key) {
+            return Ok(m.clone());
+        }
+        let cand = self
+            .candidate(name, version)
+            .ok_or_else(|| format!("{name} {version} is not a candidate"))?;
+        let m = Rc::new(self.client.metadata(&cand.file)?);
+        self.metadata.borrow_mut().insert(key, m.clone());
+        Ok(m)
+    }
+
+    /// Whether a yanked `version` of `name` may be chosen (the profile pins it exactly).
+    fn yank_ok(&self, name: &PackageName, version: &Version) -> bool {
+        self.exact
+            .get(name)
+            .is_some_and(|vs| vs.iter().any(|v| v == version || v == &version.clone().without_local()))
+    }
+
+    /// The dependencies a requirement list gives under `extras`, as pubgrub constraints.
+    fn add_requirement(
+        &self,
+        out: &mut BTreeMap<Pkg, Range>,
+        r: &pep508_rs::Requirement,
+        this: &PackageName,
+    ) -> Result<(), String> {
+        let mut range = requirement_range(r)?;
+        if let Some(c) = self.constraints.get(&r.name) {
+            range = range.intersection(c);
+        }
+        let mut add = |p: Pkg| {
+            let e = out.entry(p).or_insert_with(Range::full);
+            *e = e.intersection(&range);
+        };
+        if &r.name != this || !r.extras.is_empty() {
+            add(Pkg::Dist(r.name.clone()));
+        }
+        for e in &r.extras {
+            add(Pkg::Extra(r.name.clone(), e.clone()));
+        }
+        Ok(())
+    }
+
+    fn note_order(&self, p: &Pkg) {
+        let mut o = self.order.borrow_mut();
+        let n = o.len();
+        o.entry(p.clone()).or_insert(n);
+    }
+}
+
+impl DependencyProvider for Provider<'_, '_> {
+    type P = Pkg;
+    type V = Version;
+    type VS = Range;
+    type M = String;
+    /// (class, conflicts, earlier first)
+    type Priority = (u8, u32, Reverse<usize>);
+    type Err = PypiError;
+
+    fn prioritize(
+        &self,
+        package: &Pkg,
+        range: &Range,
+        stats: &PackageResolutionStatistics,
+    ) -> Self::Priority {
+        self.note_order(package);
+        let class = match package {
+            Pkg::Root => 3,
+            _ if range.as_singleton().is_some() => 2,
+            _ => 1,
+        };
+        let order = self.order.borrow().get(package).copied().unwrap_or(usize::MAX);
+        (class, stats.conflict_count(), Reverse(order))
+    }
+
+    fn choose_version(&self, package: &Pkg, range: &Range) -> Result<Option<Version>, PypiError> {
+        let Some(name) = package.name() else {
+            return Ok(Some(Version::new([0])));
+        };
+        let cands = self.candidates(name)?;
+        let usable = |c: &&Candidate| {
+            range.contains(&c.version) && (!c.yanked || self.yank_ok(name, &c.version))
+        };
+        let fin = cands
+            .versions
+            .iter()
+            .filter(usable)
+            .find(|c| !c.version.any_prerelease());
+        let allow_pre = self.request.pre || self.pre.contains(name);
+        let pick = if allow_pre {
+            cands.versions.iter().find(usable)
+        } else {
+            fin.or_else(|| cands.versions.iter().find(usable))
+        };
+        Ok(pick.map(|c| c.version.clone()))
+    }
+
+    fn get_dependencies(
+        &self,
+        package: &Pkg,
+        version: &Version,
+    ) -> Result<Dependencies<Pkg, Range, String>, PypiError> {
+        let mut out: BTreeMap<Pkg, Range> = BTreeMap::new();
+        let (name, extra) = match package {
+            Pkg::Root => {
+                let names = self.root_packages();
+                self.client.prefetch(&names);
+                return Ok(Dependencies::Available(self.root.iter().cloned().collect()));
+            }
+            Pkg::Dist(n) => (n, None),
+            Pkg::Extra(n, e) => (n, Some(e)),
+        };
+        let meta = match self.metadata_of(name, version) {
+            Ok(m) => m,
+            Err(why) => return Ok(Dependencies::Unavailable(why)),
+        };
+        let (meta, _) = &*meta;
+        if &meta.name != name || &meta.version != version {
+            return Ok(Dependencies::Unavailable(format!(
+                "its metadata names `{} {}`",
+                meta.name, meta.version
+            )));
+        }
+        if let Some(rp) = &meta.requires_python {
+            if !rp.contains(&self.target.python) {
+                return Ok(Dependencies::Unavailable(format!(
+                    "it requires Python {rp} and the image has {}",
+                    self.target.python
+                )));
+            }
+        }
+        let env = &self.target.markers;
+        match extra {
+            None => {
+                for r in &meta.requires_dist {
+                    if r.evaluate_markers(env, &[]) {
+                        if let Err(m) = self.add_requirement(&mut out, r, name) {
+                            return Ok(Dependencies::Unavailable(m));
+                        }
+                    }
+                }
+            }
+            Some(e) => {
+                let single = Range::singleton(version.clone());
+                out.insert(Pkg::Dist(name.clone()), single);
+                let extras = [e.clone()];
+                for r in &meta.requires_dist {
+                    if r.evaluate_markers(env, &extras) && !r.evaluate_markers(env, &[]) {
+                        if let Err(m) = self.add_requirement(&mut out, r, name) {
+                            return Ok(Dependencies::Unavailable(m));
+                        }
+                    }
+                }
+            }
+        }
+        let names: Vec<PackageName> = out.keys().filter_map(|p| p.name().cloned()).collect();
+        self.client.prefetch(&names);
+        Ok(Dependencies::Available(out.into_iter().collect()))
+    }
+}
