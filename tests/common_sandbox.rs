@@ -35,6 +35,13 @@ fn sandboxed_commands_see_only_the_sandbox() {
         }
         assert_eq!(cmd.get_current_dir(), Some(sb.path()));
         let env = env_of(&cmd);
+        // The host's Python index settings never reach a test.
+        for k in common::PYTHON_INDEX_VARS {
+            assert!(env.iter().all(|(n, _)| n != k), "`{k}` leaks into the sandbox");
+        }
+        for (k, v) in [("PIP_CONFIG_FILE", "/dev/null"), ("UV_NO_CONFIG", "1")] {
+            assert!(env.iter().any(|(n, x)| n == k && x == v), "`{k}` is not `{v}`");
+        }
         let get = |k: &str| {
             env.iter()
                 .find(|(n, _)| n == k)

@@ -18,6 +18,14 @@
 //! | `${VAR}` in a profile | — | the variable | — | an error naming it (or `${VAR:-default}`) |
 //! | self-test level | `--level` | — | profile `selftest.level` | `quick` |
 //! | image tag | `--tag` | — | the `:TAG` of `-o oci:DIR:TAG` | `latest` |
+//! | trusted CAs for HTTPS | — | `SSL_CERT_FILE`, `SSL_CERT_DIR` (added to the system store) | — | the system store, else bundled roots |
+//! | Python index | — | `UV_DEFAULT_INDEX`, `UV_INDEX_URL`, `PIP_INDEX_URL` (first set) | profile `python.index` (wins), then pip's and uv's files | pip's default, asked of `python3` |
+//! | extra Python indexes | — | `UV_INDEX`, `UV_EXTRA_INDEX_URL`, `PIP_EXTRA_INDEX_URL` | profile `python.extra-indexes` (wins), then the files | none |
+//! | find-links | — | `PIP_FIND_LINKS`, `UV_FIND_LINKS` | profile `python.find-links` (wins), then the files | none |
+//! | pip's CA bundle | — | `PIP_CERT` | `cert` in pip's files | none |
+//! | pip's files | — | `PIP_CONFIG_FILE` (`/dev/null`: none), `XDG_CONFIG_DIRS`, `XDG_CONFIG_HOME`, `HOME`, `VIRTUAL_ENV` | — | `/etc/xdg/pip/pip.conf`, `/etc/pip.conf`, `~/.pip/pip.conf`, `~/.config/pip/pip.conf` |
+//! | uv's files | — | `UV_CONFIG_FILE`, `UV_NO_CONFIG` (none), `XDG_CONFIG_HOME`, `XDG_CONFIG_DIRS` | — | `~/.config/uv/uv.toml`, `/etc/uv/uv.toml` |
+//! | index credentials | — | `NETRC` (else `~/.netrc`) | the URL's user part | none |
 //!
 //! An empty variable counts as unset. A malformed `SOURCE_DATE_EPOCH` is bad input, exit 2,
 //! for the commands that use it.
@@ -28,7 +36,9 @@ use std::path::{Path, PathBuf};
 
 use crate::catalog::{Catalog, CatalogError};
 use crate::cli::CliError;
+use crate::fetch::{Trust, TrustSource};
 use crate::profile::{Profile, ProfileError};
+use crate::sources::pypi::HostSettings;
 
 /// A snapshot of the process environment (names that are not UTF-8 are left out).
 #[derive(Debug, Clone, Default)]
@@ -156,6 +166,89 @@ impl Settings {
         crate::profile::load(path, &|k| self.env.text(k))
     }
 
+    /// The certificate authorities downloads trust besides the system store:
+    /// `SSL_CERT_FILE` (a bundle) and `SSL_CERT_DIR` (directories, `:`-separated).
+    pub fn trust(&self) -> Trust {
+        let mut t = Trust::default();
+        if let Some(f) = self.env.get("SSL_CERT_FILE") {
+            t.files.push(TrustSource {
+                setting: "SSL_CERT_FILE".into(),
+                path: PathBuf::from(f),
+            });
+        }
+        if let Some(d) = self.env.get("SSL_CERT_DIR") {
+            for p in std::env::split_paths(d).filter(|p| !p.as_os_str().is_empty()) {
+                t.dirs.push(TrustSource {
+                    setting: "SSL_CERT_DIR".into(),
+                    path: p,
+                });
+            }
+        }
+        t
+    }
+
+    /// What the host says about Python package indexes (see the table above).
+    pub fn python_host(&self) -> HostSettings {
+        let text = |k: &str| {
+            self.env
+                .get(k)
+                .and_then(|v| v.to_str())
+                .map(|v| (k.to_string(), v.to_string()))
+        };
+        let set = |names: &[&str]| names.iter().filter_map(|k| text(k)).collect::<Vec<_>>();
+        let home = self.env.get("HOME").map(PathBuf::from);
+        let config_home = self
+            .env
+            .get("XDG_CONFIG_HOME")
+            .map(PathBuf::from)
+            .or_else(|| home.as_ref().map(|h| h.join(".config")));
+        let config_dirs: Vec<PathBuf> = match self.env.get("XDG_CONFIG_DIRS") {
+            Some(d) => std::env::split_paths(d).collect(),
+            None => vec![PathBuf::from("/etc/xdg")],
+        };
+        // pip: global, user, site, then PIP_CONFIG_FILE (later wins); /dev/null means none.
+        let pip_file = self.env.get("PIP_CONFIG_FILE").map(PathBuf::from);
+        let pip_config_files = if pip_file.as_deref() == Some(Path::new("/dev/null")) {
+            Vec::new()
+        } else {
+            let mut f: Vec<PathBuf> = config_dirs.iter().map(|d| d.join("pip/pip.conf")).collect();
+            f.push(PathBuf::from("/etc/pip.conf"));
+            if !pip_file.as_ref().is_some_and(|p| p.exists()) {
+                f.extend(home.as_ref().map(|h| h.join(".pip/pip.conf")));
+                f.extend(config_home.as_ref().map(|c| c.join("pip/pip.conf")));
+            }
+            f.extend(self.env.get("VIRTUAL_ENV").map(|v| PathBuf::from(v).join("pip.conf")));
+            f.extend(pip_file);
+            f
+        };
+        // uv: UV_CONFIG_FILE alone, else the user's then the system's (user wins).
+        let uv_config_files = if self.env.get("UV_NO_CONFIG").is_some() {
+            Vec::new()
+        } else if let Some(f) = self.env.get("UV_CONFIG_FILE") {
+            vec![PathBuf::from(f)]
+        } else {
+            let mut f: Vec<PathBuf> = config_home.iter().map(|c| c.join("uv/uv.toml")).collect();
+            f.extend(config_dirs.iter().map(|d| d.join("uv/uv.toml")));
+            f.push(PathBuf::from("/etc/uv/uv.toml"));
+            f
+        };
+        HostSettings {
+            index_vars: set(&["UV_DEFAULT_INDEX", "UV_INDEX_URL", "PIP_INDEX_URL"]),
+            extra_index_vars: set(&["UV_INDEX", "UV_EXTRA_INDEX_URL", "PIP_EXTRA_INDEX_URL"]),
+            find_links_vars: set(&["PIP_FIND_LINKS", "UV_FIND_LINKS"]),
+            pip_cert: self.env.get("PIP_CERT").map(PathBuf::from),
+            pip_config_files,
+            uv_config_files,
+            netrc: self
+                .env
+                .get("NETRC")
+                .map(PathBuf::from)
+                .or_else(|| home.map(|h| h.join(".netrc"))),
+            python: Some(PathBuf::from("python3")),
+            trust: self.trust(),
+        }
+    }
+
     /// The lookup a profile's `${VAR}` uses.
     pub fn profile_env(&self) -> impl Fn(&str) -> Option<String> + '_ {
         |k| self.env.text(k)
@@ -236,6 +329,32 @@ mod tests {
             );
         }
         assert!(s(&[("GPUIMG_RESOLVER", "userspace")]).userspace_resolver());
+    }
+
+    #[test]
+    fn python_indexes_and_trust_come_from_the_snapshot() {
+        let st = s(&[
+            ("PIP_INDEX_URL", "https://p/simple"),
+            ("UV_INDEX_URL", "https://u/simple"),
+            ("PIP_FIND_LINKS", "/w"),
+            ("PIP_CONFIG_FILE", "/dev/null"),
+            ("UV_NO_CONFIG", "1"),
+            ("HOME", "/h"),
+            ("SSL_CERT_FILE", "/ca.pem"),
+            ("SSL_CERT_DIR", "/a:/b"),
+        ]);
+        let h = st.python_host();
+        let vars: Vec<&str> = h.index_vars.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(vars, ["UV_INDEX_URL", "PIP_INDEX_URL"]);
+        assert_eq!(h.find_links_vars.len(), 1);
+        assert!(h.pip_config_files.is_empty() && h.uv_config_files.is_empty());
+        assert_eq!(h.netrc, Some(PathBuf::from("/h/.netrc")));
+        assert_eq!(h.trust.files.len(), 1);
+        assert_eq!(h.trust.dirs.len(), 2);
+        let none = s(&[("HOME", "/h")]).python_host();
+        assert!(none.index_vars.is_empty());
+        assert!(none.pip_config_files.contains(&PathBuf::from("/etc/pip.conf")));
+        assert!(none.pip_config_files.contains(&PathBuf::from("/h/.config/pip/pip.conf")));
     }
 
     #[test]

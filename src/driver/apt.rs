@@ -17,14 +17,16 @@ use crate::observe::Observer;
 use crate::plan::components::{self, Assignment};
 use crate::plan::{split, AptInstall, METADATA};
 use crate::profile::{Base, Platform, Profile};
+use crate::fetch::Trust;
 use crate::sources::apt::{self, AptOptions};
 use crate::sources::Source;
 use crate::strip;
 
 /// The apt options a build or lock uses.
-pub fn apt_options(cache_root: &Path, offline: bool) -> AptOptions {
+pub fn apt_options(cache_root: &Path, offline: bool, trust: &Trust) -> AptOptions {
     let mut o = AptOptions::new(cache_root);
     o.offline = offline;
+    o.trust = trust.clone();
     o
 }
 
@@ -77,7 +79,7 @@ pub fn install_and_split(
         spec,
         &profile.platform,
         &profile.dir,
-        &apt_options(&opts.cache_root, opts.offline),
+        &apt_options(&opts.cache_root, opts.offline, &opts.trust),
         Some(&install.packages),
         &|package: &str| {
             install

@@ -46,6 +46,8 @@ pub struct BuildOptions {
     pub cache_root: PathBuf,
     /// Use caches only; fail naming what is missing.
     pub offline: bool,
+    /// The certificate authorities downloads trust (the system store plus `SSL_CERT_*`).
+    pub trust: crate::fetch::Trust,
 }
 
 impl BuildOptions {

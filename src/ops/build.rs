@@ -90,7 +90,11 @@ fn apt_facts(
     req: &BuildRequest,
     obs: &mut dyn Observer,
 ) -> Result<AptFacts, OpsError> {
-    let aopts = apt_options(&req.options.cache_root, req.options.offline);
+    let aopts = apt_options(
+        &req.options.cache_root,
+        req.options.offline,
+        &req.options.trust,
+    );
     let mut packages = match &settled.debs {
         Some(d) => d.clone(),
         None => apt::resolve(spec, &profile.platform, &profile.dir, &aopts, obs)?,

@@ -7,6 +7,7 @@ use super::settle::{self, Settle};
 use super::OpsError;
 use crate::catalog::Catalog;
 use crate::driver::apt_options;
+use crate::fetch::Trust;
 use crate::lock::{self, Lock};
 use crate::observe::Observer;
 use crate::profile::{Base, Profile};
@@ -25,6 +26,7 @@ pub fn lock(
     catalog: &Catalog,
     cache_root: &Path,
     offline: bool,
+    trust: &Trust,
     obs: &mut dyn Observer,
 ) -> Result<Locked, OpsError> {
     let settled = settle::settle(profile, catalog, Settle::Resolve)?;
@@ -37,7 +39,7 @@ pub fn lock(
             spec,
             &profile.platform,
             &profile.dir,
-            &apt_options(cache_root, offline),
+            &apt_options(cache_root, offline, trust),
             obs,
         )?;
         new.set_debs(debs);

@@ -4,7 +4,8 @@
 //! [`Provenance`](crate::assemble::Provenance): [`rootfs::Rootfs`] (a base tarball or
 //! directory), [`files::Files`] (the profile's `files:`) and [`apt::AptRoot`] (the root
 //! [`apt::install`] unpacked, each path stamped with the package that shipped it). `apt` itself
-//! speaks Debian/Ubuntu repositories natively; PyPI wheels come next, as one more `Source`.
+//! speaks Debian/Ubuntu repositories natively; `pypi` resolves and fetches Python wheels from a
+//! package index for the image's interpreter (`python` holds what it hands the installer).
 //! The walking and indexing stay in `assemble`; sources decide what an input is and where
 //! each entry came from.
 //! Must never run code from a package (no maintainer scripts, no chroot).

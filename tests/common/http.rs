@@ -1,6 +1,8 @@
 //! A loopback HTTP server for fixture repositories, with faults a hostile or broken mirror
 //! shows (truncated, corrupt, endless, dripping, hanging bodies; error statuses), and a count
-//! of the requests each path got.
+//! of the requests each path got. For Python indexes: a path ending in `/` serves the
+//! directory's `index.json` to a client that accepts PEP 691 JSON (else `index.html`), with
+//! its media type, and `Range: bytes=...` requests get `206` answers (each recorded).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -45,12 +47,26 @@ pub struct Server {
     pub url: String,
     pub faults: Arc<Mutex<HashMap<String, Fault>>>,
     pub hits: Arc<Mutex<Vec<String>>>,
+    /// `(path, range header)` of every range request.
+    pub ranges: Arc<Mutex<Vec<(String, String)>>>,
 }
 
 impl Server {
     /// Make `path` (e.g. `/dists/s/InRelease`) misbehave.
     pub fn fault(&self, path: &str, f: Fault) {
         self.faults.lock().unwrap().insert(path.to_string(), f);
+    }
+
+    /// The paths whose whole body was asked for (every request without a range).
+    pub fn whole_bodies(&self) -> Vec<String> {
+        let ranged: Vec<String> = self.ranges.lock().unwrap().iter().map(|r| r.0.clone()).collect();
+        let mut whole = self.hits.lock().unwrap().clone();
+        for r in ranged {
+            if let Some(i) = whole.iter().position(|p| *p == r) {
+                whole.remove(i);
+            }
+        }
+        whole
     }
 
     /// How many requests `path` got.
@@ -197,21 +213,30 @@ pub fn serve(root: &Path) -> Server {
     let url = format!("http://{}", listener.local_addr().unwrap());
     let faults: Arc<Mutex<HashMap<String, Fault>>> = Arc::default();
     let hits: Arc<Mutex<Vec<String>>> = Arc::default();
-    let (root, f2, h2) = (root.to_path_buf(), faults.clone(), hits.clone());
+    let ranges: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
+    let (root, f2, h2, r2) = (root.to_path_buf(), faults.clone(), hits.clone(), ranges.clone());
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { continue };
-            let (root, faults, hits) = (root.clone(), f2.clone(), h2.clone());
+            let (root, faults, hits, ranges) = (root.clone(), f2.clone(), h2.clone(), r2.clone());
             std::thread::spawn(move || {
                 let mut reader = BufReader::new(stream.try_clone().unwrap());
                 let mut first = String::new();
                 if reader.read_line(&mut first).is_err() {
                     return;
                 }
+                let (mut accept, mut range) = (String::new(), None::<String>);
                 loop {
                     let mut l = String::new();
                     if reader.read_line(&mut l).unwrap_or(0) == 0 || l == "\r\n" {
                         break;
+                    }
+                    if let Some((k, v)) = l.split_once(':') {
+                        match k.trim().to_ascii_lowercase().as_str() {
+                            "accept" => accept = v.trim().to_string(),
+                            "range" => range = Some(v.trim().to_string()),
+                            _ => {}
+                        }
                     }
                 }
                 let path = first.split_whitespace().nth(1).unwrap_or("/").to_string();
@@ -221,7 +246,32 @@ pub fn serve(root: &Path) -> Server {
                     h.iter().filter(|p| **p == path).count()
                 };
                 let fault = faults.lock().unwrap().get(&path).copied();
-                let file = root.join(path.trim_start_matches('/'));
+                let mut file = root.join(path.trim_start_matches('/'));
+                let mut content_type = None;
+                if path.ends_with('/') {
+                    let json = file.join("index.json");
+                    if accept.contains("application/vnd.pypi.simple.v1+json") && json.is_file() {
+                        file = json;
+                        content_type = Some("application/vnd.pypi.simple.v1+json");
+                    } else {
+                        file = file.join("index.html");
+                        content_type = Some("text/html; charset=utf-8");
+                    }
+                }
+                if let (Some(r), None, Ok(body)) = (&range, fault, std::fs::read(&file)) {
+                    ranges.lock().unwrap().push((path.clone(), r.clone()));
+                    partial(&mut stream, &body, r);
+                    return;
+                }
+                if let (Some(ct), None, Ok(body)) = (content_type, fault, std::fs::read(&file)) {
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: {ct}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                        body.len()
+                    );
+                    let _ = stream.write_all(head.as_bytes());
+                    let _ = stream.write_all(&body);
+                    return;
+                }
                 match std::fs::read(&file) {
                     Ok(body) => respond(&mut stream, body, fault, nth),
                     // A fault on a path with no file still answers (e.g. a status storm).
@@ -235,5 +285,41 @@ pub fn serve(root: &Path) -> Server {
             });
         }
     });
-    Server { url, faults, hits }
+    Server {
+        url,
+        faults,
+        hits,
+        ranges,
+    }
+}
+
+/// A `206` answer to `Range: bytes=A-B`, `bytes=A-` or `bytes=-N` (416 when unsatisfiable).
+fn partial(stream: &mut std::net::TcpStream, body: &[u8], range: &str) {
+    let len = body.len() as u64;
+    let spec = range.trim().strip_prefix("bytes=").unwrap_or("");
+    let (start, end) = match spec.split_once('-') {
+        Some(("", n)) => match n.parse::<u64>() {
+            Ok(n) => (len.saturating_sub(n), len.saturating_sub(1)),
+            Err(_) => (1, 0),
+        },
+        Some((a, "")) => (a.parse().unwrap_or(len), len.saturating_sub(1)),
+        Some((a, b)) => (
+            a.parse().unwrap_or(len),
+            b.parse::<u64>().unwrap_or(0).min(len.saturating_sub(1)),
+        ),
+        None => (1, 0),
+    };
+    if len == 0 || start > end || start >= len {
+        let _ = stream.write_all(
+            format!("HTTP/1.1 416 Range Not Satisfiable\r\nContent-Range: bytes */{len}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").as_bytes(),
+        );
+        return;
+    }
+    let part = &body[start as usize..=end as usize];
+    let head = format!(
+        "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes {start}-{end}/{len}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        part.len()
+    );
+    let _ = stream.write_all(head.as_bytes());
+    let _ = stream.write_all(part);
 }

@@ -2,7 +2,9 @@
 //! uses what it needs. `sandbox` is the only way a test starts the built binaries (isolated
 //! configuration, cache and epoch); `cmd` runs any command with failure messages that name
 //! it; `fs` writes, reads and lists files; `image` makes root filesystems and checks images;
-//! `apt_repo` and `http` make and serve a signed fixture apt repository; `wheel` writes wheels.
+//! `apt_repo` and `http` make and serve a signed fixture apt repository; `pyindex` writes a
+//! Python package index (wheels and pages) for `http` to serve;
+//! `wheel` writes single wheels, truthful or lying, for the installer.
 #![allow(dead_code, unused_imports)]
 
 pub mod apt_repo;
@@ -10,6 +12,7 @@ pub mod cmd;
 pub mod fs;
 pub mod http;
 pub mod image;
+pub mod pyindex;
 pub mod sandbox;
 pub mod wheel;
 

@@ -4,7 +4,10 @@
 //! `Sandbox::gpuimg` sets `XDG_CONFIG_HOME` (`<sandbox>/config`), `GPUIMG_CACHE`
 //! (`<sandbox>/cache`), `HOME` (`<sandbox>/home`) and `XDG_CACHE_HOME` (`<sandbox>/xdg-cache`),
 //! removes `SOURCE_DATE_EPOCH` (gpuimg's default, 0, applies) and the debugging switches
-//! (`GPUIMG_DEBUG_PANIC`, `GPUIMG_RESOLVER`), and runs in the sandbox directory. A test that
+//! (`GPUIMG_DEBUG_PANIC`, `GPUIMG_RESOLVER`), hides the host's Python index settings (the
+//! `PIP_*`/`UV_*` index, find-links, cert and config variables and `NETRC` removed, pip's and
+//! uv's configuration files turned off with `PIP_CONFIG_FILE=/dev/null` and `UV_NO_CONFIG=1`),
+//! and runs in the sandbox directory. A test that
 //! wants another epoch or switch sets it on the returned command; a test that shares a cache
 //! between builds, or uses several, says so with `gpuimg_with_cache`. tests/tidy.rs checks that
 //! no test starts a binary any other way.
@@ -134,5 +137,24 @@ fn isolated(bin: Bin, dir: &Path, cache: &Path) -> Command {
         .env_remove("SOURCE_DATE_EPOCH")
         .env_remove("GPUIMG_DEBUG_PANIC")
         .env_remove("GPUIMG_RESOLVER");
+    for v in PYTHON_INDEX_VARS {
+        c.env_remove(v);
+    }
+    c.env("PIP_CONFIG_FILE", "/dev/null").env("UV_NO_CONFIG", "1");
     c
 }
+
+/// The host's Python index settings a sandbox hides.
+pub const PYTHON_INDEX_VARS: &[&str] = &[
+    "PIP_INDEX_URL",
+    "PIP_EXTRA_INDEX_URL",
+    "PIP_FIND_LINKS",
+    "PIP_CERT",
+    "UV_DEFAULT_INDEX",
+    "UV_INDEX_URL",
+    "UV_INDEX",
+    "UV_EXTRA_INDEX_URL",
+    "UV_FIND_LINKS",
+    "UV_CONFIG_FILE",
+    "NETRC",
+];

@@ -103,6 +103,7 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
             epoch,
             cache_root: settings.cache_root(args.cache.as_deref()),
             offline: args.offline,
+            trust: settings.trust(),
         },
     };
     let mut progress = Progress::new(settings.quiet, args.json);

@@ -34,9 +34,15 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
     let catalog = args.catalog.load(settings)?;
     let cache_root = settings.cache_root(args.cache.as_deref());
     let mut progress = Progress::new(settings.quiet, args.json);
-    let locked =
-        crate::ops::lock::lock(&profile, &catalog, &cache_root, args.offline, &mut progress)
-            .map_err(CliError::from_ops)?;
+    let locked = crate::ops::lock::lock(
+        &profile,
+        &catalog,
+        &cache_root,
+        args.offline,
+        &settings.trust(),
+        &mut progress,
+    )
+    .map_err(CliError::from_ops)?;
     if args.json {
         outln!("{}", crate::lock::canonical_json(&summary(&locked)));
     } else if !settings.quiet {

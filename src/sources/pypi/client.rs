@@ -334,16 +334,25 @@ impl<'a> Client<'a> {
         if self.offline {
             return Err(format!("its size is not in the cache ({})", file.filename));
         }
-        let r = HttpRange::new(self, &file.url, None)?;
+        let r = HttpRange {
+            client: self,
+            url: file.url.clone(),
+            size: 0,
+            first: None,
+        };
+        let size = r
+            .get(ByteRange::Suffix(1))?
+            .1
+            .ok_or_else(|| format!("the server gives no size for `{}`", file.url))?;
         let key = meta_key(file);
         let cache = self.fetcher.cache().shared();
         if let Ok(Some(rec)) = cache.read_record(Bucket::WheelMetadata, &key) {
             if let Ok(mut m) = serde_json::from_slice::<MetaRecord>(&rec.bytes) {
-                m.size = Some(r.size);
+                m.size = Some(size);
                 let _ = cache.put_record(Bucket::WheelMetadata, &key, &m);
             }
         }
-        Ok(r.size)
+        Ok(size)
     }
 }
 

@@ -96,8 +96,10 @@ pub struct Provider<'p, 'a> {
     pub client: &'p Client<'a>,
     pub target: &'p Target,
     pub request: &'a PythonRequest,
-    root: Vec<(Pkg, Range)>,
-    constraints: HashMap<PackageName, Range>,
+    /// The profile's requirements whose markers hold for the image.
+    root: Vec<&'a pep508_rs::Requirement>,
+    /// Constraints whose markers hold, by package.
+    constraints: HashMap<PackageName, Vec<&'a pep508_rs::Requirement>>,
     /// Versions the profile pins with `==` (yanked files are candidates for them).
     exact: HashMap<PackageName, BTreeSet<Version>>,
     /// Packages whose specifiers name a pre-release.
@@ -107,39 +109,43 @@ pub struct Provider<'p, 'a> {
     order: RefCell<HashMap<Pkg, usize>>,
 }
 
-/// The range of PEP 440 specifiers. `==V` (no wildcard, no local part) also takes `V+local`,
-/// as PEP 440 says; pubgrub's conversion would not.
-pub fn range_of(specifiers: &VersionSpecifiers) -> Range {
+/// The range of PEP 440 specifiers. `==V` (no wildcard, no local part) also takes `V+local`
+/// as PEP 440 says (pubgrub's conversion would not) when `has_local(V)`: the project lists
+/// such versions (else the plain singleton, which explains itself better).
+pub fn range_of(specifiers: &VersionSpecifiers, has_local: &dyn Fn(&Version) -> bool) -> Range {
     let mut r = Range::full();
     for s in specifiers.iter() {
-        r = r.intersection(&range_of_one(s));
+        r = r.intersection(&range_of_one(s, has_local));
     }
     r
 }
 
-fn range_of_one(s: &VersionSpecifier) -> Range {
+fn range_of_one(s: &VersionSpecifier, has_local: &dyn Fn(&Version) -> bool) -> Range {
     let v = s.version();
-    let widened = || {
-        let upper = v.clone().with_post(Some(0)).with_dev(Some(0));
-        Range::from_range_bounds(v.clone()..upper)
-    };
     let plain = v.local().is_empty() && v.post().is_none() && v.dev().is_none();
+    let exact = || {
+        if plain && has_local(v) {
+            let upper = v.clone().with_post(Some(0)).with_dev(Some(0));
+            Range::from_range_bounds(v.clone()..upper)
+        } else {
+            Range::singleton(v.clone())
+        }
+    };
     match s.operator() {
-        Operator::Equal if plain => widened(),
-        Operator::NotEqual if plain => widened().complement(),
+        Operator::Equal => exact(),
+        Operator::NotEqual => exact().complement(),
         _ => Range::from(s.clone()),
     }
 }
 
-/// The range a requirement asks for.
-fn requirement_range(r: &pep508_rs::Requirement) -> Result<Range, String> {
+/// A requirement that names a URL is refused.
+fn no_url(r: &pep508_rs::Requirement) -> Result<(), String> {
     match &r.version_or_url {
-        None => Ok(Range::full()),
-        Some(VersionOrUrl::VersionSpecifier(s)) => Ok(range_of(s)),
         Some(VersionOrUrl::Url(u)) => Err(format!(
             "`{}` names the URL `{u}`; gpuimg takes wheels from indexes only",
             r.name
         )),
+        _ => Ok(()),
     }
 }
 
@@ -153,7 +159,7 @@ impl<'p, 'a> Provider<'p, 'a> {
         target: &'p Target,
         request: &'a PythonRequest,
     ) -> Result<Self, PypiError> {
-        let mut root: BTreeMap<Pkg, Range> = BTreeMap::new();
+        let mut root = Vec::new();
         let mut exact: HashMap<PackageName, BTreeSet<Version>> = HashMap::new();
         let mut pre = BTreeSet::new();
         for r in &request.requirements {
@@ -161,7 +167,7 @@ impl<'p, 'a> Provider<'p, 'a> {
             if !req.evaluate_markers(&target.markers, &[]) {
                 continue;
             }
-            let range = requirement_range(req).map_err(|m| PypiError::bad(&r.origin, m))?;
+            no_url(req).map_err(|m| PypiError::bad(&r.origin, m))?;
             if let Some(VersionOrUrl::VersionSpecifier(s)) = &req.version_or_url {
                 for s in s.iter() {
                     if matches!(s.operator(), Operator::Equal | Operator::ExactEqual) {
@@ -172,33 +178,19 @@ impl<'p, 'a> Provider<'p, 'a> {
             if names_prerelease(req) {
                 pre.insert(req.name.clone());
             }
-            let mut add = |p: Pkg| {
-                let e = root.entry(p).or_insert_with(Range::full);
-                *e = e.intersection(&range);
-            };
-            add(Pkg::Dist(req.name.clone()));
-            for e in &req.extras {
-                add(Pkg::Extra(req.name.clone(), e.clone()));
-            }
+            root.push(req);
         }
-        let mut constraints: HashMap<PackageName, Range> = HashMap::new();
+        let mut constraints: HashMap<PackageName, Vec<&pep508_rs::Requirement>> = HashMap::new();
         for c in &request.constraints {
             let req = &c.requirement;
             if !req.evaluate_markers(&target.markers, &[]) {
                 continue;
             }
-            let range = requirement_range(req).map_err(|m| PypiError::bad(&c.origin, m))?;
+            no_url(req).map_err(|m| PypiError::bad(&c.origin, m))?;
             if names_prerelease(req) {
                 pre.insert(req.name.clone());
             }
-            let e = constraints.entry(req.name.clone()).or_insert_with(Range::full);
-            *e = e.intersection(&range);
-        }
-        let mut root: Vec<(Pkg, Range)> = root.into_iter().collect();
-        for (p, r) in &mut root {
-            if let Some(c) = p.name().and_then(|n| constraints.get(n)) {
-                *r = r.intersection(c);
-            }
+            constraints.entry(req.name.clone()).or_default().push(req);
         }
         Ok(Provider {
             client,
@@ -216,7 +208,29 @@ impl<'p, 'a> Provider<'p, 'a> {
 
     /// The root's dependencies (the profile's requirements whose markers hold).
     pub fn root_packages(&self) -> Vec<PackageName> {
-        self.root.iter().filter_map(|(p, _)| p.name().cloned()).collect()
+        self.root.iter().map(|r| r.name.clone()).collect()
+    }
+
+    /// The range `r` asks for, narrowed by the constraints on its package.
+    fn range(&self, r: &pep508_rs::Requirement) -> Result<Range, String> {
+        no_url(r)?;
+        let has_local = |v: &Version| {
+            self.candidates(&r.name).is_ok_and(|c| {
+                c.versions
+                    .iter()
+                    .any(|c| c.version.is_local() && &c.version.clone().without_local() == v)
+            })
+        };
+        let mut range = match &r.version_or_url {
+            Some(VersionOrUrl::VersionSpecifier(s)) => range_of(s, &has_local),
+            _ => Range::full(),
+        };
+        for c in self.constraints.get(&r.name).into_iter().flatten() {
+            if let Some(VersionOrUrl::VersionSpecifier(s)) = &c.version_or_url {
+                range = range.intersection(&range_of(s, &has_local));
+            }
+        }
+        Ok(range)
     }
 
     /// `name`'s candidates (memoised).
@@ -343,10 +357,7 @@ impl<'p, 'a> Provider<'p, 'a> {
         r: &pep508_rs::Requirement,
         this: &PackageName,
     ) -> Result<(), String> {
-        let mut range = requirement_range(r)?;
-        if let Some(c) = self.constraints.get(&r.name) {
-            range = range.intersection(c);
-        }
+        let range = self.range(r)?;
         let mut add = |p: Pkg| {
             let e = out.entry(p).or_insert_with(Range::full);
             *e = e.intersection(&range);
@@ -424,7 +435,18 @@ impl DependencyProvider for Provider<'_, '_> {
             Pkg::Root => {
                 let names = self.root_packages();
                 self.client.prefetch(&names);
-                return Ok(Dependencies::Available(self.root.iter().cloned().collect()));
+                for r in &self.root {
+                    let range = self.range(r).map_err(|m| PypiError::bad(ROOT, m))?;
+                    let mut add = |p: Pkg| {
+                        let e = out.entry(p).or_insert_with(Range::full);
+                        *e = e.intersection(&range);
+                    };
+                    add(Pkg::Dist(r.name.clone()));
+                    for e in &r.extras {
+                        add(Pkg::Extra(r.name.clone(), e.clone()));
+                    }
+                }
+                return Ok(Dependencies::Available(out.into_iter().collect()));
             }
             Pkg::Dist(n) => (n, None),
             Pkg::Extra(n, e) => (n, Some(e)),

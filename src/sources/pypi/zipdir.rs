@@ -118,15 +118,23 @@ pub fn metadata(src: &mut dyn Ranged) -> Result<Vec<u8>, String> {
     if e.size > MAX_METADATA_BYTES {
         return Err(format!("its METADATA is larger than {MAX_METADATA_BYTES} bytes"));
     }
-    let local = src.read(e.offset, 30.min(size.saturating_sub(e.offset)))?;
+    // One read for the local header and the data: the local name is the central one and its
+    // extra field rarely longer than the slack; else a second read.
+    const SLACK: u64 = 1024;
+    let guess = (30 + e.name.len() as u64 + SLACK + e.compressed).min(size.saturating_sub(e.offset));
+    let local = src.read(e.offset, guess)?;
     if local.len() < 30 || local[..4] != [0x50, 0x4b, 0x03, 0x04] {
         return Err("its METADATA has no local header".into());
     }
-    let start = e.offset + 30 + u16_at(&local, 26).unwrap_or(0) + u16_at(&local, 28).unwrap_or(0);
+    let skip = 30 + u16_at(&local, 26).unwrap_or(0) + u16_at(&local, 28).unwrap_or(0);
+    let start = e.offset + skip;
     if start.checked_add(e.compressed).is_none_or(|end| end > size) {
         return Err("its METADATA lies outside the file".into());
     }
-    let data = src.read(start, e.compressed)?;
+    let data = match local.get(skip as usize..(skip + e.compressed) as usize) {
+        Some(d) => d.to_vec(),
+        None => src.read(start, e.compressed)?,
+    };
     let mut out = Vec::new();
     match e.method {
         0 => out = data,
