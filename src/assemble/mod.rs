@@ -20,6 +20,7 @@ pub mod xattr;
 
 pub use error::AssembleError;
 pub use provenance::{PackageKind, Provenance};
+pub use tarball::read_member as read_tarball_member;
 pub use tree::{identity, DataSource, Entry, EntryKind, Tree, Xattrs};
 
 use std::path::Path;

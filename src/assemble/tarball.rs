@@ -175,6 +175,45 @@ fn problem(origin: &str, entry: &str, p: PathProblem) -> AssembleError {
     }
 }
 
+/// The bytes of the regular file `member` (a normalised path) in the root filesystem tarball
+/// at `path` (plain, gzip or zstd), read in one streaming pass without extracting anything;
+/// `None` when the tarball has no such regular file (the last entry of that name counts, as
+/// in a layer). Longer than `cap` bytes is an error.
+pub fn read_member(path: &Path, member: &str, cap: u64) -> std::io::Result<Option<Vec<u8>>> {
+    let mut magic = [0u8; 6];
+    let n = read_up_to(&mut fs_err::File::open(path)?, &mut magic)?;
+    let file = BufReader::new(fs_err::File::open(path)?);
+    let reader: Box<dyn Read> = if magic[..n].starts_with(&[0x1f, 0x8b]) {
+        Box::new(flate2::read::MultiGzDecoder::new(file))
+    } else if magic[..n].starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        Box::new(zstd::Decoder::new(file)?)
+    } else {
+        Box::new(file)
+    };
+    let mut archive = tar::Archive::new(reader);
+    let mut found = None;
+    for entry in archive.entries()? {
+        let mut entry = entry?;
+        let raw = entry.path()?.into_owned();
+        if normalise_entry(&raw).ok().as_deref() != Some(member) {
+            continue;
+        }
+        if !entry.header().entry_type().is_file() {
+            found = None;
+            continue;
+        }
+        if entry.size() > cap {
+            return Err(std::io::Error::other(format!(
+                "`{member}` is larger than {cap} bytes"
+            )));
+        }
+        let mut data = Vec::new();
+        (&mut entry).take(cap).read_to_end(&mut data)?;
+        found = Some(data);
+    }
+    Ok(found)
+}
+
 /// The path of an uncompressed copy of `path`: itself when it is a plain tar.
 fn decompressed(path: &Path, scratch: &Path) -> std::io::Result<PathBuf> {
     let mut magic = [0u8; 6];

@@ -26,6 +26,7 @@
 //! | pip's files | — | `PIP_CONFIG_FILE` (`/dev/null`: none), `XDG_CONFIG_DIRS`, `XDG_CONFIG_HOME`, `HOME`, `VIRTUAL_ENV` | — | `/etc/xdg/pip/pip.conf`, `/etc/pip.conf`, `~/.pip/pip.conf`, `~/.config/pip/pip.conf` |
 //! | uv's files | — | `UV_CONFIG_FILE`, `UV_NO_CONFIG` (none), `XDG_CONFIG_HOME`, `XDG_CONFIG_DIRS` | — | `~/.config/uv/uv.toml`, `/etc/uv/uv.toml` |
 //! | index credentials | — | `NETRC` (else `~/.netrc`) | the URL's user part | none |
+//! | `.pyc` compiler | — | `PATH` (`python3.X`, then `python3`) | profile `python.compile` | none |
 //!
 //! An empty variable counts as unset. A malformed `SOURCE_DATE_EPOCH` is bad input, exit 2,
 //! for the commands that use it.
@@ -217,7 +218,11 @@ impl Settings {
                 f.extend(home.as_ref().map(|h| h.join(".pip/pip.conf")));
                 f.extend(config_home.as_ref().map(|c| c.join("pip/pip.conf")));
             }
-            f.extend(self.env.get("VIRTUAL_ENV").map(|v| PathBuf::from(v).join("pip.conf")));
+            f.extend(
+                self.env
+                    .get("VIRTUAL_ENV")
+                    .map(|v| PathBuf::from(v).join("pip.conf")),
+            );
             f.extend(pip_file);
             f
         };
@@ -246,6 +251,27 @@ impl Settings {
                 .or_else(|| home.map(|h| h.join(".netrc"))),
             python: Some(PathBuf::from("python3")),
             trust: self.trust(),
+        }
+    }
+
+    /// The directories of `PATH`, where `python.compile` looks for a host interpreter of the
+    /// image's bytecode.
+    pub fn host_path(&self) -> Vec<PathBuf> {
+        self.env
+            .get("PATH")
+            .map(|p| {
+                std::env::split_paths(p)
+                    .filter(|d| !d.as_os_str().is_empty())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// What `build` and `lock` need of the host for `python:`.
+    pub fn python(&self) -> crate::ops::python::PythonHost {
+        crate::ops::python::PythonHost {
+            settings: self.python_host(),
+            path: self.host_path(),
         }
     }
 
@@ -353,8 +379,12 @@ mod tests {
         assert_eq!(h.trust.dirs.len(), 2);
         let none = s(&[("HOME", "/h")]).python_host();
         assert!(none.index_vars.is_empty());
-        assert!(none.pip_config_files.contains(&PathBuf::from("/etc/pip.conf")));
-        assert!(none.pip_config_files.contains(&PathBuf::from("/h/.config/pip/pip.conf")));
+        assert!(none
+            .pip_config_files
+            .contains(&PathBuf::from("/etc/pip.conf")));
+        assert!(none
+            .pip_config_files
+            .contains(&PathBuf::from("/h/.config/pip/pip.conf")));
     }
 
     #[test]

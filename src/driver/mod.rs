@@ -2,7 +2,8 @@
 //!
 //! For each planned layer: a layer whose key is known and cached is reused as it is;
 //! otherwise its inputs are assembled into a tree (the apt layers share one install, see
-//! `apt.rs`), stripped, and written (`layer`); then the image config and manifest (`image`)
+//! `apt.rs`; the wheels are fetched and installed, `python.rs`), stripped, and written
+//! (`layer`); then the image config and manifest (`image`)
 //! and the output (`export`). Decides nothing itself: what each layer holds, its key and the
 //! image config additions all come from the plan (the one rule it applies, which component
 //! a path of the shared apt install goes to, is `apt.rs`'s, fixed by the plan's package
@@ -13,6 +14,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 mod apt;
+mod python;
 
 pub use apt::apt_options;
 
@@ -23,12 +25,13 @@ use crate::expect::{BINARY_PATH, DEFAULT_PATH};
 use crate::export::{self, Replace, Target};
 use crate::image::{self, ImageLayer, ImageSpec};
 use crate::layer::{self, Compression, LayerOptions};
-use crate::lock::LockedPackage;
+use crate::lock::{LockedPackage, LockedWheel};
 use crate::observe::Observer;
 use crate::plan::{Inputs, Plan};
 use crate::profile::Profile;
 use crate::reference::Tag;
 use crate::sources::files::Files;
+use crate::sources::pypi::PythonRequest;
 use crate::sources::rootfs::Rootfs;
 use crate::sources::Source;
 use crate::staging::{self, Staged};
@@ -71,6 +74,8 @@ pub struct BuildOutcome {
     pub tag: Tag,
     /// The apt packages in the base (empty for other bases).
     pub packages: Vec<LockedPackage>,
+    /// The Python wheels installed (empty without `python:`).
+    pub wheels: Vec<LockedWheel>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -93,6 +98,10 @@ pub enum BuildError {
     Apt(#[from] crate::sources::apt::AptError),
     #[error(transparent)]
     Split(#[from] crate::plan::split::SplitError),
+    #[error(transparent)]
+    Pypi(#[from] crate::sources::pypi::PypiError),
+    #[error(transparent)]
+    Wheel(#[from] crate::sources::wheel::WheelError),
     /// A plan that breaks its own rules: a bug in gpuimg.
     #[error("Internal error: {0}")]
     Internal(&'static str),
@@ -107,11 +116,13 @@ pub enum BuildError {
     },
 }
 
-/// Execute `plan` for `profile`: write its image to the target.
+/// Execute `plan` for `profile`: write its image to the target. `python` says where the
+/// plan's wheels come from (the profile's indexes, for wheels not in the cache).
 pub fn execute(
     plan: &Plan,
     profile: &Profile,
     opts: &BuildOptions,
+    python: Option<&PythonRequest>,
     obs: &mut dyn Observer,
 ) -> Result<BuildOutcome, BuildError> {
     let replace = if opts.force {
@@ -205,6 +216,14 @@ pub fn execute(
                     .remove(component)
                     .unwrap_or_else(|| Tree::new(format!("`the apt packages` layer `{component}`")))
             }
+            Inputs::Wheels => {
+                let install = plan.python.as_ref().ok_or(BuildError::Internal(
+                    "a python-packages layer was planned without its wheels",
+                ))?;
+                let tree = python::install(install, python, opts, &cache, scratch.path(), obs)?;
+                check_over_lower(&cache, &layers, &tree)?;
+                tree
+            }
             Inputs::Files(files) => {
                 let tree = Files {
                     entries: files.clone(),
@@ -213,21 +232,7 @@ pub fn execute(
                 for w in tree.warnings() {
                     obs.warn(&w);
                 }
-                // Everything below `files`: the non-directories of the layers so far, later
-                // layers over earlier ones.
-                if !layers.is_empty() {
-                    let mut lower = assemble::shape::NonDirs::new();
-                    for l in &layers {
-                        let listing = layer::listing::load(&cache, &l.blob).map_err(|source| {
-                            layer::LayerError::Write {
-                                component: format!("{} listing", l.component),
-                                source,
-                            }
-                        })?;
-                        lower.extend(listing);
-                    }
-                    assemble::shape::check_over(&lower, "base", &tree)?;
-                }
+                check_over_lower(&cache, &layers, &tree)?;
                 tree
             }
             Inputs::Selftest { binary } => selftest_tree(binary)?,
@@ -294,7 +299,31 @@ pub fn execute(
             .as_ref()
             .map(|a| a.packages.clone())
             .unwrap_or_default(),
+        wheels: plan
+            .python
+            .as_ref()
+            .map(|p| p.wheels.clone())
+            .unwrap_or_default(),
     })
+}
+
+/// A layer's tree must not put an entry under a file or symlink of the layers below it (their
+/// non-directories, later layers over earlier ones).
+fn check_over_lower(cache: &Cache, layers: &[ImageLayer], tree: &Tree) -> Result<(), BuildError> {
+    if layers.is_empty() {
+        return Ok(());
+    }
+    let mut lower = assemble::shape::NonDirs::new();
+    for l in layers {
+        let listing =
+            layer::listing::load(cache, &l.blob).map_err(|source| layer::LayerError::Write {
+                component: format!("{} listing", l.component),
+                source,
+            })?;
+        lower.extend(listing);
+    }
+    assemble::shape::check_over(&lower, "base", tree)?;
+    Ok(())
 }
 
 /// One line per reused layer; the apt layers together in one.

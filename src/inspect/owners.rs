@@ -1,6 +1,6 @@
 //! Who owns each path of an image, read from the image itself: one [`OwnerReader`] per kind
-//! of ownership record (dpkg's `var/lib/dpkg/info/*.list` today; a wheel's
-//! `*.dist-info/RECORD` next), plus gpuimg's own layers, whose component owns their paths.
+//! of ownership record (dpkg's `var/lib/dpkg/info/*.list`, a wheel's `*.dist-info/RECORD`),
+//! plus gpuimg's own layers, whose component owns their paths.
 //!
 //! Readers see only the records' bytes and a view of the merged image; they never read files
 //! or layers themselves, so the caller alone decides what is read and how much.
@@ -130,9 +130,76 @@ impl OwnerReader for DpkgLists {
     }
 }
 
+/// An installed Python distribution's `<site>/<name>-<version>.dist-info/RECORD`: one CSV
+/// row per file, its path relative to `<site>` (`../../../bin/tool` for a script). The owner
+/// is `wheel <name>`, as the build's provenance writes it.
+pub struct WheelRecords;
+
+impl WheelRecords {
+    /// (site directory, project) of a RECORD path.
+    fn parts(path: &str) -> Option<(&str, &str)> {
+        let dist_info = path.strip_suffix("/RECORD")?;
+        let (site, dir) = dist_info.rsplit_once('/').unwrap_or(("", dist_info));
+        let stem = dir.strip_suffix(".dist-info")?;
+        let (name, version) = stem.split_once('-')?;
+        (!name.is_empty() && !version.is_empty()).then_some((site, name))
+    }
+}
+
+impl OwnerReader for WheelRecords {
+    fn wants(&self, path: &str) -> bool {
+        Self::parts(path).is_some()
+    }
+
+    fn claim(&self, path: &str, data: &[u8], image: &ImageView, claims: &mut Claims) {
+        let Some((site, name)) = Self::parts(path) else {
+            return;
+        };
+        let owner = format!("wheel {}", name.to_lowercase().replace(['_', '.'], "-"));
+        let text = String::from_utf8_lossy(data);
+        for line in text.lines() {
+            let Some(listed) = record_path(line) else {
+                continue;
+            };
+            let full = if listed.starts_with('/') {
+                listed
+            } else {
+                format!("/{site}/{listed}")
+            };
+            if let Some(at) = image.resolve(&full) {
+                claims.add(at, &owner);
+            }
+        }
+    }
+}
+
+/// The first CSV field of a RECORD row (quoted or not); `None` for an empty one.
+fn record_path(line: &str) -> Option<String> {
+    let line = line.trim_end_matches('\r');
+    let field = match line.strip_prefix('"') {
+        Some(rest) => {
+            let mut out = String::new();
+            let mut chars = rest.chars().peekable();
+            while let Some(c) = chars.next() {
+                match c {
+                    '"' if chars.peek() == Some(&'"') => {
+                        chars.next();
+                        out.push('"');
+                    }
+                    '"' => break,
+                    _ => out.push(c),
+                }
+            }
+            out
+        }
+        None => line.split(',').next().unwrap_or_default().to_string(),
+    };
+    (!field.is_empty()).then_some(field)
+}
+
 /// Every owner reader gpuimg knows, in the order their records are read.
 pub fn owner_readers() -> Vec<Box<dyn OwnerReader>> {
-    vec![Box::new(DpkgLists)]
+    vec![Box::new(DpkgLists), Box::new(WheelRecords)]
 }
 
 #[cfg(test)]
@@ -216,6 +283,30 @@ mod tests {
         assert_eq!(c.owner_of("bin").as_deref(), Some("coreutils"));
         assert_eq!(c.owner_of("not-a-path"), None);
         assert_eq!(c.owner_of(""), None);
+    }
+
+    #[test]
+    fn wheel_records_claim_their_files_relative_to_the_site_directory() {
+        let r = WheelRecords;
+        let site = "usr/local/lib/python3.11/dist-packages";
+        let record = format!("{site}/Demo_Pkg-1.0.dist-info/RECORD");
+        assert!(r.wants(&record));
+        assert!(!r.wants(&format!("{site}/Demo_Pkg-1.0.dist-info/METADATA")));
+        assert!(!r.wants(&format!("{site}/nodash.dist-info/RECORD")));
+        let m = view_of(&[]);
+        let v = ImageView::new(&m);
+        let mut c = Claims::default();
+        r.claim(
+            &record,
+            b"demo_pkg/__init__.py,sha256=x,0\n\"demo_pkg/a,b.py\",sha256=y,1\n../../../bin/demo,sha256=z,2\nDemo_Pkg-1.0.dist-info/RECORD,,\n",
+            &v,
+            &mut c,
+        );
+        let owner = Some("wheel demo-pkg".to_string());
+        assert_eq!(c.owner_of(&format!("{site}/demo_pkg/__init__.py")), owner);
+        assert_eq!(c.owner_of(&format!("{site}/demo_pkg/a,b.py")), owner);
+        assert_eq!(c.owner_of("usr/local/bin/demo"), owner);
+        assert_eq!(c.owner_of(&record), owner);
     }
 
     #[test]

@@ -1,9 +1,10 @@
 //! `gpuimg build`: settle the profile, gather the facts the plan needs (the apt package set
-//! and each package's control fields, a tarball's identity, the self-test binary), plan, and
-//! hand the plan to the driver.
+//! and each package's control fields, a tarball's identity, the image's Python and the wheel
+//! set, the self-test binary), plan, and hand the plan to the driver.
 
 use std::path::{Path, PathBuf};
 
+use super::python::{self, PythonHost};
 use super::settle::{self, Settle, Settled};
 use super::OpsError;
 use crate::assemble::{identity, AssembleError};
@@ -17,6 +18,7 @@ use crate::plan::components::PackageMeta;
 use crate::plan::{self, AptFacts, Facts, SelftestBinary};
 use crate::profile::{AptSpec, Base, Profile};
 use crate::sources::apt;
+use crate::sources::pypi::PythonRequest;
 
 /// What to build and how.
 #[derive(Debug, Clone)]
@@ -27,6 +29,8 @@ pub struct BuildRequest {
     /// beside the running `gpuimg`).
     pub selftest_binary: Option<PathBuf>,
     pub options: BuildOptions,
+    /// The host's Python index settings and `PATH` (for `python:`).
+    pub python: PythonHost,
 }
 
 /// Build the image of `profile`.
@@ -42,7 +46,7 @@ pub fn build(
             obs.warn(w);
         }
     }
-    let facts = gather(profile, &settled, req, obs)?;
+    let (facts, request) = gather(profile, &settled, req, obs)?;
     let plan = plan::plan(
         profile,
         settled.resolution.as_ref(),
@@ -56,7 +60,13 @@ pub fn build(
             ));
         }
     }
-    Ok(driver::execute(&plan, profile, &req.options, obs)?)
+    Ok(driver::execute(
+        &plan,
+        profile,
+        &req.options,
+        request.as_ref(),
+        obs,
+    )?)
 }
 
 fn gather(
@@ -64,7 +74,7 @@ fn gather(
     settled: &Settled,
     req: &BuildRequest,
     obs: &mut dyn Observer,
-) -> Result<Facts, OpsError> {
+) -> Result<(Facts, Option<PythonRequest>), OpsError> {
     let mut facts = Facts::default();
     match &profile.base {
         Base::None => {}
@@ -75,10 +85,34 @@ fn gather(
         }
         Base::Apt(spec) => facts.apt = Some(apt_facts(spec, profile, settled, req, obs)?),
     }
+    let mut request = None;
+    let stack_python = settled
+        .resolution
+        .as_ref()
+        .and_then(|r| r.version(crate::resolve::Component::Python))
+        .is_some();
+    if profile.python.is_some() || stack_python {
+        let debs = facts.apt.as_ref().map(|a| a.packages.as_slice());
+        let packages = python::base_packages(profile, debs)?;
+        python::check_stack_python(settled.resolution.as_ref(), packages.as_deref())?;
+        if let Some((install, r)) = python::install(
+            profile,
+            settled.resolution.as_ref(),
+            packages.as_deref(),
+            settled.wheels.as_deref(),
+            &req.python,
+            &req.options.cache_root,
+            req.options.offline,
+            obs,
+        )? {
+            facts.python = Some(install);
+            request = Some(r);
+        }
+    }
     if plan::wants_selftest(profile, settled.resolution.as_ref()) {
         facts.selftest = Some(selftest_binary(profile, req)?);
     }
-    Ok(facts)
+    Ok((facts, request))
 }
 
 /// The package set (from the lock, or resolved now) and each package's control fields: from

@@ -1,8 +1,10 @@
-//! `gpuimg lock`: resolve the profile (a lock is always written from a fresh resolution) and,
-//! for an apt base, the exact package set; write `<profile>.lock.json` beside the profile.
+//! `gpuimg lock`: resolve the profile (a lock is always written from a fresh resolution), for
+//! an apt base the exact package set, and with `python:` the wheels for the image's Python;
+//! write `<profile>.lock.json` beside the profile.
 
 use std::path::{Path, PathBuf};
 
+use super::python::{self, PythonHost};
 use super::settle::{self, Settle};
 use super::OpsError;
 use crate::catalog::Catalog;
@@ -11,6 +13,7 @@ use crate::fetch::Trust;
 use crate::lock::{self, Lock};
 use crate::observe::Observer;
 use crate::profile::{Base, Profile};
+use crate::resolve::Component;
 
 /// What `lock` wrote.
 #[derive(Debug, Clone)]
@@ -27,22 +30,39 @@ pub fn lock(
     cache_root: &Path,
     offline: bool,
     trust: &Trust,
+    host: &PythonHost,
     obs: &mut dyn Observer,
 ) -> Result<Locked, OpsError> {
     let settled = settle::settle(profile, catalog, Settle::Resolve)?;
     let resolution = settled
         .resolution
         .ok_or(OpsError::Incompatible("nothing was resolved".into()))?;
-    let mut new = Lock::new(profile, resolution);
+    let mut debs = None;
+    let mut new_wheels = None;
     if let Base::Apt(spec) = &profile.base {
-        let debs = crate::sources::apt::resolve(
+        debs = Some(crate::sources::apt::resolve(
             spec,
             &profile.platform,
             &profile.dir,
             &apt_options(cache_root, offline, trust),
             obs,
-        )?;
-        new.set_debs(debs);
+        )?);
+    }
+    if profile.python.is_some() || resolution.version(Component::Python).is_some() {
+        let packages = python::base_packages(profile, debs.as_deref())?;
+        python::check_stack_python(Some(&resolution), packages.as_deref())?;
+        if let Some(request) = python::request(profile, host)? {
+            let image = python::image_python(profile, Some(&resolution), packages.as_deref())?;
+            let wheels = python::wheels(&request, &image, None, cache_root, offline, obs)?;
+            new_wheels = Some(wheels);
+        }
+    }
+    let mut new = Lock::new(profile, resolution);
+    if let Some(d) = debs {
+        new.set_debs(d);
+    }
+    if let Some(w) = new_wheels {
+        new.set_wheels(w);
     }
     let path = lock::lock_path(profile);
     lock::write(&path, &new)?;

@@ -10,6 +10,7 @@
 
 pub mod build;
 pub mod lock;
+pub mod python;
 pub mod settle;
 pub mod verify;
 
@@ -21,6 +22,9 @@ use crate::plan::PlanError;
 use crate::profile::ProfileError;
 use crate::resolve::ResolveError;
 use crate::sources::apt::AptError;
+use crate::sources::base_python::BasePythonError;
+use crate::sources::pypi::PypiError;
+use crate::sources::wheel::WheelError;
 
 /// Why a command produced no outcome.
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +60,26 @@ pub enum OpsError {
     Plan(#[from] PlanError),
     #[error(transparent)]
     Build(Box<BuildError>),
+    #[error(transparent)]
+    Pypi(#[from] PypiError),
+    #[error(transparent)]
+    BasePython(#[from] BasePythonError),
+    #[error(transparent)]
+    Wheel(#[from] WheelError),
+    #[error("Python packages need the base's package list to know its interpreter, and {base} has no dpkg database (`/var/lib/dpkg/status`)")]
+    NoBasePackages { base: String },
+    #[error("Failed to read the rootfs `{path}`")]
+    RootfsRead {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("Failed to open the cache at `{path}`")]
+    CacheOpen {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl From<BuildError> for OpsError {
@@ -79,9 +103,15 @@ impl OpsError {
     pub fn exit_code(&self) -> u8 {
         match self {
             OpsError::Incompatible(_) => 1,
+            OpsError::Pypi(e) => e.exit_code(),
             OpsError::Plan(_) => 3,
             OpsError::Build(e)
-                if matches!(**e, BuildError::Internal(_) | BuildError::Unplanned(_)) =>
+                if matches!(
+                    **e,
+                    BuildError::Internal(_)
+                        | BuildError::Unplanned(_)
+                        | BuildError::Wheel(WheelError::Internal(_))
+                ) =>
             {
                 3
             }
@@ -95,6 +125,10 @@ impl OpsError {
             OpsError::NoLock { profile, .. } => Some(format!("run `gpuimg lock {profile}` first")),
             OpsError::SelftestMissing { .. } => Some(
                 "build it with `cargo build --bins`, or set `selftest.binary`, or `selftest.enabled: false`"
+                    .into(),
+            ),
+            OpsError::NoBasePackages { .. } => Some(
+                "use an apt base (`base.apt` with `python3`), or a rootfs that carries its dpkg database"
                     .into(),
             ),
             _ => None,

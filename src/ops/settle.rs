@@ -2,7 +2,7 @@
 //! the catalog, or read the lock beside it (checked fresh), or say no.
 
 use crate::catalog::Catalog;
-use crate::lock::{self, Lock, LockedPackage};
+use crate::lock::{self, Lock, LockedPackage, LockedWheel};
 use crate::profile::{Base, Profile};
 use crate::resolve::Resolution;
 
@@ -17,13 +17,15 @@ pub enum Settle {
     Locked,
 }
 
-/// A settled profile: its resolution and, for an apt base read from the lock, the exact
-/// package set.
+/// A settled profile: its resolution and, read from the lock, the exact apt package set (for
+/// an apt base) and wheel set (for a profile with `python:`).
 #[derive(Debug, Clone)]
 pub struct Settled {
     pub resolution: Option<Resolution>,
     /// `Some` when the package set is already fixed (from the lock).
     pub debs: Option<Vec<LockedPackage>>,
+    /// `Some` when the wheel set is already fixed (from the lock).
+    pub wheels: Option<Vec<LockedWheel>>,
 }
 
 /// Settle `profile` as `from` says.
@@ -32,6 +34,7 @@ pub fn settle(profile: &Profile, catalog: &Catalog, from: Settle) -> Result<Sett
         Settle::Resolve => Ok(Settled {
             resolution: Some(crate::resolve::resolve(profile, catalog)?),
             debs: None,
+            wheels: None,
         }),
         Settle::Locked => {
             let path = lock::lock_path(profile);
@@ -51,8 +54,13 @@ pub fn settle(profile: &Profile, catalog: &Catalog, from: Settle) -> Result<Sett
 pub fn from_lock(profile: &Profile, lock: Lock) -> Result<Settled, OpsError> {
     lock::check_fresh(profile, &lock)?;
     let debs = matches!(profile.base, Base::Apt(_)).then(|| lock.debs().cloned().collect());
+    let wheels = profile
+        .python
+        .is_some()
+        .then(|| lock.wheels().cloned().collect());
     Ok(Settled {
         resolution: lock.resolution,
         debs,
+        wheels,
     })
 }

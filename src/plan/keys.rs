@@ -4,14 +4,19 @@
 //! the settings that shape a tree from them, so two profiles that share a component's
 //! packages share its digest, and adding a package changes only its component's key and
 //! `metadata`'s (keyed by the whole set and the `layers:` overrides). A rootfs tarball is
-//! keyed by its file identity. Every key names its purpose and this gpuimg's version
-//! (`cache::Key`).
+//! keyed by its file identity. The Python wheels are keyed by the locked set (name, version,
+//! file, sha256, `REQUESTED`), the installer's version, the image's interpreter and the
+//! compiler, so profiles with the same locked set share the layer. Every key names its purpose
+//! and this gpuimg's version (`cache::Key`).
 
 use crate::cache::Key;
 use crate::digest::Digest;
 use crate::layer::LayerOptions;
 use crate::lock::LockedPackage;
 use crate::profile::Profile;
+use crate::sources::wheel::INSTALLER_VERSION;
+
+use super::PythonInstall;
 
 /// The packages' part of a key: the set (name, version, architecture, sha256) plus what
 /// shapes a tree from it (platform, strip classes, layer settings).
@@ -71,5 +76,36 @@ pub fn tarball_key(
         .names(&profile.strip)
         .str(&lopts.compression.settings_id())
         .u64(lopts.epoch);
+    k.finish()
+}
+
+/// The key of the `python-packages` layer: every locked wheel (name, version, file name,
+/// sha256, whether the profile requested it), the installer's version, the image's Python
+/// (version, paths, interpreter) and the `.pyc` compiler (none, or its version and magic
+/// number: its output is its own), and the layer settings. Not the index, nor what required
+/// each wheel: neither changes a byte.
+pub fn wheels_key(p: &PythonInstall, lopts: LayerOptions) -> Digest {
+    let mut k = Key::new("python-packages-v1").tool_version();
+    k.str(INSTALLER_VERSION)
+        .u64(p.python.version.0.into())
+        .u64(p.python.version.1.into())
+        .str(&p.python.full_version)
+        .str(&p.python.interpreter)
+        .str(&p.python.site_dir)
+        .str(&p.python.scripts_dir);
+    match &p.compiler {
+        None => k.bool(false),
+        Some(c) => k.bool(true).str(&c.version).u64(c.magic.into()),
+    };
+    k.str(&lopts.compression.settings_id())
+        .u64(lopts.epoch)
+        .count(p.wheels.len());
+    for w in &p.wheels {
+        k.str(&w.name)
+            .str(&w.version)
+            .str(&w.filename)
+            .digest(&w.sha256)
+            .bool(w.requested);
+    }
     k.finish()
 }

@@ -8,7 +8,8 @@
 //! plan. `components` decides which component each apt package belongs to (a fixed table in
 //! `data/components.yaml`, rules on the package's own control fields, the profile's
 //! `layers:`); `split` cuts one assembled tree into one tree per component; `keys` computes
-//! the keys; `expectation` the self-test's expectation.
+//! the keys; `expectation` the self-test's expectation. The Python wheels (pinned, for the
+//! image's interpreter) are one `python-packages` layer after the base's layers.
 //! Must never do I/O beyond reading its embedded table: it reasons over facts the caller read.
 
 pub mod annotations;
@@ -24,13 +25,18 @@ pub use expectation::expectation;
 
 use crate::digest::Digest;
 use crate::layer::LayerOptions;
-use crate::lock::LockedPackage;
+use crate::lock::{LockedPackage, LockedWheel};
 use crate::profile::{Base, FileEntry, Profile, StripClass};
 use crate::resolve::Resolution;
+use crate::sources::python::ImagePython;
+use crate::sources::wheel::HostPython;
 use components::{Assignment, LayerOverrides, PackageMeta};
 
 /// The component that holds what no apt package owns (dpkg database, ld.so.cache, …).
 pub const METADATA: &str = "metadata";
+
+/// The component of the Python wheels.
+pub const PYTHON_PACKAGES: &str = "python-packages";
 
 pub use crate::image::annotations::ANN_SELFTEST_SHA256;
 
@@ -44,6 +50,18 @@ pub struct Facts {
     pub rootfs_identity: Option<[u64; 5]>,
     /// The self-test binary to bake in, when the image carries one.
     pub selftest: Option<SelftestBinary>,
+    /// The Python wheels to install, when the profile has `python:`.
+    pub python: Option<PythonInstall>,
+}
+
+/// The pinned wheels (the lock's, or resolved now, sorted by name), the image's interpreter
+/// they are installed for, and the host interpreter that compiles their `.pyc` (with
+/// `python.compile: true`).
+#[derive(Debug, Clone)]
+pub struct PythonInstall {
+    pub wheels: Vec<LockedWheel>,
+    pub python: ImagePython,
+    pub compiler: Option<HostPython>,
 }
 
 #[derive(Debug, Clone)]
@@ -64,6 +82,8 @@ pub struct Plan {
     pub layers: Vec<LayerPlan>,
     /// The one apt install that the `Debs` and `AptMetadata` layers are cut from.
     pub apt: Option<AptInstall>,
+    /// The wheels of the `Wheels` layer.
+    pub python: Option<PythonInstall>,
     pub image: ImagePlan,
 }
 
@@ -88,6 +108,8 @@ pub enum Inputs {
     /// What the apt install generated rather than unpacked: the dpkg database, ld.so.cache,
     /// passwd/group, the CA bundle, alternatives.
     AptMetadata,
+    /// The plan's Python wheels, installed for the image's interpreter.
+    Wheels,
     /// The profile's `files:`.
     Files(Vec<FileEntry>),
     /// The `gpuimg-selftest` binary at its fixed path.
@@ -165,6 +187,15 @@ pub fn plan(
             apt = Some(install);
         }
     }
+    let python = facts.python.clone().filter(|p| !p.wheels.is_empty());
+    if let Some(p) = &python {
+        layers.push(LayerPlan {
+            component: PYTHON_PACKAGES.into(),
+            inputs: Inputs::Wheels,
+            strip: Vec::new(),
+            key: Some(keys::wheels_key(p, lopts)),
+        });
+    }
     if !profile.files.is_empty() {
         layers.push(LayerPlan {
             component: "files".into(),
@@ -208,7 +239,12 @@ pub fn plan(
             key: None,
         });
     }
-    Ok(Plan { layers, apt, image })
+    Ok(Plan {
+        layers,
+        apt,
+        python,
+        image,
+    })
 }
 
 /// One layer per component that received packages, in the components' order, then

@@ -58,3 +58,33 @@ pub struct ImagePython {
     /// `x86_64` or `aarch64`, from the profile's platform.
     pub machine: String,
 }
+
+impl From<&crate::lock::LockedWheel> for PinnedWheel {
+    fn from(w: &crate::lock::LockedWheel) -> Self {
+        PinnedWheel {
+            name: w.name.clone(),
+            version: w.version.clone(),
+            filename: w.filename.clone(),
+            sha256: w.sha256,
+            size: w.size,
+            index: w.index.clone(),
+            requested: w.requested,
+            required_by: w.required_by.clone(),
+        }
+    }
+}
+
+impl From<PinnedWheel> for crate::lock::LockedWheel {
+    fn from(p: PinnedWheel) -> Self {
+        crate::lock::LockedWheel {
+            name: p.name,
+            version: p.version,
+            filename: p.filename,
+            sha256: p.sha256,
+            size: p.size,
+            index: p.index,
+            requested: p.requested,
+            required_by: p.required_by,
+        }
+    }
+}

@@ -1,9 +1,11 @@
 //! `base.rootfs` as a [`Source`]: a root filesystem tarball (plain, gzip or zstd, indexed in
 //! place) or directory (walked with lstat); every entry is [`Provenance::Rootfs`].
 //!
-//! Must never extract the tarball or follow a symlink: `assemble` reads it.
+//! [`read_file`] reads one file of the root (the dpkg database, for the image's Python)
+//! without extracting anything, through the root-confined API for a directory.
+//! Must never extract the tarball or follow a symlink out of the root.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::Source;
 #[cfg(doc)]
@@ -16,6 +18,25 @@ pub struct Rootfs {
     pub path: PathBuf,
     /// `base.allow-special-files`: device nodes and FIFOs are kept rather than refused.
     pub allow_special: bool,
+}
+
+/// The dpkg database of a root filesystem, when it has one.
+pub const DPKG_STATUS: &str = "var/lib/dpkg/status";
+
+/// The regular file `member` (relative, normalised) of the root filesystem at `path` (a
+/// directory, read inside it as a container would see it, or a tarball); `None` when absent.
+/// At most `cap` bytes.
+pub fn read_file(path: &Path, member: &str, cap: u64) -> std::io::Result<Option<Vec<u8>>> {
+    if fs_err::metadata(path)?.is_dir() {
+        let root = crate::confined::Root::open(path)?;
+        let p = Path::new(member);
+        match root.metadata(p)? {
+            Some(m) if m.is_regular() => root.read(p, cap).map(Some),
+            _ => Ok(None),
+        }
+    } else {
+        assemble::read_tarball_member(path, member, cap)
+    }
 }
 
 impl Source for Rootfs {
@@ -67,6 +88,42 @@ mod tests {
             tree.get("usr/bin/b").map(|e| &e.kind),
             Some(EntryKind::Hardlink { target }) if target == "usr/bin/a"
         ));
+    }
+
+    #[test]
+    fn one_file_is_read_from_a_directory_or_a_tarball_without_leaving_the_root() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("root");
+        std::fs::create_dir_all(root.join("var/lib/dpkg")).unwrap();
+        std::fs::write(root.join("var/lib/dpkg/status"), b"Package: a\n").unwrap();
+        assert_eq!(
+            read_file(&root, DPKG_STATUS, 100).unwrap().as_deref(),
+            Some(&b"Package: a\n"[..])
+        );
+        assert!(read_file(&root, DPKG_STATUS, 3).is_err(), "capped");
+        assert_eq!(read_file(&root, "etc/missing", 100).unwrap(), None);
+        // A symlink to the host's file resolves inside the root.
+        std::fs::write(t.path().join("secret"), b"host").unwrap();
+        std::os::unix::fs::symlink(t.path().join("secret"), root.join("etc-link")).unwrap();
+        assert_eq!(read_file(&root, "etc-link", 100).unwrap(), None);
+
+        let tarball = t.path().join("r.tar.gz");
+        let gz = flate2::write::GzEncoder::new(
+            std::fs::File::create(&tarball).unwrap(),
+            flate2::Compression::fast(),
+        );
+        let mut b = tar::Builder::new(gz);
+        let mut h = tar::Header::new_gnu();
+        h.set_mode(0o644);
+        h.set_size(4);
+        b.append_data(&mut h, "./var/lib/dpkg/status", &b"abcd"[..])
+            .unwrap();
+        b.into_inner().unwrap().finish().unwrap();
+        assert_eq!(
+            read_file(&tarball, DPKG_STATUS, 100).unwrap().as_deref(),
+            Some(&b"abcd"[..])
+        );
+        assert_eq!(read_file(&tarball, "etc/x", 100).unwrap(), None);
     }
 
     #[test]

@@ -105,6 +105,7 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
             offline: args.offline,
             trust: settings.trust(),
         },
+        python: settings.python(),
     };
     let mut progress = Progress::new(settings.quiet, args.json);
     let out =
@@ -132,6 +133,7 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
             "tag": out.tag.as_str(),
             "cached_layers": out.cached_layers,
             "packages": out.packages.len(),
+            "wheels": out.wheels.len(),
         });
         crate::cli::print_stdout(&format!("{v}\n"));
     } else if !settings.quiet {

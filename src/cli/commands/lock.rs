@@ -40,6 +40,7 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
         &cache_root,
         args.offline,
         &settings.trust(),
+        &settings.python(),
         &mut progress,
     )
     .map_err(CliError::from_ops)?;

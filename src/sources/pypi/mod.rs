@@ -108,7 +108,10 @@ fn pins(
             .map_err(|m| metadata_error(name, v, m))?;
         for r in &meta.0.requires_dist {
             if r.name != *name && chosen.contains_key(&r.name) && r.evaluate_markers(env, &extras) {
-                required_by.entry(r.name.clone()).or_default().insert(shown.clone());
+                required_by
+                    .entry(r.name.clone())
+                    .or_default()
+                    .insert(shown.clone());
             }
         }
     }
@@ -163,13 +166,21 @@ fn pins(
             size,
             index: cand.index.clone(),
             requested: requested.contains(name),
-            required_by: required_by.remove(name).unwrap_or_default().into_iter().collect(),
+            required_by: required_by
+                .remove(name)
+                .unwrap_or_default()
+                .into_iter()
+                .collect(),
         });
     }
     Ok(out)
 }
 
-fn metadata_error(name: &pep508_rs::PackageName, v: &pep440_rs::Version, message: String) -> PypiError {
+fn metadata_error(
+    name: &pep508_rs::PackageName,
+    v: &pep440_rs::Version,
+    message: String,
+) -> PypiError {
     PypiError::Metadata {
         package: name.to_string(),
         version: v.to_string(),
@@ -223,10 +234,15 @@ pub fn fetch(
 
 /// Where `pin`'s file is now: its index's page (or find-links) lists it by name, with the same
 /// sha256 when the page gives one.
-fn url_of(client: &Client<'_>, request: &PythonRequest, pin: &PinnedWheel) -> Result<String, PypiError> {
-    let name: pep508_rs::PackageName = pin.name.parse().map_err(|e| {
-        PypiError::bad(format!("the pin `{}`", pin.filename), format!("{e}"))
-    })?;
+fn url_of(
+    client: &Client<'_>,
+    request: &PythonRequest,
+    pin: &PinnedWheel,
+) -> Result<String, PypiError> {
+    let name: pep508_rs::PackageName = pin
+        .name
+        .parse()
+        .map_err(|e| PypiError::bad(format!("the pin `{}`", pin.filename), format!("{e}")))?;
     let known = pin.index == "find-links" || !request.indexes_named(&pin.index).is_empty();
     if !known {
         return Err(PypiError::UnknownIndex {

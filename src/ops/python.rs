@@ -1,0 +1,179 @@
+//! The Python part of `build` and `lock`: the image's interpreter read from the base's
+//! packages (the apt set, or a rootfs's dpkg database), the `stack.python` check against it,
+//! and the wheels: the lock's, or resolved now for that interpreter (never the build host's).
+
+use std::path::{Path, PathBuf};
+
+use super::OpsError;
+use crate::cache::Cache;
+use crate::lock::{LockedPackage, LockedWheel};
+use crate::observe::Observer;
+use crate::plan::PythonInstall;
+use crate::profile::{Base, Profile};
+use crate::resolve::{Component, Resolution};
+use crate::sources::base_python;
+use crate::sources::pypi::{self, HostSettings, PythonRequest};
+use crate::sources::python::ImagePython;
+use crate::sources::rootfs::{self, DPKG_STATUS};
+use crate::sources::wheel::HostPython;
+
+/// Bytes of a rootfs's dpkg status file read.
+const MAX_STATUS_BYTES: u64 = 64 << 20;
+
+/// What the host offers the Python part: its index settings and, for `python.compile`, the
+/// directories of its `PATH` where a compiling interpreter is looked for.
+#[derive(Debug, Clone, Default)]
+pub struct PythonHost {
+    pub settings: HostSettings,
+    pub path: Vec<PathBuf>,
+}
+
+/// The base's installed packages as (name, Debian version): the apt set, or the dpkg
+/// database of a rootfs; `None` for a rootfs without one (or no base).
+pub fn base_packages(
+    profile: &Profile,
+    debs: Option<&[LockedPackage]>,
+) -> Result<Option<Vec<(String, String)>>, OpsError> {
+    match &profile.base {
+        Base::Apt(_) => Ok(debs.map(|d| {
+            d.iter()
+                .map(|p| (p.name.clone(), p.version.clone()))
+                .collect()
+        })),
+        Base::Rootfs { path, .. } => {
+            let status =
+                rootfs::read_file(path, DPKG_STATUS, MAX_STATUS_BYTES).map_err(|source| {
+                    OpsError::RootfsRead {
+                        path: path.display().to_string(),
+                        source,
+                    }
+                })?;
+            Ok(status
+                .map(|s| crate::sources::apt::installed_packages(&String::from_utf8_lossy(&s))))
+        }
+        Base::None => Ok(None),
+    }
+}
+
+/// `stack.python` (resolved) must be a Python the base installs: otherwise the answer is no,
+/// naming what the base has. Without a package list to read (a rootfs with no dpkg database),
+/// there is nothing to check.
+pub fn check_stack_python(
+    resolution: Option<&Resolution>,
+    packages: Option<&[(String, String)]>,
+) -> Result<(), OpsError> {
+    let (Some(want), Some(packages)) = (
+        resolution.and_then(|r| r.version(Component::Python)),
+        packages,
+    ) else {
+        return Ok(());
+    };
+    let want_mm = (want.field(0), want.field(1));
+    let all = base_python::base_pythons(packages).map_err(OpsError::BasePython)?;
+    if all
+        .keys()
+        .any(|(a, b)| (u64::from(*a), u64::from(*b)) == want_mm)
+    {
+        return Ok(());
+    }
+    let has = match base_python::default_python(packages).map_err(OpsError::BasePython)? {
+        Some(p) => format!("Python {}.{} (`{}`)", p.version.0, p.version.1, p.package),
+        None if all.is_empty() => "no Python".to_string(),
+        None => all
+            .values()
+            .map(|p| format!("Python {}.{} (`{}`)", p.version.0, p.version.1, p.package))
+            .collect::<Vec<_>>()
+            .join(", "),
+    };
+    Err(OpsError::Incompatible(format!(
+        "`stack.python` asks for Python {}.{}, but the base installs {has}",
+        want_mm.0, want_mm.1
+    )))
+}
+
+/// The image's interpreter for `python:`, from the base's packages.
+pub fn image_python(
+    profile: &Profile,
+    resolution: Option<&Resolution>,
+    packages: Option<&[(String, String)]>,
+) -> Result<ImagePython, OpsError> {
+    let Some(packages) = packages else {
+        return Err(OpsError::NoBasePackages {
+            base: match &profile.base {
+                Base::Rootfs { path, .. } => format!("the rootfs `{}`", path.display()),
+                _ => "a profile without a base".into(),
+            },
+        });
+    };
+    let want = resolution
+        .and_then(|r| r.version(Component::Python))
+        .and_then(|v| {
+            Some((
+                u32::try_from(v.field(0)).ok()?,
+                u32::try_from(v.field(1)).ok()?,
+            ))
+        });
+    base_python::image_python(packages, &profile.platform, want).map_err(OpsError::BasePython)
+}
+
+/// The wheels of `profile` for `python`: `locked` when given, else resolved now against the
+/// profile's indexes, as lock entries sorted by name.
+pub fn wheels(
+    request: &PythonRequest,
+    python: &ImagePython,
+    locked: Option<&[LockedWheel]>,
+    cache_root: &Path,
+    offline: bool,
+    obs: &mut dyn Observer,
+) -> Result<Vec<LockedWheel>, OpsError> {
+    if let Some(l) = locked {
+        return Ok(l.to_vec());
+    }
+    let cache = Cache::open(cache_root).map_err(|source| OpsError::CacheOpen {
+        path: cache_root.display().to_string(),
+        source,
+    })?;
+    let pins = pypi::resolve(request, python, &cache, obs, offline)?;
+    let mut wheels: Vec<LockedWheel> = pins.into_iter().map(LockedWheel::from).collect();
+    wheels.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(wheels)
+}
+
+/// The request of `profile`'s `python:` (`None` without one).
+pub fn request(profile: &Profile, host: &PythonHost) -> Result<Option<PythonRequest>, OpsError> {
+    Ok(PythonRequest::new(profile, &host.settings)?)
+}
+
+/// Everything the plan needs about the Python part of `profile`, and the request that fetches
+/// its wheels; `None` without `python:`. `packages` are the base's (see [`base_packages`]).
+#[allow(clippy::too_many_arguments)]
+pub fn install(
+    profile: &Profile,
+    resolution: Option<&Resolution>,
+    packages: Option<&[(String, String)]>,
+    locked: Option<&[LockedWheel]>,
+    host: &PythonHost,
+    cache_root: &Path,
+    offline: bool,
+    obs: &mut dyn Observer,
+) -> Result<Option<(PythonInstall, PythonRequest)>, OpsError> {
+    let Some(request) = request(profile, host)? else {
+        return Ok(None);
+    };
+    let python = image_python(profile, resolution, packages)?;
+    let compile = profile.python.as_ref().is_some_and(|p| p.compile);
+    let compiler = if compile {
+        Some(HostPython::find(&host.path, &python)?)
+    } else {
+        None
+    };
+    let wheels = wheels(&request, &python, locked, cache_root, offline, obs)?;
+    Ok(Some((
+        PythonInstall {
+            wheels,
+            python,
+            compiler,
+        },
+        request,
+    )))
+}
