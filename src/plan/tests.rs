@@ -240,3 +240,184 @@ fn facts_that_do_not_fit_the_base_are_refused() {
     }
     assert!(plan(&p, None, &f, LOPTS).is_err());
 }
+
+fn wheel(name: &str, version: &str, requested: bool) -> crate::lock::LockedWheel {
+    crate::lock::LockedWheel {
+        name: name.into(),
+        version: version.into(),
+        filename: format!("{name}-{version}-py3-none-any.whl"),
+        sha256: Digest::of(format!("{name} {version}").as_bytes()),
+        size: 100,
+        index: "host".into(),
+        requested,
+        required_by: vec![format!("{name}>=1")],
+    }
+}
+
+fn with_wheels(mut f: Facts, wheels: Vec<crate::lock::LockedWheel>) -> Facts {
+    f.python = Some(PythonInstall {
+        wheels,
+        python: crate::sources::python::ImagePython {
+            version: (3, 11),
+            full_version: "3.11.2".into(),
+            interpreter: "/usr/bin/python3.11".into(),
+            site_dir: "/usr/local/lib/python3.11/dist-packages".into(),
+            scripts_dir: "/usr/local/bin".into(),
+            glibc: (2, 36),
+            machine: "x86_64".into(),
+        },
+        compiler: None,
+    });
+    f
+}
+
+#[test]
+fn the_wheels_are_one_layer_after_the_base_and_before_files_and_the_selftest() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("a"), b"a").unwrap();
+    let p = crate::profile::parse(
+        "name: t\nbase:\n  apt:\n    suite: bookworm\n    packages: [curl]\npython:\n  packages: [requests]\nfiles:\n  - {src: ./a, dst: /a}\nstrip: [docs]\n",
+        "p.yaml",
+        d.path(),
+        &|_| None,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let f = with_wheels(
+        facts(BASE),
+        vec![
+            wheel("requests", "2.32.3", true),
+            wheel("idna", "3.7", false),
+        ],
+    );
+    let pl = plan(&p, None, &f, LOPTS).unwrap();
+    let names: Vec<&str> = pl.layers.iter().map(|l| l.component.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "os",
+            "python",
+            "packages",
+            "metadata",
+            PYTHON_PACKAGES,
+            "files"
+        ]
+    );
+    let layer = &pl.layers[4];
+    assert!(matches!(layer.inputs, Inputs::Wheels));
+    assert!(layer.key.is_some(), "keyed up front by the locked set");
+    assert!(
+        layer.strip.is_empty(),
+        "wheels are installed as packaged (RECORD lists every file)"
+    );
+    assert_eq!(pl.python.as_ref().unwrap().wheels.len(), 2);
+    // No wheels: no layer.
+    let empty = plan(&p, None, &with_wheels(facts(BASE), vec![]), LOPTS).unwrap();
+    assert!(!empty.layers.iter().any(|l| l.component == PYTHON_PACKAGES));
+}
+
+/// An apt profile with `python:` (its build context must exist).
+fn py_profile(dir: &Path, packages: &str, extra: &str) -> Profile {
+    crate::profile::parse(
+        &format!(
+            "name: t\nbase:\n  apt:\n    mirror: host\n    suite: bookworm\n    packages: [{packages}]\nselftest: {{enabled: false}}\n{extra}"
+        ),
+        "p.yaml",
+        dir,
+        &|_| None,
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn the_wheel_layer_key_is_the_locked_sets_and_nothing_else_of_the_profile() {
+    let d = tempfile::tempdir().unwrap();
+    let apt_profile = |packages: &str, extra: &str| py_profile(d.path(), packages, extra);
+    let set = vec![
+        wheel("requests", "2.32.3", true),
+        wheel("idna", "3.7", false),
+    ];
+    let a = plan(
+        &apt_profile("curl", "python:\n  packages: [requests]\n"),
+        None,
+        &with_wheels(facts(BASE), set.clone()),
+        LOPTS,
+    )
+    .unwrap();
+    // Another profile, other apt packages, another index and what-required-it: same key.
+    let mut same = set.clone();
+    for w in &mut same {
+        w.index = "mirror".into();
+        w.required_by = vec!["something else".into()];
+    }
+    let mut more_debs = BASE.to_vec();
+    more_debs.push(("xz-utils", false, "standard", "utils"));
+    let b = plan(
+        &apt_profile(
+            "curl, xz-utils",
+            "python:\n  packages: ['requests>=2']\nconfig:\n  env: {A: b}\n",
+        ),
+        None,
+        &with_wheels(facts(&more_debs), same),
+        LOPTS,
+    )
+    .unwrap();
+    assert_eq!(key_of(&a, PYTHON_PACKAGES), key_of(&b, PYTHON_PACKAGES));
+    // What changes a byte changes the key: a wheel's file, REQUESTED, the compiler, the
+    // interpreter, the layer settings.
+    let p = apt_profile("curl", "python:\n  packages: [requests]\n");
+    let rekey = |edit: &dyn Fn(&mut PythonInstall), lopts: LayerOptions| {
+        let mut f = with_wheels(facts(BASE), set.clone());
+        edit(f.python.as_mut().unwrap());
+        key_of(&plan(&p, None, &f, lopts).unwrap(), PYTHON_PACKAGES)
+    };
+    let base = rekey(&|_| {}, LOPTS);
+    assert_eq!(base, key_of(&a, PYTHON_PACKAGES));
+    let changed = [
+        rekey(&|p| p.wheels[1].sha256 = Digest::of(b"other"), LOPTS),
+        rekey(&|p| p.wheels[1].requested = true, LOPTS),
+        rekey(&|p| p.wheels.pop().map(drop).unwrap_or(()), LOPTS),
+        rekey(
+            &|p| {
+                p.compiler = Some(crate::sources::wheel::HostPython {
+                    path: "/usr/bin/python3.11".into(),
+                    version: "3.11.2".into(),
+                    magic: 3495,
+                })
+            },
+            LOPTS,
+        ),
+        rekey(&|p| p.python.full_version = "3.11.9".into(), LOPTS),
+        rekey(
+            &|_| {},
+            LayerOptions {
+                compression: Compression::Zstd,
+                epoch: 0,
+            },
+        ),
+        rekey(
+            &|_| {},
+            LayerOptions {
+                compression: Compression::Gzip,
+                epoch: 1,
+            },
+        ),
+    ];
+    for (i, k) in changed.iter().enumerate() {
+        assert_ne!(*k, base, "change {i}");
+    }
+    // The compiler's path does not change its output; its version does.
+    let c = |path: &str, version: &str| {
+        rekey(
+            &|p| {
+                p.compiler = Some(crate::sources::wheel::HostPython {
+                    path: path.into(),
+                    version: version.into(),
+                    magic: 3495,
+                })
+            },
+            LOPTS,
+        )
+    };
+    assert_eq!(c("/a/python3.11", "3.11.2"), c("/b/python3", "3.11.2"));
+    assert_ne!(c("/a/python3.11", "3.11.2"), c("/a/python3.11", "3.11.7"));
+}
