@@ -1,7 +1,8 @@
 //! `LockInputs`: the profile keys that resolution and fetching depend on, each as canonical
 //! text, and a digest over them. A lock whose inputs differ from the profile's is stale.
 //! `python.requirements` stands for the requirements file's bytes and those of the files it
-//! includes (`-r`, `-c`), so an edit to any of them makes the lock stale.
+//! includes (`-r`, `-c`), so an edit to any of them makes the lock stale; index URLs are kept
+//! as their digests (they may carry credentials).
 
 use std::collections::BTreeMap;
 
@@ -87,8 +88,10 @@ impl LockInputs {
                     format!("{} {}", written.value, requirements_digest(path)),
                 );
             }
+            // Index URLs may carry credentials (`${VAR}` expanded): only their digest is kept.
+            let secret = |u: &str| Digest::of(u.as_bytes()).to_string();
             if let Some(i) = &py.index {
-                keys.insert("python.index".into(), i.value.clone());
+                keys.insert("python.index".into(), secret(&i.value));
             }
             if !py.extra_indexes.is_empty() {
                 keys.insert(
@@ -96,7 +99,7 @@ impl LockInputs {
                     list(
                         py.extra_indexes
                             .iter()
-                            .map(|(n, u)| format!("{n}={}", u.value))
+                            .map(|(n, u)| format!("{n}={}", secret(&u.value)))
                             .collect(),
                     ),
                 );
@@ -108,7 +111,7 @@ impl LockInputs {
                         py.find_links
                             .iter()
                             .map(|f| match f {
-                                FindLink::Url(u) => u.value.clone(),
+                                FindLink::Url(u) => secret(&u.value),
                                 FindLink::Dir(d) => d.display().to_string(),
                             })
                             .collect(),

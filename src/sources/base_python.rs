@@ -15,9 +15,9 @@ use crate::sources::python::ImagePython;
 /// Why the base cannot host Python packages.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BasePythonError {
-    #[error("Python packages need an interpreter in the base, and the base installs none: add `python3` to `base.apt.packages`")]
+    #[error("Python packages need an interpreter in the base, and the base installs none: add `python3` to the base's packages (`base.apt.packages`)")]
     NoPython,
-    #[error("Python packages need the full standard library (`importlib.metadata`, `ssl`, `json`), and the base has only `{minimal}`: add `python3` (it brings `libpython{version}-stdlib`) to `base.apt.packages`")]
+    #[error("Python packages need the full standard library (`importlib.metadata`, `ssl`, `json`), and the base has only `{minimal}`: add `python3` (it brings `libpython{version}-stdlib`) to the base's packages (`base.apt.packages`)")]
     MinimalOnly { minimal: String, version: String },
     #[error("The base installs several Pythons ({found}) and no `python3` that says which one is the image's: add `python3`, or set `stack.python`")]
     Ambiguous { found: String },
