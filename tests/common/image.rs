@@ -36,6 +36,11 @@ pub fn manifest_digest(json_out: &str) -> String {
 
 /// Run an image with podman (runc, vfs, no network, cgroupfs) in a private store under `dir`.
 pub fn podman_run(dir: &Path, image_ref: &str, extra: &[&str]) -> Output {
+    podman_run_with(dir, extra, image_ref, &[])
+}
+
+/// [`podman_run`] with `args` after the image (the command's arguments).
+pub fn podman_run_with(dir: &Path, extra: &[&str], image_ref: &str, args: &[&str]) -> Output {
     require("podman");
     require("runc");
     let conf = dir.join("containers.conf");
@@ -53,7 +58,8 @@ pub fn podman_run(dir: &Path, image_ref: &str, extra: &[&str]) -> Output {
         .args(["--storage-driver", "vfs", "--runtime", "runc"])
         .args(["run", "--rm", "--network=none"])
         .args(extra)
-        .arg(image_ref);
+        .arg(image_ref)
+        .args(args);
     run(&mut c)
 }
 
