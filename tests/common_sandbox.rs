@@ -37,10 +37,16 @@ fn sandboxed_commands_see_only_the_sandbox() {
         let env = env_of(&cmd);
         // The host's Python index settings never reach a test.
         for k in common::PYTHON_INDEX_VARS {
-            assert!(env.iter().all(|(n, _)| n != k), "`{k}` leaks into the sandbox");
+            assert!(
+                env.iter().all(|(n, _)| n != k),
+                "`{k}` leaks into the sandbox"
+            );
         }
         for (k, v) in [("PIP_CONFIG_FILE", "/dev/null"), ("UV_NO_CONFIG", "1")] {
-            assert!(env.iter().any(|(n, x)| n == k && x == v), "`{k}` is not `{v}`");
+            assert!(
+                env.iter().any(|(n, x)| n == k && x == v),
+                "`{k}` is not `{v}`"
+            );
         }
         let get = |k: &str| {
             env.iter()

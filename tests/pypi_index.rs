@@ -49,8 +49,18 @@ impl Index {
         PythonRequest::from_parts(packages, &[("index", &self.url())]).unwrap()
     }
 
-    fn resolve_for(&self, packages: &[&str], img: &ImagePython) -> Result<Vec<PinnedWheel>, PypiError> {
-        pypi::resolve(&self.request(packages), img, &self.cache, &mut Silent, false)
+    fn resolve_for(
+        &self,
+        packages: &[&str],
+        img: &ImagePython,
+    ) -> Result<Vec<PinnedWheel>, PypiError> {
+        pypi::resolve(
+            &self.request(packages),
+            img,
+            &self.cache,
+            &mut Silent,
+            false,
+        )
     }
 
     fn resolve(&self, packages: &[&str]) -> Result<Vec<PinnedWheel>, PypiError> {
@@ -63,7 +73,9 @@ impl Index {
 }
 
 fn names(pins: &[PinnedWheel]) -> Vec<String> {
-    pins.iter().map(|p| format!("{} {}", p.name, p.version)).collect()
+    pins.iter()
+        .map(|p| format!("{} {}", p.name, p.version))
+        .collect()
 }
 
 fn no_solution(r: Result<Vec<PinnedWheel>, PypiError>) -> String {
@@ -134,8 +146,14 @@ fn wheels_are_chosen_by_the_images_tags_and_a_refusal_says_what_exists_and_what_
     );
     let e = no_solution(idx.resolve(&["newglibc"]));
     assert!(e.contains("newglibc"), "{e}");
-    assert!(e.contains("cp311-cp311-manylinux_2_39_x86_64"), "names what exists: {e}");
-    assert!(e.contains("manylinux_2_36_x86_64"), "names what is needed: {e}");
+    assert!(
+        e.contains("cp311-cp311-manylinux_2_39_x86_64"),
+        "names what exists: {e}"
+    );
+    assert!(
+        e.contains("manylinux_2_36_x86_64"),
+        "names what is needed: {e}"
+    );
     assert!(e.contains("glibc 2.36"), "{e}");
 }
 
@@ -169,7 +187,10 @@ fn a_source_only_package_is_refused_by_name() {
         JSON_658,
     );
     let e = no_solution(idx.resolve(&["uses-src"]));
-    assert!(e.contains("srconly 3.1 has only a source distribution"), "{e}");
+    assert!(
+        e.contains("srconly 3.1 has only a source distribution"),
+        "{e}"
+    );
     assert!(e.contains("never builds from source"), "{e}");
     assert!(e.contains("uses-src"), "{e}");
 }
@@ -214,7 +235,10 @@ fn requires_python_and_extras_are_honoured() {
     let py312 = idx.resolve_for(&["modern"], &image(12, "x86_64")).unwrap();
     assert_eq!(names(&py312), ["modern 2.0"]);
     let e = no_solution(idx.resolve(&["modern>=2"]));
-    assert!(e.contains("requires Python >=3.12 and the image has 3.11.2"), "{e}");
+    assert!(
+        e.contains("requires Python >=3.12 and the image has 3.11.2"),
+        "{e}"
+    );
     assert_eq!(
         names(&idx.resolve(&["withx"]).unwrap()),
         ["base-dep 0.3", "withx 1.0"]
@@ -280,7 +304,9 @@ fn without_metadata_files_the_wheel_directory_is_read_by_ranges() {
     assert!(whole.iter().all(|h| !h.ends_with(".whl")), "{whole:?}");
     let ranges = idx.server.ranges.lock().unwrap().clone();
     assert!(
-        ranges.iter().any(|(p, r)| p.ends_with("top-1.0-py3-none-any.whl") && r.starts_with("bytes=-")),
+        ranges
+            .iter()
+            .any(|(p, r)| p.ends_with("top-1.0-py3-none-any.whl") && r.starts_with("bytes=-")),
         "{ranges:?}"
     );
 }
@@ -298,7 +324,9 @@ fn fetch_checks_sha256_caches_wheels_and_offline_needs_no_server() {
     let pins = pypi::resolve(&req, &image(11, "x86_64"), &idx.cache, &mut Silent, false).unwrap();
     let got = pypi::fetch(&pins, &req, &idx.cache, &mut Silent, false).unwrap();
     for w in &got {
-        assert!(w.path.starts_with(idx.dir.path().join("cache/wheels-v1/sha256")));
+        assert!(w
+            .path
+            .starts_with(idx.dir.path().join("cache/wheels-v1/sha256")));
         assert_eq!(std::fs::metadata(&w.path).unwrap().len(), w.pin.size);
     }
     // Offline: the same answer from the cache alone, not one more request.
@@ -327,8 +355,16 @@ fn a_wheel_whose_bytes_differ_from_the_index_sha256_is_refused() {
     std::fs::write(&file, &bytes).unwrap();
     let e = pypi::fetch(&pins, &req, &idx.cache, &mut Silent, false).unwrap_err();
     let s = e.to_string();
-    assert!(s.contains("Checksum mismatch") && s.contains(&pins[0].filename), "{s}");
-    assert!(!idx.dir.path().join("cache/wheels-v1/sha256").join(pins[0].sha256.hex()).exists());
+    assert!(
+        s.contains("Checksum mismatch") && s.contains(&pins[0].filename),
+        "{s}"
+    );
+    assert!(!idx
+        .dir
+        .path()
+        .join("cache/wheels-v1/sha256")
+        .join(pins[0].sha256.hex())
+        .exists());
     // A lock whose sha256 differs from what the index lists is refused before downloading.
     let mut lying = pins[0].clone();
     lying.sha256 = gpuimg::digest::Digest::of(b"something else");
@@ -338,7 +374,10 @@ fn a_wheel_whose_bytes_differ_from_the_index_sha256_is_refused() {
 
 #[test]
 fn requirements_hashes_are_enforced() {
-    let idx = Index::new(&[Dist::wheel("solo", "1.0"), Dist::wheel("solo", "0.9")], JSON_658);
+    let idx = Index::new(
+        &[Dist::wheel("solo", "1.0"), Dist::wheel("solo", "0.9")],
+        JSON_658,
+    );
     let dir = tempfile::tempdir().unwrap();
     let good = common::pyindex::sha256_hex(&Dist::wheel("solo", "0.9").bytes());
     let profile = |reqs: &str| {
@@ -348,14 +387,22 @@ fn requirements_hashes_are_enforced() {
             idx.url()
         );
         let p = gpuimg::profile::parse(&yaml, "p.yaml", dir.path(), &|_| None).unwrap();
-        PythonRequest::new(&p, &HostSettings::default()).unwrap().unwrap()
+        PythonRequest::new(&p, &HostSettings::default())
+            .unwrap()
+            .unwrap()
     };
     // The hash allows 0.9 only: the newer 1.0 is not a candidate.
     let req = profile(&format!("solo --hash=sha256:{good}\n"));
     let pins = pypi::resolve(&req, &image(11, "x86_64"), &idx.cache, &mut Silent, false).unwrap();
     assert_eq!(names(&pins), ["solo 0.9"]);
     let req = profile(&format!("solo>=1.0 --hash=sha256:{good}\n"));
-    let e = no_solution(pypi::resolve(&req, &image(11, "x86_64"), &idx.cache, &mut Silent, false));
+    let e = no_solution(pypi::resolve(
+        &req,
+        &image(11, "x86_64"),
+        &idx.cache,
+        &mut Silent,
+        false,
+    ));
     assert!(e.contains("`--hash` allows"), "{e}");
 }
 
@@ -372,7 +419,10 @@ fn with_nothing_configured_and_no_python_to_ask_one_line_says_what_to_set() {
     let e = PythonRequest::new(&p, &HostSettings::default()).unwrap_err();
     assert_eq!(e.exit_code(), 2);
     let s = e.to_string();
-    assert!(s.contains("`python.index`") && s.contains("PIP_INDEX_URL"), "{s}");
+    assert!(
+        s.contains("`python.index`") && s.contains("PIP_INDEX_URL"),
+        "{s}"
+    );
     assert!(!s.contains('\n'), "{s}");
     // A host Python that is not there is no better.
     let host = HostSettings {
@@ -380,17 +430,27 @@ fn with_nothing_configured_and_no_python_to_ask_one_line_says_what_to_set() {
         ..HostSettings::default()
     };
     let s = PythonRequest::new(&p, &host).unwrap_err().to_string();
-    assert!(s.contains("/nonexistent/python3") && s.contains("PIP_INDEX_URL"), "{s}");
+    assert!(
+        s.contains("/nonexistent/python3") && s.contains("PIP_INDEX_URL"),
+        "{s}"
+    );
 }
 
 #[test]
 fn index_discovery_follows_the_documented_order() {
     let dir = tempfile::tempdir().unwrap();
     let conf = dir.path().join("pip.conf");
-    std::fs::write(&conf, "[global]\nindex-url = http://from-pip-conf.invalid/simple\n").unwrap();
+    std::fs::write(
+        &conf,
+        "[global]\nindex-url = http://from-pip-conf.invalid/simple\n",
+    )
+    .unwrap();
     let load = |yaml: &str| gpuimg::profile::parse(yaml, "p.yaml", dir.path(), &|_| None).unwrap();
     let host = HostSettings {
-        index_vars: vec![("PIP_INDEX_URL".into(), "http://u:secret@from-env.invalid/simple".into())],
+        index_vars: vec![(
+            "PIP_INDEX_URL".into(),
+            "http://u:secret@from-env.invalid/simple".into(),
+        )],
         pip_config_files: vec![conf.clone()],
         ..HostSettings::default()
     };
@@ -403,10 +463,19 @@ fn index_discovery_follows_the_documented_order() {
         "name: t\npython:\n  packages: [x]\n  index: http://from-profile.invalid/simple\n",
         &host,
     );
-    assert_eq!((name.as_str(), url.as_str()), ("index", "http://from-profile.invalid/simple/"));
+    assert_eq!(
+        (name.as_str(), url.as_str()),
+        ("index", "http://from-profile.invalid/simple/")
+    );
     let (name, url, r) = first("name: t\npython:\n  packages: [x]\n", &host);
-    assert_eq!((name.as_str(), url.as_str()), ("host", "http://from-env.invalid/simple/"));
-    assert!(!format!("{r:?}").contains("secret"), "a credential is in the request");
+    assert_eq!(
+        (name.as_str(), url.as_str()),
+        ("host", "http://from-env.invalid/simple/")
+    );
+    assert!(
+        !format!("{r:?}").contains("secret"),
+        "a credential is in the request"
+    );
     assert_eq!(r.credentials.len(), 1);
     let files_only = HostSettings {
         pip_config_files: vec![conf],

@@ -26,7 +26,10 @@ fn refused(yaml: &str, needle: &str) -> String {
 
 #[test]
 fn an_unknown_python_key_points_at_itself() {
-    let e = refused("name: x\npython:\n  packages: [a]\n  indx: http://i/simple\n", "p.yaml:4:3:");
+    let e = refused(
+        "name: x\npython:\n  packages: [a]\n  indx: http://i/simple\n",
+        "p.yaml:4:3:",
+    );
     assert!(e.contains("`indx`"), "{e}");
 }
 
@@ -45,7 +48,10 @@ fn a_bad_requirement_string_points_at_its_position() {
 
 #[test]
 fn bad_index_urls_and_names_point_at_their_position() {
-    let e = refused("name: x\npython:\n  index: ftp://i/simple\n", "p.yaml:3:10: python.index:");
+    let e = refused(
+        "name: x\npython:\n  index: ftp://i/simple\n",
+        "p.yaml:3:10: python.index:",
+    );
     assert!(e.contains("scheme `ftp`"), "{e}");
     refused(
         "name: x\npython:\n  extra-indexes: [\"not a url\"]\n",

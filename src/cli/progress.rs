@@ -105,7 +105,11 @@ impl Observer for Progress {
     }
 
     fn item_done(&mut self, item: &str, bytes: u64, secs: f64) {
-        let line = format!("{:>12} {}", "", done_line(item, bytes, secs, "").trim_start());
+        let line = format!(
+            "{:>12} {}",
+            "",
+            done_line(item, bytes, secs, "").trim_start()
+        );
         match (self.mode, &self.bar) {
             (Mode::Quiet, _) => {}
             (Mode::Bars, Some(b)) => b.println(line),

@@ -217,7 +217,11 @@ impl Settings {
                 f.extend(home.as_ref().map(|h| h.join(".pip/pip.conf")));
                 f.extend(config_home.as_ref().map(|c| c.join("pip/pip.conf")));
             }
-            f.extend(self.env.get("VIRTUAL_ENV").map(|v| PathBuf::from(v).join("pip.conf")));
+            f.extend(
+                self.env
+                    .get("VIRTUAL_ENV")
+                    .map(|v| PathBuf::from(v).join("pip.conf")),
+            );
             f.extend(pip_file);
             f
         };
@@ -353,8 +357,12 @@ mod tests {
         assert_eq!(h.trust.dirs.len(), 2);
         let none = s(&[("HOME", "/h")]).python_host();
         assert!(none.index_vars.is_empty());
-        assert!(none.pip_config_files.contains(&PathBuf::from("/etc/pip.conf")));
-        assert!(none.pip_config_files.contains(&PathBuf::from("/h/.config/pip/pip.conf")));
+        assert!(none
+            .pip_config_files
+            .contains(&PathBuf::from("/etc/pip.conf")));
+        assert!(none
+            .pip_config_files
+            .contains(&PathBuf::from("/h/.config/pip/pip.conf")));
     }
 
     #[test]

@@ -13,11 +13,11 @@ use std::path::Path;
 
 use super::{BuildError, BuildOptions};
 use crate::assemble::{self, EntryKind, Tree};
+use crate::fetch::Trust;
 use crate::observe::Observer;
 use crate::plan::components::{self, Assignment};
 use crate::plan::{split, AptInstall, METADATA};
 use crate::profile::{Base, Platform, Profile};
-use crate::fetch::Trust;
 use crate::sources::apt::{self, AptOptions};
 use crate::sources::Source;
 use crate::strip;

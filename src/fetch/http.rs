@@ -19,8 +19,8 @@ use crate::digest::{Digest, HashingWriter};
 use crate::observe::Observer;
 
 use super::dns::DnsCache;
-use super::tls::Trust;
 use super::limits::{FetchLimits, Meter, Slow, MAX_ROOT_BYTES};
+use super::tls::Trust;
 use super::{Cache, FetchError};
 use crate::cache::Bucket;
 
@@ -609,7 +609,12 @@ impl Fetcher {
                     };
                     // Only named items report whether they were cached (a stamp read).
                     let hit = names.is_some()
-                        && self.cache.shared().store(a.bucket).trusted(&a.sha256).is_some();
+                        && self
+                            .cache
+                            .shared()
+                            .store(a.bucket)
+                            .trusted(&a.sha256)
+                            .is_some();
                     let r = self.fetch(a, &progress, &corrupted);
                     let moved = if hit { 0 } else { last.get() };
                     let _ = tx.send(Event::Done(i, r, moved, started.elapsed().as_secs_f64()));

@@ -27,7 +27,7 @@ mod tls;
 pub use cache::Cache;
 pub use error::FetchError;
 pub use http::{Artifact, ByteRange, Credential, Fetched, Fetcher, Get, Page};
-pub use tls::{Trust, TrustSource, SYSTEM_BUNDLES};
 pub use limits::{
     FetchLimits, ATTEMPTS, BACKOFF, DEADLINE_BASE, DEADLINE_RATE, MAX_ROOT_BYTES, MIN_RATE, WINDOW,
 };
+pub use tls::{Trust, TrustSource, SYSTEM_BUNDLES};

@@ -165,7 +165,10 @@ mod tests {
             no_system: true,
         };
         let e = t.root_certs().unwrap_err().to_string();
-        assert!(e.contains("SSL_CERT_FILE") && e.contains("/nonexistent/ca.pem"), "{e}");
+        assert!(
+            e.contains("SSL_CERT_FILE") && e.contains("/nonexistent/ca.pem"),
+            "{e}"
+        );
     }
 
     #[test]

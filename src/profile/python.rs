@@ -157,9 +157,7 @@ fn split_named(text: &str) -> Result<(Option<&str>, &str), String> {
         ));
     }
     if RESERVED_INDEX_NAMES.contains(&name) {
-        return Err(format!(
-            "`{name}` is reserved; name the index otherwise"
-        ));
+        return Err(format!("`{name}` is reserved; name the index otherwise"));
     }
     Ok((Some(name), url))
 }
@@ -204,7 +202,10 @@ mod tests {
 
     #[test]
     fn index_names_and_urls() {
-        assert_eq!(split_named("https://x/simple"), Ok((None, "https://x/simple")));
+        assert_eq!(
+            split_named("https://x/simple"),
+            Ok((None, "https://x/simple"))
+        );
         assert_eq!(
             split_named("cu121=https://x/whl/cu121"),
             Ok((Some("cu121"), "https://x/whl/cu121"))
@@ -214,7 +215,11 @@ mod tests {
         let at = |s: &str| Located::synthetic(s.to_string());
         assert!(index_url(&at("https://x/simple")).is_ok());
         assert!(index_url(&at("file:///srv/simple")).is_ok());
-        assert!(index_url(&at("ftp://x/simple")).unwrap_err().contains("scheme"));
-        assert!(index_url(&at("not a url")).unwrap_err().contains("not a URL"));
+        assert!(index_url(&at("ftp://x/simple"))
+            .unwrap_err()
+            .contains("scheme"));
+        assert!(index_url(&at("not a url"))
+            .unwrap_err()
+            .contains("not a URL"));
     }
 }

@@ -59,7 +59,13 @@ impl Server {
 
     /// The paths whose whole body was asked for (every request without a range).
     pub fn whole_bodies(&self) -> Vec<String> {
-        let ranged: Vec<String> = self.ranges.lock().unwrap().iter().map(|r| r.0.clone()).collect();
+        let ranged: Vec<String> = self
+            .ranges
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|r| r.0.clone())
+            .collect();
         let mut whole = self.hits.lock().unwrap().clone();
         for r in ranged {
             if let Some(i) = whole.iter().position(|p| *p == r) {
@@ -214,7 +220,12 @@ pub fn serve(root: &Path) -> Server {
     let faults: Arc<Mutex<HashMap<String, Fault>>> = Arc::default();
     let hits: Arc<Mutex<Vec<String>>> = Arc::default();
     let ranges: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
-    let (root, f2, h2, r2) = (root.to_path_buf(), faults.clone(), hits.clone(), ranges.clone());
+    let (root, f2, h2, r2) = (
+        root.to_path_buf(),
+        faults.clone(),
+        hits.clone(),
+        ranges.clone(),
+    );
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { continue };

@@ -98,7 +98,8 @@ impl Dist {
         let body = format!("VERSION = {:?}\n", self.version);
         // A large member, so that a wheel's directory is not all in its first bytes.
         let padding = vec![b'#'; 96 * 1024];
-        let wheel = format!("Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: {tags}\n");
+        let wheel =
+            format!("Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: {tags}\n");
         let record = format!("{module},,\n{di}/METADATA,,\n{di}/WHEEL,,\n{di}/RECORD,,\n");
         zip(&[
             (module.as_str(), body.as_bytes()),
@@ -192,7 +193,10 @@ pub fn write_index(root: &Path, dists: &[Dist], pages: Pages) {
                 "size": bytes.len(),
             });
             if let Some(r) = &d.requires_python {
-                let esc = r.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+                let esc = r
+                    .replace('&', "&amp;")
+                    .replace('<', "&lt;")
+                    .replace('>', "&gt;");
                 let _ = write!(attrs, " data-requires-python=\"{esc}\"");
                 entry["requires-python"] = r.clone().into();
             }

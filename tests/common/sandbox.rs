@@ -140,7 +140,8 @@ fn isolated(bin: Bin, dir: &Path, cache: &Path) -> Command {
     for v in PYTHON_INDEX_VARS {
         c.env_remove(v);
     }
-    c.env("PIP_CONFIG_FILE", "/dev/null").env("UV_NO_CONFIG", "1");
+    c.env("PIP_CONFIG_FILE", "/dev/null")
+        .env("UV_NO_CONFIG", "1");
     c
 }
 

@@ -94,7 +94,12 @@ fn lookup(text: &str, host: &str) -> Option<(String, String)> {
             "machine" => {
                 finish(&mut cur);
                 let m = tokens.next().unwrap_or_default();
-                cur = Some((m.eq_ignore_ascii_case(host), false, String::new(), String::new()));
+                cur = Some((
+                    m.eq_ignore_ascii_case(host),
+                    false,
+                    String::new(),
+                    String::new(),
+                ));
             }
             "default" => {
                 finish(&mut cur);

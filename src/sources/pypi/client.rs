@@ -57,7 +57,11 @@ pub struct Client<'a> {
 }
 
 impl<'a> Client<'a> {
-    pub fn new(request: &'a PythonRequest, cache_root: &Path, offline: bool) -> Result<Self, PypiError> {
+    pub fn new(
+        request: &'a PythonRequest,
+        cache_root: &Path,
+        offline: bool,
+    ) -> Result<Self, PypiError> {
         let mut fetcher = Fetcher::new(
             cache_root,
             offline,
@@ -134,9 +138,11 @@ impl<'a> Client<'a> {
                     self.cached_page(u, &name.to_string())?.unwrap_or_default()
                 }
             };
-            files.extend(listed.into_iter().filter_map(|f| {
-                belongs(&f.filename, name).then(|| (f, "find-links".to_string()))
-            }));
+            files.extend(
+                listed.into_iter().filter_map(|f| {
+                    belongs(&f.filename, name).then(|| (f, "find-links".to_string()))
+                }),
+            );
         }
         Ok(Project {
             name: name.clone(),
@@ -169,7 +175,11 @@ impl<'a> Client<'a> {
 
     /// Copy a local wheel into the cache's `wheels-v1`, checked against the pin's sha256 and
     /// size on the way.
-    pub fn import_local(&self, path: &Path, pin: &crate::sources::python::PinnedWheel) -> Result<(), PypiError> {
+    pub fn import_local(
+        &self,
+        path: &Path,
+        pin: &crate::sources::python::PinnedWheel,
+    ) -> Result<(), PypiError> {
         use std::io::Read;
         let read_err = |source| PypiError::Read {
             path: path.to_path_buf(),
@@ -306,7 +316,11 @@ impl<'a> Client<'a> {
             .map_err(|e| e.to_string())?;
         let body = match got {
             Fetched::Page(p) => p.body,
-            _ => return Err(format!("the index lists a metadata file `{url}` it does not serve")),
+            _ => {
+                return Err(format!(
+                    "the index lists a metadata file `{url}` it does not serve"
+                ))
+            }
         };
         if let Some(want) = hash {
             let got = Digest::of(&body);
@@ -325,11 +339,18 @@ impl<'a> Client<'a> {
         if let Some(s) = file.size.or(known) {
             return Ok(s);
         }
-        if let Some(s) = self.sizes.lock().unwrap_or_else(|e| e.into_inner()).get(&file.url) {
+        if let Some(s) = self
+            .sizes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&file.url)
+        {
             return Ok(*s);
         }
         if let Some(path) = local_path(&file.url) {
-            return fs_err::metadata(&path).map(|m| m.len()).map_err(|e| e.to_string());
+            return fs_err::metadata(&path)
+                .map(|m| m.len())
+                .map_err(|e| e.to_string());
         }
         if self.offline {
             return Err(format!("its size is not in the cache ({})", file.filename));
@@ -406,7 +427,9 @@ fn belongs(filename: &str, name: &PackageName) -> bool {
 
 pub(super) fn local_path(url: &str) -> Option<PathBuf> {
     let u = url::Url::parse(url).ok()?;
-    (u.scheme() == "file").then(|| u.to_file_path().ok()).flatten()
+    (u.scheme() == "file")
+        .then(|| u.to_file_path().ok())
+        .flatten()
 }
 
 /// A `file:` index's page: `<dir>/<project>/index.html` (or `index.json`).

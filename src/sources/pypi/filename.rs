@@ -115,7 +115,11 @@ mod tests {
         assert_eq!(b.name.as_ref(), "foo-bar");
         assert_eq!(b.build, Some((2, "b".into())));
         assert_eq!(b.triples().count(), 2);
-        for bad in ["x-1.0-py3-none.whl", "x-notaversion-py3-none-any.whl", "x.tar.gz"] {
+        for bad in [
+            "x-1.0-py3-none.whl",
+            "x-notaversion-py3-none-any.whl",
+            "x.tar.gz",
+        ] {
             assert!(WheelName::parse(bad).is_none(), "{bad}");
         }
     }
@@ -128,6 +132,9 @@ mod tests {
             Some("6.0".into())
         );
         assert_eq!(sdist_version("other-1.0.tar.gz", &p), None);
-        assert_eq!(sdist_version("zope.interface-6.0-py3-none-any.whl", &p), None);
+        assert_eq!(
+            sdist_version("zope.interface-6.0-py3-none-any.whl", &p),
+            None
+        );
     }
 }

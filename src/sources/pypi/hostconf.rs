@@ -120,12 +120,19 @@ pub fn uv_toml(text: &str, file: &str, out: &mut FileConfig) {
     let said = |k: &str| format!("`{k}` in {file}");
     let strings = |item: Option<&toml_edit::Item>| -> Vec<String> {
         item.and_then(|i| i.as_array())
-            .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(String::from))
+                    .collect()
+            })
             .unwrap_or_default()
     };
-    for table in [Some(doc.as_table()), doc.get("pip").and_then(|p| p.as_table())]
-        .into_iter()
-        .flatten()
+    for table in [
+        Some(doc.as_table()),
+        doc.get("pip").and_then(|p| p.as_table()),
+    ]
+    .into_iter()
+    .flatten()
     {
         if let Some(u) = table.get("index-url").and_then(|v| v.as_str()) {
             out.index = Some((u.to_string(), said("index-url")));
@@ -150,8 +157,7 @@ pub fn uv_toml(text: &str, file: &str, out: &mut FileConfig) {
             if t.get("default").and_then(|v| v.as_bool()) == Some(true) {
                 out.index = Some((url.to_string(), said("[[index]]")));
             } else {
-                out.extra_indexes
-                    .push((url.to_string(), said("[[index]]")));
+                out.extra_indexes.push((url.to_string(), said("[[index]]")));
             }
         }
     }
@@ -180,7 +186,10 @@ pub fn pip_default_index(python: &Path) -> Result<String, String> {
     let help = run(python, &["-I", "-m", "pip", "install", "--help"])?;
     default_in_help(&help).ok_or_else(|| match direct {
         Err(e) => e,
-        Ok(_) => format!("`{} -m pip install --help` names no default index", python.display()),
+        Ok(_) => format!(
+            "`{} -m pip install --help` names no default index",
+            python.display()
+        ),
     })
 }
 
@@ -269,11 +278,18 @@ mod tests {
             "uv.toml",
             &mut c,
         );
-        assert_eq!(c.index.as_ref().map(|i| i.0.as_str()), Some("https://m/simple"));
+        assert_eq!(
+            c.index.as_ref().map(|i| i.0.as_str()),
+            Some("https://m/simple")
+        );
         let extra: Vec<&str> = c.extra_indexes.iter().map(|(u, _)| u.as_str()).collect();
         assert_eq!(extra, ["https://x/simple", "https://y/simple"]);
         let mut c = FileConfig::default();
-        uv_toml("[pip]\nindex-url = \"https://p/simple\"\n", "uv.toml", &mut c);
+        uv_toml(
+            "[pip]\nindex-url = \"https://p/simple\"\n",
+            "uv.toml",
+            &mut c,
+        );
         assert_eq!(c.index.map(|i| i.0), Some("https://p/simple".into()));
         let mut c = FileConfig::default();
         uv_toml("not = [toml", "uv.toml", &mut c);

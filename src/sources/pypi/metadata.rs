@@ -35,12 +35,18 @@ pub fn parse(bytes: &[u8]) -> Result<CoreMetadata, String> {
             headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
         }
     }
-    let one = |k: &str| headers.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+    let one = |k: &str| {
+        headers
+            .iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.as_str())
+    };
     let name = one("name").ok_or("its METADATA has no `Name`")?;
-    let name = PackageName::from_str(name).map_err(|e| format!("its METADATA `Name: {name}`: {e}"))?;
+    let name =
+        PackageName::from_str(name).map_err(|e| format!("its METADATA `Name: {name}`: {e}"))?;
     let version = one("version").ok_or("its METADATA has no `Version`")?;
-    let version =
-        Version::from_str(version).map_err(|e| format!("its METADATA `Version: {version}`: {e}"))?;
+    let version = Version::from_str(version)
+        .map_err(|e| format!("its METADATA `Version: {version}`: {e}"))?;
     let mut requires_dist = Vec::new();
     for (_, v) in headers.iter().filter(|(n, _)| n == "requires-dist") {
         requires_dist.push(
@@ -48,7 +54,10 @@ pub fn parse(bytes: &[u8]) -> Result<CoreMetadata, String> {
                 .map_err(|e| format!("its METADATA `Requires-Dist: {v}` does not parse: {e}"))?,
         );
     }
-    let requires_python = match one("requires-python").map(str::trim).filter(|s| !s.is_empty()) {
+    let requires_python = match one("requires-python")
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
         None => None,
         Some(s) => Some(
             VersionSpecifiers::from_str(s)

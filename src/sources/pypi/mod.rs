@@ -50,12 +50,10 @@ pub fn resolve(
 ) -> Result<Vec<PinnedWheel>, PypiError> {
     let tgt = target::Target::new(target).map_err(|m| PypiError::bad("the image's Python", m))?;
     let client = Client::new(request, cache.root(), offline)?;
-    observer.task_start("python", None);
     let provider = Provider::new(&client, &tgt, request)?;
     let solution = match pubgrub::resolve(&provider, Pkg::Root, pep440_rs::Version::new([0])) {
         Ok(s) => s,
         Err(pubgrub::PubGrubError::NoSolution(tree)) => {
-            observer.task_done("python", 0, "no solution");
             return Err(PypiError::NoSolution {
                 explanation: report::explain(&tree, &provider),
             });
@@ -67,7 +65,14 @@ pub fn resolve(
         Err(pubgrub::PubGrubError::ErrorInShouldCancel(e)) => return Err(e),
     };
     let pins = pins(&provider, &client, &solution)?;
-    observer.task_done("python", 0, &format!("{} wheels", pins.len()));
+    observer.message(&format!(
+        "resolved {} Python package{} for Python {}.{} ({})",
+        pins.len(),
+        if pins.len() == 1 { "" } else { "s" },
+        target.version.0,
+        target.version.1,
+        target.machine
+    ));
     Ok(pins)
 }
 
@@ -108,7 +113,10 @@ fn pins(
             .map_err(|m| metadata_error(name, v, m))?;
         for r in &meta.0.requires_dist {
             if r.name != *name && chosen.contains_key(&r.name) && r.evaluate_markers(env, &extras) {
-                required_by.entry(r.name.clone()).or_default().insert(shown.clone());
+                required_by
+                    .entry(r.name.clone())
+                    .or_default()
+                    .insert(shown.clone());
             }
         }
     }
@@ -163,13 +171,21 @@ fn pins(
             size,
             index: cand.index.clone(),
             requested: requested.contains(name),
-            required_by: required_by.remove(name).unwrap_or_default().into_iter().collect(),
+            required_by: required_by
+                .remove(name)
+                .unwrap_or_default()
+                .into_iter()
+                .collect(),
         });
     }
     Ok(out)
 }
 
-fn metadata_error(name: &pep508_rs::PackageName, v: &pep440_rs::Version, message: String) -> PypiError {
+fn metadata_error(
+    name: &pep508_rs::PackageName,
+    v: &pep440_rs::Version,
+    message: String,
+) -> PypiError {
     PypiError::Metadata {
         package: name.to_string(),
         version: v.to_string(),
@@ -223,10 +239,15 @@ pub fn fetch(
 
 /// Where `pin`'s file is now: its index's page (or find-links) lists it by name, with the same
 /// sha256 when the page gives one.
-fn url_of(client: &Client<'_>, request: &PythonRequest, pin: &PinnedWheel) -> Result<String, PypiError> {
-    let name: pep508_rs::PackageName = pin.name.parse().map_err(|e| {
-        PypiError::bad(format!("the pin `{}`", pin.filename), format!("{e}"))
-    })?;
+fn url_of(
+    client: &Client<'_>,
+    request: &PythonRequest,
+    pin: &PinnedWheel,
+) -> Result<String, PypiError> {
+    let name: pep508_rs::PackageName = pin
+        .name
+        .parse()
+        .map_err(|e| PypiError::bad(format!("the pin `{}`", pin.filename), format!("{e}")))?;
     let known = pin.index == "find-links" || !request.indexes_named(&pin.index).is_empty();
     if !known {
         return Err(PypiError::UnknownIndex {

@@ -35,7 +35,11 @@ pub struct DistFile {
 }
 
 /// Parse a page by its media type (`None`: HTML).
-pub fn parse(body: &[u8], content_type: Option<&str>, base: &url::Url) -> Result<Vec<DistFile>, String> {
+pub fn parse(
+    body: &[u8],
+    content_type: Option<&str>,
+    base: &url::Url,
+) -> Result<Vec<DistFile>, String> {
     if content_type == Some(JSON) {
         json(body, base)
     } else {
@@ -88,7 +92,10 @@ fn json(body: &[u8], base: &url::Url) -> Result<Vec<DistFile>, String> {
         .filter_map(|f| {
             let url = base.join(&f.url).ok()?;
             Some(DistFile {
-                sha256: f.hashes.get("sha256").and_then(|h| Digest::from_hex(h).ok()),
+                sha256: f
+                    .hashes
+                    .get("sha256")
+                    .and_then(|h| Digest::from_hex(h).ok()),
                 requires_python: specifiers(f.requires_python.as_deref()),
                 yanked: match f.yanked {
                     Some(serde_json::Value::Bool(true)) => Some(String::new()),
@@ -129,7 +136,9 @@ fn html(text: &str, base: &url::Url) -> Vec<DistFile> {
         if !lower[start..].starts_with(|c: char| c.is_ascii_whitespace()) {
             continue;
         }
-        let Some(end) = tag_end(&text[start..]) else { break };
+        let Some(end) = tag_end(&text[start..]) else {
+            break;
+        };
         let attrs = attributes(&text[start..start + end]);
         at = start + end;
         let get = |k: &str| attrs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
@@ -250,9 +259,9 @@ fn entities(s: &str) -> String {
             "amp" => Some('&'),
             "quot" => Some('"'),
             "apos" => Some('\''),
-            n if n.starts_with("#x") || n.starts_with("#X") => {
-                u32::from_str_radix(&n[2..], 16).ok().and_then(char::from_u32)
-            }
+            n if n.starts_with("#x") || n.starts_with("#X") => u32::from_str_radix(&n[2..], 16)
+                .ok()
+                .and_then(char::from_u32),
             n if n.starts_with('#') => n[1..].parse().ok().and_then(char::from_u32),
             _ => None,
         };
@@ -303,9 +312,15 @@ mod tests {
         );
         let files = parse(page.as_bytes(), Some("text/html"), &base).unwrap();
         assert_eq!(files.len(), 3, "{files:#?}");
-        assert_eq!(files[0].url, "http://idx.invalid/files/demo-1.0-py3-none-any.whl");
+        assert_eq!(
+            files[0].url,
+            "http://idx.invalid/files/demo-1.0-py3-none-any.whl"
+        );
         assert_eq!(files[0].sha256.map(|d| d.hex()), Some(h.clone()));
-        assert_eq!(files[0].requires_python.as_ref().map(|r| r.to_string()), Some(">=3.8".into()));
+        assert_eq!(
+            files[0].requires_python.as_ref().map(|r| r.to_string()),
+            Some(">=3.8".into())
+        );
         assert!(matches!(files[0].metadata, Some(Some(_))));
         assert_eq!(files[0].yanked, None);
         assert_eq!(files[1].filename, "demo-0.9.tar.gz");
@@ -322,7 +337,10 @@ mod tests {
             "{{\"meta\":{{\"api-version\":\"1.1\"}},\"name\":\"demo\",\"files\":[{{\"filename\":\"demo-1.0-py3-none-any.whl\",\"url\":\"/f/demo-1.0-py3-none-any.whl\",\"hashes\":{{\"sha256\":\"{h}\"}},\"requires-python\":\">=3.9\",\"core-metadata\":{{\"sha256\":\"{h}\"}},\"size\":123,\"yanked\":false}},{{\"filename\":\"demo-0.1-py3-none-any.whl\",\"url\":\"demo-0.1-py3-none-any.whl\",\"hashes\":{{}},\"yanked\":\"bad\",\"dist-info-metadata\":true}}]}}"
         );
         let files = parse(body.as_bytes(), Some(JSON), &base).unwrap();
-        assert_eq!(files[0].url, "http://idx.invalid/f/demo-1.0-py3-none-any.whl");
+        assert_eq!(
+            files[0].url,
+            "http://idx.invalid/f/demo-1.0-py3-none-any.whl"
+        );
         assert_eq!(files[0].size, Some(123));
         assert_eq!(files[0].yanked, None);
         assert_eq!(files[1].yanked.as_deref(), Some("bad"));

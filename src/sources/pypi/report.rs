@@ -45,7 +45,9 @@ pub fn explain(tree: &DerivationTree<Pkg, Range, String>, provider: &Provider<'_
         let mut n = 0;
         for (v, ex) in c.excluded.iter().rev().filter(|(v, _)| range.contains(v)) {
             if n == NOTED_VERSIONS {
-                notes.push(format!("… and older versions of {name} for the same reasons"));
+                notes.push(format!(
+                    "… and older versions of {name} for the same reasons"
+                ));
                 break;
             }
             n += 1;

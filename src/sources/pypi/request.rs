@@ -113,7 +113,10 @@ impl PythonRequest {
             let requirement = pep508_rs::Requirement::from_str(&p.value).map_err(|e| {
                 PypiError::bad(
                     at(p),
-                    format!("python.packages: `{}` is not a PEP 508 requirement: {e}", p.value),
+                    format!(
+                        "python.packages: `{}` is not a PEP 508 requirement: {e}",
+                        p.value
+                    ),
                 )
             })?;
             requirements.push(Requirement {

@@ -96,8 +96,16 @@ fn read_into(
                             format!("includes nest deeper than {MAX_DEPTH} files"),
                         ));
                     }
-                    let inc = include(path, target, context).map_err(|m| PypiError::bad(&origin, m))?;
-                    read_into(&inc, context, constraints || as_constraints, depth + 1, seen, out)?;
+                    let inc =
+                        include(path, target, context).map_err(|m| PypiError::bad(&origin, m))?;
+                    read_into(
+                        &inc,
+                        context,
+                        constraints || as_constraints,
+                        depth + 1,
+                        seen,
+                        out,
+                    )?;
                 }
                 Opt::RequireHashes => out.require_hashes = true,
                 Opt::Pre => out.pre = true,
@@ -176,8 +184,12 @@ fn option<'a>(words: &[&'a str]) -> Opt<'a> {
         None => (words[0], None),
     };
     let (name, inline) = match (name, inline) {
-        (n, None) if n.len() > 2 && n.starts_with("-r") && !n.starts_with("--") => ("-r", Some(&n[2..])),
-        (n, None) if n.len() > 2 && n.starts_with("-c") && !n.starts_with("--") => ("-c", Some(&n[2..])),
+        (n, None) if n.len() > 2 && n.starts_with("-r") && !n.starts_with("--") => {
+            ("-r", Some(&n[2..]))
+        }
+        (n, None) if n.len() > 2 && n.starts_with("-c") && !n.starts_with("--") => {
+            ("-c", Some(&n[2..]))
+        }
         x => x,
     };
     let value = inline.or_else(|| words.get(1).copied());
@@ -214,7 +226,9 @@ fn option<'a>(words: &[&'a str]) -> Opt<'a> {
 /// An include's path, relative to the including file, which must lie in `context`.
 fn include(from: &Path, target: &str, context: &Path) -> Result<PathBuf, String> {
     if target.contains("://") {
-        return Err(format!("`{target}`: includes must be files in the build context"));
+        return Err(format!(
+            "`{target}`: includes must be files in the build context"
+        ));
     }
     let base = from.parent().unwrap_or(Path::new("."));
     let given = base.join(target);
@@ -253,7 +267,11 @@ fn requirement_line(line: &str) -> Result<ReqLine, String> {
                 .next()
                 .ok_or_else(|| "`--hash` needs a value".to_string())?
                 .to_string(),
-            _ => return Err(format!("`{w}` is not a supported requirement option (only `--hash`)")),
+            _ => {
+                return Err(format!(
+                    "`{w}` is not a supported requirement option (only `--hash`)"
+                ))
+            }
         };
         let (algo, hex) = value
             .split_once(':')
@@ -263,9 +281,7 @@ fn requirement_line(line: &str) -> Result<ReqLine, String> {
                 "`--hash={value}`: only sha256 hashes are supported"
             ));
         }
-        hashes.push(
-            Digest::from_hex(hex).map_err(|e| format!("`--hash={value}`: {e}"))?,
-        );
+        hashes.push(Digest::from_hex(hex).map_err(|e| format!("`--hash={value}`: {e}"))?);
     }
     Ok((requirement, req.to_string(), hashes))
 }
@@ -297,7 +313,11 @@ mod tests {
         assert_eq!(p.requirements.len(), 2);
         assert_eq!(p.requirements[0].text, "requests>=2");
         assert_eq!(p.requirements[0].hashes.len(), 1);
-        assert!(p.requirements[0].origin.ends_with("r.txt:2"), "{}", p.requirements[0].origin);
+        assert!(
+            p.requirements[0].origin.ends_with("r.txt:2"),
+            "{}",
+            p.requirements[0].origin
+        );
         assert_eq!(p.constraints.len(), 1);
         assert!(p.require_hashes && p.pre);
     }

@@ -171,7 +171,10 @@ impl<'p, 'a> Provider<'p, 'a> {
             if let Some(VersionOrUrl::VersionSpecifier(s)) = &req.version_or_url {
                 for s in s.iter() {
                     if matches!(s.operator(), Operator::Equal | Operator::ExactEqual) {
-                        exact.entry(req.name.clone()).or_default().insert(s.version().clone());
+                        exact
+                            .entry(req.name.clone())
+                            .or_default()
+                            .insert(s.version().clone());
                     }
                 }
             }
@@ -283,7 +286,10 @@ impl<'p, 'a> Provider<'p, 'a> {
             };
             if let Some(allowed) = allowed {
                 if !file.sha256.is_some_and(|d| allowed.contains(&d)) {
-                    excluded.entry(w.version.clone()).or_insert_with(ex).hash_refused = true;
+                    excluded
+                        .entry(w.version.clone())
+                        .or_insert_with(ex)
+                        .hash_refused = true;
                     continue;
                 }
             }
@@ -345,9 +351,10 @@ impl<'p, 'a> Provider<'p, 'a> {
 
     /// Whether a yanked `version` of `name` may be chosen (the profile pins it exactly).
     fn yank_ok(&self, name: &PackageName, version: &Version) -> bool {
-        self.exact
-            .get(name)
-            .is_some_and(|vs| vs.iter().any(|v| v == version || v == &version.clone().without_local()))
+        self.exact.get(name).is_some_and(|vs| {
+            vs.iter()
+                .any(|v| v == version || v == &version.clone().without_local())
+        })
     }
 
     /// The dependencies a requirement list gives under `extras`, as pubgrub constraints.
@@ -399,7 +406,12 @@ impl DependencyProvider for Provider<'_, '_> {
             _ if range.as_singleton().is_some() => 2,
             _ => 1,
         };
-        let order = self.order.borrow().get(package).copied().unwrap_or(usize::MAX);
+        let order = self
+            .order
+            .borrow()
+            .get(package)
+            .copied()
+            .unwrap_or(usize::MAX);
         (class, stats.conflict_count(), Reverse(order))
     }
 

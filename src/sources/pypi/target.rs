@@ -75,7 +75,10 @@ impl Target {
     }
 
     /// The best rank of any of `triples` (lower is better); `None` when the image takes none.
-    pub fn rank<'a>(&self, triples: impl Iterator<Item = (&'a str, &'a str, &'a str)>) -> Option<usize> {
+    pub fn rank<'a>(
+        &self,
+        triples: impl Iterator<Item = (&'a str, &'a str, &'a str)>,
+    ) -> Option<usize> {
         triples
             .filter_map(|(p, a, pl)| {
                 self.ranks
@@ -177,7 +180,10 @@ mod tests {
     #[test]
     fn tags_follow_the_image_not_the_host() {
         let t = Target::new(&image(36, "x86_64")).unwrap();
-        let native = rank(&t, "a-1-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl");
+        let native = rank(
+            &t,
+            "a-1-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+        );
         let abi3 = rank(&t, "a-1-cp38-abi3-manylinux_2_28_x86_64.whl");
         let pure = rank(&t, "a-1-py3-none-any.whl");
         assert!(native < abi3 && abi3 < pure, "{native:?} {abi3:?} {pure:?}");

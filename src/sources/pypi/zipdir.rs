@@ -116,12 +116,15 @@ pub fn metadata(src: &mut dyn Ranged) -> Result<Vec<u8>, String> {
         _ => return Err("it has more than one `*.dist-info/METADATA`".into()),
     };
     if e.size > MAX_METADATA_BYTES {
-        return Err(format!("its METADATA is larger than {MAX_METADATA_BYTES} bytes"));
+        return Err(format!(
+            "its METADATA is larger than {MAX_METADATA_BYTES} bytes"
+        ));
     }
     // One read for the local header and the data: the local name is the central one and its
     // extra field rarely longer than the slack; else a second read.
     const SLACK: u64 = 1024;
-    let guess = (30 + e.name.len() as u64 + SLACK + e.compressed).min(size.saturating_sub(e.offset));
+    let guess =
+        (30 + e.name.len() as u64 + SLACK + e.compressed).min(size.saturating_sub(e.offset));
     let local = src.read(e.offset, guess)?;
     if local.len() < 30 || local[..4] != [0x50, 0x4b, 0x03, 0x04] {
         return Err("its METADATA has no local header".into());
@@ -249,7 +252,8 @@ mod tests {
         let mut central = Vec::new();
         for (name, data, deflate) in members {
             let body = if *deflate {
-                let mut e = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
+                let mut e =
+                    flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
                 e.write_all(data).unwrap();
                 e.finish().unwrap()
             } else {
@@ -318,7 +322,10 @@ mod tests {
         ]);
         let mut m = Mem(z, 0);
         assert_eq!(metadata(&mut m).unwrap(), meta);
-        assert_eq!(m.1, 1, "tail read only: the directory and METADATA lie in it");
+        assert_eq!(
+            m.1, 1,
+            "tail read only: the directory and METADATA lie in it"
+        );
         let z = zip(&[
             ("demo-1.0.dist-info/METADATA", meta, false),
             ("demo/big.bin", &big, false),
@@ -333,7 +340,9 @@ mod tests {
         let mut m = Mem(b"not a zip at all".to_vec(), 0);
         assert!(metadata(&mut m).unwrap_err().contains("not a zip"));
         let z = zip(&[("demo/__init__.py", b"", false)]);
-        assert!(metadata(&mut Mem(z, 0)).unwrap_err().contains("no `*.dist-info/METADATA`"));
+        assert!(metadata(&mut Mem(z, 0))
+            .unwrap_err()
+            .contains("no `*.dist-info/METADATA`"));
         let mut z = zip(&[("a-1.dist-info/METADATA", b"Name: a\n", false)]);
         let n = z.len();
         // Point the directory past the end.
