@@ -50,12 +50,10 @@ pub fn resolve(
 ) -> Result<Vec<PinnedWheel>, PypiError> {
     let tgt = target::Target::new(target).map_err(|m| PypiError::bad("the image's Python", m))?;
     let client = Client::new(request, cache.root(), offline)?;
-    observer.task_start("python", None);
     let provider = Provider::new(&client, &tgt, request)?;
     let solution = match pubgrub::resolve(&provider, Pkg::Root, pep440_rs::Version::new([0])) {
         Ok(s) => s,
         Err(pubgrub::PubGrubError::NoSolution(tree)) => {
-            observer.task_done("python", 0, "no solution");
             return Err(PypiError::NoSolution {
                 explanation: report::explain(&tree, &provider),
             });
@@ -67,7 +65,14 @@ pub fn resolve(
         Err(pubgrub::PubGrubError::ErrorInShouldCancel(e)) => return Err(e),
     };
     let pins = pins(&provider, &client, &solution)?;
-    observer.task_done("python", 0, &format!("{} wheels", pins.len()));
+    observer.message(&format!(
+        "resolved {} Python package{} for Python {}.{} ({})",
+        pins.len(),
+        if pins.len() == 1 { "" } else { "s" },
+        target.version.0,
+        target.version.1,
+        target.machine
+    ));
     Ok(pins)
 }
 
