@@ -135,7 +135,7 @@ impl<'a> Client<'a> {
                 }
                 Links::Page(u) => {
                     searched.push(format!("{u} (find-links)"));
-                    self.cached_page(u, &name.to_string())?.unwrap_or_default()
+                    self.cached_page(u, "find-links")?.unwrap_or_default()
                 }
             };
             files.extend(
