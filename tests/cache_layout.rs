@@ -212,6 +212,9 @@ fn a_rootfs_and_an_apt_build_leave_exactly_the_documented_layout() {
 
     // The drawing's literal sub-directories exist where it draws them.
     for (top, sub) in drawn() {
+        if UNUSED_HERE.iter().any(|b| b.dir() == top) {
+            continue;
+        }
         if let Some(sub) = sub {
             assert!(s.cache.join(&top).join(&sub).is_dir(), "{top}/{sub}");
         }
