@@ -561,7 +561,11 @@ impl Ranged for HttpRange<'_, '_> {
 
     fn read(&mut self, start: u64, len: u64) -> Result<Vec<u8>, String> {
         if let Some((s, bytes)) = &self.first {
-            if start >= *s && start + len <= s + bytes.len() as u64 {
+            if start >= *s
+                && start
+                    .checked_add(len)
+                    .is_some_and(|e| e <= s + bytes.len() as u64)
+            {
                 let i = (start - s) as usize;
                 return Ok(bytes[i..i + len as usize].to_vec());
             }

@@ -28,6 +28,14 @@ mod zipdir;
 use std::collections::{BTreeMap, BTreeSet};
 
 pub use error::PypiError;
+
+/// The parsers of untrusted bytes, for the fuzz targets (tests/fuzz); not a stable API.
+#[doc(hidden)]
+pub mod parsers {
+    pub use super::metadata::{parse as parse_metadata, CoreMetadata};
+    pub use super::page::{parse as parse_page, DistFile, JSON};
+    pub use super::zipdir::{metadata as zip_metadata, Ranged, MAX_METADATA_BYTES};
+}
 pub use request::{HostSettings, Index, Links, PythonRequest, Requirement};
 
 use crate::cache::{Bucket, Cache};

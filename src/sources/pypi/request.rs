@@ -293,6 +293,8 @@ impl PythonRequest {
     ) -> Result<PythonRequest, PypiError> {
         let mut requirements = Vec::new();
         for (n, p) in packages.iter().enumerate() {
+            crate::profile::check_requirement(p)
+                .map_err(|m| PypiError::bad(format!("requirement {}", n + 1), m))?;
             let requirement = pep508_rs::Requirement::from_str(p).map_err(|e| {
                 PypiError::bad(format!("requirement {}", n + 1), format!("`{p}`: {e}"))
             })?;
