@@ -6,7 +6,7 @@
 //! package with pubgrub, reading metadata from PEP 658 files or range reads, never a wheel's
 //! body; [`fetch`] downloads the pinned wheels (sha256-checked, parallel, cached in
 //! `wheels-v1`). Parts: `hostconf` (host configuration), `auth` (URL user parts, netrc),
-//! `requirements` (requirements files), `client` + `page` (index pages, metadata), `zipdir`
+//! `requirements` (requirements files), `pylock` (PEP 751 locks as requirements), `client` + `page` (index pages, metadata), `zipdir`
 //! (a wheel's METADATA by range reads), `target` (markers, tags), `solver`, `report`.
 //! Must never build from source, run package code, or put a credential or an index URL in a
 //! [`PinnedWheel`].
@@ -18,6 +18,7 @@ mod filename;
 mod hostconf;
 mod metadata;
 mod page;
+mod pylock;
 mod report;
 mod request;
 mod requirements;

@@ -70,7 +70,7 @@ pub fn explain(tree: &DerivationTree<Pkg, Range, String>, provider: &Provider<'_
                 ));
             } else if ex.hash_refused {
                 notes.push(format!(
-                    "no wheel of {name} {v} has a sha256 the requirements' `--hash` allows"
+                    "no wheel of {name} {v} has a sha256 the requirements' hashes allow"
                 ));
             }
         }
