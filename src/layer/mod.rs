@@ -6,6 +6,7 @@
 //! Must never hold a layer in memory, and never know about manifests or output formats.
 
 mod compression;
+mod final_block;
 mod key;
 pub mod listing;
 mod maintain;
