@@ -17,6 +17,7 @@ mod error;
 mod filecaps;
 mod fixups;
 mod hostconf;
+mod index_map;
 mod ldcache;
 mod openpgp;
 mod provenance;
@@ -52,6 +53,7 @@ pub mod parsers {
     pub use super::deb::{read_deb, ControlFiles};
     pub use super::decode::{decode_in_order, Decoded};
     pub use super::hostconf::KeySource;
+    pub use super::index_map::IndexMap;
     pub use super::openpgp::Keyring;
     pub use super::release::{parse_release, strip_clearsign, Release};
     pub use super::solver::solve;
@@ -248,7 +250,10 @@ fn resolve_with(
         return Ok(set);
     }
     // A decompressed index is cached under the digest the Release gives the plain `Packages`.
-    let mut texts: Vec<Option<String>> = Vec::new();
+    // With its map recorded too, the universe reads the stanzas the solver asks for from that
+    // file, and no text is read or scanned.
+    let cache = fetcher.cache().shared();
+    let mut sources: Vec<IndexText> = Vec::new();
     for (_, f) in &indexes {
         let hit = match f.plain {
             Some((d, _)) => match fetcher.cache().lookup(Bucket::Indexes, &d)? {
@@ -262,17 +267,20 @@ fn resolve_with(
             },
             None => None,
         };
-        texts.push(match hit {
-            Some(p) => Some(read_index(
-                &p,
-                "Packages",
-                &f.artifact.url,
-                f.plain.map(|p| p.1),
-            )?),
-            None => None,
+        sources.push(match (hit, f.plain) {
+            (Some(p), Some((d, size))) => match mapped_index(cache, &p, &d, size, arch) {
+                Some((file, len, map)) => IndexText::Mapped(file, len, map),
+                None => IndexText::Text(
+                    read_index(&p, "Packages", &f.artifact.url, Some(size))?,
+                    true,
+                ),
+            },
+            _ => IndexText::Missing,
         });
     }
-    let missing: Vec<usize> = (0..indexes.len()).filter(|&i| texts[i].is_none()).collect();
+    let missing: Vec<usize> = (0..indexes.len())
+        .filter(|&i| matches!(sources[i], IndexText::Missing))
+        .collect();
     let artifacts: Vec<Artifact> = missing
         .iter()
         .map(|&i| indexes[i].1.artifact.clone())
@@ -281,16 +289,37 @@ fn resolve_with(
     for (&i, path) in missing.iter().zip(paths) {
         let f = &indexes[i].1;
         let text = read_index(&path, &f.path, &f.artifact.url, f.plain.map(|p| p.1))?;
+        let mut cached = false;
         if let Some((plain, _)) = f.plain {
             if crate::digest::Digest::of(text.as_bytes()) == plain {
                 fetcher.cache().put(Bucket::Indexes, text.as_bytes())?;
+                cached = true;
             }
         }
-        texts[i] = Some(text);
+        sources[i] = IndexText::Text(text, cached);
     }
     let mut universe = universe::Universe::new(arch);
-    for ((repo, f), text) in indexes.iter().zip(texts) {
-        universe.add_index(*repo, &f.artifact.url, text.unwrap_or_default())?;
+    for ((repo, f), src) in indexes.iter().zip(sources) {
+        let url = &f.artifact.url;
+        match src {
+            IndexText::Mapped(file, len, map) => {
+                if !universe.add_mapped(*repo, url, file, len, &map) {
+                    return Err(AptError::InvalidIndex {
+                        url: url.clone(),
+                        message: "its recorded map does not fit it (internal error)".into(),
+                    });
+                }
+            }
+            IndexText::Text(text, cached) => {
+                let map = universe.add_index(*repo, url, text)?;
+                if let (Some(map), Some((plain, _)), true) = (map, f.plain, cached) {
+                    index_map::remember(cache, &plain, arch, &map);
+                }
+            }
+            IndexText::Missing => {
+                universe.add_index(*repo, url, String::new())?;
+            }
+        }
     }
     let roots: Vec<String> = spec.packages.iter().map(|p| p.value.clone()).collect();
     let solved = solver::solve(&universe, &roots, spec.essential)?;
@@ -318,6 +347,32 @@ fn resolve_with(
         .shared()
         .put_record(Bucket::Resolutions, &key, &out);
     Ok(out)
+}
+
+/// One package index, as the universe gets it.
+enum IndexText {
+    /// The cached decompressed text (its file and length) and its recorded map.
+    Mapped(std::fs::File, u64, index_map::IndexMap),
+    /// The text, and whether it is the one cached under its signed digest (then its map is
+    /// recorded).
+    Text(String, bool),
+    /// Not in the cache: fetched next.
+    Missing,
+}
+
+/// The cached decompressed index at `path` (sha256 `plain`, `size` bytes as signed) with its
+/// recorded map, when one is recorded, trusted and fits the file.
+fn mapped_index(
+    cache: &crate::cache::Cache,
+    path: &Path,
+    plain: &crate::digest::Digest,
+    size: u64,
+    arch: &str,
+) -> Option<(std::fs::File, u64, index_map::IndexMap)> {
+    let map = index_map::recorded(cache, plain, arch)?;
+    let file = fs_err::File::open(path).ok()?.into_file();
+    let len = file.metadata().ok()?.len();
+    (len == size && map.check(len).is_some()).then_some((file, len, map))
 }
 
 /// The key of one resolution: what was asked (roots, `essential`, architecture, each
