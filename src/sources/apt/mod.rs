@@ -19,6 +19,7 @@ mod fixups;
 mod hostconf;
 mod index_map;
 mod ldcache;
+mod needed;
 mod openpgp;
 mod provenance;
 mod relation;
@@ -618,14 +619,17 @@ fn unpack_all(
         .zip(paths)
         .map(|(p, path)| (p.name.clone(), path.clone(), p.size))
         .collect();
-    decode::decode_in_order(&items, &control_only, jobs, |i, decoded| {
+    let mut consume = |i: usize,
+                       decoded: Result<decode::Decoded, AptError>,
+                       write: Option<&[bool]>|
+     -> Result<(), AptError> {
         let (p, path) = (&packages[i], &paths[i]);
         let mut taken = take_sketch[i].then(sketch::Sketch::default);
         let (control, unpacked) = match decoded? {
             decode::Decoded::Control(c) => match &sketches[i] {
                 Some(s) => {
                     replayed += 1;
-                    let u = unpack::replay(&root, &p.name, s, &mut facts)?;
+                    let u = unpack::replay(&root, &p.name, s, write, &mut facts)?;
                     (c, u)
                 }
                 None => {
@@ -699,9 +703,36 @@ fn unpack_all(
         done += p.size;
         obs.task_progress(done);
         Ok(())
-    })?;
+    };
+    // Of the replayed packages' entries: (written, all).
+    let mut replayed_entries = (0, 0);
+    if sketches.iter().any(Option::is_some) {
+        // A replay writes only what something observes (`needed.rs`), which depends on every
+        // package's entries: all are decoded first.
+        let decoded: Vec<decode::Decoded> =
+            decode::decode_all(&items, &control_only, jobs, REPLAY_MEMORY)
+                .into_iter()
+                .collect::<Result<_, _>>()?;
+        let plan = replay_plan(arch, packages, &sketches, &decoded);
+        for (s, i) in sketches.iter().zip(0..) {
+            let Some(s) = s else { continue };
+            let written = plan.as_ref().map_or(s.entries.len(), |p: &Vec<Vec<bool>>| {
+                p[i].iter().filter(|&&w| w).count()
+            });
+            replayed_entries.0 += written;
+            replayed_entries.1 += s.entries.len();
+        }
+        for (i, d) in decoded.into_iter().enumerate() {
+            consume(i, Ok(d), plan.as_ref().map(|p| p[i].as_slice()))?;
+        }
+    } else {
+        decode::decode_in_order(&items, &control_only, jobs, |i, d| consume(i, d, None))?;
+    }
     let note = if replayed > 0 {
-        format!(", {replayed} of them from sketches (their layers are cached)")
+        format!(
+            ", {replayed} of them from sketches (their layers are cached; {} of their {} entries written)",
+            replayed_entries.0, replayed_entries.1
+        )
     } else {
         String::new()
     };
@@ -739,6 +770,71 @@ fn unpack_all(
         owners,
         infos,
     })
+}
+
+/// Compressed bytes of the packages a replay unpacks in full that are decoded in memory
+/// before the first is written (past it, the rest stream and every replayed entry is
+/// written).
+const REPLAY_MEMORY: u64 = decode::IN_MEMORY_LIMIT;
+
+/// Which entries of the replayed packages to write (`needed::plan`), from every package's
+/// entries: the sketches', and the data of those unpacked in full. `None` (write everything)
+/// when a package unpacked in full is not in memory or its tarball does not list.
+fn replay_plan(
+    arch: &str,
+    packages: &[LockedPackage],
+    sketches: &[Option<sketch::Sketch>],
+    decoded: &[decode::Decoded],
+) -> Option<Vec<Vec<bool>>> {
+    let mut listed: Vec<Option<Vec<sketch::Header>>> = Vec::new();
+    let mut postinsts = BTreeMap::new();
+    for ((p, s), d) in packages.iter().zip(sketches).zip(decoded) {
+        let control = match d {
+            decode::Decoded::Control(c) => c,
+            decode::Decoded::Memory(c, _) => c,
+            decode::Decoded::Stream => return None,
+        };
+        if let Some(script) = control.text("postinst") {
+            postinsts.insert(p.name.clone(), script);
+        }
+        listed.push(match (s, d) {
+            (Some(_), _) => None,
+            (None, decode::Decoded::Memory(_, data)) => Some(unpack::list(&p.name, data).ok()?),
+            (None, _) => return None,
+        });
+    }
+    let mut plan_packages = Vec::new();
+    for ((p, s), own) in packages.iter().zip(sketches).zip(&listed) {
+        fn op<'h>(package: &str, h: &'h sketch::Header, read: bool) -> Option<needed::Op<'h>> {
+            Some(needed::Op {
+                listed: unpack::listed_path(package, h.path.as_bytes()).ok()?,
+                kind: h.kind,
+                link: h.link.as_deref(),
+                read,
+            })
+        }
+        let ops: Option<Vec<needed::Op<'_>>> = match (s, own) {
+            (Some(s), _) => s
+                .entries
+                .iter()
+                .map(|e| {
+                    let read = matches!(e.body, sketch::Body::Kept(_) | sketch::Body::Library(_));
+                    op(&p.name, &e.header, read)
+                })
+                .collect(),
+            (None, Some(hs)) => hs.iter().map(|h| op(&p.name, h, true)).collect(),
+            (None, None) => None,
+        };
+        plan_packages.push(needed::Package {
+            ops: ops?,
+            replayed: s.is_some(),
+        });
+    }
+    needed::plan(
+        &plan_packages,
+        &fixups::merged_usr_links(arch),
+        &unpack::script_paths(&postinsts),
+    )
 }
 
 /// Remove everything inside `dir` (best effort), leaving `dir` itself.

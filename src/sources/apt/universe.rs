@@ -169,7 +169,10 @@ impl Universe {
                 start: start as usize,
                 end: start as usize + l as usize,
             });
-            self.by_name.entry((*name).to_string()).or_default().push(id);
+            self.by_name
+                .entry((*name).to_string())
+                .or_default()
+                .push(id);
         }
         for (i, n) in &map.provides {
             self.providers
