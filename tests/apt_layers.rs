@@ -115,6 +115,12 @@ fn components_are_shared_split_and_complete() {
     // unpacked), yet its metadata layer is byte for byte a cold build's: the same profile with
     // a fresh cache, where every package is unpacked in full.
     assert!(log.contains("of them from sketches"), "{log}");
+    // xz-utils' layer was written while the install ran, and accepted as it was written.
+    assert!(
+        log.lines()
+            .any(|l| l.contains("packages") && l.contains("written while unpacking")),
+        "{log}"
+    );
     // Of the replayed packages' entries, only those something observes were written: the
     // files the metadata steps read, libraries, and the directories and links on the way to
     // those and to xz-utils' own entries.

@@ -478,17 +478,30 @@ pub fn install(
         opts,
         locked,
         &|_| false,
+        &mut |_| Ok(()),
         dest,
         obs,
     )
 }
 
+/// A package just unpacked in full into the root, told to [`install_replaying`]'s consumer
+/// before the next package is written (for a layer that takes its entries while the next
+/// packages are still being decoded).
+pub struct UnpackedPackage<'a> {
+    /// Its place in the unpack order (packages sorted by name, then architecture).
+    pub index: usize,
+    pub name: &'a str,
+    /// Where its entries lie in the root (`usr/bin/ls`), as [`Installed::owners`] records
+    /// them, in tarball order. A later package or a metadata step may still change them.
+    pub created: &'a [String],
+}
+
 /// [`install`], where the packages `replayable` names may be written from their recorded
 /// sketches (`sketch.rs`) instead of in full: for a build whose layers of those packages are
 /// cached, and which needs only the other packages' files and the metadata (dpkg database,
-/// fix-ups, ld.so.cache, all exactly as a full install makes them). Such a package's
-/// directories, symlinks and the files the metadata steps read are written; its other files
-/// are not.
+/// fix-ups, ld.so.cache, all exactly as a full install makes them). Of such a package only
+/// what something observes is written (`needed.rs`). Every package unpacked in full is
+/// handed to `each` as soon as it lies in the root; an error there stops the install.
 #[allow(clippy::too_many_arguments)]
 pub fn install_replaying(
     spec: &AptSpec,
@@ -497,6 +510,7 @@ pub fn install_replaying(
     opts: &AptOptions,
     locked: Option<&[LockedPackage]>,
     replayable: &dyn Fn(&str) -> bool,
+    each: &mut dyn FnMut(&UnpackedPackage<'_>) -> std::io::Result<()>,
     dest: &Path,
     obs: &mut dyn Observer,
 ) -> Result<Installed, AptError> {
@@ -547,6 +561,7 @@ pub fn install_replaying(
             cache: fetcher.cache().shared(),
             allowed: replayable,
         },
+        each,
         obs,
     );
     match result {
@@ -581,6 +596,7 @@ fn unpack_all(
     dest: &Path,
     jobs: usize,
     replay: Replay<'_>,
+    each: &mut dyn FnMut(&UnpackedPackage<'_>) -> std::io::Result<()>,
     obs: &mut dyn Observer,
 ) -> Result<Unpacking, AptError> {
     let mut warnings = Vec::new();
@@ -625,10 +641,12 @@ fn unpack_all(
      -> Result<(), AptError> {
         let (p, path) = (&packages[i], &paths[i]);
         let mut taken = take_sketch[i].then(sketch::Sketch::default);
+        let mut from_sketch = false;
         let (control, unpacked) = match decoded? {
             decode::Decoded::Control(c) => match &sketches[i] {
                 Some(s) => {
                     replayed += 1;
+                    from_sketch = true;
                     let u = unpack::replay(&root, &p.name, s, write, &mut facts)?;
                     (c, u)
                 }
@@ -675,6 +693,17 @@ fn unpack_all(
                     p.version
                 ),
             });
+        }
+        if !from_sketch {
+            each(&UnpackedPackage {
+                index: i,
+                name: &p.name,
+                created: &unpacked.created,
+            })
+            .map_err(|source| AptError::Consumer {
+                package: p.name.clone(),
+                source,
+            })?;
         }
         for s in &unpacked.skipped {
             warnings.push(format!(
