@@ -229,13 +229,42 @@ fn resolve_with(
 ) -> Result<Vec<LockedPackage>, AptError> {
     let arch = platform.debian_arch();
     let repos = repo::repos_from_spec(spec, profile_dir, &opts.apt_dir)?;
+    // Every repository's release at once (each is a round trip and a signature check); the
+    // warnings and the first error in repository order.
+    let releases: Vec<(Result<release::Release, AptError>, Vec<String>)> =
+        std::thread::scope(|s| {
+            let running: Vec<_> = repos
+                .iter()
+                .map(|r| {
+                    s.spawn(move || {
+                        let mut said = Vec::new();
+                        let rel = release::fetch_release(r, fetcher, &mut |w| said.push(w));
+                        (rel, said)
+                    })
+                })
+                .collect();
+            running
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        (
+                            Err(AptError::InvalidRelease {
+                                url: String::new(),
+                                message: "its check stopped (internal error)".into(),
+                            }),
+                            Vec::new(),
+                        )
+                    })
+                })
+                .collect()
+        });
     let mut indexes = Vec::new();
-    for (i, r) in repos.iter().enumerate() {
-        let rel = release::fetch_release(r, fetcher, &mut |w| {
+    for ((i, r), (rel, said)) in repos.iter().enumerate().zip(releases) {
+        for w in said {
             obs.warn(&w);
             warnings.push(w);
-        })?;
-        for f in release::index_files(r, &rel, arch)? {
+        }
+        for f in release::index_files(r, &rel?, arch)? {
             indexes.push((i, f));
         }
     }
@@ -556,7 +585,8 @@ pub fn install_replaying(
         &packages,
         &paths,
         dest,
-        opts.jobs,
+        // Decoding is CPU work: one worker per CPU (downloads use `jobs` connections).
+        opts.jobs.min(std::thread::available_parallelism().map_or(1, |n| n.get())),
         Replay {
             cache: fetcher.cache().shared(),
             allowed: replayable,
