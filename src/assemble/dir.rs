@@ -1,4 +1,5 @@
-//! Walk a directory into a `Tree`: lstat only, symlinks never followed, names sorted.
+//! Walk a directory into a `Tree`: lstat only, symlinks never followed, names sorted; or take
+//! the entries at given paths under it the same way (`entries_at`).
 
 use std::collections::HashMap;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};

@@ -6,7 +6,8 @@
 //!
 //! Which component a path goes to: a file to its (last) package's, a directory to the
 //! earliest component of the packages that ship it (so a component's layer never depends on
-//! which other components exist), the merged-/usr links to `os`.
+//! which other components exist), the merged-/usr links to `os`. The package components not
+//! cached are written while the install runs (`stream.rs`) and checked against these trees.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
