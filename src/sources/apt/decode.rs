@@ -144,32 +144,51 @@ pub fn decode_all(
             fits
         })
         .collect();
+    let indexed: Vec<usize> = (0..items.len()).collect();
+    map_parallel(&indexed, jobs, |&i| {
+        decode_one(&items[i], control_only[i], in_memory[i])
+    })
+    .into_iter()
+    .zip(items)
+    .map(|(r, (name, _, _))| {
+        r.unwrap_or_else(|| {
+            Err(AptError::InvalidDeb {
+                package: name.clone(),
+                message: "decoder stopped".into(),
+            })
+        })
+    })
+    .collect()
+}
+
+/// The CPUs this process may use (at least one).
+pub fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// `f` of every item, on up to `workers` threads, in the items' order (`None` only where a
+/// worker could not report: a panic in `f` propagates when the threads are joined).
+pub fn map_parallel<T: Sync, R: Send>(
+    items: &[T],
+    workers: usize,
+    f: impl Fn(&T) -> R + Sync,
+) -> Vec<Option<R>> {
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let out: Vec<Mutex<Option<Result<Decoded, AptError>>>> =
-        items.iter().map(|_| Mutex::new(None)).collect();
+    let slots: Vec<Mutex<Option<R>>> = items.iter().map(|_| Mutex::new(None)).collect();
     std::thread::scope(|s| {
-        for _ in 0..jobs.max(1).min(items.len()) {
+        for _ in 0..workers.max(1).min(items.len()) {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                if i >= items.len() {
-                    return;
-                }
-                let r = decode_one(&items[i], control_only[i], in_memory[i]);
-                if let Ok(mut slot) = out[i].lock() {
+                let Some(item) = items.get(i) else { return };
+                let r = f(item);
+                if let Ok(mut slot) = slots[i].lock() {
                     *slot = Some(r);
                 }
             });
         }
     });
-    out.into_iter()
-        .zip(items)
-        .map(|(slot, (name, _, _))| {
-            slot.into_inner().ok().flatten().unwrap_or_else(|| {
-                Err(AptError::InvalidDeb {
-                    package: name.clone(),
-                    message: "decoder stopped".into(),
-                })
-            })
-        })
+    slots
+        .into_iter()
+        .map(|s| s.into_inner().ok().flatten())
         .collect()
 }

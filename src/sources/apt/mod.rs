@@ -146,17 +146,26 @@ pub fn describe(
 ) -> Result<Vec<PackageInfo>, AptError> {
     let fetcher = fetcher(opts)?;
     let paths = fetcher.fetch_all(&deb_artifacts(packages, &opts.apt_dir)?, "packages", obs)?;
-    packages
-        .iter()
-        .zip(paths)
-        .map(|(p, path)| {
-            let c = deb::read_control(&p.name, &path)?;
-            Ok(PackageInfo::from_control(
-                &p.name,
-                &c.text("control").unwrap_or_default(),
-            ))
-        })
-        .collect()
+    let items: Vec<(&LockedPackage, &PathBuf)> = packages.iter().zip(&paths).collect();
+    decode::map_parallel(&items, decode::cpus(), |(p, path)| {
+        let c = deb::read_control(&p.name, path)?;
+        Ok(PackageInfo::from_control(
+            &p.name,
+            &c.text("control").unwrap_or_default(),
+        ))
+    })
+    .into_iter()
+    .zip(packages)
+    .map(|(r, p)| r.unwrap_or_else(|| Err(stopped(&p.name))))
+    .collect()
+}
+
+/// A worker that could not report (an internal error).
+fn stopped(package: &str) -> AptError {
+    AptError::InvalidDeb {
+        package: package.to_string(),
+        message: "its reader stopped (internal error)".into(),
+    }
 }
 
 /// Where each locked package is fetched from: its repository's base URL on this host.
@@ -231,33 +240,20 @@ fn resolve_with(
     let repos = repo::repos_from_spec(spec, profile_dir, &opts.apt_dir)?;
     // Every repository's release at once (each is a round trip and a signature check); the
     // warnings and the first error in repository order.
-    let releases: Vec<(Result<release::Release, AptError>, Vec<String>)> =
-        std::thread::scope(|s| {
-            let running: Vec<_> = repos
-                .iter()
-                .map(|r| {
-                    s.spawn(move || {
-                        let mut said = Vec::new();
-                        let rel = release::fetch_release(r, fetcher, &mut |w| said.push(w));
-                        (rel, said)
-                    })
-                })
-                .collect();
-            running
-                .into_iter()
-                .map(|h| {
-                    h.join().unwrap_or_else(|_| {
-                        (
-                            Err(AptError::InvalidRelease {
-                                url: String::new(),
-                                message: "its check stopped (internal error)".into(),
-                            }),
-                            Vec::new(),
-                        )
-                    })
-                })
-                .collect()
-        });
+    let releases = decode::map_parallel(&repos, repos.len(), |r| {
+        let mut said = Vec::new();
+        let rel = release::fetch_release(r, fetcher, &mut |w| said.push(w));
+        (rel, said)
+    });
+    let releases = releases.into_iter().zip(&repos).map(|(r, repo)| {
+        r.unwrap_or_else(|| {
+            let e = AptError::InvalidRelease {
+                url: repo.dist_url(),
+                message: "its check stopped (internal error)".into(),
+            };
+            (Err(e), Vec::new())
+        })
+    });
     let mut indexes = Vec::new();
     for ((i, r), (rel, said)) in repos.iter().enumerate().zip(releases) {
         for w in said {
@@ -586,7 +582,7 @@ pub fn install_replaying(
         &paths,
         dest,
         // Decoding is CPU work: one worker per CPU (downloads use `jobs` connections).
-        opts.jobs.min(std::thread::available_parallelism().map_or(1, |n| n.get())),
+        opts.jobs.min(decode::cpus()),
         Replay {
             cache: fetcher.cache().shared(),
             allowed: replayable,
