@@ -12,6 +12,7 @@ pub mod listing;
 mod maintain;
 mod pgzip;
 mod record;
+mod stream;
 mod tar_writer;
 
 use std::io;
@@ -22,6 +23,7 @@ pub use compression::{Compression, Encoder, GZIP_LEVEL, ZSTD_LEVEL};
 pub use key::layer_key;
 pub use maintain::{prune, verify, Pruned, Verified};
 pub use record::{ensure_intact, lookup, remember};
+pub use stream::LayerStream;
 
 use crate::assemble::Tree;
 use crate::cache::{Cache, LAYERS};
