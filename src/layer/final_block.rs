@@ -47,21 +47,21 @@ pub fn make_non_final(stream: &mut Vec<u8>) -> Result<(), Malformed> {
 
 /// Walk `data`, one complete raw deflate stream, block by block.
 pub fn find_ends(data: &[u8]) -> Result<Ends, Malformed> {
-    let mut r = Bits { data, pos: 0 };
+    let mut r = Bits::new(data);
     let mut lit = Table::new(Alphabet::LitLen);
     let mut dist = Table::new(Alphabet::Dist);
     let mut lens = Table::new(Alphabet::Lengths);
     loop {
-        let start = r.pos;
+        let start = r.pos();
         let last = r.take(1)? == 1;
         match r.take(2)? {
             0 => {
-                r.pos = r.pos.div_ceil(8) * 8;
+                r.take(r.have % 8)?;
                 let len = r.take(16)?;
                 if len != !r.take(16)? & 0xffff {
                     return Err(Malformed("stored block length check"));
                 }
-                r.skip(len as usize * 8)?;
+                r.skip_bytes(len as usize)?;
             }
             1 => {
                 lit.build(&FIXED_LIT)?;
@@ -77,7 +77,7 @@ pub fn find_ends(data: &[u8]) -> Result<Ends, Malformed> {
         if last {
             return Ok(Ends {
                 final_block: start,
-                end: r.pos,
+                end: r.pos(),
             });
         }
     }
@@ -279,69 +279,110 @@ impl Table {
     }
 }
 
+/// A reader of deflate's bit order (each byte's lowest bit first), with up to 63 bits at hand.
+/// Past the end of its input it reads zeros: every caller checks the position against the end.
 struct Bits<'a> {
     data: &'a [u8],
-    pos: usize,
+    /// The next byte to load into `buf`.
+    next: usize,
+    /// Bits loaded but not consumed, the next one lowest.
+    buf: u64,
+    /// How many bits of `buf` are loaded.
+    have: u32,
 }
 
-impl Bits<'_> {
-    /// The next 32 bits (zeros past the end; `skip` checks the end).
-    #[inline(always)]
-    fn peek(&self) -> u32 {
-        let byte = self.pos / 8;
-        let word = match self.data.get(byte..byte + 8) {
-            Some(w) => u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]),
-            None => {
-                let mut w = [0u8; 8];
-                let tail = self.data.get(byte..).unwrap_or(&[]);
-                w[..tail.len()].copy_from_slice(tail);
-                u64::from_le_bytes(w)
-            }
-        };
-        (word >> (self.pos % 8)) as u32
-    }
-
-    fn skip(&mut self, n: usize) -> Result<(), Malformed> {
-        self.pos += n;
-        if self.pos > self.data.len() * 8 {
-            return Err(Malformed("truncated"));
+impl<'a> Bits<'a> {
+    fn new(data: &'a [u8]) -> Self {
+        Bits {
+            data,
+            next: 0,
+            buf: 0,
+            have: 0,
         }
-        Ok(())
     }
 
+    /// The bit position of the next bit to consume.
+    fn pos(&self) -> usize {
+        self.next * 8 - self.have as usize
+    }
+
+    fn check(&self) -> Result<(), Malformed> {
+        match self.pos() <= self.data.len() * 8 {
+            true => Ok(()),
+            false => Err(Malformed("truncated")),
+        }
+    }
+
+    /// Load whole bytes until at least 56 bits are at hand.
+    #[inline(always)]
+    fn refill(&mut self) {
+        if let Some(&[a, b, c, d, e, f, g, h]) = self.data.get(self.next..self.next + 8) {
+            self.buf |= u64::from_le_bytes([a, b, c, d, e, f, g, h]) << self.have;
+            self.next += ((63 - self.have) / 8) as usize;
+            self.have |= 56;
+        } else {
+            while self.have <= 56 {
+                let byte = self.data.get(self.next).copied().unwrap_or(0);
+                self.buf |= u64::from(byte) << self.have;
+                self.next += 1;
+                self.have += 8;
+            }
+        }
+    }
+
+    /// Drop `n` bits (at most the bits at hand).
+    #[inline(always)]
+    fn consume(&mut self, n: u32) {
+        self.buf >>= n;
+        self.have -= n;
+    }
+
+    /// The next `n` bits (at most 16) as a number, first bit lowest.
     fn take(&mut self, n: u32) -> Result<u32, Malformed> {
-        let v = self.peek() & ((1u64 << n) - 1) as u32;
-        self.skip(n as usize)?;
+        if self.have < n {
+            self.refill();
+        }
+        let v = (self.buf & ((1u64 << n) - 1)) as u32;
+        self.consume(n);
+        self.check()?;
         Ok(v)
+    }
+
+    /// Skip `n` whole bytes from a byte boundary.
+    fn skip_bytes(&mut self, n: usize) -> Result<(), Malformed> {
+        self.next = self.pos() / 8 + n;
+        self.buf = 0;
+        self.have = 0;
+        self.check()
     }
 
     /// The next symbol of a code-length code.
     fn symbol(&mut self, t: &Table) -> Result<u32, Malformed> {
-        let e = t.decode(self.peek())?;
-        self.skip((e & 0xff) as usize)?;
+        self.refill();
+        let e = t.decode(self.buf as u32)?;
+        self.consume(e & 0xff);
+        self.check()?;
         Ok(e >> 16)
     }
 
     /// Walk literal/length and distance codes, with their extra bits, up to the end of block.
     fn symbols(&mut self, lit: &Table, dist: &Table) -> Result<(), Malformed> {
-        let end = self.data.len() * 8;
+        // A stream cut short reads zeros, which may decode as literals: stop soon after the end.
+        let far = self.data.len() + 16;
         loop {
-            let e = lit.decode(self.peek())?;
-            self.pos += (e & 0xff) as usize;
+            // 56 bits cover a length code with its extra bits (20) and a distance's (28).
+            self.refill();
+            let e = lit.decode(self.buf as u32)?;
+            self.consume(e & 0xff);
             match e >> 8 & 0xff {
                 LITERAL => {}
                 MATCH => {
-                    let d = dist.decode(self.peek())?;
-                    self.pos += (d & 0xff) as usize;
+                    let d = dist.decode(self.buf as u32)?;
+                    self.consume(d & 0xff);
                 }
-                _ => {
-                    return match self.pos <= end {
-                        true => Ok(()),
-                        false => Err(Malformed("truncated")),
-                    }
-                }
+                _ => return self.check(),
             }
-            if self.pos > end {
+            if self.next > far {
                 return Err(Malformed("truncated"));
             }
         }
