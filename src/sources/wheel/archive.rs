@@ -212,18 +212,21 @@ impl Archive {
         }
         let mut out = Vec::with_capacity(m.size as usize);
         let mut h = Hasher::new(super::record::HashAlgo::Sha256);
-        self.copy(m, &mut out, &mut h, Path::new(&m.name))?;
+        let mut buf = vec![0u8; 64 << 10];
+        self.copy(m, &mut out, &mut h, Path::new(&m.name), &mut buf)?;
         Ok(out)
     }
 
-    /// Decompress `m` into `out`, hashing it with `hasher`; the entry must unpack to exactly
-    /// its declared size (and the zip's CRC must match). `dest` names `out` in write errors.
+    /// Decompress `m` into `out` through `buf`, hashing it with `hasher`; the entry must
+    /// unpack to exactly its declared size (and the zip's CRC must match). `dest` names `out`
+    /// in write errors.
     pub fn copy(
         &mut self,
         m: &Member,
         out: &mut dyn Write,
         hasher: &mut Hasher,
         dest: &Path,
+        buf: &mut [u8],
     ) -> Result<u64, WheelError> {
         let label = self.label.clone();
         let read_err = |source| WheelError::Read {
@@ -238,10 +241,9 @@ impl Archive {
                 source,
             })?;
         let mut limited = (&mut f).take(m.size.saturating_add(1));
-        let mut buf = vec![0u8; 256 << 10];
         let mut n: u64 = 0;
         loop {
-            let k = match limited.read(&mut buf) {
+            let k = match limited.read(buf) {
                 Ok(0) => break,
                 Ok(k) => k,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,

@@ -6,7 +6,6 @@
 //! Writes go through `confined::Root` only, to paths the installer computed (never a name
 //! from the archive unchecked). The files' modes on disk do not matter: the tree carries them.
 
-use std::io::Write;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -113,6 +112,8 @@ struct Worker<'a> {
     root_path: &'a Path,
     wheels: &'a [Prepared],
     archives: std::cell::RefCell<std::collections::HashMap<usize, Archive>>,
+    /// The copy buffer, allocated once per thread.
+    buf: std::cell::RefCell<Vec<u8>>,
 }
 
 impl<'a> Worker<'a> {
@@ -122,6 +123,7 @@ impl<'a> Worker<'a> {
             root_path,
             wheels,
             archives: Default::default(),
+            buf: std::cell::RefCell::new(vec![0u8; 256 << 10]),
         }
     }
 
@@ -153,11 +155,16 @@ impl<'a> Worker<'a> {
             Content::Member(m) => {
                 let mut archives = self.archives.borrow_mut();
                 let archive = archives.entry(w).or_insert_with(|| wheel.archive.clone());
-                let file = root.create_new(dest, 0o644).map_err(write_err)?;
-                let mut out = std::io::BufWriter::with_capacity(256 << 10, file);
+                let mut out = root.create_new(dest, 0o644).map_err(write_err)?;
                 let mut hasher = Hasher::new(item.hash.algo);
-                archive.copy(m, &mut out, &mut hasher, &self.root_path.join(dest))?;
-                out.flush().map_err(write_err)?;
+                let mut buf = self.buf.borrow_mut();
+                archive.copy(
+                    m,
+                    &mut out,
+                    &mut hasher,
+                    &self.root_path.join(dest),
+                    &mut buf,
+                )?;
                 let got = hasher.finish();
                 if got != item.hash {
                     return Err(WheelError::RecordHash {
