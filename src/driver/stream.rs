@@ -114,7 +114,10 @@ impl<'a> Streams<'a> {
                     strip::strip(&mut t, self.strip);
                     append(s, &t)?;
                 }
-                Err(_) => return Ok(s.give_up()),
+                Err(_) => {
+                    s.give_up();
+                    return Ok(());
+                }
             }
         }
         let created: HashSet<&str> = p.created.iter().map(String::as_str).collect();
@@ -127,7 +130,8 @@ impl<'a> Streams<'a> {
         let Ok(mut chunk) =
             assemble::dir::entries_at(&self.root, wanted.iter().copied(), "the apt packages")
         else {
-            return Ok(s.give_up());
+            s.give_up();
+            return Ok(());
         };
         strip::strip(&mut chunk, self.strip);
         // A path this component's layer already holds, shipped again: the same.
@@ -136,7 +140,8 @@ impl<'a> Streams<'a> {
                 && created.contains(e.path.as_str())
                 && s.paths.contains(&e.path)
         }) {
-            return Ok(s.give_up());
+            s.give_up();
+            return Ok(());
         }
         let files: Vec<String> = chunk
             .iter()
