@@ -38,7 +38,8 @@ base:
   allow-special-files: true   # mmdebstrap's /dev holds device nodes
 YAML
 export SOURCE_DATE_EPOCH=0
-cold="rm -rf $W/cache $W/out"
+# Prepare steps end with sync, so that their deletions are not timed as the next run.
+cold="rm -rf $W/cache $W/out && sync"
 old=()
 if [ -n "$OLD" ]; then
   old=(-n "baseline build (gzip, cold cache)" --prepare "$cold"
@@ -56,7 +57,7 @@ hyperfine --style basic --runs "$RUNS" --export-json "$W/build.json" \
   -n "gpuimg rebuild, nothing changed" --prepare "true" \
   "$G build $W/p.yaml -o $W/out-warm -q --cache $W/cache-warm" \
   -n "umoci insert (gzip)" \
-  --prepare "rm -rf $W/umoci && umoci init --layout $W/umoci && umoci new --image $W/umoci:t" \
+  --prepare "rm -rf $W/umoci && umoci init --layout $W/umoci && umoci new --image $W/umoci:t && sync" \
   "umoci insert --image $W/umoci:t $W/rootfs /" \
   -n "tar | zstd -3 -T2 | sha256sum" --prepare "true" \
   "tar -C $W/rootfs -cf - . | zstd -q -3 -T2 | sha256sum" \
