@@ -403,7 +403,7 @@ fn requirements_hashes_are_enforced() {
         &mut Silent,
         false,
     ));
-    assert!(e.contains("`--hash` allows"), "{e}");
+    assert!(e.contains("hashes allow"), "{e}");
 }
 
 #[test]
@@ -490,4 +490,51 @@ fn index_discovery_follows_the_documented_order() {
     );
     let order: Vec<&str> = r.indexes.iter().map(|i| i.name.as_str()).collect();
     assert_eq!(order, ["cu", "extra-2", "index"]);
+}
+
+#[test]
+fn a_pylock_toml_as_requirements_gives_exactly_its_wheels() {
+    let dists = [
+        Dist::wheel("top", "1.0").requires("leaf"),
+        Dist::wheel("leaf", "2.0"),
+        Dist::wheel("leaf", "1.0"),
+    ];
+    let idx = Index::new(&dists, JSON_658);
+    let sha = |d: &Dist| common::pyindex::sha256_hex(&d.bytes());
+    let dir = tempfile::tempdir().unwrap();
+    let lock = |leaf: &Dist| {
+        format!(
+            "lock-version = \"1.0\"\ncreated-by = \"test\"\n[[packages]]\nname = \"top\"\nversion = \"1.0\"\nwheels = [{{ name = \"{}\", hashes = {{ sha256 = \"{}\" }} }}]\n[[packages]]\nname = \"leaf\"\nversion = \"{}\"\nwheels = [{{ name = \"{}\", hashes = {{ sha256 = \"{}\" }} }}]\n",
+            dists[0].filename(),
+            sha(&dists[0]),
+            leaf.version,
+            leaf.filename(),
+            sha(leaf)
+        )
+    };
+    let request = |text: &str| {
+        std::fs::write(dir.path().join("pylock.toml"), text).unwrap();
+        let yaml = format!(
+            "name: t\npython:\n  requirements: ./pylock.toml\n  index: {}\n",
+            idx.url()
+        );
+        let p = gpuimg::profile::parse(&yaml, "p.yaml", dir.path(), &|_| None).unwrap();
+        PythonRequest::new(&p, &HostSettings::default())
+            .unwrap()
+            .unwrap()
+    };
+    // The older leaf, as locked, not the newest.
+    let req = request(&lock(&dists[2]));
+    let pins = pypi::resolve(&req, &image(11, "x86_64"), &idx.cache, &mut Silent, false).unwrap();
+    assert_eq!(names(&pins), ["leaf 1.0", "top 1.0"]);
+    // A lock whose hash no file on the index has is refused.
+    let tampered = lock(&dists[2]).replace(&sha(&dists[2]), &"0".repeat(64));
+    let e = no_solution(pypi::resolve(
+        &request(&tampered),
+        &image(11, "x86_64"),
+        &idx.cache,
+        &mut Silent,
+        false,
+    ));
+    assert!(e.contains("leaf") && e.contains("hashes allow"), "{e}");
 }

@@ -94,11 +94,7 @@ fn read_bundle(path: &Path, setting: &str) -> Result<Vec<Certificate<'static>>, 
     use std::io::Read;
     let mut bytes = Vec::new();
     fs_err::File::open(path)
-        .and_then(|f| {
-            f.take(MAX_FILE_BYTES + 1)
-                .read_to_end(&mut bytes)
-                .map_err(Into::into)
-        })
+        .and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
         .map_err(|e| bad(setting, path, e.to_string()))?;
     if bytes.len() as u64 > MAX_FILE_BYTES {
         return Err(bad(

@@ -121,6 +121,26 @@ pub(super) fn validate(
 /// Check one PEP 508 requirement string: its syntax, and that it names no URL (wheels come
 /// from indexes and find-links only).
 pub fn requirement(text: &str) -> Result<(), String> {
+    // pep508_rs 0.9 panics on some non-ASCII text (it slices inside a character); requirements
+    // are ASCII.
+    if !text.is_ascii() {
+        return Err(format!(
+            "`{}` is not a PEP 508 requirement: it holds a non-ASCII character",
+            text.escape_debug()
+        ));
+    }
+    // ... and on a name ending in `.`, `-` or `_` (its parser takes it, its name check panics).
+    let name_end = text
+        .trim_start()
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+        .last();
+    if matches!(name_end, Some('.' | '-' | '_')) {
+        return Err(format!(
+            "`{}` is not a PEP 508 requirement: a name must end with a letter or digit",
+            text.escape_debug()
+        ));
+    }
     let r = pep508_rs::Requirement::<pep508_rs::VerbatimUrl>::from_str(text).map_err(|e| {
         format!(
             "`{}` is not a PEP 508 requirement: {}",
@@ -192,7 +212,15 @@ mod tests {
         ] {
             assert_eq!(requirement(ok), Ok(()), "{ok}");
         }
-        for bad in ["requests>=>2", "-e .", "numpy; python_version <", "9x ="] {
+        for bad in [
+            "requests>=>2",
+            "-e .",
+            "numpy; python_version <",
+            "9x =",
+            "socks; extra == 'x'\u{fffd}",
+            "id. <4",
+            "x- ; python_version > '3'",
+        ] {
             let e = requirement(bad).unwrap_err();
             assert!(e.contains("is not a PEP 508 requirement"), "{bad}: {e}");
         }

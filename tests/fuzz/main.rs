@@ -15,6 +15,7 @@ mod targets {
     pub mod elf;
     pub mod packages;
     pub mod profile;
+    pub mod pypi;
     pub mod release;
     pub mod require;
     pub mod tarball;
@@ -51,6 +52,11 @@ fn fuzz_packages() {
 #[test]
 fn fuzz_require() {
     harness::run(&targets::require::TARGET);
+}
+
+#[test]
+fn fuzz_pypi() {
+    harness::run(&targets::pypi::TARGET);
 }
 
 #[test]

@@ -135,7 +135,7 @@ impl<'a> Client<'a> {
                 }
                 Links::Page(u) => {
                     searched.push(format!("{u} (find-links)"));
-                    self.cached_page(u, &name.to_string())?.unwrap_or_default()
+                    self.cached_page(u, "find-links")?.unwrap_or_default()
                 }
             };
             files.extend(
@@ -284,8 +284,13 @@ impl<'a> Client<'a> {
                 file.filename
             ));
         }
-        let (bytes, size) = match &file.metadata {
-            Some(hash) => (self.metadata_file(file, hash.as_ref())?, file.size),
+        let announced = match &file.metadata {
+            Some(hash) => self.metadata_file(file, hash.as_ref())?,
+            None => None,
+        };
+        let (bytes, size) = match announced {
+            Some(b) => (b, file.size),
+            // No metadata file (or one announced but not served): range reads of the wheel.
             None => {
                 let mut r = HttpRange::new(self, &file.url, file.size)?;
                 let bytes = zipdir::metadata(&mut r)?;
@@ -302,8 +307,13 @@ impl<'a> Client<'a> {
         Ok((parsed, size))
     }
 
-    /// The PEP 658 file beside the wheel, checked against its sha256 when the page gives one.
-    fn metadata_file(&self, file: &DistFile, hash: Option<&Digest>) -> Result<Vec<u8>, String> {
+    /// The PEP 658 file beside the wheel, checked against its sha256 when the page gives one;
+    /// `None` when the server does not have it after all.
+    fn metadata_file(
+        &self,
+        file: &DistFile,
+        hash: Option<&Digest>,
+    ) -> Result<Option<Vec<u8>>, String> {
         let url = format!("{}.metadata", file.url);
         let got = self
             .fetcher
@@ -316,11 +326,7 @@ impl<'a> Client<'a> {
             .map_err(|e| e.to_string())?;
         let body = match got {
             Fetched::Page(p) => p.body,
-            _ => {
-                return Err(format!(
-                    "the index lists a metadata file `{url}` it does not serve"
-                ))
-            }
+            _ => return Ok(None),
         };
         if let Some(want) = hash {
             let got = Digest::of(&body);
@@ -330,7 +336,7 @@ impl<'a> Client<'a> {
                 ));
             }
         }
-        Ok(body)
+        Ok(Some(body))
     }
 
     /// The size of `file` in bytes: the page's, one learnt from range reads, the metadata
@@ -561,7 +567,11 @@ impl Ranged for HttpRange<'_, '_> {
 
     fn read(&mut self, start: u64, len: u64) -> Result<Vec<u8>, String> {
         if let Some((s, bytes)) = &self.first {
-            if start >= *s && start + len <= s + bytes.len() as u64 {
+            if start >= *s
+                && start
+                    .checked_add(len)
+                    .is_some_and(|e| e <= s + bytes.len() as u64)
+            {
                 let i = (start - s) as usize;
                 return Ok(bytes[i..i + len as usize].to_vec());
             }

@@ -22,7 +22,7 @@ pub struct WheelName {
 
 impl WheelName {
     pub fn parse(filename: &str) -> Option<WheelName> {
-        let stem = filename.strip_suffix(".whl")?;
+        let stem = filename.strip_suffix(".whl").filter(|s| s.is_ascii())?;
         let parts: Vec<&str> = stem.split('-').collect();
         let (name, version, build, py, abi, plat) = match parts.as_slice() {
             [n, v, p, a, pl] => (*n, *v, None, *p, *a, *pl),
@@ -74,7 +74,8 @@ impl WheelName {
 pub fn sdist_version(filename: &str, project: &PackageName) -> Option<Version> {
     let stem = [".tar.gz", ".zip", ".tar.bz2", ".tar.xz", ".tgz", ".tar"]
         .iter()
-        .find_map(|ext| filename.strip_suffix(ext))?;
+        .find_map(|ext| filename.strip_suffix(ext))
+        .filter(|s| s.is_ascii())?;
     // The name may itself hold `-`: try each split from the right.
     let mut at = stem.len();
     while let Some(i) = stem[..at].rfind('-') {

@@ -49,6 +49,10 @@ pub fn parse(bytes: &[u8]) -> Result<CoreMetadata, String> {
         .map_err(|e| format!("its METADATA `Version: {version}`: {e}"))?;
     let mut requires_dist = Vec::new();
     for (_, v) in headers.iter().filter(|(n, _)| n == "requires-dist") {
+        // pep508_rs 0.9 panics on some text (non-ASCII, a name ending in `.`): the checks
+        // the profile's requirements pass come first.
+        crate::profile::check_requirement(v)
+            .map_err(|m| format!("its METADATA `Requires-Dist`: {m}"))?;
         requires_dist.push(
             Requirement::from_str(v)
                 .map_err(|e| format!("its METADATA `Requires-Dist: {v}` does not parse: {e}"))?,
@@ -59,6 +63,12 @@ pub fn parse(bytes: &[u8]) -> Result<CoreMetadata, String> {
         .filter(|s| !s.is_empty())
     {
         None => None,
+        Some(s) if !s.is_ascii() => {
+            return Err(format!(
+                "its METADATA `Requires-Python: {}` holds a non-ASCII character",
+                s.escape_debug()
+            ))
+        }
         Some(s) => Some(
             VersionSpecifiers::from_str(s)
                 .map_err(|e| format!("its METADATA `Requires-Python: {s}`: {e}"))?,

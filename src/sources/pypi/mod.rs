@@ -6,7 +6,7 @@
 //! package with pubgrub, reading metadata from PEP 658 files or range reads, never a wheel's
 //! body; [`fetch`] downloads the pinned wheels (sha256-checked, parallel, cached in
 //! `wheels-v1`). Parts: `hostconf` (host configuration), `auth` (URL user parts, netrc),
-//! `requirements` (requirements files), `client` + `page` (index pages, metadata), `zipdir`
+//! `requirements` (requirements files), `pylock` (PEP 751 locks as requirements), `client` + `page` (index pages, metadata), `zipdir`
 //! (a wheel's METADATA by range reads), `target` (markers, tags), `solver`, `report`.
 //! Must never build from source, run package code, or put a credential or an index URL in a
 //! [`PinnedWheel`].
@@ -18,6 +18,7 @@ mod filename;
 mod hostconf;
 mod metadata;
 mod page;
+mod pylock;
 mod report;
 mod request;
 mod requirements;
@@ -28,6 +29,14 @@ mod zipdir;
 use std::collections::{BTreeMap, BTreeSet};
 
 pub use error::PypiError;
+
+/// The parsers of untrusted bytes, for the fuzz targets (tests/fuzz); not a stable API.
+#[doc(hidden)]
+pub mod parsers {
+    pub use super::metadata::{parse as parse_metadata, CoreMetadata};
+    pub use super::page::{parse as parse_page, DistFile, JSON};
+    pub use super::zipdir::{metadata as zip_metadata, Ranged, MAX_METADATA_BYTES};
+}
 pub use request::{HostSettings, Index, Links, PythonRequest, Requirement};
 
 use crate::cache::{Bucket, Cache};

@@ -114,7 +114,8 @@ fn json(body: &[u8], base: &url::Url) -> Result<Vec<DistFile>, String> {
 
 fn specifiers(s: Option<&str>) -> Option<VersionSpecifiers> {
     let s = s?.trim();
-    if s.is_empty() {
+    // Never handed to the parser unless ASCII (pep508_rs/pep440_rs index bytes).
+    if s.is_empty() || !s.is_ascii() {
         return None;
     }
     VersionSpecifiers::from_str(s).ok()

@@ -42,15 +42,14 @@ pub fn explain(tree: &DerivationTree<Pkg, Range, String>, provider: &Provider<'_
             ));
             continue;
         }
-        let mut n = 0;
-        for (v, ex) in c.excluded.iter().rev().filter(|(v, _)| range.contains(v)) {
+        let in_range = c.excluded.iter().rev().filter(|(v, _)| range.contains(v));
+        for (n, (v, ex)) in in_range.enumerate() {
             if n == NOTED_VERSIONS {
                 notes.push(format!(
                     "… and older versions of {name} for the same reasons"
                 ));
                 break;
             }
-            n += 1;
             if ex.sdist_only {
                 notes.push(format!(
                     "{name} {v} has only a source distribution; gpuimg installs wheels and never builds from source"
@@ -71,7 +70,7 @@ pub fn explain(tree: &DerivationTree<Pkg, Range, String>, provider: &Provider<'_
                 ));
             } else if ex.hash_refused {
                 notes.push(format!(
-                    "no wheel of {name} {v} has a sha256 the requirements' `--hash` allows"
+                    "no wheel of {name} {v} has a sha256 the requirements' hashes allow"
                 ));
             }
         }

@@ -20,7 +20,7 @@ use crate::digest::Digest;
 use crate::fetch::{Credential, FetchLimits, Trust, TrustSource};
 use crate::profile::{FindLink, Located, Profile};
 
-use super::{auth, hostconf, requirements, PypiError};
+use super::{auth, hostconf, pylock, requirements, PypiError};
 
 /// Values from the host's environment and files, gathered by the settings phase. Empty
 /// (`Default`) means a host that configures nothing and has no Python to ask.
@@ -129,7 +129,11 @@ impl PythonRequest {
         let mut hashes: BTreeMap<PackageName, Vec<Digest>> = BTreeMap::new();
         let (mut require_hashes, mut pre) = (false, false);
         if let Some((_, path)) = &py.requirements {
-            let parsed = requirements::read(path, &py.context)?;
+            let parsed = if pylock::is_pylock(path) {
+                pylock::read(path)?
+            } else {
+                requirements::read(path, &py.context)?
+            };
             require_hashes = parsed.require_hashes;
             pre = parsed.pre;
             for (list, lines) in [
@@ -293,6 +297,8 @@ impl PythonRequest {
     ) -> Result<PythonRequest, PypiError> {
         let mut requirements = Vec::new();
         for (n, p) in packages.iter().enumerate() {
+            crate::profile::check_requirement(p)
+                .map_err(|m| PypiError::bad(format!("requirement {}", n + 1), m))?;
             let requirement = pep508_rs::Requirement::from_str(p).map_err(|e| {
                 PypiError::bad(format!("requirement {}", n + 1), format!("`{p}`: {e}"))
             })?;

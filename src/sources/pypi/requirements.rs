@@ -68,11 +68,7 @@ fn read_into(
     let shown = path.display().to_string();
     let mut text = String::new();
     fs_err::File::open(path)
-        .and_then(|f| {
-            f.take(MAX_FILE_BYTES + 1)
-                .read_to_string(&mut text)
-                .map_err(Into::into)
-        })
+        .and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_string(&mut text))
         .map_err(|source| PypiError::Read {
             path: path.to_path_buf(),
             source,

@@ -28,6 +28,9 @@ use super::PypiError;
 
 pub type Range = Ranges<Version>;
 
+/// A wheel's metadata and its size when learnt on the way.
+pub type Meta = (CoreMetadata, Option<u64>);
+
 /// A pubgrub package.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Pkg {
@@ -105,7 +108,7 @@ pub struct Provider<'p, 'a> {
     /// Packages whose specifiers name a pre-release.
     pre: BTreeSet<PackageName>,
     candidates: RefCell<HashMap<PackageName, Rc<Candidates>>>,
-    pub metadata: RefCell<HashMap<(PackageName, Version), Rc<(CoreMetadata, Option<u64>)>>>,
+    pub metadata: RefCell<HashMap<(PackageName, Version), Rc<Meta>>>,
     order: RefCell<HashMap<Pkg, usize>>,
 }
 
@@ -332,11 +335,7 @@ impl<'p, 'a> Provider<'p, 'a> {
     }
 
     /// Metadata of `name`'s candidate `version` (memoised).
-    pub fn metadata_of(
-        &self,
-        name: &PackageName,
-        version: &Version,
-    ) -> Result<Rc<(CoreMetadata, Option<u64>)>, String> {
+    pub fn metadata_of(&self, name: &PackageName, version: &Version) -> Result<Rc<Meta>, String> {
         let key = (name.clone(), version.clone());
         if let Some(m) = self.metadata.borrow().get(&key) {
             return Ok(m.clone());

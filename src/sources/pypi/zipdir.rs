@@ -35,7 +35,7 @@ impl Ranged for WithTail<'_> {
 
     fn read(&mut self, start: u64, len: u64) -> Result<Vec<u8>, String> {
         let tail_start = self.size() - self.tail.len() as u64;
-        if start >= tail_start && start + len <= self.size() {
+        if start >= tail_start && start.checked_add(len).is_some_and(|e| e <= self.size()) {
             let s = (start - tail_start) as usize;
             return Ok(self.tail[s..s + len as usize].to_vec());
         }
@@ -115,7 +115,7 @@ pub fn metadata(src: &mut dyn Ranged) -> Result<Vec<u8>, String> {
         [] => return Err("it has no `*.dist-info/METADATA`".into()),
         _ => return Err("it has more than one `*.dist-info/METADATA`".into()),
     };
-    if e.size > MAX_METADATA_BYTES {
+    if e.size > MAX_METADATA_BYTES || e.compressed > MAX_METADATA_BYTES + (1 << 16) {
         return Err(format!(
             "its METADATA is larger than {MAX_METADATA_BYTES} bytes"
         ));
@@ -123,8 +123,12 @@ pub fn metadata(src: &mut dyn Ranged) -> Result<Vec<u8>, String> {
     // One read for the local header and the data: the local name is the central one and its
     // extra field rarely longer than the slack; else a second read.
     const SLACK: u64 = 1024;
-    let guess =
-        (30 + e.name.len() as u64 + SLACK + e.compressed).min(size.saturating_sub(e.offset));
+    if e.offset >= size {
+        return Err("its METADATA's local header lies outside the file".into());
+    }
+    let guess = (30 + e.name.len() as u64 + SLACK)
+        .saturating_add(e.compressed)
+        .min(size - e.offset);
     let local = src.read(e.offset, guess)?;
     if local.len() < 30 || local[..4] != [0x50, 0x4b, 0x03, 0x04] {
         return Err("its METADATA has no local header".into());

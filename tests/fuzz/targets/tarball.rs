@@ -104,7 +104,7 @@ fn check(input: &[u8]) -> Verdict {
     let scratch = dir.join("scratch");
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::write(&path, input).map_err(|e| format!("cannot write the input: {e}"))?;
-    let allow_special = input.len() % 2 == 0;
+    let allow_special = input.len().is_multiple_of(2);
     let r = assemble(
         &Input::Rootfs {
             path: &path,
