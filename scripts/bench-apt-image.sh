@@ -7,6 +7,7 @@
 # Usage: bash scripts/bench-apt-image.sh [RUNS]   (root; uses the host's apt sources)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+echo "CPU: $(lscpu | sed -n 's/^Model name: *//p')"
 RUNS=${1:-5}
 bash scripts/install-deps.sh
 cargo build --release --locked --bins -q

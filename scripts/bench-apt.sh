@@ -5,6 +5,7 @@
 # Mirror: the host's own apt sources (nothing here names a public mirror).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+echo "CPU: $(lscpu | sed -n 's/^Model name: *//p')"
 for tool in mmdebstrap umoci tar gzip dpkg-query; do
   command -v "$tool" >/dev/null || { echo "error: \`$tool\` is not installed (apt-get install $tool)" >&2; exit 2; }
 done

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Resolver benchmark: every example profile (whole process, median of N runs) and the
 # full matrix (every catalog GPU x every PyTorch release x every Python version, all answers).
-# Usage: scripts/bench-resolve.sh [runs]   (builds the release binary first)
+# Usage: scripts/bench-resolve.sh [runs]   (builds the release binary first; prints the CPU model)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+echo "CPU: $(lscpu | sed -n 's/^Model name: *//p')"
 runs=${1:-15}
 cargo build --release --quiet --bin gpuimg
 bin=target/release/gpuimg

@@ -248,7 +248,7 @@ fn remove_entry(path: &Path) -> io::Result<()> {
         Err(e) => return Err(with_path(e, path)),
     };
     let r = if dir {
-        std::fs::remove_dir_all(path)
+        remove_tree(path)
     } else {
         std::fs::remove_file(path)
     };
@@ -256,6 +256,108 @@ fn remove_entry(path: &Path) -> io::Result<()> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         r => r.map_err(|e| with_path(e, path)),
     }
+}
+
+/// Threads that remove one directory tree at most. Removing a directory waits on the file
+/// system (milliseconds each on some virtual disks with online discard), not on the CPU, so a
+/// tree of a few thousand directories goes many times faster removed in parallel.
+const REMOVERS: usize = 16;
+
+/// Remove the directory `path` and everything under it, never following a symlink: every
+/// entry is reached from its parent's descriptor (`openat` with `O_NOFOLLOW`), and sibling
+/// subtrees are removed on up to [`REMOVERS`] threads. Keeps going past a failure; returns the
+/// first.
+fn remove_tree(path: &Path) -> io::Result<()> {
+    use rustix::fs::{Mode, OFlags};
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let busy = std::sync::atomic::AtomicUsize::new(1);
+    let r = remove_contents(&fd, &busy);
+    drop(fd);
+    r.and(std::fs::remove_dir(path))
+}
+
+/// Remove everything inside the directory `dir`.
+fn remove_contents(
+    dir: &std::os::fd::OwnedFd,
+    busy: &std::sync::atomic::AtomicUsize,
+) -> io::Result<()> {
+    use rustix::fs::{AtFlags, FileType};
+    use std::sync::atomic::Ordering::SeqCst;
+    let mut first: Option<io::Error> = None;
+    let mut keep = |r: io::Result<()>| match r {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => {
+            first.get_or_insert(e);
+        }
+        _ => {}
+    };
+    let mut subdirs = Vec::new();
+    for entry in rustix::fs::Dir::read_from(dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        if name == c"." || name == c".." {
+            continue;
+        }
+        let is_dir = match entry.file_type() {
+            FileType::Directory => true,
+            FileType::Unknown => rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+                .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory),
+            _ => false,
+        };
+        if is_dir {
+            subdirs.push(name.to_owned());
+        } else {
+            keep(rustix::fs::unlinkat(dir, name, AtFlags::empty()).map_err(io::Error::from));
+        }
+    }
+    let results: Vec<io::Result<()>> = std::thread::scope(|s| {
+        let mut done = Vec::new();
+        let mut running = Vec::new();
+        for name in &subdirs {
+            if busy.fetch_add(1, SeqCst) < REMOVERS {
+                running.push(s.spawn(move || {
+                    let r = remove_subdir(dir, name, busy);
+                    busy.fetch_sub(1, SeqCst);
+                    r
+                }));
+            } else {
+                busy.fetch_sub(1, SeqCst);
+                done.push(remove_subdir(dir, name, busy));
+            }
+        }
+        for h in running {
+            done.push(
+                h.join()
+                    .unwrap_or_else(|_| Err(io::Error::other("a remover thread panicked"))),
+            );
+        }
+        done
+    });
+    for r in results {
+        keep(r);
+    }
+    first.map_or(Ok(()), Err)
+}
+
+/// Remove the directory `name` in `parent` and everything under it.
+fn remove_subdir(
+    parent: &std::os::fd::OwnedFd,
+    name: &std::ffi::CStr,
+    busy: &std::sync::atomic::AtomicUsize,
+) -> io::Result<()> {
+    use rustix::fs::{AtFlags, Mode, OFlags};
+    let fd = rustix::fs::openat(
+        parent,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let r = remove_contents(&fd, busy);
+    drop(fd);
+    r.and(rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR).map_err(io::Error::from))
 }
 
 fn with_path(e: io::Error, path: &Path) -> io::Error {
@@ -334,6 +436,27 @@ mod tests {
         std::os::unix::fs::symlink(&victim, t.path().join("a.gpuimg-tmp.01")).unwrap();
         assert_eq!(reclaim(t.path(), None), 0);
         assert!(victim.join("f").is_file());
+    }
+
+    #[test]
+    fn a_wide_deep_tree_goes_in_parallel_and_links_in_it_are_not_followed() {
+        let t = tempfile::tempdir().unwrap();
+        let outside = t.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(outside.join("f"), "x").unwrap();
+        let d = Staged::dir(t.path(), "build", 0o700).unwrap();
+        let root = d.path().to_path_buf();
+        for i in 0..40 {
+            let deep = root.join(format!("d{i}/a/b/c"));
+            std::fs::create_dir_all(&deep).unwrap();
+            std::fs::write(deep.join("file"), "x").unwrap();
+            std::os::unix::fs::symlink(&outside, root.join(format!("d{i}/a/link"))).unwrap();
+            std::os::unix::fs::symlink("../../..", deep.join("up")).unwrap();
+        }
+        remove_tree(&root).unwrap();
+        assert!(!root.exists());
+        assert!(outside.join("f").is_file(), "a link was followed");
+        drop(d);
     }
 
     #[test]

@@ -115,6 +115,20 @@ fn components_are_shared_split_and_complete() {
     // unpacked), yet its metadata layer is byte for byte a cold build's: the same profile with
     // a fresh cache, where every package is unpacked in full.
     assert!(log.contains("of them from sketches"), "{log}");
+    // xz-utils' layer was written while the install ran, and accepted as it was written.
+    assert!(
+        log.lines()
+            .any(|l| l.contains("packages") && l.contains("written while unpacking")),
+        "{log}"
+    );
+    // Of the replayed packages' entries, only those something observes were written: the
+    // files the metadata steps read, libraries, and the directories and links on the way to
+    // those and to xz-utils' own entries.
+    let (written, all) = replayed_entries(&log);
+    assert!(
+        written > 0 && written * 2 < all,
+        "{written} of {all} replayed entries written:\n{log}"
+    );
     let (cold, cached_cold) = build(
         &t,
         &b,
@@ -136,11 +150,20 @@ fn components_are_shared_split_and_complete() {
             "name: d\nbase:\n  apt:\n    mirror: host\n    suite: bookworm\n    packages: [{BASE}, xz-utils]\nlayers:\n  tools:\n    deb: [xz-utils]\n"
         ),
     );
-    let (ld, _) = build(&t, &d, &cache, &t.path().join("out-d"));
+    let (ld, log) = build_logged(&t, &d, &cache, &t.path().join("out-d"));
     let order: Vec<&str> = ld.keys().map(String::as_str).collect();
     assert!(order.contains(&"tools"), "{ld:?}");
     assert_eq!(ld["os"], lb["os"]);
     assert_eq!(ld.get("packages"), None, "{ld:?}");
+    // Replayed again (os and python cached), and again the image a cold build makes.
+    assert!(log.contains("of them from sketches"), "{log}");
+    let (cold_d, _) = build(
+        &t,
+        &d,
+        &t.path().join("cache-cold-d"),
+        &t.path().join("out-dc"),
+    );
+    assert_eq!(ld, cold_d, "incremental and cold builds differ");
 
     // Another profile sharing the os and python packages, built with a fresh cache: the same
     // layers, byte for byte (the digests are computed from scratch here, nothing is reused).
@@ -182,6 +205,20 @@ fn components_are_shared_split_and_complete() {
             "dpkg does not list {name}: {listed}"
         );
     }
+}
+
+/// (written, all) of the replayed packages' entries, from the build log's unpack line.
+fn replayed_entries(log: &str) -> (u64, u64) {
+    let line = log
+        .lines()
+        .find(|l| l.contains("entries written"))
+        .unwrap_or_else(|| panic!("no replay line in:\n{log}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let at = words.iter().position(|w| *w == "written)").unwrap();
+    (
+        words[at - 5].parse().unwrap(),
+        words[at - 2].parse().unwrap(),
+    )
 }
 
 /// The package names of a lock file, whatever its version.

@@ -1,6 +1,8 @@
 //! An apt resolution is recorded under its request and the digests of the signed indexes
 //! (`resolutions-v1`): an unchanged request against unchanged indexes reads no index again,
-//! and a republished repository or a changed request resolves afresh. Through the CLI
+//! and a republished repository or a changed request resolves afresh, reading the stanzas it
+//! needs through the indexes' recorded maps (`index-maps-v1`) and never through a map edited
+//! behind the cache's back. Through the CLI
 //! (`gpuimg lock`), against a signed fixture repository that the test republishes.
 
 mod common;
@@ -85,13 +87,16 @@ fn unchanged_indexes_reuse_the_resolution_and_new_ones_resolve_again() {
     assert_eq!(first, pairs(&[("hello", "1.0"), ("libhello", "1.0")]));
     let records = cache.join("resolutions-v1");
     assert_eq!(entries(&records), 1, "one resolution recorded");
+    let maps = cache.join("index-maps-v1");
+    assert_eq!(entries(&maps), 1, "the index's map recorded");
 
     // Without any index in the cache, offline: only the recorded resolution can answer.
     std::fs::remove_dir_all(cache.join("indexes-v1")).unwrap();
     let again = lock(&t, &server.url, &cache, &["--offline"]);
     assert_eq!(again, first);
 
-    // A changed request is a different resolution (and needs the indexes again).
+    // A changed request is a different resolution (and needs the indexes again): through the
+    // index's map, it finds the same stanzas a scan would.
     profile(t.path(), "hello, extra");
     let more = lock(&t, &server.url, &cache, &[]);
     assert_eq!(
@@ -99,6 +104,7 @@ fn unchanged_indexes_reuse_the_resolution_and_new_ones_resolve_again() {
         pairs(&[("extra", "1.0"), ("hello", "1.0"), ("libhello", "1.0")])
     );
     assert_eq!(entries(&records), 2);
+    assert_eq!(entries(&maps), 1, "the same index, the same map");
 
     // The repository republished with a newer libhello: new signed digests, new resolution.
     publish(&[
@@ -136,5 +142,19 @@ fn unchanged_indexes_reuse_the_resolution_and_new_ones_resolve_again() {
     for (_, p) in &texts {
         std::fs::write(p, b"{\"not\": \"a resolution\"}").unwrap();
     }
+    assert_eq!(lock(&t, &server.url, &cache, &[]), newer);
+
+    // A map edited behind the cache's back is not used, even when it fits its index: here every
+    // stanza is renamed `extra`, yet a new request still finds hello and libhello by name.
+    assert_eq!(entries(&maps), 2, "a map per published index");
+    for e in std::fs::read_dir(&maps).unwrap() {
+        let p = e.unwrap().path();
+        let mut map: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+        let n = map["starts"].as_array().unwrap().len();
+        map["names"] = vec!["extra"; n].join("\n").into();
+        std::fs::write(&p, serde_json::to_vec(&map).unwrap()).unwrap();
+    }
+    profile(t.path(), "libhello, hello");
     assert_eq!(lock(&t, &server.url, &cache, &[]), newer);
 }

@@ -8,7 +8,7 @@ mod common;
 
 use std::os::unix::fs::PermissionsExt;
 
-const GZIP: &str = "sha256:a7c6ed45076ab866c04514d82b3e63f147086758b1fa880df491b63ec44e60b6";
+const GZIP: &str = "sha256:341cf05054c394bbdc0239459f56da7d34864c1feb5fe795dfeb17f7f408722c";
 const ZSTD: &str = "sha256:9f30f03c578f42441d65da3b7772ae4c8e82811f059aedca80aba5bdbe9a1def";
 
 #[test]

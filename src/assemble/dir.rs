@@ -1,4 +1,5 @@
-//! Walk a directory into a `Tree`: lstat only, symlinks never followed, names sorted.
+//! Walk a directory into a `Tree`: lstat only, symlinks never followed, names sorted; or take
+//! the entries at given paths under it the same way (`entries_at`).
 
 use std::collections::HashMap;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -76,105 +77,153 @@ pub fn walk_into(
                 format!("{rel}/{name_str}")
             };
             let full = dir.join(&name);
-            let meta = fs_err::symlink_metadata(&full)?;
-            let ft = meta.file_type();
-            let (uid, gid) = if opts.root_owned {
-                (0, 0)
-            } else {
-                (meta.uid(), meta.gid())
-            };
-            let mode = meta.mode() & 0o7777;
-            let kind = if ft.is_dir() {
-                subdirs.push((full.clone(), path.clone()));
-                EntryKind::Dir
-            } else if ft.is_symlink() {
-                let target = fs_err::read_link(&full)?;
-                let target = target.to_str().ok_or_else(|| AssembleError::NotUtf8 {
-                    origin: tree.origin.clone(),
-                    entry: path.clone(),
-                })?;
-                if !symlink_stays_inside(&path, target) {
-                    return Err(AssembleError::Escapes {
-                        origin: tree.origin.clone(),
-                        entry: format!("{path} -> {target}"),
-                        why: "symlink target leaves the root",
-                    });
-                }
-                EntryKind::Symlink {
-                    target: target.to_string(),
-                }
-            } else if ft.is_file() {
-                let key = (meta.dev(), meta.ino());
-                if meta.nlink() > 1 {
-                    if let Some(first) = seen.get(&key) {
-                        tree.insert(Entry {
-                            path,
-                            kind: EntryKind::Hardlink {
-                                target: first.clone(),
-                            },
-                            mode,
-                            uid,
-                            gid,
-                        });
-                        continue;
-                    }
-                    seen.insert(key, path.clone());
-                }
-                EntryKind::File {
-                    size: meta.len(),
-                    data: DataSource::file(full.clone(), &meta),
-                }
-            } else {
-                let (kind, label) = if ft.is_char_device() {
-                    (
-                        EntryKind::CharDevice {
-                            major: major(meta.rdev()),
-                            minor: minor(meta.rdev()),
-                        },
-                        "character device",
-                    )
-                } else if ft.is_block_device() {
-                    (
-                        EntryKind::BlockDevice {
-                            major: major(meta.rdev()),
-                            minor: minor(meta.rdev()),
-                        },
-                        "block device",
-                    )
-                } else if ft.is_fifo() {
-                    (EntryKind::Fifo, "fifo")
-                } else {
-                    // Sockets cannot be stored in a tar layer.
-                    if opts.allow_special {
-                        continue;
-                    }
-                    (EntryKind::Fifo, "socket")
-                };
-                if !opts.allow_special {
-                    return Err(AssembleError::Special {
-                        origin: tree.origin.clone(),
-                        entry: path,
-                        kind: label,
-                    });
-                }
-                kind
-            };
-            let attrs = super::xattr::read_dir_entry(&full)?;
-            tree.insert(Entry {
-                path: path.clone(),
-                kind,
-                mode,
-                uid,
-                gid,
-            });
-            if !attrs.is_empty() {
-                tree.set_xattrs(&path, attrs);
+            if add_entry(tree, &full, path.clone(), opts, &mut seen)? {
+                subdirs.push((full, path));
             }
         }
         stack.extend(subdirs.into_iter().rev());
     }
     tree.order_hardlinks();
     Ok(())
+}
+
+/// The entries at `paths` (relative to `root`, as they lie there) and nothing else, in a tree
+/// named `origin`: each as a full walk of `root` would record it, hard links among them
+/// grouped the same way. Special files are refused.
+pub fn entries_at<'p>(
+    root: &Path,
+    paths: impl IntoIterator<Item = &'p str>,
+    origin: &str,
+) -> Result<Tree, AssembleError> {
+    let mut tree = Tree::new(origin);
+    let opts = WalkOptions {
+        prefix: "",
+        allow_special: false,
+        root_owned: false,
+        top_mode: None,
+    };
+    let mut seen: HashMap<(u64, u64), String> = HashMap::new();
+    let mut sorted: Vec<&str> = paths.into_iter().collect();
+    sorted.sort_unstable();
+    sorted.dedup();
+    for path in sorted {
+        add_entry(
+            &mut tree,
+            &root.join(path),
+            path.to_string(),
+            &opts,
+            &mut seen,
+        )?;
+    }
+    tree.order_hardlinks();
+    Ok(tree)
+}
+
+/// Record the entry at `full` as `path` (lstat, never following it); `true` when it is a
+/// directory. The first regular file of a hard-link group seen carries the data; `seen` holds
+/// the groups.
+fn add_entry(
+    tree: &mut Tree,
+    full: &Path,
+    path: String,
+    opts: &WalkOptions<'_>,
+    seen: &mut HashMap<(u64, u64), String>,
+) -> Result<bool, AssembleError> {
+    let meta = fs_err::symlink_metadata(full)?;
+    let ft = meta.file_type();
+    let (uid, gid) = if opts.root_owned {
+        (0, 0)
+    } else {
+        (meta.uid(), meta.gid())
+    };
+    let mode = meta.mode() & 0o7777;
+    let is_dir = ft.is_dir();
+    let kind = if ft.is_dir() {
+        EntryKind::Dir
+    } else if ft.is_symlink() {
+        let target = fs_err::read_link(full)?;
+        let target = target.to_str().ok_or_else(|| AssembleError::NotUtf8 {
+            origin: tree.origin.clone(),
+            entry: path.clone(),
+        })?;
+        if !symlink_stays_inside(&path, target) {
+            return Err(AssembleError::Escapes {
+                origin: tree.origin.clone(),
+                entry: format!("{path} -> {target}"),
+                why: "symlink target leaves the root",
+            });
+        }
+        EntryKind::Symlink {
+            target: target.to_string(),
+        }
+    } else if ft.is_file() {
+        let key = (meta.dev(), meta.ino());
+        if meta.nlink() > 1 {
+            if let Some(first) = seen.get(&key) {
+                tree.insert(Entry {
+                    path,
+                    kind: EntryKind::Hardlink {
+                        target: first.clone(),
+                    },
+                    mode,
+                    uid,
+                    gid,
+                });
+                return Ok(false);
+            }
+            seen.insert(key, path.clone());
+        }
+        EntryKind::File {
+            size: meta.len(),
+            data: DataSource::file(full.to_path_buf(), &meta),
+        }
+    } else {
+        let (kind, label) = if ft.is_char_device() {
+            (
+                EntryKind::CharDevice {
+                    major: major(meta.rdev()),
+                    minor: minor(meta.rdev()),
+                },
+                "character device",
+            )
+        } else if ft.is_block_device() {
+            (
+                EntryKind::BlockDevice {
+                    major: major(meta.rdev()),
+                    minor: minor(meta.rdev()),
+                },
+                "block device",
+            )
+        } else if ft.is_fifo() {
+            (EntryKind::Fifo, "fifo")
+        } else {
+            // Sockets cannot be stored in a tar layer.
+            if opts.allow_special {
+                return Ok(false);
+            }
+            (EntryKind::Fifo, "socket")
+        };
+        if !opts.allow_special {
+            return Err(AssembleError::Special {
+                origin: tree.origin.clone(),
+                entry: path,
+                kind: label,
+            });
+        }
+        kind
+    };
+    let attrs = super::xattr::read_dir_entry(full)?;
+    tree.insert(Entry {
+        path: path.clone(),
+        kind,
+        mode,
+        uid,
+        gid,
+    });
+    if !attrs.is_empty() {
+        tree.set_xattrs(&path, attrs);
+    }
+    Ok(is_dir)
 }
 
 fn major(rdev: u64) -> u32 {

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use super::{AssembleError, Provenance};
 
 /// Where a regular file's bytes come from.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DataSource {
     /// A file on disk; `identity` is (dev, ino, size, mtime ns, ctime ns) for the layer cache key.
     Path { path: PathBuf, identity: [u64; 5] },
@@ -40,7 +40,7 @@ impl DataSource {
 
 pub use crate::file_identity::identity;
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EntryKind {
     Dir,
     File {
@@ -66,7 +66,7 @@ pub enum EntryKind {
 }
 
 /// One entry: a normalised path (no leading `/`, never empty), kind, permission bits, owners.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
     pub path: String,
     pub kind: EntryKind,

@@ -14,6 +14,9 @@
 //! │                                   → the package set (no index parsed on an unchanged build)
 //! ├── sketches-v1/<key>.json          Sketches: a `.deb`'s sha256 → its entries without the
 //! │                                   file bytes no metadata step reads (`sources::apt`)
+//! ├── index-maps-v1/<key>.json        Index maps: a decompressed package index's sha256 and an
+//! │                                   architecture → where each stanza lies, the names it
+//! │                                   provides (a changed request resolves without a scan)
 //! ├── debs-v1/sha256/<hex>            Debs: downloaded `.deb` packages, named by their sha256
 //! ├── indexes-v1/sha256/<hex>         Indexes: package indexes as downloaded (compressed) and
 //! │                                   decompressed, each named by the sha256 its Release gives
@@ -24,8 +27,8 @@
 //! │                                   Release.gpg, a Python index's project pages), for `--offline`
 //! ├── trust-v2/<bucket>/<hex>.json    Trust: one stamp per entry of a stamped bucket (blobs-v1,
 //! │                                   layers-v2, listings-v1, controls-v1, resolutions-v1,
-//! │                                   sketches-v1, debs-v1, indexes-v1, wheels-v1,
-//! │                                   wheel-metadata-v1)
+//! │                                   sketches-v1, index-maps-v1, debs-v1, indexes-v1,
+//! │                                   wheels-v1, wheel-metadata-v1)
 //! └── tmp/                            Tmp: staging files (`crate::staging`), every partial write
 //! ```
 //! [`Bucket`] declares exactly these directories (tests/cache_layout.rs checks a real build
@@ -84,6 +87,9 @@ pub enum Bucket {
     /// Apt package sketches: a `.deb`'s sha256 → its entries and the bytes the metadata
     /// layer's steps read, `sketches-v1/<key>.json`.
     Sketches,
+    /// Apt index maps: a decompressed index's sha256 and an architecture → each stanza's
+    /// place, name, provided names and `Essential`, `index-maps-v1/<key>.json`.
+    IndexMaps,
     /// Downloaded packages: `debs-v1/sha256/<hex>`.
     Debs,
     /// Package indexes, compressed and decompressed: `indexes-v1/sha256/<hex>`.
@@ -119,13 +125,14 @@ pub const LAYERS: Bucket = Bucket::Layers;
 
 impl Bucket {
     /// Every bucket, in the order the layout drawing lists them.
-    pub const ALL: [Bucket; 13] = [
+    pub const ALL: [Bucket; 14] = [
         Bucket::Blobs,
         Bucket::Layers,
         Bucket::Listings,
         Bucket::Controls,
         Bucket::Resolutions,
         Bucket::Sketches,
+        Bucket::IndexMaps,
         Bucket::Debs,
         Bucket::Indexes,
         Bucket::Wheels,
@@ -144,6 +151,7 @@ impl Bucket {
             Bucket::Controls => "controls-v1",
             Bucket::Resolutions => "resolutions-v1",
             Bucket::Sketches => "sketches-v1",
+            Bucket::IndexMaps => "index-maps-v1",
             Bucket::Debs => "debs-v1",
             Bucket::Indexes => "indexes-v1",
             Bucket::Wheels => "wheels-v1",
@@ -162,6 +170,7 @@ impl Bucket {
             | Bucket::Controls
             | Bucket::Resolutions
             | Bucket::Sketches
+            | Bucket::IndexMaps
             | Bucket::WheelMetadata => Shape::Records,
             Bucket::Roots | Bucket::Trust | Bucket::Tmp => Shape::Other,
         }

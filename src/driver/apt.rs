@@ -6,14 +6,18 @@
 //!
 //! Which component a path goes to: a file to its (last) package's, a directory to the
 //! earliest component of the packages that ship it (so a component's layer never depends on
-//! which other components exist), the merged-/usr links to `os`.
+//! which other components exist), the merged-/usr links to `os`. The package components not
+//! cached are written while the install runs (`stream.rs`) and checked against these trees.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
+use super::stream::Streams;
 use super::{BuildError, BuildOptions};
 use crate::assemble::{self, EntryKind, Tree};
+use crate::cache::Cache;
 use crate::fetch::Trust;
+use crate::layer::LayerBlob;
 use crate::observe::Observer;
 use crate::plan::components::{self, Assignment};
 use crate::plan::{split, AptInstall, METADATA};
@@ -58,23 +62,55 @@ fn owners(
     out
 }
 
-/// Install the plan's package set once and split it: component → tree (a component that
-/// received nothing is absent). The packages of `cached` components may be replayed from
-/// their sketches (`sources::apt`): their trees are then incomplete and must not be written,
-/// while every other component's tree and `metadata` are exactly what a full install gives.
+/// What the install gave the plan's apt layers.
+pub struct AptLayers {
+    /// Components written while unpacking (see `stream.rs`), finished.
+    pub written: BTreeMap<String, LayerBlob>,
+    /// The other components' trees (`metadata`; a component that received nothing is absent).
+    pub trees: BTreeMap<String, Tree>,
+}
+
+/// Install the plan's package set once and split it. The components in `stream` are written
+/// while unpacking (their layers come back finished); the others come back as trees. The
+/// packages of `cached` components may be replayed from their sketches (`sources::apt`):
+/// their trees are then incomplete and must not be written, while every other component's
+/// tree and `metadata` are exactly what a full install gives.
+#[allow(clippy::too_many_arguments)]
 pub fn install_and_split(
     install: &AptInstall,
     profile: &Profile,
     opts: &BuildOptions,
     scratch: &Path,
     cached: &BTreeSet<String>,
+    stream: &BTreeSet<String>,
+    cache: &Cache,
     obs: &mut dyn Observer,
-) -> Result<BTreeMap<String, Tree>, BuildError> {
+) -> Result<AptLayers, BuildError> {
     let Base::Apt(spec) = &profile.base else {
-        return Ok(BTreeMap::new());
+        return Ok(AptLayers {
+            written: BTreeMap::new(),
+            trees: BTreeMap::new(),
+        });
     };
     let root = scratch.join("apt-root");
     fs_err::create_dir_all(&root).map_err(assemble::AssembleError::Io)?;
+    let front = BTreeMap::from([(
+        components::OS.to_string(),
+        apt::merged_usr_links(profile.platform.debian_arch())
+            .into_iter()
+            .map(str::to_string)
+            .collect(),
+    )]);
+    let mut streams = Streams::new(
+        cache,
+        &root,
+        opts.layer_options(),
+        &install.strip,
+        &install.assignment,
+        front,
+        stream,
+    );
+    let mut failed: Option<BuildError> = None;
     let installed = apt::install_replaying(
         spec,
         &profile.platform,
@@ -87,9 +123,19 @@ pub fn install_and_split(
                 .component(package)
                 .is_some_and(|c| cached.contains(c))
         },
+        &mut |p| {
+            streams.package(p).map_err(|e| {
+                failed = Some(e);
+                std::io::Error::other("stopped")
+            })
+        },
         &root,
         obs,
-    )?;
+    );
+    let installed = match (installed, failed) {
+        (Err(apt::AptError::Consumer { .. }), Some(e)) => return Err(e),
+        (r, _) => r?,
+    };
     for w in &installed.warnings {
         obs.warn(w);
     }
@@ -107,5 +153,28 @@ pub fn install_and_split(
     }
     let owner = owners(&installed, &install.assignment, &profile.platform, &tree);
     let parts = split::split(tree, &owner, install.assignment.order(), METADATA)?;
-    Ok(parts.into_iter().collect())
+    let mut trees: BTreeMap<String, Tree> = parts.into_iter().collect();
+    // The unpack order: packages sorted by name, then architecture.
+    let index: HashMap<&str, usize> = installed
+        .packages
+        .iter()
+        .enumerate()
+        .rev()
+        .map(|(i, p)| (p.name.as_str(), i))
+        .collect();
+    let rank = |path: &str| {
+        installed
+            .owners
+            .get(path)
+            .and_then(|pkgs| pkgs.last())
+            .and_then(|p| index.get(p.as_str()).copied())
+    };
+    let mut written = BTreeMap::new();
+    for c in stream {
+        let t = trees
+            .remove(c)
+            .unwrap_or_else(|| Tree::new(format!("`the apt packages` layer `{c}`")));
+        written.insert(c.clone(), streams.finish(c, &t, &rank, obs)?);
+    }
+    Ok(AptLayers { written, trees })
 }

@@ -9,12 +9,13 @@
 //! a path of the shared apt install goes to, is `apt.rs`'s, fixed by the plan's package
 //! assignment); it only sequences stage entry points.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 mod apt;
 mod python;
+mod stream;
 
 pub use apt::apt_options;
 
@@ -162,8 +163,15 @@ pub fn execute(
         .filter(|(_, f)| f.is_some())
         .map(|(lp, _)| lp.component.clone())
         .collect();
-    // The apt layers' trees, made on the first apt layer not in the cache.
-    let mut apt_trees: Option<BTreeMap<String, Tree>> = None;
+    // The apt package components not in the cache are written while unpacking.
+    let stream: BTreeSet<String> = plan
+        .layers
+        .iter()
+        .filter(|lp| matches!(lp.inputs, Inputs::Debs { .. }) && !cached.contains(&lp.component))
+        .map(|lp| lp.component.clone())
+        .collect();
+    // The apt layers, made on the first apt layer not in the cache.
+    let mut apt_layers: Option<apt::AptLayers> = None;
     for (lp, found) in plan.layers.iter().zip(found.iter_mut()) {
         let component = lp.component.as_str();
         if let Some(blob) = found.take() {
@@ -194,25 +202,37 @@ pub fn execute(
                 tree
             }
             Inputs::Debs { .. } | Inputs::AptMetadata => {
-                let trees = match &mut apt_trees {
+                let made = match &mut apt_layers {
                     Some(t) => t,
                     None => {
                         let install = plan.apt.as_ref().ok_or(BuildError::Internal(
                             "an apt layer was planned without its install",
                         ))?;
-                        apt_trees.insert(apt::install_and_split(
+                        apt_layers.insert(apt::install_and_split(
                             install,
                             profile,
                             opts,
                             scratch.path(),
                             &cached,
+                            &stream,
+                            &cache,
                             obs,
                         )?)
                     }
                 };
+                if let Some(blob) = made.written.remove(component) {
+                    if let Some(k) = &lp.key {
+                        layer::remember(&cache, k, &blob)?;
+                    }
+                    layers.push(ImageLayer {
+                        component: lp.component.clone(),
+                        blob,
+                    });
+                    continue;
+                }
                 // Stripped with the whole install; a component that received nothing is an
                 // empty layer (the plan promised it).
-                trees
+                made.trees
                     .remove(component)
                     .unwrap_or_else(|| Tree::new(format!("`the apt packages` layer `{component}`")))
             }
@@ -258,9 +278,13 @@ pub fn execute(
     }
     // The split's trees add up to the install: a tree for a component the plan has no layer
     // for would lose files (trees of reused layers are left over, as they should be).
-    if let Some(left) = apt_trees {
+    if let Some(left) = apt_layers {
         let planned = |c: &str| plan.layers.iter().any(|l| l.component == c);
-        if let Some((c, _)) = left.iter().find(|(c, t)| !t.is_empty() && !planned(c)) {
+        if let Some((c, _)) = left
+            .trees
+            .iter()
+            .find(|(c, t)| !t.is_empty() && !planned(c))
+        {
             return Err(BuildError::Unplanned(c.clone()));
         }
     }

@@ -14,8 +14,9 @@ pub enum Compression {
     Zstd,
 }
 
-/// gzip level (zlib-rs): 6, zlib's default; written in parallel 1 MiB blocks (`pgzip.rs`).
-pub const GZIP_LEVEL: u32 = 6;
+/// gzip level of libdeflate (the version Cargo.lock pins, built from its bundled source),
+/// written in parallel independent 1 MiB blocks (`pgzip.rs`).
+pub const GZIP_LEVEL: i32 = 5;
 /// zstd level 3 (the library default), multithreaded: output is independent of thread count
 /// as long as at least one worker is used.
 pub const ZSTD_LEVEL: i32 = 3;
@@ -40,7 +41,7 @@ impl Compression {
     /// A stable name for cache keys.
     pub fn settings_id(self) -> String {
         match self {
-            Compression::Gzip => format!("gzip-zlibrs-{GZIP_LEVEL}-blocks1m"),
+            Compression::Gzip => format!("gzip-libdeflate-{GZIP_LEVEL}-blocks1m"),
             Compression::Zstd => format!("zstd-{ZSTD_LEVEL}-mt"),
         }
     }

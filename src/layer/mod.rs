@@ -6,11 +6,13 @@
 //! Must never hold a layer in memory, and never know about manifests or output formats.
 
 mod compression;
+mod final_block;
 mod key;
 pub mod listing;
 mod maintain;
 mod pgzip;
 mod record;
+mod stream;
 mod tar_writer;
 
 use std::io;
@@ -21,11 +23,15 @@ pub use compression::{Compression, Encoder, GZIP_LEVEL, ZSTD_LEVEL};
 pub use key::layer_key;
 pub use maintain::{prune, verify, Pruned, Verified};
 pub use record::{ensure_intact, lookup, remember};
+pub use stream::LayerStream;
 
 use crate::assemble::Tree;
 use crate::cache::{Cache, LAYERS};
 use crate::digest::{Digest, HashingWriter};
 use crate::observe::Observer;
+
+/// Bytes gathered before each write into the hashing and compressing writers.
+const WRITE_BUFFER: usize = 1 << 20;
 
 /// A finished layer blob in the cache.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -79,7 +85,10 @@ pub fn write_layer(
     obs.task_start(component, Some(tree.data_bytes()));
     let blob = cache.blob_writer().map_err(wrap)?;
     let enc = Encoder::new(opts.compression, blob).map_err(wrap)?;
-    let uncompressed = HashingWriter::new(enc);
+    // The tar builder writes headers, padding and 8 KiB pieces of file data; each write into a
+    // compressor has a fixed cost (zstd hands input to its workers under a lock), so they are
+    // gathered into large writes first.
+    let uncompressed = io::BufWriter::with_capacity(WRITE_BUFFER, HashingWriter::new(enc));
     let mut last = 0u64;
     let mut tick = |n: u64| {
         if n - last >= 4 << 20 {
@@ -87,8 +96,10 @@ pub fn write_layer(
             obs.task_progress(n);
         }
     };
-    let uncompressed =
-        tar_writer::write_tar(tree, opts.epoch, uncompressed, &mut tick).map_err(wrap)?;
+    let uncompressed = tar_writer::write_tar(tree, opts.epoch, uncompressed, &mut tick)
+        .map_err(wrap)?
+        .into_inner()
+        .map_err(|e| wrap(e.into_error()))?;
     let (enc, diff_id, uncompressed_size) = uncompressed.finish();
     let blob = enc.finish().map_err(wrap)?;
     let (digest, size, _) = blob.commit().map_err(wrap)?;

@@ -1,6 +1,7 @@
 //! Parallel gzip in the manner of pigz: the stream is cut into fixed 1 MiB blocks, each
-//! compressed on a worker as raw deflate primed with the previous block's last 32 KiB, ended by
-//! a sync flush, and the blocks are joined into one gzip member with one CRC-32.
+//! compressed on a worker by libdeflate as a complete raw deflate stream, made non-final and
+//! byte-aligned by an empty stored block (`final_block.rs`), and the blocks are joined into one
+//! gzip member with one CRC-32.
 //!
 //! The output depends only on the input bytes and the level: block boundaries are fixed by
 //! input offsets, never by write sizes or thread count, so layers stay reproducible.
@@ -11,14 +12,14 @@ use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use flate2::{Compress, Compression, FlushCompress, Status};
+use libdeflater::{CompressionLvl, Compressor};
+
+use super::final_block;
 
 const BLOCK: usize = 1 << 20;
-const DICT: usize = 32 << 10;
 
 struct Job {
     seq: u64,
-    dict: Arc<Vec<u8>>,
     data: Vec<u8>,
     last: bool,
 }
@@ -28,7 +29,6 @@ type Done = (u64, io::Result<Vec<u8>>);
 pub struct ParGzEncoder<W: Write> {
     inner: Option<W>,
     buf: Vec<u8>,
-    dict: Arc<Vec<u8>>,
     crc: crc32fast::Hasher,
     total: u64,
     next_seq: u64,
@@ -42,7 +42,9 @@ pub struct ParGzEncoder<W: Write> {
 }
 
 impl<W: Write> ParGzEncoder<W> {
-    pub fn new(mut inner: W, level: u32, threads: usize) -> io::Result<Self> {
+    pub fn new(mut inner: W, level: i32, threads: usize) -> io::Result<Self> {
+        let level = CompressionLvl::new(level)
+            .map_err(|_| io::Error::other(format!("no gzip level {level}")))?;
         // Fixed header: no name, mtime 0, XFL 0, OS 255 (unknown).
         inner.write_all(&[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255])?;
         let threads = threads.max(1);
@@ -53,15 +55,18 @@ impl<W: Write> ParGzEncoder<W> {
             .map(|_| {
                 let rx = Arc::clone(&job_rx);
                 let tx = done_tx.clone();
-                std::thread::spawn(move || loop {
-                    let job = match rx.lock() {
-                        Ok(guard) => guard.recv(),
-                        Err(_) => return,
-                    };
-                    let Ok(job) = job else { return };
-                    let out = deflate_block(&job, level);
-                    if tx.send((job.seq, out)).is_err() {
-                        return;
+                std::thread::spawn(move || {
+                    let mut c = Compressor::new(level);
+                    loop {
+                        let job = match rx.lock() {
+                            Ok(guard) => guard.recv(),
+                            Err(_) => return,
+                        };
+                        let Ok(job) = job else { return };
+                        let out = deflate_block(&mut c, &job);
+                        if tx.send((job.seq, out)).is_err() {
+                            return;
+                        }
                     }
                 })
             })
@@ -69,7 +74,6 @@ impl<W: Write> ParGzEncoder<W> {
         Ok(ParGzEncoder {
             inner: Some(inner),
             buf: Vec::with_capacity(BLOCK),
-            dict: Arc::new(Vec::new()),
             crc: crc32fast::Hasher::new(),
             total: 0,
             next_seq: 0,
@@ -88,10 +92,8 @@ impl<W: Write> ParGzEncoder<W> {
             self.receive_one()?;
         }
         let data = std::mem::replace(&mut self.buf, Vec::with_capacity(BLOCK));
-        let next_dict = Arc::new(data[data.len().saturating_sub(DICT)..].to_vec());
         let job = Job {
             seq: self.next_seq,
-            dict: std::mem::replace(&mut self.dict, next_dict),
             data,
             last,
         };
@@ -171,32 +173,16 @@ impl<W: Write> Drop for ParGzEncoder<W> {
     }
 }
 
-/// Raw deflate of one block: primed with `dict`, ended by a sync flush (or the final block).
-fn deflate_block(job: &Job, level: u32) -> io::Result<Vec<u8>> {
-    let mut c = Compress::new(Compression::new(level), false);
-    if !job.dict.is_empty() {
-        c.set_dictionary(&job.dict).map_err(io::Error::other)?;
-    }
-    let flush = if job.last {
-        FlushCompress::Finish
-    } else {
-        FlushCompress::Sync
-    };
-    let mut out = Vec::with_capacity(job.data.len() / 2 + 4096);
-    loop {
-        let consumed = c.total_in() as usize;
-        if out.len() == out.capacity() {
-            out.reserve(out.capacity().max(4096));
-        }
-        let status = c
-            .compress_vec(&job.data[consumed..], &mut out, flush)
-            .map_err(io::Error::other)?;
-        let all_in = c.total_in() as usize == job.data.len();
-        match status {
-            Status::StreamEnd => break,
-            _ if !job.last && all_in && out.len() < out.capacity() => break,
-            _ => {}
-        }
+/// Raw deflate of one block, ended by an empty stored block (as zlib's sync flush ends one)
+/// unless it is the stream's last.
+fn deflate_block(c: &mut Compressor, job: &Job) -> io::Result<Vec<u8>> {
+    let mut out = vec![0; c.deflate_compress_bound(job.data.len()) + 5];
+    let n = c
+        .deflate_compress(&job.data, &mut out)
+        .map_err(io::Error::other)?;
+    out.truncate(n);
+    if !job.last {
+        final_block::make_non_final(&mut out).map_err(io::Error::other)?;
     }
     Ok(out)
 }
@@ -207,7 +193,7 @@ mod tests {
     use std::io::Read;
 
     fn compress(data: &[u8], threads: usize, chunk: usize) -> Vec<u8> {
-        let mut e = ParGzEncoder::new(Vec::new(), 6, threads).unwrap();
+        let mut e = ParGzEncoder::new(Vec::new(), super::super::GZIP_LEVEL, threads).unwrap();
         for c in data.chunks(chunk.max(1)) {
             e.write_all(c).unwrap();
         }

@@ -20,8 +20,21 @@ pub fn write_tar<W: Write>(
 ) -> io::Result<W> {
     let mut b = tar::Builder::new(w);
     b.follow_symlinks(false);
-    let mut open: HashMap<Arc<PathBuf>, fs_err::File> = HashMap::new();
     let mut done: u64 = 0;
+    append(&mut b, tree, epoch, &mut done, tick)?;
+    b.into_inner()
+}
+
+/// Append `tree`'s entries, in its order, to the archive `b` (not finished: more may follow);
+/// `done` counts the data bytes written, and `tick` is called with it.
+pub fn append<W: Write>(
+    b: &mut tar::Builder<W>,
+    tree: &Tree,
+    epoch: u64,
+    done: &mut u64,
+    tick: &mut dyn FnMut(u64),
+) -> io::Result<()> {
+    let mut open: HashMap<Arc<PathBuf>, fs_err::File> = HashMap::new();
     for e in tree.iter() {
         let attrs = tree.xattrs(&e.path);
         if !attrs.is_empty() {
@@ -69,8 +82,8 @@ pub fn write_tar<W: Write>(
                         b.append_data(&mut h, &e.path, bytes.as_slice())?;
                     }
                 }
-                done += size;
-                tick(done);
+                *done += size;
+                tick(*done);
             }
             EntryKind::Symlink { target } => {
                 h.set_entry_type(EntryType::Symlink);
@@ -96,7 +109,7 @@ pub fn write_tar<W: Write>(
             }
         }
     }
-    b.into_inner()
+    Ok(())
 }
 
 /// Open the file the tree saw, and only that: the same device and inode as when it was walked

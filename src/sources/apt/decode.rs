@@ -64,28 +64,8 @@ pub fn decode_in_order(
                     g.0 += 1;
                     g.0 - 1
                 };
-                let (name, path, size) = &items[i];
-                let r = if control_only.get(i).copied().unwrap_or(false) {
-                    read_control(name, path).map(Decoded::Control)
-                } else if jobs <= 1 || *size > IN_MEMORY_LIMIT {
-                    Ok(Decoded::Stream)
-                } else {
-                    read_deb(name, path, |_, data| {
-                        let mut buf = Vec::new();
-                        Read::take(data, DECODED_LIMIT + 1)
-                            .read_to_end(&mut buf)
-                            .map_err(|e| AptError::InvalidDeb {
-                                package: name.clone(),
-                                message: format!("bad data tarball: {e}"),
-                            })?;
-                        Ok((buf.len() as u64 <= DECODED_LIMIT).then_some(buf))
-                    })
-                    .map(|(c, d)| match d {
-                        Some(d) => Decoded::Memory(c, d),
-                        None => Decoded::Stream,
-                    })
-                };
-                let _ = senders[i].send(r);
+                let control = control_only.get(i).copied().unwrap_or(false);
+                let _ = senders[i].send(decode_one(&items[i], control, jobs > 1));
             });
         }
         let mut result = Ok(());
@@ -111,4 +91,104 @@ pub fn decode_in_order(
         gate.1.notify_all();
         result
     })
+}
+
+/// Decode one item: its control members only, or those and its data in memory (`in_memory`,
+/// and within the size limits), or nothing (left for the unpacker to stream).
+fn decode_one(
+    (name, path, size): &(String, PathBuf, u64),
+    control_only: bool,
+    in_memory: bool,
+) -> Result<Decoded, AptError> {
+    if control_only {
+        return read_control(name, path).map(Decoded::Control);
+    }
+    if !in_memory || *size > IN_MEMORY_LIMIT {
+        return Ok(Decoded::Stream);
+    }
+    read_deb(name, path, |_, data| {
+        let mut buf = Vec::new();
+        Read::take(data, DECODED_LIMIT + 1)
+            .read_to_end(&mut buf)
+            .map_err(|e| AptError::InvalidDeb {
+                package: name.clone(),
+                message: format!("bad data tarball: {e}"),
+            })?;
+        Ok((buf.len() as u64 <= DECODED_LIMIT).then_some(buf))
+    })
+    .map(|(c, d)| match d {
+        Some(d) => Decoded::Memory(c, d),
+        None => Decoded::Stream,
+    })
+}
+
+/// Decode every item at once with `jobs` workers, all held until returned, in input order:
+/// for a replay, which must see every package before writing the first. Items are decoded
+/// in memory only while their compressed sizes add up to at most `memory` (in input order;
+/// the rest are left to stream), so what is held stays bounded.
+pub fn decode_all(
+    items: &[(String, PathBuf, u64)],
+    control_only: &[bool],
+    jobs: usize,
+    memory: u64,
+) -> Vec<Result<Decoded, AptError>> {
+    let mut budget = memory;
+    let in_memory: Vec<bool> = items
+        .iter()
+        .zip(control_only)
+        .map(|((_, _, size), &c)| {
+            let fits = !c && *size <= budget;
+            if fits {
+                budget -= size;
+            }
+            fits
+        })
+        .collect();
+    let indexed: Vec<usize> = (0..items.len()).collect();
+    map_parallel(&indexed, jobs, |&i| {
+        decode_one(&items[i], control_only[i], in_memory[i])
+    })
+    .into_iter()
+    .zip(items)
+    .map(|(r, (name, _, _))| {
+        r.unwrap_or_else(|| {
+            Err(AptError::InvalidDeb {
+                package: name.clone(),
+                message: "decoder stopped".into(),
+            })
+        })
+    })
+    .collect()
+}
+
+/// The CPUs this process may use (at least one).
+pub fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// `f` of every item, on up to `workers` threads, in the items' order (`None` only where a
+/// worker could not report: a panic in `f` propagates when the threads are joined).
+pub fn map_parallel<T: Sync, R: Send>(
+    items: &[T],
+    workers: usize,
+    f: impl Fn(&T) -> R + Sync,
+) -> Vec<Option<R>> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let slots: Vec<Mutex<Option<R>>> = items.iter().map(|_| Mutex::new(None)).collect();
+    std::thread::scope(|s| {
+        for _ in 0..workers.max(1).min(items.len()) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let Some(item) = items.get(i) else { return };
+                let r = f(item);
+                if let Ok(mut slot) = slots[i].lock() {
+                    *slot = Some(r);
+                }
+            });
+        }
+    });
+    slots
+        .into_iter()
+        .map(|s| s.into_inner().ok().flatten())
+        .collect()
 }

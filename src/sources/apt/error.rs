@@ -62,6 +62,13 @@ pub enum AptError {
         #[source]
         source: std::io::Error,
     },
+    /// What a build does with each unpacked package (`install_replaying`'s consumer) failed.
+    #[error("Failed to take `{package}` from the image root")]
+    Consumer {
+        package: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("Install destination `{}` is not an empty directory", path.display())]
     DestNotEmpty { path: PathBuf },
     #[error(transparent)]

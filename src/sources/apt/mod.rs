@@ -17,7 +17,9 @@ mod error;
 mod filecaps;
 mod fixups;
 mod hostconf;
+mod index_map;
 mod ldcache;
+mod needed;
 mod openpgp;
 mod provenance;
 mod relation;
@@ -52,6 +54,7 @@ pub mod parsers {
     pub use super::deb::{read_deb, ControlFiles};
     pub use super::decode::{decode_in_order, Decoded};
     pub use super::hostconf::KeySource;
+    pub use super::index_map::IndexMap;
     pub use super::openpgp::Keyring;
     pub use super::release::{parse_release, strip_clearsign, Release};
     pub use super::solver::solve;
@@ -147,17 +150,26 @@ pub fn describe(
 ) -> Result<Vec<PackageInfo>, AptError> {
     let fetcher = fetcher(opts)?;
     let paths = fetcher.fetch_all(&deb_artifacts(packages, &opts.apt_dir)?, "packages", obs)?;
-    packages
-        .iter()
-        .zip(paths)
-        .map(|(p, path)| {
-            let c = deb::read_control(&p.name, &path)?;
-            Ok(PackageInfo::from_control(
-                &p.name,
-                &c.text("control").unwrap_or_default(),
-            ))
-        })
-        .collect()
+    let items: Vec<(&LockedPackage, &PathBuf)> = packages.iter().zip(&paths).collect();
+    decode::map_parallel(&items, decode::cpus(), |(p, path)| {
+        let c = deb::read_control(&p.name, path)?;
+        Ok(PackageInfo::from_control(
+            &p.name,
+            &c.text("control").unwrap_or_default(),
+        ))
+    })
+    .into_iter()
+    .zip(packages)
+    .map(|(r, p)| r.unwrap_or_else(|| Err(stopped(&p.name))))
+    .collect()
+}
+
+/// A worker that could not report (an internal error).
+fn stopped(package: &str) -> AptError {
+    AptError::InvalidDeb {
+        package: package.to_string(),
+        message: "its reader stopped (internal error)".into(),
+    }
 }
 
 /// The (name, version) of every package a dpkg `status` file says is installed (`Status:
@@ -244,13 +256,29 @@ fn resolve_with(
 ) -> Result<Vec<LockedPackage>, AptError> {
     let arch = platform.debian_arch();
     let repos = repo::repos_from_spec(spec, profile_dir, &opts.apt_dir)?;
+    // Every repository's release at once (each is a round trip and a signature check); the
+    // warnings and the first error in repository order.
+    let releases = decode::map_parallel(&repos, repos.len(), |r| {
+        let mut said = Vec::new();
+        let rel = release::fetch_release(r, fetcher, &mut |w| said.push(w));
+        (rel, said)
+    });
+    let releases = releases.into_iter().zip(&repos).map(|(r, repo)| {
+        r.unwrap_or_else(|| {
+            let e = AptError::InvalidRelease {
+                url: repo.dist_url(),
+                message: "its check stopped (internal error)".into(),
+            };
+            (Err(e), Vec::new())
+        })
+    });
     let mut indexes = Vec::new();
-    for (i, r) in repos.iter().enumerate() {
-        let rel = release::fetch_release(r, fetcher, &mut |w| {
+    for ((i, r), (rel, said)) in repos.iter().enumerate().zip(releases) {
+        for w in said {
             obs.warn(&w);
             warnings.push(w);
-        })?;
-        for f in release::index_files(r, &rel, arch)? {
+        }
+        for f in release::index_files(r, &rel?, arch)? {
             indexes.push((i, f));
         }
     }
@@ -266,7 +294,10 @@ fn resolve_with(
         return Ok(set);
     }
     // A decompressed index is cached under the digest the Release gives the plain `Packages`.
-    let mut texts: Vec<Option<String>> = Vec::new();
+    // With its map recorded too, the universe reads the stanzas the solver asks for from that
+    // file, and no text is read or scanned.
+    let cache = fetcher.cache().shared();
+    let mut sources: Vec<IndexText> = Vec::new();
     for (_, f) in &indexes {
         let hit = match f.plain {
             Some((d, _)) => match fetcher.cache().lookup(Bucket::Indexes, &d)? {
@@ -280,17 +311,20 @@ fn resolve_with(
             },
             None => None,
         };
-        texts.push(match hit {
-            Some(p) => Some(read_index(
-                &p,
-                "Packages",
-                &f.artifact.url,
-                f.plain.map(|p| p.1),
-            )?),
-            None => None,
+        sources.push(match (hit, f.plain) {
+            (Some(p), Some((d, size))) => match mapped_index(cache, &p, &d, size, arch) {
+                Some((file, len, map)) => IndexText::Mapped(file, len, map),
+                None => IndexText::Text(
+                    read_index(&p, "Packages", &f.artifact.url, Some(size))?,
+                    true,
+                ),
+            },
+            _ => IndexText::Missing,
         });
     }
-    let missing: Vec<usize> = (0..indexes.len()).filter(|&i| texts[i].is_none()).collect();
+    let missing: Vec<usize> = (0..indexes.len())
+        .filter(|&i| matches!(sources[i], IndexText::Missing))
+        .collect();
     let artifacts: Vec<Artifact> = missing
         .iter()
         .map(|&i| indexes[i].1.artifact.clone())
@@ -299,16 +333,37 @@ fn resolve_with(
     for (&i, path) in missing.iter().zip(paths) {
         let f = &indexes[i].1;
         let text = read_index(&path, &f.path, &f.artifact.url, f.plain.map(|p| p.1))?;
+        let mut cached = false;
         if let Some((plain, _)) = f.plain {
             if crate::digest::Digest::of(text.as_bytes()) == plain {
                 fetcher.cache().put(Bucket::Indexes, text.as_bytes())?;
+                cached = true;
             }
         }
-        texts[i] = Some(text);
+        sources[i] = IndexText::Text(text, cached);
     }
     let mut universe = universe::Universe::new(arch);
-    for ((repo, f), text) in indexes.iter().zip(texts) {
-        universe.add_index(*repo, &f.artifact.url, text.unwrap_or_default())?;
+    for ((repo, f), src) in indexes.iter().zip(sources) {
+        let url = &f.artifact.url;
+        match src {
+            IndexText::Mapped(file, len, map) => {
+                if !universe.add_mapped(*repo, url, file, len, &map) {
+                    return Err(AptError::InvalidIndex {
+                        url: url.clone(),
+                        message: "its recorded map does not fit it (internal error)".into(),
+                    });
+                }
+            }
+            IndexText::Text(text, cached) => {
+                let map = universe.add_index(*repo, url, text)?;
+                if let (Some(map), Some((plain, _)), true) = (map, f.plain, cached) {
+                    index_map::remember(cache, &plain, arch, &map);
+                }
+            }
+            IndexText::Missing => {
+                universe.add_index(*repo, url, String::new())?;
+            }
+        }
     }
     let roots: Vec<String> = spec.packages.iter().map(|p| p.value.clone()).collect();
     let solved = solver::solve(&universe, &roots, spec.essential)?;
@@ -336,6 +391,32 @@ fn resolve_with(
         .shared()
         .put_record(Bucket::Resolutions, &key, &out);
     Ok(out)
+}
+
+/// One package index, as the universe gets it.
+enum IndexText {
+    /// The cached decompressed text (its file and length) and its recorded map.
+    Mapped(std::fs::File, u64, index_map::IndexMap),
+    /// The text, and whether it is the one cached under its signed digest (then its map is
+    /// recorded).
+    Text(String, bool),
+    /// Not in the cache: fetched next.
+    Missing,
+}
+
+/// The cached decompressed index at `path` (sha256 `plain`, `size` bytes as signed) with its
+/// recorded map, when one is recorded, trusted and fits the file.
+fn mapped_index(
+    cache: &crate::cache::Cache,
+    path: &Path,
+    plain: &crate::digest::Digest,
+    size: u64,
+    arch: &str,
+) -> Option<(std::fs::File, u64, index_map::IndexMap)> {
+    let map = index_map::recorded(cache, plain, arch)?;
+    let file = fs_err::File::open(path).ok()?.into_file();
+    let len = file.metadata().ok()?.len();
+    (len == size && map.check(len).is_some()).then_some((file, len, map))
 }
 
 /// The key of one resolution: what was asked (roots, `essential`, architecture, each
@@ -440,17 +521,30 @@ pub fn install(
         opts,
         locked,
         &|_| false,
+        &mut |_| Ok(()),
         dest,
         obs,
     )
 }
 
+/// A package just unpacked in full into the root, told to [`install_replaying`]'s consumer
+/// before the next package is written (for a layer that takes its entries while the next
+/// packages are still being decoded).
+pub struct UnpackedPackage<'a> {
+    /// Its place in the unpack order (packages sorted by name, then architecture).
+    pub index: usize,
+    pub name: &'a str,
+    /// Where its entries lie in the root (`usr/bin/ls`), as [`Installed::owners`] records
+    /// them, in tarball order. A later package or a metadata step may still change them.
+    pub created: &'a [String],
+}
+
 /// [`install`], where the packages `replayable` names may be written from their recorded
 /// sketches (`sketch.rs`) instead of in full: for a build whose layers of those packages are
 /// cached, and which needs only the other packages' files and the metadata (dpkg database,
-/// fix-ups, ld.so.cache, all exactly as a full install makes them). Such a package's
-/// directories, symlinks and the files the metadata steps read are written; its other files
-/// are not.
+/// fix-ups, ld.so.cache, all exactly as a full install makes them). Of such a package only
+/// what something observes is written (`needed.rs`). Every package unpacked in full is
+/// handed to `each` as soon as it lies in the root; an error there stops the install.
 #[allow(clippy::too_many_arguments)]
 pub fn install_replaying(
     spec: &AptSpec,
@@ -459,6 +553,7 @@ pub fn install_replaying(
     opts: &AptOptions,
     locked: Option<&[LockedPackage]>,
     replayable: &dyn Fn(&str) -> bool,
+    each: &mut dyn FnMut(&UnpackedPackage<'_>) -> std::io::Result<()>,
     dest: &Path,
     obs: &mut dyn Observer,
 ) -> Result<Installed, AptError> {
@@ -504,11 +599,13 @@ pub fn install_replaying(
         &packages,
         &paths,
         dest,
-        opts.jobs,
+        // Decoding is CPU work: one worker per CPU (downloads use `jobs` connections).
+        opts.jobs.min(decode::cpus()),
         Replay {
             cache: fetcher.cache().shared(),
             allowed: replayable,
         },
+        each,
         obs,
     );
     match result {
@@ -543,6 +640,7 @@ fn unpack_all(
     dest: &Path,
     jobs: usize,
     replay: Replay<'_>,
+    each: &mut dyn FnMut(&UnpackedPackage<'_>) -> std::io::Result<()>,
     obs: &mut dyn Observer,
 ) -> Result<Unpacking, AptError> {
     let mut warnings = Vec::new();
@@ -581,14 +679,19 @@ fn unpack_all(
         .zip(paths)
         .map(|(p, path)| (p.name.clone(), path.clone(), p.size))
         .collect();
-    decode::decode_in_order(&items, &control_only, jobs, |i, decoded| {
+    let mut consume = |i: usize,
+                       decoded: Result<decode::Decoded, AptError>,
+                       write: Option<&[bool]>|
+     -> Result<(), AptError> {
         let (p, path) = (&packages[i], &paths[i]);
         let mut taken = take_sketch[i].then(sketch::Sketch::default);
+        let mut from_sketch = false;
         let (control, unpacked) = match decoded? {
             decode::Decoded::Control(c) => match &sketches[i] {
                 Some(s) => {
                     replayed += 1;
-                    let u = unpack::replay(&root, &p.name, s, &mut facts)?;
+                    from_sketch = true;
+                    let u = unpack::replay(&root, &p.name, s, write, &mut facts)?;
                     (c, u)
                 }
                 None => {
@@ -635,6 +738,17 @@ fn unpack_all(
                 ),
             });
         }
+        if !from_sketch {
+            each(&UnpackedPackage {
+                index: i,
+                name: &p.name,
+                created: &unpacked.created,
+            })
+            .map_err(|source| AptError::Consumer {
+                package: p.name.clone(),
+                source,
+            })?;
+        }
         for s in &unpacked.skipped {
             warnings.push(format!(
                 "`{}`: skipped `{s}` (special file or symlink over a directory)",
@@ -662,9 +776,36 @@ fn unpack_all(
         done += p.size;
         obs.task_progress(done);
         Ok(())
-    })?;
+    };
+    // Of the replayed packages' entries: (written, all).
+    let mut replayed_entries = (0, 0);
+    if sketches.iter().any(Option::is_some) {
+        // A replay writes only what something observes (`needed.rs`), which depends on every
+        // package's entries: all are decoded first.
+        let decoded: Vec<decode::Decoded> =
+            decode::decode_all(&items, &control_only, jobs, REPLAY_MEMORY)
+                .into_iter()
+                .collect::<Result<_, _>>()?;
+        let plan = replay_plan(arch, packages, &sketches, &decoded);
+        for (s, i) in sketches.iter().zip(0..) {
+            let Some(s) = s else { continue };
+            let written = plan.as_ref().map_or(s.entries.len(), |p: &Vec<Vec<bool>>| {
+                p[i].iter().filter(|&&w| w).count()
+            });
+            replayed_entries.0 += written;
+            replayed_entries.1 += s.entries.len();
+        }
+        for (i, d) in decoded.into_iter().enumerate() {
+            consume(i, Ok(d), plan.as_ref().map(|p| p[i].as_slice()))?;
+        }
+    } else {
+        decode::decode_in_order(&items, &control_only, jobs, |i, d| consume(i, d, None))?;
+    }
     let note = if replayed > 0 {
-        format!(", {replayed} of them from sketches (their layers are cached)")
+        format!(
+            ", {replayed} of them from sketches (their layers are cached; {} of their {} entries written)",
+            replayed_entries.0, replayed_entries.1
+        )
     } else {
         String::new()
     };
@@ -702,6 +843,71 @@ fn unpack_all(
         owners,
         infos,
     })
+}
+
+/// Compressed bytes of the packages a replay unpacks in full that are decoded in memory
+/// before the first is written (past it, the rest stream and every replayed entry is
+/// written).
+const REPLAY_MEMORY: u64 = decode::IN_MEMORY_LIMIT;
+
+/// Which entries of the replayed packages to write (`needed::plan`), from every package's
+/// entries: the sketches', and the data of those unpacked in full. `None` (write everything)
+/// when a package unpacked in full is not in memory or its tarball does not list.
+fn replay_plan(
+    arch: &str,
+    packages: &[LockedPackage],
+    sketches: &[Option<sketch::Sketch>],
+    decoded: &[decode::Decoded],
+) -> Option<Vec<Vec<bool>>> {
+    let mut listed: Vec<Option<Vec<sketch::Header>>> = Vec::new();
+    let mut postinsts = BTreeMap::new();
+    for ((p, s), d) in packages.iter().zip(sketches).zip(decoded) {
+        let control = match d {
+            decode::Decoded::Control(c) => c,
+            decode::Decoded::Memory(c, _) => c,
+            decode::Decoded::Stream => return None,
+        };
+        if let Some(script) = control.text("postinst") {
+            postinsts.insert(p.name.clone(), script);
+        }
+        listed.push(match (s, d) {
+            (Some(_), _) => None,
+            (None, decode::Decoded::Memory(_, data)) => Some(unpack::list(&p.name, data).ok()?),
+            (None, _) => return None,
+        });
+    }
+    let mut plan_packages = Vec::new();
+    for ((p, s), own) in packages.iter().zip(sketches).zip(&listed) {
+        fn op<'h>(package: &str, h: &'h sketch::Header, read: bool) -> Option<needed::Op<'h>> {
+            Some(needed::Op {
+                listed: unpack::listed_path(package, h.path.as_bytes()).ok()?,
+                kind: h.kind,
+                link: h.link.as_deref(),
+                read,
+            })
+        }
+        let ops: Option<Vec<needed::Op<'_>>> = match (s, own) {
+            (Some(s), _) => s
+                .entries
+                .iter()
+                .map(|e| {
+                    let read = matches!(e.body, sketch::Body::Kept(_) | sketch::Body::Library(_));
+                    op(&p.name, &e.header, read)
+                })
+                .collect(),
+            (None, Some(hs)) => hs.iter().map(|h| op(&p.name, h, true)).collect(),
+            (None, None) => None,
+        };
+        plan_packages.push(needed::Package {
+            ops: ops?,
+            replayed: s.is_some(),
+        });
+    }
+    needed::plan(
+        &plan_packages,
+        &fixups::merged_usr_links(arch),
+        &unpack::script_paths(&postinsts),
+    )
 }
 
 /// Remove everything inside `dir` (best effort), leaving `dir` itself.

@@ -1,13 +1,18 @@
 //! Every package the repositories offer for one architecture, indexed by name and by the
 //! virtual names they provide. Stanzas are parsed in full only when the solver asks.
 //!
+//! An index is either scanned from its text (which yields its [`IndexMap`]) or added from a
+//! recorded map over the cached text, whose stanzas are then read from the file one at a time.
 //! Must never choose between packages (the solver does) or fetch anything.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
+use std::os::unix::fs::FileExt;
 
 use crate::digest::Digest;
 
 use super::control::{paragraphs, Paragraph};
+use super::index_map::IndexMap;
 use super::relation::{parse_alternatives, parse_list, Relation};
 use super::version::Version;
 use super::AptError;
@@ -45,9 +50,15 @@ struct Stanza {
     end: usize,
 }
 
+/// Where an index's text is: in memory, or in the cache's file of it (read a stanza at a time).
+enum Text {
+    Memory(String),
+    File(std::fs::File),
+}
+
 pub struct Universe {
     /// (repository index, index URL, text) per index file.
-    texts: Vec<(usize, String, String)>,
+    texts: Vec<(usize, String, Text)>,
     stanzas: Vec<Stanza>,
     by_name: HashMap<String, Vec<usize>>,
     providers: HashMap<String, Vec<usize>>,
@@ -71,10 +82,20 @@ impl Universe {
         &self.arch
     }
 
-    /// Add one decompressed `Packages` index of repository `repo`.
-    pub fn add_index(&mut self, repo: usize, url: &str, text: String) -> Result<(), AptError> {
+    /// Add one decompressed `Packages` index of repository `repo`; returns its map (`None`
+    /// when it cannot be mapped, e.g. a stanza past 4 GiB).
+    pub fn add_index(
+        &mut self,
+        repo: usize,
+        url: &str,
+        text: String,
+    ) -> Result<Option<IndexMap>, AptError> {
         let t = self.texts.len();
         let base = text.as_ptr() as usize;
+        let mut map = Some(IndexMap {
+            len: text.len() as u64,
+            ..IndexMap::default()
+        });
         for para in paragraphs(&text) {
             let para = para.map_err(|line| AptError::InvalidIndex {
                 url: url.to_string(),
@@ -89,8 +110,15 @@ impl Universe {
             if arch != self.arch && arch != "all" {
                 continue;
             }
-            let id = self.stanzas.len();
             let start = para.raw.as_ptr() as usize - base;
+            let local = match map.as_mut().map(|m| m.push(start, para.raw.len(), name)) {
+                Some(Ok(local)) => Some(local),
+                _ => {
+                    map = None;
+                    None
+                }
+            };
+            let id = self.stanzas.len();
             self.stanzas.push(Stanza {
                 text: t,
                 start,
@@ -102,15 +130,61 @@ impl Universe {
                     let n = rel.split(['(', ':']).next().unwrap_or("").trim();
                     if !n.is_empty() {
                         self.providers.entry(n.to_string()).or_default().push(id);
+                        if let (Some(m), Some(l)) = (map.as_mut(), local) {
+                            m.provides.push((l, n.to_string()));
+                        }
                     }
                 }
             }
             if para.get("Essential").is_some_and(|v| v == "yes") {
                 self.essential.push(name.to_string());
+                if let (Some(m), Some(l)) = (map.as_mut(), local) {
+                    m.essential.push(l);
+                }
             }
         }
-        self.texts.push((repo, url.to_string(), text));
-        Ok(())
+        self.texts.push((repo, url.to_string(), Text::Memory(text)));
+        Ok(map)
+    }
+
+    /// Add one index of repository `repo` from its recorded `map`, the text staying in `file`
+    /// (of `len` bytes). `false` (and nothing added) when the map does not fit the file.
+    pub fn add_mapped(
+        &mut self,
+        repo: usize,
+        url: &str,
+        file: std::fs::File,
+        len: u64,
+        map: &IndexMap,
+    ) -> bool {
+        let Some(names) = map.check(len) else {
+            return false;
+        };
+        let t = self.texts.len();
+        let first = self.stanzas.len();
+        for ((&start, &l), name) in map.starts.iter().zip(&map.lens).zip(&names) {
+            let id = self.stanzas.len();
+            self.stanzas.push(Stanza {
+                text: t,
+                start: start as usize,
+                end: start as usize + l as usize,
+            });
+            self.by_name
+                .entry((*name).to_string())
+                .or_default()
+                .push(id);
+        }
+        for (i, n) in &map.provides {
+            self.providers
+                .entry(n.clone())
+                .or_default()
+                .push(first + *i as usize);
+        }
+        for &i in &map.essential {
+            self.essential.push(names[i as usize].to_string());
+        }
+        self.texts.push((repo, url.to_string(), Text::File(file)));
+        true
     }
 
     /// Names of `Essential: yes` packages, sorted and unique.
@@ -135,12 +209,20 @@ impl Universe {
     pub fn package(&self, id: usize) -> Result<Package, AptError> {
         let s = &self.stanzas[id];
         let (repo, url, text) = &self.texts[s.text];
-        let raw = &text[s.start..s.end];
         let bad = |message: String| AptError::InvalidIndex {
             url: url.clone(),
             message,
         };
-        let para: Paragraph<'_> = paragraphs(raw)
+        let raw: Cow<'_, str> = match text {
+            Text::Memory(t) => Cow::Borrowed(&t[s.start..s.end]),
+            Text::File(f) => {
+                let mut buf = vec![0; s.end - s.start];
+                f.read_exact_at(&mut buf, s.start as u64)
+                    .map_err(|e| bad(format!("reading a stanza from the cache: {e}")))?;
+                Cow::Owned(String::from_utf8(buf).map_err(|_| bad("a stanza is not UTF-8".into()))?)
+            }
+        };
+        let para: Paragraph<'_> = paragraphs(&raw)
             .next()
             .and_then(Result::ok)
             .ok_or_else(|| bad("unreadable stanza".into()))?;

@@ -78,13 +78,7 @@ pub fn unpack_sketching(
     for entry in tar.entries().map_err(|e| bad(e.to_string()))? {
         let mut entry = entry.map_err(|e| bad(format!("bad data tarball: {e}")))?;
         let h = entry.header();
-        let kind = match h.entry_type() {
-            tar::EntryType::Directory => Kind::Dir,
-            tar::EntryType::Regular | tar::EntryType::Continuous => Kind::File,
-            tar::EntryType::Symlink => Kind::Symlink,
-            tar::EntryType::Link => Kind::HardLink,
-            _ => Kind::Other,
-        };
+        let kind = kind_of(h.entry_type());
         let path = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
         let listed = listed_path(package, path.as_bytes())?;
         let header = Header {
@@ -128,16 +122,32 @@ pub fn unpack_sketching(
 }
 
 /// Write a package into `root` from its sketch (see the module doc); library placeholders'
-/// facts are added to `facts`.
+/// facts are added to `facts`. With `write`, only the entries it marks are written (see
+/// `needed`); the others are listed for the dpkg database, as if written.
 pub fn replay(
     root: &Root,
     package: &str,
     sketch: &Sketch,
+    write: Option<&[bool]>,
     facts: &mut ElfFacts,
 ) -> Result<Unpacked, AptError> {
     let mut out = Unpacked::default();
     let mut parents = RealParents::new();
-    for e in &sketch.entries {
+    for (i, e) in sketch.entries.iter().enumerate() {
+        if write.is_some_and(|w| !w.get(i).copied().unwrap_or(true)) {
+            // What `apply` records of an entry, without writing it.
+            let listed = listed_path(package, e.header.path.as_bytes())?;
+            if e.header.kind == Kind::Other {
+                out.skipped.push(listed);
+                continue;
+            }
+            if matches!(e.body, Body::Elided) || e.header.kind == Kind::HardLink {
+                out.elided.push(listed.clone());
+            }
+            out.paths
+                .push(if listed == "/" { "/.".into() } else { listed });
+            continue;
+        }
         let content = match &e.body {
             Body::Kept(bytes) => Content::Bytes(bytes),
             Body::Library(so) => Content::Library(so.clone(), facts),
@@ -146,6 +156,54 @@ pub fn replay(
         apply(root, package, &e.header, content, &mut out, &mut parents)?;
     }
     Ok(out)
+}
+
+/// The entries of a data tarball held in memory (headers only; nothing is written).
+pub fn list(package: &str, data: &[u8]) -> Result<Vec<Header>, AptError> {
+    let bad = |message: String| AptError::InvalidDeb {
+        package: package.to_string(),
+        message,
+    };
+    let mut tar = tar::Archive::new(data);
+    let mut out = Vec::new();
+    for entry in tar.entries().map_err(|e| bad(e.to_string()))? {
+        let entry = entry.map_err(|e| bad(format!("bad data tarball: {e}")))?;
+        let h = entry.header();
+        let kind = kind_of(h.entry_type());
+        out.push(Header {
+            path: String::from_utf8_lossy(&entry.path_bytes()).into_owned(),
+            kind,
+            mode: 0,
+            uid: 0,
+            gid: 0,
+            link: match kind {
+                Kind::Symlink | Kind::HardLink => entry.link_name_bytes().map(|l| l.into_owned()),
+                _ => None,
+            },
+        });
+    }
+    Ok(out)
+}
+
+fn kind_of(t: tar::EntryType) -> Kind {
+    match t {
+        tar::EntryType::Directory => Kind::Dir,
+        tar::EntryType::Regular | tar::EntryType::Continuous => Kind::File,
+        tar::EntryType::Symlink => Kind::Symlink,
+        tar::EntryType::Link => Kind::HardLink,
+        _ => Kind::Other,
+    }
+}
+
+/// The absolute paths the maintainer scripts name (every word that starts with `/`).
+pub fn script_paths(
+    postinsts: &std::collections::BTreeMap<String, String>,
+) -> std::collections::HashSet<&str> {
+    postinsts
+        .values()
+        .flat_map(|s| s.split(|c: char| c.is_whitespace() || "'\";|&()`=".contains(c)))
+        .filter(|w| w.starts_with('/'))
+        .collect()
 }
 
 /// Empty files where a replay left out a file that a maintainer script names (an
@@ -159,11 +217,7 @@ pub fn placeholders_for_scripts(
     if elided.is_empty() {
         return Ok(());
     }
-    let words: std::collections::HashSet<&str> = postinsts
-        .values()
-        .flat_map(|s| s.split(|c: char| c.is_whitespace() || "'\";|&()`=".contains(c)))
-        .filter(|w| w.starts_with('/'))
-        .collect();
+    let words = script_paths(postinsts);
     for listed in elided.iter().filter(|l| words.contains(l.as_str())) {
         let p = Path::new(listed);
         if !root.exists(p) {
@@ -371,7 +425,7 @@ fn id(v: io::Result<u64>, what: &str, listed: &str) -> Result<u32, String> {
 }
 
 /// A package path as dpkg lists it (`/usr/bin/ls`; `/` for the root), refusing `..`.
-fn listed_path(package: &str, raw: &[u8]) -> Result<String, AptError> {
+pub fn listed_path(package: &str, raw: &[u8]) -> Result<String, AptError> {
     let text = String::from_utf8_lossy(raw);
     let mut out = String::new();
     for c in text.split('/') {

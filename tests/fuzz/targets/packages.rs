@@ -5,10 +5,11 @@
 //! Seeds: a Debian-like index in tests/fuzz/corpus/packages/. Mutations add field names,
 //! relation syntax and version strings. Properties: every stanza the index offers is found by
 //! name and parses or fails with a typed error; version order is antisymmetric and transitive;
-//! the solver ends (the harness bounds its time) with a set of distinct package names.
+//! the solver ends (the harness bounds its time) with a set of distinct package names; the
+//! index's map, over the same text in a file, finds the same stanzas with the same contents.
 
 use arbitrary::{Result, Unstructured};
-use gpuimg::sources::apt::parsers::{paragraphs, solve, Universe};
+use gpuimg::sources::apt::parsers::{paragraphs, solve, IndexMap, Package, Universe};
 use gpuimg::sources::apt::{AptError, Version};
 
 use crate::harness::{files, Target, Verdict};
@@ -105,9 +106,10 @@ const URL: &str = "fuzz/Packages";
 fn check(input: &[u8]) -> Verdict {
     let text = String::from_utf8_lossy(input).into_owned();
     let mut u = Universe::new("amd64");
-    if let Err(e) = u.add_index(0, URL, text.clone()) {
-        return typed(&e).map(|()| "index refused");
-    }
+    let map = match u.add_index(0, URL, text.clone()) {
+        Ok(map) => map,
+        Err(e) => return typed(&e).map(|()| "index refused"),
+    };
     let mut broken = false;
     let mut names = Vec::new();
     for para in paragraphs(&text).flatten() {
@@ -160,6 +162,9 @@ fn check(input: &[u8]) -> Verdict {
             }
         }
     }
+    if let Some(map) = map {
+        same_through_map(&u, &text, &map, &names)?;
+    }
     let roots: Vec<String> = names.iter().take(3).cloned().collect();
     match solve(&u, &roots, true) {
         Ok(set) => {
@@ -178,4 +183,41 @@ fn check(input: &[u8]) -> Verdict {
         }
         Err(e) => typed(&e).map(|()| "solver refused"),
     }
+}
+
+/// A universe built from `map` over the text in a file answers as `u` (scanned from the text)
+/// does: the same stanzas by name and by provided name, the same essential set, each stanza
+/// parsed to the same package or refused alike.
+fn same_through_map(
+    u: &Universe,
+    text: &str,
+    map: &IndexMap,
+    names: &[String],
+) -> std::result::Result<(), String> {
+    use std::io::Write;
+    let mut file = tempfile::tempfile().map_err(|e| e.to_string())?;
+    file.write_all(text.as_bytes()).map_err(|e| e.to_string())?;
+    let mut m = Universe::new("amd64");
+    if !m.add_mapped(0, URL, file, text.len() as u64, map) {
+        return Err("an index's own map does not fit it".into());
+    }
+    if m.essential() != u.essential() {
+        return Err("the map gives another essential set".into());
+    }
+    for name in names {
+        if m.named(name) != u.named(name) || m.providers(name) != u.providers(name) {
+            return Err(format!("the map finds other stanzas for `{name}`"));
+        }
+        for &id in u.named(name).iter().chain(u.providers(name)) {
+            let describe = |r: std::result::Result<Package, AptError>| match r {
+                Ok(p) => format!("{} {} {} {}", p.name, p.version, p.filename, p.sha256),
+                Err(e) => format!("error: {e}"),
+            };
+            let (a, b) = (describe(u.package(id)), describe(m.package(id)));
+            if a != b {
+                return Err(format!("stanza {id}: `{a}` scanned, `{b}` through the map"));
+            }
+        }
+    }
+    Ok(())
 }
