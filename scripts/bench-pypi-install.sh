@@ -101,7 +101,7 @@ for i in $(seq "$RUNS"); do
 done
 m() { grep -v '^$' "$1" | median; }
 
-echo "Set: \`$SET\` ($g_wheels wheels locked; uv installed $uv_dists distributions), $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; warm: median of $RUNS."
+echo "Set: \`$SET\` ($g_wheels wheels locked; uv installed $uv_dists distributions), $($UV --version), $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); warm: median of $RUNS."
 echo
 echo "| run | gpuimg | uv + tar\\|gzip |"
 echo "|---|---|---|"

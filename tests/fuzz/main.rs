@@ -19,6 +19,7 @@ mod targets {
     pub mod release;
     pub mod require;
     pub mod tarball;
+    pub mod wheel;
 }
 
 #[global_allocator]
@@ -57,6 +58,11 @@ fn fuzz_require() {
 #[test]
 fn fuzz_pypi() {
     harness::run(&targets::pypi::TARGET);
+}
+
+#[test]
+fn fuzz_wheel() {
+    harness::run(&targets::wheel::TARGET);
 }
 
 #[test]

@@ -27,6 +27,7 @@ mod release;
 mod repo;
 mod sketch;
 mod solver;
+mod status;
 mod universe;
 mod unpack;
 mod unpack_pass;
@@ -47,6 +48,7 @@ pub use error::AptError;
 pub use fixups::merged_usr_links;
 pub use ldcache::write_ld_cache;
 pub use provenance::{stamp_packages, AptRoot, GENERATED_BY};
+pub use status::installed_packages;
 pub use version::Version;
 
 /// The parsers of untrusted bytes, for the fuzz targets (tests/fuzz); not a stable API.
@@ -172,19 +174,6 @@ fn stopped(package: &str) -> AptError {
         package: package.to_string(),
         message: "its reader stopped (internal error)".into(),
     }
-}
-
-/// The (name, version) of every package a dpkg `status` file says is installed (`Status:
-/// install ok installed`), in file order; paragraphs that do not parse are skipped.
-pub fn installed_packages(status: &str) -> Vec<(String, String)> {
-    control::paragraphs(status)
-        .filter_map(Result::ok)
-        .filter(|p| {
-            p.get("Status")
-                .is_some_and(|s| s.split_whitespace().last() == Some("installed"))
-        })
-        .filter_map(|p| Some((p.get("Package")?.to_string(), p.get("Version")?.to_string())))
-        .collect()
 }
 
 /// Where each locked package is fetched from: its repository's base URL on this host.
@@ -624,23 +613,5 @@ pub fn install_replaying(
             empty_dir(dest);
             Err(e)
         }
-    }
-}
-
-/// Which packages may be replayed from their sketches, and where the sketches are.
-#[cfg(test)]
-mod status_tests {
-    #[test]
-    fn only_installed_packages_are_listed() {
-        let status = "Package: libc6\nStatus: install ok installed\nVersion: 2.36-9\n\n\
-                      Package: gone\nStatus: deinstall ok config-files\nVersion: 1\n\n\
-                      Package: python3.11\nStatus: install ok installed\nArchitecture: amd64\nVersion: 3.11.2-6\n";
-        assert_eq!(
-            super::installed_packages(status),
-            [
-                ("libc6".to_string(), "2.36-9".to_string()),
-                ("python3.11".to_string(), "3.11.2-6".to_string())
-            ]
-        );
     }
 }
