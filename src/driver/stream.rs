@@ -114,7 +114,7 @@ impl<'a> Streams<'a> {
                     strip::strip(&mut t, self.strip);
                     append(s, &t)?;
                 }
-                Err(_) => return Ok(s.give_up()),
+                Err(_) => return s.give_up(),
             }
         }
         let created: HashSet<&str> = p.created.iter().map(String::as_str).collect();
@@ -127,7 +127,7 @@ impl<'a> Streams<'a> {
         let Ok(mut chunk) =
             assemble::dir::entries_at(&self.root, wanted.iter().copied(), "the apt packages")
         else {
-            return Ok(s.give_up());
+            return s.give_up();
         };
         strip::strip(&mut chunk, self.strip);
         // A path this component's layer already holds, shipped again: the same.
@@ -136,7 +136,7 @@ impl<'a> Streams<'a> {
                 && created.contains(e.path.as_str())
                 && s.paths.contains(&e.path)
         }) {
-            return Ok(s.give_up());
+            return s.give_up();
         }
         let files: Vec<String> = chunk
             .iter()
@@ -229,9 +229,10 @@ impl<'a> Streams<'a> {
 
 impl Stream {
     /// Stop appending: the layer is written from the final tree at the end.
-    fn give_up(&mut self) {
+    fn give_up(&mut self) -> Result<(), BuildError> {
         self.broken = true;
         self.writer = None;
+        Ok(())
     }
 }
 
