@@ -323,7 +323,7 @@ fn resolve_with(
         let url = &f.artifact.url;
         match src {
             IndexText::Mapped(file, len, map) => {
-                if !universe.add_mapped(*repo, url, file, len, &map) {
+                if !universe.add_mapped(*repo, url, file, len, map) {
                     return Err(AptError::InvalidIndex {
                         url: url.clone(),
                         message: "its recorded map does not fit it (internal error)".into(),
