@@ -184,7 +184,8 @@ mod tests {
 
     fn ours(text: &str) -> Option<String> {
         let (body, armor) = cleartext_parts(text)?;
-        DetachedSignature::from_string_many(armor).ok()?;
+        let (sigs, _) = DetachedSignature::from_string_many(armor).ok()?;
+        sigs.collect::<Result<Vec<_>, _>>().ok()?;
         Some(signed_text(body))
     }
 
