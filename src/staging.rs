@@ -117,6 +117,19 @@ impl Staged {
         .map_err(io::Error::from)
     }
 
+    /// Ask the file system to place this directory's subdirectories as it places top-level
+    /// ones (ext4's `chattr +T`: each in a block group of its own choosing, not packed beside
+    /// the parent). Where a previous build's scratch was just removed beside the parent, ext4
+    /// without a journal steps over every recently freed inode there on each allocation (a
+    /// quarter of a millisecond per file for a few thousand); a fresh group has none. Best
+    /// effort: a file system without the flag keeps its own placement.
+    pub fn spread_subdirs(&self) {
+        use rustix::fs::{ioctl_getflags, ioctl_setflags, IFlags};
+        if let Ok(flags) = ioctl_getflags(&self.fd) {
+            let _ = ioctl_setflags(&self.fd, flags | IFlags::TOPDIR);
+        }
+    }
+
     /// Remove the entry now, reporting failure (drop does the same silently).
     pub fn remove(mut self) -> io::Result<()> {
         self.armed = false;
@@ -457,6 +470,28 @@ mod tests {
         assert!(!root.exists());
         assert!(outside.join("f").is_file(), "a link was followed");
         drop(d);
+    }
+
+    #[test]
+    fn spread_subdirs_sets_the_top_directory_flag_where_the_file_system_has_one() {
+        use rustix::fs::{ioctl_getflags, IFlags};
+        let t = tempfile::tempdir().unwrap();
+        let d = Staged::dir(t.path(), "build", 0o700).unwrap();
+        d.spread_subdirs();
+        match ioctl_getflags(&d.fd) {
+            Ok(flags) => assert!(flags.contains(IFlags::TOPDIR), "{flags:?}"),
+            // No inode flags here (tmpfs, overlayfs): nothing to set, nothing changed.
+            Err(e) => assert!(
+                matches!(
+                    e,
+                    rustix::io::Errno::NOTTY
+                        | rustix::io::Errno::OPNOTSUPP
+                        | rustix::io::Errno::INVAL
+                ),
+                "{e}"
+            ),
+        }
+        std::fs::create_dir(d.path().join("root")).unwrap();
     }
 
     #[test]

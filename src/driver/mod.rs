@@ -132,6 +132,8 @@ pub fn execute(
             path: cache.tmp_dir().display().to_string(),
             source,
         })?;
+    // The roots unpacked under it get block groups of their own (thousands of files each).
+    scratch.spread_subdirs();
     let lopts = opts.layer_options();
 
     let mut layers: Vec<ImageLayer> = Vec::new();
