@@ -198,14 +198,7 @@ pub fn execute(
                             "an apt layer was planned without its install",
                         ))?;
                         apt_layers.insert(apt::install_and_split(
-                            install,
-                            profile,
-                            opts,
-                            scratch.path(),
-                            &cached,
-                            &stream,
-                            &cache,
-                            obs,
+                            install, profile, opts, &scratch, &cached, &stream, &cache, obs,
                         )?)
                     }
                 };
