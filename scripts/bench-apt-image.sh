@@ -2,8 +2,10 @@
 # Benchmark for the apt client at image level: the package set of `mmdebstrap --variant=essential
 # bookworm` built into a single-layer OCI image by gpuimg (`essential: true`, host mirror),
 # side by side in one run with `mmdebstrap` + `umoci insert` into an OCI layout.
-# Medians of N runs (hyperfine). "warm" keeps gpuimg's downloaded .debs and indexes but drops
-# its layer cache, so the warm build still unpacks and compresses everything.
+# Medians of N runs (hyperfine); prints the CPU model and the load. "warm" keeps gpuimg's
+# downloaded .debs and indexes but gives every run a new SOURCE_DATE_EPOCH, so no layer is in
+# the cache: every layer is unpacked and compressed again. Also the peak memory (maximum RSS)
+# of one warm build.
 # Usage: bash scripts/bench-apt-image.sh [RUNS]   (root; uses the host's apt sources)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,18 +25,21 @@ base:
     essential: true
 selftest: {enabled: false}
 YAML
+echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 export SOURCE_DATE_EPOCH=0
 "$G" build "$W/p.yaml" -o "$W/out" -q --cache "$W/cache"   # fill the download cache once
+# Each warm run gets a SOURCE_DATE_EPOCH no run had before: every layer key is new.
+echo 1000 > "$W/epoch"
 hyperfine --style basic --runs "$RUNS" --export-json "$W/apt.json" \
-  -n "gpuimg build, cold (empty cache)" --prepare "rm -rf $W/cold" \
+  -n "gpuimg build, cold (empty cache)" --prepare "rm -rf $W/cold && sync" \
   "$G build $W/p.yaml -o $W/out-cold -q --cache $W/cold" \
-  -n "gpuimg build, warm downloads, no layer cache" \
-  --prepare "rm -rf $W/cache/layers-v2 $W/cache/blobs-v1 $W/out" \
-  "$G build $W/p.yaml -o $W/out -q --cache $W/cache" \
-  -n "gpuimg rebuild, nothing changed" --prepare "true" \
+  -n "gpuimg build, warm downloads, every layer written (new SOURCE_DATE_EPOCH)" \
+  --prepare "echo \$((\$(cat $W/epoch) + 1)) > $W/epoch && sync" \
+  "SOURCE_DATE_EPOCH=\$(cat $W/epoch) $G build $W/p.yaml -o $W/out -q --cache $W/cache" \
+  -n "gpuimg rebuild, nothing changed" --prepare "sync" \
   "$G build $W/p.yaml -o $W/out -q --cache $W/cache" \
   -n "mmdebstrap + umoci insert" \
-  --prepare "rm -rf $W/mm $W/umoci && umoci init --layout $W/umoci && umoci new --image $W/umoci:t" \
+  --prepare "rm -rf $W/mm $W/umoci && umoci init --layout $W/umoci && umoci new --image $W/umoci:t && sync" \
   "mmdebstrap --quiet --variant=essential bookworm $W/mm && umoci insert --image $W/umoci:t $W/mm /"
 python3 - "$W/apt.json" <<'PY'
 import json, sys
@@ -55,3 +60,7 @@ PY
 )
 pk=$("$G" build "$W/p.yaml" -o "$W/out" --cache "$W/cache" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["packages"])')
 echo "compressed image layers: gpuimg $ours bytes, mmdebstrap+umoci $theirs bytes; gpuimg packages: $pk; mmdebstrap packages: $(dpkg-query --admindir="$W/mm/var/lib/dpkg" -W | wc -l)"
+echo 999 > "$W/epoch"
+/usr/bin/time -f "peak memory of one warm build: %M KB (%e s, %U s user, %S s system)" \
+  env SOURCE_DATE_EPOCH=999 "$G" build "$W/p.yaml" -o "$W/out" -q --cache "$W/cache"
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -117,6 +117,36 @@ impl Staged {
         .map_err(io::Error::from)
     }
 
+    /// Ask the file system to place this directory's subdirectories as it places top-level
+    /// ones (ext4's `chattr +T`), each in a block group of its own choosing rather than packed
+    /// beside the parent. Where thousands of inodes were just freed (a previous build's
+    /// scratch, removed), ext4 without a journal steps over every recently freed inode of the
+    /// group on each allocation: a quarter of a millisecond per file here. Best effort: a file
+    /// system without the flag keeps its own placement.
+    pub fn spread_subdirs(&self) {
+        use rustix::fs::{ioctl_getflags, ioctl_setflags, IFlags};
+        if let Ok(flags) = ioctl_getflags(&self.fd) {
+            let _ = ioctl_setflags(&self.fd, flags | IFlags::TOPDIR);
+        }
+    }
+
+    /// A new empty directory `<stem>.<hex>` in this one, named anew each time: ext4 picks a
+    /// top-level directory's block group from a hash of its name, so after
+    /// [`Staged::spread_subdirs`] a fresh name is a fresh group.
+    pub fn new_subdir(&self, stem: &str) -> io::Result<PathBuf> {
+        for _ in 0..32 {
+            let path = self.path.join(format!("{stem}.{}", random_hex()));
+            match std::fs::create_dir(&path) {
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                r => return r.map(|()| path).map_err(|e| with_path(e, &self.path)),
+            }
+        }
+        Err(io::Error::other(format!(
+            "Failed to create a directory in `{}`: every name tried was taken",
+            self.path.display()
+        )))
+    }
+
     /// Remove the entry now, reporting failure (drop does the same silently).
     pub fn remove(mut self) -> io::Result<()> {
         self.armed = false;
@@ -457,6 +487,31 @@ mod tests {
         assert!(!root.exists());
         assert!(outside.join("f").is_file(), "a link was followed");
         drop(d);
+    }
+
+    #[test]
+    fn spread_subdirs_sets_the_top_directory_flag_where_the_file_system_has_one() {
+        use rustix::fs::{ioctl_getflags, IFlags};
+        let t = tempfile::tempdir().unwrap();
+        let d = Staged::dir(t.path(), "build", 0o700).unwrap();
+        d.spread_subdirs();
+        match ioctl_getflags(&d.fd) {
+            Ok(flags) => assert!(flags.contains(IFlags::TOPDIR), "{flags:?}"),
+            // No inode flags here (tmpfs, overlayfs): nothing to set, nothing changed.
+            Err(e) => assert!(
+                matches!(
+                    e,
+                    rustix::io::Errno::NOTTY
+                        | rustix::io::Errno::OPNOTSUPP
+                        | rustix::io::Errno::INVAL
+                ),
+                "{e}"
+            ),
+        }
+        let a = d.new_subdir("root").unwrap();
+        let b = d.new_subdir("root").unwrap();
+        assert!(a.is_dir() && b.is_dir() && a != b);
+        assert!(a.starts_with(d.path()));
     }
 
     #[test]

@@ -165,6 +165,7 @@ fn the_profile_template_and_the_example_profiles_load() {
 /// that would follow a package's symlink out of the root.
 const STAGING_ROOT_MODULES: &[&str] = &[
     "src/sources/apt/unpack.rs",
+    "src/sources/apt/install.rs",
     "src/sources/apt/fixups.rs",
     "src/sources/apt/dpkgdb.rs",
     "src/sources/apt/ldcache.rs",

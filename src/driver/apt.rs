@@ -24,6 +24,7 @@ use crate::plan::{split, AptInstall, METADATA};
 use crate::profile::{Base, Platform, Profile};
 use crate::sources::apt::{self, AptOptions};
 use crate::sources::Source;
+use crate::staging::Staged;
 use crate::strip;
 
 /// The apt options a build or lock uses.
@@ -80,7 +81,7 @@ pub fn install_and_split(
     install: &AptInstall,
     profile: &Profile,
     opts: &BuildOptions,
-    scratch: &Path,
+    scratch: &Staged,
     cached: &BTreeSet<String>,
     stream: &BTreeSet<String>,
     cache: &Cache,
@@ -92,8 +93,9 @@ pub fn install_and_split(
             trees: BTreeMap::new(),
         });
     };
-    let root = scratch.join("apt-root");
-    fs_err::create_dir_all(&root).map_err(assemble::AssembleError::Io)?;
+    let root = scratch
+        .new_subdir("apt-root")
+        .map_err(assemble::AssembleError::Io)?;
     let front = BTreeMap::from([(
         components::OS.to_string(),
         apt::merged_usr_links(profile.platform.debian_arch())
@@ -143,7 +145,7 @@ pub fn install_and_split(
         root: &root,
         installed: &installed,
     }
-    .tree(scratch)?;
+    .tree(scratch.path())?;
     for w in tree.warnings() {
         obs.warn(&w);
     }

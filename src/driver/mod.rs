@@ -145,6 +145,8 @@ pub fn execute(
             path: cache.tmp_dir().display().to_string(),
             source,
         })?;
+    // The roots unpacked under it get block groups of their own (thousands of files each).
+    scratch.spread_subdirs();
     let lopts = opts.layer_options();
 
     let mut layers: Vec<ImageLayer> = Vec::new();
@@ -209,14 +211,7 @@ pub fn execute(
                             "an apt layer was planned without its install",
                         ))?;
                         apt_layers.insert(apt::install_and_split(
-                            install,
-                            profile,
-                            opts,
-                            scratch.path(),
-                            &cached,
-                            &stream,
-                            &cache,
-                            obs,
+                            install, profile, opts, &scratch, &cached, &stream, &cache, obs,
                         )?)
                     }
                 };

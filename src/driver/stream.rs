@@ -2,6 +2,10 @@
 //! in the staging root, has its entries appended to its component's layer, so decoding the
 //! next packages, writing tar, hashing and compressing overlap.
 //!
+//! The appending runs on a thread of its own, so the install's own thread only unpacks; it
+//! reads what the install wrote, which a later package may replace meanwhile (never in place:
+//! a replaced file is a new inode), and the check at the end covers that too.
+//!
 //! A package component's layer is always its tree in *package order*: entries ranked by the
 //! package that owns them (in unpack order; entries no package owns, the merged-/usr links,
 //! first), each directory at the rank of the first entry below it (or last, in path order,
@@ -15,6 +19,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::mpsc;
 
 use super::BuildError;
 use crate::assemble::{self, Entry, EntryKind, Tree, Xattrs};
@@ -32,17 +37,29 @@ struct Stream {
     /// What was appended, in order.
     appended: Vec<(Entry, Xattrs)>,
     paths: HashSet<String>,
-    /// Something was written twice: the layer is written again at the end.
+    /// Something could not be appended as it lies (or was written twice): the layer is
+    /// written again from the final tree at the end.
     broken: bool,
 }
 
-/// The streamed components of one install.
+/// The streamed components of one install. Packages are appended on a thread of their own,
+/// while the install writes the next ones.
 pub struct Streams<'a> {
     cache: &'a Cache,
+    opts: LayerOptions,
+    assignment: &'a Assignment,
+    /// Packages on their way to the writer: (component, entries it created).
+    queue: Option<mpsc::SyncSender<(String, Vec<String>)>>,
+    running: Option<std::thread::JoinHandle<Writer>>,
+    streams: Option<BTreeMap<String, Stream>>,
+}
+
+/// The appending side, on its own thread: what it needs, owned.
+struct Writer {
+    cache: Cache,
     root: PathBuf,
     opts: LayerOptions,
-    strip: &'a [StripClass],
-    assignment: &'a Assignment,
+    strip: Vec<StripClass>,
     /// Entries no package owns that a component's layer holds (the merged-/usr links, in the
     /// `os` component): written before its first package.
     front: BTreeMap<String, Vec<String>>,
@@ -56,23 +73,26 @@ const FRONT: Rank = 0;
 /// Directories with no other entry below them.
 const TAIL: Rank = Rank::MAX;
 
+/// Packages waiting for the writer at most (each is a list of paths).
+const QUEUE: usize = 16;
+
 impl<'a> Streams<'a> {
-    /// Streams for `components` of an install into `root`.
+    /// Streams for `components` of an install into `root`; `front` names the entries no
+    /// package owns that go first into a component's layer.
     pub fn new(
         cache: &'a Cache,
         root: &Path,
         opts: LayerOptions,
-        strip: &'a [StripClass],
+        strip: &[StripClass],
         assignment: &'a Assignment,
         front: BTreeMap<String, Vec<String>>,
         components: &BTreeSet<String>,
     ) -> Self {
-        Streams {
-            cache,
+        let mut writer = Writer {
+            cache: cache.clone(),
             root: root.to_path_buf(),
             opts,
-            strip,
-            assignment,
+            strip: strip.to_vec(),
             front,
             streams: components
                 .iter()
@@ -88,82 +108,51 @@ impl<'a> Streams<'a> {
                     )
                 })
                 .collect(),
+        };
+        let (queue, jobs) = mpsc::sync_channel::<(String, Vec<String>)>(QUEUE);
+        let running = std::thread::spawn(move || {
+            for (component, created) in jobs {
+                writer.package(&component, &created);
+            }
+            writer
+        });
+        Streams {
+            cache,
+            opts,
+            assignment,
+            queue: Some(queue),
+            running: Some(running),
+            streams: None,
         }
     }
 
-    /// Append what package `p` put into the root to its component's layer.
+    /// Hand what package `p` put into the root to its component's layer.
     pub fn package(&mut self, p: &UnpackedPackage<'_>) -> Result<(), BuildError> {
         let Some(component) = self.assignment.component(p.name) else {
             return Ok(());
         };
-        let Some(s) = self.streams.get_mut(component) else {
-            return Ok(());
-        };
-        if s.broken {
-            return Ok(());
+        if let Some(q) = &self.queue {
+            q.send((component.to_string(), p.created.to_vec()))
+                .map_err(|_| BuildError::Internal("the layer writer stopped"))?;
         }
-        if s.writer.is_none() {
-            s.writer = Some(LayerStream::new(component, self.opts, self.cache)?);
-            let front = self.front.get(component).cloned().unwrap_or_default();
-            match assemble::dir::entries_at(
-                &self.root,
-                front.iter().map(String::as_str),
-                "the apt packages",
-            ) {
-                Ok(mut t) => {
-                    strip::strip(&mut t, self.strip);
-                    append(s, &t)?;
-                }
-                Err(_) => {
-                    s.give_up();
-                    return Ok(());
-                }
-            }
+        Ok(())
+    }
+
+    /// Wait for the writer to append every package handed to it.
+    fn join(&mut self) -> Result<&mut BTreeMap<String, Stream>, BuildError> {
+        if self.streams.is_none() {
+            drop(self.queue.take());
+            let w = self
+                .running
+                .take()
+                .ok_or(BuildError::Internal("the layer writer is gone"))?
+                .join()
+                .map_err(|_| BuildError::Internal("the layer writer panicked"))?;
+            self.streams = Some(w.streams);
         }
-        let created: HashSet<&str> = p.created.iter().map(String::as_str).collect();
-        let mut wanted: BTreeSet<&str> = created.iter().copied().collect();
-        for c in &created {
-            wanted.extend(parents(c));
-        }
-        // What cannot be read here (an entry the package itself replaced, a link the final
-        // tree's checks refuse) is left to the final tree: the layer is made from it.
-        let Ok(mut chunk) =
-            assemble::dir::entries_at(&self.root, wanted.iter().copied(), "the apt packages")
-        else {
-            s.give_up();
-            return Ok(());
-        };
-        strip::strip(&mut chunk, self.strip);
-        // A path this component's layer already holds, shipped again: the same.
-        if chunk.iter().any(|e| {
-            !matches!(e.kind, EntryKind::Dir)
-                && created.contains(e.path.as_str())
-                && s.paths.contains(&e.path)
-        }) {
-            s.give_up();
-            return Ok(());
-        }
-        let files: Vec<String> = chunk
-            .iter()
-            .filter(|e| !matches!(e.kind, EntryKind::Dir) && created.contains(e.path.as_str()))
-            .map(|e| e.path.clone())
-            .collect();
-        let mut above: HashSet<&str> = HashSet::new();
-        for f in &files {
-            above.extend(parents(f));
-        }
-        let keep: HashSet<String> = files
-            .iter()
-            .cloned()
-            .chain(
-                above
-                    .iter()
-                    .filter(|d| !s.paths.contains(**d))
-                    .map(|d| d.to_string()),
-            )
-            .collect();
-        chunk.retain(|e| keep.contains(&e.path));
-        append(s, &chunk)
+        self.streams
+            .as_mut()
+            .ok_or(BuildError::Internal("the layer writer is gone"))
     }
 
     /// Finish `component`'s layer, whose final tree is `tree`; `rank` gives the unpack index
@@ -178,7 +167,7 @@ impl<'a> Streams<'a> {
     ) -> Result<LayerBlob, BuildError> {
         let order = package_order(tree, rank);
         let s = self
-            .streams
+            .join()?
             .remove(component)
             .ok_or(BuildError::Internal("a component was not streamed"))?;
         let n = s.appended.len();
@@ -232,6 +221,91 @@ impl<'a> Streams<'a> {
     }
 }
 
+impl Drop for Streams<'_> {
+    /// A build that stops early still waits for its writer (whose unfinished layers leave
+    /// nothing in the cache).
+    fn drop(&mut self) {
+        drop(self.queue.take());
+        if let Some(w) = self.running.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+impl Writer {
+    /// Append what a package of `component` created (`created`, as it lies in the root) to
+    /// that component's layer. Anything that fails here gives the stream up: the layer is
+    /// written from the final tree at the end, where a real error shows again.
+    fn package(&mut self, component: &str, created: &[String]) {
+        let Some(s) = self.streams.get_mut(component) else {
+            return;
+        };
+        if s.broken {
+            return;
+        }
+        if s.writer.is_none() {
+            let Ok(w) = LayerStream::new(component, self.opts, &self.cache) else {
+                return s.give_up();
+            };
+            s.writer = Some(w);
+            let front = self.front.get(component).cloned().unwrap_or_default();
+            match assemble::dir::entries_at(
+                &self.root,
+                front.iter().map(String::as_str),
+                "the apt packages",
+            ) {
+                Ok(mut t) => {
+                    strip::strip(&mut t, &self.strip);
+                    append(s, &t);
+                }
+                Err(_) => return s.give_up(),
+            }
+        }
+        let created: HashSet<&str> = created.iter().map(String::as_str).collect();
+        let mut wanted: BTreeSet<&str> = created.iter().copied().collect();
+        for c in &created {
+            wanted.extend(parents(c));
+        }
+        // What cannot be read here (an entry a later package already replaced, a link the
+        // final tree's checks refuse) is left to the final tree.
+        let Ok(mut chunk) =
+            assemble::dir::entries_at(&self.root, wanted.iter().copied(), "the apt packages")
+        else {
+            return s.give_up();
+        };
+        strip::strip(&mut chunk, &self.strip);
+        // A path this component's layer already holds, shipped again: the same.
+        if chunk.iter().any(|e| {
+            !matches!(e.kind, EntryKind::Dir)
+                && created.contains(e.path.as_str())
+                && s.paths.contains(&e.path)
+        }) {
+            return s.give_up();
+        }
+        let files: Vec<String> = chunk
+            .iter()
+            .filter(|e| !matches!(e.kind, EntryKind::Dir) && created.contains(e.path.as_str()))
+            .map(|e| e.path.clone())
+            .collect();
+        let mut above: HashSet<&str> = HashSet::new();
+        for f in &files {
+            above.extend(parents(f));
+        }
+        let keep: HashSet<String> = files
+            .iter()
+            .cloned()
+            .chain(
+                above
+                    .iter()
+                    .filter(|d| !s.paths.contains(**d))
+                    .map(|d| d.to_string()),
+            )
+            .collect();
+        chunk.retain(|e| keep.contains(&e.path));
+        append(s, &chunk);
+    }
+}
+
 impl Stream {
     /// Stop appending: the layer is written from the final tree at the end.
     fn give_up(&mut self) {
@@ -240,20 +314,22 @@ impl Stream {
     }
 }
 
-/// Append `t` to the stream and remember what was appended.
-fn append(s: &mut Stream, t: &Tree) -> Result<(), BuildError> {
+/// Append `t` to the stream and remember what was appended (a file that changed meanwhile,
+/// or any other failure, gives the stream up).
+fn append(s: &mut Stream, t: &Tree) {
     if t.is_empty() {
-        return Ok(());
+        return;
     }
     let Some(w) = s.writer.as_mut() else {
-        return Ok(());
+        return;
     };
-    w.append(t)?;
+    if w.append(t).is_err() {
+        return s.give_up();
+    }
     for e in t.iter() {
         s.paths.insert(e.path.clone());
         s.appended.push((e.clone(), t.xattrs(&e.path).to_vec()));
     }
-    Ok(())
 }
 
 /// The directories above `path` (`a/b/c` → `a/b`, `a`).

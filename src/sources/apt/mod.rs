@@ -18,6 +18,7 @@ mod filecaps;
 mod fixups;
 mod hostconf;
 mod index_map;
+mod install;
 mod ldcache;
 mod needed;
 mod openpgp;
@@ -30,8 +31,6 @@ mod solver;
 mod status;
 mod universe;
 mod unpack;
-mod unpack_pass;
-use unpack_pass::{empty_dir, unpack_all, Replay};
 mod version;
 
 use std::collections::BTreeMap;
@@ -199,13 +198,6 @@ fn deb_artifacts(packages: &[LockedPackage], apt_dir: &Path) -> Result<Vec<Artif
     Ok(artifacts)
 }
 
-/// What unpacking all packages produced, before fix-ups.
-struct Unpacking {
-    warnings: Vec<String>,
-    owners: BTreeMap<String, Vec<String>>,
-    infos: Vec<PackageInfo>,
-}
-
 /// Fetch and verify the indexes and resolve the profile's packages to an exact set.
 pub fn resolve(
     spec: &AptSpec,
@@ -338,7 +330,7 @@ fn resolve_with(
         let url = &f.artifact.url;
         match src {
             IndexText::Mapped(file, len, map) => {
-                if !universe.add_mapped(*repo, url, file, len, &map) {
+                if !universe.add_mapped(*repo, url, file, len, map) {
                     return Err(AptError::InvalidIndex {
                         url: url.clone(),
                         message: "its recorded map does not fit it (internal error)".into(),
@@ -585,14 +577,14 @@ pub fn install_replaying(
         )?,
     };
     let paths = fetcher.fetch_all(&deb_artifacts(&packages, &opts.apt_dir)?, "packages", obs)?;
-    let result = unpack_all(
+    let result = install::unpack_all(
         platform.debian_arch(),
         &packages,
         &paths,
         dest,
         // Decoding is CPU work: one worker per CPU (downloads use `jobs` connections).
         opts.jobs.min(decode::cpus()),
-        Replay {
+        install::Replay {
             cache: fetcher.cache().shared(),
             allowed: replayable,
         },
@@ -613,5 +605,12 @@ pub fn install_replaying(
             empty_dir(dest);
             Err(e)
         }
+    }
+}
+
+/// Remove everything inside `dir` (best effort), leaving `dir` itself.
+fn empty_dir(dir: &Path) {
+    if let Ok(root) = crate::confined::Root::open(dir) {
+        root.clear();
     }
 }

@@ -147,8 +147,8 @@ impl State<'_> {
         ids.extend(
             self.u
                 .providers(&rel.name)
-                .iter()
-                .filter(|id| self.selected.values().any(|s| s == *id)),
+                .into_iter()
+                .filter(|id| self.selected.values().any(|s| s == id)),
         );
         for id in ids {
             self.pkg(id)?;
@@ -162,7 +162,7 @@ impl State<'_> {
     /// Candidates for one relation, best first: real packages newest first, then providers by
     /// priority and name.
     fn candidates(&mut self, rel: &Relation) -> Result<Vec<usize>, AptError> {
-        let mut real: Vec<usize> = self.u.named(&rel.name).to_vec();
+        let mut real: Vec<usize> = self.u.named(&rel.name);
         for &id in &real {
             self.pkg(id)?;
         }
@@ -174,7 +174,7 @@ impl State<'_> {
                 .then(pa.repo.cmp(&pb.repo))
                 .then(a.cmp(b))
         });
-        let mut virt: Vec<usize> = self.u.providers(&rel.name).to_vec();
+        let mut virt: Vec<usize> = self.u.providers(&rel.name);
         for &id in &virt {
             self.pkg(id)?;
         }
@@ -219,7 +219,7 @@ impl State<'_> {
     /// What exists under that name, for messages.
     fn near(&mut self, rel: &Relation) -> String {
         let mut versions: Vec<String> = Vec::new();
-        for &id in self.u.named(&rel.name) {
+        for id in self.u.named(&rel.name) {
             if let Ok(p) = self.pkg(id) {
                 versions.push(p.version.to_string());
             }

@@ -56,12 +56,53 @@ enum Text {
     File(std::fs::File),
 }
 
+/// An index added from its map: looked up by binary search in the map's name orders.
+struct Mapped {
+    /// The id of its first stanza.
+    first: usize,
+    map: IndexMap,
+    /// Where each stanza's name lies in `map.names`.
+    spans: Vec<(usize, usize)>,
+}
+
+impl Mapped {
+    fn name(&self, i: u32) -> &str {
+        let (a, b) = self.spans[i as usize];
+        &self.map.names[a..b]
+    }
+
+    fn named(&self, name: &str, out: &mut Vec<usize>) {
+        let by = &self.map.by_name;
+        let k = by.partition_point(|&i| self.name(i) < name);
+        out.extend(
+            by[k..]
+                .iter()
+                .take_while(|&&i| self.name(i) == name)
+                .map(|&i| self.first + i as usize),
+        );
+    }
+
+    fn providers(&self, name: &str, out: &mut Vec<usize>) {
+        let p = &self.map.provides;
+        let k = p.partition_point(|(_, n)| n.as_str() < name);
+        out.extend(
+            p[k..]
+                .iter()
+                .take_while(|(_, n)| n == name)
+                .map(|(i, _)| self.first + *i as usize),
+        );
+    }
+}
+
 pub struct Universe {
     /// (repository index, index URL, text) per index file.
     texts: Vec<(usize, String, Text)>,
     stanzas: Vec<Stanza>,
+    /// Names and provided names of the indexes scanned from their text.
     by_name: HashMap<String, Vec<usize>>,
     providers: HashMap<String, Vec<usize>>,
+    /// The indexes added from their maps.
+    mapped: Vec<Mapped>,
     essential: Vec<String>,
     arch: String,
 }
@@ -73,6 +114,7 @@ impl Universe {
             stanzas: Vec::new(),
             by_name: HashMap::new(),
             providers: HashMap::new(),
+            mapped: Vec::new(),
             essential: Vec::new(),
             arch: arch.to_string(),
         }
@@ -144,6 +186,9 @@ impl Universe {
             }
         }
         self.texts.push((repo, url.to_string(), Text::Memory(text)));
+        if let Some(m) = map.as_mut() {
+            m.finish();
+        }
         Ok(map)
     }
 
@@ -155,34 +200,25 @@ impl Universe {
         url: &str,
         file: std::fs::File,
         len: u64,
-        map: &IndexMap,
+        map: IndexMap,
     ) -> bool {
-        let Some(names) = map.check(len) else {
+        let Some(spans) = map.check(len) else {
             return false;
         };
         let t = self.texts.len();
         let first = self.stanzas.len();
-        for ((&start, &l), name) in map.starts.iter().zip(&map.lens).zip(&names) {
-            let id = self.stanzas.len();
+        for (&start, &l) in map.starts.iter().zip(&map.lens) {
             self.stanzas.push(Stanza {
                 text: t,
                 start: start as usize,
                 end: start as usize + l as usize,
             });
-            self.by_name
-                .entry((*name).to_string())
-                .or_default()
-                .push(id);
         }
-        for (i, n) in &map.provides {
-            self.providers
-                .entry(n.clone())
-                .or_default()
-                .push(first + *i as usize);
+        let m = Mapped { first, map, spans };
+        for &i in &m.map.essential {
+            self.essential.push(m.name(i).to_string());
         }
-        for &i in &map.essential {
-            self.essential.push(names[i as usize].to_string());
-        }
+        self.mapped.push(m);
         self.texts.push((repo, url.to_string(), Text::File(file)));
         true
     }
@@ -195,14 +231,24 @@ impl Universe {
         e
     }
 
-    /// Stanza ids of real packages called `name`.
-    pub fn named(&self, name: &str) -> &[usize] {
-        self.by_name.get(name).map_or(&[], Vec::as_slice)
+    /// Stanza ids of real packages called `name`, in index order.
+    pub fn named(&self, name: &str) -> Vec<usize> {
+        let mut out = self.by_name.get(name).cloned().unwrap_or_default();
+        for m in &self.mapped {
+            m.named(name, &mut out);
+        }
+        out.sort_unstable();
+        out
     }
 
-    /// Stanza ids of packages that provide `name`.
-    pub fn providers(&self, name: &str) -> &[usize] {
-        self.providers.get(name).map_or(&[], Vec::as_slice)
+    /// Stanza ids of packages that provide `name` (once per `Provides` entry), in index order.
+    pub fn providers(&self, name: &str) -> Vec<usize> {
+        let mut out = self.providers.get(name).cloned().unwrap_or_default();
+        for m in &self.mapped {
+            m.providers(name, &mut out);
+        }
+        out.sort_unstable();
+        out
     }
 
     /// Parse stanza `id` in full.

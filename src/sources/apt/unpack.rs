@@ -276,6 +276,12 @@ fn apply(
     let (mode, uid, gid) = (h.mode, h.uid, h.gid);
     let mut body = Body::None;
     let existing = root.symlink_metadata(target).map_err(fail(&listed))?;
+    // Whatever non-directory lies where the entry goes is replaced (nothing else writes the
+    // root meanwhile: where nothing lay, there is nothing to remove).
+    let clear = || match existing {
+        Some(_) => root.remove_non_dir(target).map_err(fail(&listed)),
+        None => Ok(()),
+    };
     match h.kind {
         Kind::Dir => {
             match existing {
@@ -302,7 +308,7 @@ fn apply(
         }
         Kind::File => match content {
             Content::Stream(data, keep) => {
-                root.remove_non_dir(target).map_err(fail(&listed))?;
+                clear()?;
                 let mut f = root.create_new(target, 0o600).map_err(fail(&listed))?;
                 if keep.is_some_and(|k| k(&listed)) {
                     let mut kept = Vec::new();
@@ -325,13 +331,13 @@ fn apply(
                 }
             }
             Content::Bytes(bytes) => {
-                root.remove_non_dir(target).map_err(fail(&listed))?;
+                clear()?;
                 let mut f = root.create_new(target, 0o600).map_err(fail(&listed))?;
                 io::Write::write_all(&mut f, bytes).map_err(fail(&listed))?;
                 Root::set_owner_mode_fd(&f, uid, gid, mode).map_err(fail(&listed))?;
             }
             Content::Library(so, facts) => {
-                root.remove_non_dir(target).map_err(fail(&listed))?;
+                clear()?;
                 let f = root.create_new(target, 0o600).map_err(fail(&listed))?;
                 Root::set_owner_mode_fd(&f, uid, gid, mode).map_err(fail(&listed))?;
                 let id = Root::file_id(&f).map_err(fail(&listed))?;
@@ -353,7 +359,7 @@ fn apply(
                 out.paths.push(listed);
                 return Ok(body);
             }
-            root.remove_non_dir(target).map_err(fail(&listed))?;
+            clear()?;
             root.symlink(&link, target).map_err(fail(&listed))?;
             root.set_owner(target, uid, gid).map_err(fail(&listed))?;
         }
@@ -361,7 +367,7 @@ fn apply(
             let src = listed_path(package, link_of(h, &listed, bad)?)?;
             match root.symlink_metadata(Path::new(&src)).map_err(fail(&src))? {
                 Some(m) if m.is_regular() => {
-                    root.remove_non_dir(target).map_err(fail(&listed))?;
+                    clear()?;
                     root.hard_link(Path::new(&src), target)
                         .map_err(fail(&listed))?;
                 }

@@ -128,7 +128,7 @@ fn check(input: &[u8]) -> Verdict {
         if ids.is_empty() {
             return Err(format!("stanza `{name}` is not found by name"));
         }
-        for &id in ids {
+        for id in ids {
             match u.package(id) {
                 Ok(p) => {
                     if &p.name != name {
@@ -144,7 +144,7 @@ fn check(input: &[u8]) -> Verdict {
                 }
             }
         }
-        for &id in u.providers(name) {
+        for id in u.providers(name) {
             if let Err(e) = u.package(id) {
                 typed(&e)?;
             }
@@ -198,7 +198,7 @@ fn same_through_map(
     let mut file = tempfile::tempfile().map_err(|e| e.to_string())?;
     file.write_all(text.as_bytes()).map_err(|e| e.to_string())?;
     let mut m = Universe::new("amd64");
-    if !m.add_mapped(0, URL, file, text.len() as u64, map) {
+    if !m.add_mapped(0, URL, file, text.len() as u64, map.clone()) {
         return Err("an index's own map does not fit it".into());
     }
     if m.essential() != u.essential() {
@@ -208,7 +208,7 @@ fn same_through_map(
         if m.named(name) != u.named(name) || m.providers(name) != u.providers(name) {
             return Err(format!("the map finds other stanzas for `{name}`"));
         }
-        for &id in u.named(name).iter().chain(u.providers(name)) {
+        for id in u.named(name).into_iter().chain(u.providers(name)) {
             let describe = |r: std::result::Result<Package, AptError>| match r {
                 Ok(p) => format!("{} {} {} {}", p.name, p.version, p.filename, p.sha256),
                 Err(e) => format!("error: {e}"),

@@ -1,17 +1,35 @@
-//! The unpack pass of an apt install: every package decoded and written into the staging root,
-//! or replayed from its sketch, in dpkg's order (split out of `sources::apt`'s entry).
-//! Must never write outside the confined staging root.
+//! Unpacking the whole package set into the root, in order: each package decoded ahead on
+//! worker threads and unpacked in full (its sketch taken when one is wanted), or replayed
+//! from its sketch (only what `needed` says is observed); each package unpacked in full handed
+//! to the caller at once; then the dpkg database, the fix-ups, file capabilities and
+//! `ld.so.cache`. Writes only through the root's `confined::Root`.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
-pub(super) struct Replay<'a> {
-    pub(super) cache: &'a crate::cache::Cache,
+use super::{
+    control_field, deb, decode, dpkgdb, filecaps, fixups, ldcache, needed, sketch, unpack,
+    AptError, PackageInfo, UnpackedPackage,
+};
+use crate::lock::LockedPackage;
+use crate::observe::Observer;
+
+/// What unpacking all packages produced, before fix-ups.
+pub struct Unpacking {
+    pub warnings: Vec<String>,
+    pub owners: BTreeMap<String, Vec<String>>,
+    pub infos: Vec<PackageInfo>,
+}
+
+/// Which packages may be replayed from their sketches, and where the sketches are.
+pub struct Replay<'a> {
+    pub cache: &'a crate::cache::Cache,
     /// Packages whose files no layer takes from this root (their component layer is cached).
-    pub(super) allowed: &'a dyn Fn(&str) -> bool,
+    pub allowed: &'a dyn Fn(&str) -> bool,
 }
 
 #[allow(clippy::too_many_arguments)]
-pub(super) fn unpack_all(
+pub fn unpack_all(
     arch: &str,
     packages: &[LockedPackage],
     paths: &[PathBuf],
@@ -231,7 +249,7 @@ const REPLAY_MEMORY: u64 = decode::IN_MEMORY_LIMIT;
 /// Which entries of the replayed packages to write (`needed::plan`), from every package's
 /// entries: the sketches', and the data of those unpacked in full. `None` (write everything)
 /// when a package unpacked in full is not in memory or its tarball does not list.
-pub(super) fn replay_plan(
+fn replay_plan(
     arch: &str,
     packages: &[LockedPackage],
     sketches: &[Option<sketch::Sketch>],
@@ -286,11 +304,4 @@ pub(super) fn replay_plan(
         &fixups::merged_usr_links(arch),
         &unpack::script_paths(&postinsts),
     )
-}
-
-/// Remove everything inside `dir` (best effort), leaving `dir` itself.
-pub(super) fn empty_dir(dir: &Path) {
-    if let Ok(root) = crate::confined::Root::open(dir) {
-        root.clear();
-    }
 }
