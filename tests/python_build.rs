@@ -352,3 +352,109 @@ fn compile_writes_pyc_files_into_the_layer() {
         "{record}"
     );
 }
+
+/// The wheels of a lock file, as (name, version, filename, sha256).
+fn locked_wheels(lock: &Path) -> Vec<(String, String, String, String)> {
+    let v: serde_json::Value = serde_json::from_str(&read(lock)).unwrap();
+    v["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["kind"] == "wheel")
+        .map(|w| {
+            let s = |k: &str| w[k].as_str().unwrap().to_string();
+            (s("name"), s("version"), s("filename"), s("sha256"))
+        })
+        .collect()
+}
+
+#[test]
+fn lock_exports_a_pylock_that_locks_the_same_set_again() {
+    let s = setup(BOOKWORM_STATUS, "", "");
+    let sb = &s.sb;
+    // A user part in the index URL must never reach the export.
+    let profile = read(&s.profile).replace("http://", "http://reader:s3cret@");
+    write(&s.profile, &profile);
+    let json = run_ok(
+        sb.gpuimg()
+            .args(["lock", "--export", "pylock", "--json"])
+            .arg(&s.profile),
+    );
+    let v: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+    let exported = PathBuf::from(v["exported"].as_str().unwrap());
+    assert_eq!(exported, sb.join("pylock.toml"));
+    let text = read(&exported);
+    assert!(
+        !text.contains("s3cret") && !text.contains("reader@"),
+        "{text}"
+    );
+    let doc: toml_edit::DocumentMut = text.parse().unwrap();
+    assert_eq!(doc["lock-version"].as_str(), Some("1.0"));
+    assert_eq!(doc["created-by"].as_str(), Some("gpuimg"));
+    assert_eq!(doc["requires-python"].as_str(), Some("==3.11.2"));
+    let locked = locked_wheels(&sb.join("py.lock.json"));
+    let packages = doc["packages"].as_array_of_tables().unwrap();
+    assert_eq!(packages.len(), locked.len());
+    let index = profile
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("index: "))
+        .unwrap()
+        .replace("reader:s3cret@", "");
+    for (p, (name, version, filename, sha256)) in packages.iter().zip(&locked) {
+        assert_eq!(p["name"].as_str(), Some(name.as_str()));
+        assert_eq!(p["version"].as_str(), Some(version.as_str()));
+        assert_eq!(p["index"].as_str(), Some(index.as_str()));
+        let wheels = p["wheels"].as_array().unwrap();
+        assert_eq!(wheels.len(), 1, "one locked wheel per package");
+        let w = wheels.get(0).unwrap().as_inline_table().unwrap();
+        assert_eq!(
+            w.get("name").and_then(|n| n.as_str()),
+            Some(filename.as_str())
+        );
+        // The URL the index lists for that file, resolved against the page.
+        let url = w.get("url").and_then(|u| u.as_str()).unwrap();
+        let base = index.trim_end_matches("/simple/");
+        assert_eq!(url, format!("{base}/files/{filename}"));
+        let bytes = std::fs::read(sb.join("index/files").join(filename)).unwrap();
+        assert_eq!(
+            w.get("size").and_then(|n| n.as_integer()),
+            Some(bytes.len() as i64)
+        );
+        let hash = w
+            .get("hashes")
+            .and_then(|h| h.as_inline_table())
+            .and_then(|h| h.get("sha256"))
+            .and_then(|h| h.as_str())
+            .unwrap();
+        assert_eq!(format!("sha256:{hash}"), *sha256);
+        assert_eq!(gpuimg::digest::Digest::of(&bytes).hex(), hash);
+    }
+
+    // The export read back as `python.requirements` locks exactly the same files.
+    let again = sb.join("again.yaml");
+    write(
+        &again,
+        &profile
+            .replace("packages: [\"demo-app\"]", "requirements: pylock.toml")
+            .replace("name: py", "name: again"),
+    );
+    run_ok(sb.gpuimg().arg("lock").arg(&again));
+    assert_eq!(locked_wheels(&sb.join("again.lock.json")), locked);
+
+    // Nothing Python to export: one line, exit 2, and no file.
+    let plain = sb.join("plain");
+    std::fs::create_dir_all(&plain).unwrap();
+    let bare = plain.join("bare.yaml");
+    write(
+        &bare,
+        "name: bare\nbase:\n  rootfs: ../rootfs\nselftest: {enabled: false}\n",
+    );
+    let o = run(sb.gpuimg().args(["lock", "--export", "pylock"]).arg(&bare));
+    assert_eq!(o.status.code(), Some(2), "{}", describe_out(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("no `python:` packages"),
+        "{}",
+        describe_out(&o)
+    );
+    assert!(!plain.join("pylock.toml").exists());
+}

@@ -185,15 +185,19 @@ pub fn to_json(lock: &Lock) -> String {
     text
 }
 
-/// Writes `to_json(lock)` to a temporary file beside `path`, then renames it over `path`
-/// (keeping the old file's mode, else 0644).
+/// Writes `to_json(lock)` over `path` (see [`write_text`]).
 pub fn write(path: &Path, lock: &Lock) -> Result<(), LockError> {
+    write_text(path, &to_json(lock))
+}
+
+/// Writes `text` to a temporary file beside `path`, then renames it over `path` (keeping the
+/// old file's mode, else 0644): a reader sees the old file or the new one, never a part.
+pub fn write_text(path: &Path, text: &str) -> Result<(), LockError> {
     use std::os::unix::fs::PermissionsExt;
     let err = |source: std::io::Error| LockError::Write {
         path: path.display().to_string(),
         source,
     };
-    let text = to_json(lock);
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),

@@ -1,6 +1,7 @@
 //! `gpuimg lock`: resolve the profile (a lock is always written from a fresh resolution), for
 //! an apt base the exact package set, and with `python:` the wheels for the image's Python;
-//! write `<profile>.lock.json` beside the profile.
+//! write `<profile>.lock.json` beside the profile (and, when asked, the Python part as a PEP 751
+//! `pylock.toml` beside it).
 
 use std::path::{Path, PathBuf};
 
@@ -20,10 +21,24 @@ use crate::resolve::Component;
 pub struct Locked {
     pub path: PathBuf,
     pub lock: Lock,
+    /// The exported PEP 751 lock, when one was asked for.
+    pub exported: Option<PathBuf>,
 }
 
+/// Another lock format written beside gpuimg's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Export {
+    /// PEP 751 `pylock.toml`: the Python packages, each wheel located on the index configured
+    /// now.
+    Pylock,
+}
+
+/// The file name a PEP 751 export gets, beside the profile.
+pub const PYLOCK_NAME: &str = "pylock.toml";
+
 /// Resolve `profile` and write its lock. `cache_root` holds the apt indexes; with `offline`
-/// only cached ones are used.
+/// only cached ones are used. `export` also writes another format beside the profile.
+#[allow(clippy::too_many_arguments)]
 pub fn lock(
     profile: &Profile,
     catalog: &Catalog,
@@ -31,6 +46,7 @@ pub fn lock(
     offline: bool,
     trust: &Trust,
     host: &PythonHost,
+    export: Option<Export>,
     obs: &mut dyn Observer,
 ) -> Result<Locked, OpsError> {
     let settled = settle::settle(profile, catalog, Settle::Resolve)?;
@@ -39,6 +55,7 @@ pub fn lock(
         .ok_or(OpsError::Incompatible("nothing was resolved".into()))?;
     let mut debs = None;
     let mut new_wheels = None;
+    let mut pylock = None;
     if let Base::Apt(spec) = &profile.base {
         debs = Some(crate::sources::apt::resolve(
             spec,
@@ -54,6 +71,11 @@ pub fn lock(
         if let Some(request) = python::request(profile, host)? {
             let image = python::image_python(profile, Some(&resolution), packages.as_deref())?;
             let wheels = python::wheels(&request, &image, None, cache_root, offline, obs)?;
+            if export == Some(Export::Pylock) {
+                pylock = Some(python::pylock(
+                    &request, &image, &wheels, cache_root, offline,
+                )?);
+            }
             new_wheels = Some(wheels);
         }
     }
@@ -64,7 +86,19 @@ pub fn lock(
     if let Some(w) = new_wheels {
         new.set_wheels(w);
     }
+    let exported = match (export, pylock) {
+        (None, _) => None,
+        (Some(Export::Pylock), None) => return Err(OpsError::NothingToExport),
+        (Some(Export::Pylock), Some(text)) => Some((profile.dir.join(PYLOCK_NAME), text)),
+    };
     let path = lock::lock_path(profile);
     lock::write(&path, &new)?;
-    Ok(Locked { path, lock: new })
+    if let Some((to, text)) = &exported {
+        lock::write_text(to, text)?;
+    }
+    Ok(Locked {
+        path,
+        lock: new,
+        exported: exported.map(|(to, _)| to),
+    })
 }

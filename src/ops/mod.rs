@@ -68,6 +68,8 @@ pub enum OpsError {
     Wheel(#[from] WheelError),
     #[error("Python packages need the base's package list to know its interpreter, and {base} has no dpkg database (`/var/lib/dpkg/status`)")]
     NoBasePackages { base: String },
+    #[error("`--export pylock`: the profile has no `python:` packages to export")]
+    NothingToExport,
     #[error("Failed to read the rootfs `{path}`")]
     RootfsRead {
         path: String,

@@ -116,6 +116,22 @@ pub fn image_python(
     base_python::image_python(packages, &profile.platform, want).map_err(OpsError::BasePython)
 }
 
+/// `wheels` as a PEP 751 lock for `python`, each located on the index it was locked from.
+pub fn pylock(
+    request: &PythonRequest,
+    python: &ImagePython,
+    wheels: &[LockedWheel],
+    cache_root: &Path,
+    offline: bool,
+) -> Result<String, OpsError> {
+    let cache = Cache::open(cache_root).map_err(|source| OpsError::CacheOpen {
+        path: cache_root.display().to_string(),
+        source,
+    })?;
+    let pins: Vec<crate::sources::python::PinnedWheel> = wheels.iter().map(Into::into).collect();
+    Ok(pypi::pylock(request, python, &pins, &cache, offline)?)
+}
+
 /// The wheels of `profile` for `python`: `locked` when given, else resolved now against the
 /// profile's indexes, as lock entries sorted by name.
 pub fn wheels(

@@ -1,6 +1,8 @@
 //! `gpuimg lock PROFILE`: resolve and write `<profile>.lock.json` beside the profile.
 //! With an apt base it also resolves the package set (indexes fetched and verified).
-//! `--json` prints `{"lock": PATH, "artifacts": N, "components": {...}, "inputs_digest": D}`.
+//! `--export pylock` also writes the Python packages as a PEP 751 `pylock.toml` beside it.
+//! `--json` prints `{"lock": PATH, "artifacts": N, "components": {...}, "inputs_digest": D}`
+//! (and `"exported": PATH` with `--export`).
 
 use std::path::PathBuf;
 
@@ -23,10 +25,21 @@ pub struct Args {
     pub offline: bool,
     #[command(flatten)]
     pub catalog: CatalogArgs,
+    /// Also write the lock in another format beside the profile: `pylock` writes the Python
+    /// packages as a PEP 751 `pylock.toml`, each wheel with its URL on the index configured now.
+    #[arg(long, value_name = "FORMAT")]
+    pub export: Option<ExportFormat>,
     /// Print one JSON object: the lock's path, its artifact count, the resolved components
     /// and the digest of the profile keys it was made from.
     #[arg(long)]
     pub json: bool,
+}
+
+/// The formats `--export` writes.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// PEP 751 `pylock.toml`.
+    Pylock,
 }
 
 pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
@@ -41,6 +54,8 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
         args.offline,
         &settings.trust(),
         &settings.python(),
+        args.export
+            .map(|ExportFormat::Pylock| crate::ops::lock::Export::Pylock),
         &mut progress,
     )
     .map_err(CliError::from_ops)?;
@@ -48,6 +63,9 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
         outln!("{}", crate::lock::canonical_json(&summary(&locked)));
     } else if !settings.quiet {
         outln!("wrote {}", locked.path.display());
+        if let Some(p) = &locked.exported {
+            outln!("wrote {}", p.display());
+        }
     }
     Ok(0)
 }
@@ -61,10 +79,14 @@ fn summary(locked: &crate::ops::lock::Locked) -> serde_json::Value {
         .flat_map(|r| r.components.iter())
         .map(|(c, v)| (c.to_string(), json!(v.to_string())))
         .collect();
-    json!({
+    let mut out = json!({
         "lock": locked.path.display().to_string(),
         "artifacts": lock.artifacts.len(),
         "components": components,
         "inputs_digest": lock.inputs.as_ref().map(|i| i.digest.to_string()),
-    })
+    });
+    if let Some(p) = &locked.exported {
+        out["exported"] = json!(p.display().to_string());
+    }
+    out
 }

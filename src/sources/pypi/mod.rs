@@ -6,7 +6,7 @@
 //! package with pubgrub, reading metadata from PEP 658 files or range reads, never a wheel's
 //! body; [`fetch`] downloads the pinned wheels (sha256-checked, parallel, cached in
 //! `wheels-v1`). Parts: `hostconf` (host configuration), `auth` (URL user parts, netrc),
-//! `requirements` (requirements files), `pylock` (PEP 751 locks as requirements), `client` + `page` (index pages, metadata), `zipdir`
+//! `requirements` (requirements files), `pylock` (PEP 751 locks as requirements), `export` (the set written as a PEP 751 lock), `client` + `page` (index pages, metadata), `zipdir`
 //! (a wheel's METADATA by range reads), `target` (markers, tags), `solver`, `report`.
 //! Must never build from source, run package code, or put a credential or an index URL in a
 //! [`PinnedWheel`].
@@ -14,6 +14,7 @@
 mod auth;
 mod client;
 mod error;
+mod export;
 mod filename;
 mod hostconf;
 mod metadata;
@@ -29,6 +30,7 @@ mod zipdir;
 use std::collections::{BTreeMap, BTreeSet};
 
 pub use error::PypiError;
+pub use export::pylock;
 
 /// The parsers of untrusted bytes, for the fuzz targets (tests/fuzz); not a stable API.
 #[doc(hidden)]
