@@ -11,6 +11,8 @@ pub trait Observer {
     /// One item of the running task finished (a file downloaded: its name, the bytes it moved
     /// and how long it took). Default: nothing.
     fn item_done(&mut self, _item: &str, _bytes: u64, _secs: f64) {}
+    /// An item of the running task moved bytes: `bytes` of `total` so far. Default: nothing.
+    fn item_progress(&mut self, _item: &str, _bytes: u64, _total: u64) {}
 }
 
 /// An observer that drops everything (tests, library use).

@@ -3,11 +3,14 @@
 //!
 //! Stages report through the [`crate::observe::Observer`] trait; only this file knows indicatif.
 //! A finished task prints one line: its size, time and rate, or `cached` when it moved nothing.
+//! On a terminal a task's named items (downloads) each get a bar of their own while they move
+//! bytes, under the task's total bar; elsewhere each prints one line when done.
 
+use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::time::Instant;
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::observe::Observer;
 
@@ -16,8 +19,14 @@ pub struct Progress {
     /// Print warnings (everything but `-q`).
     warnings: bool,
     bar: Option<ProgressBar>,
+    /// The task's bars on a terminal: its total and one per item moving bytes.
+    multi: Option<MultiProgress>,
+    items: HashMap<String, ProgressBar>,
     started: Instant,
 }
+
+/// Bars shown at once for items, at most (the rest just count in the total).
+const MAX_ITEM_BARS: usize = 16;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Mode {
@@ -40,7 +49,22 @@ impl Progress {
             mode,
             warnings: !quiet,
             bar: None,
+            multi: None,
+            items: HashMap::new(),
             started: Instant::now(),
+        }
+    }
+
+    /// Print `line` above the bars (or plainly, with none).
+    fn above(&self, line: &str) {
+        match (&self.multi, &self.bar) {
+            (Some(m), _) => {
+                if m.println(line).is_err() {
+                    eprintln!("{line}");
+                }
+            }
+            (None, Some(b)) => b.println(line),
+            (None, None) => eprintln!("{line}"),
         }
     }
 }
@@ -50,10 +74,7 @@ impl Observer for Progress {
         match self.mode {
             Mode::Quiet => {}
             Mode::Plain => eprintln!("{text}"),
-            Mode::Bars => match &self.bar {
-                Some(b) => b.println(text),
-                None => eprintln!("{text}"),
-            },
+            Mode::Bars => self.above(text),
         }
     }
 
@@ -61,10 +82,7 @@ impl Observer for Progress {
         if !self.warnings {
             return;
         }
-        match &self.bar {
-            Some(b) => b.println(format!("warning: {text}")),
-            None => eprintln!("warning: {text}"),
-        }
+        self.above(&format!("warning: {text}"));
     }
 
     fn task_start(&mut self, label: &str, total_bytes: Option<u64>) {
@@ -76,7 +94,8 @@ impl Observer for Progress {
             Some(n) => ProgressBar::new(n),
             None => ProgressBar::new_spinner(),
         };
-        bar.set_draw_target(ProgressDrawTarget::stderr());
+        let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
+        let bar = multi.add(bar);
         let style = ProgressStyle::with_template(
             "{prefix:>12} [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} {eta}",
         )
@@ -85,6 +104,7 @@ impl Observer for Progress {
         bar.set_style(style);
         bar.set_prefix(label.to_string());
         self.bar = Some(bar);
+        self.multi = Some(multi);
     }
 
     fn task_progress(&mut self, bytes: u64) {
@@ -94,8 +114,14 @@ impl Observer for Progress {
     }
 
     fn task_done(&mut self, label: &str, bytes: u64, summary: &str) {
+        for (_, b) in self.items.drain() {
+            b.finish_and_clear();
+        }
         if let Some(b) = self.bar.take() {
             b.finish_and_clear();
+        }
+        if let Some(m) = self.multi.take() {
+            let _ = m.clear();
         }
         if self.mode == Mode::Quiet {
             return;
@@ -110,11 +136,41 @@ impl Observer for Progress {
             "",
             done_line(item, bytes, secs, "").trim_start()
         );
-        match (self.mode, &self.bar) {
-            (Mode::Quiet, _) => {}
-            (Mode::Bars, Some(b)) => b.println(line),
-            _ => eprintln!("{line}"),
+        if let Some(b) = self.items.remove(item) {
+            b.finish_and_clear();
+            if let Some(m) = &self.multi {
+                m.remove(&b);
+            }
         }
+        match self.mode {
+            Mode::Quiet => {}
+            Mode::Bars => self.above(&line),
+            Mode::Plain => eprintln!("{line}"),
+        }
+    }
+
+    fn item_progress(&mut self, item: &str, bytes: u64, total: u64) {
+        let Some(m) = &self.multi else {
+            return;
+        };
+        if let Some(b) = self.items.get(item) {
+            b.set_position(bytes);
+            return;
+        }
+        if self.items.len() >= MAX_ITEM_BARS {
+            return;
+        }
+        let b = m.add(ProgressBar::new(total));
+        b.set_style(
+            ProgressStyle::with_template(
+                "{prefix:>12} {msg:40!} [{bar:20}] {bytes}/{total_bytes} {binary_bytes_per_sec}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+        b.set_message(item.to_string());
+        b.set_position(bytes);
+        self.items.insert(item.to_string(), b);
     }
 }
 
@@ -140,6 +196,16 @@ fn done_line(label: &str, bytes: u64, secs: f64, summary: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::done_line;
+
+    #[test]
+    fn the_item_bar_template_parses() {
+        for t in [
+            "{prefix:>12} {msg:40!} [{bar:20}] {bytes}/{total_bytes} {binary_bytes_per_sec}",
+            "{prefix:>12} [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} {eta}",
+        ] {
+            assert!(indicatif::ProgressStyle::with_template(t).is_ok(), "{t}");
+        }
+    }
 
     #[test]
     fn a_task_that_moved_nothing_says_cached() {

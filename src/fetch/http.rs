@@ -575,8 +575,9 @@ impl Fetcher {
         self.fetch_all_named(items, label, None, obs)
     }
 
-    /// [`Fetcher::fetch_all`], also reporting each finished file by its name in `names`
-    /// (`Observer::item_done`: bytes moved and time taken; 0 bytes when cached).
+    /// [`Fetcher::fetch_all`], also reporting each file by its name in `names`: its bytes as
+    /// they come (`Observer::item_progress`) and when it is done (`Observer::item_done`: bytes
+    /// moved and time taken; 0 bytes when cached).
     pub fn fetch_all_named(
         &self,
         items: &[Artifact],
@@ -591,6 +592,7 @@ impl Fetcher {
         let mut results: Vec<Option<Result<PathBuf, FetchError>>> =
             (0..items.len()).map(|_| None).collect();
         let mut done_bytes = 0u64;
+        let mut item_bytes = vec![0u64; items.len()];
         std::thread::scope(|s| {
             for _ in 0..self.jobs.min(items.len()) {
                 let tx = tx.clone();
@@ -602,7 +604,7 @@ impl Fetcher {
                     let started = Instant::now();
                     let progress = |n: u64| {
                         let d = n.saturating_sub(last.replace(n));
-                        let _ = tx.send(Event::Bytes(d));
+                        let _ = tx.send(Event::Bytes(i, d));
                     };
                     let corrupted = |url: &str| {
                         let _ = tx.send(Event::Corrupted(url.to_string()));
@@ -623,9 +625,13 @@ impl Fetcher {
             drop(tx);
             for ev in rx {
                 match ev {
-                    Event::Bytes(d) => {
+                    Event::Bytes(i, d) => {
                         done_bytes += d;
                         obs.task_progress(done_bytes);
+                        if let (Some(n), Some(a)) = (names.and_then(|n| n.get(i)), items.get(i)) {
+                            item_bytes[i] += d;
+                            obs.item_progress(n, item_bytes[i], a.size);
+                        }
                     }
                     Event::Corrupted(url) => {
                         obs.warn(&format!(
@@ -728,7 +734,8 @@ fn meta_of(resp: &ureq::http::Response<ureq::Body>) -> Meta {
 }
 
 enum Event {
-    Bytes(u64),
+    /// The item and the bytes it moved since its last report.
+    Bytes(usize, u64),
     Corrupted(String),
     /// The item, its result, the bytes it moved and the seconds it took.
     Done(usize, Result<PathBuf, FetchError>, u64, f64),
