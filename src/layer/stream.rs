@@ -9,12 +9,13 @@
 use std::io;
 
 use super::compression::Encoder;
+use super::pipeline::Pipeline;
 use super::{listing, record, tar_writer, LayerBlob, LayerError, LayerOptions};
 use crate::assemble::Tree;
 use crate::cache::{BlobWriter, Cache, LAYERS};
-use crate::digest::{Digest, HashingWriter};
+use crate::digest::Digest;
 
-type Sink = tar::Builder<HashingWriter<Encoder<BlobWriter>>>;
+type Sink = tar::Builder<Pipeline<Encoder<BlobWriter>>>;
 
 /// A layer being written.
 pub struct LayerStream {
@@ -35,7 +36,7 @@ impl LayerStream {
         };
         let blob = cache.blob_writer().map_err(wrap)?;
         let enc = Encoder::new(opts.compression, blob).map_err(wrap)?;
-        let mut tar = tar::Builder::new(HashingWriter::new(enc));
+        let mut tar = tar::Builder::new(Pipeline::new(enc));
         tar.follow_symlinks(false);
         Ok(LayerStream {
             component: component.to_string(),
@@ -73,7 +74,7 @@ impl LayerStream {
             source,
         };
         let hashed = self.tar.into_inner().map_err(wrap)?;
-        let (enc, diff_id, uncompressed_size) = hashed.finish();
+        let (enc, diff_id, uncompressed_size) = hashed.finish().map_err(wrap)?;
         let blob = enc.finish().map_err(wrap)?;
         let (digest, size, _) = blob.commit().map_err(wrap)?;
         let rec = LayerBlob {
