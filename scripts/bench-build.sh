@@ -15,17 +15,24 @@ bash scripts/install-deps.sh
 W=${BENCH_DIR:-/tmp/gpuimg-bench}
 mkdir -p "$W"
 OLD=${BASELINE_BIN:-}
+cargo build --release --locked --bins -q
+cp target/release/gpuimg "$W/gpuimg-current"
+cp target/release/gpuimg-selftest "$W/gpuimg-selftest"   # found beside the binary
+G=$W/gpuimg-current
 if [ -n "${BASELINE:-}" ] && [ -z "$OLD" ]; then
-  # Same target directory: only the gpuimg crate itself is compiled twice.
+  # Same target directory: only the gpuimg crate itself is compiled twice. Both builds have
+  # the same fingerprint, and cargo would take one for the other (their sources' mtimes are
+  # older than the other's output): the crate's artifacts are cleaned before and after.
   rm -rf "$W/baseline-src" && mkdir -p "$W/baseline-src"
   git archive "$BASELINE" | tar -x -C "$W/baseline-src"
+  cargo clean --release -p gpuimg -q
   cargo build --release --locked --bin gpuimg -q --manifest-path "$W/baseline-src/Cargo.toml" \
     --target-dir "$PWD/target"
   cp target/release/gpuimg "$W/gpuimg-baseline"
+  cargo clean --release -p gpuimg -q
   OLD=$W/gpuimg-baseline
+  if cmp -s "$G" "$OLD"; then echo "baseline and current binaries are identical" >&2; exit 1; fi
 fi
-cargo build --release --locked --bins -q
-G=$PWD/target/release/gpuimg
 if [ ! -d "$W/rootfs" ]; then
   mmdebstrap --variant=essential --quiet bookworm "$W/rootfs.tar"
   mkdir -p "$W/rootfs" && tar -C "$W/rootfs" -xf "$W/rootfs.tar"
