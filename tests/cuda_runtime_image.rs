@@ -2,6 +2,8 @@
 //! configuration), run under podman on this GPU-less machine: the image's expectation (format
 //! 2) lists libcudart and libnvrtc with the versions the installed wheels' `METADATA` give
 //! (read by the test from the unpacked image) and their files lie where it says;
+//! the self-test's own library probe loads both from the unpacked image on this host (no
+//! driver needed) and reads 12.4 through `cudaRuntimeGetVersion` and `nvrtcVersion`;
 //! `gpuimg-selftest` run directly exits with the no-GPU code (4); the wrapped entrypoint with
 //! `on-failure: warn` still runs the workload, whose exit status the container returns.
 
@@ -10,6 +12,7 @@ mod common;
 use std::process::Command;
 
 use common::*;
+use gpuimg::expect::Expectation;
 
 const PROFILE: &str = include_str!("../profiles/cuda-runtime.yaml");
 const SITE: &str = "usr/local/lib/python3.11/dist-packages";
@@ -108,6 +111,22 @@ fn cuda_runtime_profile_lists_its_libraries_and_runs_under_podman_without_a_gpu(
         let file = rootfs.join(SITE).join(dir).join(soname);
         assert!(file.is_file(), "{} is not in the image", file.display());
     }
+
+    // The self-test's probe, on the image's own files (re-rooted under the unpacked bundle):
+    // each library loads and its own call reports the locked version's fields.
+    let mut parsed =
+        Expectation::from_json(&read(&rootfs.join("etc/gpuimg/expect.json")), "expect.json")
+            .unwrap();
+    for l in &mut parsed.libraries {
+        l.dir = format!("{}{}", rootfs.display(), l.dir);
+    }
+    let probes = gpuimg::selftest::probe_libraries(&parsed.libraries);
+    for (p, l) in probes.iter().zip(&parsed.libraries) {
+        assert_eq!(p.error, None, "{p:?}");
+        assert_eq!(p.reported, l.expected_fields(), "{p:?}");
+        assert_eq!(p.reported.as_deref(), Some(&[12, 4][..]), "{p:?}");
+    }
+    assert_eq!(probes.len(), 2);
 
     // gpuimg-selftest run directly: no GPU here, exit 4.
     let image = format!("oci:{}:latest", sb.join("out").display());
