@@ -5,7 +5,8 @@
 //! the self-test's own library probe loads both from the unpacked image on this host (no
 //! driver needed) and reads 12.4 through `cudaRuntimeGetVersion` and `nvrtcVersion`;
 //! `gpuimg-selftest` run directly exits with the no-GPU code (4); the wrapped entrypoint with
-//! `on-failure: warn` still runs the workload, whose exit status the container returns.
+//! `on-failure: warn` still runs the workload (the image's NVRTC compiling a kernel, which
+//! needs no GPU), whose exit status the container returns.
 
 mod common;
 
@@ -16,6 +17,28 @@ use gpuimg::expect::Expectation;
 
 const PROFILE: &str = include_str!("../profiles/cuda-runtime.yaml");
 const SITE: &str = "usr/local/lib/python3.11/dist-packages";
+
+/// The workload: the image's NVRTC (no GPU needed) compiles a kernel to PTX for sm_90, which
+/// needs its builtins library and so the image's libstdc++; then exit 7.
+const NVRTC_WORKLOAD: &str = r#"
+import ctypes, glob, sys
+lib = "/usr/local/lib/python3.11/dist-packages/nvidia/cuda_nvrtc/lib/"
+nvrtc = ctypes.CDLL(glob.glob(lib + "libnvrtc.so.12")[0])
+prog = ctypes.c_void_p()
+src = b'extern "C" __global__ void k(float* y) { y[threadIdx.x] = 2.0f * threadIdx.x; }'
+assert nvrtc.nvrtcCreateProgram(ctypes.byref(prog), src, b"k.cu", 0, None, None) == 0
+opts = (ctypes.c_char_p * 1)(b"--gpu-architecture=compute_90")
+rc = nvrtc.nvrtcCompileProgram(prog, 1, opts)
+if rc != 0:
+    n = ctypes.c_size_t(); nvrtc.nvrtcGetProgramLogSize(prog, ctypes.byref(n))
+    log = ctypes.create_string_buffer(n.value); nvrtc.nvrtcGetProgramLog(prog, log)
+    sys.exit("nvrtcCompileProgram %d: %s" % (rc, log.value.decode(errors="replace")))
+n = ctypes.c_size_t(); nvrtc.nvrtcGetPTXSize(prog, ctypes.byref(n))
+ptx = ctypes.create_string_buffer(n.value); nvrtc.nvrtcGetPTX(prog, ptx)
+print("workload ran: NVRTC compiled %d bytes of PTX" % n.value)
+print(ptx.value.decode())
+sys.exit(7)
+"#;
 
 /// `gpuimg` in `sb`, seeing the host's Python index configuration (as tests/python_image.rs).
 fn gpuimg(sb: &Sandbox) -> Command {
@@ -108,6 +131,11 @@ fn cuda_runtime_profile_lists_its_libraries_and_runs_under_podman_without_a_gpu(
         assert_eq!(lib["call"], call, "{lib}");
         assert_eq!(lib["cuda_major"], 12, "{lib}");
         assert_eq!(lib["level"], "quick", "{lib}");
+        if lib["name"] == "nvrtc" {
+            let builtins = format!("libnvrtc-builtins.so.{}", &version[..4]);
+            assert_eq!(lib["companions"], serde_json::json!([builtins]), "{lib}");
+            assert!(rootfs.join(SITE).join(dir).join(&builtins).is_file());
+        }
         let file = rootfs.join(SITE).join(dir).join(soname);
         assert!(file.is_file(), "{} is not in the image", file.display());
     }
@@ -154,14 +182,14 @@ fn cuda_runtime_profile_lists_its_libraries_and_runs_under_podman_without_a_gpu(
             .arg(sb.join("cuda-runtime-warn.yaml")),
     );
     let image = format!("oci:{}:latest", sb.join("out-warn").display());
-    let ran = podman_run_with(
-        sb.path(),
-        &[],
-        &image,
-        &["import sys; print('workload ran'); sys.exit(7)"],
-    );
+    let ran = podman_run_with(sb.path(), &[], &image, &[NVRTC_WORKLOAD]);
     assert_eq!(ran.status.code(), Some(7), "{}", describe_run(&ran));
-    assert_eq!(String::from_utf8_lossy(&ran.stdout).trim(), "workload ran");
+    let stdout = String::from_utf8_lossy(&ran.stdout);
+    assert!(
+        stdout.starts_with("workload ran: NVRTC compiled ") && stdout.contains(".target sm_90"),
+        "{}",
+        describe_run(&ran)
+    );
     assert!(
         String::from_utf8_lossy(&ran.stderr).contains("starting the command anyway"),
         "{}",

@@ -20,6 +20,7 @@ fn lib(name: &str, soname: &str, version: &str, call: VersionCall) -> LibraryExp
         cuda_major: 13,
         call,
         level: SelftestLevel::Quick,
+        companions: vec![],
     }
 }
 

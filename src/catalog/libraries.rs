@@ -42,6 +42,9 @@ pub struct LibraryRecord {
     pub soname: String,
     pub call: VersionCall,
     pub level: SelftestLevel,
+    /// Libraries of the same directory it loads at run time (same placeholders as `soname`).
+    #[serde(default)]
+    pub companions: Vec<String>,
 }
 
 /// A library of a locked wheel, resolved for that wheel's version.
@@ -54,6 +57,7 @@ pub struct WheelLibrary {
     pub cuda_major: u32,
     pub call: VersionCall,
     pub level: SelftestLevel,
+    pub companions: Vec<String>,
 }
 
 /// Why the embedded table could not be read (a build defect: the table is compiled in).
@@ -85,17 +89,21 @@ pub fn wheel_libraries(
     let Some((rank, w)) = wheels.iter().enumerate().find(|(_, w)| w.wheel == name) else {
         return Ok(None);
     };
-    let major = version.split('.').next().unwrap_or(version);
+    let mut fields = version.split('.');
+    let major = fields.next().unwrap_or(version);
+    let minor = fields.next().unwrap_or("0");
+    let fill = |s: &str| s.replace("{major}", major).replace("{minor}", minor);
     let libs = w
         .libraries
         .iter()
         .map(|l| WheelLibrary {
             key: l.key.clone(),
-            soname: l.soname.replace("{major}", major),
+            soname: fill(&l.soname),
             dir: w.dir.clone(),
             cuda_major: w.cuda_major,
             call: l.call,
             level: l.level,
+            companions: l.companions.iter().map(|c| fill(c)).collect(),
         })
         .collect();
     Ok(Some((rank, libs)))
@@ -140,6 +148,10 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(cudnn[0].soname, "libcudnn.so.9");
+        let (_, nvrtc) = wheel_libraries("nvidia-cuda-nvrtc-cu12", "12.4.127")
+            .unwrap()
+            .unwrap();
+        assert_eq!(nvrtc[0].companions, ["libnvrtc-builtins.so.12.4"]);
         let (rank_lt, cublas) = wheel_libraries("nvidia-cublas", "13.1.0.3")
             .unwrap()
             .unwrap();

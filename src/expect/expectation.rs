@@ -245,8 +245,10 @@ impl Expectation {
                 field,
                 value: value.to_string(),
             };
-            if lib.soname.is_empty() || lib.soname.contains('/') || lib.soname.contains('\0') {
-                return Err(bad("libraries.soname", &lib.soname));
+            for name in std::iter::once(&lib.soname).chain(&lib.companions) {
+                if name.is_empty() || name.contains('/') || name.contains('\0') || name == ".." {
+                    return Err(bad("libraries.soname", name));
+                }
             }
             if !lib.dir.starts_with('/') || lib.dir.contains('\0') {
                 return Err(bad("libraries.dir", &lib.dir));

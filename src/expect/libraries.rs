@@ -102,6 +102,10 @@ pub struct LibraryExpectation {
     /// to load within the quick level's budget on a cold page cache).
     #[serde(default)]
     pub level: SelftestLevel,
+    /// Libraries of the same directory it loads itself at run time (NVRTC's builtins), loaded
+    /// by the self-test after it, so a dependency they miss is caught at start.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub companions: Vec<String>,
 }
 
 impl LibraryExpectation {
@@ -311,6 +315,7 @@ mod tests {
             cuda_major: 12,
             call,
             level: SelftestLevel::Quick,
+            companions: vec![],
         };
         let cudart = lib("13.2.86", VersionCall::CudaRuntimeGetVersion);
         assert_eq!(cudart.expected_fields(), Some(vec![13, 2]));

@@ -46,6 +46,7 @@ pub fn wheel_library_expectations<'a>(
                     cuda_major: lib.cuda_major,
                     call: lib.call,
                     level: lib.level,
+                    companions: lib.companions,
                 },
             ));
         }

@@ -58,10 +58,26 @@ fn probe(lib: &LibraryExpectation) -> LibraryProbe {
             }
             // Never unloaded: the library's threads and atexit handlers may still need it.
             std::mem::forget(handle);
+            if p.error.is_none() {
+                p.error = companions(lib);
+            }
         }
     }
     p.ms = start.elapsed().as_secs_f64() * 1000.0;
     p
+}
+
+/// Load the libraries `lib` loads itself at run time; why the first that fails does.
+fn companions(lib: &LibraryExpectation) -> Option<String> {
+    for name in &lib.companions {
+        let path = format!("{}/{name}", lib.dir.trim_end_matches('/'));
+        // SAFETY: as for the library itself: a CUDA library of the image, by its path.
+        match unsafe { Library::new(&path) } {
+            Ok(h) => std::mem::forget(h),
+            Err(e) => return Some(format!("`{name}`, which it loads at run time: {e}")),
+        }
+    }
+    None
 }
 
 type IntOut = unsafe extern "C" fn(*mut c_int) -> c_int;
@@ -207,6 +223,7 @@ mod tests {
             cuda_major: 99,
             call: VersionCall::CudaRuntimeGetVersion,
             level: crate::expect::SelftestLevel::Quick,
+            companions: vec![],
         };
         let p = probe_all(std::slice::from_ref(&lib));
         assert_eq!(p[0].path, "/nonexistent/gpuimg/libcudart.so.99");
