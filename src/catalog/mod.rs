@@ -6,6 +6,7 @@
 //! Must never decide compatibility: that is `resolve`'s job.
 
 mod error;
+mod libraries;
 mod lookup;
 mod merge;
 mod records;
@@ -14,6 +15,9 @@ mod validate;
 use std::path::{Path, PathBuf};
 
 pub use error::CatalogError;
+pub use libraries::{
+    cuda_wheels, wheel_libraries, LibraryRecord, LibraryTableError, WheelLibrary, WheelRecord,
+};
 pub use records::{
     BranchKind, CatalogFile, CcSupport, CudaFamily, CudaRelease, CudnnBuild, CudnnRelease,
     DriverBranch, Gpu, JaxRelease, JaxVariant, ModuleFlavour, NcclRelease, PythonRelease,

@@ -8,6 +8,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::libraries::{DeviceCode, LibraryExpectation};
 use super::range::{RangeError, VersionRange};
 use super::settings::{Choices, KernelModule, OnFailure, SelftestLevel};
 
@@ -15,8 +16,10 @@ use super::settings::{Choices, KernelModule, OnFailure, SelftestLevel};
 pub const DEFAULT_PATH: &str = "/etc/gpuimg/expect.json";
 /// Where the builder puts `gpuimg-selftest` inside the image.
 pub const BINARY_PATH: &str = "/usr/local/bin/gpuimg-selftest";
-/// The format version this build writes and reads.
-pub const FORMAT: u32 = 1;
+/// The format version this build writes (format 2 adds `libraries` and `device_code`).
+pub const FORMAT: u32 = 2;
+/// The oldest format this build still reads.
+pub const OLDEST_FORMAT: u32 = 1;
 /// Device-to-device floor as a fraction of the catalog peak, unless the profile overrides it.
 pub const DEFAULT_DEVICE_DEVICE_FRACTION: f64 = 0.8;
 
@@ -40,6 +43,10 @@ pub struct HostFacts {
     pub peak_bandwidth_gbps: BTreeMap<String, f64>,
     /// The image's `NVIDIA_REQUIRE_*`, `NVIDIA_DISABLE_REQUIRE` and `CUDA_VERSION` (name → value).
     pub nvidia_require: BTreeMap<String, String>,
+    /// The CUDA libraries the image carries, with their locked versions (in load order).
+    pub libraries: Vec<LibraryExpectation>,
+    /// The device code the image's GPU programs carry, when known.
+    pub device_code: Option<DeviceCode>,
 }
 
 /// Bandwidth floors for `--level full`.
@@ -104,6 +111,12 @@ pub struct Expectation {
     pub on_failure: OnFailure,
     #[serde(default)]
     pub level: SelftestLevel,
+    /// Format 2: each CUDA library of the image, loaded and asked its version at start.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub libraries: Vec<LibraryExpectation>,
+    /// Format 2: the GPU's compute capability must be covered by this device code.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_code: Option<DeviceCode>,
 }
 
 impl Default for Expectation {
@@ -122,6 +135,8 @@ impl Default for Expectation {
             nvidia_require: BTreeMap::new(),
             on_failure: OnFailure::Abort,
             level: SelftestLevel::Quick,
+            libraries: Vec::new(),
+            device_code: None,
         }
     }
 }
@@ -137,8 +152,10 @@ pub enum ExpectError {
     },
     #[error("Invalid expectation `{path}`: {message}")]
     Parse { path: String, message: String },
-    #[error("Unsupported expectation format {found} (this build reads format {FORMAT})")]
+    #[error("Unsupported expectation format {found} (this build reads formats {OLDEST_FORMAT} to {FORMAT})")]
     Format { found: u32 },
+    #[error("`{field}` needs expectation format 2 (the file says format {found})")]
+    NeedsFormat2 { field: &'static str, found: u32 },
     #[error("Invalid `{field}` range")]
     Range {
         field: &'static str,
@@ -172,6 +189,8 @@ impl Expectation {
             nvidia_require: host.nvidia_require,
             on_failure: selftest.on_failure,
             level: selftest.level,
+            libraries: host.libraries,
+            device_code: host.device_code,
         }
     }
 
@@ -203,8 +222,40 @@ impl Expectation {
 
     /// Refuse what the checks could not use: unknown format, bad ranges, nonsense floors.
     pub fn validate(&self) -> Result<(), ExpectError> {
-        if self.format != FORMAT {
+        if !(OLDEST_FORMAT..=FORMAT).contains(&self.format) {
             return Err(ExpectError::Format { found: self.format });
+        }
+        if self.format < 2 {
+            let field = if !self.libraries.is_empty() {
+                Some("libraries")
+            } else if self.device_code.is_some() {
+                Some("device_code")
+            } else {
+                None
+            };
+            if let Some(field) = field {
+                return Err(ExpectError::NeedsFormat2 {
+                    field,
+                    found: self.format,
+                });
+            }
+        }
+        for lib in &self.libraries {
+            let bad = |field, value: &str| ExpectError::Value {
+                field,
+                value: value.to_string(),
+            };
+            for name in std::iter::once(&lib.soname).chain(&lib.companions) {
+                if name.is_empty() || name.contains('/') || name.contains('\0') || name == ".." {
+                    return Err(bad("libraries.soname", name));
+                }
+            }
+            if !lib.dir.starts_with('/') || lib.dir.contains('\0') {
+                return Err(bad("libraries.dir", &lib.dir));
+            }
+            if lib.expected_fields().is_none() {
+                return Err(bad("libraries.version", &lib.version));
+            }
         }
         for (field, value) in [
             ("kernel", &self.kernel),
@@ -319,8 +370,38 @@ mod tests {
     fn invalid_files_name_the_problem() {
         let e = Expectation::from_json(r#"{"format": 1, "driver": ">=x"}"#, "e.json").unwrap_err();
         assert_eq!(e.to_string(), "Invalid `driver` range");
-        let e = Expectation::from_json(r#"{"format": 2}"#, "e.json").unwrap_err();
-        assert!(e.to_string().contains("format 2"), "{e}");
+        let e = Expectation::from_json(r#"{"format": 3}"#, "e.json").unwrap_err();
+        assert!(e.to_string().contains("format 3"), "{e}");
+        let lib = r#"{"name": "cudart", "soname": "libcudart.so.12", "dir": "/x", "version": "12.4.127",
+            "provider": "wheel nvidia-cuda-runtime-cu12", "cuda_major": 12, "call": "cudaRuntimeGetVersion"}"#;
+        let e = Expectation::from_json(
+            &format!(r#"{{"format": 1, "libraries": [{lib}]}}"#),
+            "e.json",
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "`libraries` needs expectation format 2 (the file says format 1)"
+        );
+        let two = Expectation::from_json(&format!(r#"{{"format": 2, "libraries": [{lib}]}}"#), "e")
+            .unwrap();
+        assert_eq!(two.libraries[0].level, SelftestLevel::Quick);
+        for (field, bad) in [
+            ("libraries.dir", lib.replace(r#""/x""#, r#""x""#)),
+            ("libraries.soname", lib.replace("libcudart.so.12", "a/b")),
+            ("libraries.version", lib.replace("12.4.127", "12")),
+        ] {
+            let e =
+                Expectation::from_json(&format!(r#"{{"format": 2, "libraries": [{bad}]}}"#), "e")
+                    .unwrap_err();
+            assert!(e.to_string().contains(field), "{e}");
+        }
+        let e = Expectation::from_json(
+            r#"{"format": 2, "device_code": {"targets": ["sm9"], "source": "x"}}"#,
+            "e",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("sm9"), "{e}");
         let e = Expectation::from_json(r#"{"format": 1, "drivr": "1"}"#, "e.json").unwrap_err();
         assert!(
             e.to_string()

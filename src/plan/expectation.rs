@@ -1,11 +1,59 @@
 //! The expectation an image carries in `/etc/gpuimg/expect.json` (and what `gpuimg
-//! verify-host` checks): built from the profile and its resolution alone.
+//! verify-host` checks): built from the profile and its resolution, plus (format 2) the CUDA
+//! libraries of the locked wheels the image carries and its device code coverage.
 
 use std::collections::BTreeMap;
 
-use crate::expect::{Choices, Expectation, HostFacts};
+use crate::catalog::{wheel_libraries, LibraryTableError};
+use crate::expect::{Choices, DeviceCode, Expectation, HostFacts, LibraryExpectation};
 use crate::profile::Profile;
 use crate::resolve::Resolution;
+
+/// The expectation of an image that carries `libraries` and `device_code` (the image's own
+/// contents; `expectation` alone is what `verify-host` checks of a profile).
+pub fn image_expectation(
+    profile: &Profile,
+    res: Option<&Resolution>,
+    libraries: Vec<LibraryExpectation>,
+    device_code: Option<DeviceCode>,
+) -> Expectation {
+    let mut e = expectation(profile, res);
+    e.libraries = libraries;
+    e.device_code = device_code;
+    e
+}
+
+/// The CUDA libraries that the wheels `(name, version)` installed in `site_dir` carry, as the
+/// catalog's table lists them, in load order (the table's order, then the wheel's own).
+pub fn wheel_library_expectations<'a>(
+    site_dir: &str,
+    wheels: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Result<Vec<LibraryExpectation>, LibraryTableError> {
+    let mut ranked = Vec::new();
+    for (name, version) in wheels {
+        let Some((rank, libs)) = wheel_libraries(name, version)? else {
+            continue;
+        };
+        for (i, lib) in libs.into_iter().enumerate() {
+            ranked.push((
+                (rank, i),
+                LibraryExpectation {
+                    name: lib.key,
+                    soname: lib.soname,
+                    dir: format!("{}/{}", site_dir.trim_end_matches('/'), lib.dir),
+                    version: version.to_string(),
+                    provider: format!("wheel {name}"),
+                    cuda_major: lib.cuda_major,
+                    call: lib.call,
+                    level: lib.level,
+                    companions: lib.companions,
+                },
+            ));
+        }
+    }
+    ranked.sort_by_key(|(rank, _)| *rank);
+    Ok(ranked.into_iter().map(|(_, l)| l).collect())
+}
 
 /// The expectation an image built from `profile` with `resolution` carries (also what
 /// `gpuimg verify-host` checks): host ranges, GPUs and peaks from the resolution, the image's
@@ -55,6 +103,8 @@ pub fn expectation(profile: &Profile, res: Option<&Resolution>) -> Expectation {
             })
             .unwrap_or_default(),
         nvidia_require,
+        libraries: Vec::new(),
+        device_code: None,
     };
     let st = &profile.selftest;
     let choices = Choices {
@@ -65,4 +115,30 @@ pub fn expectation(profile: &Profile, res: Option<&Resolution>) -> Expectation {
         device_device_fraction: st.floors.device_device_fraction,
     };
     Expectation::new(facts, &choices)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locked_nvidia_wheels_become_the_expectations_libraries_in_load_order() {
+        let site = "/usr/local/lib/python3.11/dist-packages";
+        let libs = wheel_library_expectations(
+            site,
+            [
+                ("nvidia-cublas", "13.1.0.3"),
+                ("requests", "2.32.3"),
+                ("nvidia-cuda-runtime", "13.0.96"),
+            ],
+        )
+        .unwrap();
+        let names: Vec<&str> = libs.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(names, ["cudart", "cublaslt", "cublas"]);
+        assert_eq!(libs[0].dir, format!("{site}/nvidia/cu13/lib"));
+        assert_eq!(libs[0].version, "13.0.96");
+        assert_eq!(libs[0].provider, "wheel nvidia-cuda-runtime");
+        assert_eq!(libs[0].cuda_major, 13);
+        assert_eq!(libs[1].soname, "libcublasLt.so.13");
+    }
 }

@@ -21,7 +21,7 @@ pub mod split;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-pub use expectation::expectation;
+pub use expectation::{expectation, image_expectation, wheel_library_expectations};
 
 use crate::digest::Digest;
 use crate::layer::LayerOptions;
@@ -52,6 +52,9 @@ pub struct Facts {
     pub selftest: Option<SelftestBinary>,
     /// The Python wheels to install, when the profile has `python:`.
     pub python: Option<PythonInstall>,
+    /// The device code the image's GPU programs carry (the catalog's SM list for the
+    /// framework variant), for the expectation's coverage check; `None`: not checked.
+    pub device_code: Option<crate::expect::DeviceCode>,
 }
 
 /// The pinned wheels (the lock's, or resolved now, sorted by name), the image's interpreter
@@ -141,6 +144,8 @@ pub struct ImagePlan {
 pub enum PlanError {
     #[error("The facts given do not match the profile's base: {0}")]
     Facts(&'static str),
+    #[error(transparent)]
+    LibraryTable(#[from] crate::catalog::LibraryTableError),
 }
 
 /// Whether an image built from `profile` with `resolution` carries the self-test: it is
@@ -230,10 +235,20 @@ pub fn plan(
             strip: Vec::new(),
             key: None,
         });
+        let libraries = match &python {
+            Some(p) => wheel_library_expectations(
+                &p.python.site_dir,
+                p.wheels
+                    .iter()
+                    .map(|w| (w.name.as_str(), w.version.as_str())),
+            )?,
+            None => Vec::new(),
+        };
+        let expect = image_expectation(profile, resolution, libraries, facts.device_code.clone());
         layers.push(LayerPlan {
             component: "expect".into(),
             inputs: Inputs::Expect {
-                json: expectation(profile, resolution).to_json(),
+                json: expect.to_json(),
             },
             strip: Vec::new(),
             key: None,

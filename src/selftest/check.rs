@@ -56,6 +56,8 @@ pub enum Because {
     NvmlCrashed,
     /// An earlier CUDA probe (a kernel or copy on another GPU) timed out; later work was skipped.
     EarlierProbeTimedOut,
+    /// Loading the image's CUDA libraries did not finish within its time limit.
+    LibrariesTimedOut,
 }
 
 impl Because {
@@ -72,6 +74,7 @@ impl Because {
             Because::NvmlFailed => "NVML failed",
             Because::NvmlCrashed => "the NVML probe crashed",
             Because::EarlierProbeTimedOut => "an earlier CUDA probe timed out",
+            Because::LibrariesTimedOut => "loading the image's CUDA libraries timed out",
         }
     }
 }

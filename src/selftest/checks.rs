@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 
+use super::carried;
 use super::cause;
 use super::check::{Because, Check, Status, Verdict};
 use super::crosscheck::{self, pair};
@@ -77,10 +78,12 @@ pub fn evaluate(
     out.push(module(e, m));
     out.push(cuda_driver(e, m));
     out.push(cuda_init(m));
+    out.extend(carried::libraries(e, m, level));
     out.push(gpu_count(e, m));
     for g in &m.gpus {
         out.push(gpu_model(e, g));
     }
+    out.extend(carried::device_code(e, m));
     out.extend(crosscheck::crosscheck(m, env));
     out.extend(nvidia_require(e, m, env));
     for g in &m.gpus {

@@ -3,25 +3,29 @@
 //! A probe that does not answer in time is recorded in `timed_out` (and, for `nvmlInit` and
 //! `cuInit`, as a typed `InitOutcome`) and the rest of the CUDA work is skipped (a hung driver
 //! would hang it too); the process never waits past a limit.
-//! NVML and `cuInit` run in parallel: together they are most of the quick level's time.
+//! NVML and `cuInit` run in parallel: together they are most of the quick level's time. The
+//! image's CUDA libraries are loaded on a third thread meanwhile (only on a host with a driver).
 
 use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
+use super::carried::LIBRARIES_STAGE;
 use super::crosscheck::respell_mig_uuids;
 use super::cuda_api::Cuda;
 use super::cuda_work;
-use super::data::{CudaDeviceResult, InitOutcome, Measurements};
+use super::data::{CudaDeviceResult, InitOutcome, LibraryProbe, Measurements};
+use super::libraries;
 use super::nvml::{Nvml, NvmlReport};
 use super::procfs;
-use crate::expect::SelftestLevel;
+use crate::expect::{LibraryExpectation, SelftestLevel};
 
 const NVML_LIMIT: Duration = Duration::from_secs(10);
 const VERSION_LIMIT: Duration = Duration::from_secs(5);
 const CUDA_INIT_LIMIT: Duration = Duration::from_secs(20);
 const KERNEL_LIMIT: Duration = Duration::from_secs(15);
 const BANDWIDTH_LIMIT: Duration = Duration::from_secs(30);
+const LIBRARIES_LIMIT: Duration = Duration::from_secs(30);
 
 /// Why a probe gave no answer.
 enum Stalled {
@@ -56,8 +60,8 @@ fn note(m: &mut Measurements, stage: &str, s: Stalled) {
     }
 }
 
-/// Probe the host at `level`.
-pub fn collect(level: SelftestLevel) -> Measurements {
+/// Probe the host at `level`, and load the image's libraries `libs` of that level.
+pub fn collect(level: SelftestLevel, libs: &[LibraryExpectation]) -> Measurements {
     let mut m = Measurements {
         kernel: procfs::kernel_release(),
         module: procfs::nvidia_module(),
@@ -67,7 +71,46 @@ pub fn collect(level: SelftestLevel) -> Measurements {
     let cuda: Option<&'static Cuda> = Cuda::load().ok().map(|c| &*Box::leak(Box::new(c)));
     m.nvml_loaded = nvml.is_some();
     m.cuda_loaded = cuda.is_some();
+    let wanted: Vec<LibraryExpectation> = libs
+        .iter()
+        .filter(|l| level == SelftestLevel::Full || l.level == SelftestLevel::Quick)
+        .cloned()
+        .collect();
+    let libraries =
+        (!wanted.is_empty() && (nvml.is_some() || cuda.is_some())).then(|| spawn_libraries(wanted));
+    let mut m = collect_driver(m, level, nvml, cuda);
+    if let Some(rx) = libraries {
+        match rx.recv_timeout(LIBRARIES_LIMIT) {
+            Ok(found) => m.libraries = found,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                note(&mut m, LIBRARIES_STAGE, Stalled::TimedOut)
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                note(&mut m, LIBRARIES_STAGE, Stalled::Crashed)
+            }
+        }
+    }
+    m
+}
 
+/// Load `libs` on a thread of their own; their probes arrive on the receiver.
+fn spawn_libraries(libs: Vec<LibraryExpectation>) -> mpsc::Receiver<Vec<LibraryProbe>> {
+    let (tx, rx) = mpsc::channel();
+    let _ = thread::Builder::new()
+        .name("gpuimg-libraries".into())
+        .spawn(move || {
+            let _ = tx.send(libraries::probe_all(&libs));
+        });
+    rx
+}
+
+/// The driver's side: NVML, `cuInit`, the functional kernel and (full) the bandwidth.
+fn collect_driver(
+    mut m: Measurements,
+    level: SelftestLevel,
+    nvml: Option<&'static Nvml>,
+    cuda: Option<&'static Cuda>,
+) -> Measurements {
     // NVML on one thread while cuInit runs on another.
     let (ntx, nrx) = mpsc::channel::<NvmlReport>();
     if let Some(n) = nvml {

@@ -5,6 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use super::libraries::LibraryProbe;
+
 /// Kernel module flavour from `/proc/driver/nvidia/version`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -63,6 +65,9 @@ pub struct Measurements {
     pub cuda_devices: Vec<CudaDeviceResult>,
     /// Probes that did not finish in time (`nvml`, `cuda: kernel on GPU 0`).
     pub timed_out: Vec<String>,
+    /// The image's CUDA libraries (expectation format 2), loaded and asked their versions.
+    #[serde(default)]
+    pub libraries: Vec<LibraryProbe>,
 }
 
 /// One GPU from NVML.

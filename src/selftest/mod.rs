@@ -1,10 +1,12 @@
 //! Stage `selftest`: the boot-time GPU self-test run by `gpuimg-selftest` and `gpuimg verify-host`.
 //!
 //! Probes the host (procfs, NVML and the CUDA driver API, loaded at run time; each probe with a
-//! time limit), checks the results against an `Expectation`, and renders a `Report`.
+//! time limit) and the image's own CUDA libraries, checks the results against an
+//! `Expectation`, and renders a `Report`.
 //! Checks are pure functions of `Measurements`. Must never link the CUDA toolkit, write to the
 //! host, or panic on anything the host or the expectation file controls.
 
+mod carried;
 mod cause;
 mod check;
 mod checks;
@@ -16,6 +18,7 @@ mod cuda_work;
 mod data;
 mod dl;
 mod exec;
+mod libraries;
 mod nvml;
 mod procfs;
 mod ptx;
@@ -33,10 +36,11 @@ pub use crosscheck::{
     MEMORY_TOLERANCE_PERCENT,
 };
 pub use data::{
-    Bandwidth, CudaDeviceResult, EccHealth, GpuInfo, InitOutcome, Measurements, MigDevice,
-    ModuleFlavour, ModuleInfo, PcieLink,
+    Bandwidth, CudaDeviceResult, EccHealth, GpuInfo, InitOutcome, LibraryProbe, Measurements,
+    MigDevice, ModuleFlavour, ModuleInfo, PcieLink,
 };
 pub use exec::{exec, ExecError};
+pub use libraries::probe_all as probe_libraries;
 pub use procfs::parse_module_version;
 pub use ptx::PTX;
 pub use report::Report;
@@ -51,7 +55,7 @@ use crate::expect::SelftestLevel;
 /// (for `NVIDIA_REQUIRE_*`).
 pub fn run(expect: &Expectation, level: SelftestLevel, env: &BTreeMap<String, String>) -> Report {
     let start = Instant::now();
-    let m = collect::collect(level);
+    let m = collect::collect(level, &expect.libraries);
     report_from(expect, &m, env, level, start.elapsed())
 }
 
@@ -85,6 +89,7 @@ pub fn report_from(
         cuda_init: m.cuda_init,
         gpus: m.gpus.clone(),
         cuda_devices: m.cuda_devices.clone(),
+        libraries: m.libraries.clone(),
         checks,
         duration_ms: elapsed.as_millis() as u64,
     }

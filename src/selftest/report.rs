@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::check::{Check, Status, Verdict};
-use super::data::{CudaDeviceResult, GpuInfo, InitOutcome, ModuleInfo};
+use super::data::{CudaDeviceResult, GpuInfo, InitOutcome, LibraryProbe, ModuleInfo};
 
 /// Everything one run found, as printed with `--json` and written with `--report`.
 #[derive(Debug, Clone, Serialize)]
@@ -26,6 +26,9 @@ pub struct Report {
     pub cuda_init: InitOutcome,
     pub gpus: Vec<GpuInfo>,
     pub cuda_devices: Vec<CudaDeviceResult>,
+    /// The image's CUDA libraries as loaded (expectation format 2; absent when there are none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub libraries: Vec<LibraryProbe>,
     pub checks: Vec<Check>,
     pub duration_ms: u64,
 }
@@ -104,6 +107,18 @@ impl Report {
                 d.memory_total_mib
                     .map_or_else(|| "?".to_string(), |m| m.to_string()),
                 d.pci_bus_id.as_deref().unwrap_or("?"),
+            );
+        }
+        for l in &self.libraries {
+            let what = match (&l.raw, &l.error) {
+                (_, Some(e)) => e.clone(),
+                (Some(raw), None) => raw.clone(),
+                (None, None) => "-".into(),
+            };
+            let _ = writeln!(
+                s,
+                "library {}: {}  {}  {:.1} ms",
+                l.name, l.path, what, l.ms
             );
         }
         if self.checks.is_empty() {

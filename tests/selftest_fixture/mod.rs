@@ -87,6 +87,7 @@ pub fn h200() -> Measurements {
             }),
         }],
         timed_out: vec![],
+        libraries: vec![],
     }
 }
 
@@ -101,6 +102,8 @@ pub fn matching() -> Expectation {
         compute_capabilities: vec![],
         peak_bandwidth_gbps: BTreeMap::from([("H200".to_string(), 4800.0)]),
         nvidia_require: BTreeMap::new(),
+        libraries: vec![],
+        device_code: None,
     };
     Expectation::new(host, &Choices::default())
 }
