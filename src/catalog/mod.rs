@@ -5,6 +5,7 @@
 //! lookups (GPU by name or alias, closest name, cuDNN record for a pinned version).
 //! Must never decide compatibility: that is `resolve`'s job.
 
+mod device_code;
 mod error;
 mod lookup;
 mod merge;
@@ -13,6 +14,7 @@ mod validate;
 
 use std::path::{Path, PathBuf};
 
+pub use device_code::DeviceCode;
 pub use error::CatalogError;
 pub use records::{
     BranchKind, CatalogFile, CcSupport, CudaFamily, CudaRelease, CudnnBuild, CudnnRelease,

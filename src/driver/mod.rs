@@ -103,6 +103,8 @@ pub enum BuildError {
     Pypi(#[from] crate::sources::pypi::PypiError),
     #[error(transparent)]
     Wheel(#[from] crate::sources::wheel::WheelError),
+    #[error(transparent)]
+    Library(#[from] crate::plan::libraries::LibraryError),
     /// A plan that breaks its own rules: a bug in gpuimg.
     #[error("Internal error: {0}")]
     Internal(&'static str),
@@ -231,11 +233,20 @@ pub fn execute(
                     .remove(component)
                     .unwrap_or_else(|| Tree::new(format!("`the apt packages` layer `{component}`")))
             }
-            Inputs::Wheels => {
+            Inputs::Wheels { names } => {
                 let install = plan.python.as_ref().ok_or(BuildError::Internal(
                     "a python-packages layer was planned without its wheels",
                 ))?;
-                let tree = python::install(install, python, opts, &cache, scratch.path(), obs)?;
+                let tree = python::install(
+                    install,
+                    names,
+                    component,
+                    python,
+                    opts,
+                    &cache,
+                    scratch.path(),
+                    obs,
+                )?;
                 check_over_lower(&cache, &layers, &tree)?;
                 tree
             }

@@ -2,10 +2,12 @@
 //! packages (the apt set, or a rootfs's dpkg database), the `stack.python` check against it,
 //! and the wheels: the lock's, or resolved now for that interpreter (never the build host's).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::OpsError;
-use crate::cache::Cache;
+use crate::cache::{Bucket, Cache, Key};
+use crate::digest::Digest;
 use crate::lock::{LockedPackage, LockedWheel};
 use crate::observe::Observer;
 use crate::plan::PythonInstall;
@@ -13,9 +15,9 @@ use crate::profile::{Base, Profile};
 use crate::resolve::{Component, Resolution};
 use crate::sources::base_python;
 use crate::sources::pypi::{self, HostSettings, PythonRequest};
-use crate::sources::python::ImagePython;
+use crate::sources::python::{ImagePython, PinnedWheel};
 use crate::sources::rootfs::{self, DPKG_STATUS};
-use crate::sources::wheel::HostPython;
+use crate::sources::wheel::{self, HostPython, WheelLibrary};
 
 /// Bytes of a rootfs's dpkg status file read.
 const MAX_STATUS_BYTES: u64 = 64 << 20;
@@ -168,12 +170,69 @@ pub fn install(
         None
     };
     let wheels = wheels(&request, &python, locked, cache_root, offline, obs)?;
+    let libraries = wheel_libraries(&wheels, &python, &request, cache_root, offline, obs)?;
     Ok(Some((
         PythonInstall {
             wheels,
             python,
             compiler,
+            libraries,
         },
         request,
     )))
+}
+
+/// The key of a wheel's shared libraries as installed for `python` (the scheme places them).
+fn libraries_key(wheel: &LockedWheel, python: &ImagePython) -> Digest {
+    let mut k = Key::new("wheel-libraries-v1").tool_version();
+    k.digest(&wheel.sha256)
+        .str(&python.site_dir)
+        .str(&python.scripts_dir);
+    k.finish()
+}
+
+/// The shared libraries each wheel installs (by wheel name), for the one-provider rule and
+/// `ld.so.cache`: recorded per wheel in the cache, else read from the wheel (fetched, from
+/// the cache when there) and recorded. A record the stamp does not vouch for is read again.
+pub fn wheel_libraries(
+    wheels: &[LockedWheel],
+    python: &ImagePython,
+    request: &PythonRequest,
+    cache_root: &Path,
+    offline: bool,
+    obs: &mut dyn Observer,
+) -> Result<BTreeMap<String, Vec<WheelLibrary>>, OpsError> {
+    let cache = Cache::open(cache_root).map_err(|source| OpsError::CacheOpen {
+        path: cache_root.display().to_string(),
+        source,
+    })?;
+    let mut out = BTreeMap::new();
+    let mut missing = Vec::new();
+    for w in wheels {
+        let key = libraries_key(w, python);
+        let recorded = cache
+            .read_record(Bucket::WheelMetadata, &key)
+            .ok()
+            .flatten()
+            .filter(|r| r.trusted)
+            .and_then(|r| serde_json::from_slice::<Vec<WheelLibrary>>(&r.bytes).ok());
+        match recorded {
+            Some(libs) => {
+                out.insert(w.name.clone(), libs);
+            }
+            None => missing.push(w),
+        }
+    }
+    if missing.is_empty() {
+        return Ok(out);
+    }
+    let pins: Vec<PinnedWheel> = missing.iter().map(|w| PinnedWheel::from(*w)).collect();
+    let fetched = pypi::fetch(&pins, request, &cache, obs, offline)?;
+    for (w, f) in missing.iter().zip(&fetched) {
+        let libs = wheel::libraries(f, python)?;
+        // Only saves reading the wheel next time: failing to record is no error.
+        let _ = cache.put_record(Bucket::WheelMetadata, &libraries_key(w, python), &libs);
+        out.insert(w.name.clone(), libs);
+    }
+    Ok(out)
 }
