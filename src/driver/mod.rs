@@ -160,11 +160,14 @@ pub fn execute(
         .iter()
         .map(|lp| lp.key.as_ref().and_then(|k| layer::lookup(&cache, k, obs)))
         .collect();
+    // (The apt layers' only: a wheel layer may bear the name of an apt component.)
     let cached: BTreeSet<String> = plan
         .layers
         .iter()
         .zip(&found)
-        .filter(|(_, f)| f.is_some())
+        .filter(|(lp, f)| {
+            f.is_some() && matches!(lp.inputs, Inputs::Debs { .. } | Inputs::AptMetadata)
+        })
         .map(|(lp, _)| lp.component.clone())
         .collect();
     // The apt package components not in the cache are written while unpacking.

@@ -352,8 +352,11 @@ fn plan_wheels(
             (l.name.value.clone(), names)
         })
         .collect();
+    // The apt-only components (`os`, `python`, `packages`) take no wheels; the CUDA and
+    // framework components exist for both kinds.
+    let wheel_table = wheel_components::table_order();
     for (name, _) in &overrides {
-        if components::table_order().contains(name) {
+        if components::table_order().contains(name) && !wheel_table.contains(&name.as_str()) {
             return Err(PlanError::LayerKinds(name.clone()));
         }
     }
