@@ -11,6 +11,7 @@ mod lookup;
 mod merge;
 mod records;
 mod validate;
+mod wheels;
 
 use std::path::{Path, PathBuf};
 
@@ -19,8 +20,9 @@ pub use error::CatalogError;
 pub use records::{
     BranchKind, CatalogFile, CcSupport, CudaFamily, CudaRelease, CudnnBuild, CudnnRelease,
     DriverBranch, Gpu, JaxRelease, JaxVariant, ModuleFlavour, NcclRelease, PythonRelease,
-    PytorchRelease, PytorchVariant, Source, TensorflowRelease,
+    PytorchRelease, PytorchVariant, Source, StackWheels, TensorflowRelease,
 };
+pub use wheels::StackRequirements;
 
 /// The embedded catalog files, in merge order.
 const EMBEDDED: &[(&str, &str)] = &[
@@ -52,6 +54,10 @@ const EMBEDDED: &[(&str, &str)] = &[
         include_str!("../../catalog/cudnn.yaml"),
     ),
     ("catalog/nccl.yaml", include_str!("../../catalog/nccl.yaml")),
+    (
+        "catalog/wheels.yaml",
+        include_str!("../../catalog/wheels.yaml"),
+    ),
 ];
 
 /// The merged, validated catalog. Release lists are sorted newest first.
@@ -70,6 +76,7 @@ pub struct Catalog {
     pub jax: Vec<JaxRelease>,
     pub cudnn: Vec<CudnnRelease>,
     pub nccl: Vec<NcclRelease>,
+    pub stack_wheels: Vec<StackWheels>,
     /// Where each overlay came from, in merge order (empty: embedded only).
     pub overlays: Vec<PathBuf>,
 }

@@ -46,7 +46,7 @@ pub fn build(
             obs.warn(w);
         }
     }
-    let (facts, request) = gather(profile, &settled, req, obs)?;
+    let (facts, request) = gather(profile, catalog, &settled, req, obs)?;
     let plan = plan::plan(
         profile,
         settled.resolution.as_ref(),
@@ -71,6 +71,7 @@ pub fn build(
 
 fn gather(
     profile: &Profile,
+    catalog: &Catalog,
     settled: &Settled,
     req: &BuildRequest,
     obs: &mut dyn Observer,
@@ -98,6 +99,7 @@ fn gather(
         if let Some((install, r)) = python::install(
             profile,
             settled.resolution.as_ref(),
+            catalog,
             packages.as_deref(),
             settled.wheels.as_deref(),
             &req.python,

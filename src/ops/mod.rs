@@ -12,6 +12,7 @@ pub mod build;
 pub mod lock;
 pub mod python;
 pub mod settle;
+pub mod stack;
 pub mod verify;
 
 use crate::catalog::CatalogError;

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::OpsError;
 use crate::cache::{Bucket, Cache, Key};
+use crate::catalog::Catalog;
 use crate::digest::Digest;
 use crate::lock::{LockedPackage, LockedWheel};
 use crate::observe::Observer;
@@ -141,9 +142,20 @@ pub fn wheels(
     Ok(wheels)
 }
 
-/// The request of `profile`'s `python:` (`None` without one).
-pub fn request(profile: &Profile, host: &PythonHost) -> Result<Option<PythonRequest>, OpsError> {
-    Ok(PythonRequest::new(profile, &host.settings)?)
+/// The request of `profile`'s `python:` (`None` without one), with the stack's pins made
+/// requirements (`ops::stack`) when there is a resolution.
+pub fn request(
+    profile: &Profile,
+    host: &PythonHost,
+    stack: Option<(&Resolution, &Catalog)>,
+) -> Result<Option<PythonRequest>, OpsError> {
+    let Some(mut request) = PythonRequest::new(profile, &host.settings)? else {
+        return Ok(None);
+    };
+    if let Some((resolution, catalog)) = stack {
+        super::stack::add_to(&mut request, profile, resolution, catalog)?;
+    }
+    Ok(Some(request))
 }
 
 /// Everything the plan needs about the Python part of `profile`, and the request that fetches
@@ -152,6 +164,7 @@ pub fn request(profile: &Profile, host: &PythonHost) -> Result<Option<PythonRequ
 pub fn install(
     profile: &Profile,
     resolution: Option<&Resolution>,
+    catalog: &Catalog,
     packages: Option<&[(String, String)]>,
     locked: Option<&[LockedWheel]>,
     host: &PythonHost,
@@ -159,7 +172,7 @@ pub fn install(
     offline: bool,
     obs: &mut dyn Observer,
 ) -> Result<Option<(PythonInstall, PythonRequest)>, OpsError> {
-    let Some(request) = request(profile, host)? else {
+    let Some(request) = request(profile, host, resolution.map(|r| (r, catalog)))? else {
         return Ok(None);
     };
     let python = image_python(profile, resolution, packages)?;
@@ -170,6 +183,7 @@ pub fn install(
         None
     };
     let wheels = wheels(&request, &python, locked, cache_root, offline, obs)?;
+    super::stack::check_agreement(profile, &wheels)?;
     let libraries = wheel_libraries(&wheels, &python, &request, cache_root, offline, obs)?;
     Ok(Some((
         PythonInstall {
