@@ -128,6 +128,83 @@ fn a_cuda_pin_without_a_framework_locks_nvidias_runtime_wheel() {
         .map(|l| l["component"].as_str().unwrap())
         .collect();
     assert_eq!(components, ["base", "cuda-runtime"]);
+
+    // The metadata follows the installed runtime: its version from the wheel's METADATA, the
+    // driver floor per `compat: minor` (the major's .0), arch>= the H200's 9.0.
+    let wheel = read_dir_names(&s.sb.join("index/files"))
+        .into_iter()
+        .find(|n| n.starts_with("nvidia_cuda_runtime_cu12-12.4"))
+        .unwrap();
+    let version = wheel.split('-').nth(1).unwrap().to_string();
+    let info = inspect(&s.sb, &s.sb.join("out"));
+    let env = env_of(&info);
+    assert_eq!(env.get("CUDA_VERSION"), Some(&version), "{env:?}");
+    assert_eq!(
+        env.get("NVIDIA_REQUIRE_CUDA").map(String::as_str),
+        Some("cuda>=12.0,arch>=9.0"),
+        "{env:?}"
+    );
+    let ann = annotations_of(&info);
+    assert_eq!(
+        ann.get("io.gpuimg.cuda-library.nvidia-cuda-runtime-cu12"),
+        Some(&version),
+        "{ann:?}"
+    );
+}
+
+fn read_dir_names(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+fn inspect(sb: &Sandbox, out: &Path) -> serde_json::Value {
+    let json = run_ok(sb.gpuimg().args(["inspect", "--json"]).arg(out));
+    serde_json::from_str(&json).unwrap()
+}
+
+/// Every `KEY=VALUE` string anywhere under a `Env` key.
+fn env_of(v: &serde_json::Value) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    walk(v, &mut |k, x| {
+        if k == "Env" {
+            for e in x.as_array().into_iter().flatten() {
+                if let Some((a, b)) = e.as_str().and_then(|s| s.split_once('=')) {
+                    out.insert(a.to_string(), b.to_string());
+                }
+            }
+        }
+    });
+    out
+}
+
+/// Every string under an `annotations` key whose name starts with `io.gpuimg.`.
+fn annotations_of(v: &serde_json::Value) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    walk(v, &mut |k, x| {
+        if k == "annotations" || k == "labels" {
+            for (a, b) in x.as_object().into_iter().flatten() {
+                if let (true, Some(b)) = (a.starts_with("io.gpuimg."), b.as_str()) {
+                    out.insert(a.clone(), b.to_string());
+                }
+            }
+        }
+    });
+    out
+}
+
+fn walk(v: &serde_json::Value, f: &mut dyn FnMut(&str, &serde_json::Value)) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                f(k, x);
+                walk(x, f);
+            }
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|x| walk(x, f)),
+        _ => {}
+    }
 }
 
 #[test]
@@ -143,6 +220,54 @@ fn a_pytorch_pin_locks_torch_and_a_contradicting_cuda_pin_is_a_no() {
     assert!(
         wheels.contains(&("nvidia-cuda-runtime".to_string(), "13.2.86".to_string())),
         "{wheels:?}"
+    );
+
+    // The framework's device code: the SM list of the catalog record for torch 2.15.0 on
+    // the default index, read here from the catalog file itself.
+    run_ok(
+        s.sb.gpuimg()
+            .args(["build", "--locked", "-o"])
+            .arg(s.sb.join("out"))
+            .arg(&p),
+    );
+    let catalog: serde_json::Value =
+        serde_saphyr::from_str(include_str!("../catalog/pytorch.yaml")).unwrap();
+    let release = catalog["pytorch"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["version"].as_str() == Some("2.15.0"))
+        .unwrap();
+    let variant = release["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["pypi"].as_bool() == Some(true))
+        .unwrap();
+    let sms: Vec<String> = variant["sm"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| format!("sm_{}", v.as_str().unwrap().replace('.', "")))
+        .collect();
+    let info = inspect(&s.sb, &s.sb.join("out"));
+    let ann = annotations_of(&info);
+    assert_eq!(
+        ann.get("io.gpuimg.device-code.sm"),
+        Some(&sms.join(",")),
+        "{ann:?}"
+    );
+    assert_eq!(
+        ann.get("io.gpuimg.cuda-library.nvidia-cuda-runtime")
+            .map(String::as_str),
+        Some("13.2.86")
+    );
+    let env = env_of(&info);
+    assert_eq!(env.get("CUDA_VERSION").map(String::as_str), Some("13.2.86"));
+    assert_eq!(
+        env.get("NVIDIA_REQUIRE_CUDA").map(String::as_str),
+        Some("cuda>=13.0,arch>=9.0"),
+        "{env:?}"
     );
 
     let p = s.profile("  cuda: \"13.0\"\n  pytorch: \"2.15\"\n  python: \"3.11\"\n");

@@ -107,6 +107,7 @@ fn gather(
             req.options.offline,
             obs,
         )? {
+            facts.device_code = plan::installed::device_code(&install.wheels, catalog);
             facts.python = Some(install);
             request = Some(r);
         }

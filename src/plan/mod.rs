@@ -15,6 +15,7 @@
 pub mod annotations;
 pub mod components;
 pub mod expectation;
+pub mod installed;
 pub mod keys;
 pub mod libraries;
 pub mod split;
@@ -56,6 +57,8 @@ pub struct Facts {
     pub selftest: Option<SelftestBinary>,
     /// The Python wheels to install, when the profile has `python:`.
     pub python: Option<PythonInstall>,
+    /// The device code of the framework among the wheels (`installed::device_code`).
+    pub device_code: Option<crate::catalog::DeviceCode>,
 }
 
 /// The pinned wheels (the lock's, or resolved now, sorted by name), the image's interpreter
@@ -249,6 +252,16 @@ pub fn plan(
             .unwrap_or_default(),
         entrypoint: None,
     };
+    // What the locked wheels install decides the CUDA metadata, not the request alone.
+    if let (Some(r), Some(p)) = (resolution.filter(|r| !r.is_empty()), &python) {
+        installed::apply(
+            r,
+            &p.wheels,
+            facts.device_code.as_ref(),
+            &mut image.env,
+            &mut image.annotations,
+        );
+    }
     if wants_selftest(profile, resolution) {
         let bin = facts
             .selftest

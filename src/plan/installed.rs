@@ -1,0 +1,99 @@
+//! What the locked wheels say about the image's CUDA, for its config and annotations: the
+//! runtime's version (`CUDA_VERSION`, and `NVIDIA_REQUIRE_CUDA`'s `cuda>=` per the compat
+//! mode, from the installed cudart wheel rather than the request), `arch>=` as the lowest
+//! target GPU the framework's device code covers, each CUDA library wheel's version and the
+//! covered SMs (`io.gpuimg.*`). Pure: the caller hands in the locked wheels and the catalog.
+
+use std::collections::BTreeMap;
+
+use super::wheel_components;
+use crate::catalog::{Catalog, DeviceCode};
+use crate::image::annotations::*;
+use crate::lock::LockedWheel;
+use crate::profile::CompatMode;
+use crate::resolve::Resolution;
+use crate::version::Version;
+
+/// The wheel components that hold NVIDIA's CUDA libraries.
+const LIBRARY_COMPONENTS: &[&str] = &["cuda-runtime", "cuda-math", "cudnn", "nccl"];
+
+/// The locked cudart wheel (`nvidia-cuda-runtime`, `nvidia-cuda-runtime-cuNN`) and its version.
+pub fn runtime(wheels: &[LockedWheel]) -> Option<(&LockedWheel, Version)> {
+    wheels
+        .iter()
+        .filter(|w| {
+            w.name == "nvidia-cuda-runtime"
+                || w.name
+                    .strip_prefix("nvidia-cuda-runtime-cu")
+                    .is_some_and(|n| n.chars().all(|c| c.is_ascii_digit()))
+        })
+        .find_map(|w| Some((w, w.version.parse::<Version>().ok()?)))
+}
+
+/// The device code of the locked framework wheel: torch's variant from its local version
+/// (`2.15.0+cu126`), else the one the catalog records for the default index.
+pub fn device_code(wheels: &[LockedWheel], catalog: &Catalog) -> Option<DeviceCode> {
+    let torch = wheels.iter().find(|w| w.name == "torch")?;
+    let (public, local) = match torch.version.split_once('+') {
+        Some((p, l)) => (p, Some(l)),
+        None => (torch.version.as_str(), None),
+    };
+    let version: Version = public.parse().ok()?;
+    let variant = match local {
+        Some(l) => l.to_string(),
+        None => catalog.default_pytorch_variant(&version)?.to_string(),
+    };
+    catalog.device_code("pytorch", &version, &variant)
+}
+
+/// Update `env` and `annotations` (the resolution's) with what the locked wheels install.
+pub fn apply(
+    resolution: &Resolution,
+    wheels: &[LockedWheel],
+    code: Option<&DeviceCode>,
+    env: &mut BTreeMap<String, String>,
+    annotations: &mut BTreeMap<String, String>,
+) {
+    for w in wheels {
+        if LIBRARY_COMPONENTS.contains(&wheel_components::component_of(&w.name)) {
+            annotations.insert(
+                format!("{ANN_CUDA_LIBRARY_PREFIX}{}", w.name),
+                w.version.clone(),
+            );
+        }
+    }
+    let mut r = resolution.clone();
+    if let Some(code) = code {
+        annotations.insert(ANN_DEVICE_CODE_SM.into(), code.sm_list());
+        if let Some(p) = &code.ptx {
+            annotations.insert(
+                ANN_DEVICE_CODE_PTX.into(),
+                format!("compute_{}{}", p.field(0), p.field(1)),
+            );
+        }
+        let mut sources = code.sources.join(",");
+        if code.unverified {
+            sources.push_str(",unverified");
+        }
+        annotations.insert(ANN_DEVICE_CODE_SOURCE.into(), sources);
+        let covered: Vec<Version> = r
+            .compute_capabilities
+            .iter()
+            .filter(|cc| code.covers(cc))
+            .cloned()
+            .collect();
+        if !covered.is_empty() {
+            r.compute_capabilities = covered;
+        }
+    }
+    if let Some((_, v)) = runtime(wheels) {
+        env.insert("CUDA_VERSION".into(), v.to_string());
+        r.cuda_driver_floor = Some(match r.compat {
+            CompatMode::Strict => v.truncate(2),
+            CompatMode::Minor | CompatMode::Forward => Version::from_fields(&[v.major(), 0]),
+        });
+    }
+    if let Some(req) = r.require_cuda() {
+        env.insert("NVIDIA_REQUIRE_CUDA".into(), req);
+    }
+}
