@@ -107,7 +107,7 @@ fn setup() -> Setup {
 impl Setup {
     /// A profile `name` asking for `packages`, with `extra` top-level keys.
     fn profile(&self, name: &str, packages: &[&str], extra: &str) -> PathBuf {
-        let p = self.sb.join(&format!("{name}.yaml"));
+        let p = self.sb.join(format!("{name}.yaml"));
         let list: Vec<String> = packages.iter().map(|p| format!("\"{p}\"")).collect();
         write(
             &p,

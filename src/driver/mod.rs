@@ -104,7 +104,7 @@ pub enum BuildError {
     #[error(transparent)]
     Wheel(#[from] crate::sources::wheel::WheelError),
     #[error(transparent)]
-    Library(#[from] crate::plan::libraries::LibraryError),
+    Library(Box<crate::plan::libraries::LibraryError>),
     /// A plan that breaks its own rules: a bug in gpuimg.
     #[error("Internal error: {0}")]
     Internal(&'static str),
@@ -117,6 +117,12 @@ pub enum BuildError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl From<crate::plan::libraries::LibraryError> for BuildError {
+    fn from(e: crate::plan::libraries::LibraryError) -> Self {
+        BuildError::Library(Box::new(e))
+    }
 }
 
 /// Execute `plan` for `profile`: write its image to the target. `python` says where the

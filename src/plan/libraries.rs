@@ -62,11 +62,11 @@ pub enum LibraryError {
     CompatWithoutForward { path: String, provider: Provider },
     #[error("`{soname}` is provided twice: by {first} (`/{first_path}`) and by {second} (`/{second_path}`); keep one, or pick one with `libraries: {{{soname}: {}}}` in the profile", first.name())]
     TwoProviders {
-        soname: String,
+        soname: Box<str>,
         first: Provider,
-        first_path: String,
+        first_path: Box<str>,
         second: Provider,
-        second_path: String,
+        second_path: Box<str>,
     },
     #[error("`libraries:` picks `{provider}` for `{soname}`, but {}", if found.is_empty() { "nothing in the image provides it".to_string() } else { format!("it comes from {}", found.join(" and ")) })]
     PickNotAProvider {
@@ -198,11 +198,11 @@ pub fn check_providers<'a>(
         }
         if let Some(other) = ls.iter().find(|l| l.provider != ls[0].provider) {
             return Err(LibraryError::TwoProviders {
-                soname: soname.to_string(),
+                soname: (*soname).into(),
                 first: ls[0].provider.clone(),
-                first_path: ls[0].path.clone(),
+                first_path: ls[0].path.as_str().into(),
                 second: other.provider.clone(),
-                second_path: other.path.clone(),
+                second_path: other.path.as_str().into(),
             });
         }
         kept.extend(ls.iter());

@@ -174,11 +174,17 @@ pub enum PlanError {
     #[error("The facts given do not match the profile's base: {0}")]
     Facts(&'static str),
     #[error(transparent)]
-    Library(#[from] libraries::LibraryError),
+    Library(Box<libraries::LibraryError>),
     #[error(
         "`layers.{0}` takes wheels, but `{0}` is a layer of apt packages: choose another name"
     )]
     LayerKinds(String),
+}
+
+impl From<libraries::LibraryError> for PlanError {
+    fn from(e: libraries::LibraryError) -> Self {
+        PlanError::Library(Box::new(e))
+    }
 }
 
 /// Whether an image built from `profile` with `resolution` carries the self-test: it is
