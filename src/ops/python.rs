@@ -242,8 +242,43 @@ pub fn wheel_libraries(
     }
     let pins: Vec<PinnedWheel> = missing.iter().map(|w| PinnedWheel::from(*w)).collect();
     let fetched = pypi::fetch(&pins, request, &cache, obs, offline)?;
-    for (w, f) in missing.iter().zip(&fetched) {
-        let libs = wheel::libraries(f, python)?;
+    // Reading a wheel's libraries inflates each of them once: the wheels are shared out over
+    // the CPUs, biggest first.
+    let mut order: Vec<usize> = (0..fetched.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(fetched[i].pin.size));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(order.len());
+    let mut read: Vec<(usize, Result<Vec<WheelLibrary>, wheel::WheelError>)> =
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..workers)
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut done = Vec::new();
+                        loop {
+                            let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let Some(&i) = order.get(k) else {
+                                break done;
+                            };
+                            done.push((i, wheel::libraries(&fetched[i], python)));
+                        }
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap_or_default())
+                .collect()
+        });
+    if read.len() != fetched.len() {
+        return Err(OpsError::Wheel(wheel::WheelError::Internal(
+            "a worker reading wheel libraries stopped",
+        )));
+    }
+    read.sort_by_key(|(i, _)| *i);
+    for (i, libs) in read {
+        let (w, libs) = (missing[i], libs?);
         // Only saves reading the wheel next time: failing to record is no error.
         let _ = cache.put_record(Bucket::WheelMetadata, &libraries_key(w, python), &libs);
         out.insert(w.name.clone(), libs);
