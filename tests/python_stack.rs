@@ -3,7 +3,8 @@
 //! `stack.cuda: "12.4"` with no framework locks `nvidia-cuda-runtime-cu12` 12.4.x (the
 //! catalog's `stack_wheels`), which builds into the `cuda-runtime` layer; `stack.pytorch`
 //! locks `torch` at the resolved version; a `stack.cuda` that the framework's own pins
-//! contradict is a "no" (exit 1) naming the pin and the wheel with what required it.
+//! contradict is a "no" (exit 1) naming the pin and the wheel with what required it; without
+//! `python:` a pinned stack is a warning saying the image carries none of it.
 
 mod common;
 
@@ -277,4 +278,26 @@ fn a_pytorch_pin_locks_torch_and_a_contradicting_cuda_pin_is_a_no() {
     assert!(err.contains("`stack.cuda: \"13.0\"`"), "{err}");
     assert!(err.contains("`nvidia-cuda-runtime 13.2.86`"), "{err}");
     assert!(err.contains("cuda-toolkit 13.2.2"), "{err}");
+}
+
+#[test]
+fn a_stack_pin_without_python_is_a_warning_naming_it() {
+    let s = setup();
+    let p = s.sb.join("nopy.yaml");
+    write(
+        &p,
+        "name: nopy\nbase:\n  rootfs: ./rootfs\nhost:\n  gpus: [H200]\nstack:\n  cuda: \"12.4\"\nselftest: {enabled: false}\n",
+    );
+    let out = run(s
+        .sb
+        .gpuimg()
+        .args(["build", "-o"])
+        .arg(s.sb.join("nopy-out"))
+        .arg(&p));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("`stack.cuda` pinned, but without `python:` the image carries none of it"),
+        "{err}"
+    );
 }

@@ -112,6 +112,26 @@ fn gather(
             request = Some(r);
         }
     }
+    if profile.python.is_none() {
+        if let Some(r) = &settled.resolution {
+            let pinned: Vec<String> = [
+                crate::resolve::Component::Cuda,
+                crate::resolve::Component::Cudnn,
+                crate::resolve::Component::Nccl,
+                crate::resolve::Component::Pytorch,
+            ]
+            .into_iter()
+            .filter(|c| r.version(*c).is_some())
+            .map(|c| format!("`stack.{c}`"))
+            .collect();
+            if !pinned.is_empty() {
+                obs.warn(&format!(
+                    "{} pinned, but without `python:` the image carries none of it (only its environment variables); add `python: {{packages: []}}` and `python3` to the base to install the pinned stack from the package index",
+                    pinned.join(", ")
+                ));
+            }
+        }
+    }
     if plan::wants_selftest(profile, settled.resolution.as_ref()) {
         facts.selftest = Some(selftest_binary(profile, req)?);
     }
