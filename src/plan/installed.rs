@@ -116,14 +116,17 @@ mod tests {
     }
 
     fn resolved(yaml: &str) -> Resolution {
-        let p = crate::profile::parse(yaml, "p.yaml", std::path::Path::new("/x"), &|_| None)
-            .unwrap();
+        let p =
+            crate::profile::parse(yaml, "p.yaml", std::path::Path::new("/x"), &|_| None).unwrap();
         crate::resolve::resolve(&p, &Catalog::embedded().unwrap()).unwrap()
     }
 
     #[test]
     fn the_runtime_wheel_sets_cuda_version_and_the_floor_per_compat_mode() {
-        let wheels = [wheel("nvidia-cuda-runtime-cu12", "12.4.127"), wheel("numpy", "2.0")];
+        let wheels = [
+            wheel("nvidia-cuda-runtime-cu12", "12.4.127"),
+            wheel("numpy", "2.0"),
+        ];
         for (compat, floor) in [("strict", "cuda>=12.4"), ("minor", "cuda>=12.0")] {
             let r = resolved(&format!(
                 "name: x\nhost: {{gpus: [H200]}}\nstack: {{cuda: \"12.4\"}}\ncompat: {compat}\n"
@@ -132,7 +135,10 @@ mod tests {
             apply(&r, &wheels, None, &mut env, &mut ann);
             assert_eq!(env["CUDA_VERSION"], "12.4.127");
             assert_eq!(env["NVIDIA_REQUIRE_CUDA"], format!("{floor},arch>=9.0"));
-            assert_eq!(ann["io.gpuimg.cuda-library.nvidia-cuda-runtime-cu12"], "12.4.127");
+            assert_eq!(
+                ann["io.gpuimg.cuda-library.nvidia-cuda-runtime-cu12"],
+                "12.4.127"
+            );
             assert!(!ann.contains_key("io.gpuimg.cuda-library.numpy"));
         }
     }
@@ -140,16 +146,25 @@ mod tests {
     #[test]
     fn arch_is_the_lowest_target_the_device_code_covers() {
         let c = Catalog::embedded().unwrap();
-        let wheels = [wheel("torch", "2.15.0"), wheel("nvidia-cuda-runtime", "13.2.86")];
+        let wheels = [
+            wheel("torch", "2.15.0"),
+            wheel("nvidia-cuda-runtime", "13.2.86"),
+        ];
         let code = device_code(&wheels, &c).unwrap();
         assert_eq!(code.sm_list(), "sm_75,sm_80,sm_86,sm_90,sm_100,sm_120");
         let r = resolved("name: x\nhost: {gpus: [V100, H200]}\nstack: {cuda: \"12.4\"}\n");
         let (mut env, mut ann) = (r.image_env(), BTreeMap::new());
         apply(&r, &wheels, Some(&code), &mut env, &mut ann);
-        assert_eq!(env["NVIDIA_REQUIRE_CUDA"], "cuda>=13.0,arch>=9.0", "V100's 7.0 has no code");
+        assert_eq!(
+            env["NVIDIA_REQUIRE_CUDA"], "cuda>=13.0,arch>=9.0",
+            "V100's 7.0 has no code"
+        );
         assert_eq!(ann["io.gpuimg.device-code.sm"], code.sm_list());
         // A local version names the variant.
         let cu130 = device_code(&[wheel("torch", "2.15.0+cu130")], &c).unwrap();
-        assert!(cu130.unverified, "the catalog marks 2.15.0 cu130's SM list unverified");
+        assert!(
+            cu130.unverified,
+            "the catalog marks 2.15.0 cu130's SM list unverified"
+        );
     }
 }
