@@ -9,7 +9,9 @@
 //! `data/components.yaml`, rules on the package's own control fields, the profile's
 //! `layers:`); `split` cuts one assembled tree into one tree per component; `keys` computes
 //! the keys; `expectation` the self-test's expectation. The Python wheels (pinned, for the
-//! image's interpreter) are one `python-packages` layer after the base's layers.
+//! image's interpreter) are one layer per wheel component after the base's layers
+//! (`wheel_components`); `libraries` holds the one-provider rule, `installed` what the
+//! locked wheels make of the image's CUDA metadata.
 //! Must never do I/O beyond reading its embedded table: it reasons over facts the caller read.
 
 pub mod annotations;
