@@ -71,5 +71,11 @@ mod tests {
             .unwrap();
         assert_eq!(r.requirements, ["torch==2.15.0"]);
         assert_eq!(c.stack_requirements("cuda", &v("11.8"), Some(11)), None);
+        let r = c.stack_requirements("jax", &v("0.5.3"), Some(12)).unwrap();
+        assert_eq!(r.requirements, ["jax[cuda12]==0.5.3"]);
+        let r = c
+            .stack_requirements("tensorflow", &v("2.21.0"), Some(12))
+            .unwrap();
+        assert_eq!(r.requirements, ["tensorflow[and-cuda]==2.21.0"]);
     }
 }

@@ -1,5 +1,6 @@
-//! Stack pins made packages: the resolved `pytorch` becomes `torch==X`, and `cuda`, `cudnn`,
-//! `nccl` become NVIDIA's wheels when no framework is pinned (its own requirements bring and
+//! Stack pins made packages: the resolved `pytorch` becomes `torch==X` (`jax` `jax[cudaNN]`,
+//! `tensorflow` `tensorflow[and-cuda]`), and `cuda`, `cudnn`, `nccl` become NVIDIA's wheels
+//! when no framework is pinned (its own requirements bring and
 //! pin them), as the catalog's `stack_wheels` records say; they join the profile's Python
 //! requirements. After resolution each pinned CUDA library is checked against the wheel the
 //! resolution installed: a pin the framework's own pins contradict is a "no" naming both.
@@ -33,17 +34,20 @@ fn pin(profile: &Profile, c: Component) -> Option<&Located<String>> {
     }
 }
 
-/// The CUDA major version of the image: the resolved `cuda`, else the pytorch variant's
-/// (`cu132` → 13).
+/// The CUDA major version of the image: the resolved `cuda`, else a framework variant's
+/// (`cu132` → 13, jax's `cuda12` → 12).
 fn cuda_major(resolution: &Resolution) -> Option<u64> {
     if let Some(v) = resolution.version(Component::Cuda) {
         return Some(v.field(0));
     }
-    variant_major(resolution.variants.get(&Component::Pytorch)?)
+    resolution.variants.values().find_map(|v| variant_major(v))
 }
 
-/// `cu132` → 13, `cu126` → 12, `cu118` → 11.
+/// `cu132` → 13, `cu126` → 12, `cu118` → 11, `cuda12` → 12.
 fn variant_major(variant: &str) -> Option<u64> {
+    if let Some(n) = variant.strip_prefix("cuda") {
+        return n.parse().ok();
+    }
     let n: u64 = variant.strip_prefix("cu")?.parse().ok()?;
     Some(n / 10)
 }
@@ -54,16 +58,19 @@ pub fn requirements(
     resolution: &Resolution,
     catalog: &Catalog,
 ) -> Vec<(String, String)> {
-    let framework = resolution.version(Component::Pytorch).is_some();
+    const FRAMEWORKS: [Component; 3] = [Component::Pytorch, Component::Jax, Component::Tensorflow];
+    let framework = FRAMEWORKS.iter().any(|f| resolution.version(*f).is_some());
     let major = cuda_major(resolution);
     let mut out = Vec::new();
     for c in [
         Component::Pytorch,
+        Component::Jax,
+        Component::Tensorflow,
         Component::Cuda,
         Component::Cudnn,
         Component::Nccl,
     ] {
-        if framework && c != Component::Pytorch {
+        if framework && !FRAMEWORKS.contains(&c) {
             continue;
         }
         let (Some(v), Some(at)) = (resolution.version(c), pin(profile, c)) else {
@@ -196,6 +203,7 @@ mod tests {
     fn variants_give_the_cuda_major() {
         assert_eq!(variant_major("cu132"), Some(13));
         assert_eq!(variant_major("cu126"), Some(12));
+        assert_eq!(variant_major("cuda13"), Some(13));
         assert_eq!(variant_major("rocm6.4"), None);
     }
 }
