@@ -222,6 +222,21 @@ fn cuda_wheels_share_their_layers_and_a_framework_bump_rewrites_only_the_framewo
         ["base", "cuda-runtime", "cuda-math", "framework", "apps"]
     );
     assert_eq!(digests(&moved)["cuda-runtime"], da["cuda-runtime"]);
+
+    // A wheel the build does not install: a warning, no effect.
+    let p = s.profile("img-a", &["app-a"], "layers:\n  apps: {wheel: [nope]}\n");
+    let o = run(s
+        .sb
+        .gpuimg()
+        .args(["build", "--force", "-o"])
+        .arg(s.sb.join("out"))
+        .arg(&p));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("`layers.apps` names the wheel `nope`, which this build does not install"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -60,6 +60,23 @@ pub fn build(
             ));
         }
     }
+    let wheels: Vec<&str> = plan
+        .python
+        .iter()
+        .flat_map(|p| p.wheels.iter().map(|w| w.name.as_str()))
+        .collect();
+    for l in &profile.layers {
+        for w in l
+            .wheel
+            .iter()
+            .filter(|w| !wheels.contains(&w.value.as_str()))
+        {
+            obs.warn(&format!(
+                "`layers.{}` names the wheel `{}`, which this build does not install; it has no effect",
+                l.name.value, w.value
+            ));
+        }
+    }
     Ok(driver::execute(
         &plan,
         profile,
