@@ -2,7 +2,8 @@
 //! runtime's version (`CUDA_VERSION`, and `NVIDIA_REQUIRE_CUDA`'s `cuda>=` per the compat
 //! mode, from the installed cudart wheel rather than the request), `arch>=` as the lowest
 //! target GPU the framework's device code covers, each CUDA library wheel's version and the
-//! covered SMs (`io.gpuimg.*`). Pure: the caller hands in the locked wheels and the catalog.
+//! covered SMs (`io.gpuimg.*`), and the CUDA libraries' files for the self-test's
+//! expectation. Pure: the caller hands in the locked wheels and the catalog.
 
 use std::collections::BTreeMap;
 
@@ -44,6 +45,45 @@ pub fn device_code(wheels: &[LockedWheel], catalog: &Catalog) -> Option<DeviceCo
         None => catalog.default_pytorch_variant(&version)?.to_string(),
     };
     catalog.device_code("pytorch", &version, &variant)
+}
+
+/// One shared library of a CUDA library wheel, as the image carries it: for the self-test's
+/// expectation (which library to load, and the locked version it must report).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CudaLibrary {
+    /// The wheel (`nvidia-cuda-runtime-cu12`) and its locked version (`12.4.127`).
+    pub wheel: String,
+    pub version: String,
+    /// The wheel's component layer (`cuda-runtime`, `cuda-math`, `cudnn`, `nccl`).
+    pub component: &'static str,
+    /// The image path, with a leading `/`, and the SONAME the loader knows it by.
+    pub path: String,
+    pub soname: String,
+}
+
+/// Every shared library of the CUDA library wheels in `install`, sorted by path.
+pub fn cuda_libraries(install: &super::PythonInstall) -> Vec<CudaLibrary> {
+    let mut out = Vec::new();
+    for w in &install.wheels {
+        let component = wheel_components::component_of(&w.name);
+        if !LIBRARY_COMPONENTS.contains(&component) {
+            continue;
+        }
+        for l in install.libraries.get(&w.name).into_iter().flatten() {
+            if l.elf.is_none() {
+                continue;
+            }
+            out.push(CudaLibrary {
+                wheel: w.name.clone(),
+                version: w.version.clone(),
+                component,
+                path: format!("/{}", l.path),
+                soname: l.soname().to_string(),
+            });
+        }
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    out
 }
 
 /// Update `env` and `annotations` (the resolution's) with what the locked wheels install.
@@ -141,6 +181,55 @@ mod tests {
             );
             assert!(!ann.contains_key("io.gpuimg.cuda-library.numpy"));
         }
+    }
+
+    #[test]
+    fn cuda_libraries_are_the_library_wheels_shared_objects() {
+        use crate::sources::wheel::WheelLibrary;
+        let so = |s: &str| crate::elf::SharedObject {
+            is_64: true,
+            machine: 62,
+            soname: Some(s.into()),
+        };
+        let site = "usr/local/lib/python3.11/dist-packages";
+        let install = crate::plan::PythonInstall {
+            wheels: vec![
+                wheel("nvidia-cuda-runtime-cu12", "12.4.127"),
+                wheel("numpy", "2.0"),
+            ],
+            python: crate::sources::python::ImagePython {
+                version: (3, 11),
+                full_version: "3.11.2".into(),
+                interpreter: "/usr/bin/python3.11".into(),
+                site_dir: format!("/{site}"),
+                scripts_dir: "/usr/local/bin".into(),
+                glibc: (2, 36),
+                machine: "x86_64".into(),
+            },
+            compiler: None,
+            libraries: BTreeMap::from([
+                (
+                    "nvidia-cuda-runtime-cu12".to_string(),
+                    vec![WheelLibrary {
+                        path: format!("{site}/nvidia/cuda_runtime/lib/libcudart.so.12"),
+                        elf: Some(so("libcudart.so.12")),
+                    }],
+                ),
+                (
+                    "numpy".to_string(),
+                    vec![WheelLibrary {
+                        path: format!("{site}/numpy.libs/libgfortran-1.so.5"),
+                        elf: Some(so("libgfortran-1.so.5")),
+                    }],
+                ),
+            ]),
+        };
+        let libs = cuda_libraries(&install);
+        assert_eq!(libs.len(), 1);
+        assert_eq!(libs[0].soname, "libcudart.so.12");
+        assert_eq!(libs[0].version, "12.4.127");
+        assert_eq!(libs[0].component, "cuda-runtime");
+        assert!(libs[0].path.starts_with("/usr/local/lib/python3.11/"));
     }
 
     #[test]
