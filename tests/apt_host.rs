@@ -137,7 +137,7 @@ fn host_mirror_python_image() {
         "python3 ran without libz in a known path"
     );
     let confined = gpuimg::confined::Root::open(root).unwrap();
-    apt::write_ld_cache(&confined, platform.debian_arch(), &Default::default()).unwrap();
+    apt::write_ld_cache(&confined, platform.debian_arch(), &Default::default(), &[]).unwrap();
     let out = run_ok(Command::new("chroot").arg(root).args([
         "/usr/bin/python3",
         "-c",

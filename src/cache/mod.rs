@@ -22,7 +22,9 @@
 //! │                                   decompressed, each named by the sha256 its Release gives
 //! ├── wheels-v1/sha256/<hex>          Wheels: downloaded Python wheels, named by their sha256
 //! ├── wheel-metadata-v1/<key>.json    WheelMetadata: a wheel (its sha256) → its METADATA and size,
-//! │                                   from a PEP 658 file or range reads (`sources::pypi`)
+//! │                                   from a PEP 658 file or range reads (`sources::pypi`);
+//! │                                   and → its shared libraries' paths and ELF facts
+//! │                                   (`sources::wheel::libraries`, `ops`)
 //! ├── roots-v1/<sha256 of url>        Roots: last copy of each unpinned root (InRelease, Release,
 //! │                                   Release.gpg, a Python index's project pages), for `--offline`
 //! ├── trust-v2/<bucket>/<hex>.json    Trust: one stamp per entry of a stamped bucket (blobs-v1,
@@ -96,7 +98,8 @@ pub enum Bucket {
     Indexes,
     /// Downloaded Python wheels: `wheels-v1/sha256/<hex>`.
     Wheels,
-    /// A wheel's METADATA and size, keyed by the wheel: `wheel-metadata-v1/<key>.json`.
+    /// A wheel's METADATA and size, and its shared libraries, keyed by the wheel:
+    /// `wheel-metadata-v1/<key>.json`.
     WheelMetadata,
     /// Unpinned roots, verified by signature at each use: `roots-v1/<sha256 of url>`.
     Roots,

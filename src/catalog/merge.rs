@@ -131,6 +131,14 @@ pub(super) fn merge(files: Vec<(String, CatalogFile)>) -> Result<Catalog, Catalo
             "NCCL release",
             p,
         );
+        upsert(
+            &mut c.stack_wheels,
+            f.stack_wheels,
+            |r| format!("{}/{:?}", r.component, r.cuda_major),
+            &name,
+            "stack wheels",
+            p,
+        );
     }
     if !problems.is_empty() {
         return Err(CatalogError::Invalid { problems });

@@ -5,15 +5,18 @@
 //! lookups (GPU by name or alias, closest name, cuDNN record for a pinned version).
 //! Must never decide compatibility: that is `resolve`'s job.
 
+mod device_code;
 mod error;
 mod libraries;
 mod lookup;
 mod merge;
 mod records;
 mod validate;
+mod wheels;
 
 use std::path::{Path, PathBuf};
 
+pub use device_code::DeviceCode;
 pub use error::CatalogError;
 pub use libraries::{
     cuda_wheels, wheel_libraries, LibraryRecord, LibraryTableError, WheelLibrary, WheelRecord,
@@ -21,8 +24,9 @@ pub use libraries::{
 pub use records::{
     BranchKind, CatalogFile, CcSupport, CudaFamily, CudaRelease, CudnnBuild, CudnnRelease,
     DriverBranch, Gpu, JaxRelease, JaxVariant, ModuleFlavour, NcclRelease, PythonRelease,
-    PytorchRelease, PytorchVariant, Source, TensorflowRelease,
+    PytorchRelease, PytorchVariant, Source, StackWheels, TensorflowRelease,
 };
+pub use wheels::StackRequirements;
 
 /// The embedded catalog files, in merge order.
 const EMBEDDED: &[(&str, &str)] = &[
@@ -54,6 +58,10 @@ const EMBEDDED: &[(&str, &str)] = &[
         include_str!("../../catalog/cudnn.yaml"),
     ),
     ("catalog/nccl.yaml", include_str!("../../catalog/nccl.yaml")),
+    (
+        "catalog/wheels.yaml",
+        include_str!("../../catalog/wheels.yaml"),
+    ),
 ];
 
 /// The merged, validated catalog. Release lists are sorted newest first.
@@ -72,6 +80,7 @@ pub struct Catalog {
     pub jax: Vec<JaxRelease>,
     pub cudnn: Vec<CudnnRelease>,
     pub nccl: Vec<NcclRelease>,
+    pub stack_wheels: Vec<StackWheels>,
     /// Where each overlay came from, in merge order (empty: embedded only).
     pub overlays: Vec<PathBuf>,
 }

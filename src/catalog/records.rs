@@ -35,6 +35,24 @@ pub struct CatalogFile {
     pub cudnn: Vec<CudnnRelease>,
     #[serde(default)]
     pub nccl: Vec<NcclRelease>,
+    #[serde(default)]
+    pub stack_wheels: Vec<StackWheels>,
+}
+
+/// The Python requirements a stack component's pin becomes (`catalog/wheels.yaml`):
+/// `{version}`, `{major}`, `{minor}` stand for the resolved version.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct StackWheels {
+    /// `pytorch`, `cuda`, `cudnn`, `nccl`.
+    pub component: String,
+    /// The CUDA major version the record is for (the wheels' `-cuNN` suffix), if it matters.
+    #[serde(default)]
+    pub cuda_major: Option<u64>,
+    pub requirements: Vec<String>,
+    pub source: Vec<String>,
+    #[serde(default)]
+    pub unverified: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]

@@ -47,6 +47,9 @@ fn sources_resolve(c: &Catalog, problems: &mut Vec<String>) {
     for r in &c.cuda_families {
         check(format!("CUDA family {}", r.major), &r.source);
     }
+    for r in &c.stack_wheels {
+        check(format!("stack wheels of {}", r.component), &r.source);
+    }
     for r in &c.compute_capabilities {
         check(format!("compute capability {}", r.cc), &r.source);
     }

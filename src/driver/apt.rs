@@ -20,6 +20,7 @@ use crate::fetch::Trust;
 use crate::layer::LayerBlob;
 use crate::observe::Observer;
 use crate::plan::components::{self, Assignment};
+use crate::plan::libraries::{self, Library, Provider};
 use crate::plan::{split, AptInstall, METADATA};
 use crate::profile::{Base, Platform, Profile};
 use crate::sources::apt::{self, AptOptions};
@@ -61,6 +62,47 @@ fn owners(
         out.insert(link.to_string(), components::OS.to_string());
     }
     out
+}
+
+/// `opts` with what the wheels add for the loader (the plan's [`crate::plan::Loader`]).
+fn loader_options(mut opts: AptOptions, install: &AptInstall) -> AptOptions {
+    opts.loader = apt::LoaderExtra {
+        conf: install.loader.conf.clone(),
+        libraries: install.loader.found.clone(),
+    };
+    opts
+}
+
+/// The image's libraries, apt packages' and wheels' together: no driver library among the
+/// packages' files, and one provider per SONAME (see `plan::libraries`).
+fn check_libraries(installed: &apt::Installed, install: &AptInstall) -> Result<(), BuildError> {
+    let owner = |path: &str| {
+        installed
+            .owners
+            .get(path)
+            .and_then(|p| p.last())
+            .map(|p| Provider::Deb(p.clone()))
+    };
+    let files: Vec<(&str, Provider)> = installed
+        .owners
+        .iter()
+        .filter_map(|(path, pkgs)| Some((path.as_str(), Provider::Deb(pkgs.last()?.clone()))))
+        .collect();
+    libraries::check_driver_files(files.iter().map(|(p, o)| (*p, o)), install.loader.forward)?;
+    let mut all: Vec<Library> = installed
+        .libraries
+        .iter()
+        .filter_map(|(soname, path)| {
+            Some(Library {
+                path: path.clone(),
+                soname: soname.clone(),
+                provider: owner(path)?,
+            })
+        })
+        .collect();
+    all.extend(install.loader.wheel_libraries.iter().cloned());
+    libraries::check_providers(&all, &install.loader.picks)?;
+    Ok(())
 }
 
 /// What the install gave the plan's apt layers.
@@ -117,7 +159,10 @@ pub fn install_and_split(
         spec,
         &profile.platform,
         &profile.dir,
-        &apt_options(&opts.cache_root, opts.offline, &opts.trust),
+        &loader_options(
+            apt_options(&opts.cache_root, opts.offline, &opts.trust),
+            install,
+        ),
         Some(&install.packages),
         &|package: &str| {
             install
@@ -141,6 +186,7 @@ pub fn install_and_split(
     for w in &installed.warnings {
         obs.warn(w);
     }
+    check_libraries(&installed, install)?;
     let mut tree = apt::AptRoot {
         root: &root,
         installed: &installed,

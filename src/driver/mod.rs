@@ -103,6 +103,8 @@ pub enum BuildError {
     Pypi(#[from] crate::sources::pypi::PypiError),
     #[error(transparent)]
     Wheel(#[from] crate::sources::wheel::WheelError),
+    #[error(transparent)]
+    Library(Box<crate::plan::libraries::LibraryError>),
     /// A plan that breaks its own rules: a bug in gpuimg.
     #[error("Internal error: {0}")]
     Internal(&'static str),
@@ -115,6 +117,12 @@ pub enum BuildError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl From<crate::plan::libraries::LibraryError> for BuildError {
+    fn from(e: crate::plan::libraries::LibraryError) -> Self {
+        BuildError::Library(Box::new(e))
+    }
 }
 
 /// Execute `plan` for `profile`: write its image to the target. `python` says where the
@@ -150,7 +158,8 @@ pub fn execute(
     let lopts = opts.layer_options();
 
     let mut layers: Vec<ImageLayer> = Vec::new();
-    let mut reused: Vec<(String, Digest)> = Vec::new();
+    // (component, digest, whether it is an apt layer)
+    let mut reused: Vec<(String, Digest, bool)> = Vec::new();
     // Every planned layer's cached blob, looked up once: the apt install needs to know which
     // components it must write in full.
     let mut found: Vec<Option<layer::LayerBlob>> = plan
@@ -158,11 +167,14 @@ pub fn execute(
         .iter()
         .map(|lp| lp.key.as_ref().and_then(|k| layer::lookup(&cache, k, obs)))
         .collect();
+    // (The apt layers' only: a wheel layer may bear the name of an apt component.)
     let cached: BTreeSet<String> = plan
         .layers
         .iter()
         .zip(&found)
-        .filter(|(_, f)| f.is_some())
+        .filter(|(lp, f)| {
+            f.is_some() && matches!(lp.inputs, Inputs::Debs { .. } | Inputs::AptMetadata)
+        })
         .map(|(lp, _)| lp.component.clone())
         .collect();
     // The apt package components not in the cache are written while unpacking.
@@ -177,7 +189,7 @@ pub fn execute(
     for (lp, found) in plan.layers.iter().zip(found.iter_mut()) {
         let component = lp.component.as_str();
         if let Some(blob) = found.take() {
-            reused.push((lp.component.clone(), blob.digest));
+            reused.push((lp.component.clone(), blob.digest, is_apt(lp)));
             layers.push(ImageLayer {
                 component: lp.component.clone(),
                 blob,
@@ -231,11 +243,20 @@ pub fn execute(
                     .remove(component)
                     .unwrap_or_else(|| Tree::new(format!("`the apt packages` layer `{component}`")))
             }
-            Inputs::Wheels => {
+            Inputs::Wheels { names } => {
                 let install = plan.python.as_ref().ok_or(BuildError::Internal(
                     "a python-packages layer was planned without its wheels",
                 ))?;
-                let tree = python::install(install, python, opts, &cache, scratch.path(), obs)?;
+                let tree = python::install(
+                    install,
+                    names,
+                    component,
+                    python,
+                    opts,
+                    &cache,
+                    scratch.path(),
+                    obs,
+                )?;
                 check_over_lower(&cache, &layers, &tree)?;
                 tree
             }
@@ -264,7 +285,7 @@ pub fn execute(
             layer::remember(&cache, k, &blob)?;
         }
         if cached {
-            reused.push((lp.component.clone(), blob.digest));
+            reused.push((lp.component.clone(), blob.digest, is_apt(lp)));
         }
         layers.push(ImageLayer {
             component: lp.component.clone(),
@@ -345,17 +366,17 @@ fn check_over_lower(cache: &Cache, layers: &[ImageLayer], tree: &Tree) -> Result
     Ok(())
 }
 
+/// Whether `lp` is one of the apt install's layers.
+fn is_apt(lp: &crate::plan::LayerPlan) -> bool {
+    matches!(lp.inputs, Inputs::Debs { .. } | Inputs::AptMetadata)
+}
+
 /// One line per reused layer; the apt layers together in one.
-fn report_reused(reused: &[(String, Digest)], plan: &Plan, obs: &mut dyn Observer) {
-    let is_apt = |c: &str| {
-        plan.layers.iter().any(|l| {
-            l.component == c && matches!(l.inputs, Inputs::Debs { .. } | Inputs::AptMetadata)
-        })
-    };
+fn report_reused(reused: &[(String, Digest, bool)], plan: &Plan, obs: &mut dyn Observer) {
     let apt: Vec<&str> = reused
         .iter()
-        .filter(|(c, _)| is_apt(c))
-        .map(|(c, _)| c.as_str())
+        .filter(|(_, _, a)| *a)
+        .map(|(c, _, _)| c.as_str())
         .collect();
     if !apt.is_empty() {
         let n = plan.apt.as_ref().map_or(0, |a| a.packages.len());
@@ -365,7 +386,7 @@ fn report_reused(reused: &[(String, Digest)], plan: &Plan, obs: &mut dyn Observe
             apt.join(", ")
         ));
     }
-    for (c, d) in reused.iter().filter(|(c, _)| !is_apt(c)) {
+    for (c, d, _) in reused.iter().filter(|(_, _, a)| !*a) {
         obs.message(&format!("{c:>12} unchanged, reused {}", &d.hex()[..12]));
     }
 }

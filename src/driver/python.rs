@@ -1,7 +1,7 @@
-//! The plan's Python wheels as one tree: the pinned files are fetched (from the cache when
-//! there, else from the index each pin names, `sources::pypi::fetch`) and installed for the
-//! image's interpreter (`sources::wheel::install`) in a scratch directory. Only when the
-//! `python-packages` layer is not cached.
+//! One wheel component's tree: its pinned files are fetched (from the cache when there, else
+//! from the index each pin names, `sources::pypi::fetch`) and installed for the image's
+//! interpreter (`sources::wheel::install`) in a scratch directory of its own. Only when that
+//! component's layer is not cached.
 
 use std::path::Path;
 
@@ -14,14 +14,22 @@ use crate::sources::pypi::{self, PythonRequest};
 use crate::sources::python::PinnedWheel;
 use crate::sources::wheel;
 
-/// The pins of the locked wheels.
-pub fn pins(install: &PythonInstall) -> Vec<PinnedWheel> {
-    install.wheels.iter().map(PinnedWheel::from).collect()
+/// The pins of the locked wheels named `names`.
+pub fn pins(install: &PythonInstall, names: &[String]) -> Vec<PinnedWheel> {
+    install
+        .wheels
+        .iter()
+        .filter(|w| names.contains(&w.name))
+        .map(PinnedWheel::from)
+        .collect()
 }
 
-/// Fetch and install the plan's wheels under `scratch`.
+/// Fetch and install the plan's wheels `names` (the layer `component`'s) under `scratch`.
+#[allow(clippy::too_many_arguments)]
 pub fn install(
     install: &PythonInstall,
+    names: &[String],
+    component: &str,
     request: Option<&PythonRequest>,
     opts: &BuildOptions,
     cache: &Cache,
@@ -31,8 +39,8 @@ pub fn install(
     let request = request.ok_or(BuildError::Internal(
         "a python-packages layer was planned without its request",
     ))?;
-    let fetched = pypi::fetch(&pins(install), request, cache, obs, opts.offline)?;
-    let staging = scratch.join("python");
+    let fetched = pypi::fetch(&pins(install, names), request, cache, obs, opts.offline)?;
+    let staging = scratch.join(format!("python-{component}"));
     Ok(wheel::install(
         &fetched,
         &install.python,

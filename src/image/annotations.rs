@@ -29,3 +29,12 @@ pub const ANN_HOST_KERNEL_MODULE: &str = "io.gpuimg.host.kernel-module";
 pub const ANN_HOST_GPUS: &str = "io.gpuimg.host.gpus";
 /// Manifest: their compute capabilities, comma-separated.
 pub const ANN_COMPUTE_CAPABILITIES: &str = "io.gpuimg.compute-capabilities";
+/// Each CUDA library wheel's locked version: `io.gpuimg.cuda-library.nvidia-cublas-cu12`.
+pub const ANN_CUDA_LIBRARY_PREFIX: &str = "io.gpuimg.cuda-library.";
+/// The compute capabilities the framework's device code covers (`sm_75,sm_80,…`), from the
+/// catalog's record of the installed variant.
+pub const ANN_DEVICE_CODE_SM: &str = "io.gpuimg.device-code.sm";
+/// The highest PTX target of that device code, when it has one.
+pub const ANN_DEVICE_CODE_PTX: &str = "io.gpuimg.device-code.ptx";
+/// The catalog sources of the SM list (and `unverified` when the catalog marks it so).
+pub const ANN_DEVICE_CODE_SOURCE: &str = "io.gpuimg.device-code.source";

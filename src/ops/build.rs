@@ -46,7 +46,7 @@ pub fn build(
             obs.warn(w);
         }
     }
-    let (facts, request) = gather(profile, &settled, req, obs)?;
+    let (facts, request) = gather(profile, catalog, &settled, req, obs)?;
     let plan = plan::plan(
         profile,
         settled.resolution.as_ref(),
@@ -57,6 +57,23 @@ pub fn build(
         for p in a.assignment.unused_overrides() {
             obs.warn(&format!(
                 "`layers:` names `{p}`, which this build does not install; it has no effect"
+            ));
+        }
+    }
+    let wheels: Vec<&str> = plan
+        .python
+        .iter()
+        .flat_map(|p| p.wheels.iter().map(|w| w.name.as_str()))
+        .collect();
+    for l in &profile.layers {
+        for w in l
+            .wheel
+            .iter()
+            .filter(|w| !wheels.contains(&w.value.as_str()))
+        {
+            obs.warn(&format!(
+                "`layers.{}` names the wheel `{}`, which this build does not install; it has no effect",
+                l.name.value, w.value
             ));
         }
     }
@@ -71,6 +88,7 @@ pub fn build(
 
 fn gather(
     profile: &Profile,
+    catalog: &Catalog,
     settled: &Settled,
     req: &BuildRequest,
     obs: &mut dyn Observer,
@@ -98,6 +116,7 @@ fn gather(
         if let Some((install, r)) = python::install(
             profile,
             settled.resolution.as_ref(),
+            catalog,
             packages.as_deref(),
             settled.wheels.as_deref(),
             &req.python,
@@ -105,8 +124,29 @@ fn gather(
             req.options.offline,
             obs,
         )? {
+            facts.device_code = plan::installed::device_code(&install.wheels, catalog);
             facts.python = Some(install);
             request = Some(r);
+        }
+    }
+    if profile.python.is_none() {
+        if let Some(r) = &settled.resolution {
+            let pinned: Vec<String> = [
+                crate::resolve::Component::Cuda,
+                crate::resolve::Component::Cudnn,
+                crate::resolve::Component::Nccl,
+                crate::resolve::Component::Pytorch,
+            ]
+            .into_iter()
+            .filter(|c| r.version(*c).is_some())
+            .map(|c| format!("`stack.{c}`"))
+            .collect();
+            if !pinned.is_empty() {
+                obs.warn(&format!(
+                    "{} pinned, but without `python:` the image carries none of it (only its environment variables); add `python: {{packages: []}}` and `python3` to the base to install the pinned stack from the package index",
+                    pinned.join(", ")
+                ));
+            }
         }
     }
     if plan::wants_selftest(profile, settled.resolution.as_ref()) {

@@ -68,9 +68,10 @@ pub fn lock(
     if profile.python.is_some() || resolution.version(Component::Python).is_some() {
         let packages = python::base_packages(profile, debs.as_deref())?;
         python::check_stack_python(Some(&resolution), packages.as_deref())?;
-        if let Some(request) = python::request(profile, host)? {
+        if let Some(request) = python::request(profile, host, Some((&resolution, catalog)))? {
             let image = python::image_python(profile, Some(&resolution), packages.as_deref())?;
             let wheels = python::wheels(&request, &image, None, cache_root, offline, obs)?;
+            super::stack::check_agreement(profile, &wheels)?;
             if export == Some(Export::Pylock) {
                 pylock = Some(python::pylock(
                     &request, &image, &wheels, cache_root, offline,

@@ -12,6 +12,7 @@ pub mod build;
 pub mod lock;
 pub mod python;
 pub mod settle;
+pub mod stack;
 pub mod verify;
 
 use crate::catalog::CatalogError;
@@ -106,6 +107,7 @@ impl OpsError {
         match self {
             OpsError::Incompatible(_) => 1,
             OpsError::Pypi(e) => e.exit_code(),
+            OpsError::Plan(PlanError::Library(_) | PlanError::LayerKinds(_)) => 2,
             OpsError::Plan(_) => 3,
             OpsError::Build(e)
                 if matches!(

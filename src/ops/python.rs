@@ -2,10 +2,13 @@
 //! packages (the apt set, or a rootfs's dpkg database), the `stack.python` check against it,
 //! and the wheels: the lock's, or resolved now for that interpreter (never the build host's).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::OpsError;
-use crate::cache::Cache;
+use crate::cache::{Bucket, Cache, Key};
+use crate::catalog::Catalog;
+use crate::digest::Digest;
 use crate::lock::{LockedPackage, LockedWheel};
 use crate::observe::Observer;
 use crate::plan::PythonInstall;
@@ -13,9 +16,9 @@ use crate::profile::{Base, Profile};
 use crate::resolve::{Component, Resolution};
 use crate::sources::base_python;
 use crate::sources::pypi::{self, HostSettings, PythonRequest};
-use crate::sources::python::ImagePython;
+use crate::sources::python::{ImagePython, PinnedWheel};
 use crate::sources::rootfs::{self, DPKG_STATUS};
-use crate::sources::wheel::HostPython;
+use crate::sources::wheel::{self, HostPython, WheelLibrary};
 
 /// Bytes of a rootfs's dpkg status file read.
 const MAX_STATUS_BYTES: u64 = 64 << 20;
@@ -155,9 +158,20 @@ pub fn wheels(
     Ok(wheels)
 }
 
-/// The request of `profile`'s `python:` (`None` without one).
-pub fn request(profile: &Profile, host: &PythonHost) -> Result<Option<PythonRequest>, OpsError> {
-    Ok(PythonRequest::new(profile, &host.settings)?)
+/// The request of `profile`'s `python:` (`None` without one), with the stack's pins made
+/// requirements (`ops::stack`) when there is a resolution.
+pub fn request(
+    profile: &Profile,
+    host: &PythonHost,
+    stack: Option<(&Resolution, &Catalog)>,
+) -> Result<Option<PythonRequest>, OpsError> {
+    let Some(mut request) = PythonRequest::new(profile, &host.settings)? else {
+        return Ok(None);
+    };
+    if let Some((resolution, catalog)) = stack {
+        super::stack::add_to(&mut request, profile, resolution, catalog)?;
+    }
+    Ok(Some(request))
 }
 
 /// Everything the plan needs about the Python part of `profile`, and the request that fetches
@@ -166,6 +180,7 @@ pub fn request(profile: &Profile, host: &PythonHost) -> Result<Option<PythonRequ
 pub fn install(
     profile: &Profile,
     resolution: Option<&Resolution>,
+    catalog: &Catalog,
     packages: Option<&[(String, String)]>,
     locked: Option<&[LockedWheel]>,
     host: &PythonHost,
@@ -173,7 +188,7 @@ pub fn install(
     offline: bool,
     obs: &mut dyn Observer,
 ) -> Result<Option<(PythonInstall, PythonRequest)>, OpsError> {
-    let Some(request) = request(profile, host)? else {
+    let Some(request) = request(profile, host, resolution.map(|r| (r, catalog)))? else {
         return Ok(None);
     };
     let python = image_python(profile, resolution, packages)?;
@@ -184,12 +199,105 @@ pub fn install(
         None
     };
     let wheels = wheels(&request, &python, locked, cache_root, offline, obs)?;
+    super::stack::check_agreement(profile, &wheels)?;
+    let libraries = wheel_libraries(&wheels, &python, &request, cache_root, offline, obs)?;
     Ok(Some((
         PythonInstall {
             wheels,
             python,
             compiler,
+            libraries,
         },
         request,
     )))
+}
+
+/// The key of a wheel's shared libraries as installed for `python` (the scheme places them).
+fn libraries_key(wheel: &LockedWheel, python: &ImagePython) -> Digest {
+    let mut k = Key::new("wheel-libraries-v1").tool_version();
+    k.digest(&wheel.sha256)
+        .str(&python.site_dir)
+        .str(&python.scripts_dir);
+    k.finish()
+}
+
+/// The shared libraries each wheel installs (by wheel name), for the one-provider rule and
+/// `ld.so.cache`: recorded per wheel in the cache, else read from the wheel (fetched, from
+/// the cache when there) and recorded. A record the stamp does not vouch for is read again.
+pub fn wheel_libraries(
+    wheels: &[LockedWheel],
+    python: &ImagePython,
+    request: &PythonRequest,
+    cache_root: &Path,
+    offline: bool,
+    obs: &mut dyn Observer,
+) -> Result<BTreeMap<String, Vec<WheelLibrary>>, OpsError> {
+    let cache = Cache::open(cache_root).map_err(|source| OpsError::CacheOpen {
+        path: cache_root.display().to_string(),
+        source,
+    })?;
+    let mut out = BTreeMap::new();
+    let mut missing = Vec::new();
+    for w in wheels {
+        let key = libraries_key(w, python);
+        let recorded = cache
+            .read_record(Bucket::WheelMetadata, &key)
+            .ok()
+            .flatten()
+            .filter(|r| r.trusted)
+            .and_then(|r| serde_json::from_slice::<Vec<WheelLibrary>>(&r.bytes).ok());
+        match recorded {
+            Some(libs) => {
+                out.insert(w.name.clone(), libs);
+            }
+            None => missing.push(w),
+        }
+    }
+    if missing.is_empty() {
+        return Ok(out);
+    }
+    let pins: Vec<PinnedWheel> = missing.iter().map(|w| PinnedWheel::from(*w)).collect();
+    let fetched = pypi::fetch(&pins, request, &cache, obs, offline)?;
+    // Reading a wheel's libraries inflates each of them once: the wheels are shared out over
+    // the CPUs, biggest first.
+    let mut order: Vec<usize> = (0..fetched.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(fetched[i].pin.size));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(order.len());
+    let mut read: Vec<(usize, Result<Vec<WheelLibrary>, wheel::WheelError>)> =
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..workers)
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut done = Vec::new();
+                        loop {
+                            let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let Some(&i) = order.get(k) else {
+                                break done;
+                            };
+                            done.push((i, wheel::libraries(&fetched[i], python)));
+                        }
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap_or_default())
+                .collect()
+        });
+    if read.len() != fetched.len() {
+        return Err(OpsError::Wheel(wheel::WheelError::Internal(
+            "a worker reading wheel libraries stopped",
+        )));
+    }
+    read.sort_by_key(|(i, _)| *i);
+    for (i, libs) in read {
+        let (w, libs) = (missing[i], libs?);
+        // Only saves reading the wheel next time: failing to record is no error.
+        let _ = cache.put_record(Bucket::WheelMetadata, &libraries_key(w, python), &libs);
+        out.insert(w.name.clone(), libs);
+    }
+    Ok(out)
 }

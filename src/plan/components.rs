@@ -62,6 +62,7 @@ impl LayerOverrides {
         LayerOverrides::new(
             layers
                 .iter()
+                .filter(|l| !l.deb.is_empty())
                 .map(|l| {
                     let debs = l.deb.iter().map(|d| d.value.clone()).collect();
                     (l.name.value.clone(), debs)

@@ -23,6 +23,30 @@ pub fn image_expectation(
     e
 }
 
+/// The catalog's record of a framework's device code as the expectation writes it: a cubin
+/// per SM, PTX for the highest target, and the record's sources.
+pub fn expect_device_code(d: &crate::catalog::DeviceCode) -> DeviceCode {
+    use crate::expect::DeviceTarget;
+    let sm = d.sm.iter().filter_map(|v| {
+        format!("sm_{}{}", v.field(0), v.field(1))
+            .parse::<DeviceTarget>()
+            .ok()
+    });
+    let ptx = d.ptx.iter().filter_map(|v| {
+        format!("compute_{}{}", v.field(0), v.field(1))
+            .parse::<DeviceTarget>()
+            .ok()
+    });
+    DeviceCode {
+        targets: sm.chain(ptx).collect(),
+        source: format!(
+            "catalog: {}{}",
+            d.sources.join(", "),
+            if d.unverified { " (unverified)" } else { "" }
+        ),
+    }
+}
+
 /// The CUDA libraries that the wheels `(name, version)` installed in `site_dir` carry, as the
 /// catalog's table lists them, in load order (the table's order, then the wheel's own).
 pub fn wheel_library_expectations<'a>(

@@ -59,6 +59,30 @@ pub fn set_key(packages: &[LockedPackage], profile: &Profile, lopts: LayerOption
     k.finish()
 }
 
+/// The key of the `metadata` layer: the apt set's key, and what its `ld.so.cache` and the
+/// one-provider rule read of the wheels (the conf file, the libraries the cache indexes, every
+/// wheel library and the rules).
+pub fn metadata_key(set: &Digest, loader: &super::Loader) -> Digest {
+    let mut k = Key::new("apt-metadata-v1");
+    k.digest(set).digest(&super::libraries::rules_digest(
+        &loader.picks,
+        loader.forward,
+    ));
+    match &loader.conf {
+        None => k.bool(false),
+        Some((path, text)) => k.bool(true).str(path).str(text),
+    };
+    k.count(loader.found.len());
+    for (path, so) in &loader.found {
+        k.str(path).str(so.soname.as_deref().unwrap_or(""));
+    }
+    k.count(loader.wheel_libraries.len());
+    for l in &loader.wheel_libraries {
+        k.str(&l.path).str(&l.soname).str(l.provider.name());
+    }
+    k.finish()
+}
+
 /// The key of a rootfs tarball's layer: the tarball's identity (dev, inode, size, mtime,
 /// ctime) and the settings, so an unchanged tarball is neither decompressed nor indexed again.
 pub fn tarball_key(
@@ -79,14 +103,21 @@ pub fn tarball_key(
     k.finish()
 }
 
-/// The key of the `python-packages` layer: every locked wheel (name, version, file name,
-/// sha256, whether the profile requested it), the installer's version, the image's Python
-/// (version, paths, interpreter) and the `.pyc` compiler (none, or its version and magic
-/// number: its output is its own), and the layer settings. Not the index, nor what required
-/// each wheel: neither changes a byte.
-pub fn wheels_key(p: &PythonInstall, lopts: LayerOptions) -> Digest {
-    let mut k = Key::new("python-packages-v1").tool_version();
-    k.str(INSTALLER_VERSION)
+/// The key of one wheel component's layer (`component`, holding the wheels `names`): each of
+/// its locked wheels (name, version, file name, sha256, whether the profile requested it), the
+/// installer's version, the image's Python (version, paths, interpreter) and the `.pyc`
+/// compiler (none, or its version and magic number: its output is its own), and the layer
+/// settings. Not the index, nor what required each wheel, nor the other components' wheels:
+/// none of them changes a byte of this layer.
+pub fn wheels_key(
+    p: &PythonInstall,
+    component: &str,
+    names: &[String],
+    lopts: LayerOptions,
+) -> Digest {
+    let mut k = Key::new("python-packages-v2").tool_version();
+    k.str(component)
+        .str(INSTALLER_VERSION)
         .u64(p.python.version.0.into())
         .u64(p.python.version.1.into())
         .str(&p.python.full_version)
@@ -97,10 +128,15 @@ pub fn wheels_key(p: &PythonInstall, lopts: LayerOptions) -> Digest {
         None => k.bool(false),
         Some(c) => k.bool(true).str(&c.version).u64(c.magic.into()),
     };
+    let wheels: Vec<_> = p
+        .wheels
+        .iter()
+        .filter(|w| names.contains(&w.name))
+        .collect();
     k.str(&lopts.compression.settings_id())
         .u64(lopts.epoch)
-        .count(p.wheels.len());
-    for w in &p.wheels {
+        .count(wheels.len());
+    for w in wheels {
         k.str(&w.name)
             .str(&w.version)
             .str(&w.filename)

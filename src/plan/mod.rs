@@ -9,27 +9,36 @@
 //! `data/components.yaml`, rules on the package's own control fields, the profile's
 //! `layers:`); `split` cuts one assembled tree into one tree per component; `keys` computes
 //! the keys; `expectation` the self-test's expectation. The Python wheels (pinned, for the
-//! image's interpreter) are one `python-packages` layer after the base's layers.
+//! image's interpreter) are one layer per wheel component after the base's layers
+//! (`wheel_components`); `libraries` holds the one-provider rule, `installed` what the
+//! locked wheels make of the image's CUDA metadata.
 //! Must never do I/O beyond reading its embedded table: it reasons over facts the caller read.
 
 pub mod annotations;
 pub mod components;
 pub mod expectation;
+pub mod installed;
 pub mod keys;
+pub mod libraries;
 pub mod split;
+pub mod wheel_components;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-pub use expectation::{expectation, image_expectation, wheel_library_expectations};
+pub use expectation::{
+    expect_device_code, expectation, image_expectation, wheel_library_expectations,
+};
 
 use crate::digest::Digest;
+use crate::elf::SharedObject;
 use crate::layer::LayerOptions;
 use crate::lock::{LockedPackage, LockedWheel};
+use crate::profile::CompatMode;
 use crate::profile::{Base, FileEntry, Profile, StripClass};
 use crate::resolve::Resolution;
 use crate::sources::python::ImagePython;
-use crate::sources::wheel::HostPython;
+use crate::sources::wheel::{HostPython, WheelLibrary};
 use components::{Assignment, LayerOverrides, PackageMeta};
 
 /// The component that holds what no apt package owns (dpkg database, ld.so.cache, …).
@@ -52,9 +61,9 @@ pub struct Facts {
     pub selftest: Option<SelftestBinary>,
     /// The Python wheels to install, when the profile has `python:`.
     pub python: Option<PythonInstall>,
-    /// The device code the image's GPU programs carry (the catalog's SM list for the
-    /// framework variant), for the expectation's coverage check; `None`: not checked.
-    pub device_code: Option<crate::expect::DeviceCode>,
+    /// The device code of the framework among the wheels (`installed::device_code`): the
+    /// annotations, `arch>=` and the expectation's coverage check; `None`: not checked.
+    pub device_code: Option<crate::catalog::DeviceCode>,
 }
 
 /// The pinned wheels (the lock's, or resolved now, sorted by name), the image's interpreter
@@ -65,7 +74,30 @@ pub struct PythonInstall {
     pub wheels: Vec<LockedWheel>,
     pub python: ImagePython,
     pub compiler: Option<HostPython>,
+    /// The shared libraries each wheel installs, by wheel name.
+    pub libraries: BTreeMap<String, Vec<WheelLibrary>>,
 }
+
+/// Where the loader finds the wheels' shared libraries, for the apt install's metadata
+/// (`/etc/ld.so.conf.d/` and `ld.so.cache`), and what the one-provider rule is checked with
+/// once the apt packages' libraries are known.
+#[derive(Debug, Clone, Default)]
+pub struct Loader {
+    /// The `/etc/ld.so.conf.d/` file (image path, no leading `/`) and its text; `None` when no
+    /// wheel has a library the loader should find.
+    pub conf: Option<(String, String)>,
+    /// The wheels' libraries the loader may find (image path, ELF facts), for `ld.so.cache`.
+    pub found: Vec<(String, SharedObject)>,
+    /// Every wheel library, for the check against the apt packages' libraries.
+    pub wheel_libraries: Vec<libraries::Library>,
+    /// The profile's `libraries:` picks.
+    pub picks: BTreeMap<String, String>,
+    /// `compat: forward` (cuda-compat's libcuda allowed under its own directory).
+    pub forward: bool,
+}
+
+/// Where the wheels' library directories are listed for the loader.
+pub const LOADER_CONF: &str = "etc/ld.so.conf.d/gpuimg-python.conf";
 
 #[derive(Debug, Clone)]
 pub struct AptFacts {
@@ -111,8 +143,8 @@ pub enum Inputs {
     /// What the apt install generated rather than unpacked: the dpkg database, ld.so.cache,
     /// passwd/group, the CA bundle, alternatives.
     AptMetadata,
-    /// The plan's Python wheels, installed for the image's interpreter.
-    Wheels,
+    /// These of the plan's Python wheels (names), installed for the image's interpreter.
+    Wheels { names: Vec<String> },
     /// The profile's `files:`.
     Files(Vec<FileEntry>),
     /// The `gpuimg-selftest` binary at its fixed path.
@@ -125,6 +157,8 @@ pub enum Inputs {
 #[derive(Debug, Clone)]
 pub struct AptInstall {
     pub packages: Vec<LockedPackage>,
+    /// The wheels' libraries for `ld.so.cache`, and the one-provider rule's inputs.
+    pub loader: Loader,
     pub assignment: Assignment,
     /// Applied to the whole install before it is split (the same classes as each apt layer).
     pub strip: Vec<StripClass>,
@@ -146,6 +180,18 @@ pub enum PlanError {
     Facts(&'static str),
     #[error(transparent)]
     LibraryTable(#[from] crate::catalog::LibraryTableError),
+    #[error(transparent)]
+    Library(Box<libraries::LibraryError>),
+    #[error(
+        "`layers.{0}` takes wheels, but `{0}` is a layer of apt packages: choose another name"
+    )]
+    LayerKinds(String),
+}
+
+impl From<libraries::LibraryError> for PlanError {
+    fn from(e: libraries::LibraryError) -> Self {
+        PlanError::Library(Box::new(e))
+    }
 }
 
 /// Whether an image built from `profile` with `resolution` carries the self-test: it is
@@ -163,6 +209,8 @@ pub fn plan(
 ) -> Result<Plan, PlanError> {
     let mut layers = Vec::new();
     let mut apt = None;
+    let python = facts.python.clone().filter(|p| !p.wheels.is_empty());
+    let mut loader = Some(loader(profile, python.as_ref())?);
     match &profile.base {
         Base::None => {}
         Base::Rootfs {
@@ -187,19 +235,20 @@ pub fn plan(
             if f.metas.len() != f.packages.len() {
                 return Err(PlanError::Facts("one set of control fields per package"));
             }
-            let (apt_layers, install) = plan_apt(profile, f, lopts);
+            let (apt_layers, install) =
+                plan_apt(profile, f, loader.take().unwrap_or_default(), lopts);
             layers.extend(apt_layers);
             apt = Some(install);
         }
     }
-    let python = facts.python.clone().filter(|p| !p.wheels.is_empty());
+    let rootfs_loader = loader;
+    // Without apt packages the wheels are all the image's libraries there are to check; with
+    // them, the install checks both together.
+    if let Some(l) = &rootfs_loader {
+        libraries::check_providers(&l.wheel_libraries, &l.picks)?;
+    }
     if let Some(p) = &python {
-        layers.push(LayerPlan {
-            component: PYTHON_PACKAGES.into(),
-            inputs: Inputs::Wheels,
-            strip: Vec::new(),
-            key: Some(keys::wheels_key(p, lopts)),
-        });
+        layers.extend(plan_wheels(profile, p, lopts)?);
     }
     if !profile.files.is_empty() {
         layers.push(LayerPlan {
@@ -216,6 +265,16 @@ pub fn plan(
             .unwrap_or_default(),
         entrypoint: None,
     };
+    // What the locked wheels install decides the CUDA metadata, not the request alone.
+    if let (Some(r), Some(p)) = (resolution.filter(|r| !r.is_empty()), &python) {
+        installed::apply(
+            r,
+            &p.wheels,
+            facts.device_code.as_ref(),
+            &mut image.env,
+            &mut image.annotations,
+        );
+    }
     if wants_selftest(profile, resolution) {
         let bin = facts
             .selftest
@@ -244,7 +303,12 @@ pub fn plan(
             )?,
             None => Vec::new(),
         };
-        let expect = image_expectation(profile, resolution, libraries, facts.device_code.clone());
+        let expect = image_expectation(
+            profile,
+            resolution,
+            libraries,
+            facts.device_code.as_ref().map(expect_device_code),
+        );
         layers.push(LayerPlan {
             component: "expect".into(),
             inputs: Inputs::Expect {
@@ -265,7 +329,12 @@ pub fn plan(
 /// One layer per component that received packages, in the components' order, then
 /// `metadata`. `os` is always there: it holds the merged-/usr links (`/bin`, `/lib`, …)
 /// even when no package went to it.
-fn plan_apt(profile: &Profile, f: &AptFacts, lopts: LayerOptions) -> (Vec<LayerPlan>, AptInstall) {
+fn plan_apt(
+    profile: &Profile,
+    f: &AptFacts,
+    loader: Loader,
+    lopts: LayerOptions,
+) -> (Vec<LayerPlan>, AptInstall) {
     let assignment = components::assign(&f.metas, &LayerOverrides::from_profile(&profile.layers));
     let mut layers = Vec::new();
     for component in assignment.order() {
@@ -296,15 +365,139 @@ fn plan_apt(profile: &Profile, f: &AptFacts, lopts: LayerOptions) -> (Vec<LayerP
         strip: profile.strip.clone(),
         key: Some(keys::component_key(
             METADATA,
-            &keys::set_key(&f.packages, profile, lopts),
+            &keys::metadata_key(&keys::set_key(&f.packages, profile, lopts), &loader),
         )),
     });
     let install = AptInstall {
         packages: f.packages.clone(),
+        loader,
         assignment,
         strip: profile.strip.clone(),
     };
     (layers, install)
+}
+
+/// One layer per wheel component that received wheels, in the components' order (the table's
+/// `data/wheel-components.yaml`, then the profile's new names), each keyed by its own wheels.
+fn plan_wheels(
+    profile: &Profile,
+    p: &PythonInstall,
+    lopts: LayerOptions,
+) -> Result<Vec<LayerPlan>, PlanError> {
+    let overrides: Vec<(String, Vec<String>)> = profile
+        .layers
+        .iter()
+        .filter(|l| !l.wheel.is_empty())
+        .map(|l| {
+            let names = l.wheel.iter().map(|w| w.value.clone()).collect();
+            (l.name.value.clone(), names)
+        })
+        .collect();
+    // The apt-only components (`os`, `python`, `packages`) take no wheels; the CUDA and
+    // framework components exist for both kinds.
+    let wheel_table = wheel_components::table_order();
+    for (name, _) in &overrides {
+        if components::table_order().contains(name) && !wheel_table.contains(&name.as_str()) {
+            return Err(PlanError::LayerKinds(name.clone()));
+        }
+    }
+    let (order, by_wheel) =
+        wheel_components::assign(p.wheels.iter().map(|w| w.name.as_str()), &overrides);
+    let mut layers = Vec::new();
+    for component in order {
+        let names: Vec<String> = by_wheel
+            .iter()
+            .filter(|(_, c)| **c == component)
+            .map(|(w, _)| w.clone())
+            .collect();
+        if names.is_empty() {
+            continue;
+        }
+        let key = keys::wheels_key(p, &component, &names, lopts);
+        layers.push(LayerPlan {
+            component,
+            inputs: Inputs::Wheels { names },
+            strip: Vec::new(),
+            key: Some(key),
+        });
+    }
+    Ok(layers)
+}
+
+/// The wheels' libraries as the loader will see them: no driver library among them (refused
+/// here, naming the wheel), the directories for `/etc/ld.so.conf.d/` and the copies
+/// `ld.so.cache` indexes (none private, none a `libraries:` pick passes over).
+fn loader(profile: &Profile, python: Option<&PythonInstall>) -> Result<Loader, PlanError> {
+    let forward = profile.compat == CompatMode::Forward;
+    let mut all = Vec::new();
+    let mut facts = BTreeMap::new();
+    if let Some(p) = python {
+        for (wheel, libs) in &p.libraries {
+            let provider = libraries::Provider::Wheel(wheel.clone());
+            for l in libs {
+                libraries::check_driver_files([(l.path.as_str(), &provider)], forward)?;
+                // Only shared objects for the image's machine are the loader's business.
+                let Some(elf) = l
+                    .elf
+                    .as_ref()
+                    .filter(|e| e.is_64 && e.machine == machine(&p.python.machine))
+                else {
+                    continue;
+                };
+                facts.insert(l.path.clone(), elf.clone());
+                all.push(libraries::Library {
+                    path: l.path.clone(),
+                    soname: l.soname().to_string(),
+                    provider: provider.clone(),
+                });
+            }
+        }
+    }
+    let picks = profile.libraries.clone();
+    let found: Vec<&libraries::Library> = all
+        .iter()
+        .filter(|l| !libraries::is_private(&l.path, &l.provider))
+        .filter(|l| picks.get(&l.soname).is_none_or(|p| p == l.provider.name()))
+        .collect();
+    let dirs = libraries::loader_directories(&all, &found);
+    let conf = (!dirs.is_empty()).then(|| {
+        let mut text = String::from(
+            "# The Python wheels' library directories (written by gpuimg), so that programs find\n# their libraries without LD_LIBRARY_PATH.\n",
+        );
+        for d in &dirs {
+            text.push('/');
+            text.push_str(d);
+            text.push('\n');
+        }
+        (LOADER_CONF.to_string(), text)
+    });
+    let found = found
+        .iter()
+        .filter(|l| {
+            dirs.iter().any(|d| {
+                l.path
+                    .strip_prefix(d.as_str())
+                    .is_some_and(|r| r.starts_with('/') && !r[1..].contains('/'))
+            })
+        })
+        .filter_map(|l| Some((l.path.clone(), facts.get(&l.path)?.clone())))
+        .collect();
+    Ok(Loader {
+        conf,
+        found,
+        wheel_libraries: all,
+        picks,
+        forward,
+    })
+}
+
+/// The ELF machine number of a platform machine name (`x86_64` → 62).
+fn machine(name: &str) -> u16 {
+    match name {
+        "x86_64" => 62,
+        "aarch64" => 183,
+        _ => 0,
+    }
 }
 
 #[cfg(test)]

@@ -267,6 +267,7 @@ fn with_wheels(mut f: Facts, wheels: Vec<crate::lock::LockedWheel>) -> Facts {
             machine: "x86_64".into(),
         },
         compiler: None,
+        libraries: Default::default(),
     });
     f
 }
@@ -303,7 +304,7 @@ fn the_wheels_are_one_layer_after_the_base_and_before_files_and_the_selftest() {
         ]
     );
     let layer = &pl.layers[4];
-    assert!(matches!(layer.inputs, Inputs::Wheels));
+    assert!(matches!(layer.inputs, Inputs::Wheels { .. }));
     assert!(layer.key.is_some(), "keyed up front by the locked set");
     assert!(
         layer.strip.is_empty(),

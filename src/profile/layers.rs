@@ -1,6 +1,7 @@
 //! `layers:`: checks of the profile's component overrides (names, packages, duplicates).
 //!
-//! Turns `layers: {NAME: {deb: [pkg, …]}}` into [`Layer`]s in the order written. Every failure
+//! Turns `layers: {NAME: {deb: [pkg, …]}}` (or `{wheel: [dist, …]}`) into [`Layer`]s in the
+//! order written. Every failure
 //! points at the offending key or value. Which component a package lands in otherwise is the
 //! plan's business (`plan::components`), not the profile's.
 
@@ -10,11 +11,29 @@ use super::{Located, ProfileError};
 /// Layer names gpuimg itself uses after the package layers.
 pub const RESERVED_LAYER_NAMES: &[&str] = &["base", "metadata", "files", "selftest", "expect"];
 
-/// One `layers:` entry: a component name and the apt packages it takes.
+/// One `layers:` entry: a component name and the apt packages or the wheels it takes (one
+/// kind per layer).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layer {
     pub name: Located<String>,
     pub deb: Vec<Located<String>>,
+    /// Wheel names, normalised (PEP 503), with the position written.
+    pub wheel: Vec<Located<String>>,
+}
+
+/// PEP 503's normalised name: lowercase, runs of `-`, `_` and `.` as one `-`.
+fn normalize(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        if matches!(c, '-' | '_' | '.') {
+            if !out.ends_with('-') {
+                out.push('-');
+            }
+        } else {
+            out.push(c.to_ascii_lowercase());
+        }
+    }
+    out
 }
 
 /// A Debian package name: `[a-z0-9][a-z0-9+.-]*`.
@@ -29,9 +48,11 @@ pub(super) fn validate(
     spec: &LayersSpec,
     file: &str,
     apt_base: bool,
+    python: bool,
 ) -> Result<Vec<Layer>, ProfileError> {
     let err = |at: &Located<String>, key: &str, m: String| ProfileError::invalid(file, at, key, m);
     let mut seen: Vec<&Located<String>> = Vec::new();
+    let mut seen_wheels: Vec<Located<String>> = Vec::new();
     let mut out = Vec::new();
     for (name, layer) in &spec.0 {
         let n = name.value.as_str();
@@ -59,8 +80,68 @@ pub(super) fn validate(
                 format!("`{n}` is a layer gpuimg makes itself; choose another name"),
             ));
         }
+        if !layer.wheel.is_empty() {
+            if !layer.deb.is_empty() {
+                return Err(err(
+                    name,
+                    &key,
+                    "takes apt packages or wheels, not both: make two layers".into(),
+                ));
+            }
+            if !python {
+                return Err(err(
+                    name,
+                    &key,
+                    "`wheel:` packages need `python:`; this profile has none".into(),
+                ));
+            }
+            let key = format!("{key}.wheel");
+            let mut wheels: Vec<Located<String>> = Vec::new();
+            for w in &layer.wheel {
+                let ok = !w.value.is_empty()
+                    && w.value
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+                if !ok {
+                    return Err(err(
+                        w,
+                        &key,
+                        format!(
+                            "`{}` is not a distribution name (letters, digits, `- _ .`; no globs)",
+                            w.value.escape_debug()
+                        ),
+                    ));
+                }
+                let n = Located {
+                    value: normalize(&w.value),
+                    ..w.clone()
+                };
+                if let Some(first) = seen_wheels.iter().find(|s| s.value == n.value) {
+                    return Err(err(
+                        w,
+                        &key,
+                        format!(
+                            "`{}` is listed twice (first at {}:{}); a wheel goes to one layer",
+                            w.value, first.line, first.column
+                        ),
+                    ));
+                }
+                seen_wheels.push(n.clone());
+                wheels.push(n);
+            }
+            out.push(Layer {
+                name: name.clone(),
+                deb: Vec::new(),
+                wheel: wheels,
+            });
+            continue;
+        }
         if layer.deb.is_empty() {
-            return Err(err(name, &key, "lists no packages (`deb: [...]`)".into()));
+            return Err(err(
+                name,
+                &key,
+                "lists no packages (`deb: [...]` or `wheel: [...]`)".into(),
+            ));
         }
         if !apt_base {
             return Err(err(
@@ -99,6 +180,7 @@ pub(super) fn validate(
         out.push(Layer {
             name: name.clone(),
             deb: layer.deb.clone(),
+            wheel: Vec::new(),
         });
     }
     Ok(out)
@@ -148,6 +230,31 @@ mod tests {
     }
 
     #[test]
+    fn wheel_layers_are_normalised_and_need_python() {
+        let text = "name: x\nbase:\n  apt: {suite: bookworm}\npython: {packages: [torch]}\nlayers:\n  ml: {wheel: [Torch, triton_x]}\n";
+        let dir = std::env::temp_dir();
+        let p = super::super::parse(text, "p.yaml", &dir, &|_| None).unwrap();
+        let names: Vec<&str> = p.layers[0].wheel.iter().map(|w| w.value.as_str()).collect();
+        assert_eq!(names, ["torch", "triton-x"]);
+        assert!(p.layers[0].deb.is_empty());
+        for (layers, want) in [
+            (
+                "  ml: {wheel: [torch]}\n",
+                "p.yaml:5:3: layers.ml: `wheel:` packages need `python:`; this profile has none",
+            ),
+            (
+                "  ml: {wheel: [torch], deb: [zstd]}\n",
+                "p.yaml:5:3: layers.ml: takes apt packages or wheels, not both: make two layers",
+            ),
+        ] {
+            assert_eq!(load(&format!("layers:\n{layers}")).unwrap_err(), want);
+        }
+        let twice = "name: x\nbase:\n  apt: {suite: bookworm}\npython: {packages: [torch]}\nlayers:\n  ml: {wheel: [torch, Torch]}\n";
+        let e = super::super::parse(twice, "p.yaml", &dir, &|_| None).unwrap_err();
+        assert!(e.to_string().contains("`Torch` is listed twice"), "{e}");
+    }
+
+    #[test]
     fn bad_layers_point_at_the_value() {
         let cases = [
             (
@@ -184,7 +291,7 @@ mod tests {
             ),
             (
                 "layers:\n  tools: {}\n",
-                "p.yaml:5:3: layers.tools: lists no packages (`deb: [...]`)",
+                "p.yaml:5:3: layers.tools: lists no packages (`deb: [...]` or `wheel: [...]`)",
             ),
         ];
         for (text, want) in cases {

@@ -58,6 +58,9 @@ pub struct Profile {
     pub layers: Vec<Layer>,
     /// `python:`: Python packages from a package index (`None` without the key).
     pub python: Option<Python>,
+    /// `libraries:`: SONAME → the package or wheel (by name) whose copy the loader finds where
+    /// two provide it (the others' copies stay private to them).
+    pub libraries: std::collections::BTreeMap<String, String>,
 }
 
 /// Load and validate the profile at `path`, expanding `${VAR}` through `env` (the CLI passes

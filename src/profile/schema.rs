@@ -43,6 +43,9 @@ pub struct RawProfile {
     /// Python packages from a package index, installed into the image's interpreter.
     #[serde(default)]
     pub python: Option<Located<PythonSpec>>,
+    /// SONAME → the package or wheel whose copy the loader finds, where two provide it.
+    #[serde(default)]
+    pub libraries: std::collections::BTreeMap<String, String>,
 }
 
 /// `python`: wheels from a package index (requirements are PEP 508 strings, checked when the
@@ -75,13 +78,16 @@ pub struct PythonSpec {
 #[derive(Debug, Clone, Default)]
 pub struct LayersSpec(pub Vec<(Located<String>, LayerSpec)>);
 
-/// `layers.NAME`: the inputs one component takes (`deb` now; `wheel` later).
+/// `layers.NAME`: the inputs one component takes: apt packages or Python wheels.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct LayerSpec {
     /// apt package names (exact, no globs).
     #[serde(default)]
     pub deb: Vec<Located<String>>,
+    /// Python distribution names (exact; compared normalised).
+    #[serde(default)]
+    pub wheel: Vec<Located<String>>,
 }
 
 impl<'de> Deserialize<'de> for LayersSpec {

@@ -192,7 +192,12 @@ pub(super) fn validate(
         }
     }
 
-    let layers = super::layers::validate(&raw.layers, file, matches!(base, Base::Apt(_)))?;
+    let layers = super::layers::validate(
+        &raw.layers,
+        file,
+        matches!(base, Base::Apt(_)),
+        raw.python.is_some(),
+    )?;
     let python = match &raw.python {
         Some(p) => Some(super::python::validate(p, raw.context.as_ref(), file, dir)?),
         None => None,
@@ -214,6 +219,7 @@ pub(super) fn validate(
         config: raw.config,
         layers,
         python,
+        libraries: raw.libraries,
     })
 }
 

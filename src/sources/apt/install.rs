@@ -19,6 +19,7 @@ pub struct Unpacking {
     pub warnings: Vec<String>,
     pub owners: BTreeMap<String, Vec<String>>,
     pub infos: Vec<PackageInfo>,
+    pub libraries: Vec<(String, String)>,
 }
 
 /// Which packages may be replayed from their sketches, and where the sketches are.
@@ -36,6 +37,7 @@ pub fn unpack_all(
     dest: &Path,
     jobs: usize,
     replay: Replay<'_>,
+    loader: &super::LoaderExtra,
     each: &mut dyn FnMut(&UnpackedPackage<'_>) -> std::io::Result<()>,
     obs: &mut dyn Observer,
 ) -> Result<Unpacking, AptError> {
@@ -227,8 +229,30 @@ pub fn unpack_all(
             done_fixups.join("; ")
         ));
     }
-    let n = ldcache::write_ld_cache(&root, arch, &facts)?;
-    obs.message(&format!("  /etc/ld.so.cache: {n} libraries"));
+    if let Some((path, text)) = &loader.conf {
+        let p = Path::new(path);
+        if let Some(dir) = p.parent() {
+            root.create_dir_all(dir)
+                .map_err(AptError::staged("create", dir.display()))?;
+        }
+        root.write(p, text.as_bytes(), 0o644)
+            .map_err(AptError::staged("write", path))?;
+    }
+    let entries = ldcache::write_ld_cache(&root, arch, &facts, &loader.libraries)?;
+    obs.message(&format!("  /etc/ld.so.cache: {} libraries", entries.len()));
+    let extra: std::collections::BTreeSet<&str> =
+        loader.libraries.iter().map(|(p, _)| p.as_str()).collect();
+    let libraries: Vec<(String, String)> = entries
+        .into_iter()
+        .filter(|(_, p)| !extra.contains(p.trim_start_matches('/')))
+        .filter_map(|(soname, p)| {
+            let real = root.real_path(Path::new(&p)).ok()?;
+            Some((
+                soname,
+                real.to_string_lossy().trim_start_matches('/').to_string(),
+            ))
+        })
+        .collect();
     for p in root.take_writes() {
         if let Ok(real) = root.real_path(&p) {
             owners.remove(real.to_string_lossy().as_ref());
@@ -238,6 +262,7 @@ pub fn unpack_all(
         warnings,
         owners,
         infos,
+        libraries,
     })
 }
 

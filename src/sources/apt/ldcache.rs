@@ -140,14 +140,17 @@ pub fn facts(root: &Root, p: &Path) -> Option<SharedObject> {
     elf::parse(&root.read(p, MAX_LIBRARY).ok()?)
 }
 
-/// Index the image's libraries and write `etc/ld.so.cache`; returns the number of entries.
-/// `placeholders`: files a replay left empty, by (device, inode), with the facts of the real
-/// file.
+/// Index the image's libraries and write `etc/ld.so.cache`; returns the entries (SONAME,
+/// path as indexed, with a leading `/`) in the cache's order. `placeholders`: files a replay
+/// left empty, by (device, inode), with the facts of the real file. `extra`: libraries of
+/// layers above this root (image path without a leading `/`, facts), indexed where a
+/// configured directory holds them, as if they lay in the root.
 pub fn write_ld_cache(
     root: &Root,
     debian_arch: &str,
     placeholders: &ElfFacts,
-) -> Result<usize, AptError> {
+    extra: &[(String, SharedObject)],
+) -> Result<Vec<(String, String)>, AptError> {
     let (triplet, machine, flags) = match debian_arch {
         "amd64" => ("x86_64-linux-gnu", 62u16, FLAG_ELF_LIBC6 | FLAG_X8664_LIB64),
         "arm64" => (
@@ -155,12 +158,33 @@ pub fn write_ld_cache(
             183,
             FLAG_ELF_LIBC6 | FLAG_AARCH64_LIB64,
         ),
-        _ => return Ok(0),
+        _ => return Ok(Vec::new()),
     };
     let mut seen_dirs = BTreeSet::new();
     let mut entries: Vec<(String, String)> = Vec::new();
     let mut seen_keys = BTreeSet::new();
+    let mut extra_dirs = BTreeSet::new();
     for dir in directories(root, triplet) {
+        let dir = dir.trim_end_matches('/').to_string();
+        // The later layers' libraries in this directory.
+        let later: Vec<(&str, &SharedObject)> = extra
+            .iter()
+            .filter_map(|(p, so)| {
+                let (d, name) = p.rsplit_once('/')?;
+                (d == dir.trim_start_matches('/')).then_some((name, so))
+            })
+            .collect();
+        if !later.is_empty() && extra_dirs.insert(dir.clone()) {
+            for (name, so) in later {
+                if !so.is_64 || so.machine != machine || !is_candidate(name) {
+                    continue;
+                }
+                let key = so.soname.clone().unwrap_or_else(|| name.to_string());
+                if key == name && seen_keys.insert((key.clone(), dir.clone())) {
+                    entries.push((key, format!("{dir}/{name}")));
+                }
+            }
+        }
         // The same directory reached twice (`/lib` is `/usr/lib` under merged-/usr) is
         // indexed once.
         let Ok(Some(m)) = root.metadata(Path::new(&dir)) else {
@@ -177,7 +201,7 @@ pub fn write_ld_cache(
             .filter_map(|(n, _)| n.into_string().ok())
             .filter(|n| is_candidate(n))
             .collect();
-        let dir = dir.trim_end_matches('/');
+        let dir = dir.as_str();
         for name in names {
             // A final symlink is followed, inside the root.
             let path = format!("{dir}/{name}");
@@ -211,7 +235,7 @@ pub fn write_ld_cache(
         .map_err(AptError::staged("create", "etc"))?;
     root.write(Path::new("etc/ld.so.cache"), &data, 0o644)
         .map_err(AptError::staged("write", "etc/ld.so.cache"))?;
-    Ok(entries.len())
+    Ok(entries)
 }
 
 fn encode(entries: &[(String, String)], flags: i32) -> Vec<u8> {

@@ -83,6 +83,19 @@ pub struct AptOptions {
     /// The certificate authorities HTTPS mirrors are checked against (default: the system
     /// store; the settings phase adds `SSL_CERT_FILE` and `SSL_CERT_DIR`).
     pub trust: Trust,
+    /// What later layers add for the loader: see [`LoaderExtra`].
+    pub loader: LoaderExtra,
+}
+
+/// Libraries that layers above the apt packages add (the Python wheels'), so that the one
+/// `ld.so.cache` the install writes covers the whole image.
+#[derive(Debug, Clone, Default)]
+pub struct LoaderExtra {
+    /// A `/etc/ld.so.conf.d/` file (image path without a leading `/`, text), written into the
+    /// root (so into `metadata`) before the cache is.
+    pub conf: Option<(String, String)>,
+    /// The libraries in its directories: image path (no leading `/`) and ELF facts.
+    pub libraries: Vec<(String, crate::elf::SharedObject)>,
 }
 
 impl AptOptions {
@@ -94,6 +107,7 @@ impl AptOptions {
             apt_dir: PathBuf::from("/etc/apt"),
             limits: FetchLimits::default(),
             trust: Trust::default(),
+            loader: LoaderExtra::default(),
         }
     }
 }
@@ -111,6 +125,10 @@ pub struct Installed {
     pub owners: BTreeMap<String, Vec<String>>,
     /// The control fields that place each package in a component layer.
     pub infos: Vec<PackageInfo>,
+    /// What `ld.so.cache` indexes of the packages' files: (SONAME, the file's real path in
+    /// the root without a leading `/`), in the cache's order. [`LoaderExtra`]'s libraries are
+    /// not among them.
+    pub libraries: Vec<(String, String)>,
 }
 
 /// What a package's own control file says about its place in the image.
@@ -588,6 +606,7 @@ pub fn install_replaying(
             cache: fetcher.cache().shared(),
             allowed: replayable,
         },
+        &opts.loader,
         each,
         obs,
     );
@@ -599,6 +618,7 @@ pub fn install_replaying(
                 warnings,
                 owners: u.owners,
                 infos: u.infos,
+                libraries: u.libraries,
             })
         }
         Err(e) => {

@@ -101,6 +101,23 @@ pub struct PythonRequest {
 }
 
 impl PythonRequest {
+    /// Add a direct requirement that does not come from the profile's `python:` (a stack pin
+    /// made a package, `origin` saying so).
+    pub fn add_requirement(&mut self, text: &str, origin: String) -> Result<(), PypiError> {
+        let requirement = pep508_rs::Requirement::from_str(text).map_err(|e| {
+            PypiError::bad(
+                &origin,
+                format!("`{text}` is not a PEP 508 requirement: {e}"),
+            )
+        })?;
+        self.requirements.push(Requirement {
+            requirement,
+            text: text.to_string(),
+            origin,
+        });
+        Ok(())
+    }
+
     /// The request of `profile`'s `python:` section (`None` without one), its indexes found as
     /// the module doc says.
     pub fn new(profile: &Profile, host: &HostSettings) -> Result<Option<PythonRequest>, PypiError> {

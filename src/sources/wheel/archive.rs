@@ -200,6 +200,27 @@ impl Archive {
         ))
     }
 
+    /// The ELF facts of entry `m` (`None` when it is no shared object gpuimg reads), from
+    /// its bytes decompressed as a stream, at most twice, never held whole.
+    pub fn elf_facts(&self, m: &Member) -> Result<Option<crate::elf::SharedObject>, WheelError> {
+        let (mut first, mut second) = (self.clone(), self.clone());
+        let mut f = first
+            .zip
+            .by_index(m.index)
+            .map_err(|source| WheelError::Zip {
+                wheel: self.label.clone(),
+                source,
+            })?;
+        let mut again = |off: u64| {
+            let mut g = second.zip.by_index(m.index).ok()?;
+            crate::elf::string_at(&mut (&mut g).take(m.size), off)
+        };
+        Ok(crate::elf::parse_stream(
+            &mut (&mut f).take(m.size),
+            &mut again,
+        ))
+    }
+
     /// The whole of a small entry (metadata), at most [`MAX_METADATA_BYTES`].
     pub fn read_small(&mut self, m: &Member) -> Result<Vec<u8>, WheelError> {
         if m.size > MAX_METADATA_BYTES {

@@ -14,6 +14,7 @@ mod entry_points;
 mod error;
 mod extract;
 mod filename;
+mod libraries;
 mod prepare;
 mod record;
 mod scheme;
@@ -26,6 +27,7 @@ pub use archive::{MAX_ENTRIES, MAX_ENTRY_BYTES, MAX_WHEEL_BYTES};
 pub use compile::HostPython;
 pub use error::WheelError;
 pub use filename::normalize;
+pub use libraries::{file_name, is_library_name, libraries, WheelLibrary};
 
 use crate::assemble::{self, DataSource, Entry, EntryKind, Provenance, Tree};
 use crate::confined::Root;

@@ -3,7 +3,9 @@
 //!
 //! Seeds are two tiny real shared objects (64- and 32-bit, built by `scripts/fuzz-corpus.sh`);
 //! mutations overwrite header and table fields with edge numbers. Properties: a parsed object's
-//! class and machine are the header's, and its soname is NUL-terminated text of the file.
+//! class and machine are the header's, and its soname is NUL-terminated text of the file; the
+//! stream reader (`gpuimg::elf::parse_stream`, for wheel members) never disagrees with the
+//! whole-file reader when both read the file.
 
 use arbitrary::{Result, Unstructured};
 use gpuimg::sources::apt::parsers::parse_elf;
@@ -43,9 +45,19 @@ fn mutate_input(seeds: &[Vec<u8>], u: &mut Unstructured<'_>) -> Result<Vec<u8>> 
 }
 
 fn check(b: &[u8]) -> Verdict {
+    let streamed = gpuimg::elf::parse_stream(&mut &b[..], &mut |off| {
+        gpuimg::elf::string_at(&mut &b[..], off)
+    });
     let Some(so) = parse_elf(b) else {
         return Ok("not read");
     };
+    if let Some(s) = &streamed {
+        if *s != so {
+            return Err(format!(
+                "the stream reader says {s:?}, the whole file {so:?}"
+            ));
+        }
+    }
     if so.is_64 != (b.get(4) == Some(&2)) {
         return Err(format!(
             "class is_64={} but the header says {:?}",

@@ -1,0 +1,81 @@
+//! The Python requirements a stack pin becomes (`catalog/wheels.yaml`): `torch==2.15.0` for
+//! `pytorch`, NVIDIA's runtime, cuDNN and NCCL wheels (`-cu12` for CUDA 12, none for 13) for
+//! `cuda`, `cudnn` and `nccl`, with the sources of each record. Must never decide whether
+//! they fit together: the package resolver and the caller's checks do.
+
+use crate::version::Version;
+
+use super::Catalog;
+
+/// Requirements for one stack component, and where the mapping comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StackRequirements {
+    /// PEP 508 strings (`nvidia-cuda-runtime-cu12==12.4.*`).
+    pub requirements: Vec<String>,
+    pub sources: Vec<String>,
+}
+
+impl Catalog {
+    /// The requirements `component` (`pytorch`, `cuda`, `cudnn`, `nccl`) at the resolved
+    /// `version` becomes, for an image whose CUDA major is `cuda_major` (the wheels' suffix);
+    /// `None` when the catalog records none.
+    pub fn stack_requirements(
+        &self,
+        component: &str,
+        version: &Version,
+        cuda_major: Option<u64>,
+    ) -> Option<StackRequirements> {
+        let rec = self
+            .stack_wheels
+            .iter()
+            .find(|r| r.component == component && r.cuda_major == cuda_major)
+            .or_else(|| {
+                self.stack_wheels
+                    .iter()
+                    .find(|r| r.component == component && r.cuda_major.is_none())
+            })?;
+        let fill = |t: &str| {
+            t.replace("{version}", &version.to_string())
+                .replace("{major}", &version.field(0).to_string())
+                .replace("{minor}", &version.field(1).to_string())
+        };
+        Some(StackRequirements {
+            requirements: rec.requirements.iter().map(|r| fill(r)).collect(),
+            sources: rec.source.clone(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(s: &str) -> Version {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn stack_pins_become_nvidia_and_framework_wheels() {
+        let c = Catalog::embedded().unwrap();
+        let r = c.stack_requirements("cuda", &v("12.4"), Some(12)).unwrap();
+        assert_eq!(r.requirements, ["nvidia-cuda-runtime-cu12==12.4.*"]);
+        assert!(r.sources.iter().any(|s| s == "wheel-inspection"));
+        let r = c.stack_requirements("cuda", &v("13.2"), Some(13)).unwrap();
+        assert_eq!(r.requirements, ["nvidia-cuda-runtime==13.2.*"]);
+        let r = c
+            .stack_requirements("cudnn", &v("9.26.0"), Some(13))
+            .unwrap();
+        assert_eq!(r.requirements, ["nvidia-cudnn-cu13==9.26.*"]);
+        let r = c
+            .stack_requirements("pytorch", &v("2.15.0"), Some(13))
+            .unwrap();
+        assert_eq!(r.requirements, ["torch==2.15.0"]);
+        assert_eq!(c.stack_requirements("cuda", &v("11.8"), Some(11)), None);
+        let r = c.stack_requirements("jax", &v("0.5.3"), Some(12)).unwrap();
+        assert_eq!(r.requirements, ["jax[cuda12]==0.5.3"]);
+        let r = c
+            .stack_requirements("tensorflow", &v("2.21.0"), Some(12))
+            .unwrap();
+        assert_eq!(r.requirements, ["tensorflow[and-cuda]==2.21.0"]);
+    }
+}

@@ -1,0 +1,209 @@
+//! Stack pins made packages: the resolved `pytorch` becomes `torch==X` (`jax` `jax[cudaNN]`,
+//! `tensorflow` `tensorflow[and-cuda]`), and `cuda`, `cudnn`, `nccl` become NVIDIA's wheels
+//! when no framework is pinned (its own requirements bring and
+//! pin them), as the catalog's `stack_wheels` records say; they join the profile's Python
+//! requirements. After resolution each pinned CUDA library is checked against the wheel the
+//! resolution installed: a pin the framework's own pins contradict is a "no" naming both.
+
+use super::OpsError;
+use crate::catalog::Catalog;
+use crate::lock::LockedWheel;
+use crate::profile::{Located, Profile};
+use crate::resolve::{Component, Resolution};
+use crate::sources::pypi::PythonRequest;
+use crate::version::{Constraint, Version};
+
+/// The CUDA library components, each with the wheel names that carry it (normalised; a
+/// `-cuNN` suffix is allowed after them).
+const LIBRARY_WHEELS: &[(Component, &str)] = &[
+    (Component::Cuda, "nvidia-cuda-runtime"),
+    (Component::Cudnn, "nvidia-cudnn"),
+    (Component::Nccl, "nvidia-nccl"),
+];
+
+fn pin(profile: &Profile, c: Component) -> Option<&Located<String>> {
+    let s = &profile.stack;
+    match c {
+        Component::Cuda => s.cuda.as_ref(),
+        Component::Cudnn => s.cudnn.as_ref(),
+        Component::Nccl => s.nccl.as_ref(),
+        Component::Python => s.python.as_ref(),
+        Component::Pytorch => s.pytorch.as_ref(),
+        Component::Tensorflow => s.tensorflow.as_ref(),
+        Component::Jax => s.jax.as_ref(),
+    }
+}
+
+/// The CUDA major version of the image: the resolved `cuda`, else a framework variant's
+/// (`cu132` → 13, jax's `cuda12` → 12).
+fn cuda_major(resolution: &Resolution) -> Option<u64> {
+    if let Some(v) = resolution.version(Component::Cuda) {
+        return Some(v.field(0));
+    }
+    resolution.variants.values().find_map(|v| variant_major(v))
+}
+
+/// `cu132` → 13, `cu126` → 12, `cu118` → 11, `cuda12` → 12.
+fn variant_major(variant: &str) -> Option<u64> {
+    if let Some(n) = variant.strip_prefix("cuda") {
+        return n.parse().ok();
+    }
+    let n: u64 = variant.strip_prefix("cu")?.parse().ok()?;
+    Some(n / 10)
+}
+
+/// The requirements the stack's pins become (text, origin), in component order.
+pub fn requirements(
+    profile: &Profile,
+    resolution: &Resolution,
+    catalog: &Catalog,
+) -> Vec<(String, String)> {
+    const FRAMEWORKS: [Component; 3] = [Component::Pytorch, Component::Jax, Component::Tensorflow];
+    let framework = FRAMEWORKS.iter().any(|f| resolution.version(*f).is_some());
+    let major = cuda_major(resolution);
+    let mut out = Vec::new();
+    for c in [
+        Component::Pytorch,
+        Component::Jax,
+        Component::Tensorflow,
+        Component::Cuda,
+        Component::Cudnn,
+        Component::Nccl,
+    ] {
+        if framework && !FRAMEWORKS.contains(&c) {
+            continue;
+        }
+        let (Some(v), Some(at)) = (resolution.version(c), pin(profile, c)) else {
+            continue;
+        };
+        let Some(r) = catalog.stack_requirements(c.as_str(), v, major) else {
+            continue;
+        };
+        for text in r.requirements {
+            let origin = format!(
+                "{}:{}:{} (`stack.{c}: \"{}\"` resolved to {v}; catalog/wheels.yaml [{}])",
+                profile.file,
+                at.line,
+                at.column,
+                at.value,
+                r.sources.join(", ")
+            );
+            out.push((text, origin));
+        }
+    }
+    out
+}
+
+/// Add the stack's requirements to `request`.
+pub fn add_to(
+    request: &mut PythonRequest,
+    profile: &Profile,
+    resolution: &Resolution,
+    catalog: &Catalog,
+) -> Result<(), OpsError> {
+    for (text, origin) in requirements(profile, resolution, catalog) {
+        request.add_requirement(&text, origin)?;
+    }
+    Ok(())
+}
+
+/// The wheel that carries component `prefix` (`nvidia-cudnn` matches `nvidia-cudnn-cu13`).
+fn carrier<'a>(wheels: &'a [LockedWheel], prefix: &str) -> Option<&'a LockedWheel> {
+    wheels.iter().find(|w| {
+        w.name == prefix
+            || w.name
+                .strip_prefix(prefix)
+                .and_then(|rest| rest.strip_prefix("-cu"))
+                .is_some_and(|n| n.chars().all(|c| c.is_ascii_digit()))
+    })
+}
+
+/// Each pinned CUDA library (`stack.cuda`, `stack.cudnn`, `stack.nccl`) must be satisfied
+/// by the wheel the resolution installed for it: a framework that pins another version is a
+/// "no" naming the stack pin (its position) and the wheel with what required it.
+pub fn check_agreement(profile: &Profile, wheels: &[LockedWheel]) -> Result<(), OpsError> {
+    for (c, prefix) in LIBRARY_WHEELS {
+        let Some(at) = pin(profile, *c) else {
+            continue;
+        };
+        let (Ok(want), Some(w)) = (at.value.parse::<Constraint>(), carrier(wheels, prefix)) else {
+            continue;
+        };
+        let Ok(have) = w.version.parse::<Version>() else {
+            continue;
+        };
+        if want.matches(&have) {
+            continue;
+        }
+        let by = if w.required_by.is_empty() {
+            String::new()
+        } else {
+            format!(", required by {}", w.required_by.join(", "))
+        };
+        return Err(OpsError::Incompatible(format!(
+            "`stack.{c}: \"{}\"` ({}:{}:{}) asks for {c} {}, but the resolved Python packages install `{} {}`{by} (its requirements on the index)",
+            at.value, profile.file, at.line, at.column, at.value, w.name, w.version
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wheel(name: &str, version: &str, by: &str) -> LockedWheel {
+        LockedWheel {
+            name: name.into(),
+            version: version.into(),
+            filename: format!("{name}-{version}-py3-none-any.whl"),
+            sha256: crate::digest::Digest::of(name.as_bytes()),
+            size: 1,
+            index: "host".into(),
+            requested: false,
+            required_by: vec![by.into()],
+        }
+    }
+
+    fn profile(stack: &str) -> Profile {
+        let text = format!("name: x\nstack:\n{stack}");
+        crate::profile::parse(
+            &text,
+            "p.yaml",
+            std::path::Path::new("/nonexistent"),
+            &|_| None,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_cuda_pin_the_framework_contradicts_is_a_no_naming_both() {
+        let p = profile("  cuda: \"12.4\"\n  pytorch: \"2.15\"\n");
+        let wheels = [
+            wheel("nvidia-cuda-runtime", "13.2.86", "cuda-toolkit 13.2.2"),
+            wheel("torch", "2.15.0", "torch==2.15.0"),
+        ];
+        let e = check_agreement(&p, &wheels).unwrap_err().to_string();
+        assert!(e.contains("`stack.cuda: \"12.4\"` (p.yaml:3:9)"), "{e}");
+        assert!(
+            e.contains("`nvidia-cuda-runtime 13.2.86`, required by cuda-toolkit 13.2.2"),
+            "{e}"
+        );
+        let ok = [wheel("nvidia-cuda-runtime-cu12", "12.4.127", "x")];
+        assert!(check_agreement(&p, &ok).is_ok());
+        let cudnn = profile("  cudnn: \"9.10\"\n");
+        let e = check_agreement(
+            &cudnn,
+            &[wheel("nvidia-cudnn-cu13", "9.26.0.51", "torch 2.15.0")],
+        );
+        assert!(e.is_err());
+    }
+
+    #[test]
+    fn variants_give_the_cuda_major() {
+        assert_eq!(variant_major("cu132"), Some(13));
+        assert_eq!(variant_major("cu126"), Some(12));
+        assert_eq!(variant_major("cuda13"), Some(13));
+        assert_eq!(variant_major("rocm6.4"), None);
+    }
+}

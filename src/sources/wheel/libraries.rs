@@ -1,0 +1,68 @@
+//! The shared libraries a wheel installs, read from the wheel itself without installing it:
+//! each `lib*.so*` file's image path and ELF facts (class, machine, `DT_SONAME`), the member
+//! decompressed as a stream and never held whole. For the one-provider rule and
+//! `ld.so.cache`. Must never write anything.
+
+use serde::{Deserialize, Serialize};
+
+use super::prepare::{self, Content};
+use super::scheme::Scheme;
+use super::WheelError;
+use crate::elf::SharedObject;
+use crate::sources::python::{FetchedWheel, ImagePython};
+
+/// One shared library a wheel installs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WheelLibrary {
+    /// The image path, without a leading `/`
+    /// (`usr/local/lib/python3.11/dist-packages/nvidia/cuda_runtime/lib/libcudart.so.12`).
+    pub path: String,
+    /// Its ELF facts; `None` when the file is not a shared object gpuimg reads.
+    pub elf: Option<SharedObject>,
+}
+
+impl WheelLibrary {
+    /// The name the loader finds it by: its `DT_SONAME`, else its file name.
+    pub fn soname(&self) -> &str {
+        self.elf
+            .as_ref()
+            .and_then(|e| e.soname.as_deref())
+            .unwrap_or_else(|| file_name(&self.path))
+    }
+}
+
+/// The last component of `path`.
+pub fn file_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// Whether a file name is one a shared library has (`lib*.so`, `lib*.so.N…`).
+pub fn is_library_name(name: &str) -> bool {
+    name.starts_with("lib")
+        && (name.ends_with(".so") || name.contains(".so."))
+        && !name.ends_with(".py")
+}
+
+/// The shared libraries `wheel` installs for `python`, sorted by path.
+pub fn libraries(
+    wheel: &FetchedWheel,
+    python: &ImagePython,
+) -> Result<Vec<WheelLibrary>, WheelError> {
+    let scheme = Scheme::of(python).map_err(WheelError::Scheme)?;
+    let prepared = prepare::prepare(wheel, &scheme)?;
+    let mut out = Vec::new();
+    for item in &prepared.items {
+        let Content::Member(m) = &item.content else {
+            continue;
+        };
+        if !is_library_name(file_name(&item.dest)) {
+            continue;
+        }
+        out.push(WheelLibrary {
+            path: item.dest.clone(),
+            elf: prepared.archive.elf_facts(m)?,
+        });
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
+}

@@ -1,0 +1,273 @@
+//! Wheels in component layers and the one-provider rule, end to end through the CLI with no
+//! network: wheels the test writes (named like NVIDIA's CUDA wheels and a framework), served
+//! by a loopback PEP 503 index, installed for the Python a rootfs's dpkg database names.
+//! Two profiles with the same CUDA wheels and different other packages share the CUDA layers'
+//! digests; bumping the framework rewrites only the `framework` layer (every other layer is a
+//! cache hit); `layers: {NAME: {wheel: [...]}}` moves a wheel. Refusals (exit 2, one line):
+//! a wheel that brings the driver's libcuda (naming the wheel), and one SONAME from two wheels
+//! (naming both) unless `libraries:` picks one.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use common::*;
+
+const BOOKWORM_STATUS: &str = "\
+Package: libc6\nStatus: install ok installed\nArchitecture: amd64\nVersion: 2.36-9+deb12u10\n\n\
+Package: python3\nStatus: install ok installed\nArchitecture: amd64\nVersion: 3.11.2-1+b1\n\n\
+Package: python3.11\nStatus: install ok installed\nArchitecture: amd64\nVersion: 3.11.2-6+deb12u6\n\n\
+Package: python3.11-minimal\nStatus: install ok installed\nArchitecture: amd64\nVersion: 3.11.2-6+deb12u6\n\n\
+Package: libpython3.11-stdlib\nStatus: install ok installed\nArchitecture: amd64\nVersion: 3.11.2-6+deb12u6\n";
+
+/// A PEP 503 index of `wheels` under `dir`.
+fn index(dir: &Path, wheels: &[WheelSpec]) -> PathBuf {
+    let root = dir.join("index");
+    std::fs::create_dir_all(root.join("files")).unwrap();
+    let mut pages: BTreeMap<String, String> = BTreeMap::new();
+    for w in wheels {
+        let path = w.write(&root.join("files"));
+        let sha = gpuimg::digest::Digest::of(&std::fs::read(&path).unwrap()).hex();
+        let project = w.name.to_lowercase().replace(['_', '.'], "-");
+        let f = w.filename();
+        pages.entry(project).or_default().push_str(&format!(
+            "<a href=\"../../files/{f}#sha256={sha}\">{f}</a><br/>\n"
+        ));
+    }
+    for (project, links) in pages {
+        write(
+            &root.join("simple").join(&project).join("index.html"),
+            &format!("<!DOCTYPE html>\n<html><body>\n{links}</body></html>\n"),
+        );
+    }
+    root
+}
+
+/// The bytes of a real shared object: the C library this test runs with (SONAME `libc.so.6`).
+fn a_shared_object() -> Vec<u8> {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let lib = maps
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .find(|p| p.contains("/libc.so"))
+        .expect("the test process maps the C library");
+    std::fs::read(lib).unwrap()
+}
+
+fn wheels() -> Vec<WheelSpec> {
+    let so = a_shared_object();
+    vec![
+        WheelSpec::new("nvidia-cuda-runtime-cu12", "12.4.127").file_mode(
+            "nvidia/cuda_runtime/lib/libcudart.so.12",
+            b"cudart 12.4\n",
+            0o755,
+        ),
+        WheelSpec::new("nvidia-cublas-cu12", "12.4.5.8")
+            .file_mode("nvidia/cublas/lib/libcublas.so.12", b"cublas 12.4\n", 0o755)
+            .requires("nvidia-cuda-runtime-cu12"),
+        WheelSpec::new("torch", "1.0")
+            .file("torch/__init__.py", "VERSION = '1.0'\n")
+            .requires("nvidia-cublas-cu12"),
+        WheelSpec::new("torch", "2.0")
+            .file("torch/__init__.py", "VERSION = '2.0'\n")
+            .requires("nvidia-cublas-cu12"),
+        WheelSpec::new("app-a", "1.0").file("app_a/__init__.py", "A = 1\n"),
+        WheelSpec::new("app-b", "1.0").file("app_b/__init__.py", "B = 1\n"),
+        WheelSpec::new("evil-driver", "1.0").file_mode(
+            "evil_driver/lib/libcuda.so.1",
+            b"not the host's\n",
+            0o755,
+        ),
+        WheelSpec::new("dup-a", "1.0").file_mode("dup_a/lib/libc.so.6", &so, 0o755),
+        WheelSpec::new("dup-b", "1.0").file_mode("dup_b/lib/libc.so.6", &so, 0o755),
+    ]
+}
+
+struct Setup {
+    sb: Sandbox,
+    url: String,
+    _server: Server,
+}
+
+fn setup() -> Setup {
+    let sb = Sandbox::new();
+    let root = sb.join("rootfs");
+    write(&root.join("var/lib/dpkg/status"), BOOKWORM_STATUS);
+    write(&root.join("etc/hostname"), "py\n");
+    let server = serve(&index(sb.path(), &wheels()));
+    let url = format!("{}/simple/", server.url);
+    Setup {
+        sb,
+        url,
+        _server: server,
+    }
+}
+
+impl Setup {
+    /// A profile `name` asking for `packages`, with `extra` top-level keys.
+    fn profile(&self, name: &str, packages: &[&str], extra: &str) -> PathBuf {
+        let p = self.sb.join(format!("{name}.yaml"));
+        let list: Vec<String> = packages.iter().map(|p| format!("\"{p}\"")).collect();
+        write(
+            &p,
+            &format!(
+                "name: {name}\nbase:\n  rootfs: ./rootfs\nselftest: {{enabled: false}}\n{extra}python:\n  index: {}\n  packages: [{}]\n",
+                self.url,
+                list.join(", ")
+            ),
+        );
+        p
+    }
+
+    fn build(&self, profile: &Path) -> serde_json::Value {
+        let out = self.sb.join("out");
+        let json = run_ok(
+            self.sb
+                .gpuimg()
+                .args(["build", "--json", "--force", "-o"])
+                .arg(&out)
+                .arg(profile),
+        );
+        serde_json::from_str(json.trim()).unwrap()
+    }
+
+    fn refuse(&self, profile: &Path) -> String {
+        let out = run(self
+            .sb
+            .gpuimg()
+            .args(["build", "-o"])
+            .arg(self.sb.join("refused"))
+            .arg(profile));
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!self.sb.join("refused").exists(), "nothing is written");
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(
+            err.lines().filter(|l| l.starts_with("error:")).count(),
+            1,
+            "{err}"
+        );
+        err
+    }
+}
+
+/// Component → layer digest.
+fn digests(v: &serde_json::Value) -> BTreeMap<String, String> {
+    v["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["component"].as_str().unwrap().to_string(),
+                l["digest"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn components(v: &serde_json::Value) -> Vec<String> {
+    v["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["component"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn cuda_wheels_share_their_layers_and_a_framework_bump_rewrites_only_the_framework() {
+    let s = setup();
+    let a = s.build(&s.profile("img-a", &["torch==1.0", "app-a"], ""));
+    assert_eq!(
+        components(&a),
+        [
+            "base",
+            "cuda-runtime",
+            "cuda-math",
+            "framework",
+            "python-packages"
+        ]
+    );
+    let b = s.build(&s.profile("img-b", &["torch==1.0", "app-b"], ""));
+    let (da, db) = (digests(&a), digests(&b));
+    for shared in ["base", "cuda-runtime", "cuda-math", "framework"] {
+        assert_eq!(da[shared], db[shared], "{shared} is shared");
+    }
+    assert_ne!(da["python-packages"], db["python-packages"]);
+    assert_eq!(b["cached_layers"], 4, "{b}");
+
+    // A framework bump: only `framework` is written again.
+    let bumped = s.build(&s.profile("img-a", &["torch==2.0", "app-a"], ""));
+    let d2 = digests(&bumped);
+    assert_ne!(d2["framework"], da["framework"]);
+    for same in ["base", "cuda-runtime", "cuda-math", "python-packages"] {
+        assert_eq!(d2[same], da[same], "{same} is unchanged");
+    }
+    assert_eq!(bumped["cached_layers"], 4, "{bumped}");
+
+    // The profile moves a wheel: `app-a` joins a layer of its own, after the table's.
+    let moved = s.build(&s.profile(
+        "img-a",
+        &["torch==1.0", "app-a"],
+        "layers:\n  apps: {wheel: [App_A]}\n",
+    ));
+    assert_eq!(
+        components(&moved),
+        ["base", "cuda-runtime", "cuda-math", "framework", "apps"]
+    );
+    assert_eq!(digests(&moved)["cuda-runtime"], da["cuda-runtime"]);
+
+    // A wheel the build does not install: a warning, no effect.
+    let p = s.profile("img-a", &["app-a"], "layers:\n  apps: {wheel: [nope]}\n");
+    let o = run(s
+        .sb
+        .gpuimg()
+        .args(["build", "--force", "-o"])
+        .arg(s.sb.join("out"))
+        .arg(&p));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("`layers.apps` names the wheel `nope`, which this build does not install"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_wheel_bringing_the_drivers_libcuda_is_refused_naming_it() {
+    let s = setup();
+    let err = s.refuse(&s.profile("evil", &["evil-driver"], ""));
+    assert!(err.contains("libcuda.so.1"), "{err}");
+    assert!(err.contains("wheel `evil-driver`"), "{err}");
+    assert!(err.contains("803"), "{err}");
+}
+
+#[test]
+fn one_soname_from_two_wheels_is_refused_naming_both_unless_the_profile_picks_one() {
+    let s = setup();
+    let err = s.refuse(&s.profile("dup", &["dup-a", "dup-b"], ""));
+    assert!(err.contains("`libc.so.6` is provided twice"), "{err}");
+    assert!(
+        err.contains("wheel `dup-a`") && err.contains("wheel `dup-b`"),
+        "{err}"
+    );
+    assert!(err.contains("libraries:"), "{err}");
+    let picked = s.build(&s.profile(
+        "dup",
+        &["dup-a", "dup-b"],
+        "libraries: {libc.so.6: dup-b}\n",
+    ));
+    assert_eq!(picked["wheels"], 2);
+    let err = s.refuse(&s.profile(
+        "dup",
+        &["dup-a", "dup-b"],
+        "libraries: {libc.so.6: dup-c}\n",
+    ));
+    assert!(err.contains("picks `dup-c`"), "{err}");
+}

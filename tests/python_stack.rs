@@ -1,0 +1,303 @@
+//! Stack pins become packages, with no network: wheels named like NVIDIA's and PyTorch's,
+//! served by a loopback PEP 503 index, for the Python of a rootfs's dpkg database.
+//! `stack.cuda: "12.4"` with no framework locks `nvidia-cuda-runtime-cu12` 12.4.x (the
+//! catalog's `stack_wheels`), which builds into the `cuda-runtime` layer; `stack.pytorch`
+//! locks `torch` at the resolved version; a `stack.cuda` that the framework's own pins
+//! contradict is a "no" (exit 1) naming the pin and the wheel with what required it; without
+//! `python:` a pinned stack is a warning saying the image carries none of it.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::*;
+
+const STATUS: &str = "\
+Package: libc6\nStatus: install ok installed\nArchitecture: amd64\nVersion: 2.36-9+deb12u10\n\n\
+Package: python3\nStatus: install ok installed\nArchitecture: amd64\nVersion: 3.11.2-1+b1\n\n\
+Package: python3.11\nStatus: install ok installed\nArchitecture: amd64\nVersion: 3.11.2-6+deb12u6\n\n\
+Package: libpython3.11-stdlib\nStatus: install ok installed\nArchitecture: amd64\nVersion: 3.11.2-6+deb12u6\n";
+
+fn index(dir: &Path, wheels: &[WheelSpec]) -> PathBuf {
+    let root = dir.join("index");
+    std::fs::create_dir_all(root.join("files")).unwrap();
+    let mut pages: std::collections::BTreeMap<String, String> = Default::default();
+    for w in wheels {
+        let path = w.write(&root.join("files"));
+        let sha = gpuimg::digest::Digest::of(&std::fs::read(&path).unwrap()).hex();
+        let f = w.filename();
+        pages
+            .entry(w.name.to_lowercase().replace(['_', '.'], "-"))
+            .or_default()
+            .push_str(&format!(
+                "<a href=\"../../files/{f}#sha256={sha}\">{f}</a><br/>\n"
+            ));
+    }
+    for (project, links) in pages {
+        write(
+            &root.join("simple").join(&project).join("index.html"),
+            &format!("<html><body>\n{links}</body></html>\n"),
+        );
+    }
+    root
+}
+
+struct Setup {
+    sb: Sandbox,
+    url: String,
+    _server: Server,
+}
+
+fn setup() -> Setup {
+    let sb = Sandbox::new();
+    write(&sb.join("rootfs/var/lib/dpkg/status"), STATUS);
+    let wheels = vec![
+        WheelSpec::new("nvidia-cuda-runtime-cu12", "12.4.127")
+            .file("nvidia/cuda_runtime/lib/libcudart.so.12", "12.4\n"),
+        WheelSpec::new("nvidia-cuda-runtime-cu12", "12.6.77")
+            .file("nvidia/cuda_runtime/lib/libcudart.so.12", "12.6\n"),
+        WheelSpec::new("nvidia-cuda-runtime", "13.2.86")
+            .file("nvidia/cu13/lib/libcudart.so.13", "13.2\n"),
+        WheelSpec::new("cuda-toolkit", "13.2.2").requires("nvidia-cuda-runtime==13.2.86"),
+        WheelSpec::new("torch", "2.15.0")
+            .file("torch/__init__.py", "")
+            .requires("cuda-toolkit==13.2.2"),
+    ];
+    let server = serve(&index(sb.path(), &wheels));
+    let url = format!("{}/simple/", server.url);
+    Setup {
+        sb,
+        url,
+        _server: server,
+    }
+}
+
+impl Setup {
+    fn profile(&self, stack: &str) -> PathBuf {
+        let p = self.sb.join("stack.yaml");
+        write(
+            &p,
+            &format!(
+                "name: stack\nbase:\n  rootfs: ./rootfs\nhost:\n  gpus: [H200]\nstack:\n{stack}selftest: {{enabled: false}}\npython:\n  index: {}\n",
+                self.url
+            ),
+        );
+        p
+    }
+
+    fn locked_wheels(&self) -> Vec<(String, String)> {
+        let lock: serde_json::Value =
+            serde_json::from_str(&read(&self.sb.join("stack.lock.json"))).unwrap();
+        lock["artifacts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|a| a["kind"] == "wheel")
+            .map(|a| {
+                (
+                    a["name"].as_str().unwrap().to_string(),
+                    a["version"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn a_cuda_pin_without_a_framework_locks_nvidias_runtime_wheel() {
+    let s = setup();
+    let p = s.profile("  cuda: \"12.4\"\n");
+    run_ok(s.sb.gpuimg().arg("lock").arg(&p));
+    assert_eq!(
+        s.locked_wheels(),
+        [(
+            "nvidia-cuda-runtime-cu12".to_string(),
+            "12.4.127".to_string()
+        )]
+    );
+    let json = run_ok(
+        s.sb.gpuimg()
+            .args(["build", "--locked", "--json", "-o"])
+            .arg(s.sb.join("out"))
+            .arg(&p),
+    );
+    let v: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+    let components: Vec<&str> = v["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["component"].as_str().unwrap())
+        .collect();
+    assert_eq!(components, ["base", "cuda-runtime"]);
+
+    // The metadata follows the installed runtime: its version from the wheel's METADATA, the
+    // driver floor per `compat: minor` (the major's .0), arch>= the H200's 9.0.
+    let wheel = read_dir_names(&s.sb.join("index/files"))
+        .into_iter()
+        .find(|n| n.starts_with("nvidia_cuda_runtime_cu12-12.4"))
+        .unwrap();
+    let version = wheel.split('-').nth(1).unwrap().to_string();
+    let info = inspect(&s.sb, &s.sb.join("out"));
+    let env = env_of(&info);
+    assert_eq!(env.get("CUDA_VERSION"), Some(&version), "{env:?}");
+    assert_eq!(
+        env.get("NVIDIA_REQUIRE_CUDA").map(String::as_str),
+        Some("cuda>=12.0,arch>=9.0"),
+        "{env:?}"
+    );
+    let ann = annotations_of(&info);
+    assert_eq!(
+        ann.get("io.gpuimg.cuda-library.nvidia-cuda-runtime-cu12"),
+        Some(&version),
+        "{ann:?}"
+    );
+}
+
+fn read_dir_names(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+fn inspect(sb: &Sandbox, out: &Path) -> serde_json::Value {
+    let json = run_ok(sb.gpuimg().args(["inspect", "--json"]).arg(out));
+    serde_json::from_str(&json).unwrap()
+}
+
+/// Every `KEY=VALUE` string anywhere under a `Env` key.
+fn env_of(v: &serde_json::Value) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    walk(v, &mut |k, x| {
+        if k == "Env" {
+            for e in x.as_array().into_iter().flatten() {
+                if let Some((a, b)) = e.as_str().and_then(|s| s.split_once('=')) {
+                    out.insert(a.to_string(), b.to_string());
+                }
+            }
+        }
+    });
+    out
+}
+
+/// Every string under an `annotations` key whose name starts with `io.gpuimg.`.
+fn annotations_of(v: &serde_json::Value) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    walk(v, &mut |k, x| {
+        if k == "annotations" || k == "labels" {
+            for (a, b) in x.as_object().into_iter().flatten() {
+                if let (true, Some(b)) = (a.starts_with("io.gpuimg."), b.as_str()) {
+                    out.insert(a.clone(), b.to_string());
+                }
+            }
+        }
+    });
+    out
+}
+
+fn walk(v: &serde_json::Value, f: &mut dyn FnMut(&str, &serde_json::Value)) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                f(k, x);
+                walk(x, f);
+            }
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|x| walk(x, f)),
+        _ => {}
+    }
+}
+
+#[test]
+fn a_pytorch_pin_locks_torch_and_a_contradicting_cuda_pin_is_a_no() {
+    let s = setup();
+    let p = s.profile("  pytorch: \"2.15\"\n  python: \"3.11\"\n");
+    run_ok(s.sb.gpuimg().arg("lock").arg(&p));
+    let wheels = s.locked_wheels();
+    assert!(
+        wheels.contains(&("torch".to_string(), "2.15.0".to_string())),
+        "{wheels:?}"
+    );
+    assert!(
+        wheels.contains(&("nvidia-cuda-runtime".to_string(), "13.2.86".to_string())),
+        "{wheels:?}"
+    );
+
+    // The framework's device code: the SM list of the catalog record for torch 2.15.0 on
+    // the default index, read here from the catalog file itself.
+    run_ok(
+        s.sb.gpuimg()
+            .args(["build", "--locked", "-o"])
+            .arg(s.sb.join("out"))
+            .arg(&p),
+    );
+    let catalog: serde_json::Value =
+        serde_saphyr::from_str(include_str!("../catalog/pytorch.yaml")).unwrap();
+    let release = catalog["pytorch"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["version"].as_str() == Some("2.15.0"))
+        .unwrap();
+    let variant = release["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["pypi"].as_bool() == Some(true))
+        .unwrap();
+    let sms: Vec<String> = variant["sm"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| format!("sm_{}", v.as_str().unwrap().replace('.', "")))
+        .collect();
+    let info = inspect(&s.sb, &s.sb.join("out"));
+    let ann = annotations_of(&info);
+    assert_eq!(
+        ann.get("io.gpuimg.device-code.sm"),
+        Some(&sms.join(",")),
+        "{ann:?}"
+    );
+    assert_eq!(
+        ann.get("io.gpuimg.cuda-library.nvidia-cuda-runtime")
+            .map(String::as_str),
+        Some("13.2.86")
+    );
+    let env = env_of(&info);
+    assert_eq!(env.get("CUDA_VERSION").map(String::as_str), Some("13.2.86"));
+    assert_eq!(
+        env.get("NVIDIA_REQUIRE_CUDA").map(String::as_str),
+        Some("cuda>=13.0,arch>=9.0"),
+        "{env:?}"
+    );
+
+    let p = s.profile("  cuda: \"13.0\"\n  pytorch: \"2.15\"\n  python: \"3.11\"\n");
+    let out = run(s.sb.gpuimg().arg("lock").arg(&p));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("`stack.cuda: \"13.0\"`"), "{err}");
+    assert!(err.contains("`nvidia-cuda-runtime 13.2.86`"), "{err}");
+    assert!(err.contains("cuda-toolkit 13.2.2"), "{err}");
+}
+
+#[test]
+fn a_stack_pin_without_python_is_a_warning_naming_it() {
+    let s = setup();
+    let p = s.sb.join("nopy.yaml");
+    write(
+        &p,
+        "name: nopy\nbase:\n  rootfs: ./rootfs\nhost:\n  gpus: [H200]\nstack:\n  cuda: \"12.4\"\nselftest: {enabled: false}\n",
+    );
+    let out = run(s
+        .sb
+        .gpuimg()
+        .args(["build", "-o"])
+        .arg(s.sb.join("nopy-out"))
+        .arg(&p));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("`stack.cuda` pinned, but without `python:` the image carries none of it"),
+        "{err}"
+    );
+}
