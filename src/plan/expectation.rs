@@ -146,6 +146,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_catalogs_device_code_becomes_cubins_and_ptx_that_cover_what_it_covers() {
+        let v = |s: &str| s.parse::<crate::version::Version>().unwrap();
+        let d = crate::catalog::DeviceCode {
+            sm: vec![v("8.0"), v("9.0"), v("10.0")],
+            ptx: Some(v("10.0")),
+            sources: vec!["pytorch-wheel".into()],
+            unverified: false,
+        };
+        let e = expect_device_code(&d);
+        let t: Vec<String> = e.targets.iter().map(|t| t.to_string()).collect();
+        assert_eq!(t, ["sm_80", "sm_90", "sm_100", "compute_100"]);
+        assert_eq!(e.source, "catalog: pytorch-wheel");
+        for cc in ["8.6", "9.0", "7.5", "12.0", "10.3"] {
+            let c = v(cc);
+            assert_eq!(
+                e.covers(c.field(0) as u32, c.field(1) as u32),
+                d.covers(&c),
+                "{cc}"
+            );
+        }
+    }
+
+    #[test]
     fn locked_nvidia_wheels_become_the_expectations_libraries_in_load_order() {
         let site = "/usr/local/lib/python3.11/dist-packages";
         let libs = wheel_library_expectations(

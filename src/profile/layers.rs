@@ -232,8 +232,8 @@ mod tests {
     #[test]
     fn wheel_layers_are_normalised_and_need_python() {
         let text = "name: x\nbase:\n  apt: {suite: bookworm}\npython: {packages: [torch]}\nlayers:\n  ml: {wheel: [Torch, triton_x]}\n";
-        let dir = std::env::temp_dir();
-        let p = super::super::parse(text, "p.yaml", &dir, &|_| None).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let p = super::super::parse(text, "p.yaml", dir.path(), &|_| None).unwrap();
         let names: Vec<&str> = p.layers[0].wheel.iter().map(|w| w.value.as_str()).collect();
         assert_eq!(names, ["torch", "triton-x"]);
         assert!(p.layers[0].deb.is_empty());
@@ -250,7 +250,7 @@ mod tests {
             assert_eq!(load(&format!("layers:\n{layers}")).unwrap_err(), want);
         }
         let twice = "name: x\nbase:\n  apt: {suite: bookworm}\npython: {packages: [torch]}\nlayers:\n  ml: {wheel: [torch, Torch]}\n";
-        let e = super::super::parse(twice, "p.yaml", &dir, &|_| None).unwrap_err();
+        let e = super::super::parse(twice, "p.yaml", dir.path(), &|_| None).unwrap_err();
         assert!(e.to_string().contains("`Torch` is listed twice"), "{e}");
     }
 
