@@ -156,8 +156,39 @@ fn cuda_runtime_profile_lists_its_libraries_and_runs_under_podman_without_a_gpu(
     }
     assert_eq!(probes.len(), 2);
 
-    // gpuimg-selftest run directly: no GPU here, exit 4.
+    // The loader finds both in the wheels' directories through the image's ld.so.cache (the
+    // host's ldconfig reads it back), and in the container without LD_LIBRARY_PATH.
+    require("ldconfig");
+    let o = run_ok(
+        Command::new("ldconfig")
+            .args(["-p", "-C"])
+            .arg(rootfs.join("etc/ld.so.cache")),
+    );
+    for (soname, dir) in [
+        ("libcudart.so.12", "nvidia/cuda_runtime/lib"),
+        ("libnvrtc.so.12", "nvidia/cuda_nvrtc/lib"),
+    ] {
+        let want = format!("=> /{SITE}/{dir}/{soname}");
+        assert!(
+            o.lines()
+                .any(|l| l.trim_start().starts_with(soname) && l.ends_with(&want)),
+            "{soname} not in the image's ld.so.cache from /{SITE}/{dir}:\n{o}"
+        );
+    }
     let image = format!("oci:{}:latest", sb.join("out").display());
+    let loaded = podman_run_with(
+        sb.path(),
+        &["--entrypoint", "python3", "--env", "LD_LIBRARY_PATH="],
+        &image,
+        &[
+            "-c",
+            "import ctypes; [ctypes.CDLL(n) for n in ('libcudart.so.12', 'libnvrtc.so.12')]; print('loaded')",
+        ],
+    );
+    assert_eq!(loaded.status.code(), Some(0), "{}", describe_run(&loaded));
+    assert_eq!(String::from_utf8_lossy(&loaded.stdout).trim(), "loaded");
+
+    // gpuimg-selftest run directly: no GPU here, exit 4.
     let ran = podman_run_with(
         sb.path(),
         &["--entrypoint", "/usr/local/bin/gpuimg-selftest"],

@@ -1,8 +1,8 @@
 //! Stage `layer`: write one `Tree` as a compressed, content-addressed layer blob.
 //!
 //! One pass: tar stream → sha256 (diff_id) → compressor → sha256 + size (digest) → the cache's
-//! blob file; the diff_id hashing and the compressor's feeding run on threads of their own
-//! (`pipeline.rs`). A layer whose key (see `key.rs`) is already in the cache is reused, without
+//! blob file; for gzip the diff_id hashing and the compressor's feeding run on threads of
+//! their own (`pipeline.rs`). A layer whose key (see `key.rs`) is already in the cache is reused, without
 //! compressing again, once the cache's trust rule passes (`record.rs`).
 //! Must never hold a layer in memory, and never know about manifests or output formats.
 
@@ -84,7 +84,7 @@ pub fn write_layer(
     obs.task_start(component, Some(tree.data_bytes()));
     let blob = cache.blob_writer().map_err(wrap)?;
     let enc = Encoder::new(opts.compression, blob).map_err(wrap)?;
-    let uncompressed = pipeline::Pipeline::new(enc);
+    let uncompressed = pipeline::Uncompressed::new(opts.compression, enc);
     let mut last = 0u64;
     let mut tick = |n: u64| {
         if n - last >= 4 << 20 {

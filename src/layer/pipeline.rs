@@ -1,4 +1,4 @@
-//! The uncompressed side of a layer spread over threads: the producer (walking the tree,
+//! The uncompressed side of a layer (gzip's) spread over threads: the producer (walking the tree,
 //! reading files, writing tar) only copies into 256 KiB chunks; one thread hashes them (the
 //! diff_id) and another feeds them to the compressor, whose own workers compress. So reading,
 //! hashing and compressing overlap as they do in `tar | zstd -T2 | sha256sum`, where one
@@ -16,7 +16,8 @@ use std::thread::JoinHandle;
 
 use sha2::{Digest as _, Sha256};
 
-use crate::digest::Digest;
+use super::Compression;
+use crate::digest::{Digest, HashingWriter};
 
 /// Bytes per chunk handed to the threads.
 const CHUNK: usize = 256 << 10;
@@ -142,6 +143,48 @@ fn feed<W: Write>(mut inner: W, rx: Receiver<Chunk>) -> io::Result<W> {
         inner.write_all(&chunk)?;
     }
     Ok(inner)
+}
+
+/// The uncompressed side of a layer: gzip's blocks through a [`Pipeline`]; zstd hashed on the
+/// producer's thread, as measured fastest on 2 CPUs (zstd's own workers need both: with one
+/// of them given to the pipeline's threads the build was 0.73 s against 0.53 s for the
+/// 145 MB rootfs, and with both, zstd ran ahead and held 124 MB for a 1 GiB layer).
+pub enum Uncompressed<W: Write + Send + 'static> {
+    Piped(Pipeline<W>),
+    Direct(HashingWriter<W>),
+}
+
+impl<W: Write + Send + 'static> Uncompressed<W> {
+    pub fn new(compression: Compression, inner: W) -> Self {
+        match compression {
+            Compression::Gzip => Uncompressed::Piped(Pipeline::new(inner)),
+            Compression::Zstd => Uncompressed::Direct(HashingWriter::new(inner)),
+        }
+    }
+
+    /// The inner writer, the sha256 of the bytes and their count.
+    pub fn finish(self) -> io::Result<(W, Digest, u64)> {
+        match self {
+            Uncompressed::Piped(p) => p.finish(),
+            Uncompressed::Direct(h) => Ok(h.finish()),
+        }
+    }
+}
+
+impl<W: Write + Send + 'static> Write for Uncompressed<W> {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        match self {
+            Uncompressed::Piped(p) => p.write(data),
+            Uncompressed::Direct(h) => h.write(data),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Uncompressed::Piped(p) => p.flush(),
+            Uncompressed::Direct(h) => h.flush(),
+        }
+    }
 }
 
 #[cfg(test)]

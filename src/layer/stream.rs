@@ -9,13 +9,13 @@
 use std::io;
 
 use super::compression::Encoder;
-use super::pipeline::Pipeline;
+use super::pipeline::Uncompressed;
 use super::{listing, record, tar_writer, LayerBlob, LayerError, LayerOptions};
 use crate::assemble::Tree;
 use crate::cache::{BlobWriter, Cache, LAYERS};
 use crate::digest::Digest;
 
-type Sink = tar::Builder<Pipeline<Encoder<BlobWriter>>>;
+type Sink = tar::Builder<Uncompressed<Encoder<BlobWriter>>>;
 
 /// A layer being written.
 pub struct LayerStream {
@@ -36,7 +36,7 @@ impl LayerStream {
         };
         let blob = cache.blob_writer().map_err(wrap)?;
         let enc = Encoder::new(opts.compression, blob).map_err(wrap)?;
-        let mut tar = tar::Builder::new(Pipeline::new(enc));
+        let mut tar = tar::Builder::new(Uncompressed::new(opts.compression, enc));
         tar.follow_symlinks(false);
         Ok(LayerStream {
             component: component.to_string(),
