@@ -1,8 +1,7 @@
 //! Stage `layer`: write one `Tree` as a compressed, content-addressed layer blob.
 //!
 //! One pass: tar stream → sha256 (diff_id) → compressor → sha256 + size (digest) → the cache's
-//! blob file; for gzip the diff_id hashing and the compressor's feeding run on threads of
-//! their own (`pipeline.rs`). A layer whose key (see `key.rs`) is already in the cache is reused, without
+//! blob file. A layer whose key (see `key.rs`) is already in the cache is reused, without
 //! compressing again, once the cache's trust rule passes (`record.rs`).
 //! Must never hold a layer in memory, and never know about manifests or output formats.
 
@@ -12,7 +11,6 @@ mod key;
 pub mod listing;
 mod maintain;
 mod pgzip;
-mod pipeline;
 mod record;
 mod stream;
 mod tar_writer;
@@ -29,7 +27,7 @@ pub use stream::LayerStream;
 
 use crate::assemble::Tree;
 use crate::cache::{Cache, LAYERS};
-use crate::digest::Digest;
+use crate::digest::{Digest, HashingWriter};
 use crate::observe::Observer;
 
 /// A finished layer blob in the cache.
@@ -84,7 +82,7 @@ pub fn write_layer(
     obs.task_start(component, Some(tree.data_bytes()));
     let blob = cache.blob_writer().map_err(wrap)?;
     let enc = Encoder::new(opts.compression, blob).map_err(wrap)?;
-    let uncompressed = pipeline::Uncompressed::new(opts.compression, enc);
+    let uncompressed = HashingWriter::new(enc);
     let mut last = 0u64;
     let mut tick = |n: u64| {
         if n - last >= 4 << 20 {
@@ -94,7 +92,7 @@ pub fn write_layer(
     };
     let uncompressed =
         tar_writer::write_tar(tree, opts.epoch, uncompressed, &mut tick).map_err(wrap)?;
-    let (enc, diff_id, uncompressed_size) = uncompressed.finish().map_err(wrap)?;
+    let (enc, diff_id, uncompressed_size) = uncompressed.finish();
     let blob = enc.finish().map_err(wrap)?;
     let (digest, size, _) = blob.commit().map_err(wrap)?;
     let rec = LayerBlob {

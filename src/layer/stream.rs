@@ -9,13 +9,12 @@
 use std::io;
 
 use super::compression::Encoder;
-use super::pipeline::Uncompressed;
 use super::{listing, record, tar_writer, LayerBlob, LayerError, LayerOptions};
 use crate::assemble::Tree;
 use crate::cache::{BlobWriter, Cache, LAYERS};
-use crate::digest::Digest;
+use crate::digest::{Digest, HashingWriter};
 
-type Sink = tar::Builder<Uncompressed<Encoder<BlobWriter>>>;
+type Sink = tar::Builder<HashingWriter<Encoder<BlobWriter>>>;
 
 /// A layer being written.
 pub struct LayerStream {
@@ -36,7 +35,7 @@ impl LayerStream {
         };
         let blob = cache.blob_writer().map_err(wrap)?;
         let enc = Encoder::new(opts.compression, blob).map_err(wrap)?;
-        let mut tar = tar::Builder::new(Uncompressed::new(opts.compression, enc));
+        let mut tar = tar::Builder::new(HashingWriter::new(enc));
         tar.follow_symlinks(false);
         Ok(LayerStream {
             component: component.to_string(),
@@ -74,7 +73,7 @@ impl LayerStream {
             source,
         };
         let hashed = self.tar.into_inner().map_err(wrap)?;
-        let (enc, diff_id, uncompressed_size) = hashed.finish().map_err(wrap)?;
+        let (enc, diff_id, uncompressed_size) = hashed.finish();
         let blob = enc.finish().map_err(wrap)?;
         let (digest, size, _) = blob.commit().map_err(wrap)?;
         let rec = LayerBlob {
