@@ -29,29 +29,6 @@ fn rootfs(dir: &Path, status: &str) -> PathBuf {
     root
 }
 
-/// A PEP 503 index of `wheels` under `dir`: `files/` and `simple/<project>/index.html`.
-fn index(dir: &Path, wheels: &[WheelSpec]) -> PathBuf {
-    let root = dir.join("index");
-    std::fs::create_dir_all(root.join("files")).unwrap();
-    let mut pages: std::collections::BTreeMap<String, String> = Default::default();
-    for w in wheels {
-        let path = w.write(&root.join("files"));
-        let sha = gpuimg::digest::Digest::of(&std::fs::read(&path).unwrap()).hex();
-        let project = w.name.to_lowercase().replace(['_', '.'], "-");
-        let f = w.filename();
-        pages.entry(project).or_default().push_str(&format!(
-            "<a href=\"../../files/{f}#sha256={sha}\">{f}</a><br/>\n"
-        ));
-    }
-    for (project, links) in pages {
-        write(
-            &root.join("simple").join(&project).join("index.html"),
-            &format!("<!DOCTYPE html>\n<html><body>\n{links}</body></html>\n"),
-        );
-    }
-    root
-}
-
 fn wheels() -> Vec<WheelSpec> {
     vec![
         WheelSpec::new("demo-app", "1.0")
@@ -74,7 +51,7 @@ struct Setup {
 fn setup(status: &str, python_extra: &str, top_extra: &str) -> Setup {
     let sb = Sandbox::new();
     rootfs(sb.path(), status);
-    let server = serve(&index(sb.path(), &wheels()));
+    let server = serve(&wheel_index(sb.path(), &wheels()));
     let url = format!("{}/simple/", server.url);
     let profile = sb.join("py.yaml");
     write(

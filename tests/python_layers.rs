@@ -21,29 +21,6 @@ Package: python3.11\nStatus: install ok installed\nArchitecture: amd64\nVersion:
 Package: python3.11-minimal\nStatus: install ok installed\nArchitecture: amd64\nVersion: 3.11.2-6+deb12u6\n\n\
 Package: libpython3.11-stdlib\nStatus: install ok installed\nArchitecture: amd64\nVersion: 3.11.2-6+deb12u6\n";
 
-/// A PEP 503 index of `wheels` under `dir`.
-fn index(dir: &Path, wheels: &[WheelSpec]) -> PathBuf {
-    let root = dir.join("index");
-    std::fs::create_dir_all(root.join("files")).unwrap();
-    let mut pages: BTreeMap<String, String> = BTreeMap::new();
-    for w in wheels {
-        let path = w.write(&root.join("files"));
-        let sha = gpuimg::digest::Digest::of(&std::fs::read(&path).unwrap()).hex();
-        let project = w.name.to_lowercase().replace(['_', '.'], "-");
-        let f = w.filename();
-        pages.entry(project).or_default().push_str(&format!(
-            "<a href=\"../../files/{f}#sha256={sha}\">{f}</a><br/>\n"
-        ));
-    }
-    for (project, links) in pages {
-        write(
-            &root.join("simple").join(&project).join("index.html"),
-            &format!("<!DOCTYPE html>\n<html><body>\n{links}</body></html>\n"),
-        );
-    }
-    root
-}
-
 /// The bytes of a real shared object: the C library this test runs with (SONAME `libc.so.6`).
 fn a_shared_object() -> Vec<u8> {
     let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
@@ -95,7 +72,7 @@ fn setup() -> Setup {
     let root = sb.join("rootfs");
     write(&root.join("var/lib/dpkg/status"), BOOKWORM_STATUS);
     write(&root.join("etc/hostname"), "py\n");
-    let server = serve(&index(sb.path(), &wheels()));
+    let server = serve(&wheel_index(sb.path(), &wheels()));
     let url = format!("{}/simple/", server.url);
     Setup {
         sb,

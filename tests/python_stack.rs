@@ -18,30 +18,6 @@ Package: python3\nStatus: install ok installed\nArchitecture: amd64\nVersion: 3.
 Package: python3.11\nStatus: install ok installed\nArchitecture: amd64\nVersion: 3.11.2-6+deb12u6\n\n\
 Package: libpython3.11-stdlib\nStatus: install ok installed\nArchitecture: amd64\nVersion: 3.11.2-6+deb12u6\n";
 
-fn index(dir: &Path, wheels: &[WheelSpec]) -> PathBuf {
-    let root = dir.join("index");
-    std::fs::create_dir_all(root.join("files")).unwrap();
-    let mut pages: std::collections::BTreeMap<String, String> = Default::default();
-    for w in wheels {
-        let path = w.write(&root.join("files"));
-        let sha = gpuimg::digest::Digest::of(&std::fs::read(&path).unwrap()).hex();
-        let f = w.filename();
-        pages
-            .entry(w.name.to_lowercase().replace(['_', '.'], "-"))
-            .or_default()
-            .push_str(&format!(
-                "<a href=\"../../files/{f}#sha256={sha}\">{f}</a><br/>\n"
-            ));
-    }
-    for (project, links) in pages {
-        write(
-            &root.join("simple").join(&project).join("index.html"),
-            &format!("<html><body>\n{links}</body></html>\n"),
-        );
-    }
-    root
-}
-
 struct Setup {
     sb: Sandbox,
     url: String,
@@ -63,7 +39,7 @@ fn setup() -> Setup {
             .file("torch/__init__.py", "")
             .requires("cuda-toolkit==13.2.2"),
     ];
-    let server = serve(&index(sb.path(), &wheels));
+    let server = serve(&wheel_index(sb.path(), &wheels));
     let url = format!("{}/simple/", server.url);
     Setup {
         sb,

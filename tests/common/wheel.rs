@@ -231,3 +231,30 @@ impl WheelSpec {
 pub fn record_hash(data: &[u8]) -> String {
     format!("sha256={}", URL_SAFE_NO_PAD.encode(Sha256::digest(data)))
 }
+
+/// A PEP 503 index of `wheels` under `dir/index`: the files in `files/`, one
+/// `simple/<project>/index.html` page per project linking them with their sha256.
+pub fn wheel_index(dir: &Path, wheels: &[WheelSpec]) -> PathBuf {
+    let root = dir.join("index");
+    std::fs::create_dir_all(root.join("files")).unwrap();
+    let mut pages: std::collections::BTreeMap<String, String> = Default::default();
+    for w in wheels {
+        let path = w.write(&root.join("files"));
+        let sha = gpuimg::digest::Digest::of(&std::fs::read(&path).unwrap()).hex();
+        let project = w.name.to_lowercase().replace(['_', '.'], "-");
+        let f = w.filename();
+        pages.entry(project).or_default().push_str(&format!(
+            "<a href=\"../../files/{f}#sha256={sha}\">{f}</a><br/>\n"
+        ));
+    }
+    for (project, links) in pages {
+        let page = root.join("simple").join(&project);
+        std::fs::create_dir_all(&page).unwrap();
+        std::fs::write(
+            page.join("index.html"),
+            format!("<!DOCTYPE html>\n<html><body>\n{links}</body></html>\n"),
+        )
+        .unwrap();
+    }
+    root
+}
