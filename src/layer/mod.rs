@@ -26,7 +26,7 @@ pub use record::{ensure_intact, lookup, remember};
 pub use stream::LayerStream;
 
 use crate::assemble::Tree;
-use crate::cache::{Cache, LAYERS};
+use crate::cache::{BlobWriter, Cache, LAYERS};
 use crate::digest::{Digest, HashingWriter};
 use crate::observe::Observer;
 
@@ -92,27 +92,45 @@ pub fn write_layer(
     };
     let uncompressed =
         tar_writer::write_tar(tree, opts.epoch, uncompressed, &mut tick).map_err(wrap)?;
-    let (enc, diff_id, uncompressed_size) = uncompressed.finish();
-    let blob = enc.finish().map_err(wrap)?;
-    let (digest, size, _) = blob.commit().map_err(wrap)?;
-    let rec = LayerBlob {
+    let rec = commit(uncompressed, opts.compression, cache, tree, Some(&key)).map_err(wrap)?;
+    let LayerBlob {
         digest,
         size,
-        diff_id,
         uncompressed_size,
-        compression: opts.compression,
-    };
-    cache
-        .stamp_new_blob(&digest, &record::facts_of(&rec))
-        .map_err(wrap)?;
-    cache.put_record(LAYERS, &key, &rec).map_err(wrap)?;
-    listing::save(cache, &rec, tree).map_err(wrap)?;
+        ..
+    } = rec;
     obs.task_done(
         component,
         uncompressed_size,
         &format!("{} → {:.1} MB", short(&digest), size as f64 / 1e6),
     );
     Ok((rec, false))
+}
+
+/// Finish a layer's compressed stream and commit its blob to `cache`: stamped, with its
+/// listing made from `all` (every entry written) and, under `key` when given, a record.
+fn commit(
+    hashed: HashingWriter<Encoder<BlobWriter>>,
+    compression: Compression,
+    cache: &Cache,
+    all: &Tree,
+    key: Option<&Digest>,
+) -> io::Result<LayerBlob> {
+    let (enc, diff_id, uncompressed_size) = hashed.finish();
+    let (digest, size, _) = enc.finish()?.commit()?;
+    let rec = LayerBlob {
+        digest,
+        size,
+        diff_id,
+        uncompressed_size,
+        compression,
+    };
+    cache.stamp_new_blob(&digest, &record::facts_of(&rec))?;
+    if let Some(k) = key {
+        cache.put_record(LAYERS, k, &rec)?;
+    }
+    listing::save(cache, &rec, all)?;
+    Ok(rec)
 }
 
 fn short(d: &Digest) -> String {

@@ -9,9 +9,9 @@
 use std::io;
 
 use super::compression::Encoder;
-use super::{listing, record, tar_writer, LayerBlob, LayerError, LayerOptions};
+use super::{tar_writer, LayerBlob, LayerError, LayerOptions};
 use crate::assemble::Tree;
-use crate::cache::{BlobWriter, Cache, LAYERS};
+use crate::cache::{BlobWriter, Cache};
 use crate::digest::{Digest, HashingWriter};
 
 type Sink = tar::Builder<HashingWriter<Encoder<BlobWriter>>>;
@@ -73,24 +73,7 @@ impl LayerStream {
             source,
         };
         let hashed = self.tar.into_inner().map_err(wrap)?;
-        let (enc, diff_id, uncompressed_size) = hashed.finish();
-        let blob = enc.finish().map_err(wrap)?;
-        let (digest, size, _) = blob.commit().map_err(wrap)?;
-        let rec = LayerBlob {
-            digest,
-            size,
-            diff_id,
-            uncompressed_size,
-            compression: self.opts.compression,
-        };
-        cache
-            .stamp_new_blob(&digest, &record::facts_of(&rec))
-            .map_err(wrap)?;
-        if let Some(k) = key {
-            cache.put_record(LAYERS, k, &rec).map_err(wrap)?;
-        }
-        listing::save(cache, &rec, all).map_err(wrap)?;
-        Ok(rec)
+        super::commit(hashed, self.opts.compression, cache, all, key).map_err(wrap)
     }
 }
 
