@@ -593,6 +593,9 @@ impl Fetcher {
             (0..items.len()).map(|_| None).collect();
         let mut done_bytes = 0u64;
         let mut item_bytes = vec![0u64; items.len()];
+        // What was downloaded (a named item served from the cache moves nothing), for the
+        // summary line; `done_bytes` drives the bar.
+        let mut moved_bytes = 0u64;
         std::thread::scope(|s| {
             for _ in 0..self.jobs.min(items.len()) {
                 let tx = tx.clone();
@@ -639,6 +642,7 @@ impl Fetcher {
                         ));
                     }
                     Event::Done(i, r, moved, secs) => {
+                        moved_bytes += moved;
                         if let (Some(n), true) = (names.and_then(|n| n.get(i)), r.is_ok()) {
                             obs.item_done(n, moved, secs);
                         }
@@ -647,7 +651,7 @@ impl Fetcher {
                 }
             }
         });
-        obs.task_done(label, done_bytes, &format!("{} files", items.len()));
+        obs.task_done(label, moved_bytes, &format!("{} files", items.len()));
         results
             .into_iter()
             .map(|r| {
