@@ -105,6 +105,41 @@ fn check_libraries(installed: &apt::Installed, install: &AptInstall) -> Result<(
     Ok(())
 }
 
+/// Warn about each library name a wheel's shared object needs that nothing in the image
+/// provides (torch's `libstdc++.so.6` on a base without `libstdc++6`): the loader's search
+/// done statically (`elf::closure`) over the wheels' objects, their directories in
+/// `ld.so.cache` and the apt packages' SONAMEs; the driver's libraries count as provided
+/// (the container runtime injects them).
+fn check_needs(installed: &apt::Installed, install: &AptInstall, obs: &mut dyn Observer) {
+    let loader = &install.loader;
+    if loader.objects.is_empty() {
+        return;
+    }
+    let view = crate::elf::closure::LoaderView {
+        objects: loader.objects.clone(),
+        conf_dirs: loader.dirs.clone(),
+        known_sonames: installed.libraries.iter().map(|(s, _)| s.clone()).collect(),
+        ..Default::default()
+    };
+    let closure = view.closure(loader.objects.keys().cloned(), &|name| {
+        libraries::is_driver_library(name)
+    });
+    let mut by_name: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (object, name) in &closure.unresolved {
+        by_name.entry(name).or_default().push(object);
+    }
+    for (name, objects) in by_name {
+        let more = match objects.len() {
+            1 => String::new(),
+            n => format!(" and {} other file(s)", n - 1),
+        };
+        obs.warn(&format!(
+            "`{name}`, needed by `/{}`{more}, is provided by nothing in the image: loading it fails until a package in `base.packages` (or a wheel) brings it",
+            objects[0]
+        ));
+    }
+}
+
 /// What the install gave the plan's apt layers.
 pub struct AptLayers {
     /// Components written while unpacking (see `stream.rs`), finished.
@@ -187,6 +222,7 @@ pub fn install_and_split(
         obs.warn(w);
     }
     check_libraries(&installed, install)?;
+    check_needs(&installed, install, obs);
     let mut tree = apt::AptRoot {
         root: &root,
         installed: &installed,

@@ -13,6 +13,7 @@ use serde::Serialize;
 use sha2::{Digest as _, Sha256};
 
 use super::owners::{component_owner, owner_readers, Claims, ImageView, OwnerReader};
+use super::unused::Elves;
 use super::{blob_name, select, Image, InspectError};
 use crate::digest::Digest;
 use crate::image::ANN_COMPONENT;
@@ -176,6 +177,7 @@ fn read_tar(
     layer: &str,
     tree: &mut BTreeMap<String, FileEntry>,
     records: &mut Records,
+    mut elves: Option<&mut Elves>,
 ) -> Result<io::Result<()>, InspectError> {
     let mut archive = tar::Archive::new(data);
     let entries = match archive.entries() {
@@ -228,9 +230,16 @@ fn read_tar(
             _ => continue,
         };
         records.forget(&path);
+        if let Some(elves) = elves.as_deref_mut() {
+            elves.forget(&path);
+        }
         if kind == FileKind::File {
             if let Some(reader) = records.reader_for(&path) {
                 if let Err(e) = records.keep(&path, layer, reader, &mut entry)? {
+                    return Ok(Err(e));
+                }
+            } else if let Some(elves) = elves.as_deref_mut() {
+                if let Err(e) = elves.read(&path, mode, &mut entry) {
                     return Ok(Err(e));
                 }
             }
@@ -258,6 +267,7 @@ fn read_layer(
     layer: &str,
     tree: &mut BTreeMap<String, FileEntry>,
     records: &mut Records,
+    elves: Option<&mut Elves>,
 ) -> Result<(), InspectError> {
     let digest = desc.digest().to_string();
     let corrupt = || InspectError::LayerCorrupt {
@@ -293,7 +303,7 @@ fn read_layer(
                 })
             }
         };
-        read_tar(&mut decoder, layer, tree, records)?
+        read_tar(&mut decoder, layer, tree, records, elves)?
     };
     // The tar reader stops at its end marker: hash what follows too, then judge the blob
     // before any decoding error (a damaged blob is reported as damaged, not as bad gzip).
@@ -317,6 +327,16 @@ fn unreadable(layer: &str, digest: &str, e: &io::Error) -> InspectError {
 /// Every path of the image tagged `tag` (or the first) in `img`, with its layer and owner,
 /// sorted by path.
 pub fn inspect_files(img: &Image, tag: Option<&str>) -> Result<FileListing, InspectError> {
+    listing(img, tag, None)
+}
+
+/// [`inspect_files`], also collecting the shared objects' ELF facts and the loader's
+/// configuration into `elves` when given.
+pub(super) fn listing(
+    img: &Image,
+    tag: Option<&str>,
+    mut elves: Option<&mut Elves>,
+) -> Result<FileListing, InspectError> {
     let manifest = select(img, tag)?.manifest;
     let readers = owner_readers();
     let mut records = Records {
@@ -337,7 +357,14 @@ pub fn inspect_files(img: &Image, tag: Option<&str>) -> Result<FileListing, Insp
             .parse()
             .map_err(|_| InspectError::Corrupt(desc.digest().to_string()))?;
         let blob = img.open(&blob_name(&d))?;
-        read_layer(blob, desc, &layer, &mut tree, &mut records)?;
+        read_layer(
+            blob,
+            desc,
+            &layer,
+            &mut tree,
+            &mut records,
+            elves.as_deref_mut(),
+        )?;
     }
     let mut claims = Claims::default();
     {
@@ -416,6 +443,7 @@ mod tests {
             "os",
             &mut tree,
             &mut records,
+            None,
         )?;
         let mut out: Vec<String> = tree.into_keys().collect();
         out.extend(records.kept.into_keys().map(|k| format!("record {k}")));

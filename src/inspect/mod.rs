@@ -7,10 +7,12 @@
 mod files;
 mod owners;
 mod source;
+mod unused;
 
 pub use files::{inspect_files, FileEntry, FileKind, FileListing};
 pub use owners::{component_owner, owner_readers, Claims, DpkgLists, ImageView, OwnerReader};
 pub use source::{Image, MAX_ENTRIES, MAX_JSON};
+pub use unused::{inspect_unused, MissingLibrary, UnusedLibrary, UnusedReport};
 
 use oci_spec::image::{ImageConfiguration, ImageIndex, ImageManifest};
 use serde::Serialize;

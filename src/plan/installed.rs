@@ -70,7 +70,7 @@ pub fn cuda_libraries(install: &super::PythonInstall) -> Vec<CudaLibrary> {
             continue;
         }
         for l in install.libraries.get(&w.name).into_iter().flatten() {
-            if l.elf.is_none() {
+            if l.elf.is_none() || l.module {
                 continue;
             }
             out.push(CudaLibrary {
@@ -190,6 +190,7 @@ mod tests {
             is_64: true,
             machine: 62,
             soname: Some(s.into()),
+            ..Default::default()
         };
         let site = "usr/local/lib/python3.11/dist-packages";
         let install = crate::plan::PythonInstall {
@@ -213,6 +214,7 @@ mod tests {
                     vec![WheelLibrary {
                         path: format!("{site}/nvidia/cuda_runtime/lib/libcudart.so.12"),
                         elf: Some(so("libcudart.so.12")),
+                        module: false,
                     }],
                 ),
                 (
@@ -220,6 +222,7 @@ mod tests {
                     vec![WheelLibrary {
                         path: format!("{site}/numpy.libs/libgfortran-1.so.5"),
                         elf: Some(so("libgfortran-1.so.5")),
+                        module: false,
                     }],
                 ),
             ]),

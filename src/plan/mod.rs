@@ -94,6 +94,11 @@ pub struct Loader {
     pub picks: BTreeMap<String, String>,
     /// `compat: forward` (cuda-compat's libcuda allowed under its own directory).
     pub forward: bool,
+    /// Every shared object the wheels install for the image's machine (libraries and
+    /// extension modules), by image path, for the check that their needs are met.
+    pub objects: BTreeMap<String, SharedObject>,
+    /// The wheels' directories `conf` lists (no leading `/`).
+    pub dirs: Vec<String>,
 }
 
 /// Where the wheels' library directories are listed for the loader.
@@ -431,10 +436,17 @@ fn loader(profile: &Profile, python: Option<&PythonInstall>) -> Result<Loader, P
     let forward = profile.compat == CompatMode::Forward;
     let mut all = Vec::new();
     let mut facts = BTreeMap::new();
+    let mut objects = BTreeMap::new();
     if let Some(p) = python {
         for (wheel, libs) in &p.libraries {
             let provider = libraries::Provider::Wheel(wheel.clone());
+            let mine = |e: &&SharedObject| e.is_64 && e.machine == machine(&p.python.machine);
             for l in libs {
+                if let Some(elf) = l.elf.as_ref().filter(mine) {
+                    objects.insert(l.path.clone(), elf.clone());
+                }
+            }
+            for l in libs.iter().filter(|l| !l.module) {
                 libraries::check_driver_files([(l.path.as_str(), &provider)], forward)?;
                 // Only shared objects for the image's machine are the loader's business.
                 let Some(elf) = l
@@ -488,6 +500,8 @@ fn loader(profile: &Profile, python: Option<&PythonInstall>) -> Result<Loader, P
         wheel_libraries: all,
         picks,
         forward,
+        objects,
+        dirs,
     })
 }
 

@@ -1,5 +1,6 @@
-//! `gpuimg inspect IMAGE [--tag T] [--json] [--files]`: tag, digest, config, layers and
-//! sizes; with `--files`, every path with its mode, size, layer and owning package. IMAGE is a
+//! `gpuimg inspect IMAGE [--tag T] [--json] [--files | --unused]`: tag, digest, config, layers and
+//! sizes; with `--files`, every path with its mode, size, layer and owning package; with
+//! `--unused`, the ELF closure report (`inspect::inspect_unused`). IMAGE is a
 //! layout (`DIR`, `oci:DIR[:TAG]`) or an oci-archive (`oci-archive:FILE[:TAG]`, read in place).
 
 use crate::cli::{print_result, print_stdout, CliError, Settings};
@@ -17,8 +18,13 @@ pub struct Args {
     #[arg(long)]
     pub json: bool,
     /// List every path of the image with its mode, size, layer and owner (reads every layer).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "unused")]
     pub files: bool,
+    /// List the Python packages' shared libraries that nothing in the image loads (the ELF
+    /// closure from its programs, extension modules and known dlopen targets), and the
+    /// library names nothing provides (reads every layer).
+    #[arg(long)]
+    pub unused: bool,
 }
 
 pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
@@ -36,6 +42,16 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
         Transport::Archive => Image::archive(&r.path)?,
     };
     let tag = args.tag.or(r.tag);
+    if args.unused {
+        let report = crate::inspect::inspect_unused(&img, tag.as_deref())?;
+        if args.json {
+            let v = serde_json::to_string(&report).map_err(|e| CliError::msg(3, e.to_string()))?;
+            print_stdout(&format!("{v}\n"));
+        } else {
+            print_result(settings, &unused_text(&report));
+        }
+        return Ok(0);
+    }
     if args.files {
         let listing = crate::inspect::inspect_files(&img, tag.as_deref())?;
         if args.json {
@@ -160,6 +176,36 @@ fn short_owner(owner: Option<&str>) -> String {
         all[..SHOWN_OWNERS].join(", "),
         all.len() - SHOWN_OWNERS
     )
+}
+
+/// The `--unused` report: counts, then the unused libraries (size, owner, path), then the
+/// names nothing provides.
+fn unused_text(r: &crate::inspect::UnusedReport) -> String {
+    let mut s = format!(
+        "{} ELF objects, {} reached from the image's programs, extension modules and dlopen list\n",
+        r.objects, r.reached
+    );
+    s.push_str(&format!(
+        "unused Python package libraries: {} ({:.1} MB)\n",
+        r.unused.len(),
+        r.unused_bytes as f64 / 1e6
+    ));
+    for u in &r.unused {
+        s.push_str(&format!(
+            "  {:>10}  {:<24}  {}\n",
+            u.size,
+            u.owner.as_deref().unwrap_or("-"),
+            u.path
+        ));
+    }
+    s.push_str(&format!(
+        "needed but provided by nothing: {}\n",
+        r.missing.len()
+    ));
+    for m in &r.missing {
+        s.push_str(&format!("  {}  (needed by {})\n", m.needed, m.by));
+    }
+    s
 }
 
 /// The `--files` table: mode, size, layer, owner, then the path (and a link's target).

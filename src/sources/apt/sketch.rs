@@ -103,7 +103,7 @@ pub enum Body {
 /// The sketch's key: the package's bytes and this gpuimg (a change to what a metadata step
 /// reads takes new sketches).
 pub fn key(deb: &Digest) -> Digest {
-    let mut k = Key::new("apt-sketch-v1").tool_version();
+    let mut k = Key::new("apt-sketch-v2").tool_version();
     k.digest(deb);
     k.finish()
 }
@@ -195,6 +195,7 @@ mod tests {
             is_64: true,
             machine: 62,
             soname: Some("libx.so.1".into()),
+            ..Default::default()
         };
         let s = entry(Some(b"libx.so.1.2"), Body::Library(Some(so.clone())));
         let back: Sketch = serde_json::from_slice(&serde_json::to_vec(&s).unwrap()).unwrap();

@@ -211,9 +211,9 @@ impl Archive {
                 wheel: self.label.clone(),
                 source,
             })?;
-        let mut again = |off: u64| {
+        let mut again = |off: u64, len: u64| {
             let mut g = second.zip.by_index(m.index).ok()?;
-            crate::elf::string_at(&mut (&mut g).take(m.size), off)
+            crate::elf::range_at(&mut (&mut g).take(m.size), off, len)
         };
         Ok(crate::elf::parse_stream(
             &mut (&mut f).take(m.size),

@@ -1,7 +1,8 @@
-//! The shared libraries a wheel installs, read from the wheel itself without installing it:
-//! each `lib*.so*` file's image path and ELF facts (class, machine, `DT_SONAME`), the member
-//! decompressed as a stream and never held whole. For the one-provider rule and
-//! `ld.so.cache`. Must never write anything.
+//! The shared objects a wheel installs, read from the wheel itself without installing it:
+//! each `lib*.so*` file's and each Python extension module's (`*.so`) image path and ELF
+//! facts (class, machine, `DT_SONAME`, `DT_NEEDED`, `DT_RPATH`/`DT_RUNPATH`), the member
+//! decompressed as a stream and never held whole. For the one-provider rule, `ld.so.cache`
+//! and the check that every library's needs are met. Must never write anything.
 
 use serde::{Deserialize, Serialize};
 
@@ -19,6 +20,10 @@ pub struct WheelLibrary {
     pub path: String,
     /// Its ELF facts; `None` when the file is not a shared object gpuimg reads.
     pub elf: Option<SharedObject>,
+    /// A Python extension module (`_C.cpython-311-x86_64-linux-gnu.so`), not a library the
+    /// loader indexes: neither in `ld.so.cache` nor under the one-provider rule.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub module: bool,
 }
 
 impl WheelLibrary {
@@ -43,7 +48,12 @@ pub fn is_library_name(name: &str) -> bool {
         && !name.ends_with(".py")
 }
 
-/// The shared libraries `wheel` installs for `python`, sorted by path.
+/// Whether a file name is a Python extension module's (`*.so` that is no `lib*` library).
+pub fn is_module_name(name: &str) -> bool {
+    name.ends_with(".so") && !is_library_name(name)
+}
+
+/// The shared libraries and extension modules `wheel` installs for `python`, sorted by path.
 pub fn libraries(
     wheel: &FetchedWheel,
     python: &ImagePython,
@@ -55,12 +65,15 @@ pub fn libraries(
         let Content::Member(m) = &item.content else {
             continue;
         };
-        if !is_library_name(file_name(&item.dest)) {
+        let name = file_name(&item.dest);
+        let module = is_module_name(name);
+        if !module && !is_library_name(name) {
             continue;
         }
         out.push(WheelLibrary {
             path: item.dest.clone(),
             elf: prepared.archive.elf_facts(m)?,
+            module,
         });
     }
     out.sort_by(|a, b| a.path.cmp(&b.path));

@@ -45,8 +45,8 @@ fn mutate_input(seeds: &[Vec<u8>], u: &mut Unstructured<'_>) -> Result<Vec<u8>> 
 }
 
 fn check(b: &[u8]) -> Verdict {
-    let streamed = gpuimg::elf::parse_stream(&mut &b[..], &mut |off| {
-        gpuimg::elf::string_at(&mut &b[..], off)
+    let streamed = gpuimg::elf::parse_stream(&mut &b[..], &mut |off, len| {
+        gpuimg::elf::range_at(&mut &b[..], off, len)
     });
     let Some(so) = parse_elf(b) else {
         return Ok("not read");

@@ -1,0 +1,338 @@
+//! `inspect --unused`: the ELF closure of an image read back from its layers. Roots are the
+//! ELF files in the `PATH` directories, the entrypoint, every Python extension module and the
+//! files `data/dlopen.yaml` says are loaded by name; from them `DT_NEEDED` is followed as the
+//! loader would (`elf::closure`). Reported: the Python packages' shared libraries nothing
+//! reaches (Debian packages' libraries are never judged: glibc, PAM and others load theirs
+//! by name), and each needed name nothing in the image provides.
+//!
+//! Reads each ELF file's headers, dynamic section and names only (at most [`HEAD`] bytes of
+//! a file are kept, to reread what lies before its dynamic section). Must never modify the
+//! image.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{self, Read};
+use std::rc::Rc;
+use std::sync::OnceLock;
+
+use oci_spec::image::ImageConfiguration;
+use serde::{Deserialize, Serialize};
+
+use super::files::{listing, FileKind};
+use super::{parse, read_blob, select, Image, InspectError};
+use crate::elf::closure::LoaderView;
+use crate::elf::{self, SharedObject};
+
+/// Bytes of a file's beginning kept while reading it, for its string table.
+pub const HEAD: usize = 32 << 20;
+/// Bytes read of one loader configuration file.
+const MAX_CONF: u64 = 64 << 10;
+
+const TABLE_TEXT: &str = include_str!("../../data/dlopen.yaml");
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Table {
+    keep: Vec<String>,
+    host: Vec<String>,
+}
+
+fn table() -> &'static Table {
+    static TABLE: OnceLock<Table> = OnceLock::new();
+    TABLE.get_or_init(|| match serde_saphyr::from_str(TABLE_TEXT) {
+        Ok(t) => t,
+        // Compiled in and parsed by a unit test: a bad table never ships.
+        Err(e) => panic!("data/dlopen.yaml does not parse: {e}"),
+    })
+}
+
+/// `*` matches any run of characters, `/` included.
+fn glob(pattern: &str, text: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == text,
+        Some((head, rest)) => {
+            let Some(tail) = text.strip_prefix(head) else {
+                return false;
+            };
+            (0..=tail.len()).any(|i| tail.is_char_boundary(i) && glob(rest, &tail[i..]))
+        }
+    }
+}
+
+/// The ELF facts and loader configuration collected while the layers are read.
+#[derive(Debug, Default)]
+pub struct Elves {
+    objects: BTreeMap<String, SharedObject>,
+    conf: BTreeMap<String, Vec<u8>>,
+}
+
+/// A reader that keeps the first [`HEAD`] bytes that pass.
+struct Head<'a> {
+    inner: &'a mut dyn Read,
+    kept: Rc<RefCell<Vec<u8>>>,
+}
+
+impl Read for Head<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let mut kept = self.kept.borrow_mut();
+        let room = HEAD.saturating_sub(kept.len()).min(n);
+        kept.extend_from_slice(&buf[..room]);
+        Ok(n)
+    }
+}
+
+fn is_conf(path: &str) -> bool {
+    path == "etc/ld.so.conf"
+        || path
+            .strip_prefix("etc/ld.so.conf.d/")
+            .is_some_and(|n| !n.contains('/') && n.ends_with(".conf"))
+}
+
+impl Elves {
+    pub(super) fn forget(&mut self, path: &str) {
+        self.objects.remove(path);
+        self.conf.remove(path);
+    }
+
+    /// Read the regular file `path` (mode `mode`) from `data` if it may be an ELF object or
+    /// is loader configuration.
+    pub(super) fn read(&mut self, path: &str, mode: u32, data: &mut dyn Read) -> io::Result<()> {
+        if is_conf(path) {
+            let mut bytes = Vec::new();
+            data.take(MAX_CONF).read_to_end(&mut bytes)?;
+            self.conf.insert(path.to_string(), bytes);
+            return Ok(());
+        }
+        let name = path.rsplit('/').next().unwrap_or(path);
+        if !(name.contains(".so") || mode & 0o111 != 0) {
+            return Ok(());
+        }
+        let kept = Rc::new(RefCell::new(Vec::new()));
+        let mut head = Head {
+            inner: data,
+            kept: Rc::clone(&kept),
+        };
+        let mut again = |off: u64, len: u64| -> Option<Vec<u8>> {
+            let kept = kept.borrow();
+            let start = usize::try_from(off).ok()?;
+            let end = start.checked_add(usize::try_from(len).ok()?)?;
+            kept.get(start..end.min(kept.len())).map(<[u8]>::to_vec)
+        };
+        if let Some(so) = elf::parse_stream(&mut head, &mut again) {
+            self.objects.insert(path.to_string(), so);
+        }
+        Ok(())
+    }
+
+    /// The directories the loader configuration lists, in the order ldconfig reads them
+    /// (`/etc/ld.so.conf`, its `include` of `ld.so.conf.d/*.conf` in name order).
+    fn conf_dirs(&self) -> Vec<String> {
+        let dirs = |bytes: &[u8]| -> Vec<Result<String, ()>> {
+            String::from_utf8_lossy(bytes)
+                .lines()
+                .map(|l| l.split('#').next().unwrap_or("").trim().to_string())
+                .filter_map(|l| match l {
+                    l if l.starts_with("include") => Some(Err(())),
+                    l if l.starts_with('/') => Some(Ok(elf::closure::normalize(&l))),
+                    _ => None,
+                })
+                .collect()
+        };
+        let included: Vec<String> = (self.conf.iter())
+            .filter(|(p, _)| p.as_str() != "etc/ld.so.conf")
+            .flat_map(|(_, b)| dirs(b).into_iter().flatten())
+            .collect();
+        let Some(main) = self.conf.get("etc/ld.so.conf") else {
+            return included;
+        };
+        let mut out = Vec::new();
+        for line in dirs(main) {
+            match line {
+                Ok(d) => out.push(d),
+                Err(()) => out.extend(included.iter().cloned()),
+            }
+        }
+        out
+    }
+}
+
+/// One library nothing reaches.
+#[derive(Debug, Serialize)]
+pub struct UnusedLibrary {
+    pub path: String,
+    pub size: u64,
+    pub owner: Option<String>,
+}
+
+/// A name an object needs that nothing in the image provides.
+#[derive(Debug, Serialize)]
+pub struct MissingLibrary {
+    pub needed: String,
+    pub by: String,
+}
+
+/// What `inspect --unused` reports.
+#[derive(Debug, Serialize)]
+pub struct UnusedReport {
+    /// How many ELF objects the image holds, and how many the roots reach.
+    pub objects: usize,
+    pub reached: usize,
+    pub unused: Vec<UnusedLibrary>,
+    pub unused_bytes: u64,
+    pub missing: Vec<MissingLibrary>,
+}
+
+fn in_site(path: &str) -> bool {
+    path.contains("/dist-packages/") || path.contains("/site-packages/")
+}
+
+fn is_library(name: &str) -> bool {
+    name.starts_with("lib") && (name.ends_with(".so") || name.contains(".so."))
+}
+
+/// The ELF closure of the image tagged `tag` (or the first) in `img`.
+pub fn inspect_unused(img: &Image, tag: Option<&str>) -> Result<UnusedReport, InspectError> {
+    let selected = select(img, tag)?;
+    let config_digest = selected.manifest.config().digest().to_string();
+    let config: ImageConfiguration = parse(&config_digest, &read_blob(img, &config_digest)?)?;
+    let mut elves = Elves::default();
+    let files = listing(img, tag, Some(&mut elves))?.files;
+    let mut view = LoaderView::default();
+    let mut sizes = BTreeMap::new();
+    for f in &files {
+        let rel = f.path.trim_start_matches('/').to_string();
+        match f.kind {
+            FileKind::File => {
+                sizes.insert(rel.clone(), (f.size, f.owner.clone()));
+                if let Some(so) = elves.objects.remove(&rel) {
+                    view.objects.insert(rel, so);
+                }
+            }
+            FileKind::Symlink | FileKind::Hardlink => {
+                if let Some(l) = &f.link {
+                    view.links.insert(rel, l.clone());
+                }
+            }
+            _ => {}
+        }
+    }
+    view.conf_dirs = elves.conf_dirs();
+    let env: Vec<String> = config
+        .config()
+        .as_ref()
+        .and_then(|c| c.env().clone())
+        .unwrap_or_default();
+    let var = |k: &str| {
+        env.iter()
+            .find_map(|e| e.strip_prefix(k).and_then(|v| v.strip_prefix('=')))
+            .map(str::to_string)
+    };
+    let dirs = |v: Option<String>| -> Vec<String> {
+        v.unwrap_or_default()
+            .split(':')
+            .filter(|d| !d.is_empty())
+            .map(elf::closure::normalize)
+            .collect()
+    };
+    view.library_path = dirs(var("LD_LIBRARY_PATH"));
+    let mut path_dirs: BTreeSet<String> = ["bin", "sbin", "usr/bin", "usr/sbin"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    path_dirs.extend(dirs(var("PATH")));
+    let t = table();
+    let mut roots: Vec<String> = view
+        .objects
+        .keys()
+        .filter(|p| {
+            let (dir, name) = p.rsplit_once('/').unwrap_or(("", p));
+            path_dirs.contains(dir)
+                || (name.ends_with(".so")
+                    && !is_library(name)
+                    && (in_site(p) || p.contains("/lib-dynload/")))
+                || t.keep.iter().any(|g| glob(g, p))
+        })
+        .cloned()
+        .collect();
+    let entry = config.config().as_ref().and_then(|c| {
+        c.entrypoint()
+            .as_ref()
+            .and_then(|e| e.first().cloned())
+            .or_else(|| c.cmd().as_ref().and_then(|c| c.first().cloned()))
+    });
+    if let Some(e) = entry.filter(|e| e.starts_with('/')) {
+        roots.push(e);
+    }
+    let host = |name: &str| t.host.iter().any(|g| glob(g, name));
+    let closure = view.closure(roots, &host);
+    let mut unused = Vec::new();
+    for p in view.objects.keys() {
+        let name = p.rsplit('/').next().unwrap_or(p);
+        if in_site(p) && is_library(name) && !closure.reached.contains(p) {
+            let (size, owner) = sizes.get(p).cloned().unwrap_or((0, None));
+            unused.push(UnusedLibrary {
+                path: format!("/{p}"),
+                size,
+                owner,
+            });
+        }
+    }
+    Ok(UnusedReport {
+        objects: view.objects.len(),
+        reached: closure.reached.len(),
+        unused_bytes: unused.iter().map(|u| u.size).sum(),
+        unused,
+        missing: closure
+            .unresolved
+            .into_iter()
+            .map(|(by, needed)| MissingLibrary {
+                needed,
+                by: format!("/{by}"),
+            })
+            .collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_parses_and_globs_match() {
+        let t = table();
+        assert!(!t.keep.is_empty() && !t.host.is_empty());
+        assert!(glob(
+            "*/nvidia/cudnn/lib/libcudnn*.so*",
+            "usr/local/lib/python3.11/dist-packages/nvidia/cudnn/lib/libcudnn_ops.so.9"
+        ));
+        assert!(!glob("libcuda.so*", "libcudart.so.12"));
+        assert!(glob("libnvidia-*.so*", "libnvidia-ml.so.1"));
+    }
+
+    #[test]
+    fn loader_configuration_is_read_in_ldconfig_order() {
+        let mut e = Elves::default();
+        e.conf.insert(
+            "etc/ld.so.conf".into(),
+            b"# comment\ninclude /etc/ld.so.conf.d/*.conf\n/opt/x/lib\n".to_vec(),
+        );
+        e.conf.insert(
+            "etc/ld.so.conf.d/x86_64-linux-gnu.conf".into(),
+            b"/usr/local/lib/x86_64-linux-gnu\n/lib/x86_64-linux-gnu\n".to_vec(),
+        );
+        e.conf.insert(
+            "etc/ld.so.conf.d/gpuimg-python.conf".into(),
+            b"/a/b/\n".to_vec(),
+        );
+        assert_eq!(
+            e.conf_dirs(),
+            [
+                "a/b",
+                "usr/local/lib/x86_64-linux-gnu",
+                "lib/x86_64-linux-gnu",
+                "opt/x/lib"
+            ]
+        );
+    }
+}
