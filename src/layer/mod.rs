@@ -2,16 +2,20 @@
 //!
 //! One pass: tar stream → sha256 (diff_id) → compressor → sha256 + size (digest) → the cache's
 //! blob file. A layer whose key (see `key.rs`) is already in the cache is reused, without
-//! compressing again, once the cache's trust rule passes (`record.rs`).
+//! compressing again, once the cache's trust rule passes (`record.rs`). A file identical to
+//! one already written to the layer is written as a hard link to it (`dedup.rs`); what the
+//! layer holds per owner, and what it stored once, is measured as it is written (`sizes.rs`).
 //! Must never hold a layer in memory, and never know about manifests or output formats.
 
 mod compression;
+mod dedup;
 mod final_block;
 mod key;
 pub mod listing;
 mod maintain;
 mod pgzip;
 mod record;
+mod sizes;
 mod stream;
 mod tar_writer;
 
@@ -20,9 +24,11 @@ use std::io;
 use serde::{Deserialize, Serialize};
 
 pub use compression::{Compression, Encoder, GZIP_LEVEL, ZSTD_LEVEL};
+pub use dedup::MIN_BYTES as DEDUP_MIN_BYTES;
 pub use key::layer_key;
 pub use maintain::{prune, verify, Pruned, Verified};
 pub use record::{ensure_intact, lookup, remember};
+pub use sizes::{Bytes, Counted, LayerSizes};
 pub use stream::LayerStream;
 
 use crate::assemble::Tree;
@@ -38,6 +44,9 @@ pub struct LayerBlob {
     pub diff_id: Digest,
     pub uncompressed_size: u64,
     pub compression: Compression,
+    /// Where the layer's file bytes went (per owner, stripped, stored once).
+    #[serde(default)]
+    pub sizes: LayerSizes,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -90,15 +99,24 @@ pub fn write_layer(
             obs.task_progress(n);
         }
     };
-    let uncompressed =
+    let (uncompressed, dedup) =
         tar_writer::write_tar(tree, opts.epoch, uncompressed, &mut tick).map_err(wrap)?;
-    let rec = commit(uncompressed, opts.compression, cache, tree, Some(&key)).map_err(wrap)?;
+    let sizes = LayerSizes::measure(tree, &dedup.linked());
+    let rec = commit(
+        uncompressed,
+        opts.compression,
+        sizes,
+        cache,
+        tree,
+        Some(&key),
+    )
+    .map_err(wrap)?;
     let LayerBlob {
         digest,
         size,
         uncompressed_size,
         ..
-    } = rec;
+    } = rec.clone();
     obs.task_done(
         component,
         uncompressed_size,
@@ -112,6 +130,7 @@ pub fn write_layer(
 fn commit(
     hashed: HashingWriter<Encoder<BlobWriter>>,
     compression: Compression,
+    sizes: LayerSizes,
     cache: &Cache,
     all: &Tree,
     key: Option<&Digest>,
@@ -124,6 +143,7 @@ fn commit(
         diff_id,
         uncompressed_size,
         compression,
+        sizes,
     };
     cache.stamp_new_blob(&digest, &record::facts_of(&rec))?;
     if let Some(k) = key {

@@ -9,7 +9,8 @@
 use std::io;
 
 use super::compression::Encoder;
-use super::{tar_writer, LayerBlob, LayerError, LayerOptions};
+use super::dedup::Dedup;
+use super::{tar_writer, LayerBlob, LayerError, LayerOptions, LayerSizes};
 use crate::assemble::Tree;
 use crate::cache::{BlobWriter, Cache};
 use crate::digest::{Digest, HashingWriter};
@@ -23,6 +24,8 @@ pub struct LayerStream {
     tar: Sink,
     /// File bytes appended so far.
     data: u64,
+    /// The files written so far, to store a later identical one once.
+    dedup: Dedup,
 }
 
 impl LayerStream {
@@ -42,6 +45,7 @@ impl LayerStream {
             opts,
             tar,
             data: 0,
+            dedup: Dedup::default(),
         })
     }
 
@@ -55,7 +59,14 @@ impl LayerStream {
     /// Append `tree`'s entries, in the tree's order.
     pub fn append(&mut self, tree: &Tree) -> Result<(), LayerError> {
         let mut data = self.data;
-        let r = tar_writer::append(&mut self.tar, tree, self.opts.epoch, &mut data, &mut |_| {});
+        let r = tar_writer::append(
+            &mut self.tar,
+            tree,
+            self.opts.epoch,
+            &mut data,
+            &mut |_| {},
+            &mut self.dedup,
+        );
         self.data = data;
         r.map_err(self.wrap())
     }
@@ -72,8 +83,9 @@ impl LayerStream {
             component: self.component.clone(),
             source,
         };
+        let sizes = LayerSizes::measure(all, &self.dedup.linked());
         let hashed = self.tar.into_inner().map_err(wrap)?;
-        super::commit(hashed, self.opts.compression, cache, all, key).map_err(wrap)
+        super::commit(hashed, self.opts.compression, sizes, cache, all, key).map_err(wrap)
     }
 }
 

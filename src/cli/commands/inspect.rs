@@ -1,6 +1,7 @@
-//! `gpuimg inspect IMAGE [--tag T] [--json] [--files]`: tag, digest, config, layers and
-//! sizes; with `--files`, every path with its mode, size, layer and owning package. IMAGE is a
-//! layout (`DIR`, `oci:DIR[:TAG]`) or an oci-archive (`oci-archive:FILE[:TAG]`, read in place).
+//! `gpuimg inspect IMAGE [--tag T] [--json] [--files | --sizes]`: tag, digest, config, layers
+//! and sizes; with `--files`, every path with its mode, size, layer and owning package; with
+//! `--sizes`, the size report (`size_table.rs`). IMAGE is a layout (`DIR`, `oci:DIR[:TAG]`)
+//! or an oci-archive (`oci-archive:FILE[:TAG]`, read in place).
 
 use crate::cli::{print_result, print_stdout, CliError, Settings};
 use crate::inspect::{FileEntry, FileKind, Image};
@@ -17,8 +18,12 @@ pub struct Args {
     #[arg(long)]
     pub json: bool,
     /// List every path of the image with its mode, size, layer and owner (reads every layer).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "sizes")]
     pub files: bool,
+    /// Where the image's bytes are: per layer, component, strip class and package, before
+    /// stripping and as stored, compressed and not (from the size records gpuimg writes).
+    #[arg(long)]
+    pub sizes: bool,
 }
 
 pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
@@ -47,6 +52,17 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
         return Ok(0);
     }
     let info = crate::inspect::inspect(&img, tag.as_deref())?;
+    if args.sizes {
+        let report = crate::inspect::size_report(&info);
+        if args.json {
+            let v = serde_json::to_string_pretty(&report)
+                .map_err(|e| CliError::msg(3, e.to_string()))?;
+            print_stdout(&format!("{v}\n"));
+        } else {
+            print_result(settings, &super::size_table::render(&report));
+        }
+        return Ok(0);
+    }
     if args.json {
         let v = serde_json::to_string_pretty(&info).map_err(|e| CliError::msg(3, e.to_string()))?;
         print_stdout(&format!("{v}\n"));
