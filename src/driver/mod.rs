@@ -379,7 +379,12 @@ pub fn execute(
 /// wrote).
 fn add_stripped(sizes: &mut layer::LayerSizes, stripped: Option<&strip::Stripped>) {
     for ((class, owner), r) in stripped.map(|s| &s.removed).into_iter().flatten() {
-        sizes.add_stripped(&serde_name(class), &owner.to_string(), r.entries, r.bytes);
+        sizes.add_stripped(
+            &serde_name(class),
+            &layer::owner_name(owner),
+            r.entries,
+            r.bytes,
+        );
     }
 }
 

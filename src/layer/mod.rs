@@ -19,6 +19,7 @@ mod sizes;
 mod stream;
 mod tar_writer;
 
+use std::collections::BTreeMap;
 use std::io;
 
 use serde::{Deserialize, Serialize};
@@ -28,7 +29,7 @@ pub use dedup::MIN_BYTES as DEDUP_MIN_BYTES;
 pub use key::layer_key;
 pub use maintain::{prune, verify, Pruned, Verified};
 pub use record::{ensure_intact, lookup, remember};
-pub use sizes::{Bytes, Counted, LayerSizes};
+pub use sizes::{owner_name, Bytes, Counted, LayerSizes};
 pub use stream::LayerStream;
 
 use crate::assemble::Tree;
@@ -47,6 +48,10 @@ pub struct LayerBlob {
     /// Where the layer's file bytes went (per owner, stripped, stored once).
     #[serde(default)]
     pub sizes: LayerSizes,
+    /// The paths written as hard links to an identical file, with their sizes: with the tree,
+    /// they give `sizes` again (a tree-keyed record is shared by trees whose owners differ).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub linked: BTreeMap<String, u64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -81,7 +86,9 @@ pub fn write_layer(
     obs: &mut dyn Observer,
 ) -> Result<(LayerBlob, bool), LayerError> {
     let key = layer_key(tree, opts.compression, opts.epoch);
-    if let Some(rec) = lookup(cache, &key, obs) {
+    if let Some(mut rec) = lookup(cache, &key, obs) {
+        // The key covers the entries, not their owners: measure this tree's.
+        rec.sizes = LayerSizes::measure(tree, &rec.linked);
         return Ok((rec, true));
     }
     let wrap = |source| LayerError::Write {
@@ -101,11 +108,10 @@ pub fn write_layer(
     };
     let (uncompressed, dedup) =
         tar_writer::write_tar(tree, opts.epoch, uncompressed, &mut tick).map_err(wrap)?;
-    let sizes = LayerSizes::measure(tree, &dedup.linked());
     let rec = commit(
         uncompressed,
         opts.compression,
-        sizes,
+        dedup.linked(),
         cache,
         tree,
         Some(&key),
@@ -130,7 +136,7 @@ pub fn write_layer(
 fn commit(
     hashed: HashingWriter<Encoder<BlobWriter>>,
     compression: Compression,
-    sizes: LayerSizes,
+    linked: BTreeMap<String, u64>,
     cache: &Cache,
     all: &Tree,
     key: Option<&Digest>,
@@ -143,7 +149,8 @@ fn commit(
         diff_id,
         uncompressed_size,
         compression,
-        sizes,
+        sizes: LayerSizes::measure(all, &linked),
+        linked,
     };
     cache.stamp_new_blob(&digest, &record::facts_of(&rec))?;
     if let Some(k) = key {

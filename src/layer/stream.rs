@@ -10,7 +10,7 @@ use std::io;
 
 use super::compression::Encoder;
 use super::dedup::Dedup;
-use super::{tar_writer, LayerBlob, LayerError, LayerOptions, LayerSizes};
+use super::{tar_writer, LayerBlob, LayerError, LayerOptions};
 use crate::assemble::Tree;
 use crate::cache::{BlobWriter, Cache};
 use crate::digest::{Digest, HashingWriter};
@@ -83,9 +83,9 @@ impl LayerStream {
             component: self.component.clone(),
             source,
         };
-        let sizes = LayerSizes::measure(all, &self.dedup.linked());
+        let linked = self.dedup.linked();
         let hashed = self.tar.into_inner().map_err(wrap)?;
-        super::commit(hashed, self.opts.compression, sizes, cache, all, key).map_err(wrap)
+        super::commit(hashed, self.opts.compression, linked, cache, all, key).map_err(wrap)
     }
 }
 
