@@ -72,10 +72,11 @@ const TOTALS_HEAD: [&str; 7] = [
 /// The whole report as text.
 pub fn render(r: &SizeReport) -> String {
     let mut s = format!(
-        "image:  {} ({} bytes: manifest, config and {} layers)\n\n",
+        "image:  {} ({} bytes: manifest, config and {} {})\n\n",
         b(r.image_size),
         r.image_size,
-        r.layers.len()
+        r.layers.len(),
+        if r.layers.len() == 1 { "layer" } else { "layers" }
     );
     let mut rows: Vec<Vec<String>> = r
         .layers
