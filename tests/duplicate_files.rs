@@ -1,7 +1,9 @@
 //! Duplicate files stored once: byte-identical regular files of one layer (with the same mode
 //! and owners, at least `layer::DEDUP_MIN_BYTES`) become hard links to the first of them in
-//! layer order, in a root filesystem layer, a `files:` layer and a wheel layer (a wheel that
-//! ships one library three times, as triton ships libcupti). Checked in the tar listing
+//! layer order, in a root filesystem layer, a `files:` layer, a wheel layer (a wheel that
+//! ships one library three times, as triton ships libcupti) and an apt package's layer written
+//! while the install unpacks (with the package's bytes and its stripped docs in the size
+//! report). Checked in the tar listing
 //! (`tar -tv`), by `umoci unpack` (verifies every digest; the copies read back identical and
 //! are one inode), and never across layers, for files of another mode, or for small files.
 
@@ -248,4 +250,87 @@ fn a_wheel_shipping_one_file_three_times_stores_it_once() {
         true,
     );
     assert_eq!(std::fs::read(r.join(&carrier)).unwrap(), cupti);
+}
+
+#[test]
+fn an_apt_package_streamed_while_unpacking_stores_its_duplicates_once() {
+    require("umoci");
+    require("tar");
+    let sb = Sandbox::new();
+    let repo = sb.join("repo");
+    let (home, key) = gen_key(sb.path(), "fixture");
+    let lib: &'static [u8] = Box::leak(noise(16 << 10, 5).into_boxed_slice());
+    let mut p = pkg("dupes", "1.0");
+    p.files = vec![
+        ("/usr/lib/dupes/a.bin", lib, 0o644),
+        ("/usr/lib/dupes/b.bin", lib, 0o644),
+        ("/usr/share/doc/dupes/README", &[b'r'; 6000], 0o644),
+        ("/usr/share/doc/dupes/copyright", b"MIT\n", 0o644),
+    ];
+    let stanza = stanza(&repo, &build_deb(&repo, &sb.join("work"), &p));
+    write_dist(&repo, "stable", &[stanza], Some(&home));
+    let server = serve(&repo);
+    std::fs::copy(&key, sb.join("repo.gpg")).unwrap();
+    let profile = sb.join("p.yaml");
+    write(
+        &profile,
+        "name: apt-dups\nbase:\n  apt:\n    mirror: ${REPO}\n    suite: stable\n    packages: [dupes]\n    keyring: repo.gpg\nstrip: [docs]\nselftest: {enabled: false}\n",
+    );
+    let out = sb.join("out");
+    let built = run(sb
+        .gpuimg()
+        .env("REPO", &server.url)
+        .args(["build", "--tag", "a", "-o"])
+        .arg(&out)
+        .arg(&profile));
+    let log = String::from_utf8_lossy(&built.stderr).into_owned();
+    assert!(built.status.success(), "{log}");
+    let l = listings(&out);
+    let (component, listing) = l
+        .iter()
+        .find(|(_, t)| t.contains("usr/lib/dupes/a.bin"))
+        .expect("a layer holds the package");
+    assert!(
+        log.lines()
+            .any(|line| line.trim_start().starts_with(component.as_str())
+                && line.contains("written while unpacking")),
+        "{component} was not streamed: {log}"
+    );
+    assert_eq!(
+        links(listing),
+        [(
+            "usr/lib/dupes/b.bin".to_string(),
+            "usr/lib/dupes/a.bin".to_string()
+        )],
+        "{listing}"
+    );
+    let r = unpack(&sb, &out, "a");
+    assert_copies(&r, "usr/lib/dupes/a.bin", "usr/lib/dupes/b.bin", true);
+    assert_eq!(std::fs::read(r.join("usr/lib/dupes/b.bin")).unwrap(), lib);
+
+    // The size report gives the package its bytes: before (as shipped), after (stored),
+    // and the docs strip removed in that package's layer.
+    let report: serde_json::Value = serde_json::from_str(&run_ok(
+        sb.gpuimg().args(["inspect", "--sizes", "--json"]).arg(&out),
+    ))
+    .unwrap();
+    let owner = report["owners"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["owner"] == "deb dupes")
+        .expect("the package is listed");
+    assert_eq!(owner["component"], component.as_str());
+    let n = lib.len() as u64;
+    assert_eq!(owner["before"], 2 * n + 6000 + 4, "{report:#}");
+    assert_eq!(owner["after"], n + 4, "{report:#}");
+    assert_eq!(report["strip_classes"]["docs"]["bytes"], 6000);
+    let row = report["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["component"] == component.as_str())
+        .unwrap();
+    assert_eq!(row["duplicates"]["bytes"], n);
+    assert_eq!(row["stripped"]["bytes"], 6000);
 }

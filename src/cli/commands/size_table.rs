@@ -76,7 +76,11 @@ pub fn render(r: &SizeReport) -> String {
         b(r.image_size),
         r.image_size,
         r.layers.len(),
-        if r.layers.len() == 1 { "layer" } else { "layers" }
+        if r.layers.len() == 1 {
+            "layer"
+        } else {
+            "layers"
+        }
     );
     let mut rows: Vec<Vec<String>> = r
         .layers
