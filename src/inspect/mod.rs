@@ -205,8 +205,11 @@ pub fn inspect(img: &Image, tag: Option<&str>) -> Result<ImageInfo, InspectError
             }
         })
         .collect();
-    let compressed_size: u64 = layers.iter().map(|l| l.size).sum();
-    let image_size = manifest_size + config_bytes.len() as u64 + compressed_size;
+    // Sizes come from the image: sums saturate rather than overflow.
+    let compressed_size: u64 = layers.iter().map(|l| l.size).fold(0, u64::saturating_add);
+    let image_size = compressed_size
+        .saturating_add(manifest_size)
+        .saturating_add(config_bytes.len() as u64);
     let uncompressed_size = layers.iter().map(|l| l.uncompressed_size).sum();
     Ok(ImageInfo {
         tag,

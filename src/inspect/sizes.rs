@@ -144,16 +144,85 @@ pub fn size_report(info: &ImageInfo) -> SizeReport {
     }
 }
 
+// Sums saturate: the numbers come from the image, which is untrusted.
+
 fn add(into: &mut Counted, c: &Counted) {
-    into.entries += c.entries;
-    into.bytes += c.bytes;
+    into.entries = into.entries.saturating_add(c.entries);
+    into.bytes = into.bytes.saturating_add(c.bytes);
 }
 
 fn sum(into: &mut Totals, t: &Totals) {
-    into.compressed += t.compressed;
-    into.uncompressed = into.uncompressed.zip(t.uncompressed).map(|(a, b)| a + b);
-    into.files.before += t.files.before;
-    into.files.after += t.files.after;
+    into.compressed = into.compressed.saturating_add(t.compressed);
+    into.uncompressed = into
+        .uncompressed
+        .zip(t.uncompressed)
+        .map(|(a, b)| a.saturating_add(b));
+    into.files.before = into.files.before.saturating_add(t.files.before);
+    into.files.after = into.files.after.saturating_add(t.files.after);
     add(&mut into.stripped, &t.stripped);
     add(&mut into.duplicates, &t.duplicates);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inspect::LayerInfo;
+    use crate::layer::LayerSizes;
+
+    fn info(layers: Vec<LayerInfo>) -> ImageInfo {
+        ImageInfo {
+            tag: None,
+            manifest_digest: crate::digest::Digest::of(b"m"),
+            platform: "linux/amd64".into(),
+            created: None,
+            config: serde_json::Value::Null,
+            annotations: Default::default(),
+            compressed_size: 0,
+            uncompressed_size: None,
+            image_size: 0,
+            layers,
+        }
+    }
+
+    fn layer(component: &str, sizes: Option<LayerSizes>) -> LayerInfo {
+        LayerInfo {
+            digest: "sha256:ab".into(),
+            media_type: "m".into(),
+            size: u64::MAX,
+            uncompressed_size: Some(u64::MAX),
+            component: Some(component.into()),
+            sizes,
+        }
+    }
+
+    #[test]
+    fn components_sum_their_layers_and_hostile_numbers_saturate() {
+        let mut s = LayerSizes::default();
+        s.owners.insert(
+            "deb a".into(),
+            Bytes {
+                before: u64::MAX,
+                after: u64::MAX,
+            },
+        );
+        s.owners.insert(
+            "deb b".into(),
+            Bytes {
+                before: u64::MAX,
+                after: 1,
+            },
+        );
+        s.add_stripped("docs", "deb a", u64::MAX, u64::MAX);
+        let r = size_report(&info(vec![
+            layer("x", Some(s.clone())),
+            layer("x", Some(s)),
+            layer("y", None),
+        ]));
+        assert_eq!(r.components.len(), 2);
+        assert_eq!(r.components[0].totals.compressed, u64::MAX);
+        assert_eq!(r.total.files.before, u64::MAX);
+        assert_eq!(r.strip_classes["docs"].bytes, u64::MAX);
+        assert!(!r.layers[2].recorded);
+        assert_eq!(r.owners.len(), 4);
+    }
 }

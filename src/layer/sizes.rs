@@ -82,25 +82,31 @@ impl LayerSizes {
     /// Count `entries` entries of `bytes` bytes of `owner` removed by the strip class `class`.
     pub fn add_stripped(&mut self, class: &str, owner: &str, entries: u64, bytes: u64) {
         let c = self.stripped.entry(class.to_string()).or_default();
-        c.entries += entries;
-        c.bytes += bytes;
-        self.owners.entry(owner.to_string()).or_default().before += bytes;
+        c.entries = c.entries.saturating_add(entries);
+        c.bytes = c.bytes.saturating_add(bytes);
+        let o = self.owners.entry(owner.to_string()).or_default();
+        o.before = o.before.saturating_add(bytes);
     }
 
-    /// File bytes before stripping and duplicate linking.
+    /// File bytes before stripping and duplicate linking. (Sums saturate: a record read back
+    /// from an image is untrusted.)
     pub fn before(&self) -> u64 {
-        self.owners.values().map(|b| b.before).sum()
+        total(self.owners.values().map(|b| b.before))
     }
 
     /// File bytes stored.
     pub fn after(&self) -> u64 {
-        self.owners.values().map(|b| b.after).sum()
+        total(self.owners.values().map(|b| b.after))
     }
 
     /// Bytes removed by strip, all classes.
     pub fn stripped_bytes(&self) -> u64 {
-        self.stripped.values().map(|c| c.bytes).sum()
+        total(self.stripped.values().map(|c| c.bytes))
     }
+}
+
+fn total(values: impl Iterator<Item = u64>) -> u64 {
+    values.fold(0, u64::saturating_add)
 }
 
 #[cfg(test)]

@@ -86,11 +86,16 @@ pub fn render(r: &SizeReport) -> String {
         .layers
         .iter()
         .map(|l| {
-            let hex = l.digest.trim_start_matches("sha256:");
+            let hex: String = l
+                .digest
+                .trim_start_matches("sha256:")
+                .chars()
+                .take(12)
+                .collect();
             let name = format!(
                 "{} {}{}",
                 l.component.as_deref().unwrap_or("-"),
-                &hex[..hex.len().min(12)],
+                hex,
                 if l.recorded { "" } else { " (no size record)" }
             );
             totals_row(name, &l.totals)
@@ -137,8 +142,8 @@ pub fn render(r: &SizeReport) -> String {
         if !rest.is_empty() {
             rows.push(vec![
                 String::new(),
-                b(rest.iter().map(|o| o.before).sum()),
-                b(rest.iter().map(|o| o.after).sum()),
+                b(rest.iter().map(|o| o.before).fold(0, u64::saturating_add)),
+                b(rest.iter().map(|o| o.after).fold(0, u64::saturating_add)),
                 format!("({} more)", rest.len()),
             ]);
         }
