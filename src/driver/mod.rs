@@ -7,7 +7,8 @@
 //! and the output (`export`). Decides nothing itself: what each layer holds, its key and the
 //! image config additions all come from the plan (the one rule it applies, which component
 //! a path of the shared apt install goes to, is `apt.rs`'s, fixed by the plan's package
-//! assignment); it only sequences stage entry points.
+//! assignment); it only sequences stage entry points. It adds what strip removed to each
+//! layer's size record, and checks `--max-size` before anything is exported.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;

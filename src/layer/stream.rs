@@ -2,6 +2,8 @@
 //! (each in its own order), through the same hashing and compressing pipeline as
 //! [`write_layer`](super::write_layer), so a producer can feed a layer while it is still
 //! making the rest of it (the apt install writes each package's entries as it unpacks them).
+//! Duplicate files are found across the pieces (one `Dedup` per stream), so the layer is the
+//! one `write_layer` writes for the pieces' concatenation.
 //!
 //! Nothing reaches the cache's blobs until [`LayerStream::finish`]: a stream dropped before
 //! then leaves only a staging file, which is removed. Must never hold a layer in memory.
@@ -135,11 +137,18 @@ mod tests {
             let mut whole = Tree::new("whole");
             let mut first = Tree::new("first");
             let mut second = Tree::new("second");
-            for e in [dir("a"), file("a/x", "one")] {
+            // A file of the second piece identical to one of the first is stored once.
+            let big = "z".repeat(5000);
+            for e in [dir("a"), file("a/big", &big), file("a/x", "one")] {
                 whole.insert(e.clone());
                 first.insert(e);
             }
-            for e in [dir("b"), file("b/y", "two"), file("c", "three")] {
+            for e in [
+                dir("b"),
+                file("b/big", &big),
+                file("b/y", "two"),
+                file("c", "three"),
+            ] {
                 whole.insert(e.clone());
                 second.insert(e);
             }
@@ -149,6 +158,10 @@ mod tests {
             let streamed = s.finish(&cache, &whole, None).unwrap();
             let (written, _) = write_layer("w", &whole, opts, &cache, &mut Silent).unwrap();
             assert_eq!(streamed, written);
+            assert_eq!(
+                streamed.linked.into_iter().collect::<Vec<_>>(),
+                [("b/big".to_string(), 5000)]
+            );
         }
     }
 
