@@ -94,8 +94,9 @@ fn the_size_report_agrees_with_the_layout_and_max_size_gates_the_build() {
             .arg(&p)
             .args(extra))
     };
-    let first = build(&out, &[]);
+    let first = build(&out, &["--json"]);
     assert!(first.status.success(), "{}", describe_output(&first));
+    let built: Value = serde_json::from_slice(&first.stdout).unwrap();
 
     let report: Value = serde_json::from_str(&run_ok(
         sb.gpuimg().args(["inspect", "--sizes", "--json"]).arg(&out),
@@ -121,6 +122,7 @@ fn the_size_report_agrees_with_the_layout_and_max_size_gates_the_build() {
         + len(&blob(config_digest))
         + measured.iter().map(|m| m.compressed).sum::<u64>();
     assert_eq!(report["image_size"], image_size, "{report:#}");
+    assert_eq!(built["image_size"], image_size, "{built:#}");
 
     // Per layer: blob, tar, stored file bytes and links as the tar holds them; before is
     // after plus what strip removed plus what was stored once.

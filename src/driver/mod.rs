@@ -75,6 +75,8 @@ pub struct BuildOutcome {
     pub layers: Vec<ImageLayer>,
     /// How many layers came from the cache without compressing.
     pub cached_layers: usize,
+    /// The manifest, config and layer blobs: what `--max-size` limits.
+    pub image_size: ByteSize,
     pub output: String,
     pub tag: Tag,
     /// The apt packages in the base (empty for other bases).
@@ -360,6 +362,7 @@ pub fn execute(
         manifest_digest: json.manifest.0,
         config_digest: json.config.0,
         cached_layers: reused.len(),
+        image_size: size,
         layers,
         output: opts.target.display(),
         tag: opts.tag.clone(),

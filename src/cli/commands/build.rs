@@ -139,6 +139,7 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
             "output": out.output,
             "tag": out.tag.as_str(),
             "cached_layers": out.cached_layers,
+            "image_size": out.image_size.0,
             "packages": out.packages.len(),
             "wheels": out.wheels.len(),
         });
