@@ -8,6 +8,7 @@
 //! `selftest::cli` for `gpuimg-selftest`, with `entry` (parse, panic guard) shared by both.
 //! Exit codes come from the error types (`OpsError::exit_code`, `selftest`'s verdict).
 
+pub mod byte_size;
 pub mod canonical_json;
 pub mod confined;
 pub mod digest;

@@ -3,19 +3,65 @@
 //! Removes entries only; never rewrites a file's bytes (NVIDIA's CUDA EULA forbids modifying its
 //! libraries). Licence and copyright files are always kept, even when docs are stripped. A hard
 //! link that survives while its data carrier is stripped keeps the data ([`Tree::retain`] moves
-//! it to the first surviving link), so no link is left dangling.
+//! it to the first surviving link), so no link is left dangling. What was removed is
+//! returned per class and owner ([`Stripped`]), for the image's size report.
 
-use crate::assemble::Tree;
+use std::collections::{BTreeMap, HashSet};
+
+use crate::assemble::{EntryKind, Provenance, Tree};
 use crate::profile::StripClass;
 
-/// Remove entries matching any class; returns how many were removed.
-pub fn strip(tree: &mut Tree, classes: &[StripClass]) -> usize {
-    if classes.is_empty() {
-        return 0;
+/// Entries removed and their file bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Removed {
+    pub entries: u64,
+    pub bytes: u64,
+}
+
+/// What one strip removed, per (class, owner). An entry matching several classes counts for
+/// the first of the profile's list; a file whose data a surviving hard link keeps counts as an
+/// entry with no bytes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stripped {
+    pub removed: BTreeMap<(StripClass, Provenance), Removed>,
+}
+
+impl Stripped {
+    /// Entries removed, all classes.
+    pub fn entries(&self) -> u64 {
+        self.removed.values().map(|r| r.entries).sum()
     }
-    let before = tree.len();
-    tree.retain(|e| !classes.iter().any(|c| matches(*c, &e.path)));
-    before - tree.len()
+}
+
+/// Remove entries matching any class; returns what was removed.
+pub fn strip(tree: &mut Tree, classes: &[StripClass]) -> Stripped {
+    let mut out = Stripped::default();
+    if classes.is_empty() {
+        return out;
+    }
+    let class_of = |path: &str| classes.iter().copied().find(|c| matches(*c, path));
+    // Files a surviving link still holds: their bytes stay in the layer.
+    let held: HashSet<&str> = tree
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EntryKind::Hardlink { target } if class_of(&e.path).is_none() => Some(target.as_str()),
+            _ => None,
+        })
+        .collect();
+    for (e, p) in tree.iter_with_provenance() {
+        let Some(class) = class_of(&e.path) else {
+            continue;
+        };
+        let bytes = match &e.kind {
+            EntryKind::File { size, .. } if !held.contains(e.path.as_str()) => *size,
+            _ => 0,
+        };
+        let r = out.removed.entry((class, p.clone())).or_default();
+        r.entries += 1;
+        r.bytes += bytes;
+    }
+    tree.retain(|e| class_of(&e.path).is_none());
+    out
 }
 
 fn is_licence(path: &str) -> bool {
@@ -150,13 +196,21 @@ mod tests {
             let mut t = tree(entries);
             let before = t.len();
             let n = strip(&mut t, classes);
-            assert_eq!(n, before - t.len());
+            assert_eq!(n.entries(), (before - t.len()) as u64);
             t.check_links().unwrap();
             assert_eq!(shape(&t), want, "{entries:?} {classes:?}");
         }
-        // The promoted link carries the stripped carrier's provenance.
+        // The promoted link carries the stripped carrier's provenance, and the data it
+        // keeps is not counted as removed.
         let mut t = tree(&[(doc, None), (lib, Some(doc))]);
-        strip(&mut t, &[StripClass::Docs]);
+        let removed = strip(&mut t, &[StripClass::Docs]);
+        assert_eq!(
+            removed.removed[&(StripClass::Docs, Provenance::deb(format!("pkg-{doc}")))],
+            Removed {
+                entries: 1,
+                bytes: 0
+            }
+        );
         assert_eq!(
             t.provenance_of(lib),
             Some(&Provenance::deb(format!("pkg-{doc}")))

@@ -171,6 +171,10 @@ fn error_messages() {
             vec!["build", good, "-o", "oci:out/x:"],
         ),
         (
+            "error_build_bad_max_size",
+            vec!["build", good, "--max-size", "lots"],
+        ),
+        (
             "error_build_tags_disagree",
             vec!["build", good, "-o", "oci-archive:x.tar:v1", "--tag", "v2"],
         ),
@@ -292,6 +296,7 @@ fn quiet_prints_nothing_but_json_on_success() {
         &["-q", "build", img, "-o", "oci-archive:q.tar:v1"],
         &["-q", "inspect", "oci:out/q"],
         &["-q", "inspect", "--files", "out/q"],
+        &["-q", "inspect", "--sizes", "out/q"],
         &["-q", "inspect", "oci-archive:q.tar"],
         &["-q", "catalog", "list", "gpus"],
         &["-q", "catalog", "show", "H100"],
@@ -328,6 +333,7 @@ fn quiet_prints_nothing_but_json_on_success() {
         &["-q", "build", img, "-o", "oci:out/q", "--json"],
         &["-q", "inspect", "oci-archive:q.tar", "--json"],
         &["-q", "inspect", "out/q", "--files", "--json"],
+        &["-q", "inspect", "out/q", "--sizes", "--json"],
         &["-q", "catalog", "list", "drivers", "--json"],
         &["-q", "catalog", "show", "H100", "--json"],
         &["-q", "catalog", "why", "--gpu", "H100", "--json"],
@@ -348,6 +354,36 @@ fn quiet_prints_nothing_but_json_on_success() {
     );
     assert_eq!(r.code, Some(1), "{}", r.render());
     assert!(r.stdout.starts_with("no: "), "{}", r.render());
+}
+
+/// `inspect --sizes` of a fixed image (two identical files stored once), and a build over
+/// `--max-size`: exit 1, one line naming the image's size and the limit, nothing written.
+#[test]
+fn size_report_and_max_size() {
+    let sb = Sandbox::new();
+    let body = "0123456789abcdef".repeat(512);
+    sb.file("a.bin", &body);
+    sb.file("b.bin", &body);
+    sb.file("run.sh", "#!/bin/sh\necho run\n");
+    let p = sb.file(
+        "p.yaml",
+        "name: sized\nfiles:\n  - {src: ./a.bin, dst: /data/a.bin, mode: \"0644\"}\n  - {src: ./b.bin, dst: /data/b.bin, mode: \"0644\"}\n  - {src: ./run.sh, dst: /usr/local/bin/run, mode: \"0755\"}\nselftest: {enabled: false}\n",
+    );
+    let p = p.to_str().expect("utf-8 name");
+    let epoch = [("SOURCE_DATE_EPOCH", "0")];
+    let r = sb.run_with(GPUIMG, &["-q", "build", p, "-o", "out/sized"], &epoch);
+    assert_eq!(r.code, Some(0), "{}", r.render());
+    let r = sb.run(GPUIMG, &["inspect", "--sizes", "out/sized"]);
+    assert_eq!(r.code, Some(0), "{}", r.render());
+    insta::assert_snapshot!("sizes_text", r.render());
+    let r = sb.run_with(
+        GPUIMG,
+        &["-q", "build", p, "-o", "out/small", "--max-size", "1kB"],
+        &epoch,
+    );
+    assert_eq!(r.code, Some(1), "{}", r.render());
+    insta::assert_snapshot!("error_build_over_max_size", r.render());
+    assert!(!sb.path().join("out/small").exists());
 }
 
 /// `catalog list KIND --json` is one array holding a record per line of the text view, each

@@ -8,8 +8,8 @@ mod common;
 
 use std::os::unix::fs::PermissionsExt;
 
-const GZIP: &str = "sha256:341cf05054c394bbdc0239459f56da7d34864c1feb5fe795dfeb17f7f408722c";
-const ZSTD: &str = "sha256:9f30f03c578f42441d65da3b7772ae4c8e82811f059aedca80aba5bdbe9a1def";
+const GZIP: &str = "sha256:92a94be3a26920ec2f4d1e3f397a36f609f422f5f712c0eb67435709c2d2d080";
+const ZSTD: &str = "sha256:32a2be7d9a5c6b9aadb67eb477363e0d510cf1788da06695a9fa3ac5e648268a";
 
 #[test]
 fn a_fixed_input_builds_to_the_golden_digests() {

@@ -146,6 +146,9 @@ pub struct AptLayers {
     pub written: BTreeMap<String, LayerBlob>,
     /// The other components' trees (`metadata`; a component that received nothing is absent).
     pub trees: BTreeMap<String, Tree>,
+    /// What strip removed, per component: an owner's entries to its package's component,
+    /// what no package owns to `metadata`.
+    pub stripped: BTreeMap<String, strip::Stripped>,
 }
 
 /// Install the plan's package set once and split it. The components in `stream` are written
@@ -168,6 +171,7 @@ pub fn install_and_split(
         return Ok(AptLayers {
             written: BTreeMap::new(),
             trees: BTreeMap::new(),
+            stripped: BTreeMap::new(),
         });
     };
     let root = scratch
@@ -231,9 +235,24 @@ pub fn install_and_split(
     for w in tree.warnings() {
         obs.warn(&w);
     }
-    let n = strip::strip(&mut tree, &install.strip);
-    if n > 0 {
-        obs.message(&format!("strip: removed {n} entries from the apt packages"));
+    let removed = strip::strip(&mut tree, &install.strip);
+    if removed.entries() > 0 {
+        obs.message(&format!(
+            "strip: removed {} entries from the apt packages",
+            removed.entries()
+        ));
+    }
+    let mut stripped: BTreeMap<String, strip::Stripped> = BTreeMap::new();
+    for ((class, owner), r) in removed.removed {
+        let component = owner
+            .package()
+            .and_then(|p| install.assignment.component(p))
+            .unwrap_or(METADATA);
+        stripped
+            .entry(component.to_string())
+            .or_default()
+            .removed
+            .insert((class, owner), r);
     }
     let owner = owners(&installed, &install.assignment, &profile.platform, &tree);
     let parts = split::split(tree, &owner, install.assignment.order(), METADATA)?;
@@ -260,5 +279,9 @@ pub fn install_and_split(
             .unwrap_or_else(|| Tree::new(format!("`the apt packages` layer `{c}`")));
         written.insert(c.clone(), streams.finish(c, &t, &rank, obs)?);
     }
-    Ok(AptLayers { written, trees })
+    Ok(AptLayers {
+        written,
+        trees,
+        stripped,
+    })
 }

@@ -7,7 +7,8 @@
 //! and the output (`export`). Decides nothing itself: what each layer holds, its key and the
 //! image config additions all come from the plan (the one rule it applies, which component
 //! a path of the shared apt install goes to, is `apt.rs`'s, fixed by the plan's package
-//! assignment); it only sequences stage entry points.
+//! assignment); it only sequences stage entry points. It adds what strip removed to each
+//! layer's size record, and checks `--max-size` before anything is exported.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -20,7 +21,8 @@ mod stream;
 pub use apt::apt_options;
 
 use crate::assemble::{self, DataSource, Entry, EntryKind, Provenance, Tree};
-use crate::cache::Cache;
+use crate::byte_size::ByteSize;
+use crate::cache::{serde_name, Cache};
 use crate::digest::Digest;
 use crate::expect::{BINARY_PATH, DEFAULT_PATH};
 use crate::export::{self, Replace, Target};
@@ -52,6 +54,8 @@ pub struct BuildOptions {
     pub offline: bool,
     /// The certificate authorities downloads trust (the system store plus `SSL_CERT_*`).
     pub trust: crate::fetch::Trust,
+    /// Fail, writing nothing, when the image (manifest, config and layer blobs) is larger.
+    pub max_size: Option<ByteSize>,
 }
 
 impl BuildOptions {
@@ -71,6 +75,8 @@ pub struct BuildOutcome {
     pub layers: Vec<ImageLayer>,
     /// How many layers came from the cache without compressing.
     pub cached_layers: usize,
+    /// The manifest, config and layer blobs: what `--max-size` limits.
+    pub image_size: ByteSize,
     pub output: String,
     pub tag: Tag,
     /// The apt packages in the base (empty for other bases).
@@ -111,6 +117,14 @@ pub enum BuildError {
     /// The split produced a tree for a component the plan has no layer for: a bug.
     #[error("Internal error: the apt install has entries for component `{0}`, which the plan has no layer for")]
     Unplanned(String),
+    /// The image is over `--max-size`: an answer of "no", nothing written.
+    #[error(
+        "The image is {size} ({} bytes: manifest, config and layers), over the size limit of \
+         {limit} ({} bytes); nothing was written",
+        .size.0,
+        .limit.0
+    )]
+    TooLarge { size: ByteSize, limit: ByteSize },
     #[error("Failed to read the self-test binary `{path}`: {source}")]
     SelftestRead {
         path: String,
@@ -196,6 +210,8 @@ pub fn execute(
             });
             continue;
         }
+        // What strip removed from this layer's input, for its sizes.
+        let mut stripped: Option<strip::Stripped> = None;
         let tree = match &lp.inputs {
             Inputs::Rootfs {
                 path,
@@ -209,10 +225,14 @@ pub fn execute(
                 for w in tree.warnings() {
                     obs.warn(&w);
                 }
-                let n = strip::strip(&mut tree, &lp.strip);
-                if n > 0 {
-                    obs.message(&format!("strip: removed {n} entries from the base"));
+                let removed = strip::strip(&mut tree, &lp.strip);
+                if removed.entries() > 0 {
+                    obs.message(&format!(
+                        "strip: removed {} entries from the base",
+                        removed.entries()
+                    ));
                 }
+                stripped = Some(removed);
                 tree
             }
             Inputs::Debs { .. } | Inputs::AptMetadata => {
@@ -227,7 +247,9 @@ pub fn execute(
                         )?)
                     }
                 };
-                if let Some(blob) = made.written.remove(component) {
+                stripped = made.stripped.remove(component);
+                if let Some(mut blob) = made.written.remove(component) {
+                    add_stripped(&mut blob.sizes, stripped.as_ref());
                     if let Some(k) = &lp.key {
                         layer::remember(&cache, k, &blob)?;
                     }
@@ -280,7 +302,8 @@ pub fn execute(
                 0o644,
             ),
         };
-        let (blob, cached) = layer::write_layer(component, &tree, lopts, &cache, obs)?;
+        let (mut blob, cached) = layer::write_layer(component, &tree, lopts, &cache, obs)?;
+        add_stripped(&mut blob.sizes, stripped.as_ref());
         if let Some(k) = &lp.key {
             layer::remember(&cache, k, &blob)?;
         }
@@ -317,6 +340,14 @@ pub fn execute(
         epoch: opts.epoch,
     };
     let json = image::build_image(&spec, &layers)?;
+    let size = ByteSize(
+        json.manifest.1.len() as u64
+            + json.config.1.len() as u64
+            + layers.iter().map(|l| l.blob.size).sum::<u64>(),
+    );
+    if let Some(limit) = opts.max_size.filter(|limit| size > *limit) {
+        return Err(BuildError::TooLarge { size, limit });
+    }
     // The cache's blobs are linked into the output: each must still be what was checked.
     for l in &layers {
         layer::ensure_intact(&cache, &l.blob)?;
@@ -331,6 +362,7 @@ pub fn execute(
         manifest_digest: json.manifest.0,
         config_digest: json.config.0,
         cached_layers: reused.len(),
+        image_size: size,
         layers,
         output: opts.target.display(),
         tag: opts.tag.clone(),
@@ -345,6 +377,19 @@ pub fn execute(
             .map(|p| p.wheels.clone())
             .unwrap_or_default(),
     })
+}
+
+/// Count what strip removed from a layer's input into its sizes (the writer measured what it
+/// wrote).
+fn add_stripped(sizes: &mut layer::LayerSizes, stripped: Option<&strip::Stripped>) {
+    for ((class, owner), r) in stripped.map(|s| &s.removed).into_iter().flatten() {
+        sizes.add_stripped(
+            &serde_name(class),
+            &layer::owner_name(owner),
+            r.entries,
+            r.bytes,
+        );
+    }
 }
 
 /// A layer's tree must not put an entry under a file or symlink of the layers below it (their

@@ -255,7 +255,7 @@ impl Writer {
                 "the apt packages",
             ) {
                 Ok(mut t) => {
-                    strip::strip(&mut t, &self.strip);
+                    let _ = strip::strip(&mut t, &self.strip);
                     append(s, &t);
                 }
                 Err(_) => return s.give_up(),
@@ -273,7 +273,8 @@ impl Writer {
         else {
             return s.give_up();
         };
-        strip::strip(&mut chunk, &self.strip);
+        // What strip removes is counted once, over the whole install (`apt.rs`).
+        let _ = strip::strip(&mut chunk, &self.strip);
         // A path this component's layer already holds, shipped again: the same.
         if chunk.iter().any(|e| {
             !matches!(e.kind, EntryKind::Dir)

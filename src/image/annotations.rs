@@ -6,6 +6,10 @@
 pub const ANN_COMPONENT: &str = "io.gpuimg.component";
 /// Layer descriptor: the uncompressed (tar) size in bytes.
 pub const ANN_UNCOMPRESSED_SIZE: &str = "io.gpuimg.uncompressed-size";
+/// Layer descriptor: where the layer's file bytes went (`layer::LayerSizes` as canonical
+/// JSON: per owner before stripping and as stored, per strip class removed, stored once as
+/// hard links), for `gpuimg inspect --sizes`.
+pub const ANN_LAYER_SIZES: &str = "io.gpuimg.layer.sizes";
 /// Index: the tag, on the manifest descriptor.
 pub const ANN_REF_NAME: &str = "org.opencontainers.image.ref.name";
 /// Manifest: `SOURCE_DATE_EPOCH` as RFC 3339.

@@ -21,7 +21,7 @@ use crate::profile::{ConfigSpec, Platform};
 
 pub mod annotations;
 
-pub use annotations::{ANN_COMPONENT, ANN_REF_NAME, ANN_UNCOMPRESSED_SIZE};
+pub use annotations::{ANN_COMPONENT, ANN_LAYER_SIZES, ANN_REF_NAME, ANN_UNCOMPRESSED_SIZE};
 
 /// A layer with the component it carries.
 #[derive(Debug, Clone)]
@@ -155,6 +155,11 @@ pub fn build_image(spec: &ImageSpec<'_>, layers: &[ImageLayer]) -> Result<ImageJ
             ann.insert(
                 ANN_UNCOMPRESSED_SIZE.to_string(),
                 l.blob.uncompressed_size.to_string(),
+            );
+            let (sizes, _) = to_canonical(&l.blob.sizes).map_err(json_err("layer sizes"))?;
+            ann.insert(
+                ANN_LAYER_SIZES.to_string(),
+                String::from_utf8_lossy(&sizes).into_owned(),
             );
             DescriptorBuilder::default()
                 .media_type(MediaType::Other(

@@ -1,16 +1,19 @@
 //! Read an OCI image back from a layout directory or an oci-archive (`source.rs`: read in
 //! place, bounded): tag, manifest digest, config and layers with sizes, and (`files.rs`)
-//! every path of the image with its layer and owning package.
+//! every path of the image with its layer and owning package; (`sizes.rs`) the size report
+//! from the layers' size records.
 //!
 //! Verifies the digest of every blob it reads. Must never modify the image.
 
 mod files;
 mod owners;
+mod sizes;
 mod source;
 mod unused;
 
 pub use files::{inspect_files, FileEntry, FileKind, FileListing};
 pub use owners::{component_owner, owner_readers, Claims, DpkgLists, ImageView, OwnerReader};
+pub use sizes::{size_report, ComponentRow, LayerRow, OwnerRow, SizeReport, Totals};
 pub use source::{Image, MAX_ENTRIES, MAX_JSON};
 pub use unused::{inspect_unused, MissingLibrary, UnusedLibrary, UnusedReport};
 
@@ -18,7 +21,8 @@ use oci_spec::image::{ImageConfiguration, ImageIndex, ImageManifest};
 use serde::Serialize;
 
 use crate::digest::Digest;
-use crate::image::{ANN_COMPONENT, ANN_REF_NAME, ANN_UNCOMPRESSED_SIZE};
+use crate::image::{ANN_COMPONENT, ANN_LAYER_SIZES, ANN_REF_NAME, ANN_UNCOMPRESSED_SIZE};
+use crate::layer::LayerSizes;
 
 #[derive(Debug, Serialize)]
 pub struct ImageInfo {
@@ -31,6 +35,9 @@ pub struct ImageInfo {
     pub layers: Vec<LayerInfo>,
     pub compressed_size: u64,
     pub uncompressed_size: Option<u64>,
+    /// What a pull downloads: the manifest, the config and every layer blob (the size
+    /// `gpuimg build --max-size` limits).
+    pub image_size: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -40,6 +47,9 @@ pub struct LayerInfo {
     pub size: u64,
     pub uncompressed_size: Option<u64>,
     pub component: Option<String>,
+    /// The layer's size record (`io.gpuimg.layer.sizes`), when it has a readable one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sizes: Option<LayerSizes>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -117,6 +127,7 @@ struct Selected {
     tag: Option<String>,
     manifest_digest: String,
     manifest: ImageManifest,
+    manifest_size: u64,
 }
 
 fn select(img: &Image, tag: Option<&str>) -> Result<Selected, InspectError> {
@@ -152,11 +163,13 @@ fn select(img: &Image, tag: Option<&str>) -> Result<Selected, InspectError> {
             })?,
     };
     let manifest_digest = desc.digest().to_string();
-    let manifest: ImageManifest = parse(&manifest_digest, &read_blob(img, &manifest_digest)?)?;
+    let bytes = read_blob(img, &manifest_digest)?;
+    let manifest: ImageManifest = parse(&manifest_digest, &bytes)?;
     Ok(Selected {
         tag: tag_of(desc),
         manifest_digest,
         manifest,
+        manifest_size: bytes.len() as u64,
     })
 }
 
@@ -166,6 +179,7 @@ pub fn inspect(img: &Image, tag: Option<&str>) -> Result<ImageInfo, InspectError
         tag,
         manifest_digest,
         manifest,
+        manifest_size,
     } = select(img, tag)?;
     let config_digest = manifest.config().digest().to_string();
     let config_bytes = read_blob(img, &config_digest)?;
@@ -185,10 +199,19 @@ pub fn inspect(img: &Image, tag: Option<&str>) -> Result<ImageInfo, InspectError
                     .and_then(|a| a.get(ANN_UNCOMPRESSED_SIZE))
                     .and_then(|s| s.parse().ok()),
                 component: ann.and_then(|a| a.get(ANN_COMPONENT).cloned()),
+                // Another tool's (or a damaged) record is no record: the report says which
+                // layers have none.
+                sizes: ann
+                    .and_then(|a| a.get(ANN_LAYER_SIZES))
+                    .and_then(|s| serde_json::from_str(s).ok()),
             }
         })
         .collect();
-    let compressed_size = layers.iter().map(|l| l.size).sum();
+    // Sizes come from the image: sums saturate rather than overflow.
+    let compressed_size: u64 = layers.iter().map(|l| l.size).fold(0, u64::saturating_add);
+    let image_size = compressed_size
+        .saturating_add(manifest_size)
+        .saturating_add(config_bytes.len() as u64);
     let uncompressed_size = layers.iter().map(|l| l.uncompressed_size).sum();
     Ok(ImageInfo {
         tag,
@@ -207,5 +230,6 @@ pub fn inspect(img: &Image, tag: Option<&str>) -> Result<ImageInfo, InspectError
         layers,
         compressed_size,
         uncompressed_size,
+        image_size,
     })
 }

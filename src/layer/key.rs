@@ -5,6 +5,9 @@
 //! (dev, inode, size, mtime, ctime, like git's index), extended attributes, the epoch,
 //! compressor settings and this gpuimg's version (which decides the tar writer's output).
 //! Touching a source file changes the key (a miss, recomputed), never the layer digest.
+//! The purpose's version moves with what the writer does to a tree (`layer-v3`: identical
+//! files stored once as hard links, and records carrying the layer's sizes); the plan's
+//! up-front keys (`plan::keys`) move with it.
 
 use sha2::{Digest as _, Sha256};
 
@@ -14,7 +17,7 @@ use crate::cache::Key;
 use crate::digest::Digest;
 
 pub fn layer_key(tree: &Tree, compression: Compression, epoch: u64) -> Digest {
-    let mut k = Key::new("layer-v2").tool_version();
+    let mut k = Key::new("layer-v3").tool_version();
     k.str(&compression.settings_id()).u64(epoch);
     k.count(tree.len());
     for e in tree.iter() {

@@ -2,27 +2,34 @@
 //!
 //! One pass: tar stream → sha256 (diff_id) → compressor → sha256 + size (digest) → the cache's
 //! blob file. A layer whose key (see `key.rs`) is already in the cache is reused, without
-//! compressing again, once the cache's trust rule passes (`record.rs`).
+//! compressing again, once the cache's trust rule passes (`record.rs`). A file identical to
+//! one already written to the layer is written as a hard link to it (`dedup.rs`); what the
+//! layer holds per owner, and what it stored once, is measured as it is written (`sizes.rs`).
 //! Must never hold a layer in memory, and never know about manifests or output formats.
 
 mod compression;
+mod dedup;
 mod final_block;
 mod key;
 pub mod listing;
 mod maintain;
 mod pgzip;
 mod record;
+mod sizes;
 mod stream;
 mod tar_writer;
 
+use std::collections::BTreeMap;
 use std::io;
 
 use serde::{Deserialize, Serialize};
 
 pub use compression::{Compression, Encoder, GZIP_LEVEL, ZSTD_LEVEL};
+pub use dedup::MIN_BYTES as DEDUP_MIN_BYTES;
 pub use key::layer_key;
 pub use maintain::{prune, verify, Pruned, Verified};
 pub use record::{ensure_intact, lookup, remember};
+pub use sizes::{owner_name, Bytes, Counted, LayerSizes};
 pub use stream::LayerStream;
 
 use crate::assemble::Tree;
@@ -38,6 +45,13 @@ pub struct LayerBlob {
     pub diff_id: Digest,
     pub uncompressed_size: u64,
     pub compression: Compression,
+    /// Where the layer's file bytes went (per owner, stripped, stored once).
+    #[serde(default)]
+    pub sizes: LayerSizes,
+    /// The paths written as hard links to an identical file, with their sizes: with the tree,
+    /// they give `sizes` again (a tree-keyed record is shared by trees whose owners differ).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub linked: BTreeMap<String, u64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -72,7 +86,9 @@ pub fn write_layer(
     obs: &mut dyn Observer,
 ) -> Result<(LayerBlob, bool), LayerError> {
     let key = layer_key(tree, opts.compression, opts.epoch);
-    if let Some(rec) = lookup(cache, &key, obs) {
+    if let Some(mut rec) = lookup(cache, &key, obs) {
+        // The key covers the entries, not their owners: measure this tree's.
+        rec.sizes = LayerSizes::measure(tree, &rec.linked);
         return Ok((rec, true));
     }
     let wrap = |source| LayerError::Write {
@@ -90,15 +106,23 @@ pub fn write_layer(
             obs.task_progress(n);
         }
     };
-    let uncompressed =
+    let (uncompressed, dedup) =
         tar_writer::write_tar(tree, opts.epoch, uncompressed, &mut tick).map_err(wrap)?;
-    let rec = commit(uncompressed, opts.compression, cache, tree, Some(&key)).map_err(wrap)?;
+    let rec = commit(
+        uncompressed,
+        opts.compression,
+        dedup.linked(),
+        cache,
+        tree,
+        Some(&key),
+    )
+    .map_err(wrap)?;
     let LayerBlob {
         digest,
         size,
         uncompressed_size,
         ..
-    } = rec;
+    } = rec.clone();
     obs.task_done(
         component,
         uncompressed_size,
@@ -112,6 +136,7 @@ pub fn write_layer(
 fn commit(
     hashed: HashingWriter<Encoder<BlobWriter>>,
     compression: Compression,
+    linked: BTreeMap<String, u64>,
     cache: &Cache,
     all: &Tree,
     key: Option<&Digest>,
@@ -124,6 +149,8 @@ fn commit(
         diff_id,
         uncompressed_size,
         compression,
+        sizes: LayerSizes::measure(all, &linked),
+        linked,
     };
     cache.stamp_new_blob(&digest, &record::facts_of(&rec))?;
     if let Some(k) = key {

@@ -2,6 +2,8 @@
 //! (each in its own order), through the same hashing and compressing pipeline as
 //! [`write_layer`](super::write_layer), so a producer can feed a layer while it is still
 //! making the rest of it (the apt install writes each package's entries as it unpacks them).
+//! Duplicate files are found across the pieces (one `Dedup` per stream), so the layer is the
+//! one `write_layer` writes for the pieces' concatenation.
 //!
 //! Nothing reaches the cache's blobs until [`LayerStream::finish`]: a stream dropped before
 //! then leaves only a staging file, which is removed. Must never hold a layer in memory.
@@ -9,6 +11,7 @@
 use std::io;
 
 use super::compression::Encoder;
+use super::dedup::Dedup;
 use super::{tar_writer, LayerBlob, LayerError, LayerOptions};
 use crate::assemble::Tree;
 use crate::cache::{BlobWriter, Cache};
@@ -23,6 +26,8 @@ pub struct LayerStream {
     tar: Sink,
     /// File bytes appended so far.
     data: u64,
+    /// The files written so far, to store a later identical one once.
+    dedup: Dedup,
 }
 
 impl LayerStream {
@@ -42,6 +47,7 @@ impl LayerStream {
             opts,
             tar,
             data: 0,
+            dedup: Dedup::default(),
         })
     }
 
@@ -55,7 +61,14 @@ impl LayerStream {
     /// Append `tree`'s entries, in the tree's order.
     pub fn append(&mut self, tree: &Tree) -> Result<(), LayerError> {
         let mut data = self.data;
-        let r = tar_writer::append(&mut self.tar, tree, self.opts.epoch, &mut data, &mut |_| {});
+        let r = tar_writer::append(
+            &mut self.tar,
+            tree,
+            self.opts.epoch,
+            &mut data,
+            &mut |_| {},
+            &mut self.dedup,
+        );
         self.data = data;
         r.map_err(self.wrap())
     }
@@ -72,8 +85,9 @@ impl LayerStream {
             component: self.component.clone(),
             source,
         };
+        let linked = self.dedup.linked();
         let hashed = self.tar.into_inner().map_err(wrap)?;
-        super::commit(hashed, self.opts.compression, cache, all, key).map_err(wrap)
+        super::commit(hashed, self.opts.compression, linked, cache, all, key).map_err(wrap)
     }
 }
 
@@ -123,11 +137,18 @@ mod tests {
             let mut whole = Tree::new("whole");
             let mut first = Tree::new("first");
             let mut second = Tree::new("second");
-            for e in [dir("a"), file("a/x", "one")] {
+            // A file of the second piece identical to one of the first is stored once.
+            let big = "z".repeat(5000);
+            for e in [dir("a"), file("a/big", &big), file("a/x", "one")] {
                 whole.insert(e.clone());
                 first.insert(e);
             }
-            for e in [dir("b"), file("b/y", "two"), file("c", "three")] {
+            for e in [
+                dir("b"),
+                file("b/big", &big),
+                file("b/y", "two"),
+                file("c", "three"),
+            ] {
                 whole.insert(e.clone());
                 second.insert(e);
             }
@@ -137,6 +158,10 @@ mod tests {
             let streamed = s.finish(&cache, &whole, None).unwrap();
             let (written, _) = write_layer("w", &whole, opts, &cache, &mut Silent).unwrap();
             assert_eq!(streamed, written);
+            assert_eq!(
+                streamed.linked.into_iter().collect::<Vec<_>>(),
+                [("b/big".to_string(), 5000)]
+            );
         }
     }
 

@@ -1,6 +1,7 @@
 //! Write a `Tree` as a deterministic tar stream: sorted entries, numeric owners, fixed mtime,
 //! no user/group names, no atime/ctime, GNU long-name records for long paths, extended
-//! attributes as PAX `SCHILY.xattr.*` records (sorted) before their entry.
+//! attributes as PAX `SCHILY.xattr.*` records (sorted) before their entry. A regular file
+//! identical to one already written to the layer is written as a hard link to it (`dedup.rs`).
 
 use std::collections::HashMap;
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -9,34 +10,59 @@ use std::sync::Arc;
 
 use tar::{EntryType, Header};
 
+use super::dedup::{Candidate, Dedup};
 use crate::assemble::{DataSource, Entry, EntryKind, Tree};
 
-/// Stream `tree` as tar into `w`; `tick` is called with the data bytes written so far.
+/// Stream `tree` as tar into `w`; `tick` is called with the data bytes written so far. Returns
+/// the writer and what was stored once ([`Dedup`]).
 pub fn write_tar<W: Write>(
     tree: &Tree,
     epoch: u64,
     w: W,
     tick: &mut dyn FnMut(u64),
-) -> io::Result<W> {
+) -> io::Result<(W, Dedup)> {
     let mut b = tar::Builder::new(w);
     b.follow_symlinks(false);
     let mut done: u64 = 0;
-    append(&mut b, tree, epoch, &mut done, tick)?;
-    b.into_inner()
+    let mut dedup = Dedup::default();
+    append(&mut b, tree, epoch, &mut done, tick, &mut dedup)?;
+    Ok((b.into_inner()?, dedup))
 }
 
 /// Append `tree`'s entries, in its order, to the archive `b` (not finished: more may follow);
-/// `done` counts the data bytes written, and `tick` is called with it.
+/// `done` counts the data bytes written, and `tick` is called with it. `dedup` holds the
+/// layer's files written so far (over every append to one archive).
 pub fn append<W: Write>(
     b: &mut tar::Builder<W>,
     tree: &Tree,
     epoch: u64,
     done: &mut u64,
     tick: &mut dyn FnMut(u64),
+    dedup: &mut Dedup,
 ) -> io::Result<()> {
     let mut open: HashMap<Arc<PathBuf>, fs_err::File> = HashMap::new();
     for e in tree.iter() {
         let attrs = tree.xattrs(&e.path);
+        if let EntryKind::File { size, data } = &e.kind {
+            let found = dedup.carrier(&Candidate {
+                path: &e.path,
+                size: *size,
+                data,
+                mode: e.mode,
+                uid: e.uid,
+                gid: e.gid,
+                xattrs: attrs,
+            })?;
+            if let Some(carrier) = found {
+                // The carrier's header holds the attributes: the link has none of its own.
+                let mut h = header(e, epoch);
+                h.set_entry_type(EntryType::Link);
+                b.append_link(&mut h, &e.path, &carrier)?;
+                *done += size;
+                tick(*done);
+                continue;
+            }
+        }
         if !attrs.is_empty() {
             let keys: Vec<String> = attrs
                 .iter()
@@ -91,7 +117,7 @@ pub fn append<W: Write>(
             }
             EntryKind::Hardlink { target } => {
                 h.set_entry_type(EntryType::Link);
-                b.append_link(&mut h, &e.path, target)?;
+                b.append_link(&mut h, &e.path, dedup.link_target(target))?;
             }
             EntryKind::CharDevice { major, minor } | EntryKind::BlockDevice { major, minor } => {
                 h.set_entry_type(if matches!(e.kind, EntryKind::CharDevice { .. }) {
@@ -114,7 +140,10 @@ pub fn append<W: Write>(
 
 /// Open the file the tree saw, and only that: the same device and inode as when it was walked
 /// (a path swapped for a link to another file since is refused), never blocking on a FIFO.
-fn open_same_file(path: &std::path::Path, identity: &[u64; 5]) -> io::Result<std::fs::File> {
+pub(super) fn open_same_file(
+    path: &std::path::Path,
+    identity: &[u64; 5],
+) -> io::Result<std::fs::File> {
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let changed = || {
         io::Error::new(

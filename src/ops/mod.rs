@@ -101,11 +101,12 @@ impl From<ResolveError> for OpsError {
 }
 
 impl OpsError {
-    /// 1 for an answer of "no", 3 for a broken internal rule, 2 for everything else (bad
+    /// 1 for an answer of "no" (an incompatible stack, an image over `--max-size`), 3 for a broken internal rule, 2 for everything else (bad
     /// input, usage, I/O).
     pub fn exit_code(&self) -> u8 {
         match self {
             OpsError::Incompatible(_) => 1,
+            OpsError::Build(e) if matches!(**e, BuildError::TooLarge { .. }) => 1,
             OpsError::Pypi(e) => e.exit_code(),
             OpsError::Plan(PlanError::Library(_) | PlanError::LayerKinds(_)) => 2,
             OpsError::Plan(_) => 3,

@@ -7,7 +7,9 @@
 //! keyed by its file identity. The Python wheels are keyed by the locked set (name, version,
 //! file, sha256, `REQUESTED`), the installer's version, the image's interpreter and the
 //! compiler, so profiles with the same locked set share the layer. Every key names its purpose
-//! and this gpuimg's version (`cache::Key`).
+//! and this gpuimg's version (`cache::Key`). The keys that name a finished layer carry the
+//! layer writer's version in their purpose (`apt-base-v3`, `rootfs-tarball-v3`,
+//! `python-packages-v3`, with `layer::layer_key`'s `layer-v3`: duplicates stored once).
 
 use crate::cache::Key;
 use crate::digest::Digest;
@@ -21,7 +23,7 @@ use super::PythonInstall;
 /// The packages' part of a key: the set (name, version, architecture, sha256) plus what
 /// shapes a tree from it (platform, strip classes, layer settings).
 pub fn debs_key(packages: &[&LockedPackage], profile: &Profile, lopts: LayerOptions) -> Digest {
-    let mut k = Key::new("apt-base-v2").tool_version();
+    let mut k = Key::new("apt-base-v3").tool_version();
     k.str(&profile.platform.to_string())
         .names(&profile.strip)
         .str(&lopts.compression.settings_id())
@@ -91,7 +93,7 @@ pub fn tarball_key(
     profile: &Profile,
     lopts: LayerOptions,
 ) -> Digest {
-    let mut k = Key::new("rootfs-tarball-v2").tool_version();
+    let mut k = Key::new("rootfs-tarball-v3").tool_version();
     k.count(5);
     for v in identity {
         k.u64(v);
@@ -115,7 +117,7 @@ pub fn wheels_key(
     names: &[String],
     lopts: LayerOptions,
 ) -> Digest {
-    let mut k = Key::new("python-packages-v2").tool_version();
+    let mut k = Key::new("python-packages-v3").tool_version();
     k.str(component)
         .str(INSTALLER_VERSION)
         .u64(p.python.version.0.into())

@@ -1,10 +1,12 @@
-//! `gpuimg build PROFILE [-o TARGET] [--tag T] [--force] [--compression gzip|zstd] [--json]`.
+//! `gpuimg build PROFILE [-o TARGET] [--tag T] [--force] [--compression gzip|zstd]
+//! [--max-size SIZE] [--json]`.
 
 use std::path::PathBuf;
 
 use serde_json::json;
 
 use super::CatalogArgs;
+use crate::byte_size::ByteSize;
 use crate::cli::{CliError, Progress, Settings};
 use crate::driver::BuildOptions;
 use crate::export::Target;
@@ -46,6 +48,10 @@ pub struct Args {
     /// one beside this gpuimg).
     #[arg(long, value_name = "FILE")]
     pub selftest_binary: Option<PathBuf>,
+    /// Fail (exit 1, nothing written) when the image — manifest, config and compressed
+    /// layers — is larger than SIZE (e.g. 500MB, 2GiB; decimal and binary units).
+    #[arg(long, value_name = "SIZE")]
+    pub max_size: Option<ByteSize>,
     /// Print a JSON summary on stdout.
     #[arg(long)]
     pub json: bool,
@@ -104,6 +110,7 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
             cache_root: settings.cache_root(args.cache.as_deref()),
             offline: args.offline,
             trust: settings.trust(),
+            max_size: args.max_size,
         },
         python: settings.python(),
     };
@@ -132,6 +139,7 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
             "output": out.output,
             "tag": out.tag.as_str(),
             "cached_layers": out.cached_layers,
+            "image_size": out.image_size.0,
             "packages": out.packages.len(),
             "wheels": out.wheels.len(),
         });

@@ -1,7 +1,8 @@
-//! `gpuimg inspect IMAGE [--tag T] [--json] [--files | --unused]`: tag, digest, config, layers and
-//! sizes; with `--files`, every path with its mode, size, layer and owning package; with
-//! `--unused`, the ELF closure report (`inspect::inspect_unused`). IMAGE is a
-//! layout (`DIR`, `oci:DIR[:TAG]`) or an oci-archive (`oci-archive:FILE[:TAG]`, read in place).
+//! `gpuimg inspect IMAGE [--tag T] [--json] [--files | --sizes | --unused]`: tag, digest,
+//! config, layers and sizes; with `--files`, every path with its mode, size, layer and owning
+//! package; with `--sizes`, the size report (`size_table.rs`); with `--unused`, the ELF
+//! closure report (`inspect::inspect_unused`). IMAGE is a layout (`DIR`, `oci:DIR[:TAG]`) or
+//! an oci-archive (`oci-archive:FILE[:TAG]`, read in place).
 
 use crate::cli::{print_result, print_stdout, CliError, Settings};
 use crate::inspect::{FileEntry, FileKind, Image};
@@ -18,8 +19,12 @@ pub struct Args {
     #[arg(long)]
     pub json: bool,
     /// List every path of the image with its mode, size, layer and owner (reads every layer).
-    #[arg(long, conflicts_with = "unused")]
+    #[arg(long, conflicts_with_all = ["sizes", "unused"])]
     pub files: bool,
+    /// Where the image's bytes are: per layer, component, strip class and package, before
+    /// stripping and as stored, compressed and not (from the size records gpuimg writes).
+    #[arg(long, conflicts_with = "unused")]
+    pub sizes: bool,
     /// List the Python packages' shared libraries that nothing in the image loads (the ELF
     /// closure from its programs, extension modules and known dlopen targets), and the
     /// library names nothing provides (reads every layer).
@@ -63,6 +68,17 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
         return Ok(0);
     }
     let info = crate::inspect::inspect(&img, tag.as_deref())?;
+    if args.sizes {
+        let report = crate::inspect::size_report(&info);
+        if args.json {
+            let v = serde_json::to_string_pretty(&report)
+                .map_err(|e| CliError::msg(3, e.to_string()))?;
+            print_stdout(&format!("{v}\n"));
+        } else {
+            print_result(settings, &super::size_table::render(&report));
+        }
+        return Ok(0);
+    }
     if args.json {
         let v = serde_json::to_string_pretty(&info).map_err(|e| CliError::msg(3, e.to_string()))?;
         print_stdout(&format!("{v}\n"));

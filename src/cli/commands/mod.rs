@@ -12,6 +12,7 @@ pub mod completions;
 pub mod inspect;
 pub mod lock;
 pub mod resolve;
+mod size_table;
 pub mod verify_host;
 
 /// `--catalog FILE`, flattened into every command that reads the catalog.
