@@ -7,6 +7,7 @@
 //! reads more than [`MAX_STREAM_PART`] of any part.
 
 pub mod closure;
+pub mod keep;
 
 /// What the loader needs to know about a shared object.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

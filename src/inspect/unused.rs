@@ -13,51 +13,19 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Read};
 use std::rc::Rc;
-use std::sync::OnceLock;
 
 use oci_spec::image::ImageConfiguration;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::files::{listing, FileKind};
 use super::{parse, read_blob, select, Image, InspectError};
 use crate::elf::closure::LoaderView;
-use crate::elf::{self, SharedObject};
+use crate::elf::{self, keep, SharedObject};
 
 /// Bytes of a file's beginning kept while reading it, for its string table.
 pub const HEAD: usize = 32 << 20;
 /// Bytes read of one loader configuration file.
 const MAX_CONF: u64 = 64 << 10;
-
-const TABLE_TEXT: &str = include_str!("../../data/dlopen.yaml");
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Table {
-    keep: Vec<String>,
-    host: Vec<String>,
-}
-
-fn table() -> &'static Table {
-    static TABLE: OnceLock<Table> = OnceLock::new();
-    TABLE.get_or_init(|| match serde_saphyr::from_str(TABLE_TEXT) {
-        Ok(t) => t,
-        // Compiled in and parsed by a unit test: a bad table never ships.
-        Err(e) => panic!("data/dlopen.yaml does not parse: {e}"),
-    })
-}
-
-/// `*` matches any run of characters, `/` included.
-fn glob(pattern: &str, text: &str) -> bool {
-    match pattern.split_once('*') {
-        None => pattern == text,
-        Some((head, rest)) => {
-            let Some(tail) = text.strip_prefix(head) else {
-                return false;
-            };
-            (0..=tail.len()).any(|i| tail.is_char_boundary(i) && glob(rest, &tail[i..]))
-        }
-    }
-}
 
 /// The ELF facts and loader configuration collected while the layers are read.
 #[derive(Debug, Default)]
@@ -241,7 +209,6 @@ pub fn inspect_unused(img: &Image, tag: Option<&str>) -> Result<UnusedReport, In
         .map(|s| s.to_string())
         .collect();
     path_dirs.extend(dirs(var("PATH")));
-    let t = table();
     let mut roots: Vec<String> = view
         .objects
         .keys()
@@ -251,7 +218,7 @@ pub fn inspect_unused(img: &Image, tag: Option<&str>) -> Result<UnusedReport, In
                 || (name.ends_with(".so")
                     && !is_library(name)
                     && (in_site(p) || p.contains("/lib-dynload/")))
-                || t.keep.iter().any(|g| glob(g, p))
+                || keep::is_dlopened(p)
         })
         .cloned()
         .collect();
@@ -264,8 +231,7 @@ pub fn inspect_unused(img: &Image, tag: Option<&str>) -> Result<UnusedReport, In
     if let Some(e) = entry.filter(|e| e.starts_with('/')) {
         roots.push(e);
     }
-    let host = |name: &str| t.host.iter().any(|g| glob(g, name));
-    let closure = view.closure(roots, &host);
+    let closure = view.closure(roots, &keep::is_host_library);
     let mut unused = Vec::new();
     for p in view.objects.keys() {
         let name = p.rsplit('/').next().unwrap_or(p);
@@ -297,18 +263,6 @@ pub fn inspect_unused(img: &Image, tag: Option<&str>) -> Result<UnusedReport, In
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_table_parses_and_globs_match() {
-        let t = table();
-        assert!(!t.keep.is_empty() && !t.host.is_empty());
-        assert!(glob(
-            "*/nvidia/cudnn/lib/libcudnn*.so*",
-            "usr/local/lib/python3.11/dist-packages/nvidia/cudnn/lib/libcudnn_ops.so.9"
-        ));
-        assert!(!glob("libcuda.so*", "libcudart.so.12"));
-        assert!(glob("libnvidia-*.so*", "libnvidia-ml.so.1"));
-    }
 
     #[test]
     fn loader_configuration_is_read_in_ldconfig_order() {
