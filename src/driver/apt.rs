@@ -1,6 +1,6 @@
 //! The plan's one apt install, cut into its component trees: every package of the set is
 //! unpacked once into a scratch root (`sources::apt::install`), the root is assembled into
-//! one tree, stripped, and split by the plan's package → component assignment
+//! one tree, stripped (keeping dpkg's lists true, `strip.rs`), and split by the plan's package → component assignment
 //! (`plan::split`) into one tree per component plus `metadata`, which holds what no package
 //! owns (the dpkg database, ld.so.cache, passwd/group, the CA bundle).
 //!
@@ -9,7 +9,7 @@
 //! which other components exist), the merged-/usr links to `os`. The package components not
 //! cached are written while the install runs (`stream.rs`) and checked against these trees.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
 
 use super::stream::Streams;
@@ -26,7 +26,7 @@ use crate::profile::{Base, Platform, Profile};
 use crate::sources::apt::{self, AptOptions};
 use crate::sources::Source;
 use crate::staging::Staged;
-use crate::strip;
+use crate::strip::Rules;
 
 /// The apt options a build or lock uses.
 pub fn apt_options(cache_root: &Path, offline: bool, trust: &Trust) -> AptOptions {
@@ -121,6 +121,7 @@ pub struct AptLayers {
 #[allow(clippy::too_many_arguments)]
 pub fn install_and_split(
     install: &AptInstall,
+    rules: &Rules,
     profile: &Profile,
     opts: &BuildOptions,
     scratch: &Staged,
@@ -150,6 +151,7 @@ pub fn install_and_split(
         &root,
         opts.layer_options(),
         &install.strip,
+        rules,
         &install.assignment,
         front,
         stream,
@@ -195,10 +197,16 @@ pub fn install_and_split(
     for w in tree.warnings() {
         obs.warn(&w);
     }
-    let n = strip::strip(&mut tree, &install.strip);
-    if n > 0 {
-        obs.message(&format!("strip: removed {n} entries from the apt packages"));
-    }
+    // The libraries `ld.so.cache` indexes stay, so the cache stays true.
+    let protect: HashSet<String> = installed.libraries.iter().map(|(_, p)| p.clone()).collect();
+    super::strip::strip_tree(
+        &mut tree,
+        &install.strip,
+        rules,
+        &protect,
+        "the apt packages",
+        obs,
+    )?;
     let owner = owners(&installed, &install.assignment, &profile.platform, &tree);
     let parts = split::split(tree, &owner, install.assignment.order(), METADATA)?;
     let mut trees: BTreeMap<String, Tree> = parts.into_iter().collect();

@@ -9,13 +9,14 @@
 //! a path of the shared apt install goes to, is `apt.rs`'s, fixed by the plan's package
 //! assignment); it only sequences stage entry points.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
 mod apt;
 mod python;
 mod stream;
+mod strip;
 
 pub use apt::apt_options;
 
@@ -36,7 +37,6 @@ use crate::sources::pypi::PythonRequest;
 use crate::sources::rootfs::Rootfs;
 use crate::sources::Source;
 use crate::staging::{self, Staged};
-use crate::strip;
 
 #[derive(Debug, Clone)]
 pub struct BuildOptions {
@@ -209,10 +209,14 @@ pub fn execute(
                 for w in tree.warnings() {
                     obs.warn(&w);
                 }
-                let n = strip::strip(&mut tree, &lp.strip);
-                if n > 0 {
-                    obs.message(&format!("strip: removed {n} entries from the base"));
-                }
+                strip::strip_tree(
+                    &mut tree,
+                    &lp.strip,
+                    &plan.strip_rules_for(lp),
+                    &HashSet::new(),
+                    "the base",
+                    obs,
+                )?;
                 tree
             }
             Inputs::Debs { .. } | Inputs::AptMetadata => {
@@ -223,7 +227,15 @@ pub fn execute(
                             "an apt layer was planned without its install",
                         ))?;
                         apt_layers.insert(apt::install_and_split(
-                            install, profile, opts, &scratch, &cached, &stream, &cache, obs,
+                            install,
+                            &plan.strip_rules_for(lp),
+                            profile,
+                            opts,
+                            &scratch,
+                            &cached,
+                            &stream,
+                            &cache,
+                            obs,
                         )?)
                     }
                 };
@@ -247,7 +259,7 @@ pub fn execute(
                 let install = plan.python.as_ref().ok_or(BuildError::Internal(
                     "a python-packages layer was planned without its wheels",
                 ))?;
-                let tree = python::install(
+                let mut tree = python::install(
                     install,
                     names,
                     component,
@@ -255,6 +267,20 @@ pub fn execute(
                     opts,
                     &cache,
                     scratch.path(),
+                    obs,
+                )?;
+                // The wheels' libraries `ld.so.cache` indexes stay.
+                let protect: HashSet<String> = plan
+                    .apt
+                    .iter()
+                    .flat_map(|a| a.loader.found.iter().map(|(p, _)| p.clone()))
+                    .collect();
+                strip::strip_tree(
+                    &mut tree,
+                    &lp.strip,
+                    &plan.strip_rules_for(lp),
+                    &protect,
+                    &format!("the `{component}` wheels"),
                     obs,
                 )?;
                 check_over_lower(&cache, &layers, &tree)?;

@@ -1,0 +1,56 @@
+//! A layer's tree stripped, with the records that describe it kept true: `strip` removes the
+//! entries, then every wheel `RECORD` (`sources::wheel::prune_records`) and every dpkg file
+//! list (`sources::apt::prune_lists`) in the same tree loses the removed paths. `protect`
+//! holds the paths `ld.so.cache` indexes, which strip never removes, so the cache stays true
+//! without being rewritten.
+
+use std::collections::HashSet;
+
+use super::BuildError;
+use crate::assemble::Tree;
+use crate::observe::Observer;
+use crate::profile::StripClass;
+use crate::sources::{apt, wheel};
+use crate::strip::{self, Rules};
+
+/// Strip `tree` (named `what` in the message) and keep its records true.
+pub fn strip_tree(
+    tree: &mut Tree,
+    classes: &[StripClass],
+    rules: &Rules,
+    protect: &HashSet<String>,
+    what: &str,
+    obs: &mut dyn Observer,
+) -> Result<(), BuildError> {
+    let s = strip::strip(tree, classes, rules, protect);
+    if s.count() == 0 {
+        return Ok(());
+    }
+    let records = wheel::prune_records(tree, &s.removed)?;
+    let lists = apt::prune_lists(tree, &s.removed)?;
+    let mut rewritten = Vec::new();
+    if records > 0 {
+        rewritten.push(format!("{records} RECORD{}", plural(records)));
+    }
+    if lists > 0 {
+        rewritten.push(format!("{lists} dpkg list{}", plural(lists)));
+    }
+    obs.message(&format!(
+        "strip: removed {} entries from {what}{}",
+        s.count(),
+        if rewritten.is_empty() {
+            String::new()
+        } else {
+            format!(" ({} rewritten)", rewritten.join(", "))
+        }
+    ));
+    Ok(())
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}

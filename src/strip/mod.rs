@@ -1,0 +1,105 @@
+//! Stage `strip`: drop whole files an image does not need at run time, by class (the profile's
+//! `strip:` list; each class's rule is in `classes.rs`) and by the catalog's per-package data
+//! ([`Rules`]: extra paths a class removes, paths it keeps, licence terms by file).
+//!
+//! Removes entries only; never rewrites a file's bytes. Whatever the class: licence, copyright
+//! and notice files stay, a `.dist-info`/`.egg-info` directory stays whole (a package whose
+//! files all went is still recorded), a file whose licence terms forbid leaving it out stays,
+//! and so does every path the caller protects (the libraries `ld.so.cache` indexes), each
+//! with the directories above it. A hard link that survives while its data carrier is
+//! stripped keeps the data ([`Tree::retain`] moves it to the first surviving link), so no
+//! link is left dangling. Keeping the records true (RECORD, dpkg's lists) is the caller's:
+//! [`Stripped::removed`] says what went.
+
+mod classes;
+mod pattern;
+mod rules;
+
+use std::collections::{BTreeSet, HashSet};
+
+pub use pattern::PathPattern;
+pub use rules::{Rules, Terms};
+
+use crate::assemble::Tree;
+use crate::profile::StripClass;
+
+/// What one strip removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stripped {
+    /// The removed paths, sorted.
+    pub removed: BTreeSet<String>,
+}
+
+impl Stripped {
+    pub fn count(&self) -> usize {
+        self.removed.len()
+    }
+}
+
+/// Remove the entries of `tree` any of `classes` matches (`unused-libraries` and
+/// `device-code` match nothing: the plan refuses them), except what must stay (see the module
+/// doc) and the paths in `protect`.
+pub fn strip(
+    tree: &mut Tree,
+    classes: &[StripClass],
+    rules: &Rules,
+    protect: &HashSet<String>,
+) -> Stripped {
+    if classes.is_empty() {
+        return Stripped::default();
+    }
+    let has = |p: &str| tree.get(p).is_some();
+    let mut drop: BTreeSet<String> = tree
+        .iter()
+        .filter(|e| {
+            !always_kept(&e.path)
+                && !protect.contains(&e.path)
+                && rules.may_remove(&e.path)
+                && classes.iter().any(|c| classes::removes(*c, e, rules, &has))
+        })
+        .map(|e| e.path.clone())
+        .collect();
+    // A kept entry keeps the directories above it.
+    let kept_below: Vec<String> = tree
+        .iter()
+        .filter(|e| !drop.contains(&e.path))
+        .flat_map(|e| parents(&e.path))
+        .filter(|d| drop.contains(*d))
+        .map(str::to_string)
+        .collect();
+    for d in kept_below {
+        drop.remove(&d);
+    }
+    tree.retain(|e| !drop.contains(&e.path));
+    Stripped { removed: drop }
+}
+
+/// Licence files, and package records.
+fn always_kept(path: &str) -> bool {
+    is_licence(path)
+        || path
+            .split('/')
+            .any(|c| c.ends_with(".dist-info") || c.ends_with(".egg-info"))
+}
+
+fn is_licence(path: &str) -> bool {
+    let file = path.rsplit('/').next().unwrap_or(path).to_ascii_lowercase();
+    file == "copyright"
+        || file.starts_with("license")
+        || file.starts_with("licence")
+        || file.starts_with("copying")
+        || file.starts_with("notice")
+}
+
+/// The directories above `path` (`a/b/c` → `a/b`, `a`).
+fn parents(path: &str) -> impl Iterator<Item = &str> {
+    let mut p = path;
+    std::iter::from_fn(move || {
+        let i = p.rfind('/')?;
+        p = &p[..i];
+        Some(p)
+    })
+}
+
+#[cfg(test)]
+mod tests;
