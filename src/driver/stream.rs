@@ -80,6 +80,7 @@ const QUEUE: usize = 16;
 impl<'a> Streams<'a> {
     /// Streams for `components` of an install into `root`; `front` names the entries no
     /// package owns that go first into a component's layer.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         cache: &'a Cache,
         root: &Path,

@@ -139,7 +139,6 @@ pub fn cache_tag(version: (u32, u32)) -> String {
 
 /// The `.pyc` of the image path `dest` (`a/b.py` → `a/__pycache__/b.cpython-311.pyc`), for a
 /// `.py` file.
-
 pub fn pyc_path(dest: &str, version: (u32, u32)) -> Option<String> {
     let stem = dest.strip_suffix(".py")?;
     let (dir, name) = stem.rsplit_once('/').unwrap_or(("", stem));
