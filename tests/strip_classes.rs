@@ -380,3 +380,86 @@ fn resolve_in(root: &Path, rel: &str) -> PathBuf {
         _ => root.join(rel),
     }
 }
+
+/// A rootfs base is stripped by the same classes, its pip-installed RECORD and dpkg lists
+/// kept true; the classes not implemented yet are refused with one line, exit 2.
+#[test]
+fn a_rootfs_is_stripped_with_its_records_and_reserved_classes_are_refused() {
+    require("umoci");
+    let sb = Sandbox::new();
+    let root = sb.join("rootfs");
+    let site = "usr/lib/python3/dist-packages";
+    let record = "foo/__init__.py,sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU,0\n\
+                  foo/tests/test_foo.py,sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU,0\n\
+                  ../../../bin/foo,sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU,0\n\
+                  foo-1.0.dist-info/RECORD,,\n";
+    write(&root.join(site).join("foo/__init__.py"), "");
+    write(&root.join(site).join("foo/tests/test_foo.py"), "");
+    write(&root.join(site).join("foo-1.0.dist-info/RECORD"), record);
+    write(&root.join("usr/bin/foo"), "");
+    write(&root.join("usr/share/man/man1/foo.1.gz"), "man");
+    write(
+        &root.join("var/lib/dpkg/info/foo.list"),
+        "/.\n/usr\n/usr/bin/foo\n/usr/share/man/man1/foo.1.gz\n",
+    );
+    write(
+        &root.join("var/lib/dpkg/info/foo.md5sums"),
+        "0123  usr/bin/foo\n4567  usr/share/man/man1/foo.1.gz\n",
+    );
+    write(
+        &sb.join("p.yaml"),
+        "name: r\nbase:\n  rootfs: ./rootfs\nstrip: [man, tests]\n",
+    );
+    run_ok(
+        sb.gpuimg()
+            .env("SOURCE_DATE_EPOCH", "1700000000")
+            .args(["build", "-o"])
+            .arg(sb.join("out"))
+            .arg(sb.join("p.yaml")),
+    );
+    let bundle = sb.join("bundle");
+    run_ok(
+        Command::new("umoci")
+            .args(["unpack", "--rootless", "--image"])
+            .arg(format!("{}:latest", sb.join("out").display()))
+            .arg(&bundle),
+    );
+    let got = bundle.join("rootfs");
+    assert!(!got.join(site).join("foo/tests").exists());
+    assert!(!got.join("usr/share/man/man1/foo.1.gz").exists());
+    assert_eq!(
+        read(&got.join(site).join("foo-1.0.dist-info/RECORD")),
+        "foo/__init__.py,sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU,0\n\
+         ../../../bin/foo,sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU,0\n\
+         foo-1.0.dist-info/RECORD,,\n"
+    );
+    assert_eq!(
+        read(&got.join("var/lib/dpkg/info/foo.list")),
+        "/.\n/usr\n/usr/bin/foo\n"
+    );
+    assert_eq!(
+        read(&got.join("var/lib/dpkg/info/foo.md5sums")),
+        "0123  usr/bin/foo\n"
+    );
+
+    for class in ["unused-libraries", "device-code"] {
+        write(
+            &sb.join("q.yaml"),
+            &format!("name: r\nbase:\n  rootfs: ./rootfs\nstrip: [docs, {class}]\n"),
+        );
+        let out = run(sb
+            .gpuimg()
+            .args(["build", "-o"])
+            .arg(sb.join("out-q"))
+            .arg(sb.join("q.yaml")));
+        assert_eq!(out.status.code(), Some(2), "{class}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.starts_with(&format!(
+                "error: `strip: [{class}]` is not implemented yet: remove it from the profile's `strip:` list"
+            )),
+            "{err}"
+        );
+        assert!(!sb.join("out-q").exists());
+    }
+}
