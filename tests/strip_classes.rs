@@ -160,16 +160,19 @@ print(json.dumps({
 struct Built {
     rootfs: PathBuf,
     files: BTreeSet<String>,
+    /// What the build said on stderr.
+    log: String,
 }
 
 fn build(sb: &Sandbox, out: &str) -> Built {
-    run_ok(
-        sb.gpuimg_with_cache(&sb.join("cache"))
-            .env("SOURCE_DATE_EPOCH", "1700000000")
-            .args(["build", "--locked", "-o"])
-            .arg(sb.join(out))
-            .arg(sb.join(format!("{out}.yaml"))),
-    );
+    let mut cmd = sb.gpuimg_with_cache(&sb.join("cache"));
+    cmd.env("SOURCE_DATE_EPOCH", "1700000000")
+        .args(["build", "--locked", "-o"])
+        .arg(sb.join(out))
+        .arg(sb.join(format!("{out}.yaml")));
+    let ran = run(&mut cmd);
+    let log = String::from_utf8_lossy(&ran.stderr).into_owned();
+    assert!(ran.status.success(), "{}", describe(&cmd, &ran));
     let bundle = sb.join(format!("{out}-bundle"));
     run_ok(
         Command::new("umoci")
@@ -182,7 +185,7 @@ fn build(sb: &Sandbox, out: &str) -> Built {
         .into_iter()
         .map(|l| l.split(' ').next().unwrap().to_string())
         .collect();
-    Built { rootfs, files }
+    Built { rootfs, files, log }
 }
 
 /// Whether some class of the profile names `path` (the test's own statement of the classes,
@@ -232,6 +235,22 @@ fn every_class_on_a_real_image_keeps_the_workload_and_the_records_true() {
 
     let plain = build(&sb, "plain");
     let stripped = build(&sb, "stripped");
+
+    // The apt packages were stripped while they streamed into their layers exactly as the
+    // whole tree was: no layer had to be written again after the unpack.
+    let streamed = |b: &Built| b.log.matches("written while unpacking").count();
+    assert!(streamed(&stripped) > 0, "{}", stripped.log);
+    assert_eq!(streamed(&stripped), streamed(&plain), "{}", stripped.log);
+    assert!(
+        !stripped.log.contains("written after the unpack"),
+        "{}",
+        stripped.log
+    );
+    assert!(
+        stripped.log.contains("RECORDs rewritten") && stripped.log.contains("dpkg lists"),
+        "{}",
+        stripped.log
+    );
 
     // What went: only what a class names, and something of every class.
     assert!(stripped.files.is_subset(&plain.files));
