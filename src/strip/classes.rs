@@ -1,7 +1,8 @@
 //! Each strip class's general rule: which paths it removes, by the path alone (and whether the
 //! entry is a directory), so a package streamed into its layer is stripped exactly as the
-//! whole tree is (a stray `.pyc` is known by its `.py`, which its package ships with it). "Site" below means a Python site directory (`site-packages`,
-//! `dist-packages`, wherever it lies: wheels, Debian's python3-* packages, a rootfs).
+//! whole tree is (a stray `.pyc` is known by its `.py`, which its package ships with it).
+//! "Site" below means a Python site directory (`site-packages`, `dist-packages`, wherever it
+//! lies: wheels, Debian's python3-* packages, a rootfs).
 //!
 //! | class | removes | never removes |
 //! |---|---|---|

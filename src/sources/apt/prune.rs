@@ -1,8 +1,9 @@
 //! Keeping dpkg's file lists true after `strip` removed files: each
 //! `var/lib/dpkg/info/<pkg>.list` and `<pkg>.md5sums` loses the lines of removed paths (a
 //! path through a merged-/usr link, `/bin/ls`, is the file it leads to, `usr/bin/ls`); every
-//! other line stays, in its order, and a list that lost nothing keeps its bytes. The status
-//! file is never touched: a package whose files all went is still installed in the database.
+//! other line stays byte for byte, in its order, and a list that lost nothing keeps its
+//! bytes. The status file is never touched: a package whose files all went is still installed
+//! in the database.
 
 use std::collections::BTreeSet;
 
@@ -38,25 +39,26 @@ pub fn prune_lists(tree: &mut Tree, removed: &BTreeSet<String>) -> Result<usize,
         let Some(bytes) = tree.read_file(&path, MAX_LIST_BYTES).map_err(io)? else {
             continue;
         };
-        let text = String::from_utf8_lossy(&bytes);
         let md5sums = path.ends_with(".md5sums");
-        let mut out = String::with_capacity(text.len());
+        let mut out = Vec::with_capacity(bytes.len());
         let mut dropped = false;
-        for line in text.lines() {
+        // Line by line as bytes: a line that is not UTF-8 names no tree path and stays as it is.
+        for line in bytes.split_inclusive(|b| *b == b'\n') {
+            let text = std::str::from_utf8(line).unwrap_or("");
+            let text = text.strip_suffix('\n').unwrap_or(text);
             let named = if md5sums {
-                line.split_once("  ").map_or("", |(_, p)| p)
+                text.split_once("  ").map_or("", |(_, p)| p)
             } else {
-                line
+                text
             };
             if is_removed(tree, removed, named.trim_start_matches('/')) {
                 dropped = true;
                 continue;
             }
-            out.push_str(line);
-            out.push('\n');
+            out.extend_from_slice(line);
         }
         if dropped {
-            tree.replace_data(&path, out.into_bytes());
+            tree.replace_data(&path, out);
             n += 1;
         }
     }
