@@ -9,6 +9,9 @@
 //! lists exactly the files of its distribution (hashes checked in the container), dpkg's lists
 //! and md5sums name only files that exist (`dpkg-query -L` and `dpkg --verify` on the
 //! unpacked root), `ldconfig -p` only libraries that exist, and every package stays recorded.
+//! On rootfs bases (no network): each class alone removes its own samples and no other's; a
+//! rootfs's RECORD and dpkg lists are kept true too; `unused-libraries` and `device-code` are
+//! refused with one line, exit 2.
 
 mod common;
 
@@ -480,5 +483,97 @@ fn a_rootfs_is_stripped_with_its_records_and_reserved_classes_are_refused() {
             "{err}"
         );
         assert!(!sb.join("out-q").exists());
+    }
+}
+
+/// Each class alone on a rootfs holding a sample of every class: it removes its own samples
+/// and nothing else (files compared; directories go with their files).
+#[test]
+fn each_class_alone_removes_its_own_files_and_no_other() {
+    require("umoci");
+    let sb = Sandbox::new();
+    let root = sb.join("rootfs");
+    let site = |rel: &str| format!("usr/lib/python3/dist-packages/{rel}");
+    let samples: Vec<(&str, Vec<String>)> = vec![
+        ("docs", vec!["usr/share/doc/p/README".into()]),
+        ("man", vec!["usr/share/man/man1/p.1.gz".into()]),
+        (
+            "locales",
+            vec!["usr/share/locale/de/LC_MESSAGES/p.mo".into()],
+        ),
+        (
+            "headers",
+            vec!["usr/include/p.h".into(), site("pkg/include/p.h")],
+        ),
+        (
+            "static-libs",
+            vec!["usr/lib/x86_64-linux-gnu/libp.a".into(), site("pkg/libp.a")],
+        ),
+        (
+            "debug-symbols",
+            vec!["usr/lib/debug/.build-id/ab/cdef.debug".into()],
+        ),
+        (
+            "build-files",
+            vec![
+                "usr/lib/x86_64-linux-gnu/pkgconfig/p.pc".into(),
+                site("pkg/share/cmake/P/PConfig.cmake"),
+                site("triton/backends/nvidia/bin/cuobjdump"),
+            ],
+        ),
+        (
+            "python-caches",
+            vec![site("pkg/__pycache__/m.cpython-311.pyc")],
+        ),
+        ("tests", vec![site("pkg/tests/test_m.py")]),
+        ("type-stubs", vec![site("pkg/m.pyi")]),
+        (
+            "other-gpu-backends",
+            vec![site("triton/backends/amd/driver.py")],
+        ),
+    ];
+    let keepers = [
+        "usr/share/doc/p/copyright".to_string(),
+        site("pkg/m.py"),
+        site("pkg/py.typed"),
+        site("triton/backends/nvidia/bin/ptxas"),
+        site("triton/backends/nvidia/include/cuda.h"),
+        site("torch/testing/__init__.py"),
+    ];
+    for p in samples.iter().flat_map(|(_, ps)| ps).chain(&keepers) {
+        write(&root.join(p), "x\n");
+    }
+    let files = |out: &str, strip: &str| -> BTreeSet<String> {
+        write(
+            &sb.join(format!("{out}.yaml")),
+            &format!("name: r\nbase:\n  rootfs: ./rootfs\nstrip: [{strip}]\n"),
+        );
+        run_ok(
+            sb.gpuimg()
+                .env("SOURCE_DATE_EPOCH", "1700000000")
+                .args(["build", "-o"])
+                .arg(sb.join(out))
+                .arg(sb.join(format!("{out}.yaml"))),
+        );
+        let bundle = sb.join(format!("{out}-bundle"));
+        run_ok(
+            Command::new("umoci")
+                .args(["unpack", "--rootless", "--image"])
+                .arg(format!("{}:latest", sb.join(out).display()))
+                .arg(&bundle),
+        );
+        let rootfs = bundle.join("rootfs");
+        tree(&rootfs)
+            .into_iter()
+            .map(|l| l.split(' ').next().unwrap().to_string())
+            .filter(|p| rootfs.join(p).is_file())
+            .collect()
+    };
+    let all = files("plain", "");
+    for (class, own) in &samples {
+        let kept = files(&format!("only-{class}"), class);
+        let gone: BTreeSet<String> = all.difference(&kept).cloned().collect();
+        let want: BTreeSet<String> = own.iter().cloned().collect();
+        assert_eq!(gone, want, "`strip: [{class}]`");
     }
 }
