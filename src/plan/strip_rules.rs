@@ -109,5 +109,12 @@ mod tests {
             .any(|(c, p)| *c == StripClass::OtherGpuBackends
                 && p.matches(&format!("{site}/triton/backends/amd/lib/x.so"))));
         assert!(r.compiled_tag.is_none());
+        assert!(r.keep.iter().any(
+            |(c, p)| *c == StripClass::Headers && p.matches("usr/include/python3.11/Python.h")
+        ));
+        assert!(!r
+            .keep
+            .iter()
+            .any(|(c, p)| *c == StripClass::Headers && p.matches("usr/include/stdio.h")));
     }
 }

@@ -9,7 +9,7 @@
 //! | `docs` | `usr/share/doc`, `usr/share/info`, `usr/local/share/{doc,info}` | licence files; `usr/share/doc/<pkg>` directories |
 //! | `man` | `usr/share/man`, `usr/local/share/man` | |
 //! | `locales` | `usr/share/locale`, `usr/local/share/locale`, `usr/share/i18n/locales` | `locale.alias` |
-//! | `headers` | `usr/include`, `usr/local/include`; `include` directories and `.h`/`.hpp`/`.hh`/`.cuh` files in a site | the catalog's keep-list (Triton's `cuda.h`) |
+//! | `headers` | `usr/include`, `usr/local/include`; `include` directories and `.h`/`.hpp`/`.hh`/`.cuh` files in a site | the catalog's keep-list (Triton's `cuda.h`, `Python.h`) |
 //! | `static-libs` | `.a` (import libraries `.dll.a` too) in `lib` directories and sites | |
 //! | `debug-symbols` | `usr/lib/debug`; `.debug` files in a site | |
 //! | `build-files` | `cmake` and `pkgconfig` directories, `.cmake`, `.pc`, `.la` files in `lib`/`share` directories and sites; the catalog's tools a runtime image does not run | |
