@@ -95,13 +95,17 @@ fn wheels(lib: &[u8]) -> Vec<WheelSpec> {
 }
 
 fn profile(url: &str, strip: &str) -> String {
+    profile_with(url, strip, "")
+}
+
+fn profile_with(url: &str, strip: &str, more: &str) -> String {
     format!(
         r#"name: stripped
 base:
   apt:
     mirror: host
     suite: bookworm
-    packages: [base-files, base-passwd, libc6, libc-bin, python3, libc6-dev, libc-l10n]
+    packages: [base-files, base-passwd, libc6, libc-bin, python3, libc6-dev, libc-l10n{more}]
 python:
   index: {url}
   packages: ["demo-app", "triton", "stubs-only"]
@@ -165,10 +169,15 @@ struct Built {
     files: BTreeSet<String>,
     /// What the build said on stderr.
     log: String,
+    manifest: String,
 }
 
 fn build(sb: &Sandbox, out: &str) -> Built {
-    let mut cmd = sb.gpuimg_with_cache(&sb.join("cache"));
+    build_with(sb, out, "cache")
+}
+
+fn build_with(sb: &Sandbox, out: &str, cache: &str) -> Built {
+    let mut cmd = sb.gpuimg_with_cache(&sb.join(cache));
     cmd.env("SOURCE_DATE_EPOCH", "1700000000")
         .args(["build", "--locked", "-o"])
         .arg(sb.join(out))
@@ -188,7 +197,18 @@ fn build(sb: &Sandbox, out: &str) -> Built {
         .into_iter()
         .map(|l| l.split(' ').next().unwrap().to_string())
         .collect();
-    Built { rootfs, files, log }
+    let index: serde_json::Value =
+        serde_json::from_str(&read(&sb.join(out).join("index.json"))).unwrap();
+    let manifest = index["manifests"][0]["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    Built {
+        rootfs,
+        files,
+        log,
+        manifest,
+    }
 }
 
 /// Whether some class of the profile names `path` (the test's own statement of the classes,
@@ -341,6 +361,31 @@ fn every_class_on_a_real_image_keeps_the_workload_and_the_records_true() {
     }
     let verify = run(Command::new("dpkg")
         .arg(format!("--root={}", stripped.rootfs.display()))
+        .arg("--verify"));
+    let text = String::from_utf8_lossy(&verify.stdout).into_owned()
+        + &String::from_utf8_lossy(&verify.stderr);
+    assert!(!text.contains("missing"), "dpkg --verify: {text}");
+
+    // One more package: the cached components' packages are replayed from their sketches
+    // without writing their files, yet `metadata`'s lists are what a build with an empty
+    // cache writes (the same image), and true.
+    write(
+        &sb.join("grown.yaml"),
+        &profile_with(&url, CLASSES, ", netbase"),
+    );
+    run_ok(
+        sb.gpuimg_with_cache(&sb.join("cache"))
+            .arg("lock")
+            .arg(sb.join("grown.yaml")),
+    );
+    let grown = build(&sb, "grown");
+    assert!(grown.log.contains("unchanged"), "{}", grown.log);
+    std::fs::copy(sb.join("grown.yaml"), sb.join("fresh.yaml")).unwrap();
+    std::fs::copy(sb.join("grown.lock.json"), sb.join("fresh.lock.json")).unwrap();
+    let fresh = build_with(&sb, "fresh", "cache-fresh");
+    assert_eq!(grown.manifest, fresh.manifest, "{}", grown.log);
+    let verify = run(Command::new("dpkg")
+        .arg(format!("--root={}", grown.rootfs.display()))
         .arg("--verify"));
     let text = String::from_utf8_lossy(&verify.stdout).into_owned()
         + &String::from_utf8_lossy(&verify.stderr);

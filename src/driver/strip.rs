@@ -2,7 +2,9 @@
 //! entries, then every wheel `RECORD` (`sources::wheel::prune_records`) and every dpkg file
 //! list (`sources::apt::prune_lists`) in the same tree loses the removed paths. `protect`
 //! holds the paths `ld.so.cache` indexes, which strip never removes, so the cache stays true
-//! without being rewritten.
+//! without being rewritten. dpkg's lists also name files of packages replayed from their
+//! sketches without being written (their layers are cached): those are judged by their path
+//! (`strip::would_remove`), so `metadata` is the same whether a package was replayed or not.
 
 use std::collections::HashSet;
 
@@ -23,17 +25,23 @@ pub fn strip_tree(
     obs: &mut dyn Observer,
 ) -> Result<(), BuildError> {
     let s = strip::strip(tree, classes, rules, protect);
-    if s.count() == 0 {
+    if classes.is_empty() {
         return Ok(());
     }
     let records = wheel::prune_records(tree, &s.removed)?;
-    let lists = apt::prune_lists(tree, &s.removed)?;
+    // What the tree does not hold (a replayed package's unwritten files) is judged by its path.
+    let lists = apt::prune_lists(tree, &|path| {
+        s.removed.contains(path) || strip::would_remove(path, classes, rules, protect)
+    })?;
     let mut rewritten = Vec::new();
     if records > 0 {
         rewritten.push(format!("{records} RECORD{}", plural(records)));
     }
     if lists > 0 {
         rewritten.push(format!("{lists} dpkg list{}", plural(lists)));
+    }
+    if s.count() == 0 && lists == 0 {
+        return Ok(());
     }
     obs.message(&format!(
         "strip: removed {} entries from {what}{}",

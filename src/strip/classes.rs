@@ -1,6 +1,8 @@
-//! Each strip class's general rule: which paths it removes, by the path alone (and whether the
-//! entry is a directory), so a package streamed into its layer is stripped exactly as the
-//! whole tree is (a stray `.pyc` is known by its `.py`, which its package ships with it).
+//! Each strip class's general rule: which paths it removes, by the path alone (not even
+//! whether it is a directory: a directory goes only when nothing below it stays, `mod.rs`),
+//! so a package streamed into its layer is stripped exactly as the whole tree is, and a dpkg
+//! list can be judged line by line (a stray `.pyc` is known by its `.py`, which its package
+//! ships with it).
 //! "Site" below means a Python site directory (`site-packages`, `dist-packages`, wherever it
 //! lies: wheels, Debian's python3-* packages, a rootfs).
 //!
@@ -23,14 +25,12 @@
 
 use super::pattern::site_relative;
 use super::Rules;
-use crate::assemble::{Entry, EntryKind};
 use crate::profile::StripClass;
 
 /// Whether `class`'s general rule, or the rules' extra paths for it, remove `e`.
 /// `has` says whether the tree holds a path.
-pub fn removes(class: StripClass, e: &Entry, rules: &Rules, has: &dyn Fn(&str) -> bool) -> bool {
-    let path = e.path.as_str();
-    (general(class, e, rules, has) && !rules.keeps(class, path)) || rules.removes(class, path)
+pub fn removes(class: StripClass, path: &str, rules: &Rules, has: &dyn Fn(&str) -> bool) -> bool {
+    (general(class, path, rules, has) && !rules.keeps(class, path)) || rules.removes(class, path)
 }
 
 fn under(path: &str, dir: &str) -> bool {
@@ -53,25 +53,13 @@ fn in_lib_or_share(path: &str) -> bool {
             .any(|c| c.starts_with("lib") || c == "share")
 }
 
-/// Whether a component of `path` below its site's top-level package is `name` (the entry
-/// itself only when it is a directory).
-fn package_dir_named(e: &Entry, names: &[&str]) -> bool {
-    let Some(rel) = site_relative(&e.path) else {
-        return false;
-    };
-    let comps: Vec<&str> = rel.split('/').collect();
-    let is_dir = matches!(e.kind, EntryKind::Dir);
-    comps
-        .iter()
-        .enumerate()
-        .skip(1)
-        .any(|(i, c)| names.contains(c) && (i + 1 < comps.len() || is_dir))
+/// Whether a component of `path` below its site's top-level package is one of `names`.
+fn package_dir_named(path: &str, names: &[&str]) -> bool {
+    site_relative(path).is_some_and(|rel| rel.split('/').skip(1).any(|c| names.contains(&c)))
 }
 
-fn general(class: StripClass, e: &Entry, rules: &Rules, has: &dyn Fn(&str) -> bool) -> bool {
-    let path = e.path.as_str();
+fn general(class: StripClass, path: &str, rules: &Rules, has: &dyn Fn(&str) -> bool) -> bool {
     let name = file_name(path);
-    let is_dir = matches!(e.kind, EntryKind::Dir);
     match class {
         StripClass::Docs => {
             [
@@ -93,40 +81,32 @@ fn general(class: StripClass, e: &Entry, rules: &Rules, has: &dyn Fn(&str) -> bo
         StripClass::Headers => {
             under(path, "usr/include")
                 || under(path, "usr/local/include")
-                || package_dir_named(e, &["include"])
-                || (!is_dir
-                    && site_relative(path).is_some()
+                || package_dir_named(path, &["include"])
+                || (site_relative(path).is_some()
                     && [".h", ".hpp", ".hh", ".hxx", ".cuh"]
                         .iter()
                         .any(|x| name.ends_with(x)))
         }
-        StripClass::StaticLibs => !is_dir && name.ends_with(".a") && in_lib_or_share(path),
+        StripClass::StaticLibs => name.ends_with(".a") && in_lib_or_share(path),
         StripClass::DebugSymbols => {
             under(path, "usr/lib/debug")
-                || (!is_dir && name.ends_with(".debug") && site_relative(path).is_some())
+                || (name.ends_with(".debug") && site_relative(path).is_some())
         }
         StripClass::BuildFiles => {
-            let file = !is_dir && [".cmake", ".pc", ".la"].iter().any(|x| name.ends_with(x));
+            let file = [".cmake", ".pc", ".la"].iter().any(|x| name.ends_with(x));
             let dirs = ["cmake", "pkgconfig"];
             if site_relative(path).is_some() {
-                package_dir_named(e, &dirs) || file
+                package_dir_named(path, &dirs) || file
             } else {
-                let comps: Vec<&str> = path.split('/').collect();
                 in_lib_or_share(path)
-                    && (file
-                        || comps
-                            .iter()
-                            .enumerate()
-                            .skip(1)
-                            .any(|(i, c)| dirs.contains(c) && (i + 1 < comps.len() || is_dir)))
+                    && (file || path.split('/').skip(1).any(|c| dirs.contains(&c)))
             }
         }
         StripClass::PythonCaches => {
             let in_cache = path.split('/').any(|c| c == "__pycache__");
             // A `.pyc` beside its `.py` is stray; one alone is the module (a sourceless
             // distribution) and stays.
-            let stray = !is_dir
-                && !in_cache
+            let stray = !in_cache
                 && [".pyc", ".pyo"].iter().any(|x| {
                     path.strip_suffix(x)
                         .is_some_and(|stem| has(&format!("{stem}.py")))
@@ -139,11 +119,11 @@ fn general(class: StripClass, e: &Entry, rules: &Rules, has: &dyn Fn(&str) -> bo
             match &rules.compiled_tag {
                 None => in_cache || stray,
                 // `__pycache__` directories hold what gpuimg compiled: they stay.
-                Some(tag) => stray || (in_cache && !is_dir && !compiled(tag)),
+                Some(tag) => stray || (in_cache && name != "__pycache__" && !compiled(tag)),
             }
         }
-        StripClass::Tests => package_dir_named(e, &["tests", "test"]),
-        StripClass::TypeStubs => !is_dir && name.ends_with(".pyi"),
+        StripClass::Tests => package_dir_named(path, &["tests", "test"]),
+        StripClass::TypeStubs => name.ends_with(".pyi"),
         StripClass::OtherGpuBackends | StripClass::UnusedLibraries | StripClass::DeviceCode => {
             false
         }

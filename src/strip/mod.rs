@@ -55,7 +55,9 @@ pub fn strip(
             !always_kept(&e.path)
                 && !protect.contains(&e.path)
                 && rules.may_remove(&e.path)
-                && classes.iter().any(|c| classes::removes(*c, e, rules, &has))
+                && classes
+                    .iter()
+                    .any(|c| classes::removes(*c, &e.path, rules, &has))
         })
         .map(|e| e.path.clone())
         .collect();
@@ -72,6 +74,24 @@ pub fn strip(
     }
     tree.retain(|e| !drop.contains(&e.path));
     Stripped { removed: drop }
+}
+
+/// Whether [`strip`] removes an entry at `path` by its path alone, whatever tree it is in
+/// (a package database's line whose file the tree does not hold: its package was replayed
+/// without writing it). A directory it names still stays where something below it stays; a
+/// stray `.pyc` is not recognised without its tree.
+pub fn would_remove(
+    path: &str,
+    classes: &[StripClass],
+    rules: &Rules,
+    protect: &HashSet<String>,
+) -> bool {
+    !always_kept(path)
+        && !protect.contains(path)
+        && rules.may_remove(path)
+        && classes
+            .iter()
+            .any(|c| classes::removes(*c, path, rules, &|_| false))
 }
 
 /// Licence files, and package records.

@@ -6,6 +6,7 @@
 //! in the database.
 
 use std::collections::BTreeSet;
+use std::ops::Bound;
 
 use super::AptError;
 use crate::assemble::{EntryKind, Tree};
@@ -15,12 +16,13 @@ const INFO: &str = "var/lib/dpkg/info/";
 /// A list larger than this is not read back.
 pub const MAX_LIST_BYTES: u64 = 64 << 20;
 
-/// Drop the lines naming `removed` paths from every dpkg file list and md5sums in `tree`;
-/// how many files were rewritten.
-pub fn prune_lists(tree: &mut Tree, removed: &BTreeSet<String>) -> Result<usize, AptError> {
-    if removed.is_empty() {
-        return Ok(0);
-    }
+/// Drop the lines naming stripped paths from every dpkg file list and md5sums in `tree`; how
+/// many files were rewritten. `stripped(path)` says whether strip removes `path` (no leading
+/// `/`, through the merged-/usr links) by what it removed from the tree or by the path alone:
+/// the tree does not hold what a package replayed from its sketch only listed (its
+/// component's layer is cached; `unpack::replay`), and the lists must not depend on that. A
+/// line naming a directory stays while a line of the same list below it stays.
+pub fn prune_lists(tree: &mut Tree, stripped: &dyn Fn(&str) -> bool) -> Result<usize, AptError> {
     let lists: Vec<String> = tree
         .iter()
         .filter(|e| {
@@ -40,18 +42,39 @@ pub fn prune_lists(tree: &mut Tree, removed: &BTreeSet<String>) -> Result<usize,
             continue;
         };
         let md5sums = path.ends_with(".md5sums");
+        // Line by line as bytes: a line that is not UTF-8 names no tree path and stays as it is.
+        let lines: Vec<(&[u8], Option<String>)> = bytes
+            .split_inclusive(|b| *b == b'\n')
+            .map(|line| {
+                let text = std::str::from_utf8(line).unwrap_or("");
+                let text = text.strip_suffix('\n').unwrap_or(text);
+                let named = if md5sums {
+                    text.split_once("  ").map_or("", |(_, p)| p)
+                } else {
+                    text
+                };
+                (line, real_path(tree, named.trim_start_matches('/')))
+            })
+            .collect();
+        let gone: Vec<bool> = lines
+            .iter()
+            .map(|(_, p)| p.as_deref().is_some_and(stripped))
+            .collect();
+        let kept: BTreeSet<&str> = lines
+            .iter()
+            .zip(&gone)
+            .filter(|(_, g)| !**g)
+            .filter_map(|((_, p), _)| p.as_deref())
+            .collect();
         let mut out = Vec::with_capacity(bytes.len());
         let mut dropped = false;
-        // Line by line as bytes: a line that is not UTF-8 names no tree path and stays as it is.
-        for line in bytes.split_inclusive(|b| *b == b'\n') {
-            let text = std::str::from_utf8(line).unwrap_or("");
-            let text = text.strip_suffix('\n').unwrap_or(text);
-            let named = if md5sums {
-                text.split_once("  ").map_or("", |(_, p)| p)
-            } else {
-                text
+        for ((line, p), g) in lines.iter().zip(&gone) {
+            let below = |d: &str| {
+                kept.range::<str, _>((Bound::Excluded(d), Bound::Unbounded))
+                    .next()
+                    .is_some_and(|k| k.strip_prefix(d).is_some_and(|r| r.starts_with('/')))
             };
-            if is_removed(tree, removed, named.trim_start_matches('/')) {
+            if *g && !p.as_deref().is_some_and(below) {
                 dropped = true;
                 continue;
             }
@@ -65,30 +88,33 @@ pub fn prune_lists(tree: &mut Tree, removed: &BTreeSet<String>) -> Result<usize,
     Ok(n)
 }
 
-/// Whether `path` (no leading `/`), or the path its first component's link leads to, was
-/// removed.
-fn is_removed(tree: &Tree, removed: &BTreeSet<String>, path: &str) -> bool {
-    if path.is_empty() {
-        return false;
+/// The tree path a listed `path` (no leading `/`) is: through its first component when that is
+/// a symlink in the tree (`bin/ls` → `usr/bin/ls`), else itself; `None` for the root.
+fn real_path(tree: &Tree, path: &str) -> Option<String> {
+    if path.is_empty() || path == "." {
+        return None;
     }
-    if removed.contains(path) {
-        return true;
-    }
-    let Some((first, rest)) = path.split_once('/') else {
-        return false;
-    };
-    match tree.get(first).map(|e| &e.kind) {
-        Some(EntryKind::Symlink { target }) => {
-            let t = target.trim_start_matches('/').trim_end_matches('/');
-            !t.is_empty() && !t.contains("..") && removed.contains(&format!("{t}/{rest}"))
-        }
-        _ => false,
-    }
+    Some(match path.split_once('/') {
+        Some((first, rest)) => match tree.get(first).map(|e| &e.kind) {
+            Some(EntryKind::Symlink { target }) => {
+                let t = target.trim_start_matches('/').trim_end_matches('/');
+                if t.is_empty() || t.split('/').any(|c| c == ".." || c == ".") {
+                    path.to_string()
+                } else {
+                    format!("{t}/{rest}")
+                }
+            }
+            _ => path.to_string(),
+        },
+        None => path.to_string(),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
+
+    use std::collections::BTreeSet;
 
     use super::*;
     use crate::assemble::{DataSource, Entry};
@@ -119,26 +145,34 @@ mod tests {
             gid: 0,
         });
         let list = "/.\n/lib\n/lib/x86_64-linux-gnu\n/lib/x86_64-linux-gnu/libfoo.a\n\
-                    /lib/x86_64-linux-gnu/libfoo.so.1\n/usr/share/man/man1/foo.1.gz\n\
+                    /lib/x86_64-linux-gnu/libfoo.so.1\n/usr/share/man\n/usr/share/man/man1\n\
+                    /usr/share/man/man1/foo.1.gz\n/usr/share/doc/foo\n\
                     /usr/share/doc/foo/copyright\n";
         let sums = "0123  usr/share/man/man1/foo.1.gz\n4567  usr/share/doc/foo/copyright\n";
         file(&mut t, "var/lib/dpkg/info/foo.list", list);
         file(&mut t, "var/lib/dpkg/info/foo.md5sums", sums);
         file(&mut t, "var/lib/dpkg/info/bar.list", "/.\n/usr/bin/bar\n");
         t.add_missing_parents();
-        let removed: BTreeSet<String> = [
-            "usr/lib/x86_64-linux-gnu/libfoo.a",
-            "usr/share/man/man1/foo.1.gz",
-        ]
-        .into_iter()
-        .map(String::from)
-        .collect();
-        assert_eq!(prune_lists(&mut t, &removed).unwrap(), 2);
+        file(&mut t, "usr/lib/x86_64-linux-gnu/libfoo.so.1", "");
+        file(&mut t, "usr/share/doc/foo/copyright", "");
+        let removed: BTreeSet<String> = ["usr/lib/x86_64-linux-gnu/libfoo.a"]
+            .into_iter()
+            .map(String::from)
+            .collect();
+        // The man page is not in the tree (only listed by a replayed package): the predicate
+        // judges it by its path. `/usr/share/doc/foo` stays: a line below it stays.
+        let stripped = |p: &str| {
+            removed.contains(p)
+                || p == "usr/share/man"
+                || p.starts_with("usr/share/man/")
+                || p == "usr/share/doc/foo"
+        };
+        assert_eq!(prune_lists(&mut t, &stripped).unwrap(), 2);
         let read = |p: &str| String::from_utf8(t.read_file(p, 1 << 20).unwrap().unwrap()).unwrap();
         assert_eq!(
             read("var/lib/dpkg/info/foo.list"),
             "/.\n/lib\n/lib/x86_64-linux-gnu\n/lib/x86_64-linux-gnu/libfoo.so.1\n\
-             /usr/share/doc/foo/copyright\n"
+             /usr/share/doc/foo\n/usr/share/doc/foo/copyright\n"
         );
         assert_eq!(
             read("var/lib/dpkg/info/foo.md5sums"),
