@@ -13,6 +13,7 @@ mod error;
 mod files;
 mod paths;
 mod provenance;
+mod rewrite;
 pub mod shape;
 mod tarball;
 mod tree;

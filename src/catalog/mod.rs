@@ -11,6 +11,7 @@ mod libraries;
 mod lookup;
 mod merge;
 mod records;
+mod strip_table;
 mod validate;
 mod wheels;
 
@@ -25,6 +26,9 @@ pub use records::{
     BranchKind, CatalogFile, CcSupport, CudaFamily, CudaRelease, CudnnBuild, CudnnRelease,
     DriverBranch, Gpu, JaxRelease, JaxVariant, ModuleFlavour, NcclRelease, PythonRelease,
     PytorchRelease, PytorchVariant, Source, StackWheels, TensorflowRelease,
+};
+pub use strip_table::{
+    strip_table, strip_table_text, FileTerms, PackageKind, PackageStrip, StripTableError,
 };
 pub use wheels::StackRequirements;
 

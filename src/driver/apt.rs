@@ -1,6 +1,6 @@
 //! The plan's one apt install, cut into its component trees: every package of the set is
 //! unpacked once into a scratch root (`sources::apt::install`), the root is assembled into
-//! one tree, stripped, and split by the plan's package → component assignment
+//! one tree, stripped (keeping dpkg's lists true, `strip.rs`), and split by the plan's package → component assignment
 //! (`plan::split`) into one tree per component plus `metadata`, which holds what no package
 //! owns (the dpkg database, ld.so.cache, passwd/group, the CA bundle).
 //!
@@ -9,7 +9,7 @@
 //! which other components exist), the merged-/usr links to `os`. The package components not
 //! cached are written while the install runs (`stream.rs`) and checked against these trees.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
 
 use super::stream::Streams;
@@ -26,7 +26,7 @@ use crate::profile::{Base, Platform, Profile};
 use crate::sources::apt::{self, AptOptions};
 use crate::sources::Source;
 use crate::staging::Staged;
-use crate::strip;
+use crate::strip::Rules;
 
 /// The apt options a build or lock uses.
 pub fn apt_options(cache_root: &Path, offline: bool, trust: &Trust) -> AptOptions {
@@ -148,7 +148,7 @@ pub struct AptLayers {
     pub trees: BTreeMap<String, Tree>,
     /// What strip removed, per component: an owner's entries to its package's component,
     /// what no package owns to `metadata`.
-    pub stripped: BTreeMap<String, strip::Stripped>,
+    pub stripped: BTreeMap<String, crate::strip::Stripped>,
 }
 
 /// Install the plan's package set once and split it. The components in `stream` are written
@@ -159,6 +159,7 @@ pub struct AptLayers {
 #[allow(clippy::too_many_arguments)]
 pub fn install_and_split(
     install: &AptInstall,
+    rules: &Rules,
     profile: &Profile,
     opts: &BuildOptions,
     scratch: &Staged,
@@ -189,6 +190,7 @@ pub fn install_and_split(
         &root,
         opts.layer_options(),
         &install.strip,
+        rules,
         &install.assignment,
         front,
         stream,
@@ -235,15 +237,18 @@ pub fn install_and_split(
     for w in tree.warnings() {
         obs.warn(&w);
     }
-    let removed = strip::strip(&mut tree, &install.strip);
-    if removed.entries() > 0 {
-        obs.message(&format!(
-            "strip: removed {} entries from the apt packages",
-            removed.entries()
-        ));
-    }
-    let mut stripped: BTreeMap<String, strip::Stripped> = BTreeMap::new();
-    for ((class, owner), r) in removed.removed {
+    // The libraries `ld.so.cache` indexes stay, so the cache stays true.
+    let protect: HashSet<String> = installed.libraries.iter().map(|(_, p)| p.clone()).collect();
+    let removed = super::strip::strip_tree(
+        &mut tree,
+        &install.strip,
+        rules,
+        &protect,
+        "the apt packages",
+        obs,
+    )?;
+    let mut stripped: BTreeMap<String, crate::strip::Stripped> = BTreeMap::new();
+    for ((class, owner), r) in removed.by_class {
         let component = owner
             .package()
             .and_then(|p| install.assignment.component(p))
@@ -251,7 +256,7 @@ pub fn install_and_split(
         stripped
             .entry(component.to_string())
             .or_default()
-            .removed
+            .by_class
             .insert((class, owner), r);
     }
     let owner = owners(&installed, &install.assignment, &profile.platform, &tree);

@@ -10,13 +10,14 @@
 //! assignment); it only sequences stage entry points. It adds what strip removed to each
 //! layer's size record, and checks `--max-size` before anything is exported.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
 mod apt;
 mod python;
 mod stream;
+mod strip;
 
 pub use apt::apt_options;
 
@@ -38,7 +39,6 @@ use crate::sources::pypi::PythonRequest;
 use crate::sources::rootfs::Rootfs;
 use crate::sources::Source;
 use crate::staging::{self, Staged};
-use crate::strip;
 
 #[derive(Debug, Clone)]
 pub struct BuildOptions {
@@ -211,7 +211,7 @@ pub fn execute(
             continue;
         }
         // What strip removed from this layer's input, for its sizes.
-        let mut stripped: Option<strip::Stripped> = None;
+        let mut stripped: Option<crate::strip::Stripped> = None;
         let tree = match &lp.inputs {
             Inputs::Rootfs {
                 path,
@@ -225,14 +225,14 @@ pub fn execute(
                 for w in tree.warnings() {
                     obs.warn(&w);
                 }
-                let removed = strip::strip(&mut tree, &lp.strip);
-                if removed.entries() > 0 {
-                    obs.message(&format!(
-                        "strip: removed {} entries from the base",
-                        removed.entries()
-                    ));
-                }
-                stripped = Some(removed);
+                stripped = Some(strip::strip_tree(
+                    &mut tree,
+                    &lp.strip,
+                    &plan.strip_rules_for(lp),
+                    &HashSet::new(),
+                    "the base",
+                    obs,
+                )?);
                 tree
             }
             Inputs::Debs { .. } | Inputs::AptMetadata => {
@@ -243,7 +243,15 @@ pub fn execute(
                             "an apt layer was planned without its install",
                         ))?;
                         apt_layers.insert(apt::install_and_split(
-                            install, profile, opts, &scratch, &cached, &stream, &cache, obs,
+                            install,
+                            &plan.strip_rules_for(lp),
+                            profile,
+                            opts,
+                            &scratch,
+                            &cached,
+                            &stream,
+                            &cache,
+                            obs,
                         )?)
                     }
                 };
@@ -269,7 +277,7 @@ pub fn execute(
                 let install = plan.python.as_ref().ok_or(BuildError::Internal(
                     "a python-packages layer was planned without its wheels",
                 ))?;
-                let tree = python::install(
+                let mut tree = python::install(
                     install,
                     names,
                     component,
@@ -279,6 +287,20 @@ pub fn execute(
                     scratch.path(),
                     obs,
                 )?;
+                // The wheels' libraries `ld.so.cache` indexes stay.
+                let protect: HashSet<String> = plan
+                    .apt
+                    .iter()
+                    .flat_map(|a| a.loader.found.iter().map(|(p, _)| p.clone()))
+                    .collect();
+                stripped = Some(strip::strip_tree(
+                    &mut tree,
+                    &lp.strip,
+                    &plan.strip_rules_for(lp),
+                    &protect,
+                    &format!("the `{component}` wheels"),
+                    obs,
+                )?);
                 check_over_lower(&cache, &layers, &tree)?;
                 tree
             }
@@ -381,8 +403,8 @@ pub fn execute(
 
 /// Count what strip removed from a layer's input into its sizes (the writer measured what it
 /// wrote).
-fn add_stripped(sizes: &mut layer::LayerSizes, stripped: Option<&strip::Stripped>) {
-    for ((class, owner), r) in stripped.map(|s| &s.removed).into_iter().flatten() {
+fn add_stripped(sizes: &mut layer::LayerSizes, stripped: Option<&crate::strip::Stripped>) {
+    for ((class, owner), r) in stripped.map(|s| &s.by_class).into_iter().flatten() {
         sizes.add_stripped(
             &serde_name(class),
             &layer::owner_name(owner),

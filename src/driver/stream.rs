@@ -29,7 +29,7 @@ use crate::observe::Observer;
 use crate::plan::components::Assignment;
 use crate::profile::StripClass;
 use crate::sources::apt::UnpackedPackage;
-use crate::strip;
+use crate::strip::{self, Rules};
 
 /// One component's layer being written.
 struct Stream {
@@ -60,6 +60,7 @@ struct Writer {
     root: PathBuf,
     opts: LayerOptions,
     strip: Vec<StripClass>,
+    rules: Rules,
     /// Entries no package owns that a component's layer holds (the merged-/usr links, in the
     /// `os` component): written before its first package.
     front: BTreeMap<String, Vec<String>>,
@@ -79,11 +80,13 @@ const QUEUE: usize = 16;
 impl<'a> Streams<'a> {
     /// Streams for `components` of an install into `root`; `front` names the entries no
     /// package owns that go first into a component's layer.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         cache: &'a Cache,
         root: &Path,
         opts: LayerOptions,
         strip: &[StripClass],
+        rules: &Rules,
         assignment: &'a Assignment,
         front: BTreeMap<String, Vec<String>>,
         components: &BTreeSet<String>,
@@ -93,6 +96,7 @@ impl<'a> Streams<'a> {
             root: root.to_path_buf(),
             opts,
             strip: strip.to_vec(),
+            rules: rules.clone(),
             front,
             streams: components
                 .iter()
@@ -255,7 +259,7 @@ impl Writer {
                 "the apt packages",
             ) {
                 Ok(mut t) => {
-                    let _ = strip::strip(&mut t, &self.strip);
+                    strip::strip(&mut t, &self.strip, &self.rules, &HashSet::new());
                     append(s, &t);
                 }
                 Err(_) => return s.give_up(),
@@ -273,8 +277,7 @@ impl Writer {
         else {
             return s.give_up();
         };
-        // What strip removes is counted once, over the whole install (`apt.rs`).
-        let _ = strip::strip(&mut chunk, &self.strip);
+        strip::strip(&mut chunk, &self.strip, &self.rules, &HashSet::new());
         // A path this component's layer already holds, shipped again: the same.
         if chunk.iter().any(|e| {
             !matches!(e.kind, EntryKind::Dir)

@@ -108,7 +108,11 @@ impl OpsError {
             OpsError::Incompatible(_) => 1,
             OpsError::Build(e) if matches!(**e, BuildError::TooLarge { .. }) => 1,
             OpsError::Pypi(e) => e.exit_code(),
-            OpsError::Plan(PlanError::Library(_) | PlanError::LayerKinds(_)) => 2,
+            OpsError::Plan(
+                PlanError::Library(_)
+                | PlanError::LayerKinds(_)
+                | PlanError::StripNotImplemented(_),
+            ) => 2,
             OpsError::Plan(_) => 3,
             OpsError::Build(e)
                 if matches!(

@@ -12,6 +12,7 @@
 //! `python-packages-v3`, with `layer::layer_key`'s `layer-v3`: duplicates stored once).
 
 use crate::cache::Key;
+use crate::catalog::strip_table_text;
 use crate::digest::Digest;
 use crate::layer::LayerOptions;
 use crate::lock::LockedPackage;
@@ -24,8 +25,8 @@ use super::PythonInstall;
 /// shapes a tree from it (platform, strip classes, layer settings).
 pub fn debs_key(packages: &[&LockedPackage], profile: &Profile, lopts: LayerOptions) -> Digest {
     let mut k = Key::new("apt-base-v3").tool_version();
-    k.str(&profile.platform.to_string())
-        .names(&profile.strip)
+    k.str(&profile.platform.to_string());
+    strip(&mut k, profile)
         .str(&lopts.compression.settings_id())
         .u64(lopts.epoch)
         .count(packages.len());
@@ -36,6 +37,16 @@ pub fn debs_key(packages: &[&LockedPackage], profile: &Profile, lopts: LayerOpti
             .digest(&p.sha256);
     }
     k.finish()
+}
+
+/// The strip classes, and the catalog's strip table when any class applies (its paths and
+/// terms decide what the classes remove).
+fn strip<'k>(k: &'k mut Key, profile: &Profile) -> &'k mut Key {
+    k.names(&profile.strip);
+    if !profile.strip.is_empty() {
+        k.str(strip_table_text());
+    }
+    k
 }
 
 /// The key of one apt component layer: its name and its packages' key.
@@ -98,8 +109,8 @@ pub fn tarball_key(
     for v in identity {
         k.u64(v);
     }
-    k.bool(allow_special)
-        .names(&profile.strip)
+    k.bool(allow_special);
+    strip(&mut k, profile)
         .str(&lopts.compression.settings_id())
         .u64(lopts.epoch);
     k.finish()
@@ -115,6 +126,7 @@ pub fn wheels_key(
     p: &PythonInstall,
     component: &str,
     names: &[String],
+    profile: &Profile,
     lopts: LayerOptions,
 ) -> Digest {
     let mut k = Key::new("python-packages-v3").tool_version();
@@ -135,7 +147,8 @@ pub fn wheels_key(
         .iter()
         .filter(|w| names.contains(&w.name))
         .collect();
-    k.str(&lopts.compression.settings_id())
+    strip(&mut k, profile)
+        .str(&lopts.compression.settings_id())
         .u64(lopts.epoch)
         .count(wheels.len());
     for w in wheels {

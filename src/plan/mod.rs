@@ -21,6 +21,7 @@ pub mod installed;
 pub mod keys;
 pub mod libraries;
 pub mod split;
+mod strip_rules;
 pub mod wheel_components;
 
 use std::collections::BTreeMap;
@@ -125,6 +126,8 @@ pub struct Plan {
     /// The wheels of the `Wheels` layer.
     pub python: Option<PythonInstall>,
     pub image: ImagePlan,
+    /// What the strip classes know from the catalog (every layer's; see `strip::Rules`).
+    pub strip_rules: crate::strip::Rules,
 }
 
 /// One layer: what it is made from and how it is keyed.
@@ -187,6 +190,10 @@ pub enum PlanError {
     LibraryTable(#[from] crate::catalog::LibraryTableError),
     #[error(transparent)]
     Library(Box<libraries::LibraryError>),
+    #[error(transparent)]
+    StripTable(crate::catalog::StripTableError),
+    #[error("`strip: [{}]` is not implemented yet: remove it from the profile's `strip:` list", .0.name())]
+    StripNotImplemented(StripClass),
     #[error(
         "`layers.{0}` takes wheels, but `{0}` is a layer of apt packages: choose another name"
     )]
@@ -212,9 +219,11 @@ pub fn plan(
     facts: &Facts,
     lopts: LayerOptions,
 ) -> Result<Plan, PlanError> {
+    strip_rules::check_classes(profile)?;
     let mut layers = Vec::new();
     let mut apt = None;
     let python = facts.python.clone().filter(|p| !p.wheels.is_empty());
+    let strip_rules = strip_rules::strip_rules()?;
     let mut loader = Some(loader(profile, python.as_ref())?);
     match &profile.base {
         Base::None => {}
@@ -328,6 +337,7 @@ pub fn plan(
         apt,
         python,
         image,
+        strip_rules,
     })
 }
 
@@ -418,11 +428,11 @@ fn plan_wheels(
         if names.is_empty() {
             continue;
         }
-        let key = keys::wheels_key(p, &component, &names, lopts);
+        let key = keys::wheels_key(p, &component, &names, profile, lopts);
         layers.push(LayerPlan {
             component,
             inputs: Inputs::Wheels { names },
-            strip: Vec::new(),
+            strip: profile.strip.clone(),
             key: Some(key),
         });
     }

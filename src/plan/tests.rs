@@ -306,11 +306,41 @@ fn the_wheels_are_one_layer_after_the_base_and_before_files_and_the_selftest() {
     let layer = &pl.layers[4];
     assert!(matches!(layer.inputs, Inputs::Wheels { .. }));
     assert!(layer.key.is_some(), "keyed up front by the locked set");
-    assert!(
-        layer.strip.is_empty(),
-        "wheels are installed as packaged (RECORD lists every file)"
+    assert_eq!(
+        layer.strip,
+        [StripClass::Docs],
+        "the wheels are stripped like every source (their RECORDs follow)"
     );
     assert_eq!(pl.python.as_ref().unwrap().wheels.len(), 2);
+    // The strip classes are part of the wheel layer's key.
+    let unstripped = crate::profile::parse(
+        "name: t\nbase:\n  apt:\n    suite: bookworm\n    packages: [curl]\npython:\n  packages: [requests]\nfiles:\n  - {src: ./a, dst: /a}\n",
+        "p.yaml",
+        d.path(),
+        &|_| None,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let other = plan(&unstripped, None, &f, LOPTS).unwrap();
+    assert_ne!(other.layers[4].key, layer.key);
+    // Only the wheel layers keep the `.pyc` gpuimg compiles (none here: no compiler).
+    assert_eq!(pl.strip_rules_for(layer).compiled_tag, None);
+    // Classes not implemented yet are refused by name.
+    for class in ["unused-libraries", "device-code"] {
+        let p = crate::profile::parse(
+            &format!("name: t\nbase:\n  apt:\n    suite: bookworm\n    packages: [curl]\nstrip: [docs, {class}]\n"),
+            "p.yaml",
+            d.path(),
+            &|_| None,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let e = plan(&p, None, &facts(BASE), LOPTS).unwrap_err();
+        assert!(matches!(e, PlanError::StripNotImplemented(_)), "{e}");
+        assert!(
+            e.to_string()
+                .contains(&format!("`strip: [{class}]` is not implemented yet")),
+            "{e}"
+        );
+    }
     // No wheels: no layer.
     let empty = plan(&p, None, &with_wheels(facts(BASE), vec![]), LOPTS).unwrap();
     assert!(!empty.layers.iter().any(|l| l.component == PYTHON_PACKAGES));

@@ -245,6 +245,64 @@ pub enum StripClass {
     StaticLibs,
     Headers,
     DebugSymbols,
+    BuildFiles,
+    PythonCaches,
+    Tests,
+    TypeStubs,
+    OtherGpuBackends,
+    /// Accepted, refused at build until the ELF closure exists.
+    UnusedLibraries,
+    /// Accepted, refused at build until device-code pruning exists.
+    DeviceCode,
+}
+
+impl StripClass {
+    /// The profile's name of the class (`static-libs`).
+    pub fn name(self) -> &'static str {
+        match self {
+            StripClass::Docs => "docs",
+            StripClass::Man => "man",
+            StripClass::Locales => "locales",
+            StripClass::StaticLibs => "static-libs",
+            StripClass::Headers => "headers",
+            StripClass::DebugSymbols => "debug-symbols",
+            StripClass::BuildFiles => "build-files",
+            StripClass::PythonCaches => "python-caches",
+            StripClass::Tests => "tests",
+            StripClass::TypeStubs => "type-stubs",
+            StripClass::OtherGpuBackends => "other-gpu-backends",
+            StripClass::UnusedLibraries => "unused-libraries",
+            StripClass::DeviceCode => "device-code",
+        }
+    }
+
+    /// The class a profile's name spells.
+    pub fn from_name(name: &str) -> Option<StripClass> {
+        use StripClass::*;
+        [
+            Docs,
+            Man,
+            Locales,
+            StaticLibs,
+            Headers,
+            DebugSymbols,
+            BuildFiles,
+            PythonCaches,
+            Tests,
+            TypeStubs,
+            OtherGpuBackends,
+            UnusedLibraries,
+            DeviceCode,
+        ]
+        .into_iter()
+        .find(|c| c.name() == name)
+    }
+
+    /// Whether gpuimg can apply the class yet (`unused-libraries` and `device-code` are
+    /// names reserved for the ELF closure and device-code pruning).
+    pub fn implemented(self) -> bool {
+        !matches!(self, StripClass::UnusedLibraries | StripClass::DeviceCode)
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]

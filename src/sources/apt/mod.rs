@@ -23,6 +23,7 @@ mod ldcache;
 mod needed;
 mod openpgp;
 mod provenance;
+mod prune;
 mod relation;
 mod release;
 mod repo;
@@ -47,6 +48,7 @@ pub use error::AptError;
 pub use fixups::merged_usr_links;
 pub use ldcache::write_ld_cache;
 pub use provenance::{stamp_packages, AptRoot, GENERATED_BY};
+pub use prune::prune_lists;
 pub use status::installed_packages;
 pub use version::Version;
 

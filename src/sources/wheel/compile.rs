@@ -132,6 +132,11 @@ pub struct Source {
     pub cfile: PathBuf,
 }
 
+/// The interpreter's cache tag in `.pyc` names (`cpython-311`).
+pub fn cache_tag(version: (u32, u32)) -> String {
+    format!("cpython-{}{}", version.0, version.1)
+}
+
 /// The `.pyc` of the image path `dest` (`a/b.py` → `a/__pycache__/b.cpython-311.pyc`), for a
 /// `.py` file.
 pub fn pyc_path(dest: &str, version: (u32, u32)) -> Option<String> {
@@ -140,7 +145,7 @@ pub fn pyc_path(dest: &str, version: (u32, u32)) -> Option<String> {
     if name.is_empty() {
         return None;
     }
-    let tag = format!("cpython-{}{}", version.0, version.1);
+    let tag = cache_tag(version);
     Some(if dir.is_empty() {
         format!("__pycache__/{name}.{tag}.pyc")
     } else {

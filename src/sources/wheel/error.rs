@@ -138,6 +138,8 @@ pub enum WheelError {
     UnknownMagic { version: String },
     #[error("Compiling `.pyc` files with `{interpreter}` failed: {why}")]
     Compile { interpreter: String, why: String },
+    #[error("`{path}` cannot be kept true after stripping: {why}")]
+    RecordAfterStrip { path: String, why: String },
     #[error(transparent)]
     Shape(crate::assemble::AssembleError),
     /// A broken rule of the installer itself: a bug in gpuimg.

@@ -16,6 +16,7 @@ mod extract;
 mod filename;
 mod libraries;
 mod prepare;
+mod prune;
 mod record;
 mod scheme;
 mod wheel_file;
@@ -28,6 +29,7 @@ pub use compile::HostPython;
 pub use error::WheelError;
 pub use filename::normalize;
 pub use libraries::{file_name, is_library_name, libraries, WheelLibrary};
+pub use prune::prune_records;
 
 use crate::assemble::{self, DataSource, Entry, EntryKind, Provenance, Tree};
 use crate::confined::Root;

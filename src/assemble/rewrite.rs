@@ -1,0 +1,159 @@
+//! Reading a small file of a tree back and putting new bytes in its place: how the records
+//! that describe a tree (a wheel's `RECORD`, dpkg's file lists) are kept true after entries
+//! were removed. Reads are capped; the entry keeps its path, mode, owners, attributes and
+//! provenance. A file on disk is read only if it is still the one the tree recorded.
+
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::Path;
+use std::sync::Arc;
+
+use super::{DataSource, EntryKind, Tree};
+
+impl Tree {
+    /// The bytes of the regular file at `path`, when it is one and at most `cap` bytes long.
+    pub fn read_file(&self, path: &str, cap: u64) -> io::Result<Option<Vec<u8>>> {
+        let Some(EntryKind::File { size, data }) = self.get(path).map(|e| &e.kind) else {
+            return Ok(None);
+        };
+        if *size > cap {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("`/{path}` is {size} bytes, more than the {cap} read back"),
+            ));
+        }
+        let mut buf = Vec::with_capacity(*size as usize);
+        match data {
+            DataSource::Bytes(b) => buf.extend_from_slice(b),
+            DataSource::Path { path: p, identity } => {
+                open_same_file(p, identity)?
+                    .take(*size)
+                    .read_to_end(&mut buf)?;
+            }
+            DataSource::TarSpan {
+                tarball, offset, ..
+            } => {
+                let mut f = fs_err::File::open(tarball.as_path())?;
+                f.seek(SeekFrom::Start(*offset))?;
+                f.take(*size).read_to_end(&mut buf)?;
+            }
+        }
+        if buf.len() as u64 != *size {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("`/{path}` is shorter than when it was read"),
+            ));
+        }
+        Ok(Some(buf))
+    }
+
+    /// Give the regular file at `path` the bytes `data` (everything else about it stays);
+    /// false when there is no regular file there.
+    pub fn replace_data(&mut self, path: &str, data: Vec<u8>) -> bool {
+        let Some(e) = self.get(path) else {
+            return false;
+        };
+        if !matches!(e.kind, EntryKind::File { .. }) {
+            return false;
+        }
+        let mut e = e.clone();
+        e.kind = EntryKind::File {
+            size: data.len() as u64,
+            data: DataSource::Bytes(Arc::new(data)),
+        };
+        let provenance = self.provenance_of(path).cloned();
+        let xattrs = self.xattrs(path).to_vec();
+        match provenance {
+            Some(p) => self.insert_with(e, p),
+            None => self.insert(e),
+        }
+        if !xattrs.is_empty() {
+            self.set_xattrs(path, xattrs);
+        }
+        true
+    }
+}
+
+/// The file the tree saw at `path`, and only that (the same device and inode; never blocking
+/// on a FIFO put there since).
+fn open_same_file(path: &Path, identity: &[u64; 5]) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)
+        .map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("Failed to open `{}`: {e}", path.display()),
+            )
+        })?;
+    let m = f.metadata()?;
+    if !m.is_file() || m.dev() != identity[0] || m.ino() != identity[1] {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "`{}` changed while the image was being built (it is no longer the file that was read)",
+                path.display()
+            ),
+        ));
+    }
+    Ok(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::assemble::{Entry, Provenance};
+
+    #[test]
+    fn a_file_is_read_back_only_while_it_is_the_one_recorded_and_replaced_in_place() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("RECORD");
+        std::fs::write(&p, b"a,,\n").unwrap();
+        let meta = std::fs::metadata(&p).unwrap();
+        let mut t = Tree::new("t");
+        t.insert_with(
+            Entry {
+                path: "x/RECORD".into(),
+                kind: EntryKind::File {
+                    size: 4,
+                    data: DataSource::file(p.clone(), &meta),
+                },
+                mode: 0o640,
+                uid: 7,
+                gid: 8,
+            },
+            Provenance::wheel("x"),
+        );
+        t.set_xattrs("x/RECORD", [("user.k".to_string(), b"v".to_vec())]);
+        assert_eq!(t.read_file("x/RECORD", 64).unwrap().unwrap(), b"a,,\n");
+        assert!(t.read_file("x/RECORD", 3).is_err(), "over the cap");
+        assert_eq!(t.read_file("x", 64).unwrap(), None);
+
+        assert!(t.replace_data("x/RECORD", b"b,,\n".to_vec()));
+        let e = t.get("x/RECORD").unwrap();
+        assert_eq!((e.mode, e.uid, e.gid), (0o640, 7, 8));
+        assert_eq!(t.provenance_of("x/RECORD"), Some(&Provenance::wheel("x")));
+        assert_eq!(t.xattrs("x/RECORD").len(), 1);
+        assert_eq!(t.read_file("x/RECORD", 64).unwrap().unwrap(), b"b,,\n");
+
+        // A file swapped for another since the tree recorded it is refused.
+        let mut u = Tree::new("u");
+        u.insert(Entry {
+            path: "y".into(),
+            kind: EntryKind::File {
+                size: 4,
+                data: DataSource::file(p.clone(), &meta),
+            },
+            mode: 0o644,
+            uid: 0,
+            gid: 0,
+        });
+        // (The recorded inode stays alive, so the new file cannot reuse its number.)
+        std::fs::hard_link(&p, d.path().join("held")).unwrap();
+        std::fs::write(d.path().join("other"), b"c,,\n").unwrap();
+        std::fs::rename(d.path().join("other"), &p).unwrap();
+        let e = u.read_file("y", 64).unwrap_err();
+        assert!(e.to_string().contains("changed while"), "{e}");
+    }
+}

@@ -1,0 +1,65 @@
+//! A layer's tree stripped, with the records that describe it kept true: `strip` removes the
+//! entries, then every wheel `RECORD` (`sources::wheel::prune_records`) and every dpkg file
+//! list (`sources::apt::prune_lists`) in the same tree loses the removed paths. `protect`
+//! holds the paths `ld.so.cache` indexes, which strip never removes, so the cache stays true
+//! without being rewritten. dpkg's lists also name files of packages replayed from their
+//! sketches without being written (their layers are cached): those are judged by their path
+//! (`strip::would_remove`), so `metadata` is the same whether a package was replayed or not.
+
+use std::collections::HashSet;
+
+use super::BuildError;
+use crate::assemble::Tree;
+use crate::observe::Observer;
+use crate::profile::StripClass;
+use crate::sources::{apt, wheel};
+use crate::strip::{self, Rules, Stripped};
+
+/// Strip `tree` (named `what` in the message) and keep its records true; returns what was
+/// removed.
+pub fn strip_tree(
+    tree: &mut Tree,
+    classes: &[StripClass],
+    rules: &Rules,
+    protect: &HashSet<String>,
+    what: &str,
+    obs: &mut dyn Observer,
+) -> Result<Stripped, BuildError> {
+    let s = strip::strip(tree, classes, rules, protect);
+    if classes.is_empty() {
+        return Ok(s);
+    }
+    let records = wheel::prune_records(tree, &s.removed)?;
+    // What the tree does not hold (a replayed package's unwritten files) is judged by its path.
+    let lists = apt::prune_lists(tree, &|path| {
+        s.removed.contains(path) || strip::would_remove(path, classes, rules, protect)
+    })?;
+    let mut rewritten = Vec::new();
+    if records > 0 {
+        rewritten.push(format!("{records} RECORD{}", plural(records)));
+    }
+    if lists > 0 {
+        rewritten.push(format!("{lists} dpkg list{}", plural(lists)));
+    }
+    if s.count() == 0 && lists == 0 {
+        return Ok(s);
+    }
+    obs.message(&format!(
+        "strip: removed {} entries from {what}{}",
+        s.count(),
+        if rewritten.is_empty() {
+            String::new()
+        } else {
+            format!(" ({} rewritten)", rewritten.join(", "))
+        }
+    ));
+    Ok(s)
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}

@@ -1,0 +1,120 @@
+//! The strip rules of a build: the catalog's strip table (`catalog/strip.yaml`) turned into
+//! `strip::Rules` (class names typed, paths parsed, bundled files' terms before their
+//! package's), plus the `.pyc` tag `python.compile` writes. And the refusal of the classes
+//! gpuimg does not implement yet.
+
+use super::{PlanError, PythonInstall};
+use crate::catalog::{self, PackageStrip};
+use crate::profile::{Profile, StripClass};
+use crate::sources::wheel::compile::cache_tag;
+use crate::strip::{PathPattern, Rules, Terms};
+
+/// The catalog's rules, for every layer.
+pub fn strip_rules() -> Result<Rules, PlanError> {
+    rules_of(catalog::strip_table().map_err(PlanError::StripTable)?)
+}
+
+impl super::Plan {
+    /// The strip rules of layer `lp`: the catalog's, and for a wheel layer of a build that
+    /// compiles `.pyc`, the tag `python-caches` keeps (only the wheel layers' `.pyc` are
+    /// gpuimg's; their key holds the compiler, the other layers' does not).
+    pub fn strip_rules_for(&self, lp: &super::LayerPlan) -> Rules {
+        let mut rules = self.strip_rules.clone();
+        if matches!(lp.inputs, super::Inputs::Wheels { .. }) {
+            rules.compiled_tag = compiled_tag(self.python.as_ref());
+        }
+        rules
+    }
+}
+
+fn compiled_tag(python: Option<&PythonInstall>) -> Option<String> {
+    python
+        .filter(|p| p.compiler.is_some())
+        .map(|p| cache_tag(p.python.version))
+}
+
+/// `unused-libraries` and `device-code` are accepted names, not yet strip classes.
+pub fn check_classes(profile: &Profile) -> Result<(), PlanError> {
+    match profile.strip.iter().find(|c| !c.implemented()) {
+        Some(c) => Err(PlanError::StripNotImplemented(*c)),
+        None => Ok(()),
+    }
+}
+
+fn class(package: &str, name: &str) -> Result<StripClass, PlanError> {
+    StripClass::from_name(name).ok_or_else(|| {
+        PlanError::StripTable(catalog::StripTableError::new(format!(
+            "package `{package}`: `{name}` is not a strip class"
+        )))
+    })
+}
+
+fn rules_of(table: &[PackageStrip]) -> Result<Rules, PlanError> {
+    let mut rules = Rules::default();
+    let mut own = Vec::new();
+    for p in table {
+        for (name, paths) in &p.remove {
+            let c = class(&p.package, name)?;
+            rules
+                .remove
+                .extend(paths.iter().map(|x| (c, PathPattern::parse(x))));
+        }
+        for (name, paths) in &p.keep {
+            let c = class(&p.package, name)?;
+            rules
+                .keep
+                .extend(paths.iter().map(|x| (c, PathPattern::parse(x))));
+        }
+        for f in &p.files {
+            rules.terms.push(Terms {
+                path: PathPattern::parse(&f.path),
+                package: p.package.clone(),
+                licence: f.licence.clone(),
+                modify: f.modify,
+                remove: f.remove,
+            });
+        }
+        own.extend(p.paths.iter().map(|x| Terms {
+            path: PathPattern::parse(x),
+            package: p.package.clone(),
+            licence: p.licence.clone(),
+            modify: p.modify,
+            remove: true,
+        }));
+    }
+    rules.terms.extend(own);
+    Ok(rules)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_embedded_table_becomes_rules_with_bundled_files_first() {
+        let r = rules_of(catalog::strip_table().unwrap()).unwrap();
+        let site = "usr/local/lib/python3.11/dist-packages";
+        let ptxas = format!("{site}/triton/backends/nvidia/bin/ptxas");
+        let t = r.terms_of(&ptxas).unwrap();
+        assert_eq!(
+            (t.package.as_str(), t.licence.as_str()),
+            ("triton", "NVIDIA CUDA Toolkit EULA")
+        );
+        assert!(!r.may_modify(&ptxas) && r.may_remove(&ptxas));
+        let own = format!("{site}/triton/language/core.py");
+        assert_eq!(r.terms_of(&own).unwrap().licence, "MIT");
+        assert!(r
+            .remove
+            .iter()
+            .any(|(c, p)| *c == StripClass::OtherGpuBackends
+                && p.matches(&format!("{site}/triton/backends/amd/lib/x.so"))));
+        assert!(r.compiled_tag.is_none());
+        assert!(r.keep.iter().any(
+            |(c, p)| *c == StripClass::Headers && p.matches("usr/include/python3.11/Python.h")
+        ));
+        assert!(!r
+            .keep
+            .iter()
+            .any(|(c, p)| *c == StripClass::Headers && p.matches("usr/include/stdio.h")));
+    }
+}
