@@ -117,8 +117,8 @@ fn account(
         if !drop.contains(&e.path) {
             continue;
         }
-        let Some(class) = (classes.iter().copied())
-            .find(|c| classes::removes(*c, &e.path, rules, &has))
+        let Some(class) =
+            (classes.iter().copied()).find(|c| classes::removes(*c, &e.path, rules, &has))
         else {
             continue;
         };
