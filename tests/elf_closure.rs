@@ -163,3 +163,125 @@ fn unused_and_missing_libraries_are_found_as_the_loader_finds_them() {
         "{said}"
     );
 }
+
+/// `strip: [unused-libraries]`: the library nothing loads leaves the image and its wheel's
+/// RECORD, the rest stays, and the extension module still loads in the container (its
+/// chain resolved through its inherited DT_RPATH). Without the class the library is there.
+#[test]
+fn unused_libraries_are_stripped_and_the_module_still_loads() {
+    let sb = Sandbox::new();
+    let build = sb.join("cc");
+    std::fs::create_dir_all(&build).unwrap();
+    let dep = cc(
+        &build,
+        "int missing(void) { return 1; }\n",
+        "libfakemissing.so.1",
+        &["-Wl,-soname,libfakemissing.so.1"],
+    );
+    let a = cc(
+        &build,
+        "int missing(void);\nint a(void) { return missing() + 1; }\n",
+        "libfakea.so",
+        &["-Wl,-soname,libfakea.so", "-L.", "-l:libfakemissing.so.1"],
+    );
+    let unused = cc(
+        &build,
+        "int u(void) { return 3; }\n",
+        "libfakeunused.so",
+        &["-Wl,-soname,libfakeunused.so"],
+    );
+    let core = cc(
+        &build,
+        "int a(void);\nint core(void) { return a(); }\n",
+        "_core.so",
+        &[
+            "-L.",
+            "-l:libfakea.so",
+            "-Wl,--disable-new-dtags,-rpath,$ORIGIN/lib",
+        ],
+    );
+    let wheel = WheelSpec::new("fakeext", "1.1")
+        .file("fakeext/__init__.py", "")
+        .file_mode("fakeext/_core.so", &core, 0o755)
+        .file_mode("fakeext/lib/libfakea.so", &a, 0o755)
+        .file_mode("fakeext/lib/libfakemissing.so.1", &dep, 0o755)
+        .file_mode("fakeext/lib/libfakeunused.so", &unused, 0o755);
+    let server = serve(&wheel_index(sb.path(), &[wheel]));
+    let profile = |strip: &str| {
+        format!(
+            "name: ext\n{APT}strip: [{strip}]\npython:\n  index: {}/simple/\n  packages: [fakeext]\n",
+            server.url
+        )
+    };
+    let listing = |out: &Path| run_ok(sb.gpuimg().args(["inspect", "--files"]).arg(out));
+    // Without the class: everything is there, nothing is missing.
+    write(&sb.join("plain.yaml"), &profile("docs"));
+    let plain = sb.join("plain");
+    let o = run(sb
+        .gpuimg()
+        .args(["build", "-o"])
+        .arg(&plain)
+        .arg(sb.join("plain.yaml")));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(!err.contains("is provided by nothing"), "{err}");
+    assert!(listing(&plain).contains("fakeext/lib/libfakeunused.so"));
+
+    write(&sb.join("strip.yaml"), &profile("docs, unused-libraries"));
+    let out = sb.join("out");
+    run_ok(
+        sb.gpuimg()
+            .args(["build", "-o"])
+            .arg(&out)
+            .arg(sb.join("strip.yaml")),
+    );
+    let files = listing(&out);
+    assert!(!files.contains("fakeext/lib/libfakeunused.so"), "{files}");
+    for kept in [
+        "fakeext/_core.so",
+        "fakeext/lib/libfakea.so",
+        "fakeext/lib/libfakemissing.so.1",
+    ] {
+        assert!(files.contains(kept), "{kept} missing:\n{files}");
+    }
+    let report: serde_json::Value = serde_json::from_str(&run_ok(
+        sb.gpuimg()
+            .args(["inspect", "--unused", "--json"])
+            .arg(&out),
+    ))
+    .unwrap();
+    assert_eq!(
+        report["unused"].as_array().map(Vec::len),
+        Some(0),
+        "{report}"
+    );
+    assert_eq!(
+        report["missing"].as_array().map(Vec::len),
+        Some(0),
+        "{report}"
+    );
+
+    // In the container: the RECORD lists exactly what is there, and the module works.
+    let image = format!("oci:{}:latest", out.display());
+    let check = format!(
+        "import ctypes, importlib.metadata as m, os\n\
+         files = [str(f) for f in m.distribution('fakeext').files]\n\
+         assert not any('libfakeunused' in f for f in files), files\n\
+         site = '{SITE}'\n\
+         for f in files:\n    assert os.path.exists(os.path.join(site, f)), f\n\
+         print('core', ctypes.CDLL(site + '/fakeext/_core.so').core())\n"
+    );
+    let ran = podman_run_with(
+        sb.path(),
+        &["--entrypoint", "python3"],
+        &image,
+        &["-c", &check],
+    );
+    let said = String::from_utf8_lossy(&ran.stdout);
+    assert!(
+        ran.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    assert_eq!(said.trim(), "core 2");
+}

@@ -10,7 +10,7 @@
 //! and md5sums name only files that exist (`dpkg-query -L` and `dpkg --verify` on the
 //! unpacked root), `ldconfig -p` only libraries that exist, and every package stays recorded.
 //! On rootfs bases (no network): each class alone removes its own samples and no other's; a
-//! rootfs's RECORD and dpkg lists are kept true too; `unused-libraries` and `device-code` are
+//! rootfs's RECORD and dpkg lists are kept true too; `device-code` is
 //! refused with one line, exit 2.
 
 mod common;
@@ -509,7 +509,7 @@ fn a_rootfs_is_stripped_with_its_records_and_reserved_classes_are_refused() {
         "0123  usr/bin/foo\n"
     );
 
-    for class in ["unused-libraries", "device-code"] {
+    for class in ["device-code"] {
         write(
             &sb.join("q.yaml"),
             &format!("name: r\nbase:\n  rootfs: ./rootfs\nstrip: [docs, {class}]\n"),

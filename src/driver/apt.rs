@@ -115,13 +115,16 @@ fn check_needs(installed: &apt::Installed, install: &AptInstall, obs: &mut dyn O
     if loader.objects.is_empty() {
         return;
     }
+    // What `unused-libraries` removes is not judged.
+    let mut objects = loader.objects.clone();
+    objects.retain(|p, _| !loader.unused.contains(p));
     let view = crate::elf::closure::LoaderView {
-        objects: loader.objects.clone(),
+        objects,
         conf_dirs: loader.dirs.clone(),
         known_sonames: installed.libraries.iter().map(|(s, _)| s.clone()).collect(),
         ..Default::default()
     };
-    let closure = view.closure(loader.objects.keys().cloned(), &|name| {
+    let closure = view.closure(view.objects.keys().cloned(), &|name| {
         libraries::is_driver_library(name)
     });
     let mut by_name: BTreeMap<&str, Vec<&str>> = BTreeMap::new();

@@ -127,6 +127,7 @@ pub fn wheels_key(
     component: &str,
     names: &[String],
     profile: &Profile,
+    unused: &std::collections::BTreeSet<String>,
     lopts: LayerOptions,
 ) -> Digest {
     let mut k = Key::new("python-packages-v3").tool_version();
@@ -151,12 +152,21 @@ pub fn wheels_key(
         .str(&lopts.compression.settings_id())
         .u64(lopts.epoch)
         .count(wheels.len());
-    for w in wheels {
+    for w in &wheels {
         k.str(&w.name)
             .str(&w.version)
             .str(&w.filename)
             .digest(&w.sha256)
             .bool(w.requested);
+    }
+    // `unused-libraries` removes what the whole image's closure leaves unreached: the
+    // libraries of these wheels it removes.
+    for w in &wheels {
+        for l in p.libraries.get(&w.name).into_iter().flatten() {
+            if unused.contains(&l.path) {
+                k.str(&l.path);
+            }
+        }
     }
     k.finish()
 }

@@ -22,9 +22,10 @@ pub mod keys;
 pub mod libraries;
 pub mod split;
 mod strip_rules;
+mod unused;
 pub mod wheel_components;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 pub use expectation::{
@@ -100,6 +101,9 @@ pub struct Loader {
     pub objects: BTreeMap<String, SharedObject>,
     /// The wheels' directories `conf` lists (no leading `/`).
     pub dirs: Vec<String>,
+    /// With `strip: [unused-libraries]`, the wheels' libraries the ELF closure does not
+    /// reach (`unused.rs`); they are left out of `found` too.
+    pub unused: BTreeSet<String>,
 }
 
 /// Where the wheels' library directories are listed for the loader.
@@ -223,8 +227,11 @@ pub fn plan(
     let mut layers = Vec::new();
     let mut apt = None;
     let python = facts.python.clone().filter(|p| !p.wheels.is_empty());
-    let strip_rules = strip_rules::strip_rules()?;
+    let mut strip_rules = strip_rules::strip_rules()?;
     let mut loader = Some(loader(profile, python.as_ref())?);
+    if let Some(l) = &loader {
+        strip_rules.unused = l.unused.clone();
+    }
     match &profile.base {
         Base::None => {}
         Base::Rootfs {
@@ -262,7 +269,7 @@ pub fn plan(
         libraries::check_providers(&l.wheel_libraries, &l.picks)?;
     }
     if let Some(p) = &python {
-        layers.extend(plan_wheels(profile, p, lopts)?);
+        layers.extend(plan_wheels(profile, p, &strip_rules.unused, lopts)?);
     }
     if !profile.files.is_empty() {
         layers.push(LayerPlan {
@@ -397,6 +404,7 @@ fn plan_apt(
 fn plan_wheels(
     profile: &Profile,
     p: &PythonInstall,
+    unused: &BTreeSet<String>,
     lopts: LayerOptions,
 ) -> Result<Vec<LayerPlan>, PlanError> {
     let overrides: Vec<(String, Vec<String>)> = profile
@@ -428,7 +436,7 @@ fn plan_wheels(
         if names.is_empty() {
             continue;
         }
-        let key = keys::wheels_key(p, &component, &names, profile, lopts);
+        let key = keys::wheels_key(p, &component, &names, profile, unused, lopts);
         layers.push(LayerPlan {
             component,
             inputs: Inputs::Wheels { names },
@@ -493,8 +501,14 @@ fn loader(profile: &Profile, python: Option<&PythonInstall>) -> Result<Loader, P
         }
         (LOADER_CONF.to_string(), text)
     });
+    let unused = if profile.strip.contains(&StripClass::UnusedLibraries) {
+        unused::unused_libraries(&objects, &dirs)
+    } else {
+        BTreeSet::new()
+    };
     let found = found
         .iter()
+        .filter(|l| !unused.contains(&l.path))
         .filter(|l| {
             dirs.iter().any(|d| {
                 l.path
@@ -512,6 +526,7 @@ fn loader(profile: &Profile, python: Option<&PythonInstall>) -> Result<Loader, P
         forward,
         objects,
         dirs,
+        unused,
     })
 }
 

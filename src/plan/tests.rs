@@ -325,7 +325,7 @@ fn the_wheels_are_one_layer_after_the_base_and_before_files_and_the_selftest() {
     // Only the wheel layers keep the `.pyc` gpuimg compiles (none here: no compiler).
     assert_eq!(pl.strip_rules_for(layer).compiled_tag, None);
     // Classes not implemented yet are refused by name.
-    for class in ["unused-libraries", "device-code"] {
+    for class in ["device-code"] {
         let p = crate::profile::parse(
             &format!("name: t\nbase:\n  apt:\n    suite: bookworm\n    packages: [curl]\nstrip: [docs, {class}]\n"),
             "p.yaml",

@@ -298,10 +298,10 @@ impl StripClass {
         .find(|c| c.name() == name)
     }
 
-    /// Whether gpuimg can apply the class yet (`unused-libraries` and `device-code` are
-    /// names reserved for the ELF closure and device-code pruning).
+    /// Whether gpuimg can apply the class yet (`device-code` is the name reserved for
+    /// device-code pruning).
     pub fn implemented(self) -> bool {
-        !matches!(self, StripClass::UnusedLibraries | StripClass::DeviceCode)
+        !matches!(self, StripClass::DeviceCode)
     }
 }
 

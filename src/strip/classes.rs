@@ -124,9 +124,8 @@ fn general(class: StripClass, path: &str, rules: &Rules, has: &dyn Fn(&str) -> b
         }
         StripClass::Tests => package_dir_named(path, &["tests", "test"]),
         StripClass::TypeStubs => name.ends_with(".pyi"),
-        StripClass::OtherGpuBackends | StripClass::UnusedLibraries | StripClass::DeviceCode => {
-            false
-        }
+        StripClass::UnusedLibraries => rules.unused.contains(path),
+        StripClass::OtherGpuBackends | StripClass::DeviceCode => false,
     }
 }
 

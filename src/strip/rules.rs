@@ -18,6 +18,9 @@ pub struct Rules {
     /// With `python.compile`, the tag of the `.pyc` gpuimg compiles (`cpython-311`):
     /// `python-caches` keeps `__pycache__/*.<tag>.pyc`.
     pub compiled_tag: Option<String>,
+    /// The wheels' shared libraries the image's ELF closure does not reach (the plan's
+    /// `plan::unused`): what `unused-libraries` removes.
+    pub unused: std::collections::BTreeSet<String>,
 }
 
 /// The licence terms of the files a pattern matches.

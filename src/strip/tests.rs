@@ -327,6 +327,7 @@ fn catalog_rules() -> Rules {
             },
         ],
         compiled_tag: None,
+        unused: Default::default(),
     }
 }
 
