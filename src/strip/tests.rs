@@ -466,3 +466,25 @@ fn protected_paths_and_licences_stay_with_their_directories() {
     t.check_links().unwrap();
     crate::assemble::shape::check(&t).unwrap();
 }
+
+#[test]
+fn what_is_removed_is_counted_per_class_and_owner() {
+    let doc = "usr/share/doc/p/README";
+    let man = "usr/share/man/man1/p.1";
+    let kept = "usr/lib/p/data";
+    // The man page's data is also held by a kept link: it goes as an entry, its bytes stay.
+    let mut t = tree(&[(doc, None), (man, None), (kept, Some(man))]);
+    let s = strip(
+        &mut t,
+        &[StripClass::Docs, StripClass::Man],
+        &Rules::default(),
+        &HashSet::new(),
+    );
+    // The two files, and the directories that held only them.
+    assert!(s.removed.contains(doc) && s.removed.contains(man) && !s.removed.contains(kept));
+    assert_eq!(s.entries(), s.count() as u64);
+    let docs = s.by_class[&(StripClass::Docs, Provenance::deb(format!("pkg-{doc}")))];
+    assert_eq!((docs.entries, docs.bytes), (1, 1));
+    let man_r = s.by_class[&(StripClass::Man, Provenance::deb(format!("pkg-{man}")))];
+    assert_eq!((man_r.entries, man_r.bytes), (1, 0));
+}
