@@ -129,6 +129,9 @@ fn check_needs(installed: &apt::Installed, install: &AptInstall, obs: &mut dyn O
     });
     let mut by_name: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for (object, name) in &closure.unresolved {
+        if crate::elf::keep::is_optional(object) {
+            continue;
+        }
         by_name.entry(name).or_default().push(object);
     }
     for (name, objects) in by_name {

@@ -1,6 +1,7 @@
 //! `data/dlopen.yaml`: the shared objects programs load by name with `dlopen` (no `DT_NEEDED`
-//! shows them, so the ELF closure counts them as roots) and the library names the container
-//! runtime binds in from the host (the NVIDIA driver's, provided at run time). Data only.
+//! shows them, so the ELF closure counts them as roots), the optional plugins whose missing
+//! needs are expected, and the library names the container runtime binds in from the host
+//! (the NVIDIA driver's, provided at run time). Data only.
 
 use std::sync::OnceLock;
 
@@ -13,6 +14,7 @@ pub const TABLE_TEXT: &str = include_str!("../../data/dlopen.yaml");
 #[serde(deny_unknown_fields)]
 struct Table {
     keep: Vec<String>,
+    optional: Vec<String>,
     host: Vec<String>,
 }
 
@@ -43,6 +45,19 @@ pub fn is_dlopened(path: &str) -> bool {
     table().keep.iter().any(|g| glob(g, path))
 }
 
+/// Whether the object at `path` is a plugin loaded only where the site provides what it
+/// needs: its missing needs are not reported.
+pub fn is_optional(path: &str) -> bool {
+    table().optional.iter().any(|g| glob(g, path))
+}
+
+/// Whether a file named `name` may be a Python extension module: Python imports any `*.so`
+/// of a package directory (`lib`-prefixed ones too: Triton's `_C/libtriton.so`), so in a site
+/// directory such a file counts as used.
+pub fn is_importable(name: &str) -> bool {
+    name.ends_with(".so")
+}
+
 /// Whether a needed library `name` is the host's, bound in by the container runtime.
 pub fn is_host_library(name: &str) -> bool {
     table().host.iter().any(|g| glob(g, name))
@@ -62,5 +77,9 @@ mod tests {
         assert!(!is_host_library("libcudart.so.12"));
         assert!(is_host_library("libnvidia-ml.so.1"));
         assert!(is_host_library("libcuda.so.1"));
+        assert!(is_optional(
+            "usr/local/lib/python3.11/dist-packages/nvidia/nvshmem/lib/nvshmem_transport_ucx.so.6"
+        ));
+        assert!(is_importable("libtriton.so") && !is_importable("libcusolverMg.so.12"));
     }
 }

@@ -5,9 +5,9 @@
 //! reaches (Debian packages' libraries are never judged: glibc, PAM and others load theirs
 //! by name), and each needed name nothing in the image provides.
 //!
-//! Reads each ELF file's headers, dynamic section and names only (at most [`HEAD`] bytes of
-//! a file are kept, to reread what lies before its dynamic section). Must never modify the
-//! image.
+//! Reads each ELF file's headers, dynamic section and names only (its first [`HEAD`] bytes
+//! and the last [`WINDOW`] before the read position are kept, to reread what lies before its
+//! dynamic section). Must never modify the image.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -34,18 +34,51 @@ pub struct Elves {
     conf: BTreeMap<String, Vec<u8>>,
 }
 
-/// A reader that keeps the first [`HEAD`] bytes that pass.
-struct Head<'a> {
-    inner: &'a mut dyn Read,
-    kept: Rc<RefCell<Vec<u8>>>,
+/// What a [`Seen`] reader kept: the file's first [`HEAD`] bytes, and the last [`WINDOW`]
+/// bytes before the read position (a big library's string table often lies just before its
+/// dynamic section, far from the start).
+#[derive(Default)]
+struct Kept {
+    head: Vec<u8>,
+    window: std::collections::VecDeque<u8>,
+    /// The file offset of `window`'s first byte.
+    window_at: u64,
 }
 
-impl Read for Head<'_> {
+impl Kept {
+    fn range(&self, off: u64, len: u64) -> Option<Vec<u8>> {
+        let start = usize::try_from(off).ok()?;
+        let end = start.checked_add(usize::try_from(len).ok()?)?;
+        if start < self.head.len() {
+            return Some(self.head[start..end.min(self.head.len())].to_vec());
+        }
+        let from = usize::try_from(off.checked_sub(self.window_at)?).ok()?;
+        (from < self.window.len()).then(|| {
+            let to = (from + (end - start)).min(self.window.len());
+            self.window.range(from..to).copied().collect()
+        })
+    }
+}
+
+/// Bytes kept before the read position.
+pub const WINDOW: usize = 8 << 20;
+
+/// A reader that keeps what [`Kept`] holds of the bytes that pass.
+struct Seen<'a> {
+    inner: &'a mut dyn Read,
+    kept: Rc<RefCell<Kept>>,
+}
+
+impl Read for Seen<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf)?;
-        let mut kept = self.kept.borrow_mut();
-        let room = HEAD.saturating_sub(kept.len()).min(n);
-        kept.extend_from_slice(&buf[..room]);
+        let mut k = self.kept.borrow_mut();
+        let room = HEAD.saturating_sub(k.head.len()).min(n);
+        k.head.extend_from_slice(&buf[..room]);
+        k.window.extend(&buf[..n]);
+        let over = k.window.len().saturating_sub(WINDOW);
+        k.window.drain(..over);
+        k.window_at += over as u64;
         Ok(n)
     }
 }
@@ -76,18 +109,13 @@ impl Elves {
         if !(name.contains(".so") || mode & 0o111 != 0) {
             return Ok(());
         }
-        let kept = Rc::new(RefCell::new(Vec::new()));
-        let mut head = Head {
+        let kept = Rc::new(RefCell::new(Kept::default()));
+        let mut seen = Seen {
             inner: data,
             kept: Rc::clone(&kept),
         };
-        let mut again = |off: u64, len: u64| -> Option<Vec<u8>> {
-            let kept = kept.borrow();
-            let start = usize::try_from(off).ok()?;
-            let end = start.checked_add(usize::try_from(len).ok()?)?;
-            kept.get(start..end.min(kept.len())).map(<[u8]>::to_vec)
-        };
-        if let Some(so) = elf::parse_stream(&mut head, &mut again) {
+        let mut again = |off: u64, len: u64| kept.borrow().range(off, len);
+        if let Some(so) = elf::parse_stream(&mut seen, &mut again) {
             self.objects.insert(path.to_string(), so);
         }
         Ok(())
@@ -215,9 +243,7 @@ pub fn inspect_unused(img: &Image, tag: Option<&str>) -> Result<UnusedReport, In
         .filter(|p| {
             let (dir, name) = p.rsplit_once('/').unwrap_or(("", p));
             path_dirs.contains(dir)
-                || (name.ends_with(".so")
-                    && !is_library(name)
-                    && (in_site(p) || p.contains("/lib-dynload/")))
+                || (keep::is_importable(name) && (in_site(p) || p.contains("/lib-dynload/")))
                 || keep::is_dlopened(p)
         })
         .cloned()
@@ -252,6 +278,7 @@ pub fn inspect_unused(img: &Image, tag: Option<&str>) -> Result<UnusedReport, In
         missing: closure
             .unresolved
             .into_iter()
+            .filter(|(by, _)| !keep::is_optional(by))
             .map(|(by, needed)| MissingLibrary {
                 needed,
                 by: format!("/{by}"),

@@ -501,10 +501,26 @@ fn loader(profile: &Profile, python: Option<&PythonInstall>) -> Result<Loader, P
         }
         (LOADER_CONF.to_string(), text)
     });
-    let unused = if profile.strip.contains(&StripClass::UnusedLibraries) {
-        unused::unused_libraries(&objects, &dirs)
-    } else {
-        BTreeSet::new()
+    let unused = match python {
+        Some(p) if profile.strip.contains(&StripClass::UnusedLibraries) => {
+            // The CUDA libraries the self-test loads at boot are used.
+            let checked = expectation::wheel_library_expectations(
+                &p.python.site_dir,
+                p.wheels
+                    .iter()
+                    .map(|w| (w.name.as_str(), w.version.as_str())),
+            )?;
+            let roots: Vec<String> = checked
+                .iter()
+                .flat_map(|l| {
+                    std::iter::once(&l.soname)
+                        .chain(&l.companions)
+                        .map(|n| format!("{}/{n}", l.dir.trim_start_matches('/')))
+                })
+                .collect();
+            unused::unused_libraries(&objects, &dirs, &roots)
+        }
+        _ => BTreeSet::new(),
     };
     let found = found
         .iter()

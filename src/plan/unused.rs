@@ -1,6 +1,8 @@
 //! `strip: [unused-libraries]`: the wheels' shared libraries that nothing loads. The roots are
-//! every Python extension module the wheels install and every library `data/dlopen.yaml` says
-//! programs load by name; from them `DT_NEEDED` is followed as ld.so would
+//! every file Python may import as an extension module (any `*.so`, `lib`-prefixed too:
+//! Triton's `_C/libtriton.so`), every library `data/dlopen.yaml` says
+//! programs load by name, and the CUDA libraries the self-test loads at boot (the caller's
+//! `extra` roots); from them `DT_NEEDED` is followed as ld.so would
 //! (`elf::closure`), through the objects' RPATH/RUNPATH (`$ORIGIN`) and the wheels'
 //! `ld.so.conf` directories. Pure: a function of the wheels' ELF facts and the table, so the
 //! same wheels always lose the same files.
@@ -9,13 +11,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::elf::closure::LoaderView;
 use crate::elf::{keep, SharedObject};
-use crate::sources::wheel::{file_name, is_library_name, is_module_name};
+use crate::sources::wheel::{file_name, is_library_name};
 
 /// The library paths among `objects` (every wheel object, by image path) that no root
-/// reaches; `dirs` are the wheel directories the loader's cache lists.
+/// reaches; `dirs` are the wheel directories the loader's cache lists, `extra` more roots.
 pub fn unused_libraries(
     objects: &BTreeMap<String, SharedObject>,
     dirs: &[String],
+    extra: &[String],
 ) -> BTreeSet<String> {
     let view = LoaderView {
         objects: objects.clone(),
@@ -24,8 +27,9 @@ pub fn unused_libraries(
     };
     let roots = objects
         .keys()
-        .filter(|p| is_module_name(file_name(p)) || keep::is_dlopened(p))
-        .cloned();
+        .filter(|p| keep::is_importable(file_name(p)) || keep::is_dlopened(p))
+        .cloned()
+        .chain(extra.iter().cloned());
     let closure = view.closure(roots, &keep::is_host_library);
     objects
         .keys()
@@ -76,10 +80,13 @@ mod tests {
         ]);
         // libcublas is found through the loader's cache (its directory is listed).
         let dirs = vec![format!("{site}/nvidia/cublas/lib")];
-        let unused = unused_libraries(&objects, &dirs);
+        let unused = unused_libraries(&objects, &dirs, &[]);
         assert_eq!(
             unused.into_iter().collect::<Vec<_>>(),
             [format!("{site}/nvidia/cusolver/lib/libcusolverMg.so.12")]
         );
+        // A library the self-test loads is a root.
+        let extra = [format!("{site}/nvidia/cusolver/lib/libcusolverMg.so.12")];
+        assert!(unused_libraries(&objects, &dirs, &extra).is_empty());
     }
 }
