@@ -18,7 +18,8 @@ use crate::reference::{ImageRef, Tag};
 pub struct Args {
     /// The profile (YAML).
     pub profile: PathBuf,
-    /// Output: DIR, oci:DIR[:TAG] or oci-archive:FILE[:TAG] (default out/<name>).
+    /// Output: DIR, oci:DIR[:TAG], oci-archive:FILE[:TAG] or docker-archive:FILE[:TAG]
+    /// (default out/<name>).
     #[arg(short, long, value_name = "TARGET")]
     pub output: Option<String>,
     /// Tag recorded as org.opencontainers.image.ref.name (default: the TAG of `-o`, else
@@ -93,6 +94,12 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
         Some(o) => Target::of(o),
         None => Target::Layout(PathBuf::from("out").join(profile.name.as_path())),
     };
+    if target.needs_gzip() && args.compression == CompressionArg::Zstd {
+        return Err(CliError::msg(
+            2,
+            "`--compression zstd` cannot go into a docker-archive: older docker cannot load zstd layers; use `--compression gzip` (the default) or `-o oci-archive:FILE`",
+        ));
+    }
     let catalog = args.catalog.load(settings)?;
     let req = BuildRequest {
         from: if args.locked {
