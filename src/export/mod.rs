@@ -11,12 +11,14 @@
 
 mod archive;
 mod existing;
+mod file;
 mod layout;
 
 use std::path::{Path, PathBuf};
 
 pub use existing::Replace;
 use existing::{Existing, Refusal};
+pub use file::{check_file_target, write_file};
 
 use crate::cache::Cache;
 use crate::image::{ImageJson, ImageLayer};

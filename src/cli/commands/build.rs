@@ -1,5 +1,5 @@
 //! `gpuimg build PROFILE [-o TARGET] [--tag T] [--force] [--compression gzip|zstd]
-//! [--max-size SIZE] [--json]`.
+//! [--max-size SIZE] [--sbom FILE] [--json]`.
 
 use std::path::PathBuf;
 
@@ -53,6 +53,10 @@ pub struct Args {
     /// layers — is larger than SIZE (e.g. 500MB, 2GiB; decimal and binary units).
     #[arg(long, value_name = "SIZE")]
     pub max_size: Option<ByteSize>,
+    /// Also write the image's SBOM (SPDX 2.3 JSON, the same document as the image's
+    /// /usr/share/gpuimg/sbom.spdx.json) to FILE; replaces only a regular file.
+    #[arg(long, value_name = "FILE")]
+    pub sbom: Option<PathBuf>,
     /// Print a JSON summary on stdout.
     #[arg(long)]
     pub json: bool,
@@ -118,6 +122,7 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
             offline: args.offline,
             trust: settings.trust(),
             max_size: args.max_size,
+            sbom: args.sbom.clone(),
         },
         python: settings.python(),
     };
@@ -149,6 +154,7 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
             "image_size": out.image_size.0,
             "packages": out.packages.len(),
             "wheels": out.wheels.len(),
+            "sbom": args.sbom.as_ref().map(|p| p.display().to_string()),
         });
         crate::cli::print_stdout(&format!("{v}\n"));
     } else if !settings.quiet {
