@@ -2,9 +2,10 @@
 # Install the Debian packages the tests and benchmarks use, when missing.
 # umoci/skopeo/podman/runc check images; busybox-static makes test root filesystems;
 # docker-registry is the reference registry; dpkg-dev/gnupg build and sign fixture apt repos.
+# python3-venv: the SBOM test installs the SPDX validator (pyspdxtools) into a venv.
 set -euo pipefail
 pkgs=(umoci skopeo podman runc busybox-static docker-registry uidmap gnupg dpkg-dev
-      fakeroot python3 pigz hyperfine mmdebstrap time ca-certificates)
+      fakeroot python3 python3-venv pigz hyperfine mmdebstrap time ca-certificates)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

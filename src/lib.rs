@@ -29,6 +29,7 @@ pub mod layer;
 pub mod observe;
 pub mod ops;
 pub mod plan;
+pub mod sbom;
 pub mod strip;
 
 pub mod catalog;

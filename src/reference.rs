@@ -1,6 +1,6 @@
 //! Image references parsed at the edge: a profile's `name:` ([`RepoName`]), `--tag` ([`Tag`])
 //! and an image on disk as `build -o` and `inspect` name it ([`ImageRef`]: `DIR`,
-//! `oci:DIR[:TAG]`, `oci-archive:FILE[:TAG]`, as skopeo writes them).
+//! `oci:DIR[:TAG]`, `oci-archive:FILE[:TAG]`, `docker-archive:FILE[:TAG]`).
 //!
 //! Names and tags follow the OCI distribution spec's grammars, so a name or tag gpuimg accepts
 //! is one umoci, skopeo and registries accept, and a name used as a path under `out/` never
@@ -221,14 +221,18 @@ pub enum Transport {
     Layout,
     /// An oci-archive: the layout as one tar file (`oci-archive:FILE`).
     Archive,
+    /// A docker-archive (`docker save`'s format, `docker-archive:FILE`): written by `build`,
+    /// not read by `inspect`.
+    DockerArchive,
 }
 
 impl Transport {
-    /// The prefix that names it (`oci`, `oci-archive`).
+    /// The prefix that names it (`oci`, `oci-archive`, `docker-archive`).
     pub fn prefix(self) -> &'static str {
         match self {
             Transport::Layout => "oci",
             Transport::Archive => "oci-archive",
+            Transport::DockerArchive => "docker-archive",
         }
     }
 }
@@ -236,7 +240,6 @@ impl Transport {
 /// Transports of other tools that gpuimg does not read or write, refused by name.
 const OTHER_TRANSPORTS: &[&str] = &[
     "docker",
-    "docker-archive",
     "docker-daemon",
     "containers-storage",
     "dir",
@@ -245,7 +248,7 @@ const OTHER_TRANSPORTS: &[&str] = &[
 ];
 
 /// An image on disk: `DIR` (a layout; the whole text is the path), or `oci:DIR[:TAG]` /
-/// `oci-archive:FILE[:TAG]`, where, as in skopeo, the first `:` after the prefix starts the
+/// `oci-archive:FILE[:TAG]` / `docker-archive:FILE[:TAG]`, where, as in skopeo, the first `:` after the prefix starts the
 /// tag. The tag is what a layout's index records as `org.opencontainers.image.ref.name`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ImageRef {
@@ -265,13 +268,15 @@ impl ImageRef {
         }
         let (transport, rest) = if let Some(r) = s.strip_prefix("oci-archive:") {
             (Transport::Archive, r)
+        } else if let Some(r) = s.strip_prefix("docker-archive:") {
+            (Transport::DockerArchive, r)
         } else if let Some(r) = s.strip_prefix("oci:") {
             (Transport::Layout, r)
         } else {
             if let Some((scheme, _)) = s.split_once(':') {
                 if OTHER_TRANSPORTS.contains(&scheme) {
                     return Err(err(format!(
-                        "`{scheme}:` is another tool's transport; gpuimg reads and writes `oci:DIR`, `oci-archive:FILE` or a plain DIR"
+                        "`{scheme}:` is another tool's transport; gpuimg reads and writes `oci:DIR`, `oci-archive:FILE` or a plain DIR, and writes `docker-archive:FILE`"
                     )));
                 }
             }
@@ -468,6 +473,11 @@ mod tests {
                 (Archive, "d/img.tar", Some("1.0")),
             ),
             ("oci:oci-archive", (Layout, "oci-archive", None)),
+            ("docker-archive:img.tar", (DockerArchive, "img.tar", None)),
+            (
+                "docker-archive:d/img.tar:v2",
+                (DockerArchive, "d/img.tar", Some("v2")),
+            ),
         ] {
             let want = (want.0, want.1.to_string(), want.2.map(String::from));
             assert_eq!(image(s), want, "{s}");
@@ -485,7 +495,8 @@ mod tests {
             ("oci-archive:f.tar:", "is empty"),
             ("oci:dir:a:b", "holds `:`"),
             ("docker://busybox", "`docker:` is another tool's transport"),
-            ("docker-archive:x.tar", "`docker-archive:`"),
+            ("docker-archive:", "no path"),
+            ("docker-daemon:x", "`docker-daemon:`"),
             ("containers-storage:x", "`containers-storage:`"),
             ("dir:x", "`dir:`"),
             ("oci:dir\nx", "a newline"),
@@ -499,7 +510,12 @@ mod tests {
 
     #[test]
     fn image_references_display_as_parsed() {
-        for s in ["oci:out/demo", "oci:out/demo:v1", "oci-archive:a.tar:x"] {
+        for s in [
+            "oci:out/demo",
+            "oci:out/demo:v1",
+            "oci-archive:a.tar:x",
+            "docker-archive:a.tar:x",
+        ] {
             assert_eq!(ImageRef::parse(s).unwrap().to_string(), s);
         }
         assert_eq!(ImageRef::parse("out").unwrap().to_string(), "oci:out");

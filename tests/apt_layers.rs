@@ -95,7 +95,8 @@ fn components_are_shared_split_and_complete() {
         assert!(la.contains_key(c), "no `{c}` layer: {la:?}");
     }
 
-    // Adding xz-utils: only the component that takes it and metadata are new.
+    // Adding xz-utils: only the component that takes it, metadata and the SBOM (which lists
+    // it) are new.
     let b = profile(t.path(), "b", &format!("{BASE}, xz-utils"));
     let (lb, log) = build_logged(&t, &b, &cache, &t.path().join("out-b"));
     let changed: Vec<&String> = lb
@@ -104,8 +105,9 @@ fn components_are_shared_split_and_complete() {
         .map(|(c, _)| c)
         .collect();
     assert!(changed.contains(&&"metadata".to_string()), "{la:?}\n{lb:?}");
+    assert!(changed.contains(&&"sbom".to_string()), "{la:?}\n{lb:?}");
     assert!(
-        changed.len() <= 2,
+        changed.len() <= 3,
         "more than one component changed: {changed:?}"
     );
     assert!(log.contains("reused os, python"), "{log}");
@@ -186,6 +188,10 @@ fn components_are_shared_split_and_complete() {
     let single = t.path().join("single");
     std::fs::create_dir(&single).unwrap();
     install_into(&single, BASE);
+    // The image adds its SBOM (its own layer) to what the install makes.
+    let sbom = rootfs.join("usr/share/gpuimg/sbom.spdx.json");
+    assert!(sbom.is_file(), "no SBOM in the image");
+    std::fs::remove_dir_all(rootfs.join("usr/share/gpuimg")).unwrap();
     assert_eq!(tree(&rootfs), tree(&single));
     let listed = run_ok(
         Command::new("dpkg-query")

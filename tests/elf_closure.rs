@@ -2,9 +2,10 @@
 //! (served from a PEP 503 index the test writes) whose shared objects the test compiles with
 //! the host's C compiler: an extension module `fakeext/_core.so` with DT_RPATH `$ORIGIN/lib`
 //! that needs `libfakea.so`, which needs `libfakemissing.so.1` (shipped by nothing), and
-//! `libfakeunused.so`, which nothing needs. The build warns about the missing name;
-//! `gpuimg inspect --unused` lists the unused library and the missing name; the container's
-//! own loader (under podman) agrees: loading `libfakea.so` fails naming the missing library.
+//! `libfakeunused.so.1` (versioned, so no Python module), which nothing needs. The build warns
+//! about the missing name; `gpuimg inspect --unused` lists the unused library and the missing
+//! name; the container's own loader (under podman) agrees: loading `libfakea.so` fails naming
+//! the missing library.
 
 mod common;
 
@@ -53,8 +54,8 @@ fn unused_and_missing_libraries_are_found_as_the_loader_finds_them() {
     let unused = cc(
         &build,
         "int u(void) { return 3; }\n",
-        "libfakeunused.so",
-        &["-Wl,-soname,libfakeunused.so"],
+        "libfakeunused.so.1",
+        &["-Wl,-soname,libfakeunused.so.1"],
     );
     let core = cc(
         &build,
@@ -70,7 +71,7 @@ fn unused_and_missing_libraries_are_found_as_the_loader_finds_them() {
         .file("fakeext/__init__.py", "")
         .file_mode("fakeext/_core.so", &core, 0o755)
         .file_mode("fakeext/lib/libfakea.so", &a, 0o755)
-        .file_mode("fakeext/lib/libfakeunused.so", &unused, 0o755);
+        .file_mode("fakeext/lib/libfakeunused.so.1", &unused, 0o755);
     let server = serve(&wheel_index(sb.path(), &[wheel]));
     let profile = sb.join("ext.yaml");
     write(
@@ -107,7 +108,7 @@ fn unused_and_missing_libraries_are_found_as_the_loader_finds_them() {
         .collect();
     assert_eq!(
         unused_paths,
-        [format!("{SITE}/fakeext/lib/libfakeunused.so").as_str()],
+        [format!("{SITE}/fakeext/lib/libfakeunused.so.1").as_str()],
         "{json}"
     );
     assert_eq!(v["unused_bytes"].as_u64(), Some(unused.len() as u64));
@@ -148,7 +149,7 @@ fn unused_and_missing_libraries_are_found_as_the_loader_finds_them() {
         &[
             "-c",
             &format!(
-                "import ctypes\nctypes.CDLL('{SITE}/fakeext/lib/libfakeunused.so')\ntry:\n    ctypes.CDLL('{SITE}/fakeext/lib/libfakea.so')\nexcept OSError as e:\n    print('failed:', e)\n"
+                "import ctypes\nctypes.CDLL('{SITE}/fakeext/lib/libfakeunused.so.1')\ntry:\n    ctypes.CDLL('{SITE}/fakeext/lib/libfakea.so')\nexcept OSError as e:\n    print('failed:', e)\n"
             ),
         ],
     );
@@ -187,8 +188,8 @@ fn unused_libraries_are_stripped_and_the_module_still_loads() {
     let unused = cc(
         &build,
         "int u(void) { return 3; }\n",
-        "libfakeunused.so",
-        &["-Wl,-soname,libfakeunused.so"],
+        "libfakeunused.so.1",
+        &["-Wl,-soname,libfakeunused.so.1"],
     );
     let core = cc(
         &build,
@@ -205,7 +206,7 @@ fn unused_libraries_are_stripped_and_the_module_still_loads() {
         .file_mode("fakeext/_core.so", &core, 0o755)
         .file_mode("fakeext/lib/libfakea.so", &a, 0o755)
         .file_mode("fakeext/lib/libfakemissing.so.1", &dep, 0o755)
-        .file_mode("fakeext/lib/libfakeunused.so", &unused, 0o755);
+        .file_mode("fakeext/lib/libfakeunused.so.1", &unused, 0o755);
     let server = serve(&wheel_index(sb.path(), &[wheel]));
     let profile = |strip: &str| {
         format!(
@@ -225,7 +226,7 @@ fn unused_libraries_are_stripped_and_the_module_still_loads() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{err}");
     assert!(!err.contains("is provided by nothing"), "{err}");
-    assert!(listing(&plain).contains("fakeext/lib/libfakeunused.so"));
+    assert!(listing(&plain).contains("fakeext/lib/libfakeunused.so.1"));
 
     write(&sb.join("strip.yaml"), &profile("docs, unused-libraries"));
     let out = sb.join("out");
@@ -236,7 +237,7 @@ fn unused_libraries_are_stripped_and_the_module_still_loads() {
             .arg(sb.join("strip.yaml")),
     );
     let files = listing(&out);
-    assert!(!files.contains("fakeext/lib/libfakeunused.so"), "{files}");
+    assert!(!files.contains("fakeext/lib/libfakeunused.so.1"), "{files}");
     for kept in [
         "fakeext/_core.so",
         "fakeext/lib/libfakea.so",

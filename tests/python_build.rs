@@ -130,7 +130,8 @@ fn locked_wheels_build_into_their_own_layer_installed_for_the_images_python() {
         .iter()
         .map(|l| l["component"].as_str().unwrap())
         .collect();
-    assert_eq!(components, ["base", "python-packages"]);
+    // The SBOM comes last, in its own layer.
+    assert_eq!(components, ["base", "python-packages", "sbom"]);
     assert_eq!(v["wheels"], 2);
 
     let root = unpack(sb, &out, "bundle");

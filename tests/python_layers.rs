@@ -168,7 +168,8 @@ fn cuda_wheels_share_their_layers_and_a_framework_bump_rewrites_only_the_framewo
             "cuda-runtime",
             "cuda-math",
             "framework",
-            "python-packages"
+            "python-packages",
+            "sbom"
         ]
     );
     let b = s.build(&s.profile("img-b", &["torch==1.0", "app-b"], ""));
@@ -196,8 +197,17 @@ fn cuda_wheels_share_their_layers_and_a_framework_bump_rewrites_only_the_framewo
     ));
     assert_eq!(
         components(&moved),
-        ["base", "cuda-runtime", "cuda-math", "framework", "apps"]
+        [
+            "base",
+            "cuda-runtime",
+            "cuda-math",
+            "framework",
+            "apps",
+            "sbom"
+        ]
     );
+    // The same packages in other layers: the same SBOM, its layer reused.
+    assert_eq!(digests(&moved)["sbom"], da["sbom"]);
     assert_eq!(digests(&moved)["cuda-runtime"], da["cuda-runtime"]);
 
     // A wheel the build does not install: a warning, no effect.

@@ -64,7 +64,13 @@ fn the_cuda_runtime_wheel_is_in_ld_so_cache_from_its_own_directory() {
         .iter()
         .map(|l| l["component"].as_str().unwrap())
         .collect();
-    assert_eq!(components.last(), Some(&"cuda-runtime"), "{components:?}");
+    // The SBOM's layer comes last, the wheel's just before it.
+    assert_eq!(components.last(), Some(&"sbom"), "{components:?}");
+    assert_eq!(
+        components.iter().rev().nth(1),
+        Some(&"cuda-runtime"),
+        "{components:?}"
+    );
     assert!(components.contains(&"metadata"), "{components:?}");
 
     let root = unpack(&sb, &out);

@@ -9,7 +9,8 @@
 //! │                                   uncompressed size, compression
 //! ├── listings-v1/<diff_id>.json      Listings: a layer's non-directory paths (`layer::listing`)
 //! ├── controls-v1/<key>.json          Controls: an apt package set → each package's control
-//! │                                   fields that place it in a component
+//! │                                   fields that place it in a component, and its
+//! │                                   `Maintainer` (the SBOM's supplier)
 //! ├── resolutions-v1/<key>.json       Resolutions: an apt request + its signed indexes' digests
 //! │                                   → the package set (no index parsed on an unchanged build)
 //! ├── sketches-v1/<key>.json          Sketches: a `.deb`'s sha256 → its entries without the
@@ -24,7 +25,8 @@
 //! ├── wheel-metadata-v1/<key>.json    WheelMetadata: a wheel (its sha256) → its METADATA and size,
 //! │                                   from a PEP 658 file or range reads (`sources::pypi`);
 //! │                                   and → its shared libraries' paths and ELF facts
-//! │                                   (`sources::wheel::libraries`, `ops`)
+//! │                                   (`sources::wheel::libraries`, `ops`); and → its
+//! │                                   SBOM supplier and licence (`ops::python::wheel_facts`)
 //! ├── roots-v1/<sha256 of url>        Roots: last copy of each unpinned root (InRelease, Release,
 //! │                                   Release.gpg, a Python index's project pages), for `--offline`
 //! ├── trust-v2/<bucket>/<hex>.json    Trust: one stamp per entry of a stamped bucket (blobs-v1,
@@ -81,7 +83,7 @@ pub enum Bucket {
     /// Layer listings: `listings-v1/<diff_id>.json`.
     Listings,
     /// Apt control fields: a package set → each package's Essential, Priority and Section
-    /// (what places it in a component), `controls-v1/<key>.json`.
+    /// (what places it in a component) and Maintainer, `controls-v1/<key>.json`.
     Controls,
     /// Apt resolutions: the request and the signed indexes' digests → the package set,
     /// `resolutions-v1/<key>.json`.
@@ -98,7 +100,7 @@ pub enum Bucket {
     Indexes,
     /// Downloaded Python wheels: `wheels-v1/sha256/<hex>`.
     Wheels,
-    /// A wheel's METADATA and size, and its shared libraries, keyed by the wheel:
+    /// A wheel's METADATA and size, its shared libraries and its SBOM facts, keyed by the wheel:
     /// `wheel-metadata-v1/<key>.json`.
     WheelMetadata,
     /// Unpinned roots, verified by signature at each use: `roots-v1/<sha256 of url>`.

@@ -34,6 +34,7 @@ use crate::observe::Observer;
 use crate::plan::{Inputs, Plan};
 use crate::profile::Profile;
 use crate::reference::Tag;
+use crate::sbom::SBOM_PATH;
 use crate::sources::files::Files;
 use crate::sources::pypi::PythonRequest;
 use crate::sources::rootfs::Rootfs;
@@ -56,6 +57,8 @@ pub struct BuildOptions {
     pub trust: crate::fetch::Trust,
     /// Fail, writing nothing, when the image (manifest, config and layer blobs) is larger.
     pub max_size: Option<ByteSize>,
+    /// Also write the image's SBOM here (`--sbom FILE`).
+    pub sbom: Option<PathBuf>,
 }
 
 impl BuildOptions {
@@ -154,6 +157,9 @@ pub fn execute(
         Replace::IfOurs(&opts.tag)
     };
     export::check_target(&opts.target, replace)?;
+    if let Some(p) = &opts.sbom {
+        export::check_file_target(p)?;
+    }
     let cache = Cache::open(&opts.cache_root).map_err(|source| BuildError::Cache {
         path: opts.cache_root.display().to_string(),
         source,
@@ -323,6 +329,13 @@ pub fn execute(
                 json.len() as u64,
                 0o644,
             ),
+            Inputs::Sbom { json } => file_tree(
+                "sbom",
+                SBOM_PATH,
+                DataSource::Bytes(Arc::new(json.clone())),
+                json.len() as u64,
+                0o644,
+            ),
         };
         let (mut blob, cached) = layer::write_layer(component, &tree, lopts, &cache, obs)?;
         add_stripped(&mut blob.sizes, stripped.as_ref());
@@ -375,6 +388,9 @@ pub fn execute(
         layer::ensure_intact(&cache, &l.blob)?;
     }
     export::export(&opts.target, replace, &json, &layers, &cache)?;
+    if let Some(p) = &opts.sbom {
+        export::write_file(p, &plan.sbom)?;
+    }
     for l in &layers {
         // Linking (and unlinking the replaced output's links) moved the blobs' ctime. A stamp
         // only saves a re-hash next time, so failing to write one is no error.

@@ -1,4 +1,7 @@
-//! oci-archive: the OCI layout as a single deterministic tar file.
+//! oci-archive: the OCI layout as a single deterministic tar file; a docker-archive holds the
+//! same blobs with `manifest.json` and `repositories` in place of `index.json` and
+//! `oci-layout` (with those, podman would load it as an oci-archive and take the tag for the
+//! image's name).
 //!
 //! Streams into a staging file; `export` moves it into place. Entries are sorted, owned by
 //! 0:0, dated 0, mode 0644 (files) and 0755 (directories).
@@ -8,13 +11,15 @@ use std::io::{BufWriter, Write};
 use super::layout::{FILE_MODE, OCI_LAYOUT};
 use super::{io_err, ExportError};
 use crate::cache::Cache;
-use crate::image::{ImageJson, ImageLayer};
+use crate::image::{DockerJson, ImageJson, ImageLayer};
 use crate::staging::Staged;
 
-/// Write the archive for `image` into the (empty) staging file `stage`.
+/// Write the archive for `image` into the (empty) staging file `stage`; with `docker`, its
+/// two files too.
 pub fn fill_archive(
     stage: &Staged,
     image: &ImageJson,
+    docker: Option<&DockerJson>,
     layers: &[ImageLayer],
     cache: &Cache,
 ) -> Result<(), ExportError> {
@@ -57,10 +62,17 @@ pub fn fill_archive(
             let mut h = header(size);
             b.append_data(&mut h, format!("blobs/sha256/{hex}"), open()?)?;
         }
-        let mut h = header(image.index.len() as u64);
-        b.append_data(&mut h, "index.json", image.index.as_slice())?;
-        let mut h = header(OCI_LAYOUT.len() as u64);
-        b.append_data(&mut h, "oci-layout", OCI_LAYOUT)?;
+        let files: [(&str, &[u8]); 2] = match docker {
+            Some(d) => [
+                ("manifest.json", &d.manifest),
+                ("repositories", &d.repositories),
+            ],
+            None => [("index.json", &image.index), ("oci-layout", OCI_LAYOUT)],
+        };
+        for (name, bytes) in files {
+            let mut h = header(bytes.len() as u64);
+            b.append_data(&mut h, name, bytes)?;
+        }
         let mut w = b.into_inner()?;
         w.flush()?;
         Ok(())

@@ -2,7 +2,9 @@
 //!
 //! Replaceable without `--force`: nothing, an empty directory, an OCI layout made of exactly
 //! `oci-layout`, `index.json` (naming only the tag being rebuilt) and `blobs/sha256/<hex>`,
-//! or (for `oci-archive:`) a tar file holding exactly such a layout. Everything else is
+//! or (for `oci-archive:`) a tar file holding exactly such a layout (for `docker-archive:`,
+//! the blobs with `manifest.json` tagging only the tag being rebuilt and `repositories`).
+//! Everything else is
 //! refused; `--force` replaces directories, files and symlinks but never devices, FIFOs or
 //! sockets. Reads only; never writes.
 
@@ -67,8 +69,13 @@ pub fn check_layout_dir(dir: &Path, replace: Replace) -> Result<Existing, Refusa
     }
 }
 
-/// Check the archive target `file`.
-pub fn check_archive_file(file: &Path, replace: Replace) -> Result<Existing, Refusal> {
+/// Check the archive target `file` (`docker`: a docker-archive, whose `manifest.json` and
+/// `repositories` are ours too).
+pub fn check_archive_file(
+    file: &Path,
+    replace: Replace,
+    docker: bool,
+) -> Result<Existing, Refusal> {
     let existing = kind(file)?;
     let tag = match replace {
         Replace::Force => return Ok(existing),
@@ -77,12 +84,18 @@ pub fn check_archive_file(file: &Path, replace: Replace) -> Result<Existing, Ref
     match existing {
         Existing::Nothing => Ok(Existing::Nothing),
         Existing::Dir => Err(Refusal::NotOurs(
-            "it is a directory, and an oci-archive is a file".into(),
+            "it is a directory, and an archive is a file".into(),
         )),
         Existing::File if is_symlink(file) => Err(Refusal::NotOurs("it is a symbolic link".into())),
         Existing::File => {
             tar_listing(file)
-                .and_then(|l| l.check(tag))
+                .and_then(|l| {
+                    if docker {
+                        l.check_docker(tag)
+                    } else {
+                        l.check(tag)
+                    }
+                })
                 .map_err(Refusal::NotOurs)?;
             Ok(Existing::File)
         }
@@ -122,13 +135,48 @@ struct Listing {
     entries: Vec<String>,
     oci_layout: Option<Vec<u8>>,
     index: Option<Vec<u8>>,
+    /// A docker-archive's `manifest.json` (its `repositories` is in `entries`).
+    docker_manifest: Option<Vec<u8>>,
 }
 
 impl Listing {
-    fn check(&self, tag: &Tag) -> Result<(), String> {
-        if self.entries.is_empty() && self.oci_layout.is_none() && self.index.is_none() {
-            return Ok(()); // An empty directory.
+    /// A docker-archive of ours: blobs, `repositories`, and a `manifest.json` whose every
+    /// image is tagged `…:TAG` with this tag only.
+    fn check_docker(mut self, tag: &Tag) -> Result<(), String> {
+        let Some(manifest) = self.docker_manifest.take() else {
+            return Err("it has no `manifest.json`, so it is not a docker-archive".into());
+        };
+        if self.oci_layout.is_some() || self.index.is_some() {
+            return Err("it holds an OCI layout, not a docker-archive".into());
         }
+        self.entries.retain(|e| e != "repositories");
+        let v: serde_json::Value = serde_json::from_slice(&manifest)
+            .map_err(|_| "its `manifest.json` is not valid JSON".to_string())?;
+        let Some(images) = v.as_array() else {
+            return Err("its `manifest.json` is not a list".into());
+        };
+        for img in images {
+            let tags = img["RepoTags"].as_array().cloned().unwrap_or_default();
+            if tags.is_empty() {
+                return Err(format!(
+                    "it also holds an untagged image, which rebuilding `{tag}` would delete"
+                ));
+            }
+            for t in tags {
+                let t = t.as_str().unwrap_or_default();
+                if t.rsplit_once(':').map(|(_, t)| t) != Some(tag.as_str()) {
+                    return Err(format!(
+                        "it also holds the image tagged `{}`, which rebuilding `{tag}` would delete",
+                        t.escape_debug()
+                    ));
+                }
+            }
+        }
+        self.check_blobs()
+    }
+
+    /// Every entry but the JSON files is `blobs/`, `blobs/sha256/` or a blob.
+    fn check_blobs(&self) -> Result<(), String> {
         for e in &self.entries {
             let ok = match e.as_str() {
                 "blobs/" | "blobs/sha256/" => true,
@@ -138,10 +186,23 @@ impl Listing {
             };
             if !ok {
                 return Err(format!(
-                    "it holds `{e}`, which is not part of an OCI layout"
+                    "it holds `{e}`, which is not part of an image archive"
                 ));
             }
         }
+        Ok(())
+    }
+
+    fn check(&self, tag: &Tag) -> Result<(), String> {
+        let docker = self.docker_manifest.is_some();
+        if self.entries.is_empty() && self.oci_layout.is_none() && self.index.is_none() && !docker {
+            return Ok(()); // An empty directory.
+        }
+        if docker {
+            return Err("it holds `manifest.json`, which is not part of an OCI layout".into());
+        }
+        self.check_blobs()
+            .map_err(|e| e.replace("an image archive", "an OCI layout"))?;
         let Some(layout) = &self.oci_layout else {
             return Err("it has no `oci-layout` file, so it is not an OCI layout".into());
         };
@@ -190,6 +251,7 @@ impl Listing {
         match (rel, is_dir, body) {
             ("oci-layout", false, Some(r)) => self.oci_layout = Some(read(r)?),
             ("index.json", false, Some(r)) => self.index = Some(read(r)?),
+            ("manifest.json", false, Some(r)) => self.docker_manifest = Some(read(r)?),
             (_, true, _) => self.entries.push(format!("{rel}/")),
             (_, false, Some(_)) => self.entries.push(rel.to_string()),
             // Neither a plain file nor a directory (a link, a device...): never part of ours.

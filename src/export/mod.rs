@@ -1,4 +1,5 @@
-//! Stage `export`: put an image on disk as an OCI layout directory or an oci-archive tarball.
+//! Stage `export`: put an image on disk as an OCI layout directory, an oci-archive tarball or
+//! a docker-archive (the same blobs with docker's `manifest.json` and `repositories`).
 //!
 //! Writes are atomic: everything goes to a locked staging sibling (`.NAME.gpuimg-tmp.<hex>`,
 //! see [`crate::staging`]) which then takes the target's place in one rename (an exchange
@@ -10,12 +11,14 @@
 
 mod archive;
 mod existing;
+mod file;
 mod layout;
 
 use std::path::{Path, PathBuf};
 
 pub use existing::Replace;
 use existing::{Existing, Refusal};
+pub use file::{check_file_target, write_file};
 
 use crate::cache::Cache;
 use crate::image::{ImageJson, ImageLayer};
@@ -29,6 +32,9 @@ pub enum Target {
     Layout(PathBuf),
     /// An oci-archive: the layout as one tar file.
     Archive(PathBuf),
+    /// A docker-archive: the blobs with `manifest.json` and `repositories`, so that `docker
+    /// load` and `podman load` read it (gzip or plain layers only).
+    DockerArchive(PathBuf),
 }
 
 impl Target {
@@ -37,21 +43,30 @@ impl Target {
         match r.transport {
             Transport::Layout => Target::Layout(r.path.clone()),
             Transport::Archive => Target::Archive(r.path.clone()),
+            Transport::DockerArchive => Target::DockerArchive(r.path.clone()),
         }
     }
 
     pub fn path(&self) -> &Path {
         match self {
-            Target::Layout(p) | Target::Archive(p) => p,
+            Target::Layout(p) | Target::Archive(p) | Target::DockerArchive(p) => p,
         }
     }
 
-    /// How the target is named in `--json` output (`oci:DIR` / `oci-archive:FILE`).
+    /// How the target is named in `--json` output (`oci:DIR` / `oci-archive:FILE` /
+    /// `docker-archive:FILE`).
     pub fn display(&self) -> String {
         match self {
             Target::Layout(p) => format!("oci:{}", p.display()),
             Target::Archive(p) => format!("oci-archive:{}", p.display()),
+            Target::DockerArchive(p) => format!("docker-archive:{}", p.display()),
         }
+    }
+
+    /// Whether the target's readers accept only gzip or plain layers (older docker cannot
+    /// load zstd ones).
+    pub fn needs_gzip(&self) -> bool {
+        matches!(self, Target::DockerArchive(_))
     }
 }
 
@@ -73,6 +88,8 @@ pub enum ExportError {
     NoName(String),
     #[error("Layer blob `{0}` vanished from the cache during the build")]
     MissingBlob(String),
+    #[error("A docker-archive holds gzip or plain layers only; layer `{0}` is zstd (build with `--compression gzip`)")]
+    ZstdInDockerArchive(String),
 }
 
 pub(crate) fn io_err(path: &Path) -> impl Fn(std::io::Error) -> ExportError + '_ {
@@ -109,10 +126,20 @@ pub fn export(
             layout::fill_layout(stage.path(), image, layers, cache)?;
             swap_into_place(stage, dir, existing, &parent, &stem)
         }
-        Target::Archive(file) => {
+        Target::Archive(file) | Target::DockerArchive(file) => {
+            let docker = matches!(target, Target::DockerArchive(_));
+            if docker {
+                if let Some(l) = layers
+                    .iter()
+                    .find(|l| l.blob.compression.media_type().ends_with("+zstd"))
+                {
+                    return Err(ExportError::ZstdInDockerArchive(l.component.clone()));
+                }
+            }
             let stage =
                 Staged::file(&parent, &stem, layout::FILE_MODE).map_err(ExportError::Stage)?;
-            archive::fill_archive(&stage, image, layers, cache)?;
+            let extra = docker.then_some(&image.docker);
+            archive::fill_archive(&stage, image, extra, layers, cache)?;
             swap_into_place(stage, file, existing, &parent, &stem)
         }
     }
@@ -122,7 +149,8 @@ fn existing_at(target: &Target, replace: Replace) -> Result<Existing, ExportErro
     let path = target.path();
     let r = match target {
         Target::Layout(dir) => existing::check_layout_dir(dir, replace),
-        Target::Archive(file) => existing::check_archive_file(file, replace),
+        Target::Archive(file) => existing::check_archive_file(file, replace, false),
+        Target::DockerArchive(file) => existing::check_archive_file(file, replace, true),
     };
     r.map_err(|refusal| match refusal {
         Refusal::NotOurs(reason) => ExportError::Refused {

@@ -3,6 +3,7 @@
 //! Owns every piece of OCI JSON the builder writes (with oci-spec's types) and the annotation
 //! names gpuimg uses. Must never read or write files: `export` puts the bytes on disk.
 
+mod docker;
 mod time;
 
 use std::collections::{BTreeMap, HashMap};
@@ -12,6 +13,7 @@ use oci_spec::image::{
     ImageManifestBuilder, MediaType, PlatformBuilder, RootFsBuilder,
 };
 
+pub use docker::DockerJson;
 pub use time::rfc3339;
 
 use crate::canonical_json::to_canonical;
@@ -52,6 +54,8 @@ pub struct ImageJson {
     pub config: (Digest, Vec<u8>),
     pub manifest: (Digest, Vec<u8>),
     pub index: Vec<u8>,
+    /// What a docker-archive adds (`manifest.json`, `repositories`).
+    pub docker: DockerJson,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -220,7 +224,17 @@ pub fn build_image(spec: &ImageSpec<'_>, layers: &[ImageLayer]) -> Result<ImageJ
         .map_err(spec_err("index"))?;
     let (index_bytes, _) = to_canonical(&index).map_err(json_err("index"))?;
 
+    let blobs: Vec<&Digest> = layers.iter().map(|l| &l.blob.digest).collect();
+    let docker = docker::docker_json(
+        spec.name,
+        spec.tag,
+        &config_digest,
+        &blobs,
+        layers.last().map(|l| &l.blob.diff_id),
+    )
+    .map_err(json_err("docker manifest.json"))?;
     Ok(ImageJson {
+        docker,
         config: (config_digest, config_bytes),
         manifest: (manifest_digest, manifest_bytes),
         index: index_bytes,

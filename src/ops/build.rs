@@ -125,6 +125,13 @@ fn gather(
             obs,
         )? {
             facts.device_code = plan::installed::device_code(&install.wheels, catalog);
+            facts.wheel_facts = python::wheel_facts(
+                &install.wheels,
+                &r,
+                &req.options.cache_root,
+                req.options.offline,
+                obs,
+            )?;
             facts.python = Some(install);
             request = Some(r);
         }
@@ -189,6 +196,7 @@ fn apt_facts(
             essential: i.essential,
             priority: i.priority,
             section: i.section,
+            maintainer: i.maintainer,
         })
         .collect();
     // Only saves reading the packages next time: failing to record is no error.
@@ -198,7 +206,7 @@ fn apt_facts(
 
 /// The key of a package set's control fields: the packages' bytes (sha256) decide them.
 fn metas_key(packages: &[LockedPackage]) -> Digest {
-    let mut k = Key::new("apt-control-fields-v2").tool_version();
+    let mut k = Key::new("apt-control-fields-v3").tool_version();
     k.count(packages.len());
     for p in packages {
         k.str(&p.name).digest(&p.sha256);

@@ -11,7 +11,7 @@ use crate::catalog::Catalog;
 use crate::digest::Digest;
 use crate::lock::{LockedPackage, LockedWheel};
 use crate::observe::Observer;
-use crate::plan::PythonInstall;
+use crate::plan::{PackageFacts, PythonInstall};
 use crate::profile::{Base, Profile};
 use crate::resolve::{Component, Resolution};
 use crate::sources::base_python;
@@ -300,4 +300,148 @@ pub fn wheel_libraries(
         out.insert(w.name.clone(), libs);
     }
     Ok(out)
+}
+
+/// The key of a wheel's SBOM facts: its sha256 decides its METADATA.
+fn facts_key(w: &LockedWheel) -> Digest {
+    let mut k = Key::new("wheel-sbom-facts-v1");
+    k.digest(&w.sha256);
+    k.finish()
+}
+
+/// What each wheel's `METADATA` says of its supplier and licence (for the SBOM), by wheel
+/// name: recorded per wheel in the cache, else read from the wheel (fetched, from the cache
+/// when there) and recorded.
+pub fn wheel_facts(
+    wheels: &[LockedWheel],
+    request: &PythonRequest,
+    cache_root: &Path,
+    offline: bool,
+    obs: &mut dyn Observer,
+) -> Result<BTreeMap<String, PackageFacts>, OpsError> {
+    let cache = Cache::open(cache_root).map_err(|source| OpsError::CacheOpen {
+        path: cache_root.display().to_string(),
+        source,
+    })?;
+    let mut out = BTreeMap::new();
+    let mut missing = Vec::new();
+    for w in wheels {
+        let recorded = cache
+            .read_record(Bucket::WheelMetadata, &facts_key(w))
+            .ok()
+            .flatten()
+            .filter(|r| r.trusted)
+            .and_then(|r| serde_json::from_slice::<PackageFacts>(&r.bytes).ok());
+        match recorded {
+            Some(f) => {
+                out.insert(w.name.clone(), f);
+            }
+            None => missing.push(w),
+        }
+    }
+    if missing.is_empty() {
+        return Ok(out);
+    }
+    let pins: Vec<PinnedWheel> = missing.iter().map(|w| PinnedWheel::from(*w)).collect();
+    let fetched = pypi::fetch(&pins, request, &cache, obs, offline)?;
+    for (w, f) in missing.iter().zip(&fetched) {
+        let read = || -> Result<Vec<u8>, String> {
+            let file = std::fs::File::open(&f.path).map_err(|e| e.to_string())?;
+            let size = file.metadata().map_err(|e| e.to_string())?.len();
+            pypi::parsers::zip_metadata(&mut pypi::parsers::LocalFile { file, size })
+        };
+        let facts = match read() {
+            Ok(bytes) => facts_of(&pypi::parsers::metadata_headers(&bytes)),
+            Err(e) => {
+                obs.warn(&format!(
+                    "Failed to read the METADATA of `{}` for the SBOM ({e}); its supplier and licence are NOASSERTION",
+                    w.filename
+                ));
+                PackageFacts::default()
+            }
+        };
+        // Only saves reading the wheel next time: failing to record is no error.
+        let _ = cache.put_record(Bucket::WheelMetadata, &facts_key(w), &facts);
+        out.insert(w.name.clone(), facts);
+    }
+    Ok(out)
+}
+
+/// The longest licence text kept (a legacy `License:` may hold a whole licence).
+const MAX_LICENSE_TEXT: usize = 300;
+
+/// Supplier and licence from METADATA headers: `Maintainer`/`Author` (or their `-email`),
+/// `License-Expression` (PEP 639, an SPDX expression) when it is one, else the legacy
+/// `License:` as text.
+fn facts_of(headers: &[(String, String)]) -> PackageFacts {
+    let one = |k: &str| {
+        headers
+            .iter()
+            .find(|(n, v)| n == k && !v.trim().is_empty() && v.trim() != "UNKNOWN")
+            .map(|(_, v)| v.trim().to_string())
+    };
+    let supplier = match (one("maintainer"), one("maintainer-email")) {
+        (Some(n), Some(e)) if !e.contains('<') => Some(format!("{n} <{e}>")),
+        (n, e) if n.is_some() || e.is_some() => e.or(n),
+        _ => match (one("author"), one("author-email")) {
+            (Some(n), Some(e)) if !e.contains('<') => Some(format!("{n} <{e}>")),
+            (n, e) => e.or(n),
+        },
+    };
+    let expression = one("license-expression");
+    let spdx_like = |s: &str| {
+        s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || " .-+:()".contains(c))
+    };
+    let (license_expression, text) = match expression {
+        Some(e) if spdx_like(&e) => (Some(e), None),
+        other => (None, other.or_else(|| one("license"))),
+    };
+    let license_text = text.map(|t| {
+        let t: String = t
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        match t.char_indices().nth(MAX_LICENSE_TEXT) {
+            Some((i, _)) => format!("{}…", &t[..i]),
+            None => t,
+        }
+    });
+    PackageFacts {
+        supplier,
+        license_expression,
+        license_text,
+    }
+}
+
+#[cfg(test)]
+mod facts_tests {
+    use super::*;
+
+    fn h(v: &[(&str, &str)]) -> Vec<(String, String)> {
+        v.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn licence_and_supplier_from_metadata() {
+        let f = facts_of(&h(&[
+            ("author-email", "Jane <jane@example.org>"),
+            ("license-expression", "MIT OR Apache-2.0"),
+            ("license", "ignored"),
+        ]));
+        assert_eq!(f.supplier.as_deref(), Some("Jane <jane@example.org>"));
+        assert_eq!(f.license_expression.as_deref(), Some("MIT OR Apache-2.0"));
+        assert_eq!(f.license_text, None);
+        let f = facts_of(&h(&[
+            ("author", "Bob"),
+            ("author-email", "bob@example.org"),
+            ("license", "BSD, see LICENSE"),
+        ]));
+        assert_eq!(f.supplier.as_deref(), Some("Bob <bob@example.org>"));
+        assert_eq!(f.license_expression, None);
+        assert_eq!(f.license_text.as_deref(), Some("BSD, see LICENSE"));
+        assert_eq!(facts_of(&[]), PackageFacts::default());
+    }
 }

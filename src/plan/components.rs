@@ -32,6 +32,9 @@ pub struct PackageMeta {
     pub priority: Option<String>,
     /// `Section:` as written, possibly with an area prefix (`universe/python`).
     pub section: Option<String>,
+    /// `Maintainer:` as written (the SBOM's supplier; it decides no component).
+    #[serde(default)]
+    pub maintainer: Option<String>,
 }
 
 impl PackageMeta {

@@ -8,6 +8,7 @@ fn meta(name: &str, essential: bool, priority: Option<&str>, section: Option<&st
         essential,
         priority: priority.map(str::to_string),
         section: section.map(str::to_string),
+        maintainer: None,
     }
 }
 

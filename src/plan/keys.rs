@@ -170,3 +170,13 @@ pub fn wheels_key(
     }
     k.finish()
 }
+
+/// The key of the SBOM's layer: the document's bytes and the layer settings (the tar writer's
+/// version with them), so an unchanged SBOM is reused without writing.
+pub fn sbom_key(document: &[u8], lopts: LayerOptions) -> Digest {
+    let mut k = Key::new("sbom-layer-v1").tool_version();
+    k.digest(&Digest::of(document))
+        .str(&lopts.compression.settings_id())
+        .u64(lopts.epoch);
+    k.finish()
+}

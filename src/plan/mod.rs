@@ -20,6 +20,7 @@ pub mod expectation;
 pub mod installed;
 pub mod keys;
 pub mod libraries;
+mod sbom;
 pub mod split;
 mod strip_rules;
 mod unused;
@@ -50,6 +51,7 @@ pub const METADATA: &str = "metadata";
 pub const PYTHON_PACKAGES: &str = "python-packages";
 
 pub use crate::image::annotations::ANN_SELFTEST_SHA256;
+pub use crate::sbom::PackageFacts;
 
 /// What the caller read about the inputs before planning.
 #[derive(Debug, Clone, Default)]
@@ -66,6 +68,9 @@ pub struct Facts {
     /// The device code of the framework among the wheels (`installed::device_code`): the
     /// annotations, `arch>=` and the expectation's coverage check; `None`: not checked.
     pub device_code: Option<crate::catalog::DeviceCode>,
+    /// What each wheel's `METADATA` says of its supplier and licence, by wheel name (for the
+    /// SBOM; a wheel missing here is `NOASSERTION`).
+    pub wheel_facts: BTreeMap<String, PackageFacts>,
 }
 
 /// The pinned wheels (the lock's, or resolved now, sorted by name), the image's interpreter
@@ -132,6 +137,9 @@ pub struct Plan {
     pub image: ImagePlan,
     /// What the strip classes know from the catalog (every layer's; see `strip::Rules`).
     pub strip_rules: crate::strip::Rules,
+    /// The SPDX document of the image (`crate::sbom`), in its own last layer when the
+    /// image has packages, and for `--sbom FILE`.
+    pub sbom: Vec<u8>,
 }
 
 /// One layer: what it is made from and how it is keyed.
@@ -163,6 +171,8 @@ pub enum Inputs {
     Selftest { binary: PathBuf },
     /// `/etc/gpuimg/expect.json`.
     Expect { json: String },
+    /// The SBOM at `crate::sbom::SBOM_PATH`.
+    Sbom { json: Vec<u8> },
 }
 
 /// The apt install shared by the apt layers.
@@ -202,6 +212,8 @@ pub enum PlanError {
         "`layers.{0}` takes wheels, but `{0}` is a layer of apt packages: choose another name"
     )]
     LayerKinds(String),
+    #[error("Failed to write the SBOM: {0}")]
+    Sbom(#[source] serde_json::Error),
 }
 
 impl From<libraries::LibraryError> for PlanError {
@@ -339,12 +351,24 @@ pub fn plan(
             key: None,
         });
     }
+    let inventory = sbom::inventory(profile, facts, python.as_ref(), &image, lopts.epoch);
+    let sbom = crate::sbom::document(&inventory).map_err(PlanError::Sbom)?;
+    // Last, so that a change of any package or GPU fact leaves every other layer as it is.
+    if !inventory.packages.is_empty() {
+        layers.push(LayerPlan {
+            component: "sbom".into(),
+            key: Some(keys::sbom_key(&sbom, lopts)),
+            inputs: Inputs::Sbom { json: sbom.clone() },
+            strip: Vec::new(),
+        });
+    }
     Ok(Plan {
         layers,
         apt,
         python,
         image,
         strip_rules,
+        sbom,
     })
 }
 

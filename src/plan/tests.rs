@@ -49,6 +49,7 @@ fn facts(set: &[(&str, bool, &str, &str)]) -> Facts {
                 essential,
                 priority: Some(priority.into()),
                 section: Some(section.into()),
+                maintainer: None,
             }
         })
         .collect();
@@ -85,7 +86,7 @@ fn apt_layers_come_in_component_order_then_metadata() {
     let p = apt_profile("base-files, libc6, python3.11-minimal, curl", "");
     let plan = plan(&p, None, &facts(BASE), LOPTS).unwrap();
     let names: Vec<&str> = plan.layers.iter().map(|l| l.component.as_str()).collect();
-    assert_eq!(names, ["os", "python", "packages", "metadata"]);
+    assert_eq!(names, ["os", "python", "packages", "metadata", "sbom"]);
     let install = plan.apt.as_ref().unwrap();
     assert_eq!(install.packages.len(), 4);
     match &plan.layers[0].inputs {
@@ -115,11 +116,16 @@ fn profiles_sharing_a_components_packages_share_its_key_and_a_new_package_moves_
         keys(&plan(&other, None, &facts(BASE), LOPTS).unwrap()),
         keys(&a)
     );
-    // Settings that shape the trees change every key.
+    // Settings that shape the trees change every key (but the SBOM's: it lists packages,
+    // not files).
     let stripped = apt_profile("base-files", "strip: [docs]\n");
     let s = plan(&stripped, None, &facts(BASE), LOPTS).unwrap();
     for ((c, k1), (_, k2)) in keys(&a).iter().zip(keys(&s)) {
-        assert_ne!(*k1, k2, "{c}");
+        if c == "sbom" {
+            assert_eq!(*k1, k2);
+        } else {
+            assert_ne!(*k1, k2, "{c}");
+        }
     }
     let zstd = LayerOptions {
         compression: Compression::Zstd,
@@ -140,7 +146,7 @@ fn a_layers_override_moves_a_package_and_rekeys_only_what_it_touches() {
     )
     .unwrap();
     let names: Vec<&str> = moved.layers.iter().map(|l| l.component.as_str()).collect();
-    assert_eq!(names, ["os", "python", "web", "metadata"]);
+    assert_eq!(names, ["os", "python", "web", "metadata", "sbom"]);
     assert_eq!(key_of(&plain, "os"), key_of(&moved, "os"));
     assert_eq!(key_of(&plain, "python"), key_of(&moved, "python"));
     assert_ne!(key_of(&plain, "metadata"), key_of(&moved, "metadata"));
@@ -223,7 +229,7 @@ fn os_is_planned_even_without_packages_for_the_merged_usr_links() {
     let p = apt_profile("curl", "");
     let pl = plan(&p, None, &facts(&set), LOPTS).unwrap();
     let names: Vec<&str> = pl.layers.iter().map(|l| l.component.as_str()).collect();
-    assert_eq!(names, ["os", "packages", "metadata"]);
+    assert_eq!(names, ["os", "packages", "metadata", "sbom"]);
     match &pl.layers[0].inputs {
         Inputs::Debs { packages } => assert!(packages.is_empty()),
         other => panic!("{other:?}"),
@@ -300,7 +306,8 @@ fn the_wheels_are_one_layer_after_the_base_and_before_files_and_the_selftest() {
             "packages",
             "metadata",
             PYTHON_PACKAGES,
-            "files"
+            "files",
+            "sbom"
         ]
     );
     let layer = &pl.layers[4];
@@ -325,6 +332,7 @@ fn the_wheels_are_one_layer_after_the_base_and_before_files_and_the_selftest() {
     // Only the wheel layers keep the `.pyc` gpuimg compiles (none here: no compiler).
     assert_eq!(pl.strip_rules_for(layer).compiled_tag, None);
     // Classes not implemented yet are refused by name.
+    #[allow(clippy::single_element_loop)] // More classes join device-code here as they come.
     for class in ["device-code"] {
         let p = crate::profile::parse(
             &format!("name: t\nbase:\n  apt:\n    suite: bookworm\n    packages: [curl]\nstrip: [docs, {class}]\n"),
@@ -451,4 +459,29 @@ fn the_wheel_layer_key_is_the_locked_sets_and_nothing_else_of_the_profile() {
     };
     assert_eq!(c("/a/python3.11", "3.11.2"), c("/b/python3", "3.11.2"));
     assert_ne!(c("/a/python3.11", "3.11.2"), c("/a/python3.11", "3.11.7"));
+}
+
+#[test]
+fn the_sbom_lists_every_package_and_comes_last_only_when_there_are_packages() {
+    let p = apt_profile("base-files, libc6, python3.11-minimal, curl", "");
+    let pl = plan(&p, None, &facts(BASE), LOPTS).unwrap();
+    let last = pl.layers.last().unwrap();
+    assert_eq!(last.component, "sbom");
+    match &last.inputs {
+        Inputs::Sbom { json } => assert_eq!(json, &pl.sbom),
+        other => panic!("{other:?}"),
+    }
+    let doc: serde_json::Value = serde_json::from_slice(&pl.sbom).unwrap();
+    let names: Vec<&str> = doc["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .skip(1)
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["base-files", "curl", "libc6", "python3.11-minimal"]);
+    // Nothing to list: no layer (the image is as it was), the document still exists.
+    let pl = plan(&profile("name: t\n"), None, &Facts::default(), LOPTS).unwrap();
+    assert!(pl.layers.iter().all(|l| l.component != "sbom"));
+    assert!(!pl.sbom.is_empty());
 }

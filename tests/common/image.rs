@@ -41,6 +41,24 @@ pub fn podman_run(dir: &Path, image_ref: &str, extra: &[&str]) -> Output {
 
 /// [`podman_run`] with `args` after the image (the command's arguments).
 pub fn podman_run_with(dir: &Path, extra: &[&str], image_ref: &str, args: &[&str]) -> Output {
+    let mut c = podman(dir);
+    c.args(["run", "--rm", "--network=none"])
+        .args(extra)
+        .arg(image_ref)
+        .args(args);
+    run(&mut c)
+}
+
+/// `podman load -i archive` into the private store under `dir` (the one [`podman_run`] uses);
+/// returns podman's output, which names the loaded image.
+pub fn podman_load(dir: &Path, archive: &Path) -> Output {
+    let mut c = podman(dir);
+    c.arg("load").arg("-i").arg(archive);
+    run(&mut c)
+}
+
+/// podman (runc, vfs, cgroupfs, no ulimits or pids limit) with its store under `dir`.
+pub fn podman(dir: &Path) -> Command {
     require("podman");
     require("runc");
     let conf = dir.join("containers.conf");
@@ -55,12 +73,8 @@ pub fn podman_run_with(dir: &Path, extra: &[&str], image_ref: &str, args: &[&str
         .arg(dir.join("podman-root"))
         .arg("--runroot")
         .arg(dir.join("podman-run"))
-        .args(["--storage-driver", "vfs", "--runtime", "runc"])
-        .args(["run", "--rm", "--network=none"])
-        .args(extra)
-        .arg(image_ref)
-        .args(args);
-    run(&mut c)
+        .args(["--storage-driver", "vfs", "--runtime", "runc"]);
+    c
 }
 
 /// Copy the build host's glibc (what `ldd` lists for `binary`) into `root`, so that a

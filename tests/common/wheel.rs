@@ -85,6 +85,12 @@ impl WheelSpec {
         self
     }
 
+    /// A `METADATA` header line (`License-Expression: MIT`).
+    pub fn header(mut self, line: &str) -> Self {
+        self.metadata.push(line.into());
+        self
+    }
+
     pub fn lie(mut self, lie: Lie) -> Self {
         self.lies.push(lie);
         self

@@ -1,5 +1,5 @@
 //! `gpuimg build PROFILE [-o TARGET] [--tag T] [--force] [--compression gzip|zstd]
-//! [--max-size SIZE] [--json]`.
+//! [--max-size SIZE] [--sbom FILE] [--json]`.
 
 use std::path::PathBuf;
 
@@ -18,7 +18,8 @@ use crate::reference::{ImageRef, Tag};
 pub struct Args {
     /// The profile (YAML).
     pub profile: PathBuf,
-    /// Output: DIR, oci:DIR[:TAG] or oci-archive:FILE[:TAG] (default out/<name>).
+    /// Output: DIR, oci:DIR[:TAG], oci-archive:FILE[:TAG] or docker-archive:FILE[:TAG]
+    /// (default out/<name>).
     #[arg(short, long, value_name = "TARGET")]
     pub output: Option<String>,
     /// Tag recorded as org.opencontainers.image.ref.name (default: the TAG of `-o`, else
@@ -52,6 +53,10 @@ pub struct Args {
     /// layers — is larger than SIZE (e.g. 500MB, 2GiB; decimal and binary units).
     #[arg(long, value_name = "SIZE")]
     pub max_size: Option<ByteSize>,
+    /// Also write the image's SBOM (SPDX 2.3 JSON, the same document as the image's
+    /// /usr/share/gpuimg/sbom.spdx.json) to FILE; replaces only a regular file.
+    #[arg(long, value_name = "FILE")]
+    pub sbom: Option<PathBuf>,
     /// Print a JSON summary on stdout.
     #[arg(long)]
     pub json: bool,
@@ -93,6 +98,12 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
         Some(o) => Target::of(o),
         None => Target::Layout(PathBuf::from("out").join(profile.name.as_path())),
     };
+    if target.needs_gzip() && args.compression == CompressionArg::Zstd {
+        return Err(CliError::msg(
+            2,
+            "`--compression zstd` cannot go into a docker-archive: older docker cannot load zstd layers; use `--compression gzip` (the default) or `-o oci-archive:FILE`",
+        ));
+    }
     let catalog = args.catalog.load(settings)?;
     let req = BuildRequest {
         from: if args.locked {
@@ -111,6 +122,7 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
             offline: args.offline,
             trust: settings.trust(),
             max_size: args.max_size,
+            sbom: args.sbom.clone(),
         },
         python: settings.python(),
     };
@@ -142,6 +154,7 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
             "image_size": out.image_size.0,
             "packages": out.packages.len(),
             "wheels": out.wheels.len(),
+            "sbom": args.sbom.as_ref().map(|p| p.display().to_string()),
         });
         crate::cli::print_stdout(&format!("{v}\n"));
     } else if !settings.quiet {

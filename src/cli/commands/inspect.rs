@@ -45,6 +45,12 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
     let img = match r.transport {
         Transport::Layout => Image::layout(&r.path)?,
         Transport::Archive => Image::archive(&r.path)?,
+        Transport::DockerArchive => {
+            return Err(CliError::msg(
+                2,
+                "`inspect` reads `oci:DIR` and `oci-archive:FILE`; a docker-archive is an output only (build with `-o oci-archive:FILE` to inspect)",
+            ))
+        }
     };
     let tag = args.tag.or(r.tag);
     if args.unused {

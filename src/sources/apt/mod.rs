@@ -140,6 +140,7 @@ pub struct PackageInfo {
     pub essential: bool,
     pub priority: Option<String>,
     pub section: Option<String>,
+    pub maintainer: Option<String>,
 }
 
 impl PackageInfo {
@@ -151,6 +152,7 @@ impl PackageInfo {
             essential: field("Essential").is_some_and(|v| v.eq_ignore_ascii_case("yes")),
             priority: field("Priority"),
             section: field("Section"),
+            maintainer: field("Maintainer"),
         }
     }
 }

@@ -17,7 +17,8 @@ pub struct CoreMetadata {
     pub requires_python: Option<VersionSpecifiers>,
 }
 
-pub fn parse(bytes: &[u8]) -> Result<CoreMetadata, String> {
+/// Every header as (lowercased name, value), folded lines joined, in order.
+pub fn headers(bytes: &[u8]) -> Vec<(String, String)> {
     let text = String::from_utf8_lossy(bytes);
     let mut headers: Vec<(String, String)> = Vec::new();
     for line in text.lines() {
@@ -35,6 +36,11 @@ pub fn parse(bytes: &[u8]) -> Result<CoreMetadata, String> {
             headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
         }
     }
+    headers
+}
+
+pub fn parse(bytes: &[u8]) -> Result<CoreMetadata, String> {
+    let headers = headers(bytes);
     let one = |k: &str| {
         headers
             .iter()

@@ -35,9 +35,9 @@ pub use export::pylock;
 /// The parsers of untrusted bytes, for the fuzz targets (tests/fuzz); not a stable API.
 #[doc(hidden)]
 pub mod parsers {
-    pub use super::metadata::{parse as parse_metadata, CoreMetadata};
+    pub use super::metadata::{headers as metadata_headers, parse as parse_metadata, CoreMetadata};
     pub use super::page::{parse as parse_page, DistFile, JSON};
-    pub use super::zipdir::{metadata as zip_metadata, Ranged, MAX_METADATA_BYTES};
+    pub use super::zipdir::{metadata as zip_metadata, LocalFile, Ranged, MAX_METADATA_BYTES};
 }
 pub use request::{HostSettings, Index, Links, PythonRequest, Requirement};
 
