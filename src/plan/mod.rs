@@ -240,7 +240,7 @@ pub fn plan(
     let mut apt = None;
     let python = facts.python.clone().filter(|p| !p.wheels.is_empty());
     let mut strip_rules = strip_rules::strip_rules()?;
-    let mut loader = Some(loader(profile, python.as_ref())?);
+    let mut loader = Some(loader(profile, python.as_ref(), &strip_rules)?);
     if let Some(l) = &loader {
         strip_rules.unused = l.unused.clone();
     }
@@ -474,7 +474,11 @@ fn plan_wheels(
 /// The wheels' libraries as the loader will see them: no driver library among them (refused
 /// here, naming the wheel), the directories for `/etc/ld.so.conf.d/` and the copies
 /// `ld.so.cache` indexes (none private, none a `libraries:` pick passes over).
-fn loader(profile: &Profile, python: Option<&PythonInstall>) -> Result<Loader, PlanError> {
+fn loader(
+    profile: &Profile,
+    python: Option<&PythonInstall>,
+    rules: &crate::strip::Rules,
+) -> Result<Loader, PlanError> {
     let forward = profile.compat == CompatMode::Forward;
     let mut all = Vec::new();
     let mut facts = BTreeMap::new();
@@ -546,9 +550,13 @@ fn loader(profile: &Profile, python: Option<&PythonInstall>) -> Result<Loader, P
         }
         _ => BTreeSet::new(),
     };
+    // What the profile's strip classes remove is not in the cache (and so not protected from
+    // them).
+    let no_protect = std::collections::HashSet::new();
     let found = found
         .iter()
         .filter(|l| !unused.contains(&l.path))
+        .filter(|l| !crate::strip::would_remove(&l.path, &profile.strip, rules, &no_protect))
         .filter(|l| {
             dirs.iter().any(|d| {
                 l.path
