@@ -77,6 +77,7 @@ fn wheels(lib: &[u8]) -> Vec<WheelSpec> {
             .file("triton/backends/__init__.py", "")
             .file("triton/backends/amd/__init__.py", "")
             .file("triton/backends/amd/driver.py", "AMD = 1\n")
+            .file("triton/backends/amd/lib/ocml.bc", "ROCm bitcode\n")
             .file("triton/backends/nvidia/__init__.py", "")
             .file("triton/backends/nvidia/driver.py", "NVIDIA = 1\n")
             .file_mode("triton/backends/nvidia/bin/ptxas", b"#!/bin/sh\n", 0o755)
@@ -234,7 +235,7 @@ fn some_class_names(path: &str) -> bool {
                 || path.contains("/__pycache__")
                 || name.ends_with(".pyi")
                 || name.ends_with(".debug")
-                || path.contains("triton/backends/amd")
+                || path.contains("triton/backends/amd/lib")
                 || name == "cuobjdump"
                 || name == "nvdisasm"))
 }
@@ -297,7 +298,7 @@ fn every_class_on_a_real_image_keeps_the_workload_and_the_records_true() {
         site("demo_app/tests/test_demo.py"),
         site("demo_app/__init__.pyi"),
         site("demo_app/__pycache__/cli.cpython-312.pyc"),
-        site("triton/backends/amd/driver.py"),
+        site("triton/backends/amd/lib/ocml.bc"),
         site("triton/backends/nvidia/bin/cuobjdump"),
         site("triton/backends/nvidia/bin/nvdisasm"),
         site("triton/_C/include/triton/x.h"),
@@ -575,7 +576,7 @@ fn each_class_alone_removes_its_own_files_and_no_other() {
         ("type-stubs", vec![site("pkg/m.pyi")]),
         (
             "other-gpu-backends",
-            vec![site("triton/backends/amd/driver.py")],
+            vec![site("triton/backends/amd/lib/ocml.bc")],
         ),
     ];
     let keepers = [

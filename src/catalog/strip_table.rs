@@ -153,7 +153,10 @@ mod tests {
             .find(|f| f.path == "triton/backends/nvidia/bin")
             .unwrap();
         assert!(!bin.modify && bin.remove, "{bin:?}");
-        assert_eq!(triton.remove["other-gpu-backends"], ["triton/backends/amd"]);
+        assert_eq!(
+            triton.remove["other-gpu-backends"],
+            ["triton/backends/amd/lib", "triton/backends/amd/include"]
+        );
         assert!(!strip_table_text().is_empty());
     }
 
