@@ -166,7 +166,7 @@ fn unused_and_missing_libraries_are_found_as_the_loader_finds_them() {
 }
 
 /// `strip: [unused-libraries]`: the library nothing loads leaves the image and its wheel's
-/// RECORD, the rest stays, and the extension module still loads in the container (its
+/// RECORD, the rest stays (a library on the dlopen keep-list too, though nothing links it), and the extension module still loads in the container (its
 /// chain resolved through its inherited DT_RPATH). Without the class the library is there.
 #[test]
 fn unused_libraries_are_stripped_and_the_module_still_loads() {
@@ -201,8 +201,20 @@ fn unused_libraries_are_stripped_and_the_module_still_loads() {
             "-Wl,--disable-new-dtags,-rpath,$ORIGIN/lib",
         ],
     );
+    // Nothing links it, but cuDNN loads its engines by name: on the keep-list, it stays.
+    let engine = cc(
+        &build,
+        "int engine(void) { return 4; }\n",
+        "libcudnn_engines_fake.so.9",
+        &["-Wl,-soname,libcudnn_engines_fake.so.9"],
+    );
     let wheel = WheelSpec::new("fakeext", "1.1")
         .file("fakeext/__init__.py", "")
+        .file_mode(
+            "nvidia/cudnn/lib/libcudnn_engines_fake.so.9",
+            &engine,
+            0o755,
+        )
         .file_mode("fakeext/_core.so", &core, 0o755)
         .file_mode("fakeext/lib/libfakea.so", &a, 0o755)
         .file_mode("fakeext/lib/libfakemissing.so.1", &dep, 0o755)
@@ -242,6 +254,7 @@ fn unused_libraries_are_stripped_and_the_module_still_loads() {
         "fakeext/_core.so",
         "fakeext/lib/libfakea.so",
         "fakeext/lib/libfakemissing.so.1",
+        "nvidia/cudnn/lib/libcudnn_engines_fake.so.9",
     ] {
         assert!(files.contains(kept), "{kept} missing:\n{files}");
     }
