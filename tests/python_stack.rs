@@ -104,7 +104,8 @@ fn a_cuda_pin_without_a_framework_locks_nvidias_runtime_wheel() {
         .iter()
         .map(|l| l["component"].as_str().unwrap())
         .collect();
-    assert_eq!(components, ["base", "cuda-runtime"]);
+    // The wheel's layer, then the SBOM listing it.
+    assert_eq!(components, ["base", "cuda-runtime", "sbom"]);
 
     // The metadata follows the installed runtime: its version from the wheel's METADATA, the
     // driver floor per `compat: minor` (the major's .0), arch>= the H200's 9.0.
