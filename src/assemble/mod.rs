@@ -14,6 +14,7 @@ mod files;
 mod paths;
 mod provenance;
 mod rewrite;
+mod same_file;
 pub mod shape;
 mod tarball;
 mod tree;
@@ -21,6 +22,7 @@ pub mod xattr;
 
 pub use error::AssembleError;
 pub use provenance::{PackageKind, Provenance};
+pub use same_file::open_same_file;
 pub use tarball::read_member as read_tarball_member;
 pub use tree::{identity, DataSource, Entry, EntryKind, Tree, Xattrs};
 

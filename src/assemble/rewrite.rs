@@ -4,7 +4,6 @@
 //! provenance. A file on disk is read only if it is still the one the tree recorded.
 
 use std::io::{self, Read, Seek, SeekFrom};
-use std::path::Path;
 use std::sync::Arc;
 
 use super::{DataSource, EntryKind, Tree};
@@ -25,7 +24,7 @@ impl Tree {
         match data {
             DataSource::Bytes(b) => buf.extend_from_slice(b),
             DataSource::Path { path: p, identity } => {
-                open_same_file(p, identity)?
+                super::open_same_file(p, identity)?
                     .take(*size)
                     .read_to_end(&mut buf)?;
             }
@@ -71,33 +70,6 @@ impl Tree {
         }
         true
     }
-}
-
-/// The file the tree saw at `path`, and only that (the same device and inode; never blocking
-/// on a FIFO put there since).
-fn open_same_file(path: &Path, identity: &[u64; 5]) -> io::Result<std::fs::File> {
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-        .open(path)
-        .map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("Failed to open `{}`: {e}", path.display()),
-            )
-        })?;
-    let m = f.metadata()?;
-    if !m.is_file() || m.dev() != identity[0] || m.ino() != identity[1] {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!(
-                "`{}` changed while the image was being built (it is no longer the file that was read)",
-                path.display()
-            ),
-        ));
-    }
-    Ok(f)
 }
 
 #[cfg(test)]

@@ -117,7 +117,7 @@ fn hash(data: &DataSource, size: u64, path: &str) -> io::Result<Digest> {
     let n = match data {
         DataSource::Bytes(b) => io::copy(&mut b.as_slice(), &mut h)?,
         DataSource::Path { path, identity } => {
-            let f = super::tar_writer::open_same_file(path, identity)?;
+            let f = crate::assemble::open_same_file(path, identity)?;
             io::copy(&mut io::BufReader::new(f).take(size), &mut h)?
         }
         DataSource::TarSpan {

@@ -85,7 +85,7 @@ pub fn append<W: Write>(
                 h.set_size(*size);
                 match data {
                     DataSource::Path { path, identity } => {
-                        let f = open_same_file(path, identity)?;
+                        let f = crate::assemble::open_same_file(path, identity)?;
                         let mut r = ExactReader::new(f.take(*size), *size, path.display());
                         b.append_data(&mut h, &e.path, &mut r)?;
                     }
@@ -136,39 +136,6 @@ pub fn append<W: Write>(
         }
     }
     Ok(())
-}
-
-/// Open the file the tree saw, and only that: the same device and inode as when it was walked
-/// (a path swapped for a link to another file since is refused), never blocking on a FIFO.
-pub(super) fn open_same_file(
-    path: &std::path::Path,
-    identity: &[u64; 5],
-) -> io::Result<std::fs::File> {
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-    let changed = || {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!(
-                "`{}` changed while the image was being built (it is no longer the file that was read)",
-                path.display()
-            ),
-        )
-    };
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-        .open(path)
-        .map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("Failed to open `{}`: {e}", path.display()),
-            )
-        })?;
-    let m = f.metadata()?;
-    if !m.is_file() || m.dev() != identity[0] || m.ino() != identity[1] {
-        return Err(changed());
-    }
-    Ok(f)
 }
 
 fn header(e: &Entry, epoch: u64) -> Header {
