@@ -33,9 +33,17 @@ fn cc(dir: &Path, src: &str, out: &str, args: &[&str]) -> Vec<u8> {
     std::fs::read(dir.join(out)).unwrap()
 }
 
-#[test]
-fn unused_and_missing_libraries_are_found_as_the_loader_finds_them() {
-    let sb = Sandbox::new();
+/// The fixture's shared objects, compiled in `sb`: `libfakemissing.so.1`; `libfakea.so`,
+/// which needs it; `libfakeunused.so.1`, which nothing needs; and the extension module
+/// `_core.so`, which needs `libfakea.so` through its DT_RPATH `$ORIGIN/lib`.
+struct Objects {
+    missing: Vec<u8>,
+    a: Vec<u8>,
+    unused: Vec<u8>,
+    core: Vec<u8>,
+}
+
+fn objects(sb: &Sandbox) -> Objects {
     let build = sb.join("cc");
     std::fs::create_dir_all(&build).unwrap();
     let missing = cc(
@@ -44,7 +52,6 @@ fn unused_and_missing_libraries_are_found_as_the_loader_finds_them() {
         "libfakemissing.so.1",
         &["-Wl,-soname,libfakemissing.so.1"],
     );
-    assert!(!missing.is_empty());
     let a = cc(
         &build,
         "int missing(void);\nint a(void) { return missing() + 1; }\n",
@@ -67,6 +74,20 @@ fn unused_and_missing_libraries_are_found_as_the_loader_finds_them() {
             "-Wl,--disable-new-dtags,-rpath,$ORIGIN/lib",
         ],
     );
+    Objects {
+        missing,
+        a,
+        unused,
+        core,
+    }
+}
+
+#[test]
+fn unused_and_missing_libraries_are_found_as_the_loader_finds_them() {
+    let sb = Sandbox::new();
+    let Objects {
+        a, unused, core, ..
+    } = objects(&sb);
     let wheel = WheelSpec::new("fakeext", "1.0")
         .file("fakeext/__init__.py", "")
         .file_mode("fakeext/_core.so", &core, 0o755)
@@ -171,36 +192,13 @@ fn unused_and_missing_libraries_are_found_as_the_loader_finds_them() {
 #[test]
 fn unused_libraries_are_stripped_and_the_module_still_loads() {
     let sb = Sandbox::new();
+    let Objects {
+        missing: dep,
+        a,
+        unused,
+        core,
+    } = objects(&sb);
     let build = sb.join("cc");
-    std::fs::create_dir_all(&build).unwrap();
-    let dep = cc(
-        &build,
-        "int missing(void) { return 1; }\n",
-        "libfakemissing.so.1",
-        &["-Wl,-soname,libfakemissing.so.1"],
-    );
-    let a = cc(
-        &build,
-        "int missing(void);\nint a(void) { return missing() + 1; }\n",
-        "libfakea.so",
-        &["-Wl,-soname,libfakea.so", "-L.", "-l:libfakemissing.so.1"],
-    );
-    let unused = cc(
-        &build,
-        "int u(void) { return 3; }\n",
-        "libfakeunused.so.1",
-        &["-Wl,-soname,libfakeunused.so.1"],
-    );
-    let core = cc(
-        &build,
-        "int a(void);\nint core(void) { return a(); }\n",
-        "_core.so",
-        &[
-            "-L.",
-            "-l:libfakea.so",
-            "-Wl,--disable-new-dtags,-rpath,$ORIGIN/lib",
-        ],
-    );
     // Nothing links it, but cuDNN loads its engines by name: on the keep-list, it stays.
     let engine = cc(
         &build,
