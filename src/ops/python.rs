@@ -236,23 +236,7 @@ pub fn wheel_libraries(
         path: cache_root.display().to_string(),
         source,
     })?;
-    let mut out = BTreeMap::new();
-    let mut missing = Vec::new();
-    for w in wheels {
-        let key = libraries_key(w, python);
-        let recorded = cache
-            .read_record(Bucket::WheelMetadata, &key)
-            .ok()
-            .flatten()
-            .filter(|r| r.trusted)
-            .and_then(|r| serde_json::from_slice::<Vec<WheelLibrary>>(&r.bytes).ok());
-        match recorded {
-            Some(libs) => {
-                out.insert(w.name.clone(), libs);
-            }
-            None => missing.push(w),
-        }
-    }
+    let (mut out, missing) = recorded(&cache, wheels, |w| libraries_key(w, python));
     if missing.is_empty() {
         return Ok(out);
     }
@@ -302,6 +286,32 @@ pub fn wheel_libraries(
     Ok(out)
 }
 
+/// What the cache has recorded under `key` for each wheel (by wheel name; a record the stamp
+/// does not vouch for, or that does not parse, is not taken), and the wheels it has not.
+fn recorded<'w, T: serde::de::DeserializeOwned>(
+    cache: &Cache,
+    wheels: &'w [LockedWheel],
+    key: impl Fn(&LockedWheel) -> Digest,
+) -> (BTreeMap<String, T>, Vec<&'w LockedWheel>) {
+    let mut out = BTreeMap::new();
+    let mut missing = Vec::new();
+    for w in wheels {
+        let found = (cache
+            .read_record(Bucket::WheelMetadata, &key(w))
+            .ok()
+            .flatten())
+        .filter(|r| r.trusted)
+        .and_then(|r| serde_json::from_slice::<T>(&r.bytes).ok());
+        match found {
+            Some(v) => {
+                out.insert(w.name.clone(), v);
+            }
+            None => missing.push(w),
+        }
+    }
+    (out, missing)
+}
+
 /// The key of a wheel's SBOM facts: its sha256 decides its METADATA.
 fn facts_key(w: &LockedWheel) -> Digest {
     let mut k = Key::new("wheel-sbom-facts-v1");
@@ -323,22 +333,7 @@ pub fn wheel_facts(
         path: cache_root.display().to_string(),
         source,
     })?;
-    let mut out = BTreeMap::new();
-    let mut missing = Vec::new();
-    for w in wheels {
-        let recorded = cache
-            .read_record(Bucket::WheelMetadata, &facts_key(w))
-            .ok()
-            .flatten()
-            .filter(|r| r.trusted)
-            .and_then(|r| serde_json::from_slice::<PackageFacts>(&r.bytes).ok());
-        match recorded {
-            Some(f) => {
-                out.insert(w.name.clone(), f);
-            }
-            None => missing.push(w),
-        }
-    }
+    let (mut out, missing) = recorded(&cache, wheels, facts_key);
     if missing.is_empty() {
         return Ok(out);
     }
