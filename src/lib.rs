@@ -15,6 +15,7 @@ pub mod digest;
 pub mod elf;
 pub mod entry;
 pub mod error_line;
+pub mod fatbin;
 pub mod file_identity;
 pub mod profile;
 pub mod reference;

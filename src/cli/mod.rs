@@ -56,6 +56,9 @@ enum Command {
     /// Check the cache in full (`verify`) or remove unreferenced blobs (`prune`).
     #[command(subcommand)]
     Cache(commands::cache::Command),
+    /// List or prune the device code (cubins, PTX) in a CUDA shared object.
+    #[command(subcommand)]
+    DeviceCode(commands::device_code::Command),
     /// Print a shell completion script on stdout.
     ///
     /// For example: `gpuimg completions bash > /etc/bash_completion.d/gpuimg`.
@@ -80,6 +83,7 @@ fn run() -> ExitCode {
         Command::Lock(a) => commands::lock::exec(a, s),
         Command::Catalog(c) => commands::catalog::exec(c, s),
         Command::VerifyHost(a) => commands::verify_host::exec(a, s),
+        Command::DeviceCode(c) => commands::device_code::exec(c, s),
         Command::Cache(c) => commands::cache::exec(c, s),
         Command::Completions(a) => commands::completions::exec(a, Cli::command(), s),
     };

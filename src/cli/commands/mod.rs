@@ -9,6 +9,7 @@ pub mod build;
 pub mod cache;
 pub mod catalog;
 pub mod completions;
+pub mod device_code;
 pub mod inspect;
 pub mod lock;
 pub mod resolve;
