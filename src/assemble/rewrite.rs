@@ -48,6 +48,13 @@ impl Tree {
     /// Give the regular file at `path` the bytes `data` (everything else about it stays);
     /// false when there is no regular file there.
     pub fn replace_data(&mut self, path: &str, data: Vec<u8>) -> bool {
+        let size = data.len() as u64;
+        self.replace_source(path, DataSource::Bytes(Arc::new(data)), size)
+    }
+
+    /// Give the regular file at `path` the bytes of `data` (`size` bytes), keeping its
+    /// metadata, provenance and extended attributes; false when there is no such file.
+    pub fn replace_source(&mut self, path: &str, data: DataSource, size: u64) -> bool {
         let Some(e) = self.get(path) else {
             return false;
         };
@@ -55,10 +62,7 @@ impl Tree {
             return false;
         }
         let mut e = e.clone();
-        e.kind = EntryKind::File {
-            size: data.len() as u64,
-            data: DataSource::Bytes(Arc::new(data)),
-        };
+        e.kind = EntryKind::File { size, data };
         let provenance = self.provenance_of(path).cloned();
         let xattrs = self.xattrs(path).to_vec();
         match provenance {

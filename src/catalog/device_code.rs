@@ -19,6 +19,9 @@ pub struct DeviceCode {
     pub sources: Vec<String>,
     /// True when the catalog marks the SM list unverified (`unverified: [sm]`).
     pub unverified: bool,
+    /// With `strip: [device-code]`: the compute capabilities the image's device code was
+    /// pruned for (`sm` and `ptx` then hold only what they can select).
+    pub pruned_for: Vec<Version>,
 }
 
 impl DeviceCode {
@@ -44,6 +47,35 @@ impl DeviceCode {
             .cloned()
     }
 
+    /// What is left after pruning for the GPUs `ccs` (`strip: [device-code]`): the SMs one of
+    /// them can select (a cubin of the same major and a minor ≤ the GPU's), the PTX only when
+    /// one of them is at or above it.
+    pub fn pruned(&self, ccs: &[Version]) -> DeviceCode {
+        let selectable = |s: &Version| {
+            ccs.iter()
+                .any(|c| c.field(0) == s.field(0) && s.field(1) <= c.field(1))
+        };
+        DeviceCode {
+            sm: self.sm.iter().filter(|s| selectable(s)).cloned().collect(),
+            ptx: self.ptx.clone().filter(|p| ccs.iter().any(|c| p <= c)),
+            sources: self.sources.clone(),
+            unverified: self.unverified,
+            pruned_for: sorted(ccs),
+        }
+    }
+
+    /// The device code of an image pruned for `ccs` without a catalog record of its framework:
+    /// at most a cubin for each of them.
+    pub fn pruned_only(ccs: &[Version]) -> DeviceCode {
+        DeviceCode {
+            sm: sorted(ccs),
+            ptx: None,
+            sources: vec!["device-code-pruning".into()],
+            unverified: false,
+            pruned_for: sorted(ccs),
+        }
+    }
+
     /// Whether a GPU of compute capability `cc` can run this code.
     pub fn covers(&self, cc: &Version) -> bool {
         self.sm
@@ -51,6 +83,13 @@ impl DeviceCode {
             .any(|s| s.field(0) == cc.field(0) && s.field(1) <= cc.field(1))
             || self.ptx.as_ref().is_some_and(|p| p <= cc)
     }
+}
+
+fn sorted(ccs: &[Version]) -> Vec<Version> {
+    let mut v: Vec<Version> = ccs.iter().map(|c| c.truncate(2)).collect();
+    v.sort();
+    v.dedup();
+    v
 }
 
 impl Catalog {
@@ -75,6 +114,7 @@ impl Catalog {
             ptx: v.ptx.clone(),
             sources: v.source.clone(),
             unverified: v.unverified.iter().any(|u| u == "sm"),
+            pruned_for: Vec::new(),
         })
     }
 
@@ -113,5 +153,23 @@ mod tests {
             Some(v("9.0"))
         );
         assert_eq!(c.device_code("jax", &v("0.4.30"), "cuda12"), None);
+    }
+
+    #[test]
+    fn pruning_keeps_what_the_gpus_can_select_and_covers_nothing_else() {
+        let c = Catalog::embedded().unwrap();
+        let d = c.device_code("pytorch", &v("2.15.0"), "cu132").unwrap();
+        let h = d.pruned(&[v("9.0")]);
+        assert_eq!(h.sm_list(), "sm_90");
+        assert_eq!(h.ptx, None, "compute_120 is above 9.0");
+        assert!(h.covers(&v("9.0")) && !h.covers(&v("8.0")) && !h.covers(&v("10.0")));
+        let a = d.pruned(&[v("8.0")]);
+        assert_eq!(a.sm_list(), "sm_80", "sm_86 needs 8.6");
+        assert!(a.covers(&v("8.6")) && !a.covers(&v("9.0")));
+        assert_eq!(a.pruned_for, vec![v("8.0")]);
+        let both = d.pruned(&[v("10.0"), v("9.0")]);
+        assert_eq!(both.sm_list(), "sm_90,sm_100");
+        let only = DeviceCode::pruned_only(&[v("9.0")]);
+        assert!(only.covers(&v("9.0")) && !only.covers(&v("8.9")));
     }
 }

@@ -15,6 +15,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 mod apt;
+mod device_code;
 mod python;
 mod stream;
 mod strip;
@@ -90,6 +91,12 @@ pub struct BuildOutcome {
 
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
+    #[error("Failed to prune the device code of `{path}`: {source}")]
+    DeviceCode {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("Failed to open the cache at `{path}`: {source}")]
     Cache {
         path: String,
@@ -218,6 +225,8 @@ pub fn execute(
         }
         // What strip removed from this layer's input, for its sizes.
         let mut stripped: Option<crate::strip::Stripped> = None;
+        // The libraries `device-code` pruned, for its sizes.
+        let mut pruned: Vec<device_code::PrunedFile> = Vec::new();
         let tree = match &lp.inputs {
             Inputs::Rootfs {
                 path,
@@ -307,6 +316,24 @@ pub fn execute(
                     &format!("the `{component}` wheels"),
                     obs,
                 )?);
+                if lp.strip.contains(&crate::profile::StripClass::DeviceCode) {
+                    let gpus: Vec<crate::fatbin::Cc> = plan
+                        .device_code_gpus
+                        .iter()
+                        .map(|v| crate::fatbin::Cc {
+                            major: v.field(0) as u32,
+                            minor: v.field(1) as u32,
+                        })
+                        .collect();
+                    pruned = device_code::prune_tree(
+                        &mut tree,
+                        &gpus,
+                        &plan.strip_rules_for(lp),
+                        &cache,
+                        &format!("the `{component}` wheels"),
+                        obs,
+                    )?;
+                }
                 check_over_lower(&cache, &layers, &tree)?;
                 tree
             }
@@ -339,6 +366,7 @@ pub fn execute(
         };
         let (mut blob, cached) = layer::write_layer(component, &tree, lopts, &cache, obs)?;
         add_stripped(&mut blob.sizes, stripped.as_ref());
+        device_code::add_sizes(&mut blob.sizes, &pruned);
         if let Some(k) = &lp.key {
             layer::remember(&cache, k, &blob)?;
         }

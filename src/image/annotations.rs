@@ -40,5 +40,8 @@ pub const ANN_CUDA_LIBRARY_PREFIX: &str = "io.gpuimg.cuda-library.";
 pub const ANN_DEVICE_CODE_SM: &str = "io.gpuimg.device-code.sm";
 /// The highest PTX target of that device code, when it has one.
 pub const ANN_DEVICE_CODE_PTX: &str = "io.gpuimg.device-code.ptx";
+/// With `strip: [device-code]`: the compute capabilities the device code was pruned for
+/// (`9.0,10.0`); the SM and PTX annotations then say what is left.
+pub const ANN_DEVICE_CODE_PRUNED_FOR: &str = "io.gpuimg.device-code.pruned-for";
 /// The catalog sources of the SM list (and `unverified` when the catalog marks it so).
 pub const ANN_DEVICE_CODE_SOURCE: &str = "io.gpuimg.device-code.source";

@@ -54,6 +54,10 @@ pub struct LayerSizes {
     /// Files stored as hard links to an identical file of this layer, and the bytes saved.
     #[serde(default)]
     pub duplicates: Counted,
+    /// `device-code`, per library (image path): the fatbin entries dropped and the bytes they
+    /// held, now zeros inside the file (its size, counted in `owners`, is unchanged).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub device_code: BTreeMap<String, Counted>,
 }
 
 impl LayerSizes {
@@ -86,6 +90,13 @@ impl LayerSizes {
         c.bytes = c.bytes.saturating_add(bytes);
         let o = self.owners.entry(owner.to_string()).or_default();
         o.before = o.before.saturating_add(bytes);
+    }
+
+    /// Count `entries` fatbin entries of `bytes` bytes dropped from the library at `path`.
+    pub fn add_device_code(&mut self, path: &str, entries: u64, bytes: u64) {
+        let c = self.device_code.entry(path.to_string()).or_default();
+        c.entries = c.entries.saturating_add(entries);
+        c.bytes = c.bytes.saturating_add(bytes);
     }
 
     /// File bytes before stripping and duplicate linking. (Sums saturate: a record read back

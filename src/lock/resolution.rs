@@ -257,6 +257,7 @@ impl TryFrom<&LockedResolution> for Resolution {
                 .map(|v| version("compute_capabilities", v))
                 .collect::<Result<_, _>>()?,
             warnings: l.warnings.clone(),
+            pruned_arch: false,
         })
     }
 }

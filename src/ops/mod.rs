@@ -109,9 +109,7 @@ impl OpsError {
             OpsError::Build(e) if matches!(**e, BuildError::TooLarge { .. }) => 1,
             OpsError::Pypi(e) => e.exit_code(),
             OpsError::Plan(
-                PlanError::Library(_)
-                | PlanError::LayerKinds(_)
-                | PlanError::StripNotImplemented(_),
+                PlanError::Library(_) | PlanError::LayerKinds(_) | PlanError::DeviceCodeWithoutGpus,
             ) => 2,
             OpsError::Plan(_) => 3,
             OpsError::Build(e)

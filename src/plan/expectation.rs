@@ -37,10 +37,16 @@ pub fn expect_device_code(d: &crate::catalog::DeviceCode) -> DeviceCode {
             .parse::<DeviceTarget>()
             .ok()
     });
+    let pruned = if d.pruned_for.is_empty() {
+        String::new()
+    } else {
+        let ccs: Vec<String> = d.pruned_for.iter().map(|v| v.to_string()).collect();
+        format!("; pruned for cc {} by strip: [device-code]", ccs.join(", "))
+    };
     DeviceCode {
         targets: sm.chain(ptx).collect(),
         source: format!(
-            "catalog: {}{}",
+            "catalog: {}{}{pruned}",
             d.sources.join(", "),
             if d.unverified { " (unverified)" } else { "" }
         ),
@@ -153,6 +159,7 @@ mod tests {
             ptx: Some(v("10.0")),
             sources: vec!["pytorch-wheel".into()],
             unverified: false,
+            pruned_for: vec![],
         };
         let e = expect_device_code(&d);
         let t: Vec<String> = e.targets.iter().map(|t| t.to_string()).collect();

@@ -116,6 +116,11 @@ pub fn apply(
             sources.push_str(",unverified");
         }
         annotations.insert(ANN_DEVICE_CODE_SOURCE.into(), sources);
+        if !code.pruned_for.is_empty() {
+            let ccs: Vec<String> = code.pruned_for.iter().map(|v| v.to_string()).collect();
+            annotations.insert(ANN_DEVICE_CODE_PRUNED_FOR.into(), ccs.join(","));
+            r.pruned_arch = true;
+        }
         let covered: Vec<Version> = r
             .compute_capabilities
             .iter()

@@ -46,6 +46,16 @@ fn strip<'k>(k: &'k mut Key, profile: &Profile) -> &'k mut Key {
     if !profile.strip.is_empty() {
         k.str(strip_table_text());
     }
+    // Pruned device code depends on the GPUs it is pruned for, and on the pruner.
+    if profile
+        .strip
+        .contains(&crate::profile::StripClass::DeviceCode)
+    {
+        k.str("device-code-v1");
+        for g in &profile.host.gpus {
+            k.str(&g.value.to_ascii_lowercase());
+        }
+    }
     k
 }
 

@@ -140,6 +140,9 @@ pub struct Plan {
     /// The SPDX document of the image (`crate::sbom`), in its own last layer when the
     /// image has packages, and for `--sbom FILE`.
     pub sbom: Vec<u8>,
+    /// The compute capabilities `strip: [device-code]` prunes the wheel layers' device code
+    /// for (empty: no pruning).
+    pub device_code_gpus: Vec<crate::version::Version>,
 }
 
 /// One layer: what it is made from and how it is keyed.
@@ -206,8 +209,8 @@ pub enum PlanError {
     Library(Box<libraries::LibraryError>),
     #[error(transparent)]
     StripTable(crate::catalog::StripTableError),
-    #[error("`strip: [{}]` is not implemented yet: remove it from the profile's `strip:` list", .0.name())]
-    StripNotImplemented(StripClass),
+    #[error("`strip: [device-code]` prunes device code to the profile's GPUs, and it names none: list them in `host.gpus` (e.g. `gpus: [H200]`)")]
+    DeviceCodeWithoutGpus,
     #[error(
         "`layers.{0}` takes wheels, but `{0}` is a layer of apt packages: choose another name"
     )]
@@ -235,7 +238,14 @@ pub fn plan(
     facts: &Facts,
     lopts: LayerOptions,
 ) -> Result<Plan, PlanError> {
-    strip_rules::check_classes(profile)?;
+    let device_code_gpus = strip_rules::device_code_gpus(profile, resolution)?;
+    // What the image's device code covers once pruned (the framework's record, else only
+    // the GPUs pruned for).
+    let device_code = match (&facts.device_code, device_code_gpus.is_empty()) {
+        (d, true) => d.clone(),
+        (Some(d), false) => Some(d.pruned(&device_code_gpus)),
+        (None, false) => Some(crate::catalog::DeviceCode::pruned_only(&device_code_gpus)),
+    };
     let mut layers = Vec::new();
     let mut apt = None;
     let python = facts.python.clone().filter(|p| !p.wheels.is_empty());
@@ -303,7 +313,7 @@ pub fn plan(
         installed::apply(
             r,
             &p.wheels,
-            facts.device_code.as_ref(),
+            device_code.as_ref(),
             &mut image.env,
             &mut image.annotations,
         );
@@ -340,7 +350,7 @@ pub fn plan(
             profile,
             resolution,
             libraries,
-            facts.device_code.as_ref().map(expect_device_code),
+            device_code.as_ref().map(expect_device_code),
         );
         layers.push(LayerPlan {
             component: "expect".into(),
@@ -369,6 +379,7 @@ pub fn plan(
         image,
         strip_rules,
         sbom,
+        device_code_gpus,
     })
 }
 

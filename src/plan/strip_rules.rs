@@ -33,12 +33,30 @@ fn compiled_tag(python: Option<&PythonInstall>) -> Option<String> {
         .map(|p| cache_tag(p.python.version))
 }
 
-/// `unused-libraries` and `device-code` are accepted names, not yet strip classes.
-pub fn check_classes(profile: &Profile) -> Result<(), PlanError> {
-    match profile.strip.iter().find(|c| !c.implemented()) {
-        Some(c) => Err(PlanError::StripNotImplemented(*c)),
-        None => Ok(()),
+/// The compute capabilities `strip: [device-code]` prunes for: the profile's GPUs' (empty
+/// without the class); the class with no GPUs named is an error.
+pub fn device_code_gpus(
+    profile: &Profile,
+    resolution: Option<&crate::resolve::Resolution>,
+) -> Result<Vec<crate::version::Version>, PlanError> {
+    if !profile.strip.contains(&StripClass::DeviceCode) {
+        return Ok(Vec::new());
     }
+    let mut ccs: Vec<crate::version::Version> = resolution
+        .map(|r| {
+            r.host
+                .gpus
+                .iter()
+                .map(|g| g.compute_capability.truncate(2))
+                .collect()
+        })
+        .unwrap_or_default();
+    ccs.sort();
+    ccs.dedup();
+    if ccs.is_empty() {
+        return Err(PlanError::DeviceCodeWithoutGpus);
+    }
+    Ok(ccs)
 }
 
 fn class(package: &str, name: &str) -> Result<StripClass, PlanError> {

@@ -252,7 +252,7 @@ pub enum StripClass {
     OtherGpuBackends,
     /// Accepted, refused at build until the ELF closure exists.
     UnusedLibraries,
-    /// Accepted, refused at build until device-code pruning exists.
+    /// The fatbin entries of modifiable libraries that the profile's GPUs cannot select.
     DeviceCode,
 }
 
@@ -296,12 +296,6 @@ impl StripClass {
         ]
         .into_iter()
         .find(|c| c.name() == name)
-    }
-
-    /// Whether gpuimg can apply the class yet (`device-code` is the name reserved for
-    /// device-code pruning).
-    pub fn implemented(self) -> bool {
-        !matches!(self, StripClass::DeviceCode)
     }
 }
 

@@ -69,6 +69,11 @@ pub struct Resolution {
     pub compute_capabilities: Vec<Version>,
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// Set for an image whose device code was pruned for exactly `compute_capabilities`
+    /// (`strip: [device-code]`): `NVIDIA_REQUIRE_CUDA` then names each (`arch=9.0`) instead
+    /// of a floor. Never stored.
+    #[serde(skip)]
+    pub pruned_arch: bool,
 }
 
 impl Resolution {
@@ -84,16 +89,29 @@ impl Resolution {
     /// `NVIDIA_REQUIRE_CUDA`: space-separated OR terms of comma-separated AND terms.
     pub fn require_cuda(&self) -> Option<String> {
         let floor = self.cuda_driver_floor.as_ref()?;
-        let arch = self
-            .compute_capabilities
-            .iter()
-            .min()
-            .map(|cc| format!(",arch>={}", cc.truncate(2)))
-            .unwrap_or_default();
-        let mut terms = vec![format!("cuda>={floor}{arch}")];
-        for b in &self.host.forward_compat_branches {
-            for brand in COMPAT_BRANDS {
-                terms.push(format!("brand={brand},driver>={b},driver<{}{arch}", b + 1));
+        // Space-separated terms are alternatives: a pruned image gets one set per GPU.
+        let archs: Vec<String> = if self.pruned_arch && !self.compute_capabilities.is_empty() {
+            let mut ccs = self.compute_capabilities.clone();
+            ccs.sort();
+            ccs.dedup();
+            ccs.iter()
+                .map(|cc| format!(",arch={}", cc.truncate(2)))
+                .collect()
+        } else {
+            vec![self
+                .compute_capabilities
+                .iter()
+                .min()
+                .map(|cc| format!(",arch>={}", cc.truncate(2)))
+                .unwrap_or_default()]
+        };
+        let mut terms = Vec::new();
+        for arch in &archs {
+            terms.push(format!("cuda>={floor}{arch}"));
+            for b in &self.host.forward_compat_branches {
+                for brand in COMPAT_BRANDS {
+                    terms.push(format!("brand={brand},driver>={b},driver<{}{arch}", b + 1));
+                }
             }
         }
         Some(terms.join(" "))

@@ -29,14 +29,15 @@ pub use compile::HostPython;
 pub use error::WheelError;
 pub use filename::normalize;
 pub use libraries::{file_name, is_library_name, is_module_name, libraries, WheelLibrary};
-pub use prune::prune_records;
+pub use prune::{prune_records, rehash_records};
+pub use record::FileHash;
 
 use crate::assemble::{self, DataSource, Entry, EntryKind, Provenance, Tree};
 use crate::confined::Root;
 use crate::observe::Observer;
 use crate::sources::python::{FetchedWheel, ImagePython};
 use prepare::Prepared;
-use record::{FileHash, Hasher, Row};
+use record::{Hasher, Row};
 use scheme::{Role, Scheme};
 
 /// The installer's version: part of every python-packages layer key. Bump it when what the

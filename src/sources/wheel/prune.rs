@@ -53,6 +53,51 @@ pub fn prune_records(tree: &mut Tree, removed: &BTreeSet<String>) -> Result<usiz
     Ok(n)
 }
 
+/// Give the rows of the paths in `changed` (tree path → new hash; the sizes stay) their new
+/// hash in every `*.dist-info/RECORD` of `tree` that lists them; how many RECORDs were
+/// rewritten. For files rewritten in place (device-code pruning keeps the size).
+pub fn rehash_records(
+    tree: &mut Tree,
+    changed: &std::collections::BTreeMap<String, record::FileHash>,
+) -> Result<usize, WheelError> {
+    if changed.is_empty() {
+        return Ok(0);
+    }
+    let records: Vec<String> = tree
+        .iter()
+        .filter(|e| is_record(&e.path))
+        .map(|e| e.path.clone())
+        .collect();
+    let mut n = 0;
+    for path in records {
+        let bad = |why: String| WheelError::RecordAfterStrip {
+            path: format!("/{path}"),
+            why,
+        };
+        let Some(bytes) = tree
+            .read_file(&path, MAX_RECORD_BYTES)
+            .map_err(|e| bad(e.to_string()))?
+        else {
+            continue;
+        };
+        let text = String::from_utf8(bytes).map_err(|_| bad("it is not UTF-8".into()))?;
+        let mut rows = record::parse(&text).map_err(bad)?;
+        let site = site_of(&path);
+        let mut touched = false;
+        for r in &mut rows {
+            if let Some(h) = resolve(site, &r.path).and_then(|p| changed.get(&p)) {
+                r.hash = Some(h.clone());
+                touched = true;
+            }
+        }
+        if touched {
+            tree.replace_data(&path, record::write(&rows).into_bytes());
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
 /// `…/<name>.dist-info/RECORD`.
 fn is_record(path: &str) -> bool {
     path.strip_suffix("/RECORD")

@@ -43,6 +43,14 @@ pub struct FileHash {
 }
 
 impl FileHash {
+    /// A sha256 computed elsewhere (32 bytes).
+    pub fn sha256_value(value: Vec<u8>) -> FileHash {
+        FileHash {
+            algo: HashAlgo::Sha256,
+            value,
+        }
+    }
+
     /// The sha256 of `bytes`.
     pub fn sha256_of(bytes: &[u8]) -> FileHash {
         FileHash {

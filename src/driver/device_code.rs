@@ -1,0 +1,179 @@
+//! `strip: [device-code]` on a wheel layer's tree: every shared object whose licence terms
+//! allow modification (`strip::Rules::may_modify`, from the catalog's licence table) is
+//! pruned to the device code the profile's GPUs can select (`fatbin`), and the tree then
+//! points at the pruned copy, so the original bytes never reach a layer. Files under terms
+//! that forbid modification (NVIDIA's libraries) are never opened for writing, whatever they
+//! hold; a file whose containers `fatbin` does not fully understand stays as it is, with a
+//! warning. Each pruned file's row in its wheel's `RECORD` gets the new hash.
+//!
+//! Pruned copies live in the cache (`roots-v1/device-code-v1/<key>/`), keyed by the
+//! original's identity, the GPUs and the pruner's version: a second build finds the same file
+//! (same identity), so the layer's cache key is stable.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::PathBuf;
+
+use sha2::{Digest as _, Sha256};
+
+use super::BuildError;
+use crate::assemble::{open_same_file, DataSource, EntryKind, Tree};
+use crate::cache::{Bucket, Cache};
+use crate::fatbin::{self, Cc, Target};
+use crate::layer::LayerSizes;
+use crate::observe::Observer;
+use crate::sources::wheel::{self, FileHash};
+use crate::strip::Rules;
+
+/// The pruner's version, in the copies' cache key: a change of what is kept changes it.
+const PRUNER: &str = "device-code-v1";
+
+/// One file pruned: its image path, what it dropped and kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrunedFile {
+    pub path: String,
+    pub entries: usize,
+    pub kept: usize,
+    pub zeroed: u64,
+    pub kept_targets: Vec<Target>,
+}
+
+/// Prune every modifiable shared object of `tree` for `gpus` (see the module doc).
+pub fn prune_tree(
+    tree: &mut Tree,
+    gpus: &[Cc],
+    rules: &Rules,
+    cache: &Cache,
+    what: &str,
+    obs: &mut dyn Observer,
+) -> Result<Vec<PrunedFile>, BuildError> {
+    let candidates: Vec<(String, PathBuf, [u64; 5])> = tree
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EntryKind::File {
+                data: DataSource::Path { path, identity },
+                ..
+            } if is_shared_object(&e.path) && rules.may_modify(&e.path) => {
+                Some((e.path.clone(), path.clone(), *identity))
+            }
+            _ => None,
+        })
+        .collect();
+    let mut out = Vec::new();
+    let mut hashes: BTreeMap<String, FileHash> = BTreeMap::new();
+    for (image_path, src, identity) in candidates {
+        let io = |e: std::io::Error| BuildError::DeviceCode {
+            path: format!("/{image_path}"),
+            source: e,
+        };
+        let f = open_same_file(&src, &identity).map_err(io)?;
+        let listing = match fatbin::read(&f) {
+            Ok(l) => l,
+            Err(fatbin::NotUnderstood::NotElf) => continue,
+            Err(e) => {
+                obs.warn(&format!(
+                    "device-code: /{image_path} left unmodified: its device code is not understood ({e})"
+                ));
+                continue;
+            }
+        };
+        let p = fatbin::prune(&listing, gpus);
+        if !p.changes() {
+            continue;
+        }
+        let (copy, hash) = pruned_copy(cache, &f, &identity, gpus, &p).map_err(io)?;
+        let meta = fs::metadata(&copy).map_err(io)?;
+        let size = meta.len();
+        tree.replace_source(&image_path, DataSource::file(copy, &meta), size);
+        hashes.insert(image_path.clone(), FileHash::sha256_value(hash.to_vec()));
+        let kept_targets: Vec<Target> = p.kept_targets.iter().copied().collect();
+        obs.message(&format!(
+            "device-code: /{image_path}: kept {} of {} entries ({}), {} bytes zeroed",
+            p.kept,
+            p.entries,
+            if kept_targets.is_empty() {
+                "none".to_string()
+            } else {
+                kept_targets
+                    .iter()
+                    .map(|t| t.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            },
+            p.zeroed
+        ));
+        out.push(PrunedFile {
+            path: image_path,
+            entries: p.entries,
+            kept: p.kept,
+            zeroed: p.zeroed,
+            kept_targets,
+        });
+    }
+    if !hashes.is_empty() {
+        wheel::rehash_records(tree, &hashes)?;
+        if out.len() > 1 {
+            obs.message(&format!(
+                "device-code: pruned {} files of {what}",
+                out.len()
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// Count the pruned files into a layer's sizes, per library.
+pub fn add_sizes(sizes: &mut LayerSizes, pruned: &[PrunedFile]) {
+    for p in pruned {
+        sizes.add_device_code(
+            &format!("/{}", p.path),
+            (p.entries - p.kept) as u64,
+            p.zeroed,
+        );
+    }
+}
+
+/// `lib*.so`, `lib*.so.N…`, Python extension modules (`*.cpython-311-x86_64-linux-gnu.so`).
+fn is_shared_object(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    name.ends_with(".so") || name.contains(".so.")
+}
+
+/// The pruned copy of `src` in the cache (written now unless an earlier build left it), and
+/// the sha256 of its bytes.
+fn pruned_copy(
+    cache: &Cache,
+    src: &fs::File,
+    identity: &[u64; 5],
+    gpus: &[Cc],
+    p: &fatbin::Pruning,
+) -> std::io::Result<(PathBuf, [u8; 32])> {
+    let mut k = Sha256::new();
+    k.update(PRUNER.as_bytes());
+    for v in identity {
+        k.update(v.to_le_bytes());
+    }
+    for g in gpus {
+        k.update(format!(";{g}").as_bytes());
+    }
+    let key = hex::encode(k.finalize());
+    let dir = cache.dir(Bucket::Roots).join(PRUNER).join(&key[..2]);
+    fs::create_dir_all(&dir)?;
+    let file = dir.join(&key);
+    let sum = dir.join(format!("{key}.sha256"));
+    if let (Ok(m), Ok(h)) = (fs::symlink_metadata(&file), fs::read_to_string(&sum)) {
+        if m.is_file() && m.len() == p.file_size {
+            if let Ok(v) = hex::decode(h.trim()) {
+                if let Ok(a) = <[u8; 32]>::try_from(v.as_slice()) {
+                    return Ok((file, a));
+                }
+            }
+        }
+    }
+    let mut tmp = tempfile::NamedTempFile::new_in(&dir)?;
+    let hash = p.write(src, tmp.as_file_mut())?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(&file).map_err(|e| e.error)?;
+    fs::write(&sum, hex::encode(hash))?;
+    Ok((file, hash))
+}
