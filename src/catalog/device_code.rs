@@ -70,7 +70,7 @@ impl DeviceCode {
         DeviceCode {
             sm: sorted(ccs),
             ptx: None,
-            sources: vec!["device-code-pruning".into()],
+            sources: Vec::new(),
             unverified: false,
             pruned_for: sorted(ccs),
         }

@@ -74,6 +74,10 @@ pub struct SizeReport {
     pub strip_classes: BTreeMap<String, Counted>,
     /// Per owner and component, largest `before` first.
     pub owners: Vec<OwnerRow>,
+    /// `strip: [device-code]` per library (image path): fatbin entries dropped and the bytes
+    /// they held (zeros now; the file keeps its size).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub device_code: BTreeMap<String, Counted>,
 }
 
 /// The size report of an inspected image.
@@ -81,6 +85,7 @@ pub fn size_report(info: &ImageInfo) -> SizeReport {
     let mut layers = Vec::new();
     let mut strip_classes: BTreeMap<String, Counted> = BTreeMap::new();
     let mut owners = Vec::new();
+    let mut device_code: BTreeMap<String, Counted> = BTreeMap::new();
     for l in &info.layers {
         let mut t = Totals {
             compressed: l.size,
@@ -97,6 +102,9 @@ pub fn size_report(info: &ImageInfo) -> SizeReport {
                 add(strip_classes.entry(class.clone()).or_default(), c);
             }
             t.duplicates = s.duplicates;
+            for (lib, c) in &s.device_code {
+                add(device_code.entry(lib.clone()).or_default(), c);
+            }
             owners.extend(s.owners.iter().map(|(o, b)| OwnerRow {
                 owner: o.clone(),
                 component: l.component.clone(),
@@ -141,6 +149,7 @@ pub fn size_report(info: &ImageInfo) -> SizeReport {
         components,
         strip_classes,
         owners,
+        device_code,
     }
 }
 

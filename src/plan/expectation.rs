@@ -37,19 +37,24 @@ pub fn expect_device_code(d: &crate::catalog::DeviceCode) -> DeviceCode {
             .parse::<DeviceTarget>()
             .ok()
     });
-    let pruned = if d.pruned_for.is_empty() {
-        String::new()
-    } else {
-        let ccs: Vec<String> = d.pruned_for.iter().map(|v| v.to_string()).collect();
-        format!("; pruned for cc {} by strip: [device-code]", ccs.join(", "))
-    };
-    DeviceCode {
-        targets: sm.chain(ptx).collect(),
-        source: format!(
-            "catalog: {}{}{pruned}",
+    let mut source = Vec::new();
+    if !d.sources.is_empty() {
+        source.push(format!(
+            "catalog: {}{}",
             d.sources.join(", "),
             if d.unverified { " (unverified)" } else { "" }
-        ),
+        ));
+    }
+    if !d.pruned_for.is_empty() {
+        let ccs: Vec<String> = d.pruned_for.iter().map(|v| v.to_string()).collect();
+        source.push(format!(
+            "pruned for cc {} by strip: [device-code]",
+            ccs.join(", ")
+        ));
+    }
+    DeviceCode {
+        targets: sm.chain(ptx).collect(),
+        source: source.join("; "),
     }
 }
 

@@ -115,7 +115,9 @@ pub fn apply(
         if code.unverified {
             sources.push_str(",unverified");
         }
-        annotations.insert(ANN_DEVICE_CODE_SOURCE.into(), sources);
+        if !sources.is_empty() {
+            annotations.insert(ANN_DEVICE_CODE_SOURCE.into(), sources);
+        }
         if !code.pruned_for.is_empty() {
             let ccs: Vec<String> = code.pruned_for.iter().map(|v| v.to_string()).collect();
             annotations.insert(ANN_DEVICE_CODE_PRUNED_FOR.into(), ccs.join(","));

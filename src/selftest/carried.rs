@@ -146,6 +146,11 @@ pub fn device_code(e: &Expectation, m: &Measurements) -> Vec<Check> {
                     let (major, minor) = (f[0] as u32, f[1] as u32);
                     if code.covers(major, minor) {
                         c
+                    } else if code.source.contains("pruned for") {
+                        c.fail().detail(format!(
+                            "This image's device code was pruned for other GPUs ({}): it holds nothing a GPU of cc {cc} can run; build the image for this GPU (host.gpus) or without strip: [device-code]",
+                            code.describe()
+                        ))
                     } else {
                         c.fail().detail(format!(
                             "The image's device code ({}) has no cubin for cc {cc} and no PTX at or below it: kernels would fail with \"no kernel image is available for execution on the device\"",

@@ -124,6 +124,19 @@ pub fn render(r: &SizeReport) -> String {
         s.push('\n');
         s.push_str(&table(&["STRIP CLASS", "ENTRIES", "REMOVED"], &rows, false));
     }
+    if !r.device_code.is_empty() {
+        let rows: Vec<Vec<String>> = r
+            .device_code
+            .iter()
+            .map(|(lib, n)| vec![n.entries.to_string(), b(n.bytes), lib.clone()])
+            .collect();
+        s.push('\n');
+        s.push_str(&table(
+            &["DEVICE CODE ENTRIES", "ZEROED", "LIBRARY"],
+            &rows,
+            true,
+        ));
+    }
     if !r.owners.is_empty() {
         let mut rows: Vec<Vec<String>> = r
             .owners
