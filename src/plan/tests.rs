@@ -331,24 +331,17 @@ fn the_wheels_are_one_layer_after_the_base_and_before_files_and_the_selftest() {
     assert_ne!(other.layers[4].key, layer.key);
     // Only the wheel layers keep the `.pyc` gpuimg compiles (none here: no compiler).
     assert_eq!(pl.strip_rules_for(layer).compiled_tag, None);
-    // Classes not implemented yet are refused by name.
-    #[allow(clippy::single_element_loop)] // More classes join device-code here as they come.
-    for class in ["device-code"] {
-        let p = crate::profile::parse(
-            &format!("name: t\nbase:\n  apt:\n    suite: bookworm\n    packages: [curl]\nstrip: [docs, {class}]\n"),
-            "p.yaml",
-            d.path(),
-            &|_| None,
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        let e = plan(&p, None, &facts(BASE), LOPTS).unwrap_err();
-        assert!(matches!(e, PlanError::StripNotImplemented(_)), "{e}");
-        assert!(
-            e.to_string()
-                .contains(&format!("`strip: [{class}]` is not implemented yet")),
-            "{e}"
-        );
-    }
+    // device-code prunes for the profile's GPUs: without any, it is refused.
+    let p2 = crate::profile::parse(
+        "name: t\nbase:\n  apt:\n    suite: bookworm\n    packages: [curl]\nstrip: [docs, device-code]\n",
+        "p.yaml",
+        d.path(),
+        &|_| None,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let e = plan(&p2, None, &facts(BASE), LOPTS).unwrap_err();
+    assert!(matches!(e, PlanError::DeviceCodeWithoutGpus), "{e}");
+    assert!(e.to_string().contains("host.gpus"), "{e}");
     // No wheels: no layer.
     let empty = plan(&p, None, &with_wheels(facts(BASE), vec![]), LOPTS).unwrap();
     assert!(!empty.layers.iter().any(|l| l.component == PYTHON_PACKAGES));
