@@ -23,8 +23,9 @@ pub enum Command {
     List {
         /// An ELF shared object or executable.
         file: PathBuf,
-        /// Print the listing as JSON: `file`, `file_size`, `containers` (`offset`, `size`,
-        /// `entries`: `offset`, `size`, `kind`, `target`).
+        /// Print the listing as JSON: `file`, `understood` (true; a file not understood is an
+        /// error), `reason`, `file_size`, `containers` (`offset`, `size`, `entries`: `offset`,
+        /// `size`, `kind`, `target`).
         #[arg(long)]
         json: bool,
     },
@@ -60,6 +61,8 @@ fn list(path: &Path, as_json: bool) -> Result<u8, CliError> {
     if as_json {
         let v = json!({
             "file": path.display().to_string(),
+            "understood": true,
+            "reason": null,
             "file_size": listing.file_size,
             "containers": listing.containers,
         });
