@@ -262,7 +262,7 @@ fn fixture(dir: &Path) -> PathBuf {
         fatbins.push(std::fs::read(dir.join(format!("c{i}.fatbin"))).unwrap());
     }
     let mut section = fatbins[0].clone();
-    while section.len() % 8 != 0 {
+    while !section.len().is_multiple_of(8) {
         section.push(0);
     }
     section.extend_from_slice(&fatbins[1]);

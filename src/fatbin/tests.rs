@@ -72,7 +72,7 @@ fn elf(section: &[u8]) -> (tempfile::NamedTempFile, u64) {
     b[4] = 2;
     b[5] = 1;
     b.extend_from_slice(b"host code before");
-    while b.len() % 8 != 0 {
+    while !b.len().is_multiple_of(8) {
         b.push(0);
     }
     let fat_off = b.len() as u64;
@@ -81,7 +81,7 @@ fn elf(section: &[u8]) -> (tempfile::NamedTempFile, u64) {
     let names = b"\0.nv_fatbin\0.shstrtab\0";
     let names_off = b.len() as u64;
     b.extend_from_slice(names);
-    while b.len() % 8 != 0 {
+    while !b.len().is_multiple_of(8) {
         b.push(0);
     }
     let shoff = b.len() as u64;
@@ -112,7 +112,7 @@ fn pruning_moves_kept_entries_to_the_front_and_zeroes_the_rest() {
     let sm90a = entry(2, 90, 0x11 | 0x10_0000, b"AAAAAAAA");
     let ptx120 = entry(1, 120, 0x11, b"PTX!PTX!");
     let first = container(&[sm80.clone(), sm90.clone(), ptx120.clone(), sm90a.clone()]);
-    let second = container(&[sm80.clone()]);
+    let second = container(std::slice::from_ref(&sm80));
     let mut section = first.clone();
     section.extend_from_slice(&[0u8; 8]);
     section.extend_from_slice(&second);
