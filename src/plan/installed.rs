@@ -149,6 +149,10 @@ pub fn apply(
 mod tests {
     use super::*;
 
+    fn v(s: &str) -> Version {
+        s.parse().unwrap()
+    }
+
     fn wheel(name: &str, version: &str) -> LockedWheel {
         LockedWheel {
             name: name.into(),
@@ -259,6 +263,18 @@ mod tests {
             "V100's 7.0 has no code"
         );
         assert_eq!(ann["io.gpuimg.device-code.sm"], code.sm_list());
+        // Pruned for the H100/H200 and the B200: one `arch=` alternative per GPU, and the
+        // annotations say what is left.
+        let r = resolved("name: x\nhost: {gpus: [H200, B200]}\nstack: {cuda: \"13.0\"}\n");
+        let pruned = code.pruned(&[v("9.0"), v("10.0")]);
+        let (mut env, mut ann) = (r.image_env(), BTreeMap::new());
+        apply(&r, &wheels, Some(&pruned), &mut env, &mut ann);
+        assert_eq!(
+            env["NVIDIA_REQUIRE_CUDA"],
+            "cuda>=13.0,arch=9.0 cuda>=13.0,arch=10.0"
+        );
+        assert_eq!(ann["io.gpuimg.device-code.sm"], "sm_90,sm_100");
+        assert_eq!(ann["io.gpuimg.device-code.pruned-for"], "9.0,10.0");
         // A local version names the variant.
         let cu130 = device_code(&[wheel("torch", "2.15.0+cu130")], &c).unwrap();
         assert!(
