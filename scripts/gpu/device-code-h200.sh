@@ -308,6 +308,18 @@ prune_copy() { # TAG CC: a copy pruned for CC
     fi
     say "  pruned list: $sum"
     say "  $chk"
+    # NVIDIA's own listing, before and after, when cuobjdump was carried (independent of gpuimg).
+    if [ -x "$ROOT/.devcarry/cuobjdump" ]; then
+      for which in "orig:$src" "$tag:$to"; do
+        f=${which#*:}; w=${which%%:*}
+        [ -f "$W/cuobjdump-$w-$n.txt" ] && continue
+        "$ROOT/.devcarry/cuobjdump" --list-elf --list-ptx "$f" 2>&1 \
+          | sed -n 's/^\(ELF\|PTX\) file.*\.\(sm_[0-9a-z]*\)\.\(cubin\|ptx\)$/\1 \2/p' \
+          | sort | uniq -c > "$W/cuobjdump-$w-$n.txt" || true
+        say "  cuobjdump $w $n: $(tr -s ' \n' ' ' < "$W/cuobjdump-$w-$n.txt")"
+        echo "- cuobjdump --list-elf --list-ptx, $n $w: $(tr -s ' \n' ' ' < "$W/cuobjdump-$w-$n.txt")" >> "$W/t-other.md"
+      done
+    fi
     echo "| $n pruned for $cc | $sum; $(tr '\n' ' ' <<< "$chk") | $(stat -c %s "$to") | \`$(sha256sum "$to" | cut -c1-16)…\` |" >> "$W/t-libs.md"
   done
 }
