@@ -3,9 +3,12 @@
 # umoci/skopeo/podman/runc check images; busybox-static makes test root filesystems;
 # docker-registry is the reference registry; dpkg-dev/gnupg build and sign fixture apt repos.
 # python3-venv: the SBOM test installs the SPDX validator (pyspdxtools) into a venv.
+# gcc/binutils/unzip: the device-code test builds a shared object, adds a fatbin section to it
+# (objcopy), reads its section headers (readelf) and unpacks NVIDIA's tool wheels.
 set -euo pipefail
 pkgs=(umoci skopeo podman runc busybox-static docker-registry uidmap gnupg dpkg-dev
-      fakeroot python3 python3-venv pigz hyperfine mmdebstrap time ca-certificates)
+      fakeroot python3 python3-venv pigz hyperfine mmdebstrap time ca-certificates
+      gcc binutils unzip python3-pip)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
