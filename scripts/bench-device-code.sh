@@ -47,3 +47,14 @@ echo "uv anchor: $anchor bytes (one gzip layer, torch==$torch)"
 for v in all all-dc; do
   python3 -c "print('$v / anchor: %.3f' % (${size[$v]} / $anchor))"
 done
+# The second comparison: NVIDIA's nvidia/cuda:12.4.1-runtime-ubuntu22.04 (about 1.4 GB
+# compressed, as a user measured it on a registry in 2024; not pullable here) plus the pip
+# torch of that CUDA line (torch 2.6.0, whose default wheels are cu124), packed as above.
+rm -rf "$W/uvt124"
+uv pip install -q --target "$W/uvt124" --python-platform x86_64-manylinux_2_36 \
+  --python-version 3.11 "torch==2.6.0"
+tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$W/uvt124" -cf - . \
+  | pigz -p 2 -6 > "$W/uvt124.tar.gz"
+t124=$(stat -c %s "$W/uvt124.tar.gz")
+echo "pip torch 2.6.0 (cu124) as one gzip layer: $t124 bytes"
+python3 -c "print('all-dc / (1.4e9 + torch cu124): %.3f' % (${size[all-dc]} / (1.4e9 + $t124)))"
