@@ -450,9 +450,9 @@ fn resolve_in(root: &Path, rel: &str) -> PathBuf {
 }
 
 /// A rootfs base is stripped by the same classes, its pip-installed RECORD and dpkg lists
-/// kept true; the classes not implemented yet are refused with one line, exit 2.
+/// kept true; `device-code` without `host.gpus` is refused with one line, exit 2.
 #[test]
-fn a_rootfs_is_stripped_with_its_records_and_reserved_classes_are_refused() {
+fn a_rootfs_is_stripped_with_its_records_and_device_code_needs_gpus() {
     require("umoci");
     let sb = Sandbox::new();
     let root = sb.join("rootfs");
@@ -510,27 +510,23 @@ fn a_rootfs_is_stripped_with_its_records_and_reserved_classes_are_refused() {
         "0123  usr/bin/foo\n"
     );
 
-    #[allow(clippy::single_element_loop)] // More classes join device-code here as they come.
-    for class in ["device-code"] {
-        write(
-            &sb.join("q.yaml"),
-            &format!("name: r\nbase:\n  rootfs: ./rootfs\nstrip: [docs, {class}]\n"),
-        );
-        let out = run(sb
-            .gpuimg()
-            .args(["build", "-o"])
-            .arg(sb.join("out-q"))
-            .arg(sb.join("q.yaml")));
-        assert_eq!(out.status.code(), Some(2), "{class}");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            err.starts_with(&format!(
-                "error: `strip: [{class}]` is not implemented yet: remove it from the profile's `strip:` list"
-            )),
-            "{err}"
-        );
-        assert!(!sb.join("out-q").exists());
-    }
+    // device-code prunes to the profile's GPUs: a profile that names none is refused.
+    write(
+        &sb.join("q.yaml"),
+        "name: r\nbase:\n  rootfs: ./rootfs\nstrip: [docs, device-code]\n",
+    );
+    let out = run(sb
+        .gpuimg()
+        .args(["build", "-o"])
+        .arg(sb.join("out-q"))
+        .arg(sb.join("q.yaml")));
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("error: `strip: [device-code]` prunes device code to the profile's GPUs, and it names none: list them in `host.gpus`"),
+        "{err}"
+    );
+    assert!(!sb.join("out-q").exists());
 }
 
 /// Each class alone on a rootfs holding a sample of every class: it removes its own samples
