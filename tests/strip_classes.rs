@@ -10,7 +10,7 @@
 //! and md5sums name only files that exist (`dpkg-query -L` and `dpkg --verify` on the
 //! unpacked root), `ldconfig -p` only libraries that exist, and every package stays recorded.
 //! On rootfs bases (no network): each class alone removes its own samples and no other's; a
-//! rootfs's RECORD and dpkg lists are kept true too; `device-code` is
+//! rootfs's RECORD and dpkg lists are kept true too; `device-code` without `host.gpus` is
 //! refused with one line, exit 2.
 
 mod common;
