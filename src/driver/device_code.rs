@@ -8,7 +8,8 @@
 //!
 //! Pruned copies live in the cache (`roots-v1/device-code-v1/<key>/`), keyed by the
 //! original's identity, the GPUs and the pruner's version: a second build finds the same file
-//! (same identity), so the layer's cache key is stable.
+//! (same identity), so the layer's cache key is stable. A copy is reused only when its bytes
+//! still hash to the sha256 recorded beside it; otherwise it is pruned again.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -161,10 +162,24 @@ fn pruned_copy(
     fs::create_dir_all(&dir)?;
     let file = dir.join(&key);
     let sum = dir.join(format!("{key}.sha256"));
+    // An earlier build's copy is used only when its bytes still hash to what was recorded.
     if let (Ok(m), Ok(h)) = (fs::symlink_metadata(&file), fs::read_to_string(&sum)) {
         if m.is_file() && m.len() == p.file_size {
-            if let Ok(v) = hex::decode(h.trim()) {
-                if let Ok(a) = <[u8; 32]>::try_from(v.as_slice()) {
+            let recorded = hex::decode(h.trim())
+                .ok()
+                .and_then(|v| <[u8; 32]>::try_from(v.as_slice()).ok());
+            if let Some(a) = recorded {
+                let mut hasher = Sha256::new();
+                let mut f = fs::File::open(&file)?;
+                let mut buf = vec![0u8; 1 << 20];
+                loop {
+                    let n = std::io::Read::read(&mut f, &mut buf)?;
+                    if n == 0 {
+                        break;
+                    }
+                    hasher.update(&buf[..n]);
+                }
+                if <[u8; 32]>::from(hasher.finalize()) == a {
                     return Ok((file, a));
                 }
             }
