@@ -257,7 +257,6 @@ impl TryFrom<&LockedResolution> for Resolution {
                 .map(|v| version("compute_capabilities", v))
                 .collect::<Result<_, _>>()?,
             warnings: l.warnings.clone(),
-            pruned_arch: false,
         })
     }
 }

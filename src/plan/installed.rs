@@ -121,7 +121,6 @@ pub fn apply(
         if !code.pruned_for.is_empty() {
             let ccs: Vec<String> = code.pruned_for.iter().map(|v| v.to_string()).collect();
             annotations.insert(ANN_DEVICE_CODE_PRUNED_FOR.into(), ccs.join(","));
-            r.pruned_arch = true;
         }
         let covered: Vec<Version> = r
             .compute_capabilities
@@ -140,7 +139,8 @@ pub fn apply(
             CompatMode::Minor | CompatMode::Forward => Version::from_fields(&[v.major(), 0]),
         });
     }
-    if let Some(req) = r.require_cuda() {
+    let pruned = code.is_some_and(|c| !c.pruned_for.is_empty());
+    if let Some(req) = r.require_cuda_for(pruned) {
         env.insert("NVIDIA_REQUIRE_CUDA".into(), req);
     }
 }

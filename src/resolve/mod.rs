@@ -191,7 +191,6 @@ fn build(req: &Request, catalog: &Catalog, found: search::Found) -> Resolution {
         cuda_driver_floor,
         compute_capabilities,
         warnings,
-        pruned_arch: false,
     }
 }
 

@@ -69,11 +69,6 @@ pub struct Resolution {
     pub compute_capabilities: Vec<Version>,
     #[serde(default)]
     pub warnings: Vec<String>,
-    /// Set for an image whose device code was pruned for exactly `compute_capabilities`
-    /// (`strip: [device-code]`): `NVIDIA_REQUIRE_CUDA` then names each (`arch=9.0`) instead
-    /// of a floor. Never stored.
-    #[serde(skip)]
-    pub pruned_arch: bool,
 }
 
 impl Resolution {
@@ -88,9 +83,16 @@ impl Resolution {
 
     /// `NVIDIA_REQUIRE_CUDA`: space-separated OR terms of comma-separated AND terms.
     pub fn require_cuda(&self) -> Option<String> {
+        self.require_cuda_for(false)
+    }
+
+    /// `NVIDIA_REQUIRE_CUDA`; with `exact_arch` (an image whose device code was pruned for
+    /// exactly `compute_capabilities`, `strip: [device-code]`), one alternative per capability
+    /// (`arch=9.0`) instead of a floor (`arch>=9.0`).
+    pub fn require_cuda_for(&self, exact_arch: bool) -> Option<String> {
         let floor = self.cuda_driver_floor.as_ref()?;
         // Space-separated terms are alternatives: a pruned image gets one set per GPU.
-        let archs: Vec<String> = if self.pruned_arch && !self.compute_capabilities.is_empty() {
+        let archs: Vec<String> = if exact_arch && !self.compute_capabilities.is_empty() {
             let mut ccs = self.compute_capabilities.clone();
             ccs.sort();
             ccs.dedup();
