@@ -2,7 +2,9 @@
 //! of removed paths are dropped, every other row is kept as it was (hash and size included),
 //! and a `RECORD` that lost no row keeps its bytes. The `.dist-info` directory itself always
 //! stays (strip never removes it), so a distribution whose files all went is still recorded.
-//! Works on any tree: wheels gpuimg installed, a rootfs's pip-installed packages.
+//! Works on any tree: wheels gpuimg installed, a rootfs's pip-installed packages. A file
+//! rewritten in place (device-code pruning) keeps its row with the new hash
+//! (`rehash_records`).
 
 use std::collections::BTreeSet;
 
@@ -19,38 +21,11 @@ pub fn prune_records(tree: &mut Tree, removed: &BTreeSet<String>) -> Result<usiz
     if removed.is_empty() {
         return Ok(0);
     }
-    let records: Vec<String> = tree
-        .iter()
-        .filter(|e| is_record(&e.path))
-        .map(|e| e.path.clone())
-        .collect();
-    let mut n = 0;
-    for path in records {
-        let bad = |why: String| WheelError::RecordAfterStrip {
-            path: format!("/{path}"),
-            why,
-        };
-        let Some(bytes) = tree
-            .read_file(&path, MAX_RECORD_BYTES)
-            .map_err(|e| bad(e.to_string()))?
-        else {
-            continue;
-        };
-        let text = String::from_utf8(bytes).map_err(|_| bad("it is not UTF-8".into()))?;
-        let rows = record::parse(&text).map_err(bad)?;
-        let site = site_of(&path);
-        let kept: Vec<record::Row> = rows
-            .iter()
-            .filter(|r| !resolve(site, &r.path).is_some_and(|p| removed.contains(&p)))
-            .cloned()
-            .collect();
-        if kept.len() == rows.len() {
-            continue;
-        }
-        tree.replace_data(&path, record::write(&kept).into_bytes());
-        n += 1;
-    }
-    Ok(n)
+    rewrite_records(tree, |site, rows| {
+        let before = rows.len();
+        rows.retain(|r| !resolve(site, &r.path).is_some_and(|p| removed.contains(&p)));
+        rows.len() != before
+    })
 }
 
 /// Give the rows of the paths in `changed` (tree path → new hash; the sizes stay) their new
@@ -63,6 +38,25 @@ pub fn rehash_records(
     if changed.is_empty() {
         return Ok(0);
     }
+    rewrite_records(tree, |site, rows| {
+        let mut touched = false;
+        for r in rows.iter_mut() {
+            if let Some(h) = resolve(site, &r.path).and_then(|p| changed.get(&p)) {
+                r.hash = Some(h.clone());
+                touched = true;
+            }
+        }
+        touched
+    })
+}
+
+/// Read every `*.dist-info/RECORD` of `tree`, let `edit` change its rows (given the site
+/// directory they are relative to; it says whether it changed any), and write back the ones
+/// it changed (a RECORD left alone keeps its bytes); how many were rewritten.
+fn rewrite_records(
+    tree: &mut Tree,
+    mut edit: impl FnMut(&str, &mut Vec<record::Row>) -> bool,
+) -> Result<usize, WheelError> {
     let records: Vec<String> = tree
         .iter()
         .filter(|e| is_record(&e.path))
@@ -82,15 +76,7 @@ pub fn rehash_records(
         };
         let text = String::from_utf8(bytes).map_err(|_| bad("it is not UTF-8".into()))?;
         let mut rows = record::parse(&text).map_err(bad)?;
-        let site = site_of(&path);
-        let mut touched = false;
-        for r in &mut rows {
-            if let Some(h) = resolve(site, &r.path).and_then(|p| changed.get(&p)) {
-                r.hash = Some(h.clone());
-                touched = true;
-            }
-        }
-        if touched {
+        if edit(site_of(&path), &mut rows) {
             tree.replace_data(&path, record::write(&rows).into_bytes());
             n += 1;
         }
@@ -213,5 +199,26 @@ mod tests {
         assert_eq!(resolve("a", "../../x"), None);
         assert_eq!(resolve("a/b", "/usr/bin/x"), Some("usr/bin/x".into()));
         assert_eq!(site_of("a/b/p-1.dist-info/RECORD"), "a/b");
+    }
+
+    #[test]
+    fn a_file_rewritten_in_place_gets_its_new_hash_and_other_rows_stay() {
+        let record =
+            "demo/lib.so,sha256=AAAA,3\ndemo/x.py,sha256=BBBB,5\ndemo-1.0.dist-info/RECORD,,\n";
+        let mut t = Tree::new("t");
+        file(&mut t, &format!("{SITE}/demo-1.0.dist-info/RECORD"), record);
+        t.add_missing_parents();
+        let h = record::FileHash::sha256_of(b"new");
+        let changed =
+            std::collections::BTreeMap::from([(format!("{SITE}/demo/lib.so"), h.clone())]);
+        assert_eq!(rehash_records(&mut t, &changed).unwrap(), 1);
+        let now = t
+            .read_file(&format!("{SITE}/demo-1.0.dist-info/RECORD"), 1 << 20)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8(now).unwrap(),
+            format!("demo/lib.so,{h},3\ndemo/x.py,sha256=BBBB,5\ndemo-1.0.dist-info/RECORD,,\n")
+        );
     }
 }
