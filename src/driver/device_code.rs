@@ -25,6 +25,7 @@ use crate::layer::LayerSizes;
 use crate::observe::Observer;
 use crate::sources::wheel::{self, FileHash};
 use crate::strip::Rules;
+use crate::version::Version;
 
 /// The pruner's version, in the copies' cache key: a change of what is kept changes it.
 const PRUNER: &str = "device-code-v1";
@@ -39,15 +40,24 @@ pub struct PrunedFile {
     pub kept_targets: Vec<Target>,
 }
 
-/// Prune every modifiable shared object of `tree` for `gpus` (see the module doc).
+/// Prune every modifiable shared object of `tree` for the compute capabilities `ccs` (see
+/// the module doc).
 pub fn prune_tree(
     tree: &mut Tree,
-    gpus: &[Cc],
+    ccs: &[Version],
     rules: &Rules,
     cache: &Cache,
     what: &str,
     obs: &mut dyn Observer,
 ) -> Result<Vec<PrunedFile>, BuildError> {
+    let gpus: Vec<Cc> = ccs
+        .iter()
+        .map(|v| Cc {
+            major: v.field(0) as u32,
+            minor: v.field(1) as u32,
+        })
+        .collect();
+    let gpus = gpus.as_slice();
     let candidates: Vec<(String, PathBuf, [u64; 5])> = tree
         .iter()
         .filter_map(|e| match &e.kind {
@@ -134,10 +144,10 @@ pub fn add_sizes(sizes: &mut LayerSizes, pruned: &[PrunedFile]) {
     }
 }
 
-/// `lib*.so`, `lib*.so.N…`, Python extension modules (`*.cpython-311-x86_64-linux-gnu.so`).
+/// A shared library or an extension module, by its file name (as `sources::wheel` tells them).
 fn is_shared_object(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
-    name.ends_with(".so") || name.contains(".so.")
+    wheel::is_library_name(name) || wheel::is_module_name(name)
 }
 
 /// The pruned copy of `src` in the cache (written now unless an earlier build left it), and

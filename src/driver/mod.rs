@@ -308,27 +308,20 @@ pub fn execute(
                     .iter()
                     .flat_map(|a| a.loader.found.iter().map(|(p, _)| p.clone()))
                     .collect();
+                let rules = plan.strip_rules_for(lp);
                 stripped = Some(strip::strip_tree(
                     &mut tree,
                     &lp.strip,
-                    &plan.strip_rules_for(lp),
+                    &rules,
                     &protect,
                     &format!("the `{component}` wheels"),
                     obs,
                 )?);
                 if lp.strip.contains(&crate::profile::StripClass::DeviceCode) {
-                    let gpus: Vec<crate::fatbin::Cc> = plan
-                        .device_code_gpus
-                        .iter()
-                        .map(|v| crate::fatbin::Cc {
-                            major: v.field(0) as u32,
-                            minor: v.field(1) as u32,
-                        })
-                        .collect();
                     pruned = device_code::prune_tree(
                         &mut tree,
-                        &gpus,
-                        &plan.strip_rules_for(lp),
+                        &plan.device_code_gpus,
+                        &rules,
                         &cache,
                         &format!("the `{component}` wheels"),
                         obs,

@@ -15,6 +15,9 @@ const MAX_SECTIONS: u64 = 1 << 16;
 const MAX_SHSTRTAB: u64 = 1 << 20;
 /// The largest entry header accepted (the ones seen are 64–120 bytes).
 const MAX_ENTRY_HEADER: u32 = 4096;
+/// The most entries a file may hold (libtorch_cuda has about 2,800): a file that declares
+/// more is not read on, so a crafted one cannot make the listing grow with its size.
+const MAX_ENTRIES: usize = 1 << 20;
 /// Bytes of a run of zeros between containers read at a time.
 const ZERO_CHUNK: u64 = 1 << 20;
 /// The entry header fields read: kind, version, header size, payload size, …, arch, flags.
@@ -173,6 +176,8 @@ pub fn read(file: &File) -> Result<Listing, NotUnderstood> {
         file_size,
         containers: Vec::new(),
     };
+    // Containers count as entries too, so empty ones cannot grow the listing unbounded either.
+    let mut entries = 0usize;
     for (start, size) in sections(file, file_size)? {
         let end = start + size;
         let mut p = start;
@@ -187,8 +192,9 @@ pub fn read(file: &File) -> Result<Listing, NotUnderstood> {
                 p = skip_zeros(file, p, end)?;
                 continue;
             }
-            let c = container(file, p, &h, end)?;
+            let c = container(file, p, &h, end, MAX_ENTRIES - entries)?;
             p = c.offset + c.size;
+            entries += c.entries.len().max(1);
             listing.containers.push(c);
         }
     }
@@ -222,7 +228,17 @@ fn skip_zeros(file: &File, mut p: u64, end: u64) -> Result<u64, NotUnderstood> {
     Ok(end)
 }
 
-fn container(file: &File, p: u64, h: &[u8], end: u64) -> Result<Container, NotUnderstood> {
+/// The container at `p` (its 16 header bytes `h`), holding at most `budget` entries.
+fn container(
+    file: &File,
+    p: u64,
+    h: &[u8],
+    end: u64,
+    budget: usize,
+) -> Result<Container, NotUnderstood> {
+    if budget == 0 {
+        return Err(layout(p, format!("more than {MAX_ENTRIES} entries")));
+    }
     let (version, header_size, body) = (u16_at(h, 4), u16_at(h, 6), u64_at(h, 8));
     if version != 1 || header_size != 16 {
         return Err(layout(
@@ -238,6 +254,9 @@ fn container(file: &File, p: u64, h: &[u8], end: u64) -> Result<Container, NotUn
     let mut entries = Vec::new();
     let mut q = p + 16;
     while q < c_end {
+        if entries.len() >= budget {
+            return Err(layout(q, format!("more than {MAX_ENTRIES} entries")));
+        }
         if c_end - q < ENTRY_BASE as u64 {
             return Err(layout(q, "entry header cut off by the container's end"));
         }
