@@ -30,6 +30,7 @@ pub mod layer;
 pub mod observe;
 pub mod ops;
 pub mod plan;
+pub mod registry;
 pub mod sbom;
 pub mod strip;
 

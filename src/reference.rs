@@ -1,6 +1,7 @@
-//! Image references parsed at the edge: a profile's `name:` ([`RepoName`]), `--tag` ([`Tag`])
-//! and an image on disk as `build -o` and `inspect` name it ([`ImageRef`]: `DIR`,
-//! `oci:DIR[:TAG]`, `oci-archive:FILE[:TAG]`, `docker-archive:FILE[:TAG]`).
+//! Image references parsed at the edge: a profile's `name:` ([`RepoName`]), `--tag` ([`Tag`]),
+//! an image on disk as `build -o` and `inspect` name it ([`ImageRef`]: `DIR`,
+//! `oci:DIR[:TAG]`, `oci-archive:FILE[:TAG]`, `docker-archive:FILE[:TAG]`) and an image in a
+//! registry as `build -o` names it ([`RegistryRef`]: `registry:HOST[:PORT]/REPO[:TAG]`).
 //!
 //! Names and tags follow the OCI distribution spec's grammars, so a name or tag gpuimg accepts
 //! is one umoci, skopeo and registries accept, and a name used as a path under `out/` never
@@ -326,6 +327,147 @@ impl std::str::FromStr for ImageRef {
     }
 }
 
+/// An image in a registry, as `build -o` names it: `registry:HOST[:PORT]/REPO[:TAG]` or, as
+/// skopeo spells it, `docker://HOST[:PORT]/REPO[:TAG]`. The host is always explicit (gpuimg
+/// knows no default registry): a first component with a `.` or a `:`, `localhost`, or an IPv6
+/// literal in brackets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegistryRef {
+    /// `HOST[:PORT]` as written (the key credentials are looked up by).
+    pub registry: String,
+    pub repo: RepoName,
+    pub tag: Option<String>,
+}
+
+impl RegistryRef {
+    /// Whether `s` names a registry (`registry:` or `docker://`), so it must parse as one.
+    pub fn is_registry(s: &str) -> bool {
+        s.starts_with("registry:") || s.starts_with("docker://")
+    }
+
+    /// Parse `registry:…` / `docker://…`; a refusal names what is wrong in one clause.
+    pub fn parse(s: &str) -> Result<RegistryRef, ReferenceError> {
+        let rest = s
+            .strip_prefix("registry:")
+            .map(|r| r.strip_prefix("//").unwrap_or(r))
+            .or_else(|| s.strip_prefix("docker://"))
+            .ok_or_else(|| err("a registry reference starts with `registry:` or `docker://`"))?;
+        if let Some(b) = rest.bytes().find(|b| b.is_ascii_control() || *b == b' ') {
+            return Err(err(format!("the registry reference holds {}", describe(b))));
+        }
+        if rest.contains('@') {
+            return Err(err(
+                "a push names a tag, not a digest (`@…`): the registry computes the digest",
+            ));
+        }
+        let Some((registry, path)) = rest.split_once('/') else {
+            return Err(err(format!(
+                "`{rest}` names no repository: write `HOST[:PORT]/REPO[:TAG]`"
+            )));
+        };
+        check_registry_host(registry)?;
+        let (repo, tag) = match path.rsplit_once(':') {
+            Some((r, t)) if !t.contains('/') => (r, Some(t)),
+            _ => (path, None),
+        };
+        let repo = RepoName::parse(repo)
+            .map_err(|e| err(format!("the repository `{repo}` is not valid: {e}")))?;
+        if let Some(t) = tag {
+            Tag::parse(t).map_err(|e| err(format!("the tag `{t}` is not valid: {e}")))?;
+        }
+        Ok(RegistryRef {
+            registry: registry.to_string(),
+            repo,
+            tag: tag.map(String::from),
+        })
+    }
+
+    /// The host without its port (and without an IPv6 literal's brackets).
+    pub fn host(&self) -> &str {
+        host_of(&self.registry)
+    }
+}
+
+fn host_of(registry: &str) -> &str {
+    if let Some(r) = registry.strip_prefix('[') {
+        return r.split(']').next().unwrap_or(r);
+    }
+    registry.split(':').next().unwrap_or(registry)
+}
+
+fn check_registry_host(registry: &str) -> Result<(), ReferenceError> {
+    if registry.is_empty() {
+        return Err(err("the registry host is empty"));
+    }
+    let explicit = registry.contains('.')
+        || registry.contains(':')
+        || registry.starts_with('[')
+        || registry == "localhost";
+    if !explicit {
+        return Err(err(format!(
+            "`{registry}` is not a registry host: name it in full (`HOST[:PORT]/REPO`, e.g. `localhost:5000/{registry}`); gpuimg has no default registry"
+        )));
+    }
+    let (host, port) = if let Some(r) = registry.strip_prefix('[') {
+        let Some((h, after)) = r.split_once(']') else {
+            return Err(err(format!("`{registry}` opens `[` and never closes it")));
+        };
+        if h.parse::<std::net::Ipv6Addr>().is_err() {
+            return Err(err(format!("`[{h}]` is not an IPv6 address")));
+        }
+        match after {
+            "" => (h, None),
+            p => match p.strip_prefix(':') {
+                Some(p) => (h, Some(p)),
+                None => return Err(err(format!("`{registry}` has `{p}` after its address"))),
+            },
+        }
+    } else {
+        match registry.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (registry, None),
+        }
+    };
+    if let Some(p) = port {
+        if p.is_empty() || p.len() > 5 || !p.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(err(format!(
+                "the port `{p}` of `{registry}` is not a number"
+            )));
+        }
+        if p.parse::<u32>().map_or(true, |n| n == 0 || n > 65535) {
+            return Err(err(format!(
+                "the port `{p}` of `{registry}` is out of range"
+            )));
+        }
+    }
+    if !registry.starts_with('[') {
+        let ok = host.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        });
+        if !ok {
+            return Err(err(format!("`{host}` is not a host name or address")));
+        }
+    }
+    Ok(())
+}
+
+impl fmt::Display for RegistryRef {
+    /// `HOST[:PORT]/REPO[:TAG]`, as skopeo's `docker://` shows it without the prefix.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.registry, self.repo)?;
+        match &self.tag {
+            Some(t) => write!(f, ":{t}"),
+            None => Ok(()),
+        }
+    }
+}
+
 fn err(s: impl Into<String>) -> ReferenceError {
     ReferenceError(s.into())
 }
@@ -347,6 +489,40 @@ fn describe(b: u8) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn registry_references() {
+        let r = RegistryRef::parse("registry:localhost:5000/a/b:v1").unwrap();
+        assert_eq!(r.registry, "localhost:5000");
+        assert_eq!(r.repo, "a/b");
+        assert_eq!(r.tag.as_deref(), Some("v1"));
+        assert_eq!(r.host(), "localhost");
+        assert_eq!(r.to_string(), "localhost:5000/a/b:v1");
+        let r = RegistryRef::parse("docker://registry.example.com/team/cuda").unwrap();
+        assert_eq!(r.registry, "registry.example.com");
+        assert_eq!(r.tag, None);
+        let r = RegistryRef::parse("docker://[::1]:5000/x:t").unwrap();
+        assert_eq!(r.host(), "::1");
+        let r = RegistryRef::parse("registry://127.0.0.1:5000/x").unwrap();
+        assert_eq!(r.registry, "127.0.0.1:5000");
+        for bad in [
+            "registry:",
+            "registry:localhost:5000",
+            "docker://busybox:latest",
+            "docker://library/busybox",
+            "registry:host.example/Repo",
+            "registry:host.example/repo:bad..tag",
+            "registry:host.example:0/repo",
+            "registry:host.example:99999/repo",
+            "registry:host.example:5x/repo",
+            "registry:ho_st.example/repo",
+            "registry:host.example/repo@sha256:00",
+            "registry:[zz]:5000/repo",
+            "registry:host.example/a b",
+        ] {
+            assert!(RegistryRef::parse(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn names_the_grammar_accepts() {

@@ -27,12 +27,15 @@
 //! │                                   and → its shared libraries' paths and ELF facts
 //! │                                   (`sources::wheel::libraries`, `ops`); and → its
 //! │                                   SBOM supplier and licence (`ops::python::wheel_facts`)
+//! ├── pushed-v1/<key>.json            Pushed: a registry and a blob digest → the repository
+//! │                                   gpuimg pushed it to (the hint for a cross-repository
+//! │                                   mount, `registry::known`)
 //! ├── roots-v1/<sha256 of url>        Roots: last copy of each unpinned root (InRelease, Release,
 //! │                                   Release.gpg, a Python index's project pages), for `--offline`
 //! ├── trust-v2/<bucket>/<hex>.json    Trust: one stamp per entry of a stamped bucket (blobs-v1,
 //! │                                   layers-v2, listings-v1, controls-v1, resolutions-v1,
 //! │                                   sketches-v1, index-maps-v1, debs-v1, indexes-v1,
-//! │                                   wheels-v1, wheel-metadata-v1)
+//! │                                   wheels-v1, wheel-metadata-v1, pushed-v1)
 //! └── tmp/                            Tmp: staging files (`crate::staging`), every partial write
 //! ```
 //! [`Bucket`] declares exactly these directories (tests/cache_layout.rs checks a real build
@@ -103,6 +106,9 @@ pub enum Bucket {
     /// A wheel's METADATA and size, its shared libraries and its SBOM facts, keyed by the wheel:
     /// `wheel-metadata-v1/<key>.json`.
     WheelMetadata,
+    /// Which repository of a registry a pushed blob is in (mount hints):
+    /// `pushed-v1/<key>.json`, keyed by registry and digest.
+    Pushed,
     /// Unpinned roots, verified by signature at each use: `roots-v1/<sha256 of url>`.
     Roots,
     /// Stamps of the stamped buckets: `trust-v2/<bucket dir>/<hex>.json`.
@@ -130,7 +136,7 @@ pub const LAYERS: Bucket = Bucket::Layers;
 
 impl Bucket {
     /// Every bucket, in the order the layout drawing lists them.
-    pub const ALL: [Bucket; 14] = [
+    pub const ALL: [Bucket; 15] = [
         Bucket::Blobs,
         Bucket::Layers,
         Bucket::Listings,
@@ -142,6 +148,7 @@ impl Bucket {
         Bucket::Indexes,
         Bucket::Wheels,
         Bucket::WheelMetadata,
+        Bucket::Pushed,
         Bucket::Roots,
         Bucket::Trust,
         Bucket::Tmp,
@@ -161,6 +168,7 @@ impl Bucket {
             Bucket::Indexes => "indexes-v1",
             Bucket::Wheels => "wheels-v1",
             Bucket::WheelMetadata => "wheel-metadata-v1",
+            Bucket::Pushed => "pushed-v1",
             Bucket::Roots => "roots-v1",
             Bucket::Trust => "trust-v2",
             Bucket::Tmp => "tmp",
@@ -176,7 +184,8 @@ impl Bucket {
             | Bucket::Resolutions
             | Bucket::Sketches
             | Bucket::IndexMaps
-            | Bucket::WheelMetadata => Shape::Records,
+            | Bucket::WheelMetadata
+            | Bucket::Pushed => Shape::Records,
             Bucket::Roots | Bucket::Trust | Bucket::Tmp => Shape::Other,
         }
     }

@@ -26,6 +26,8 @@
 //! | pip's files | — | `PIP_CONFIG_FILE` (`/dev/null`: none), `XDG_CONFIG_DIRS`, `XDG_CONFIG_HOME`, `HOME`, `VIRTUAL_ENV` | — | `/etc/xdg/pip/pip.conf`, `/etc/pip.conf`, `~/.pip/pip.conf`, `~/.config/pip/pip.conf` |
 //! | uv's files | — | `UV_CONFIG_FILE`, `UV_NO_CONFIG` (none), `XDG_CONFIG_HOME`, `XDG_CONFIG_DIRS` | — | `~/.config/uv/uv.toml`, `/etc/uv/uv.toml` |
 //! | index credentials | — | `NETRC` (else `~/.netrc`) | the URL's user part | none |
+//! | registry credentials | — | `REGISTRY_AUTH_FILE`, `XDG_RUNTIME_DIR`, `XDG_CONFIG_HOME`, `DOCKER_CONFIG`, `HOME` | — | `$XDG_RUNTIME_DIR/containers/auth.json`, `~/.config/containers/auth.json`, `~/.docker/config.json` (first that knows the registry) |
+//! | registry CAs | `--ca FILE` (added) | `SSL_CERT_FILE`, `SSL_CERT_DIR` | — | the system store |
 //! | `.pyc` compiler | — | `PATH` (`python3.X`, then `python3`) | profile `python.compile` | none |
 //!
 //! An empty variable counts as unset. A malformed `SOURCE_DATE_EPOCH` is bad input, exit 2,
@@ -186,6 +188,47 @@ impl Settings {
             }
         }
         t
+    }
+
+    /// The auth files a push looks in, in order: `$REGISTRY_AUTH_FILE`, podman's
+    /// (`$XDG_RUNTIME_DIR/containers/auth.json`, then `$XDG_CONFIG_HOME` or
+    /// `~/.config/containers/auth.json`), then docker's (`$DOCKER_CONFIG/config.json`, else
+    /// `~/.docker/config.json`).
+    pub fn registry_auth_files(&self) -> crate::registry::AuthFiles {
+        let mut files: Vec<(PathBuf, String)> = Vec::new();
+        let home = self.env.get("HOME").map(PathBuf::from);
+        if let Some(f) = self.env.get("REGISTRY_AUTH_FILE") {
+            files.push((PathBuf::from(f), "REGISTRY_AUTH_FILE".into()));
+        }
+        if let Some(d) = self.env.get("XDG_RUNTIME_DIR") {
+            files.push((
+                Path::new(d).join("containers/auth.json"),
+                "$XDG_RUNTIME_DIR/containers/auth.json".into(),
+            ));
+        }
+        match (self.env.get("XDG_CONFIG_HOME"), &home) {
+            (Some(d), _) => files.push((
+                Path::new(d).join("containers/auth.json"),
+                "$XDG_CONFIG_HOME/containers/auth.json".into(),
+            )),
+            (None, Some(h)) => files.push((
+                h.join(".config/containers/auth.json"),
+                "~/.config/containers/auth.json".into(),
+            )),
+            (None, None) => {}
+        }
+        match (self.env.get("DOCKER_CONFIG"), &home) {
+            (Some(d), _) => files.push((
+                Path::new(d).join("config.json"),
+                "$DOCKER_CONFIG/config.json".into(),
+            )),
+            (None, Some(h)) => files.push((
+                h.join(".docker/config.json"),
+                "~/.docker/config.json".into(),
+            )),
+            (None, None) => {}
+        }
+        crate::registry::AuthFiles { files }
     }
 
     /// What the host says about Python package indexes (see the table above).

@@ -34,7 +34,8 @@ use crate::lock::{LockedPackage, LockedWheel};
 use crate::observe::Observer;
 use crate::plan::{Inputs, Plan};
 use crate::profile::Profile;
-use crate::reference::Tag;
+use crate::reference::{RegistryRef, Tag};
+use crate::registry::{self, Pushed};
 use crate::sbom::SBOM_PATH;
 use crate::sources::files::Files;
 use crate::sources::pypi::PythonRequest;
@@ -42,9 +43,31 @@ use crate::sources::rootfs::Rootfs;
 use crate::sources::Source;
 use crate::staging::{self, Staged};
 
+/// Where the built image goes.
+#[derive(Debug, Clone)]
+pub enum Output {
+    /// A layout, oci-archive or docker-archive on disk (`export`).
+    Disk(Target),
+    /// A registry (`registry`), reached and authenticated as `conn` says.
+    Registry {
+        dest: RegistryRef,
+        conn: Box<registry::Connection>,
+    },
+}
+
+impl Output {
+    /// How the output is named in messages and `--json` (`oci:DIR`, `registry:HOST/REPO`).
+    pub fn display(&self) -> String {
+        match self {
+            Output::Disk(t) => t.display(),
+            Output::Registry { dest, .. } => format!("registry:{}/{}", dest.registry, dest.repo),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct BuildOptions {
-    pub target: Target,
+    pub target: Output,
     pub tag: Tag,
     /// Replace whatever is at the target (`--force`), not only a previous image of this tag.
     pub force: bool,
@@ -87,6 +110,8 @@ pub struct BuildOutcome {
     pub packages: Vec<LockedPackage>,
     /// The Python wheels installed (empty without `python:`).
     pub wheels: Vec<LockedWheel>,
+    /// What the push did, for a registry output.
+    pub pushed: Option<Pushed>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -111,6 +136,8 @@ pub enum BuildError {
     Image(#[from] image::ImageError),
     #[error(transparent)]
     Export(#[from] export::ExportError),
+    #[error(transparent)]
+    Registry(#[from] registry::RegistryError),
     #[error(transparent)]
     Apt(#[from] crate::sources::apt::AptError),
     #[error(transparent)]
@@ -163,7 +190,9 @@ pub fn execute(
     } else {
         Replace::IfOurs(&opts.tag)
     };
-    export::check_target(&opts.target, replace)?;
+    if let Output::Disk(t) = &opts.target {
+        export::check_target(t, replace)?;
+    }
     if let Some(p) = &opts.sbom {
         export::check_file_target(p)?;
     }
@@ -408,7 +437,24 @@ pub fn execute(
     for l in &layers {
         layer::ensure_intact(&cache, &l.blob)?;
     }
-    export::export(&opts.target, replace, &json, &layers, &cache)?;
+    let pushed = match &opts.target {
+        Output::Disk(t) => {
+            export::export(t, replace, &json, &layers, &cache)?;
+            None
+        }
+        Output::Registry { dest, conn } => {
+            let image = push_image(&json, &layers, &cache);
+            Some(registry::push(
+                dest,
+                &opts.tag,
+                &image,
+                Some(&plan.sbom),
+                conn,
+                &cache,
+                obs,
+            )?)
+        }
+    };
     if let Some(p) = &opts.sbom {
         export::write_file(p, &plan.sbom)?;
     }
@@ -435,7 +481,33 @@ pub fn execute(
             .as_ref()
             .map(|p| p.wheels.clone())
             .unwrap_or_default(),
+        pushed,
     })
+}
+
+/// The image as the registry stage takes it: the manifest's bytes, the config from memory and
+/// the layers from the cache.
+fn push_image(json: &image::ImageJson, layers: &[ImageLayer], cache: &Cache) -> registry::Image {
+    let mut blobs = vec![registry::Blob {
+        digest: json.config.0,
+        size: json.config.1.len() as u64,
+        source: registry::BlobSource::Bytes(json.config.1.clone()),
+    }];
+    let mut labels = vec!["config".to_string()];
+    for l in layers {
+        blobs.push(registry::Blob {
+            digest: l.blob.digest,
+            size: l.blob.size,
+            source: registry::BlobSource::File(cache.blob_path(&l.blob.digest)),
+        });
+        labels.push(l.component.clone());
+    }
+    registry::Image {
+        manifest: json.manifest.1.clone(),
+        media_type: image::MANIFEST_MEDIA_TYPE.to_string(),
+        blobs,
+        labels,
+    }
 }
 
 /// Count what strip removed from a layer's input into its sizes (the writer measured what it

@@ -48,6 +48,9 @@ pub struct ImageSpec<'a> {
     pub epoch: u64,
 }
 
+/// The media type of the manifest [`build_image`] writes.
+pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
+
 /// The JSON blobs of one image.
 #[derive(Debug, Clone)]
 pub struct ImageJson {

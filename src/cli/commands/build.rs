@@ -8,18 +8,20 @@ use serde_json::json;
 use super::CatalogArgs;
 use crate::byte_size::ByteSize;
 use crate::cli::{CliError, Progress, Settings};
-use crate::driver::BuildOptions;
+use crate::driver::{BuildOptions, Output};
 use crate::export::Target;
+use crate::fetch::TrustSource;
 use crate::layer::Compression;
 use crate::ops::{self, build::BuildRequest, settle::Settle};
-use crate::reference::{ImageRef, Tag};
+use crate::reference::{ImageRef, RegistryRef, Tag};
+use crate::registry;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The profile (YAML).
     pub profile: PathBuf,
-    /// Output: DIR, oci:DIR[:TAG], oci-archive:FILE[:TAG] or docker-archive:FILE[:TAG]
-    /// (default out/<name>).
+    /// Output: DIR, oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE[:TAG], or a
+    /// registry: registry:HOST[:PORT]/REPO[:TAG] (also docker://…) (default out/<name>).
     #[arg(short, long, value_name = "TARGET")]
     pub output: Option<String>,
     /// Tag recorded as org.opencontainers.image.ref.name (default: the TAG of `-o`, else
@@ -57,9 +59,43 @@ pub struct Args {
     /// /usr/share/gpuimg/sbom.spdx.json) to FILE; replaces only a regular file.
     #[arg(long, value_name = "FILE")]
     pub sbom: Option<PathBuf>,
+    /// Trust this CA certificate (PEM) for the registry, besides the system store (repeatable).
+    #[arg(long, value_name = "FILE")]
+    pub ca: Vec<PathBuf>,
+    /// Allow plain HTTP to a registry that is not on loopback (credentials travel unencrypted).
+    #[arg(long)]
+    pub plain_http: bool,
     /// Print a JSON summary on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Where `-o` points: a file or directory, or a registry.
+enum OutputArg {
+    Disk(ImageRef),
+    Registry(RegistryRef),
+}
+
+impl OutputArg {
+    fn parse(o: &str) -> Result<OutputArg, CliError> {
+        let bad = |e: crate::reference::ReferenceError| {
+            CliError::msg(
+                2,
+                format!("`-o` `{}` is not a valid output: {e}", o.escape_debug()),
+            )
+        };
+        if RegistryRef::is_registry(o) {
+            return RegistryRef::parse(o).map(OutputArg::Registry).map_err(bad);
+        }
+        ImageRef::parse(o).map(OutputArg::Disk).map_err(bad)
+    }
+
+    fn tag(&self) -> Option<&str> {
+        match self {
+            OutputArg::Disk(r) => r.tag.as_deref(),
+            OutputArg::Registry(r) => r.tag.as_deref(),
+        }
+    }
 }
 
 /// The accepted values of `--compression`, mapped to [`Compression`].
@@ -84,21 +120,62 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
     let epoch = settings.source_date_epoch()?;
     crate::confined::force_userspace_resolver(settings.userspace_resolver());
     let output = match &args.output {
-        Some(o) => Some(ImageRef::parse(o).map_err(|e| {
-            CliError::msg(
-                2,
-                format!("`-o` `{}` is not a valid output: {e}", o.escape_debug()),
-            )
-        })?),
+        Some(o) => Some(OutputArg::parse(o)?),
         None => None,
     };
-    let tag = pick_tag(args.tag.as_deref(), output.as_ref())?;
-    let profile = settings.load_profile(&args.profile)?;
-    let target = match &output {
-        Some(o) => Target::of(o),
-        None => Target::Layout(PathBuf::from("out").join(profile.name.as_path())),
+    let tag = pick_tag(
+        args.tag.as_deref(),
+        output.as_ref().and_then(OutputArg::tag),
+    )?;
+    let registry_only = |flag: &str| {
+        CliError::msg(
+            2,
+            format!("`{flag}` applies to a registry output (`-o registry:HOST/REPO:TAG`) only"),
+        )
     };
-    if target.needs_gzip() && args.compression == CompressionArg::Zstd {
+    if !matches!(output, Some(OutputArg::Registry(_))) {
+        if !args.ca.is_empty() {
+            return Err(registry_only("--ca"));
+        }
+        if args.plain_http {
+            return Err(registry_only("--plain-http"));
+        }
+    }
+    for ca in &args.ca {
+        if !ca.is_file() {
+            return Err(CliError::msg(
+                2,
+                format!("`--ca` `{}` is not a readable file", ca.display()),
+            ));
+        }
+    }
+    let profile = settings.load_profile(&args.profile)?;
+    let target = match output {
+        Some(OutputArg::Disk(o)) => Output::Disk(Target::of(&o)),
+        Some(OutputArg::Registry(dest)) => {
+            let mut trust = settings.trust();
+            for ca in &args.ca {
+                trust.files.push(TrustSource {
+                    setting: "--ca".into(),
+                    path: ca.clone(),
+                });
+            }
+            Output::Registry {
+                dest,
+                conn: Box::new(registry::Connection {
+                    trust,
+                    plain_http: args.plain_http,
+                    auth: settings.registry_auth_files(),
+                }),
+            }
+        }
+        None => Output::Disk(Target::Layout(
+            PathBuf::from("out").join(profile.name.as_path()),
+        )),
+    };
+    if matches!(&target, Output::Disk(t) if t.needs_gzip())
+        && args.compression == CompressionArg::Zstd
+    {
         return Err(CliError::msg(
             2,
             "`--compression zstd` cannot go into a docker-archive: older docker cannot load zstd layers; use `--compression gzip` (the default) or `-o oci-archive:FILE`",
@@ -155,8 +232,19 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
             "packages": out.packages.len(),
             "wheels": out.wheels.len(),
             "sbom": args.sbom.as_ref().map(|p| p.display().to_string()),
+            "push": out.pushed,
         });
         crate::cli::print_stdout(&format!("{v}\n"));
+    } else if let Some(p) = out.pushed.as_ref().filter(|_| !settings.quiet) {
+        eprintln!(
+            "pushed {} ({} layers) → {} ({} blobs uploaded, {} already there, {} mounted)",
+            p.digest,
+            out.layers.len(),
+            p.reference,
+            p.blobs_uploaded,
+            p.blobs_existing,
+            p.blobs_mounted
+        );
     } else if !settings.quiet {
         eprintln!(
             "built {} ({} layers) → {}:{}",
@@ -170,8 +258,7 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
 }
 
 /// The tag: `--tag`, else the `:TAG` of `-o`, else `latest`; both given must agree.
-fn pick_tag(flag: Option<&str>, output: Option<&ImageRef>) -> Result<Tag, CliError> {
-    let from_output = output.and_then(|o| o.tag.as_deref());
+fn pick_tag(flag: Option<&str>, from_output: Option<&str>) -> Result<Tag, CliError> {
     let (text, source) = match (flag, from_output) {
         (Some(f), Some(o)) if f != o => {
             return Err(CliError::msg(
@@ -206,7 +293,8 @@ mod tests {
     #[test]
     fn the_tag_comes_from_the_flag_then_the_output() {
         let pick = |f: Option<&str>, o: Option<&str>| {
-            pick_tag(f, o.map(r).as_ref()).map(|t| t.to_string())
+            let o = o.map(r);
+            pick_tag(f, o.as_ref().and_then(|o| o.tag.as_deref())).map(|t| t.to_string())
         };
         assert_eq!(pick(None, None).ok().as_deref(), Some("latest"));
         assert_eq!(pick(None, Some("oci:out")).ok().as_deref(), Some("latest"));

@@ -1,0 +1,438 @@
+//! Stage `push`: put a built image into a registry over the OCI distribution API, and its SBOM
+//! beside it as a referrer.
+//!
+//! Order makes an interrupted push harmless: every blob first (HEAD, then mount or upload,
+//! several at once), the image manifest by tag only when all are there, the SBOM artifact
+//! last. A push killed at any point leaves at most unreferenced blobs and upload sessions,
+//! never a tag; the next push skips the blobs that made it. Owns the protocol, credentials and
+//! the mount hints (`known`); must never build image JSON (it sends what `image` made, byte for
+//! byte) and never send credentials over plain HTTP to anything but loopback or a registry the
+//! user allowed with `--plain-http`.
+
+mod challenge;
+mod credentials;
+mod known;
+mod referrers;
+mod session;
+mod upload;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use ureq::http::Method;
+
+pub use credentials::AuthFiles;
+pub use referrers::SPDX_JSON;
+
+use crate::cache::Cache;
+use crate::digest::Digest;
+use crate::fetch::{FetchError, Trust};
+use crate::observe::Observer;
+use crate::reference::RegistryRef;
+use session::{Body, Request, Session};
+use upload::{Outcome, Uploader};
+
+/// Blobs larger than this go up in PATCH chunks of this size; smaller ones in one PUT.
+pub const CHUNK: u64 = 64 << 20;
+/// Blobs uploaded at once.
+const JOBS: usize = 3;
+
+/// One blob of the image and where its bytes are.
+#[derive(Debug, Clone)]
+pub struct Blob {
+    pub digest: Digest,
+    pub size: u64,
+    pub source: BlobSource,
+}
+
+#[derive(Debug, Clone)]
+pub enum BlobSource {
+    File(PathBuf),
+    Bytes(Vec<u8>),
+}
+
+/// What is pushed: the manifest's bytes (sent as they are) and every blob it references.
+#[derive(Debug, Clone)]
+pub struct Image {
+    pub manifest: Vec<u8>,
+    pub media_type: String,
+    pub blobs: Vec<Blob>,
+    /// Labels for progress (a component name per blob, same order).
+    pub labels: Vec<String>,
+}
+
+/// How to reach and authenticate to the registry.
+#[derive(Debug, Clone, Default)]
+pub struct Connection {
+    /// The CAs to trust (the system store, `SSL_CERT_FILE`/`SSL_CERT_DIR`, `--ca`).
+    pub trust: Trust,
+    /// Plain HTTP to a registry that is not on loopback (`--plain-http`).
+    pub plain_http: bool,
+    pub auth: AuthFiles,
+}
+
+/// What a push did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Pushed {
+    /// `HOST[:PORT]/REPO:TAG`.
+    pub reference: String,
+    pub digest: Digest,
+    pub blobs_uploaded: usize,
+    pub blobs_existing: usize,
+    pub blobs_mounted: usize,
+    pub bytes_uploaded: u64,
+    pub sbom_digest: Option<Digest>,
+    /// `referrers-api` or `tag-schema`.
+    pub referrers: Option<&'static str>,
+    pub seconds: f64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error("Failed to read the auth file `{path}` ({setting}): {reason}")]
+    AuthFile {
+        path: String,
+        setting: String,
+        reason: String,
+    },
+    #[error("The credential helper `{program}` (named in `{file}`) failed: {reason}")]
+    Helper {
+        program: String,
+        file: String,
+        reason: String,
+    },
+    #[error("Registry `{registry}` asks for credentials and none are configured for it (log in with `podman login`, `docker login` or `skopeo login`, or point REGISTRY_AUTH_FILE at an auth file)")]
+    NoCredentials { registry: String },
+    #[error("Registry `{registry}` refused the credentials of `{user}` from {source_name} (HTTP {status})")]
+    Refused {
+        registry: String,
+        user: String,
+        source_name: String,
+        status: u16,
+    },
+    #[error("Registry `{registry}`: {what} failed: {reason}")]
+    Network {
+        registry: String,
+        what: String,
+        reason: String,
+    },
+    #[error("Registry `{registry}` answered {what} with HTTP {status}: {message}")]
+    Status {
+        registry: String,
+        what: String,
+        status: u16,
+        message: String,
+    },
+    #[error("Registry `{registry}` broke the protocol: {reason}")]
+    Protocol { registry: String, reason: String },
+    #[error("Failed to read `{path}` for the push: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Trust(#[from] FetchError),
+}
+
+impl RegistryError {
+    /// Whether starting the blob over may cure it.
+    fn is_transient(&self) -> bool {
+        match self {
+            RegistryError::Network { .. } => true,
+            RegistryError::Status { status, .. } => {
+                *status >= 500
+                    || *status == 408
+                    || *status == 429
+                    || *status == 404
+                    || *status == 416
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Push `image` to `dest` under `tag`, then `sbom` as its referrer.
+pub fn push(
+    dest: &RegistryRef,
+    tag: &str,
+    image: &Image,
+    sbom: Option<&[u8]>,
+    conn: &Connection,
+    cache: &Cache,
+    obs: &mut dyn Observer,
+) -> Result<Pushed, RegistryError> {
+    let started = Instant::now();
+    let registry = dest.registry.clone();
+    let repo = dest.repo.to_string();
+    let credentials = credentials::find(&conn.auth, &registry, &repo)?;
+    let agent = agent(&conn.trust)?;
+    let scopes = vec![format!("repository:{repo}:pull,push")];
+    let base = choose_base(&agent, dest, conn)?;
+    let session = Session::new(agent, base, registry.clone(), credentials, scopes);
+    // The ping authenticates before any bytes move: wrong credentials stop the push here.
+    let ping = session.send(&Request::new(Method::GET, session.url("/v2/")))?;
+    if ping.status != 200 {
+        return Err(RegistryError::Status {
+            registry,
+            what: "GET /v2/".into(),
+            status: ping.status,
+            message: ping.error_text(),
+        });
+    }
+    let up = Uploader {
+        session: &session,
+        repo: &repo,
+        chunk: CHUNK,
+    };
+    let total: u64 = image.blobs.iter().map(|b| b.size).sum();
+    obs.task_start("push", Some(total));
+    let outcomes = push_blobs(&up, image, cache, obs)?;
+    let mut pushed = Pushed {
+        reference: format!("{registry}/{repo}:{tag}"),
+        digest: Digest::of(&image.manifest),
+        blobs_uploaded: 0,
+        blobs_existing: 0,
+        blobs_mounted: 0,
+        bytes_uploaded: 0,
+        sbom_digest: None,
+        referrers: None,
+        seconds: 0.0,
+    };
+    for (blob, o) in image.blobs.iter().zip(&outcomes) {
+        match o {
+            Outcome::Existing => pushed.blobs_existing += 1,
+            Outcome::Mounted => pushed.blobs_mounted += 1,
+            Outcome::Uploaded => {
+                pushed.blobs_uploaded += 1;
+                pushed.bytes_uploaded += blob.size;
+            }
+        }
+        known::record(cache, &registry, &blob.digest, &repo);
+    }
+    let url = session.url(&format!("/v2/{repo}/manifests/{tag}"));
+    let resp = session.send(
+        &Request::new(Method::PUT, url)
+            .header("Content-Type", image.media_type.clone())
+            .body(Body::Bytes(&image.manifest)),
+    )?;
+    if resp.status != 201 {
+        return Err(RegistryError::Status {
+            registry,
+            what: format!("the manifest PUT of `{repo}:{tag}`"),
+            status: resp.status,
+            message: resp.error_text(),
+        });
+    }
+    if let Some(d) = resp.header("docker-content-digest") {
+        if d != pushed.digest.to_string() {
+            return Err(RegistryError::Protocol {
+                registry,
+                reason: format!("it stored the manifest {} as {d}", pushed.digest),
+            });
+        }
+    }
+    if let Some(sbom) = sbom {
+        let (d, via) = referrers::attach(&up, sbom, &pushed.digest, image.manifest.len() as u64)?;
+        pushed.sbom_digest = Some(d);
+        pushed.referrers = Some(via.as_str());
+    }
+    pushed.seconds = started.elapsed().as_secs_f64();
+    obs.task_done(
+        "push",
+        pushed.bytes_uploaded,
+        &format!(
+            "{} uploaded, {} already there, {} mounted",
+            pushed.blobs_uploaded, pushed.blobs_existing, pushed.blobs_mounted
+        ),
+    );
+    Ok(pushed)
+}
+
+enum Event {
+    Progress(usize, u64),
+    Done(usize, Result<Outcome, RegistryError>, f64),
+}
+
+/// Push every blob, `JOBS` at a time, reporting per-blob progress; the first error stops
+/// the others from starting new blobs and is returned.
+fn push_blobs(
+    up: &Uploader<'_>,
+    image: &Image,
+    cache: &Cache,
+    obs: &mut dyn Observer,
+) -> Result<Vec<Outcome>, RegistryError> {
+    let n = image.blobs.len();
+    let next = AtomicU64::new(0);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (tx, rx) = mpsc::channel::<Event>();
+    let mut outcomes: Vec<Option<Outcome>> = vec![None; n];
+    let mut first_err: Option<RegistryError> = None;
+    let label = |i: usize| {
+        image
+            .labels
+            .get(i)
+            .cloned()
+            .unwrap_or_else(|| image.blobs[i].digest.to_string())
+    };
+    std::thread::scope(|scope| {
+        for _ in 0..JOBS.min(n.max(1)) {
+            let tx = tx.clone();
+            let (next, stop) = (&next, &stop);
+            scope.spawn(move || loop {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let i = next.fetch_add(1, Ordering::Relaxed) as usize;
+                if i >= n {
+                    break;
+                }
+                let blob = &image.blobs[i];
+                let from = known::lookup(cache, &up.session.registry, &blob.digest);
+                let t = Instant::now();
+                let last = std::sync::Mutex::new(Instant::now() - Duration::from_secs(1));
+                let progress = |bytes: u64| {
+                    let mut l = last.lock().unwrap_or_else(|e| e.into_inner());
+                    if l.elapsed() >= Duration::from_millis(100) || bytes == blob.size {
+                        *l = Instant::now();
+                        let _ = tx.send(Event::Progress(i, bytes));
+                    }
+                };
+                let r = up.push(blob, from.as_deref(), &progress);
+                if r.is_err() {
+                    stop.store(true, Ordering::Relaxed);
+                }
+                let _ = tx.send(Event::Done(i, r, t.elapsed().as_secs_f64()));
+            });
+        }
+        drop(tx);
+        let mut moved = vec![0u64; n];
+        for ev in rx {
+            match ev {
+                Event::Progress(i, b) => {
+                    moved[i] = b;
+                    obs.item_progress(&label(i), b, image.blobs[i].size);
+                    obs.task_progress(moved.iter().sum());
+                }
+                Event::Done(i, r, secs) => match r {
+                    Ok(o) => {
+                        moved[i] = image.blobs[i].size;
+                        obs.task_progress(moved.iter().sum());
+                        let bytes = if o == Outcome::Uploaded {
+                            image.blobs[i].size
+                        } else {
+                            0
+                        };
+                        obs.item_done(&label(i), bytes, secs);
+                        outcomes[i] = Some(o);
+                    }
+                    Err(e) => {
+                        if first_err.is_none() {
+                            first_err = Some(e);
+                        }
+                    }
+                },
+            }
+        }
+    });
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    outcomes
+        .into_iter()
+        .enumerate()
+        .map(|(i, o)| {
+            o.ok_or_else(|| RegistryError::Protocol {
+                registry: up.session.registry.clone(),
+                reason: format!("blob {} was never pushed", image.blobs[i].digest),
+            })
+        })
+        .collect()
+}
+
+fn agent(trust: &Trust) -> Result<ureq::Agent, RegistryError> {
+    let tls = ureq::tls::TlsConfig::builder()
+        .root_certs(trust.root_certs()?)
+        .build();
+    let config = ureq::Agent::config_builder()
+        .tls_config(tls)
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .timeout_connect(Some(Duration::from_secs(30)))
+        .timeout_send_request(Some(Duration::from_secs(60)))
+        .timeout_send_body(Some(Duration::from_secs(1800)))
+        .timeout_recv_response(Some(Duration::from_secs(600)))
+        .timeout_recv_body(Some(Duration::from_secs(600)))
+        .user_agent(concat!("gpuimg/", env!("CARGO_PKG_VERSION")))
+        .build();
+    Ok(config.into())
+}
+
+/// Whether `host` is this machine (`localhost`, 127.0.0.0/8, ::1).
+pub fn is_loopback(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// `https://…` unless plain HTTP is allowed and the registry speaks it: with `--plain-http`
+/// always HTTP; on loopback HTTP when HTTPS fails and `/v2/` answers over HTTP as a registry
+/// does (200 or 401).
+fn choose_base(
+    agent: &ureq::Agent,
+    dest: &RegistryRef,
+    conn: &Connection,
+) -> Result<String, RegistryError> {
+    let https = format!("https://{}", dest.registry);
+    let http = format!("http://{}", dest.registry);
+    if conn.plain_http {
+        return Ok(http);
+    }
+    let tls_err = match agent.get(format!("{https}/v2/")).call() {
+        Ok(_) => return Ok(https),
+        Err(e) => e,
+    };
+    if is_loopback(dest.host()) {
+        if let Ok(resp) = agent.get(format!("{http}/v2/")).call() {
+            if matches!(resp.status().as_u16(), 200 | 401) {
+                return Ok(http);
+            }
+        }
+    }
+    Err(RegistryError::Network {
+        registry: dest.registry.clone(),
+        what: "GET /v2/ over HTTPS".into(),
+        reason: tls_err.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_hosts() {
+        for h in ["localhost", "127.0.0.1", "127.3.2.1", "::1"] {
+            assert!(is_loopback(h), "{h}");
+        }
+        for h in ["10.0.0.1", "registry.example", "localhost.example", "::2"] {
+            assert!(!is_loopback(h), "{h}");
+        }
+    }
+
+    #[test]
+    fn the_sbom_artifact_names_its_subject() {
+        let sbom = Digest::of(b"sbom");
+        let subject = Digest::of(b"image");
+        let m = referrers::manifest(&sbom, 4, &subject, 5);
+        let v: serde_json::Value = serde_json::from_slice(&m).unwrap();
+        assert_eq!(v["artifactType"], SPDX_JSON);
+        assert_eq!(v["subject"]["digest"], subject.to_string());
+        assert_eq!(v["layers"][0]["digest"], sbom.to_string());
+        assert_eq!(v["config"]["digest"], Digest::of(b"{}").to_string());
+        assert_eq!(m, referrers::manifest(&sbom, 4, &subject, 5));
+    }
+}

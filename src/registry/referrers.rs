@@ -1,0 +1,185 @@
+//! The SBOM beside the image in the registry: an OCI 1.1 artifact manifest (`artifactType`
+//! `application/spdx+json`, the empty config, the SPDX document as its one layer) whose
+//! `subject` is the image manifest, pushed by digest. A registry with the referrers API says so
+//! with `OCI-Subject`; for one without (distribution 2.8), the referrers tag schema's index
+//! (`sha256-<hex of the subject>`) gets the artifact added, keeping what it listed before.
+
+use ureq::http::Method;
+
+use super::session::{Body, Request};
+use super::upload::Uploader;
+use super::{Blob, BlobSource, RegistryError};
+use crate::digest::Digest;
+
+pub const SPDX_JSON: &str = "application/spdx+json";
+const EMPTY_CONFIG: &str = "application/vnd.oci.empty.v1+json";
+const MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+const INDEX: &str = "application/vnd.oci.image.index.v1+json";
+
+/// How the registry lists the artifact among the subject's referrers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// The registry's referrers API (it answered with `OCI-Subject`).
+    Api,
+    /// The referrers tag schema's index.
+    TagSchema,
+}
+
+impl Via {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Via::Api => "referrers-api",
+            Via::TagSchema => "tag-schema",
+        }
+    }
+}
+
+/// The artifact manifest for `sbom` about `subject` (the image manifest's digest and size).
+pub fn manifest(
+    sbom_digest: &Digest,
+    sbom_size: u64,
+    subject: &Digest,
+    subject_size: u64,
+) -> Vec<u8> {
+    let v = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": MANIFEST,
+        "artifactType": SPDX_JSON,
+        "config": {
+            "mediaType": EMPTY_CONFIG,
+            "digest": Digest::of(b"{}").to_string(),
+            "size": 2,
+            "data": "e30=",
+        },
+        "layers": [{
+            "mediaType": SPDX_JSON,
+            "digest": sbom_digest.to_string(),
+            "size": sbom_size,
+            "annotations": {"org.opencontainers.image.title": "sbom.spdx.json"},
+        }],
+        "subject": {
+            "mediaType": MANIFEST,
+            "digest": subject.to_string(),
+            "size": subject_size,
+        },
+    });
+    // serde_json's maps are ordered by key: the bytes are the same on every push.
+    serde_json::to_vec(&v).unwrap_or_default()
+}
+
+/// Push `sbom` as a referrer of the image `subject`; returns the artifact manifest's digest and
+/// how it is listed.
+pub fn attach(
+    up: &Uploader<'_>,
+    sbom: &[u8],
+    subject: &Digest,
+    subject_size: u64,
+) -> Result<(Digest, Via), RegistryError> {
+    let sbom_blob = Blob {
+        digest: Digest::of(sbom),
+        size: sbom.len() as u64,
+        source: BlobSource::Bytes(sbom.to_vec()),
+    };
+    let empty = Blob {
+        digest: Digest::of(b"{}"),
+        size: 2,
+        source: BlobSource::Bytes(b"{}".to_vec()),
+    };
+    for b in [&empty, &sbom_blob] {
+        up.push(b, None, &|_| {})?;
+    }
+    let bytes = manifest(&sbom_blob.digest, sbom_blob.size, subject, subject_size);
+    let digest = Digest::of(&bytes);
+    let s = up.session;
+    let url = s.url(&format!("/v2/{}/manifests/{digest}", up.repo));
+    let resp = s.send(
+        &Request::new(Method::PUT, url)
+            .header("Content-Type", MANIFEST)
+            .body(Body::Bytes(&bytes)),
+    )?;
+    if resp.status != 201 {
+        return Err(RegistryError::Status {
+            registry: s.registry.clone(),
+            what: format!("the SBOM's artifact manifest PUT in `{}`", up.repo),
+            status: resp.status,
+            message: resp.error_text(),
+        });
+    }
+    if resp.header("oci-subject") == Some(subject.to_string().as_str()) {
+        return Ok((digest, Via::Api));
+    }
+    add_to_tag_index(up, subject, &digest, bytes.len() as u64)?;
+    Ok((digest, Via::TagSchema))
+}
+
+/// Fetch the subject's fallback index (`sha256-<hex>`), add the artifact unless it is listed,
+/// and put it back.
+fn add_to_tag_index(
+    up: &Uploader<'_>,
+    subject: &Digest,
+    artifact: &Digest,
+    size: u64,
+) -> Result<(), RegistryError> {
+    let s = up.session;
+    let url = s.url(&format!(
+        "/v2/{}/manifests/sha256-{}",
+        up.repo,
+        subject.hex()
+    ));
+    let resp = s.send(&Request::new(Method::GET, url.clone()).header("Accept", INDEX))?;
+    let mut index: serde_json::Value = match resp.status {
+        200 => serde_json::from_slice(&resp.body).map_err(|e| RegistryError::Protocol {
+            registry: s.registry.clone(),
+            reason: format!(
+                "the referrers index `sha256-{}` is not JSON: {e}",
+                subject.hex()
+            ),
+        })?,
+        404 => serde_json::json!({"schemaVersion": 2, "mediaType": INDEX, "manifests": []}),
+        st => {
+            return Err(RegistryError::Status {
+                registry: s.registry.clone(),
+                what: "reading the referrers index".into(),
+                status: st,
+                message: resp.error_text(),
+            })
+        }
+    };
+    let entry = serde_json::json!({
+        "mediaType": MANIFEST,
+        "digest": artifact.to_string(),
+        "size": size,
+        "artifactType": SPDX_JSON,
+    });
+    let Some(list) = index.get_mut("manifests").and_then(|m| m.as_array_mut()) else {
+        return Err(RegistryError::Protocol {
+            registry: s.registry.clone(),
+            reason: format!(
+                "the referrers index `sha256-{}` has no `manifests` list",
+                subject.hex()
+            ),
+        });
+    };
+    let listed = list
+        .iter()
+        .any(|m| m.get("digest").and_then(|d| d.as_str()) == Some(&artifact.to_string()));
+    if listed {
+        return Ok(());
+    }
+    list.push(entry);
+    let bytes = serde_json::to_vec(&index).unwrap_or_default();
+    let resp = s.send(
+        &Request::new(Method::PUT, url)
+            .header("Content-Type", INDEX)
+            .body(Body::Bytes(&bytes)),
+    )?;
+    if resp.status != 201 {
+        return Err(RegistryError::Status {
+            registry: s.registry.clone(),
+            what: "the referrers index PUT".into(),
+            status: resp.status,
+            message: resp.error_text(),
+        });
+    }
+    Ok(())
+}
