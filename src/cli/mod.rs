@@ -44,6 +44,8 @@ enum Command {
     Build(commands::build::Args),
     /// Show an image's tag, digest, config and layers.
     Inspect(commands::inspect::Args),
+    /// Push an image on disk (a layout or an oci-archive) to a registry.
+    Push(commands::push::Args),
     /// Resolve the profile's stack against the catalog.
     Resolve(commands::resolve::Args),
     /// Write the lock file beside the profile.
@@ -79,6 +81,7 @@ fn run() -> ExitCode {
     let result = match cli.command {
         Command::Build(a) => commands::build::exec(a, s),
         Command::Inspect(a) => commands::inspect::exec(a, s),
+        Command::Push(a) => commands::push::exec(a, s),
         Command::Resolve(a) => commands::resolve::exec(a, s),
         Command::Lock(a) => commands::lock::exec(a, s),
         Command::Catalog(c) => commands::catalog::exec(c, s),

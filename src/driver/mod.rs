@@ -498,7 +498,10 @@ fn push_image(json: &image::ImageJson, layers: &[ImageLayer], cache: &Cache) -> 
         blobs.push(registry::Blob {
             digest: l.blob.digest,
             size: l.blob.size,
-            source: registry::BlobSource::File(cache.blob_path(&l.blob.digest)),
+            source: registry::BlobSource::File {
+                path: cache.blob_path(&l.blob.digest),
+                offset: 0,
+            },
         });
         labels.push(l.component.clone());
     }

@@ -17,6 +17,8 @@ pub use sizes::{size_report, ComponentRow, LayerRow, OwnerRow, SizeReport, Total
 pub use source::{Image, MAX_ENTRIES, MAX_JSON};
 pub use unused::{inspect_unused, MissingLibrary, UnusedLibrary, UnusedReport};
 
+use std::path::PathBuf;
+
 use oci_spec::image::{ImageConfiguration, ImageIndex, ImageManifest};
 use serde::Serialize;
 
@@ -170,6 +172,75 @@ fn select(img: &Image, tag: Option<&str>) -> Result<Selected, InspectError> {
         manifest_digest,
         manifest,
         manifest_size: bytes.len() as u64,
+    })
+}
+
+/// The image tagged `tag` (or the first) as a push sends it: the manifest's own bytes and
+/// every blob it references, with where the blob's bytes lie.
+#[derive(Debug, Clone)]
+pub struct Stored {
+    pub manifest: Vec<u8>,
+    pub media_type: String,
+    pub tag: Option<String>,
+    pub blobs: Vec<StoredBlob>,
+}
+
+#[derive(Debug, Clone)]
+pub struct StoredBlob {
+    pub digest: Digest,
+    pub size: u64,
+    /// The file holding it and where in that file it starts (0 in a layout).
+    pub file: PathBuf,
+    pub offset: u64,
+    /// `config`, or the layer's component (else its index).
+    pub label: String,
+}
+
+/// [`Stored`] for the image tagged `tag` in `img`: the config and layers, each present with
+/// the size its descriptor gives (their bytes are checked by the registry on upload).
+pub fn stored(img: &Image, tag: Option<&str>) -> Result<Stored, InspectError> {
+    let sel = select(img, tag)?;
+    let bytes = read_blob(img, &sel.manifest_digest)?;
+    let mut blobs = Vec::new();
+    let config = sel.manifest.config();
+    let mut descs: Vec<(&oci_spec::image::Descriptor, String)> =
+        vec![(config, "config".to_string())];
+    for (i, l) in sel.manifest.layers().iter().enumerate() {
+        let label = l
+            .annotations()
+            .as_ref()
+            .and_then(|a| a.get(ANN_COMPONENT).cloned())
+            .unwrap_or_else(|| format!("layer {}", i + 1));
+        descs.push((l, label));
+    }
+    for (d, label) in descs {
+        let digest: Digest = d
+            .digest()
+            .to_string()
+            .parse()
+            .map_err(|_| InspectError::Corrupt(d.digest().to_string()))?;
+        let (file, offset, size) = img.locate(&blob_name(&digest))?;
+        if size != d.size() {
+            return Err(InspectError::Corrupt(digest.to_string()));
+        }
+        blobs.push(StoredBlob {
+            digest,
+            size,
+            file,
+            offset,
+            label,
+        });
+    }
+    Ok(Stored {
+        manifest: bytes,
+        media_type: sel
+            .manifest
+            .media_type()
+            .as_ref()
+            .map(|m| m.to_string())
+            .unwrap_or_else(|| "application/vnd.oci.image.manifest.v1+json".into()),
+        tag: sel.tag,
+        blobs,
     })
 }
 

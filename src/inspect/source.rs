@@ -112,6 +112,31 @@ impl Image {
         }
     }
 
+    /// Where the file `name` lies: the file holding it, its offset there and its size.
+    pub fn locate(&self, name: &str) -> Result<(PathBuf, u64, u64), InspectError> {
+        let read_err = |source| InspectError::Read {
+            path: self.shown(name),
+            source,
+        };
+        match self {
+            Image::Layout(dir) => {
+                let p = dir.join(name);
+                let meta = std::fs::metadata(&p).map_err(read_err)?;
+                if !meta.is_file() {
+                    return Err(read_err(io::Error::other("not a regular file")));
+                }
+                Ok((p, 0, meta.len()))
+            }
+            Image::Archive { file, entries } => match entries.get(name) {
+                Some(&(offset, size)) => Ok((file.clone(), offset, size)),
+                None => Err(read_err(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    "the archive has no such entry",
+                ))),
+            },
+        }
+    }
+
     /// The whole of the file `name`, refused past [`MAX_JSON`] bytes.
     pub fn read_small(&self, name: &str) -> Result<Vec<u8>, InspectError> {
         let mut bytes = Vec::new();

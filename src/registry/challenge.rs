@@ -32,9 +32,7 @@ fn parse_all(header: &str) -> Vec<Challenge> {
     let mut s = header.trim();
     while !s.is_empty() {
         // A token: a scheme when followed by a space or the end, a parameter name when by `=`.
-        let end = s
-            .find([' ', '=', ','])
-            .unwrap_or(s.len());
+        let end = s.find([' ', '=', ',']).unwrap_or(s.len());
         let token = &s[..end];
         let rest = s[end..].trim_start();
         if let Some(after_eq) = rest.strip_prefix('=') {

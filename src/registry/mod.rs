@@ -49,7 +49,11 @@ pub struct Blob {
 
 #[derive(Debug, Clone)]
 pub enum BlobSource {
-    File(PathBuf),
+    /// `size` bytes of the file from `offset` (a layout's blob, or an archive's entry).
+    File {
+        path: PathBuf,
+        offset: u64,
+    },
     Bytes(Vec<u8>),
 }
 

@@ -109,7 +109,7 @@ impl Uploader<'_> {
         let octets = "application/octet-stream";
         let mut location = location.to_string();
         if blob.size > self.chunk {
-            let BlobSource::File(path) = &blob.source else {
+            let BlobSource::File { path, offset } = &blob.source else {
                 return Err(RegistryError::Protocol {
                     registry: self.session.registry.clone(),
                     reason: "an in-memory blob is larger than a chunk".into(),
@@ -125,7 +125,7 @@ impl Uploader<'_> {
                     .header("Content-Range", format!("{start}-{}", start + len - 1))
                     .body(Body::File {
                         path,
-                        start,
+                        start: offset + start,
                         len,
                         progress: &chunk_progress,
                     })
@@ -148,9 +148,9 @@ impl Uploader<'_> {
         }
         let body = match &blob.source {
             BlobSource::Bytes(b) => Body::Bytes(b),
-            BlobSource::File(path) => Body::File {
+            BlobSource::File { path, offset } => Body::File {
                 path,
-                start: 0,
+                start: *offset,
                 len: blob.size,
                 progress,
             },

@@ -5,16 +5,14 @@ use std::path::PathBuf;
 
 use serde_json::json;
 
-use super::CatalogArgs;
+use super::{CatalogArgs, RegistryArgs};
 use crate::byte_size::ByteSize;
 use crate::cli::{CliError, Progress, Settings};
 use crate::driver::{BuildOptions, Output};
 use crate::export::Target;
-use crate::fetch::TrustSource;
 use crate::layer::Compression;
 use crate::ops::{self, build::BuildRequest, settle::Settle};
 use crate::reference::{ImageRef, RegistryRef, Tag};
-use crate::registry;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -59,12 +57,8 @@ pub struct Args {
     /// /usr/share/gpuimg/sbom.spdx.json) to FILE; replaces only a regular file.
     #[arg(long, value_name = "FILE")]
     pub sbom: Option<PathBuf>,
-    /// Trust this CA certificate (PEM) for the registry, besides the system store (repeatable).
-    #[arg(long, value_name = "FILE")]
-    pub ca: Vec<PathBuf>,
-    /// Allow plain HTTP to a registry that is not on loopback (credentials travel unencrypted).
-    #[arg(long)]
-    pub plain_http: bool,
+    #[command(flatten)]
+    pub registry: RegistryArgs,
     /// Print a JSON summary on stdout.
     #[arg(long)]
     pub json: bool,
@@ -127,49 +121,21 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
         args.tag.as_deref(),
         output.as_ref().and_then(OutputArg::tag),
     )?;
-    let registry_only = |flag: &str| {
-        CliError::msg(
-            2,
-            format!("`{flag}` applies to a registry output (`-o registry:HOST/REPO:TAG`) only"),
-        )
+    let conn = match &output {
+        Some(OutputArg::Registry(_)) => Some(args.registry.connection(settings)?),
+        _ => {
+            args.registry.refuse_without_registry()?;
+            None
+        }
     };
-    if !matches!(output, Some(OutputArg::Registry(_))) {
-        if !args.ca.is_empty() {
-            return Err(registry_only("--ca"));
-        }
-        if args.plain_http {
-            return Err(registry_only("--plain-http"));
-        }
-    }
-    for ca in &args.ca {
-        if !ca.is_file() {
-            return Err(CliError::msg(
-                2,
-                format!("`--ca` `{}` is not a readable file", ca.display()),
-            ));
-        }
-    }
     let profile = settings.load_profile(&args.profile)?;
-    let target = match output {
-        Some(OutputArg::Disk(o)) => Output::Disk(Target::of(&o)),
-        Some(OutputArg::Registry(dest)) => {
-            let mut trust = settings.trust();
-            for ca in &args.ca {
-                trust.files.push(TrustSource {
-                    setting: "--ca".into(),
-                    path: ca.clone(),
-                });
-            }
-            Output::Registry {
-                dest,
-                conn: Box::new(registry::Connection {
-                    trust,
-                    plain_http: args.plain_http,
-                    auth: settings.registry_auth_files(),
-                }),
-            }
-        }
-        None => Output::Disk(Target::Layout(
+    let target = match (output, conn) {
+        (Some(OutputArg::Registry(dest)), Some(conn)) => Output::Registry {
+            dest,
+            conn: Box::new(conn),
+        },
+        (Some(OutputArg::Disk(o)), _) => Output::Disk(Target::of(&o)),
+        (Some(OutputArg::Registry(_)), None) | (None, _) => Output::Disk(Target::Layout(
             PathBuf::from("out").join(profile.name.as_path()),
         )),
     };

@@ -3,7 +3,9 @@
 use std::path::PathBuf;
 
 use crate::catalog::{Catalog, CatalogError};
-use crate::cli::Settings;
+use crate::cli::{CliError, Settings};
+use crate::fetch::TrustSource;
+use crate::registry;
 
 pub mod build;
 pub mod cache;
@@ -12,6 +14,7 @@ pub mod completions;
 pub mod device_code;
 pub mod inspect;
 pub mod lock;
+pub mod push;
 pub mod resolve;
 mod size_table;
 pub mod verify_host;
@@ -29,5 +32,58 @@ impl CatalogArgs {
     /// The embedded catalog with the config directory's overlays and these files.
     pub fn load(&self, settings: &Settings) -> Result<Catalog, CatalogError> {
         settings.load_catalog(&self.files)
+    }
+}
+
+/// How to reach a registry: `--ca FILE` and `--plain-http`, flattened into `build` and `push`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RegistryArgs {
+    /// Trust this CA certificate (PEM) for the registry, besides the system store (repeatable).
+    #[arg(long, value_name = "FILE")]
+    pub ca: Vec<PathBuf>,
+    /// Allow plain HTTP to a registry that is not on loopback (credentials travel unencrypted).
+    #[arg(long)]
+    pub plain_http: bool,
+}
+
+impl RegistryArgs {
+    /// Refuse the flags when the output is not a registry.
+    pub fn refuse_without_registry(&self) -> Result<(), CliError> {
+        for (set, flag) in [
+            (!self.ca.is_empty(), "--ca"),
+            (self.plain_http, "--plain-http"),
+        ] {
+            if set {
+                return Err(CliError::msg(
+                    2,
+                    format!(
+                        "`{flag}` applies to a registry output (`-o registry:HOST/REPO:TAG`) only"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The connection settings: the host's trust plus `--ca`, the host's auth files.
+    pub fn connection(&self, settings: &Settings) -> Result<registry::Connection, CliError> {
+        let mut trust = settings.trust();
+        for ca in &self.ca {
+            if !ca.is_file() {
+                return Err(CliError::msg(
+                    2,
+                    format!("`--ca` `{}` is not a readable file", ca.display()),
+                ));
+            }
+            trust.files.push(TrustSource {
+                setting: "--ca".into(),
+                path: ca.clone(),
+            });
+        }
+        Ok(registry::Connection {
+            trust,
+            plain_http: self.plain_http,
+            auth: settings.registry_auth_files(),
+        })
     }
 }
