@@ -175,7 +175,14 @@ pub fn push(
     let agent = agent(&conn.trust)?;
     let scopes = vec![format!("repository:{repo}:pull,push")];
     let base = choose_base(&agent, dest, conn)?;
-    let session = Session::new(agent, base, registry.clone(), credentials, scopes);
+    let session = Session::new(
+        agent,
+        base,
+        registry.clone(),
+        credentials,
+        scopes,
+        conn.plain_http,
+    );
     // The ping authenticates before any bytes move: wrong credentials stop the push here.
     let ping = session.send(&Request::new(Method::GET, session.url("/v2/")))?;
     if ping.status != 200 {

@@ -121,6 +121,8 @@ pub struct Session {
     /// The scopes a token is asked for (`repository:REPO:pull,push`, …).
     scopes: Mutex<Vec<String>>,
     auth: Mutex<Auth>,
+    /// `--plain-http`: a token realm may be plain HTTP too.
+    plain_http: bool,
 }
 
 /// How a request failed at the transport.
@@ -136,6 +138,7 @@ impl Session {
         registry: String,
         credentials: Option<Credentials>,
         scopes: Vec<String>,
+        plain_http: bool,
     ) -> Session {
         Session {
             agent,
@@ -144,6 +147,7 @@ impl Session {
             credentials,
             scopes: Mutex::new(scopes),
             auth: Mutex::new(Auth::None),
+            plain_http,
         }
     }
 
@@ -211,7 +215,11 @@ impl Session {
         for (k, v) in &req.headers {
             b = b.header(*k, v.as_str());
         }
-        if let Some(a) = self.authorization() {
+        // Credentials only ever go to the registry itself: a Location elsewhere gets none.
+        if let Some(a) = self
+            .authorization()
+            .filter(|_| same_origin(&self.base, &req.url))
+        {
             b = b.header("Authorization", a);
         }
         let net = |e: ureq::Error| SendFailure::Net(e.to_string());
@@ -336,12 +344,12 @@ impl Session {
             registry: self.registry.clone(),
             reason: format!("its token realm `{realm}` is not a URL: {e}"),
         })?;
-        if url.scheme() != "https" && !(url.scheme() == "http" && self.base.starts_with("http://"))
-        {
+        let plain_ok = self.plain_http || url.host_str().is_some_and(super::is_loopback);
+        if url.scheme() != "https" && !(url.scheme() == "http" && plain_ok) {
             return Err(RegistryError::Protocol {
                 registry: self.registry.clone(),
                 reason: format!(
-                    "its token realm `{realm}` is not HTTPS; credentials are sent over HTTPS only"
+                    "its token realm `{realm}` is not HTTPS; credentials go over plain HTTP only to loopback or with `--plain-http`"
                 ),
             });
         }
@@ -499,11 +507,48 @@ fn retryable(code: u16) -> bool {
     code >= 500 || code == 408 || code == 429
 }
 
+/// Whether `url` has the scheme, host and port of `base`.
+fn same_origin(base: &str, url: &str) -> bool {
+    match (url::Url::parse(base), url::Url::parse(url)) {
+        (Ok(a), Ok(b)) => a.origin() == b.origin(),
+        _ => false,
+    }
+}
+
 /// A URL's path (for messages: never its query, which may hold upload state).
 pub fn path_of(url: &str) -> String {
     match url::Url::parse(url) {
         Ok(u) => u.path().to_string(),
         Err(_) => url.split('?').next().unwrap_or(url).to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_stay_with_the_registry_origin() {
+        assert!(same_origin(
+            "https://r.example:5000",
+            "https://r.example:5000/v2/x/blobs/uploads/1?_state=a"
+        ));
+        assert!(!same_origin(
+            "https://r.example:5000",
+            "https://other.example/upload"
+        ));
+        assert!(!same_origin(
+            "https://r.example:5000",
+            "http://r.example:5000/v2/"
+        ));
+        assert!(!same_origin(
+            "https://r.example",
+            "https://r.example:8443/v2/"
+        ));
+        assert!(same_origin(
+            "https://r.example",
+            "https://r.example:443/v2/"
+        ));
     }
 }
 
