@@ -53,6 +53,29 @@ pub struct Request {
 }
 
 impl Request {
+    /// The URI with its percent-escapes decoded (`mount=sha256%3A…` → `mount=sha256:…`).
+    pub fn decoded_uri(&self) -> String {
+        let b = self.uri.as_bytes();
+        let mut out = Vec::with_capacity(b.len());
+        let mut i = 0;
+        while i < b.len() {
+            let hex = b
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok());
+            match (b[i], hex) {
+                (b'%', Some(h)) => {
+                    out.push(h);
+                    i += 3;
+                }
+                (c, _) => {
+                    out.push(c);
+                    i += 1;
+                }
+            }
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
     /// A blob upload request: POST, PATCH or PUT under `/blobs/uploads/`.
     pub fn is_upload(&self) -> bool {
         ["POST", "PATCH", "PUT"].contains(&self.method.as_str())
