@@ -164,14 +164,16 @@ impl Registry {
             );
             write(&d.join("config.yml"), &config);
             let file = |n: &str| std::fs::File::create(d.join(n)).unwrap();
-            let mut child = Command::new("docker-registry")
-                .arg("serve")
-                .arg(d.join("config.yml"))
-                .stdin(Stdio::null())
-                .stdout(file("access.log"))
-                .stderr(file("registry.log"))
-                .spawn()
-                .unwrap_or_else(|e| panic!("failed to start docker-registry: {e}"));
+            let mut child = tied(
+                Command::new("docker-registry")
+                    .arg("serve")
+                    .arg(d.join("config.yml")),
+            )
+            .stdin(Stdio::piped())
+            .stdout(file("access.log"))
+            .stderr(file("registry.log"))
+            .spawn()
+            .unwrap_or_else(|e| panic!("failed to start docker-registry: {e}"));
             let start = Instant::now();
             loop {
                 if let Some(status) = child.try_wait().unwrap() {
@@ -191,7 +193,7 @@ impl Registry {
                     };
                 }
                 if start.elapsed() > Duration::from_secs(20) {
-                    let _ = child.kill();
+                    end(&mut child);
                     let log = std::fs::read_to_string(d.join("registry.log")).unwrap_or_default();
                     panic!("docker-registry did not listen on {port} within 20 s:\n{log}");
                 }
@@ -448,10 +450,39 @@ impl Registry {
 impl Drop for Registry {
     fn drop(&mut self) {
         for c in std::iter::once(&mut self.registry).chain(self.token_server.as_mut()) {
-            let _ = c.kill();
-            let _ = c.wait();
+            end(c);
         }
     }
+}
+
+/// `cmd` (whose stdin must be piped) run so that it ends when its stdin closes: when the
+/// fixture is dropped, and also when the test process dies without dropping it (killed, or
+/// a test binary's timeout), so that no registry outlives its test. A shell starts it in the
+/// background, waits for it (so the shell's exit status is the server's), and kills it once
+/// a reader of the shell's stdin sees end of file.
+fn tied(cmd: &Command) -> Command {
+    let mut c = Command::new("sh");
+    c.arg("-c")
+        .arg("exec 3<&0; \"$@\" </dev/null & c=$!; (read -r _ <&3; kill $c 2>/dev/null) & wait $c")
+        .arg("sh")
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    c
+}
+
+/// End a child started with a piped stdin that it watches: close the stdin, give it 5 s to
+/// go, then kill it.
+fn end(c: &mut Child) {
+    drop(c.stdin.take());
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(5) {
+        if let Ok(Some(_)) = c.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = c.kill();
+    let _ = c.wait();
 }
 
 /// `HOST - - [TIME] "METHOD URI PROTO" STATUS SIZE "REFERER" "AGENT"` → the request.
@@ -625,7 +656,7 @@ fn start_token_server(dir: &Path) -> (Child, u16) {
         .arg(&port_file)
         .arg("--log")
         .arg(dir.join("token-requests.log"))
-        .stdin(Stdio::null())
+        .stdin(Stdio::piped())
         .stdout(out.try_clone().unwrap())
         .stderr(out)
         .spawn()
@@ -644,7 +675,7 @@ fn start_token_server(dir: &Path) -> (Child, u16) {
             );
         }
         if start.elapsed() > Duration::from_secs(20) {
-            let _ = child.kill();
+            end(&mut child);
             panic!("the token server did not start within 20 s");
         }
         std::thread::sleep(Duration::from_millis(10));
