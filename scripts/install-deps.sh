@@ -5,10 +5,13 @@
 # python3-venv: the SBOM test installs the SPDX validator (pyspdxtools) into a venv.
 # gcc/binutils/unzip: the device-code test builds a shared object, adds a fatbin section to it
 # (objcopy), reads its section headers (readelf) and unpacks NVIDIA's tool wheels.
+# openssl/apache2-utils/python3-cryptography: the registry fixture makes its CA and
+# certificates (openssl), its bcrypt htpasswd file (htpasswd) and signs tokens (the token
+# server in tests/fixtures).
 set -euo pipefail
 pkgs=(umoci skopeo podman runc busybox-static docker-registry uidmap gnupg dpkg-dev
       fakeroot python3 python3-venv pigz hyperfine mmdebstrap time ca-certificates
-      gcc binutils unzip python3-pip)
+      gcc binutils unzip python3-pip openssl apache2-utils python3-cryptography)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,6 +1,7 @@
 //! The test support itself: a sandboxed command sees only the sandbox's configuration, cache,
-//! home and the default epoch, whatever the environment of the test run; a failed command's
-//! message names the command line, its status, stdout and stderr.
+//! home and the default epoch (none of the host's Python index or registry credential
+//! settings), whatever the environment of the test run; a failed command's message names the
+//! command line, its status, stdout and stderr.
 
 mod common;
 
@@ -37,6 +38,17 @@ fn sandboxed_commands_see_only_the_sandbox() {
         let env = env_of(&cmd);
         // The host's Python index settings never reach a test.
         for k in common::PYTHON_INDEX_VARS {
+            assert!(
+                env.iter().all(|(n, _)| n != k),
+                "`{k}` leaks into the sandbox"
+            );
+        }
+        // Nor do the host's registry credentials.
+        for k in common::REGISTRY_AUTH_VARS {
+            assert!(
+                cmd.get_envs().any(|(n, v)| n == *k && v.is_none()),
+                "`{k}` is not removed"
+            );
             assert!(
                 env.iter().all(|(n, _)| n != k),
                 "`{k}` leaks into the sandbox"

@@ -4,7 +4,9 @@
 //! it; `fs` writes, reads and lists files; `image` makes root filesystems and checks images;
 //! `apt_repo` and `http` make and serve a signed fixture apt repository; `pyindex` writes a
 //! Python package index (wheels and pages) for `http` to serve;
-//! `wheel` writes single wheels, truthful or lying, for the installer.
+//! `wheel` writes single wheels, truthful or lying, for the installer; `registry` runs a real
+//! OCI registry (plain, TLS with htpasswd, or token auth) and `proxy` a TCP proxy that stalls
+//! after so many bytes, for the push tests.
 #![allow(dead_code, unused_imports)]
 
 pub mod apt_repo;
@@ -12,7 +14,9 @@ pub mod cmd;
 pub mod fs;
 pub mod http;
 pub mod image;
+pub mod proxy;
 pub mod pyindex;
+pub mod registry;
 pub mod sandbox;
 pub mod wheel;
 
@@ -21,5 +25,7 @@ pub use cmd::*;
 pub use fs::*;
 pub use http::*;
 pub use image::*;
+pub use proxy::*;
+pub use registry::*;
 pub use sandbox::*;
 pub use wheel::*;

@@ -7,6 +7,8 @@
 //! (`GPUIMG_DEBUG_PANIC`, `GPUIMG_RESOLVER`), hides the host's Python index settings (the
 //! `PIP_*`/`UV_*` index, find-links, cert and config variables and `NETRC` removed, pip's and
 //! uv's configuration files turned off with `PIP_CONFIG_FILE=/dev/null` and `UV_NO_CONFIG=1`),
+//! hides the host's registry credentials (`REGISTRY_AUTH_FILE`, `DOCKER_CONFIG` and
+//! `XDG_RUNTIME_DIR` removed, so only `<sandbox>/home/.docker/config.json` could be read),
 //! and runs in the sandbox directory. A test that
 //! wants another epoch or switch sets it on the returned command; a test that shares a cache
 //! between builds, or uses several, says so with `gpuimg_with_cache`. tests/tidy.rs checks that
@@ -142,6 +144,9 @@ fn isolated(bin: Bin, dir: &Path, cache: &Path) -> Command {
     }
     c.env("PIP_CONFIG_FILE", "/dev/null")
         .env("UV_NO_CONFIG", "1");
+    for v in REGISTRY_AUTH_VARS {
+        c.env_remove(v);
+    }
     c
 }
 
@@ -159,3 +164,8 @@ pub const PYTHON_INDEX_VARS: &[&str] = &[
     "UV_CONFIG_FILE",
     "NETRC",
 ];
+
+/// The host's registry credential locations a sandbox hides (a test that wants an auth file
+/// sets `REGISTRY_AUTH_FILE` or `DOCKER_CONFIG` on the command, or writes
+/// `<sandbox>/home/.docker/config.json`).
+pub const REGISTRY_AUTH_VARS: &[&str] = &["REGISTRY_AUTH_FILE", "DOCKER_CONFIG", "XDG_RUNTIME_DIR"];
