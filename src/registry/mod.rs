@@ -197,10 +197,11 @@ pub fn push(
         session: &session,
         repo: &repo,
         chunk: CHUNK,
+        cache,
     };
     let total: u64 = image.blobs.iter().map(|b| b.size).sum();
     obs.task_start("push", Some(total));
-    let outcomes = push_blobs(&up, image, cache, obs)?;
+    let outcomes = push_blobs(&up, image, obs)?;
     let mut pushed = Pushed {
         reference: format!("{registry}/{repo}:{tag}"),
         digest: Digest::of(&image.manifest),
@@ -213,15 +214,7 @@ pub fn push(
         seconds: 0.0,
     };
     for (blob, o) in image.blobs.iter().zip(&outcomes) {
-        match o {
-            Outcome::Existing => pushed.blobs_existing += 1,
-            Outcome::Mounted => pushed.blobs_mounted += 1,
-            Outcome::Uploaded => {
-                pushed.blobs_uploaded += 1;
-                pushed.bytes_uploaded += blob.size;
-            }
-        }
-        known::record(cache, &registry, &blob.digest, &repo);
+        pushed.count(blob.size, *o);
     }
     let url = session.url(&format!("/v2/{repo}/manifests/{tag}"));
     let resp = session.send(
@@ -246,9 +239,12 @@ pub fn push(
         }
     }
     if let Some(sbom) = sbom {
-        let (d, via) = referrers::attach(&up, sbom, &pushed.digest, image.manifest.len() as u64)?;
-        pushed.sbom_digest = Some(d);
-        pushed.referrers = Some(via.as_str());
+        let a = referrers::attach(&up, sbom, &pushed.digest, image.manifest.len() as u64)?;
+        for (size, o) in a.blobs {
+            pushed.count(size, o);
+        }
+        pushed.sbom_digest = Some(a.digest);
+        pushed.referrers = Some(a.via.as_str());
     }
     pushed.seconds = started.elapsed().as_secs_f64();
     obs.task_done(
@@ -262,6 +258,19 @@ pub fn push(
     Ok(pushed)
 }
 
+impl Pushed {
+    fn count(&mut self, size: u64, o: Outcome) {
+        match o {
+            Outcome::Existing => self.blobs_existing += 1,
+            Outcome::Mounted => self.blobs_mounted += 1,
+            Outcome::Uploaded => {
+                self.blobs_uploaded += 1;
+                self.bytes_uploaded += size;
+            }
+        }
+    }
+}
+
 enum Event {
     Progress(usize, u64),
     Done(usize, Result<Outcome, RegistryError>, f64),
@@ -272,7 +281,6 @@ enum Event {
 fn push_blobs(
     up: &Uploader<'_>,
     image: &Image,
-    cache: &Cache,
     obs: &mut dyn Observer,
 ) -> Result<Vec<Outcome>, RegistryError> {
     let n = image.blobs.len();
@@ -301,7 +309,6 @@ fn push_blobs(
                     break;
                 }
                 let blob = &image.blobs[i];
-                let from = known::lookup(cache, &up.session.registry, &blob.digest);
                 let t = Instant::now();
                 let last = std::sync::Mutex::new(Instant::now() - Duration::from_secs(1));
                 let progress = |bytes: u64| {
@@ -311,7 +318,7 @@ fn push_blobs(
                         let _ = tx.send(Event::Progress(i, bytes));
                     }
                 };
-                let r = up.push(blob, from.as_deref(), &progress);
+                let r = up.push_known(blob, &progress);
                 if r.is_err() {
                     stop.store(true, Ordering::Relaxed);
                 }

@@ -7,7 +7,7 @@
 use ureq::http::Method;
 
 use super::session::{Body, Request};
-use super::upload::Uploader;
+use super::upload::{Outcome, Uploader};
 use super::{Blob, BlobSource, RegistryError};
 use crate::digest::Digest;
 
@@ -67,14 +67,21 @@ pub fn manifest(
     serde_json::to_vec(&v).unwrap_or_default()
 }
 
-/// Push `sbom` as a referrer of the image `subject`; returns the artifact manifest's digest and
-/// how it is listed.
+/// What attaching the SBOM did.
+pub struct Attached {
+    pub digest: Digest,
+    pub via: Via,
+    /// The two blobs (empty config, document) with how each got there.
+    pub blobs: Vec<(u64, Outcome)>,
+}
+
+/// Push `sbom` as a referrer of the image `subject`.
 pub fn attach(
     up: &Uploader<'_>,
     sbom: &[u8],
     subject: &Digest,
     subject_size: u64,
-) -> Result<(Digest, Via), RegistryError> {
+) -> Result<Attached, RegistryError> {
     let sbom_blob = Blob {
         digest: Digest::of(sbom),
         size: sbom.len() as u64,
@@ -85,8 +92,9 @@ pub fn attach(
         size: 2,
         source: BlobSource::Bytes(b"{}".to_vec()),
     };
+    let mut blobs = Vec::new();
     for b in [&empty, &sbom_blob] {
-        up.push(b, None, &|_| {})?;
+        blobs.push((b.size, up.push_known(b, &|_| {})?));
     }
     let bytes = manifest(&sbom_blob.digest, sbom_blob.size, subject, subject_size);
     let digest = Digest::of(&bytes);
@@ -105,11 +113,13 @@ pub fn attach(
             message: resp.error_text(),
         });
     }
-    if resp.header("oci-subject") == Some(subject.to_string().as_str()) {
-        return Ok((digest, Via::Api));
-    }
-    add_to_tag_index(up, subject, &digest, bytes.len() as u64)?;
-    Ok((digest, Via::TagSchema))
+    let via = if resp.header("oci-subject") == Some(subject.to_string().as_str()) {
+        Via::Api
+    } else {
+        add_to_tag_index(up, subject, &digest, bytes.len() as u64)?;
+        Via::TagSchema
+    };
+    Ok(Attached { digest, via, blobs })
 }
 
 /// Fetch the subject's fallback index (`sha256-<hex>`), add the artifact unless it is listed,

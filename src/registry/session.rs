@@ -312,7 +312,15 @@ impl Session {
                     }
                 }
             }
-            "bearer" => Auth::Bearer(self.token(&ch)?),
+            "bearer" => {
+                // The scopes the registry names (a mount's source, say) join the push's own.
+                if let Some(scope) = ch.param("scope") {
+                    for s in scope.split(' ').filter(|s| !s.is_empty()) {
+                        self.add_scope(s.to_string());
+                    }
+                }
+                Auth::Bearer(self.token(&ch)?)
+            }
             other => {
                 return Err(RegistryError::Protocol {
                     registry: self.registry.clone(),
@@ -523,6 +531,21 @@ pub fn path_of(url: &str) -> String {
     }
 }
 
+struct Counting<'a, R> {
+    inner: R,
+    sent: u64,
+    progress: &'a (dyn Fn(u64) + Sync),
+}
+
+impl<R: Read> Read for Counting<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.sent += n as u64;
+        (self.progress)(self.sent);
+        Ok(n)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -549,20 +572,5 @@ mod tests {
             "https://r.example",
             "https://r.example:443/v2/"
         ));
-    }
-}
-
-struct Counting<'a, R> {
-    inner: R,
-    sent: u64,
-    progress: &'a (dyn Fn(u64) + Sync),
-}
-
-impl<R: Read> Read for Counting<'_, R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.sent += n as u64;
-        (self.progress)(self.sent);
-        Ok(n)
     }
 }

@@ -6,8 +6,10 @@
 
 use ureq::http::Method;
 
+use super::known;
 use super::session::{path_of, Body, Request, Session};
 use super::{Blob, BlobSource, RegistryError};
+use crate::cache::Cache;
 
 /// How often one blob's upload is started over after a failure.
 const BLOB_ATTEMPTS: u32 = 3;
@@ -24,9 +26,24 @@ pub struct Uploader<'a> {
     pub session: &'a Session,
     pub repo: &'a str,
     pub chunk: u64,
+    /// Where the mount hints are kept.
+    pub cache: &'a Cache,
 }
 
 impl Uploader<'_> {
+    /// [`Uploader::push`] with the mount hint from the cache, and the hint recorded after.
+    pub fn push_known(
+        &self,
+        blob: &Blob,
+        progress: &(dyn Fn(u64) + Sync),
+    ) -> Result<Outcome, RegistryError> {
+        let registry = &self.session.registry;
+        let from = known::lookup(self.cache, registry, &blob.digest);
+        let o = self.push(blob, from.as_deref(), progress)?;
+        known::record(self.cache, registry, &blob.digest, self.repo);
+        Ok(o)
+    }
+
     /// Whether the repository holds `blob` already.
     pub fn exists(&self, blob: &Blob) -> Result<bool, RegistryError> {
         let url = self

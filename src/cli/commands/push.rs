@@ -8,7 +8,6 @@ use std::path::PathBuf;
 use super::RegistryArgs;
 use crate::cache::Cache;
 use crate::cli::{print_stdout, CliError, Progress, Settings};
-use crate::digest::Digest;
 use crate::inspect::Image;
 use crate::reference::{ImageRef, RegistryRef, Tag, Transport};
 use crate::registry::{self, Blob, BlobSource};
@@ -112,7 +111,7 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
     drop(progress);
     if args.json {
         let v = serde_json::json!({
-            "manifest_digest": Digest::of(&stored.manifest),
+            "manifest_digest": pushed.digest,
             "push": pushed,
         });
         print_stdout(&format!("{v}\n"));
