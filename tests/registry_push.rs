@@ -591,3 +591,123 @@ fn credentials_from_a_docker_credential_helper() {
         read(&helper_log)
     );
 }
+
+#[test]
+fn push_of_a_layout_or_an_archive_from_disk_keeps_the_digest() {
+    let s = Setup::new(false);
+    let reg = Registry::plain();
+    let layout = s.sb.join("out");
+    let sbom = s.sb.join("sbom.spdx.json");
+    let out = run(s
+        .sb
+        .gpuimg()
+        .args(["build", "--json"])
+        .arg(&s.profile)
+        .arg("-o")
+        .arg(format!("oci:{}:v7", layout.display()))
+        .arg("--sbom")
+        .arg(&sbom));
+    assert!(out.status.success(), "{}", said(&out));
+    let built: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let digest = built["manifest_digest"].as_str().unwrap().to_string();
+
+    // A layout: the tag defaults to the layout's (v7), the SBOM given is attached.
+    let out = run(s
+        .sb
+        .gpuimg()
+        .args(["push", "--json"])
+        .arg(format!("oci:{}:v7", layout.display()))
+        .arg(format!("registry:{}", reg.reference("disk/layout")))
+        .arg("--sbom")
+        .arg(&sbom));
+    assert!(out.status.success(), "{}", said(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["push"]["digest"], digest.as_str(), "{v}");
+    assert_eq!(
+        v["push"]["reference"],
+        reg.reference("disk/layout:v7").as_str()
+    );
+    let raw = reg.inspect_raw("disk/layout:v7").expect("the tag exists");
+    assert_eq!(digest_of(&raw), digest);
+    let sbom_digest = v["push"]["sbom_digest"].as_str().unwrap();
+    let hex = digest.trim_start_matches("sha256:");
+    let index = reg
+        .inspect_raw(&format!("disk/layout:sha256-{hex}"))
+        .expect("the referrers index exists");
+    let index: serde_json::Value = serde_json::from_slice(&index).unwrap();
+    assert_eq!(index["manifests"][0]["digest"], sbom_digest, "{index}");
+
+    // An oci-archive, to another tag of the docker:// spelling; same bytes, same digest.
+    let archive = s.sb.join("img.tar");
+    let out = run(s
+        .sb
+        .gpuimg()
+        .arg("build")
+        .arg(&s.profile)
+        .arg("-o")
+        .arg(format!("oci-archive:{}:v7", archive.display())));
+    assert!(out.status.success(), "{}", said(&out));
+    let out = run(s
+        .sb
+        .gpuimg()
+        .args(["push", "--json"])
+        .arg(format!("oci-archive:{}", archive.display()))
+        .arg(format!("docker://{}", reg.reference("disk/archive:a1"))));
+    assert!(out.status.success(), "{}", said(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["push"]["digest"], digest.as_str(), "{v}");
+    assert_eq!(
+        digest_of(&reg.inspect_raw("disk/archive:a1").unwrap()),
+        digest
+    );
+    let back = s.sb.join("back");
+    reg.skopeo_pull("disk/archive:a1", &back, "a1");
+    assert_eq!(layout_digest(&back), digest);
+}
+
+#[test]
+fn registry_flags_and_references_are_checked_before_anything_runs() {
+    let s = Setup::new(false);
+    for (args, says) in [
+        (
+            vec!["-o", "oci:out", "--plain-http"],
+            "`--plain-http` applies to a registry output",
+        ),
+        (
+            vec!["-o", "oci:out", "--ca", "x.pem"],
+            "`--ca` applies to a registry output",
+        ),
+        (
+            vec!["-o", "registry:demo/push:v1"],
+            "is not a registry host",
+        ),
+        (
+            vec!["-o", "docker://127.0.0.1:5/demo/push@sha256:00"],
+            "not a digest",
+        ),
+        (
+            vec!["-o", "registry:127.0.0.1:5/demo/push:v1", "--tag", "v2"],
+            "disagree",
+        ),
+        (
+            vec![
+                "-o",
+                "registry:127.0.0.1:5/demo/push:v1",
+                "--ca",
+                "missing.pem",
+            ],
+            "is not a readable file",
+        ),
+    ] {
+        let out = run(s.sb.gpuimg().arg("build").arg(&s.profile).args(&args));
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", said(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert_eq!(
+            err.lines().filter(|l| l.starts_with("error:")).count(),
+            1,
+            "{err}"
+        );
+    }
+    assert!(!s.sb.join("out").exists());
+}
