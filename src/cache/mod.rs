@@ -31,7 +31,10 @@
 //! │                                   gpuimg pushed it to (the hint for a cross-repository
 //! │                                   mount, `registry::known`)
 //! ├── roots-v1/<sha256 of url>        Roots: last copy of each unpinned root (InRelease, Release,
-//! │                                   Release.gpg, a Python index's project pages), for `--offline`
+//! │                                   Release.gpg, a Python index's project pages), for `--offline`;
+//! │                                   and `device-code-v1/<xx>/<key>[.sha256]`: pruned copies
+//! │                                   of CUDA libraries (`strip: [device-code]`) with the
+//! │                                   sha256 of their bytes, derived data `cache prune` removes
 //! ├── trust-v2/<bucket>/<hex>.json    Trust: one stamp per entry of a stamped bucket (blobs-v1,
 //! │                                   layers-v2, listings-v1, controls-v1, resolutions-v1,
 //! │                                   sketches-v1, index-maps-v1, debs-v1, indexes-v1,
@@ -130,6 +133,11 @@ pub enum Shape {
 
 /// The top-level directories of earlier layouts; never read, removed by `cache prune`.
 pub const RETIRED: [&str; 4] = ["apt-v1", "bases-v1", "layers-v1", "trust-v1"];
+
+/// The directory under `roots-v1/` holding the pruned device-code copies (derived data:
+/// checked by `cache verify`, removed by `cache prune`, made again by the next build that
+/// needs one).
+pub const DEVICE_CODE_COPIES: &str = "device-code-v1";
 
 /// The bucket of layer records.
 pub const LAYERS: Bucket = Bucket::Layers;

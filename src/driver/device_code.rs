@@ -28,7 +28,7 @@ use crate::strip::Rules;
 use crate::version::Version;
 
 /// The pruner's version, in the copies' cache key: a change of what is kept changes it.
-const PRUNER: &str = "device-code-v1";
+const PRUNER: &str = crate::cache::DEVICE_CODE_COPIES;
 
 /// One file pruned: its image path, what it dropped and kept.
 #[derive(Debug, Clone, PartialEq, Eq)]

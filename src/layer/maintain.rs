@@ -12,7 +12,10 @@
 //! Prune needs the cache's exclusive lock (no build running; the caller takes it). It removes
 //! layer blobs no layer record references, listings of layers no record names, the stamps of
 //! entries that are gone, and the directories of earlier layouts (`cache::RETIRED`, e.g. the
-//! old `apt-v1/` download cache). Downloads and roots stay: they serve `--offline`.
+//! old `apt-v1/` download cache), and the pruned device-code copies under
+//! `roots-v1/device-code-v1/` (derived from wheels; the next build that needs one prunes
+//! again). Downloads and the other roots stay: they serve `--offline`. Verify hashes each
+//! pruned copy against the sha256 recorded beside it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -29,6 +32,8 @@ pub struct Verified {
     pub records: usize,
     /// Debs and indexes checked.
     pub downloads: usize,
+    /// Pruned device-code copies checked.
+    pub derived: usize,
     pub bad: Vec<Finding>,
 }
 
@@ -45,6 +50,8 @@ pub struct Pruned {
     pub listings: usize,
     /// Directories of earlier layouts removed, with the bytes they held.
     pub retired: Vec<(String, u64)>,
+    /// Derived data removed (the pruned device-code copies), with the bytes it held.
+    pub derived: Vec<(String, u64)>,
 }
 
 impl Pruned {
@@ -56,7 +63,9 @@ impl Pruned {
             .filter(|(_, _, linked)| !linked)
             .map(|(_, n, _)| n)
             .sum();
-        blobs + self.retired.iter().map(|(_, n)| n).sum::<u64>()
+        blobs
+            + self.retired.iter().map(|(_, n)| n).sum::<u64>()
+            + self.derived.iter().map(|(_, n)| n).sum::<u64>()
     }
 }
 
@@ -250,6 +259,8 @@ pub fn verify(cache: &Cache, repair: bool) -> io::Result<Verified> {
     }
     bad.sort();
     out.bad = bad;
+    verify_device_code(cache, repair, &mut out)?;
+    out.bad.sort();
     Ok(out)
 }
 
@@ -337,8 +348,74 @@ pub fn prune(cache: &Cache) -> io::Result<Pruned> {
             out.retired.push((format!("{old}/"), size));
         }
     }
+    let copies = device_code_dir(cache);
+    if std::fs::symlink_metadata(&copies).is_ok_and(|m| m.is_dir()) {
+        let size = disk_usage(&copies);
+        fs_err::remove_dir_all(&copies)?;
+        out.derived.push((device_code_entry(""), size));
+    }
     out.stamps = cache.sweep_stamps()?;
     Ok(out)
+}
+
+fn device_code_dir(cache: &Cache) -> std::path::PathBuf {
+    cache
+        .dir(Bucket::Roots)
+        .join(crate::cache::DEVICE_CODE_COPIES)
+}
+
+fn device_code_entry(rest: &str) -> String {
+    format!(
+        "{}/{}/{rest}",
+        Bucket::Roots.dir(),
+        crate::cache::DEVICE_CODE_COPIES
+    )
+}
+
+/// Hash every pruned device-code copy against the sha256 recorded beside it
+/// (`<key>.sha256`); a copy without one, or that differs, is bad (removed with `repair`).
+fn verify_device_code(cache: &Cache, repair: bool, out: &mut Verified) -> io::Result<()> {
+    let Ok(shards) = std::fs::read_dir(device_code_dir(cache)) else {
+        return Ok(());
+    };
+    for shard in shards.flatten() {
+        let Ok(files) = std::fs::read_dir(shard.path()) else {
+            continue;
+        };
+        let shard_name = shard.file_name().to_string_lossy().to_string();
+        for f in files.flatten() {
+            let name = f.file_name().to_string_lossy().to_string();
+            if name.ends_with(".sha256") || !f.file_type().is_ok_and(|t| t.is_file()) {
+                continue;
+            }
+            out.derived += 1;
+            let path = f.path();
+            let sum = path.with_file_name(format!("{name}.sha256"));
+            let recorded = std::fs::read_to_string(&sum)
+                .ok()
+                .and_then(|h| Digest::from_hex(h.trim()).ok());
+            let actual = std::fs::File::open(&path).and_then(crate::digest::hash_reader);
+            let problem = match (recorded, actual) {
+                (None, _) => Some("no recorded sha256 beside it".to_string()),
+                (Some(_), Err(e)) => Some(format!("unreadable: {e}")),
+                (Some(r), Ok((a, _))) if r != a => {
+                    Some(format!("its bytes hash to {a}, not the recorded {r}"))
+                }
+                _ => None,
+            };
+            if let Some(problem) = problem {
+                let removed = repair
+                    && trust::remove_if_present(&path).is_ok()
+                    && trust::remove_if_present(&sum).is_ok();
+                out.bad.push(Finding {
+                    entry: device_code_entry(&format!("{shard_name}/{name}")),
+                    problem,
+                    removed,
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The bytes of the regular files under `dir` (not following symlinks); unreadable parts

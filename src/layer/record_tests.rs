@@ -398,3 +398,45 @@ fn prune_removes_only_unreferenced_blobs_and_stale_stamps() {
     let p = prune(&f.cache).unwrap();
     assert!(p.removed.is_empty() && p.stamps == 0);
 }
+
+#[test]
+fn pruned_device_code_copies_are_verified_and_pruned() {
+    let f = fixture(b"keep");
+    let dir = f.cache.root().join("roots-v1/device-code-v1/ab");
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = b"pruned library bytes";
+    std::fs::write(dir.join("ab01"), good).unwrap();
+    std::fs::write(dir.join("ab01.sha256"), Digest::of(good).hex()).unwrap();
+    std::fs::write(dir.join("ab02"), b"changed after pruning").unwrap();
+    std::fs::write(dir.join("ab02.sha256"), Digest::of(good).hex()).unwrap();
+    std::fs::write(dir.join("ab03"), b"no sum").unwrap();
+
+    let v = verify(&f.cache, false).unwrap();
+    assert_eq!(v.derived, 3);
+    let bad: Vec<&str> = v.bad.iter().map(|b| b.entry.as_str()).collect();
+    assert_eq!(
+        bad,
+        [
+            "roots-v1/device-code-v1/ab/ab02",
+            "roots-v1/device-code-v1/ab/ab03"
+        ]
+    );
+    assert!(v.bad[0].problem.contains("not the recorded"), "{:?}", v.bad);
+    assert!(v.bad.iter().all(|b| !b.removed));
+    let v = verify(&f.cache, true).unwrap();
+    assert!(v.bad.iter().all(|b| b.removed), "{:?}", v.bad);
+    assert!(dir.join("ab01").is_file() && !dir.join("ab02").exists() && !dir.join("ab03").exists());
+    let v = verify(&f.cache, false).unwrap();
+    assert_eq!((v.derived, v.bad.len()), (1, 0));
+
+    let p = prune(&f.cache).unwrap();
+    assert_eq!(
+        p.derived,
+        [(
+            "roots-v1/device-code-v1/".to_string(),
+            good.len() as u64 + 64
+        )]
+    );
+    assert!(!f.cache.root().join("roots-v1/device-code-v1").exists());
+    assert_eq!(p.kept, 1);
+}

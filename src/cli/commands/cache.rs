@@ -3,13 +3,15 @@
 //!
 //! verify: every layer blob is hashed against its name, every layer record's claims (digest,
 //! size, diff_id, uncompressed size) are checked by decompressing its blob, every download
-//! (`debs-v1/`, `indexes-v1/`) is hashed; stamps are ignored. Each bad entry is one line on stdout; exit 1
+//! (`debs-v1/`, `indexes-v1/`, `wheels-v1/`) and every pruned device-code copy
+//! (`roots-v1/device-code-v1/`, against the sha256 beside it) is hashed; stamps are ignored. Each bad entry is one line on stdout; exit 1
 //! when any was bad, 0 when all were good. `--repair` also removes the bad entries (a later
 //! build rebuilds or downloads them again) and re-stamps the good ones; the exit code still
 //! says whether anything was bad. It runs beside builds.
 //! Both take `--json` (one object on stdout; the exit code is the same).
 //! prune: takes the cache's exclusive lock, so it refuses (exit 2) while a build runs; also
-//! removes the directories of earlier cache layouts (e.g. `apt-v1/`).
+//! removes the directories of earlier cache layouts (e.g. `apt-v1/`) and the pruned
+//! device-code copies (derived data, made again by the next build that needs one).
 
 use std::path::{Path, PathBuf};
 
@@ -33,7 +35,8 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         cache: Option<PathBuf>,
     },
-    /// Remove the layer blobs no layer record references, and print what was freed.
+    /// Remove the layer blobs no layer record references and the pruned device-code copies,
+    /// and print what was freed.
     Prune {
         /// Print one JSON object: `removed` (`entry`, `size`, `linked`), `retired` (`dir`,
         /// `size`), `freed` and `kept`.
@@ -107,7 +110,7 @@ fn open_err(root: &Path) -> impl Fn(std::io::Error) -> CliError + '_ {
 fn verify(root: &Path, repair: bool, json: bool, settings: &Settings) -> Result<u8, CliError> {
     if !is_cache(root)? {
         if json {
-            print_json(&verify_json(&[], 0, 0, 0));
+            print_json(&verify_json(&[], 0, 0, 0, 0));
         } else if !settings.quiet {
             eprintln!(
                 "nothing to check: there is no cache at `{}`",
@@ -131,6 +134,7 @@ fn verify(root: &Path, repair: bool, json: bool, settings: &Settings) -> Result<
             layers.blobs,
             layers.records,
             layers.downloads,
+            layers.derived,
         ));
         return Ok(code);
     }
@@ -141,10 +145,11 @@ fn verify(root: &Path, repair: bool, json: bool, settings: &Settings) -> Result<
     }
     if !settings.quiet {
         s.push_str(&format!(
-            "checked {}, {}, {}: {}\n",
+            "checked {}, {}, {}, {}: {}\n",
             count(layers.blobs, "layer blob"),
             count(layers.records, "layer record"),
             count(layers.downloads, "download"),
+            count(layers.derived, "pruned device-code copy"),
             match bad.len() {
                 0 => "all good".to_string(),
                 n => format!("{n} bad"),
@@ -156,7 +161,13 @@ fn verify(root: &Path, repair: bool, json: bool, settings: &Settings) -> Result<
 }
 
 /// What `cache verify --json` prints.
-fn verify_json(bad: &[Finding], blobs: usize, records: usize, downloads: usize) -> Value {
+fn verify_json(
+    bad: &[Finding],
+    blobs: usize,
+    records: usize,
+    downloads: usize,
+    derived: usize,
+) -> Value {
     let bad: Vec<Value> = bad
         .iter()
         .map(|f| json!({"entry": f.entry, "problem": f.problem, "removed": f.removed}))
@@ -164,7 +175,7 @@ fn verify_json(bad: &[Finding], blobs: usize, records: usize, downloads: usize) 
     json!({
         "ok": bad.is_empty(),
         "bad": bad,
-        "checked": {"layer_blobs": blobs, "layer_records": records, "downloads": downloads},
+        "checked": {"layer_blobs": blobs, "layer_records": records, "downloads": downloads, "device_code_copies": derived},
     })
 }
 
@@ -175,7 +186,9 @@ fn print_json(v: &Value) {
 fn prune(root: &Path, json: bool, settings: &Settings) -> Result<u8, CliError> {
     if !is_cache(root)? {
         if json {
-            print_json(&json!({"removed": [], "retired": [], "freed": 0, "kept": 0}));
+            print_json(
+                &json!({"removed": [], "retired": [], "derived": [], "freed": 0, "kept": 0}),
+            );
         } else if !settings.quiet {
             eprintln!(
                 "nothing to prune: there is no cache at `{}`",
@@ -211,9 +224,13 @@ fn prune(root: &Path, json: bool, settings: &Settings) -> Result<u8, CliError> {
         let retired: Vec<Value> = (p.retired.iter())
             .map(|(d, size)| json!({"dir": d, "size": size}))
             .collect();
+        let derived: Vec<Value> = (p.derived.iter())
+            .map(|(d, size)| json!({"dir": d, "size": size}))
+            .collect();
         print_json(&json!({
             "removed": removed,
             "retired": retired,
+            "derived": derived,
             "freed": p.freed(),
             "kept": p.kept,
         }));
@@ -234,6 +251,12 @@ fn prune(root: &Path, json: bool, settings: &Settings) -> Result<u8, CliError> {
     for (dir, size) in &p.retired {
         s.push_str(&format!(
             "removed {dir} (an earlier cache layout, {})\n",
+            human(*size)
+        ));
+    }
+    for (dir, size) in &p.derived {
+        s.push_str(&format!(
+            "removed {dir} (pruned device-code copies, made again when a build needs them, {})\n",
             human(*size)
         ));
     }
