@@ -46,8 +46,9 @@ fn names(dir: &Path) -> BTreeSet<String> {
 }
 
 /// Buckets the builds here do not touch: Python wheels and their metadata (a profile with
-/// `python:` fills them; tests/pypi_index.rs checks where wheels land).
-const UNUSED_HERE: [Bucket; 2] = [Bucket::Wheels, Bucket::WheelMetadata];
+/// `python:` fills them; tests/pypi_index.rs checks where wheels land) and the push mount
+/// hints (tests/registry_push.rs pushes).
+const UNUSED_HERE: [Bucket; 3] = [Bucket::Wheels, Bucket::WheelMetadata, Bucket::Pushed];
 
 fn declared() -> BTreeSet<String> {
     let mut d: BTreeSet<String> = Bucket::ALL.iter().map(|b| b.dir().to_string()).collect();

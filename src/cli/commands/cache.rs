@@ -145,11 +145,15 @@ fn verify(root: &Path, repair: bool, json: bool, settings: &Settings) -> Result<
     }
     if !settings.quiet {
         s.push_str(&format!(
-            "checked {}, {}, {}, {}: {}\n",
+            "checked {}, {}, {}{}: {}\n",
             count(layers.blobs, "layer blob"),
             count(layers.records, "layer record"),
+            match layers.derived {
+                0 => String::new(),
+                1 => "1 pruned device-code copy, ".into(),
+                n => format!("{n} pruned device-code copies, "),
+            },
             count(layers.downloads, "download"),
-            count(layers.derived, "pruned device-code copy"),
             match bad.len() {
                 0 => "all good".to_string(),
                 n => format!("{n} bad"),
