@@ -30,9 +30,13 @@ for v in plain compiled; do
   "$G" inspect "oci:$W/out-$v:bench" --json | python3 -c 'import json,sys
 d=json.load(sys.stdin); print("'$v' image: %d bytes compressed, %d unpacked" % (d["image_size"], d["uncompressed_size"]))'
   "${P[@]}" rmi -f "localhost/bench-$v" >/dev/null 2>&1 || true
-  /usr/bin/time -f "$v podman pull: %e s" "${P[@]}" pull -q "oci:$W/out-$v:bench" >/dev/null
-  img=$("${P[@]}" images -q | head -1)
+  start=$(date +%s.%N)
+  # `pull -q` prints the image's ID (its config digest): the tag goes to exactly that image.
+  img=$("${P[@]}" pull -q "oci:$W/out-$v:bench" | tail -1)
+  python3 -c "import time; print('$v podman pull: %.2f s' % (time.time() - $start))"
   "${P[@]}" tag "$img" "localhost/bench-$v"
+  "${P[@]}" run --rm --network none --entrypoint python3 "localhost/bench-$v" -c \
+    "import glob; print('$v: %d .pyc under torch/' % len(glob.glob('/usr/local/lib/python3.11/dist-packages/torch/**/*.pyc', recursive=True)))"
 done
 for v in plain compiled; do
   t=()
@@ -40,10 +44,12 @@ for v in plain compiled; do
     t+=("$("${P[@]}" run --rm --network none --entrypoint python3 "localhost/bench-$v" -c '
 import time
 t = time.perf_counter()
+import warnings
+warnings.simplefilter("ignore")
 import torch
 i = time.perf_counter() - t
 (torch.randn(256, 256) @ torch.randn(256, 256)).sum().item()
-print("%.3f" % i)' | tail -1)")
+print("%.3f" % i)' 2>/dev/null | tail -1)")
   done
   python3 - "$v" "${t[*]}" <<'PY'
 import statistics, sys
