@@ -29,6 +29,11 @@ for v in all all-dc; do
   size[$v]=$(blob_bytes "$W/out-$v")
   echo "$v: ${size[$v]} bytes of layers (gzip)"
 done
+# The same image with zstd layers (`--compression zstd`), for the zstd rows below.
+rm -rf "$W/out-all-dc-zstd"
+"$G" build "$W/all-dc.yaml" -o "$W/out-all-dc-zstd" -q --cache "$W/cache" --compression zstd
+size[all-dc-zstd]=$(blob_bytes "$W/out-all-dc-zstd")
+echo "all-dc-zstd: ${size[all-dc-zstd]} bytes of layers (zstd)"
 "$G" inspect --sizes "$W/out-all-dc"
 if ! command -v uv >/dev/null; then
   python3 -m venv "$W/uv-venv" && "$W/uv-venv/bin/pip" install -q uv
@@ -44,9 +49,13 @@ rm -rf "$W/uvt"
   "tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C '$W/uvt' -cf - . | pigz -p 2 -6 > '$W/uvt.tar.gz'"
 anchor=$(stat -c %s "$W/uvt.tar.gz")
 echo "uv anchor: $anchor bytes (one gzip layer, torch==$torch)"
-for v in all all-dc; do
+for v in all all-dc all-dc-zstd; do
   python3 -c "print('$v / anchor: %.3f' % (${size[$v]} / $anchor))"
 done
+tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$W/uvt" -cf - . | zstd -q -3 -T2 > "$W/uvt.tar.zst"
+anchor_zst=$(stat -c %s "$W/uvt.tar.zst")
+echo "uv anchor, zstd -3: $anchor_zst bytes"
+python3 -c "print('all-dc-zstd / zstd anchor: %.3f' % (${size[all-dc-zstd]} / $anchor_zst))"
 # The second comparison: NVIDIA's nvidia/cuda:12.4.1-runtime-ubuntu22.04 (about 1.4 GB
 # compressed, as a user measured it on a registry in 2024; not pullable here) plus the pip
 # torch of that CUDA line (torch 2.6.0, whose default wheels are cu124), packed as above.
@@ -58,3 +67,4 @@ tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$W/uvt124" -c
 t124=$(stat -c %s "$W/uvt124.tar.gz")
 echo "pip torch 2.6.0 (cu124) as one gzip layer: $t124 bytes"
 python3 -c "print('all-dc / (1.4e9 + torch cu124): %.3f' % (${size[all-dc]} / (1.4e9 + $t124)))"
+python3 -c "print('all-dc-zstd / (1.4e9 + torch cu124): %.3f' % (${size[all-dc-zstd]} / (1.4e9 + $t124)))"

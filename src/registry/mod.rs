@@ -129,6 +129,13 @@ pub enum RegistryError {
         status: u16,
         message: String,
     },
+    #[error("Registry `{registry}`: an upload session of `{repo}` holds `{held}` after a chunk, not `{want}`")]
+    ShortSession {
+        registry: String,
+        repo: String,
+        held: String,
+        want: String,
+    },
     #[error("Registry `{registry}` broke the protocol: {reason}")]
     Protocol { registry: String, reason: String },
     #[error("Failed to read `{path}` for the push: {source}")]
@@ -145,7 +152,7 @@ impl RegistryError {
     /// Whether starting the blob over may cure it.
     fn is_transient(&self) -> bool {
         match self {
-            RegistryError::Network { .. } => true,
+            RegistryError::Network { .. } | RegistryError::ShortSession { .. } => true,
             RegistryError::Status { status, .. } => {
                 *status >= 500
                     || *status == 408

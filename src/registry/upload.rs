@@ -73,7 +73,12 @@ impl Uploader<'_> {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let location = match self.start(blob, mount)? {
+            let started = match self.start(blob, mount) {
+                // Credentials that may push here but not read the source repository: upload.
+                Err(RegistryError::Refused { .. }) if mount.is_some() => self.start(blob, None)?,
+                r => r?,
+            };
+            let location = match started {
                 Start::Mounted => {
                     progress(blob.size);
                     return Ok(Outcome::Mounted);
@@ -150,6 +155,20 @@ impl Uploader<'_> {
                 let resp = self.session.send(&req)?;
                 if resp.status != 202 {
                     return Err(self.status("a chunk upload", resp.status, &resp));
+                }
+                // The session must hold exactly the bytes sent so far (`Range: 0-<last>`).
+                let want = start + len - 1;
+                let range = resp.header("range").map(|r| r.trim_start_matches("bytes="));
+                if let Some(r) = range {
+                    let last = r.split_once('-').and_then(|(_, e)| e.parse::<u64>().ok());
+                    if last != Some(want) {
+                        return Err(RegistryError::ShortSession {
+                            registry: self.session.registry.clone(),
+                            repo: self.repo.to_string(),
+                            held: r.to_string(),
+                            want: format!("0-{want}"),
+                        });
+                    }
                 }
                 location = match resp.header("location") {
                     Some(l) => self.session.url(l),
