@@ -14,7 +14,7 @@
 //! entries that are gone, and the directories of earlier layouts (`cache::RETIRED`, e.g. the
 //! old `apt-v1/` download cache), and the pruned device-code copies under
 //! `roots-v1/device-code-v1/` (derived from wheels; the next build that needs one prunes
-//! again). Downloads and the other roots stay: they serve `--offline`. Verify hashes each
+//! again) and the push mount hints (`pushed-v1/`; the next push records what it pushes). Downloads and the other roots stay: they serve `--offline`. Verify hashes each
 //! pruned copy against the sha256 recorded beside it.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -52,6 +52,8 @@ pub struct Pruned {
     pub retired: Vec<(String, u64)>,
     /// Derived data removed (the pruned device-code copies), with the bytes it held.
     pub derived: Vec<(String, u64)>,
+    /// Mount hints removed (`pushed-v1/`).
+    pub hints: usize,
 }
 
 impl Pruned {
@@ -347,6 +349,18 @@ pub fn prune(cache: &Cache) -> io::Result<Pruned> {
             fs_err::remove_dir_all(&path)?;
             out.retired.push((format!("{old}/"), size));
         }
+    }
+    // Mount hints name blobs gpuimg pushed; a blob pruned here may be gone from the
+    // registries too, and a later push records again what it pushes.
+    for name in cache.record_names(Bucket::Pushed)? {
+        match name
+            .strip_suffix(".json")
+            .and_then(|h| Digest::from_hex(h).ok())
+        {
+            Some(k) => cache.remove_record(Bucket::Pushed, &k, None)?,
+            None => cache.remove_stray(Bucket::Pushed, &name)?,
+        }
+        out.hints += 1;
     }
     let copies = device_code_dir(cache);
     if std::fs::symlink_metadata(&copies).is_ok_and(|m| m.is_dir()) {

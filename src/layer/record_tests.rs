@@ -429,7 +429,17 @@ fn pruned_device_code_copies_are_verified_and_pruned() {
     let v = verify(&f.cache, false).unwrap();
     assert_eq!((v.derived, v.bad.len()), (1, 0));
 
+    let hint = Digest::of(b"a mount hint");
+    f.cache
+        .put_record(
+            crate::cache::Bucket::Pushed,
+            &hint,
+            &serde_json::json!({"repo": "a/b"}),
+        )
+        .unwrap();
     let p = prune(&f.cache).unwrap();
+    assert_eq!(p.hints, 1);
+    assert!(!f.cache.has_record(crate::cache::Bucket::Pushed, &hint));
     assert_eq!(
         p.derived,
         [(

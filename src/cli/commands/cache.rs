@@ -38,8 +38,8 @@ pub enum Command {
     /// Remove the layer blobs no layer record references and the pruned device-code copies,
     /// and print what was freed.
     Prune {
-        /// Print one JSON object: `removed` (`entry`, `size`, `linked`), `retired` (`dir`,
-        /// `size`), `freed` and `kept`.
+        /// Print one JSON object: `removed` (`entry`, `size`, `linked`), `retired` and
+        /// `derived` (`dir`, `size`), `hints`, `freed` and `kept`.
         #[arg(long)]
         json: bool,
         /// Cache directory (default $GPUIMG_CACHE, else $XDG_CACHE_HOME/gpuimg, else
@@ -191,7 +191,7 @@ fn prune(root: &Path, json: bool, settings: &Settings) -> Result<u8, CliError> {
     if !is_cache(root)? {
         if json {
             print_json(
-                &json!({"removed": [], "retired": [], "derived": [], "freed": 0, "kept": 0}),
+                &json!({"removed": [], "retired": [], "derived": [], "hints": 0, "freed": 0, "kept": 0}),
             );
         } else if !settings.quiet {
             eprintln!(
@@ -235,6 +235,7 @@ fn prune(root: &Path, json: bool, settings: &Settings) -> Result<u8, CliError> {
             "removed": removed,
             "retired": retired,
             "derived": derived,
+            "hints": p.hints,
             "freed": p.freed(),
             "kept": p.kept,
         }));
@@ -262,6 +263,12 @@ fn prune(root: &Path, json: bool, settings: &Settings) -> Result<u8, CliError> {
         s.push_str(&format!(
             "removed {dir} (pruned device-code copies, made again when a build needs them, {})\n",
             human(*size)
+        ));
+    }
+    if p.hints > 0 {
+        s.push_str(&format!(
+            "removed {} (the next push records again what it pushes)\n",
+            count(p.hints, "push mount hint")
         ));
     }
     let held: u64 = p.removed.iter().filter(|r| r.2).map(|r| r.1).sum();
