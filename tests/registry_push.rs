@@ -6,7 +6,9 @@
 //! `$DOCKER_CONFIG`, `~/.docker` and docker-credential helpers (`credHelpers`,
 //! `credsStore`); the SBOM as an OCI 1.1 artifact whose `subject` is the image, found
 //! through the referrers tag schema (`sha256-<hex>`); a push killed mid-blob leaves no tag and
-//! a new push completes; blobs pushed to one repository are mounted into another.
+//! a new push completes; blobs pushed to one repository are mounted into another, and become
+//! uploads when the credentials may not read the source repository; `gpuimg push` of a
+//! layout or an oci-archive keeps the digest; bad flags and references are refused up front.
 
 mod common;
 
@@ -710,4 +712,48 @@ fn registry_flags_and_references_are_checked_before_anything_runs() {
         );
     }
     assert!(!s.sb.join("out").exists());
+}
+
+#[test]
+fn a_mount_the_credentials_may_not_read_becomes_an_upload() {
+    let s = Setup::new(false);
+    let reg = Registry::token();
+    let ca = reg.ca_pem_path();
+    let ca = ca.to_str().unwrap();
+    let auth = reg.auth_json(&s.sb.join("auth.json"), USER, PASSWORD);
+    let env = [("REGISTRY_AUTH_FILE", auth.as_path())];
+    let one = s.push_ok(
+        &format!("registry:{}", reg.reference("a/one:v1")),
+        &["--ca", ca],
+        &env,
+    );
+    assert_pushed(&reg, "a/one:v1", &one);
+    // The token server stops granting pull on a/one: the mounts from it are refused.
+    reg.deny_pull("a/one");
+    let mark = reg.mark();
+    let two = s.push_ok(
+        &format!("registry:{}", reg.reference("a/two:v1")),
+        &["--ca", ca],
+        &env,
+    );
+    assert_pushed(&reg, "a/two:v1", &two);
+    assert_eq!(num(&two, "blobs_mounted"), 0, "{two}");
+    assert!(
+        num(&two, "blobs_uploaded") >= image_blobs(&two).len() as u64,
+        "{two}"
+    );
+    let since = reg.requests_since(mark);
+    assert!(
+        since
+            .iter()
+            .any(|r| r.method == "POST" && r.status == 401 && r.uri.contains("mount=")),
+        "no mount was tried and refused:\n{}",
+        reg.describe_log()
+    );
+    let back = s.sb.join("back");
+    reg.skopeo_pull("a/two:v1", &back, "v1");
+    assert_eq!(
+        layout_digest(&back),
+        two["manifest_digest"].as_str().unwrap()
+    );
 }

@@ -325,6 +325,17 @@ impl Registry {
         self.log_lines().join("\n")
     }
 
+    /// From now on the token server never grants `pull` on `repo` (token mode only).
+    pub fn deny_pull(&self, repo: &str) {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir().join("deny-pull"))
+            .unwrap();
+        writeln!(f, "{repo}").unwrap();
+    }
+
     /// The token server's log: one JSON object per request (`method`, `path`, `user`,
     /// `service`, `scopes` as sent, `grant_type` for POST, `status`). Empty unless token mode.
     pub fn token_requests(&self) -> Vec<serde_json::Value> {
@@ -656,6 +667,8 @@ fn start_token_server(dir: &Path) -> (Child, u16) {
         .arg(&port_file)
         .arg("--log")
         .arg(dir.join("token-requests.log"))
+        .arg("--deny-pull-file")
+        .arg(dir.join("deny-pull"))
         .stdin(Stdio::piped())
         .stdout(out.try_clone().unwrap())
         .stderr(out)
