@@ -8,6 +8,9 @@
 //! ├── layers-v2/<key>.json            Layers: layer key (`Key`) → digest, size, diff_id,
 //! │                                   uncompressed size, compression
 //! ├── listings-v1/<diff_id>.json      Listings: a layer's non-directory paths (`layer::listing`)
+//! ├── fragments-v1/<digest>.json      Fragments: a gzip layer blob → the key (sha256 of the
+//! │                                   uncompressed bytes) and place of each block of its large
+//! │                                   files, reused once inflated back (`layer::fragments`)
 //! ├── controls-v1/<key>.json          Controls: an apt package set → each package's control
 //! │                                   fields that place it in a component, and its
 //! │                                   `Maintainer` (the SBOM's supplier)
@@ -36,9 +39,9 @@
 //! │                                   of CUDA libraries (`strip: [device-code]`) with the
 //! │                                   sha256 of their bytes, derived data `cache prune` removes
 //! ├── trust-v2/<bucket>/<hex>.json    Trust: one stamp per entry of a stamped bucket (blobs-v1,
-//! │                                   layers-v2, listings-v1, controls-v1, resolutions-v1,
-//! │                                   sketches-v1, index-maps-v1, debs-v1, indexes-v1,
-//! │                                   wheels-v1, wheel-metadata-v1, pushed-v1)
+//! │                                   layers-v2, listings-v1, fragments-v1, controls-v1,
+//! │                                   resolutions-v1, sketches-v1, index-maps-v1, debs-v1,
+//! │                                   indexes-v1, wheels-v1, wheel-metadata-v1, pushed-v1)
 //! └── tmp/                            Tmp: staging files (`crate::staging`), every partial write
 //! ```
 //! [`Bucket`] declares exactly these directories (tests/cache_layout.rs checks a real build
@@ -88,6 +91,8 @@ pub enum Bucket {
     Layers,
     /// Layer listings: `listings-v1/<diff_id>.json`.
     Listings,
+    /// Compressed blocks of large files in gzip blobs: `fragments-v1/<blob digest>.json`.
+    Fragments,
     /// Apt control fields: a package set → each package's Essential, Priority and Section
     /// (what places it in a component) and Maintainer, `controls-v1/<key>.json`.
     Controls,
@@ -144,10 +149,11 @@ pub const LAYERS: Bucket = Bucket::Layers;
 
 impl Bucket {
     /// Every bucket, in the order the layout drawing lists them.
-    pub const ALL: [Bucket; 15] = [
+    pub const ALL: [Bucket; 16] = [
         Bucket::Blobs,
         Bucket::Layers,
         Bucket::Listings,
+        Bucket::Fragments,
         Bucket::Controls,
         Bucket::Resolutions,
         Bucket::Sketches,
@@ -168,6 +174,7 @@ impl Bucket {
             Bucket::Blobs => "blobs-v1",
             Bucket::Layers => "layers-v2",
             Bucket::Listings => "listings-v1",
+            Bucket::Fragments => "fragments-v1",
             Bucket::Controls => "controls-v1",
             Bucket::Resolutions => "resolutions-v1",
             Bucket::Sketches => "sketches-v1",
@@ -188,6 +195,7 @@ impl Bucket {
             Bucket::Blobs | Bucket::Debs | Bucket::Indexes | Bucket::Wheels => Shape::Content,
             Bucket::Layers
             | Bucket::Listings
+            | Bucket::Fragments
             | Bucket::Controls
             | Bucket::Resolutions
             | Bucket::Sketches

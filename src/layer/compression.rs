@@ -4,8 +4,13 @@
 //! so they are constants here and part of the layer cache key.
 
 use std::io::{self, Write};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+
+use super::fragments::FragmentIndex;
+pub use super::pgzip::GzipOutcome;
+use crate::cache::Cache;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -74,10 +79,19 @@ pub enum Encoder<W: Write> {
 }
 
 impl<W: Write> Encoder<W> {
-    pub fn new(c: Compression, w: W) -> io::Result<Self> {
+    /// `cache`: where earlier gzip layers' blocks are found again (`fragments.rs`).
+    pub fn new(c: Compression, w: W, cache: Option<&Cache>) -> io::Result<Self> {
         Ok(match c {
             Compression::Gzip => {
-                Encoder::Gzip(super::pgzip::ParGzEncoder::new(w, GZIP_LEVEL, workers())?)
+                let index = cache.map(|cache| {
+                    Arc::new(FragmentIndex::load(cache, GZIP_LEVEL, super::pgzip::BLOCK))
+                });
+                Encoder::Gzip(super::pgzip::ParGzEncoder::new(
+                    w,
+                    GZIP_LEVEL,
+                    workers(),
+                    index,
+                )?)
             }
             Compression::Zstd => {
                 let mut e = zstd::stream::write::Encoder::new(w, ZSTD_LEVEL)?;
@@ -88,10 +102,11 @@ impl<W: Write> Encoder<W> {
         })
     }
 
-    pub fn finish(self) -> io::Result<W> {
+    /// End the stream; with gzip, also what its large files' blocks were.
+    pub fn finish(self) -> io::Result<(W, GzipOutcome)> {
         match self {
             Encoder::Gzip(e) => e.finish(),
-            Encoder::Zstd(e) => e.finish(),
+            Encoder::Zstd(e) => Ok((e.finish()?, GzipOutcome::default())),
         }
     }
 }

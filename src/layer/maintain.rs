@@ -10,7 +10,8 @@
 //! fresh copy a build renamed in meanwhile stays. Listings are not checked: one whose stamp
 //! does not vouch for it is rebuilt from its blob at its next use.
 //! Prune needs the cache's exclusive lock (no build running; the caller takes it). It removes
-//! layer blobs no layer record references, listings of layers no record names, the stamps of
+//! layer blobs no layer record references, listings of layers no record names, the block
+//! records of blobs it removes (`fragments-v1/`), the stamps of
 //! entries that are gone, and the directories of earlier layouts (`cache::RETIRED`, e.g. the
 //! old `apt-v1/` download cache), and the pruned device-code copies under
 //! `roots-v1/device-code-v1/` (derived from wheels; the next build that needs one prunes
@@ -48,6 +49,8 @@ pub struct Pruned {
     pub stamps: usize,
     /// Listings removed because no layer record names their layer.
     pub listings: usize,
+    /// Block records (`fragments-v1/`) removed because their blob is gone.
+    pub fragments: usize,
     /// Directories of earlier layouts removed, with the bytes they held.
     pub retired: Vec<(String, u64)>,
     /// Derived data removed (the pruned device-code copies), with the bytes it held.
@@ -339,6 +342,22 @@ pub fn prune(cache: &Cache) -> io::Result<Pruned> {
             None => {
                 cache.remove_stray(Bucket::Listings, &name)?;
                 out.listings += 1;
+            }
+        }
+    }
+    for name in cache.record_names(Bucket::Fragments)? {
+        match name
+            .strip_suffix(".json")
+            .and_then(|h| Digest::from_hex(h).ok())
+        {
+            Some(d) if referenced.contains(&d) => {}
+            Some(d) => {
+                cache.remove_record(Bucket::Fragments, &d, None)?;
+                out.fragments += 1;
+            }
+            None => {
+                cache.remove_stray(Bucket::Fragments, &name)?;
+                out.fragments += 1;
             }
         }
     }

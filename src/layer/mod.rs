@@ -10,6 +10,7 @@
 mod compression;
 mod dedup;
 mod final_block;
+pub mod fragments;
 mod key;
 pub mod listing;
 mod maintain;
@@ -97,7 +98,7 @@ pub fn write_layer(
     };
     obs.task_start(component, Some(tree.data_bytes()));
     let blob = cache.blob_writer().map_err(wrap)?;
-    let enc = Encoder::new(opts.compression, blob).map_err(wrap)?;
+    let enc = Encoder::new(opts.compression, blob, Some(cache)).map_err(wrap)?;
     let uncompressed = HashingWriter::new(enc);
     let mut last = 0u64;
     let mut tick = |n: u64| {
@@ -108,7 +109,7 @@ pub fn write_layer(
     };
     let (uncompressed, dedup) =
         tar_writer::write_tar(tree, opts.epoch, uncompressed, &mut tick).map_err(wrap)?;
-    let rec = commit(
+    let (rec, reused) = commit(
         uncompressed,
         opts.compression,
         dedup.linked(),
@@ -123,16 +124,21 @@ pub fn write_layer(
         uncompressed_size,
         ..
     } = rec.clone();
-    obs.task_done(
-        component,
-        uncompressed_size,
-        &format!("{} → {:.1} MB", short(&digest), size as f64 / 1e6),
-    );
+    let mut detail = format!("{} → {:.1} MB", short(&digest), size as f64 / 1e6);
+    if reused > 0 {
+        detail.push_str(&format!(
+            ", {:.1} MB of compressed blocks reused",
+            reused as f64 / 1e6
+        ));
+    }
+    obs.task_done(component, uncompressed_size, &detail);
     Ok((rec, false))
 }
 
 /// Finish a layer's compressed stream and commit its blob to `cache`: stamped, with its
-/// listing made from `all` (every entry written) and, under `key` when given, a record.
+/// listing made from `all` (every entry written), its large files' blocks recorded
+/// (`fragments.rs`) and, under `key` when given, a record. Also returns how many input bytes
+/// were compressed by reusing recorded blocks.
 fn commit(
     hashed: HashingWriter<Encoder<BlobWriter>>,
     compression: Compression,
@@ -140,9 +146,10 @@ fn commit(
     cache: &Cache,
     all: &Tree,
     key: Option<&Digest>,
-) -> io::Result<LayerBlob> {
+) -> io::Result<(LayerBlob, u64)> {
     let (enc, diff_id, uncompressed_size) = hashed.finish();
-    let (digest, size, _) = enc.finish()?.commit()?;
+    let (blob, outcome) = enc.finish()?;
+    let (digest, size, _) = blob.commit()?;
     let rec = LayerBlob {
         digest,
         size,
@@ -157,7 +164,9 @@ fn commit(
         cache.put_record(LAYERS, k, &rec)?;
     }
     listing::save(cache, &rec, all)?;
-    Ok(rec)
+    // Hints only (checked at each use): a build that cannot record them still succeeds.
+    let _ = fragments::remember(cache, &digest, GZIP_LEVEL, &outcome.fragments);
+    Ok((rec, outcome.reused_bytes))
 }
 
 fn short(d: &Digest) -> String {

@@ -1,10 +1,14 @@
-//! Parallel gzip in the manner of pigz: the stream is cut into fixed 1 MiB blocks, each
+//! Parallel gzip in the manner of pigz: the stream is cut into blocks of at most 1 MiB, each
 //! compressed on a worker by libdeflate as a complete raw deflate stream, made non-final and
 //! byte-aligned by an empty stored block (`final_block.rs`), and the blocks are joined into one
 //! gzip member with one CRC-32.
 //!
-//! The output depends only on the input bytes and the level: block boundaries are fixed by
-//! input offsets, never by write sizes or thread count, so layers stay reproducible.
+//! Blocks are cut every 1 MiB, and also where a large file's data begins and ends in the tar
+//! stream (`fragments.rs`), so that a large file's blocks are the same in every layer that
+//! holds it and their compressed bytes can be found again in the cache. The output depends
+//! only on the input bytes and the level: boundaries are fixed by the stream's content and
+//! offsets, never by write sizes, thread count or what the cache holds, so layers stay
+//! reproducible.
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -12,28 +16,57 @@ use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use libdeflater::{CompressionLvl, Compressor};
+use libdeflater::{CompressionLvl, Compressor, Decompressor};
 
 use super::final_block;
+use super::fragments::{Event, Fragment, FragmentIndex, TarTracker};
+use crate::digest::Digest;
 
-const BLOCK: usize = 1 << 20;
+pub const BLOCK: usize = 1 << 20;
+
+/// Bytes of the fixed gzip header.
+const HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255];
 
 struct Job {
     seq: u64,
     data: Vec<u8>,
     last: bool,
+    /// A large file's block: keyed, looked up and recorded.
+    keyed: bool,
 }
 
-type Done = (u64, io::Result<Vec<u8>>);
+/// A compressed block: its bytes, its key when keyed, whether they were found in the cache,
+/// and how many input bytes it holds.
+struct Block {
+    bytes: Vec<u8>,
+    key: Option<Digest>,
+    found: bool,
+    input: usize,
+}
+
+type Done = (u64, io::Result<Block>);
+
+/// What a finished stream leaves besides its bytes.
+#[derive(Debug, Default)]
+pub struct GzipOutcome {
+    /// The keyed blocks, where they sit in the output.
+    pub fragments: Vec<Fragment>,
+    /// Input bytes whose compressed blocks came from the cache.
+    pub reused_bytes: u64,
+}
 
 pub struct ParGzEncoder<W: Write> {
     inner: Option<W>,
     buf: Vec<u8>,
     crc: crc32fast::Hasher,
     total: u64,
+    tar: TarTracker,
     next_seq: u64,
     next_out: u64,
-    pending: BTreeMap<u64, Vec<u8>>,
+    /// Bytes written to `inner` so far.
+    out_offset: u64,
+    outcome: GzipOutcome,
+    pending: BTreeMap<u64, Block>,
     in_flight: usize,
     max_in_flight: usize,
     jobs: Option<SyncSender<Job>>,
@@ -42,11 +75,18 @@ pub struct ParGzEncoder<W: Write> {
 }
 
 impl<W: Write> ParGzEncoder<W> {
-    pub fn new(mut inner: W, level: i32, threads: usize) -> io::Result<Self> {
+    /// `index`: the cache's recorded blocks, looked up for each keyed block.
+    pub fn new(
+        mut inner: W,
+        level: i32,
+        threads: usize,
+        index: Option<Arc<FragmentIndex>>,
+    ) -> io::Result<Self> {
         let level = CompressionLvl::new(level)
             .map_err(|_| io::Error::other(format!("no gzip level {level}")))?;
         // Fixed header: no name, mtime 0, XFL 0, OS 255 (unknown).
-        inner.write_all(&[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255])?;
+        inner.write_all(&HEADER)?;
+        let index = index.filter(|i| !i.is_empty());
         let threads = threads.max(1);
         let (job_tx, job_rx) = mpsc::sync_channel::<Job>(threads * 2);
         let (done_tx, done_rx) = mpsc::channel::<Done>();
@@ -55,15 +95,18 @@ impl<W: Write> ParGzEncoder<W> {
             .map(|_| {
                 let rx = Arc::clone(&job_rx);
                 let tx = done_tx.clone();
+                let index = index.clone();
                 std::thread::spawn(move || {
                     let mut c = Compressor::new(level);
+                    let mut d = Decompressor::new();
+                    let mut scratch = Vec::new();
                     loop {
                         let job = match rx.lock() {
                             Ok(guard) => guard.recv(),
                             Err(_) => return,
                         };
                         let Ok(job) = job else { return };
-                        let out = deflate_block(&mut c, &job);
+                        let out = block(&mut c, &mut d, &mut scratch, index.as_deref(), &job);
                         if tx.send((job.seq, out)).is_err() {
                             return;
                         }
@@ -76,18 +119,21 @@ impl<W: Write> ParGzEncoder<W> {
             buf: Vec::with_capacity(BLOCK),
             crc: crc32fast::Hasher::new(),
             total: 0,
+            tar: TarTracker::default(),
             next_seq: 0,
             next_out: 0,
+            out_offset: HEADER.len() as u64,
+            outcome: GzipOutcome::default(),
             pending: BTreeMap::new(),
             in_flight: 0,
-            max_in_flight: threads * 3,
+            max_in_flight: threads * 2,
             jobs: Some(job_tx),
             done: done_rx,
             workers,
         })
     }
 
-    fn submit(&mut self, last: bool) -> io::Result<()> {
+    fn submit(&mut self, last: bool, keyed: bool) -> io::Result<()> {
         while self.in_flight >= self.max_in_flight {
             self.receive_one()?;
         }
@@ -96,6 +142,7 @@ impl<W: Write> ParGzEncoder<W> {
             seq: self.next_seq,
             data,
             last,
+            keyed: keyed && !last,
         };
         self.next_seq += 1;
         self.jobs
@@ -118,16 +165,28 @@ impl<W: Write> ParGzEncoder<W> {
             .inner
             .as_mut()
             .ok_or_else(|| io::Error::other("gzip stream already finished"))?;
-        while let Some(block) = self.pending.remove(&self.next_out) {
-            inner.write_all(&block)?;
+        while let Some(b) = self.pending.remove(&self.next_out) {
+            inner.write_all(&b.bytes)?;
+            if let Some(key) = b.key {
+                self.outcome.fragments.push(Fragment {
+                    key,
+                    offset: self.out_offset,
+                    len: b.bytes.len() as u32,
+                });
+            }
+            if b.found {
+                self.outcome.reused_bytes += b.input as u64;
+            }
+            self.out_offset += b.bytes.len() as u64;
             self.next_out += 1;
         }
         Ok(())
     }
 
-    /// Write the last block and the trailer; return the inner writer.
-    pub fn finish(mut self) -> io::Result<W> {
-        self.submit(true)?;
+    /// Write the last block and the trailer; return the inner writer and what the stream's
+    /// keyed blocks were.
+    pub fn finish(mut self) -> io::Result<(W, GzipOutcome)> {
+        self.submit(true, false)?;
         while self.in_flight > 0 {
             self.receive_one()?;
         }
@@ -142,24 +201,39 @@ impl<W: Write> ParGzEncoder<W> {
         let crc = std::mem::replace(&mut self.crc, crc32fast::Hasher::new()).finalize();
         inner.write_all(&crc.to_le_bytes())?;
         inner.write_all(&(self.total as u32).to_le_bytes())?;
-        Ok(inner)
+        Ok((inner, std::mem::take(&mut self.outcome)))
     }
 }
 
 impl<W: Write> Write for ParGzEncoder<W> {
     fn write(&mut self, data: &[u8]) -> io::Result<usize> {
-        let n = data.len().min(BLOCK - self.buf.len());
-        self.buf.extend_from_slice(&data[..n]);
-        self.crc.update(&data[..n]);
+        if data.is_empty() {
+            return Ok(0);
+        }
+        let room = (BLOCK - self.buf.len()).min(data.len());
+        let n = usize::try_from(self.tar.span()).map_or(room, |span| room.min(span));
+        let taken = &data[..n];
+        self.buf.extend_from_slice(taken);
+        self.crc.update(taken);
         self.total += n as u64;
+        match self.tar.feed(taken) {
+            // The header (and what preceded it) is a block of its own.
+            Event::DataStarts => self.submit(false, false)?,
+            Event::DataEnds => {
+                self.submit(false, true)?;
+                return Ok(n);
+            }
+            Event::None => {}
+        }
         if self.buf.len() == BLOCK {
-            self.submit(false)?;
+            let keyed = self.tar.aligned();
+            self.submit(false, keyed)?;
         }
         Ok(n)
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        // Blocks are cut by size only (flushing early would change the output).
+        // Blocks are cut by content and size only (flushing early would change the output).
         Ok(())
     }
 }
@@ -171,6 +245,34 @@ impl<W: Write> Drop for ParGzEncoder<W> {
             let _ = w.join();
         }
     }
+}
+
+/// One job's block: for a keyed block, the cache's recorded bytes when they inflate back to
+/// it, else its own compression.
+fn block(
+    c: &mut Compressor,
+    d: &mut Decompressor,
+    scratch: &mut Vec<u8>,
+    index: Option<&FragmentIndex>,
+    job: &Job,
+) -> io::Result<Block> {
+    let key = job.keyed.then(|| Digest::of(&job.data));
+    if let (Some(key), Some(index)) = (&key, index) {
+        if let Some(bytes) = index.find(key, &job.data, d, scratch) {
+            return Ok(Block {
+                bytes,
+                key: Some(*key),
+                found: true,
+                input: job.data.len(),
+            });
+        }
+    }
+    Ok(Block {
+        bytes: deflate_block(c, job)?,
+        key,
+        found: false,
+        input: job.data.len(),
+    })
 }
 
 /// Raw deflate of one block, ended by an empty stored block (as zlib's sync flush ends one)
@@ -193,7 +295,17 @@ mod tests {
     use std::io::Read;
 
     fn compress(data: &[u8], threads: usize, chunk: usize) -> Vec<u8> {
-        let mut e = ParGzEncoder::new(Vec::new(), super::super::GZIP_LEVEL, threads).unwrap();
+        compress_with(data, threads, chunk, None).0
+    }
+
+    fn compress_with(
+        data: &[u8],
+        threads: usize,
+        chunk: usize,
+        index: Option<Arc<FragmentIndex>>,
+    ) -> (Vec<u8>, GzipOutcome) {
+        let mut e =
+            ParGzEncoder::new(Vec::new(), super::super::GZIP_LEVEL, threads, index).unwrap();
         for c in data.chunks(chunk.max(1)) {
             e.write_all(c).unwrap();
         }
@@ -224,5 +336,100 @@ mod tests {
             .read_to_end(&mut back)
             .unwrap();
         assert!(back.is_empty());
+    }
+
+    /// A tar of `files` (name, size, seed) with every mtime `mtime`.
+    fn tar_of(files: &[(&str, usize, u32)], mtime: u64) -> Vec<u8> {
+        let mut b = tar::Builder::new(Vec::new());
+        for (name, size, seed) in files {
+            let mut data = Vec::with_capacity(*size);
+            let mut x = *seed | 1;
+            while data.len() < *size {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                let word = ["cuda ", "kernel ", "sm_90 ", "\n", "libcublas "][(x % 5) as usize];
+                data.extend_from_slice(word.as_bytes());
+                data.push((x >> 24) as u8 & 0x0f);
+            }
+            data.truncate(*size);
+            let mut h = tar::Header::new_gnu();
+            h.set_size(*size as u64);
+            h.set_mode(0o644);
+            h.set_mtime(mtime);
+            b.append_data(&mut h, name, data.as_slice()).unwrap();
+        }
+        b.into_inner().unwrap()
+    }
+
+    fn gunzip(gz: &[u8]) -> Vec<u8> {
+        let mut back = Vec::new();
+        // One gzip member: a reader that stops after the first must see everything.
+        flate2::read::GzDecoder::new(gz)
+            .read_to_end(&mut back)
+            .unwrap();
+        back
+    }
+
+    #[test]
+    fn recorded_blocks_are_reused_and_the_output_is_what_compressing_gives() {
+        let files = [
+            ("a/small", 70_000, 1),
+            ("b/big", 3 * BLOCK + 1000, 2),
+            ("c/exact", BLOCK, 3),
+            ("d/other", 2 * BLOCK - 3, 4),
+        ];
+        let first_tar = tar_of(&files, 1);
+        let (first, done) = compress_with(&first_tar, 2, 65536, None);
+        assert_eq!(gunzip(&first), first_tar);
+        // 4 blocks of b, 1 of c, 2 of d; keys by content.
+        assert_eq!(done.fragments.len(), 7);
+        assert_eq!(done.reused_bytes, 0);
+        let dir = tempfile::tempdir().unwrap();
+        let blob = dir.path().join("blob");
+        std::fs::write(&blob, &first).unwrap();
+        let index = Arc::new(FragmentIndex::of_blob(blob.clone(), &done.fragments, BLOCK));
+
+        // The same files behind other headers (another mtime) and a new file in front.
+        let mut moved = vec![("0/new", 5000, 9)];
+        moved.extend_from_slice(&files);
+        let second_tar = tar_of(&moved, 2);
+        let (fresh, _) = compress_with(&second_tar, 3, 8192, None);
+        let (reused, got) = compress_with(&second_tar, 1, 1 << 20, Some(Arc::clone(&index)));
+        assert_eq!(reused, fresh, "reuse changed the bytes");
+        assert_eq!(
+            got.reused_bytes,
+            (3 * BLOCK + 1000 + BLOCK + 2 * BLOCK - 3) as u64
+        );
+        assert_eq!(gunzip(&reused), second_tar);
+
+        // A changed blob: nothing it holds passes the check, the output is still the same.
+        let mut bad = first.clone();
+        for f in &done.fragments {
+            bad[f.offset as usize + 40] ^= 0x55;
+        }
+        std::fs::write(&blob, &bad).unwrap();
+        let (again, got) = compress_with(&second_tar, 2, 4096, Some(index));
+        assert_eq!(again, fresh);
+        assert_eq!(got.reused_bytes, 0);
+    }
+
+    #[test]
+    fn large_files_start_blocks_of_their_own() {
+        // The same big file after a 10 kB and after a 700 kB file: its blocks, keys and
+        // compressed bytes are the same.
+        let a = tar_of(&[("x", 10_000, 5), ("y", 2 * BLOCK + 77, 6)], 0);
+        let b = tar_of(&[("x", 700_000, 7), ("y", 2 * BLOCK + 77, 6)], 0);
+        let (ga, fa) = compress_with(&a, 2, 10_000, None);
+        let (gb, fb) = compress_with(&b, 2, 10_000, None);
+        let keys = |f: &GzipOutcome| f.fragments.iter().map(|f| f.key).collect::<Vec<_>>();
+        assert_eq!(keys(&fa), keys(&fb));
+        assert_eq!(fa.fragments.len(), 3);
+        for (x, y) in fa.fragments.iter().zip(&fb.fragments) {
+            assert_eq!(
+                ga[x.offset as usize..][..x.len as usize],
+                gb[y.offset as usize..][..y.len as usize]
+            );
+        }
     }
 }

@@ -39,7 +39,7 @@ impl LayerStream {
             source,
         };
         let blob = cache.blob_writer().map_err(wrap)?;
-        let enc = Encoder::new(opts.compression, blob).map_err(wrap)?;
+        let enc = Encoder::new(opts.compression, blob, Some(cache)).map_err(wrap)?;
         let mut tar = tar::Builder::new(HashingWriter::new(enc));
         tar.follow_symlinks(false);
         Ok(LayerStream {
@@ -87,7 +87,9 @@ impl LayerStream {
         };
         let linked = self.dedup.linked();
         let hashed = self.tar.into_inner().map_err(wrap)?;
-        super::commit(hashed, self.opts.compression, linked, cache, all, key).map_err(wrap)
+        super::commit(hashed, self.opts.compression, linked, cache, all, key)
+            .map(|(rec, _)| rec)
+            .map_err(wrap)
     }
 }
 
