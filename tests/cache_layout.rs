@@ -71,6 +71,9 @@ fn setup() -> Builds {
     // A rootfs build with a files layer.
     common::busybox_rootfs(t.path());
     common::write(&t.path().join("app/data.txt"), "payload\n");
+    // A file large enough for its gzip blocks to be recorded (`fragments-v1/`).
+    let big: String = (0..120_000).map(|i| format!("{i:08}\n")).collect();
+    common::write(&t.path().join("app/big.txt"), &big);
     common::write(
         &t.path().join("rootfs.yaml"),
         "name: layout-rootfs\nbase:\n  rootfs: ./rootfs\nfiles:\n  - {src: ./app, dst: /app}\nconfig:\n  cmd: [/bin/sh]\n",

@@ -44,3 +44,36 @@ fn a_fixed_input_builds_to_the_golden_digests() {
         }
     }
 }
+
+/// The golden gzip digest of an image with a file of more than 1 MiB, whose data gzip cuts
+/// into blocks of its own (`layer::fragments`): the cut is part of the bytes.
+const GZIP_LARGE_FILE: &str = "sha256:26efabda5b12540873ed246009b740a1023a6d812718c35bd253aaac8a8024d7";
+
+#[test]
+fn a_large_file_builds_to_its_golden_gzip_digest() {
+    let t = common::Sandbox::new();
+    let d = t.path();
+    let big: String = (0..200_000u32)
+        .map(|i| format!("{:08x}\n", i.wrapping_mul(2_654_435_761) % 65_521))
+        .collect();
+    common::write(&d.join("big.txt"), &big);
+    common::write(&d.join("a.txt"), "hello\n");
+    common::write(
+        &d.join("p.yaml"),
+        "name: golden\nfiles:\n  - {src: ./a.txt, dst: /etc/golden/a.txt, mode: \"0644\"}\n  - {src: ./big.txt, dst: /opt/big.txt, mode: \"0644\"}\nselftest: {enabled: false}\n",
+    );
+    let out = common::run_ok(
+        t.gpuimg()
+            .env("SOURCE_DATE_EPOCH", "0")
+            .arg("build")
+            .arg(d.join("p.yaml"))
+            .arg("-o")
+            .arg(d.join("out"))
+            .args(["--compression", "gzip", "--json", "-q"]),
+    );
+    assert_eq!(
+        common::manifest_digest(&out),
+        GZIP_LARGE_FILE,
+        "the output bytes changed"
+    );
+}

@@ -20,7 +20,8 @@ pub enum Compression {
 }
 
 /// gzip level of libdeflate (the version Cargo.lock pins, built from its bundled source),
-/// written in parallel independent 1 MiB blocks (`pgzip.rs`).
+/// written in parallel independent blocks of at most 1 MiB, cut also where a large file's data
+/// begins and ends (`pgzip.rs`).
 pub const GZIP_LEVEL: i32 = 5;
 /// zstd level 3 (the library default), multithreaded: output is independent of thread count
 /// as long as at least one worker is used.
@@ -46,7 +47,8 @@ impl Compression {
     /// A stable name for cache keys.
     pub fn settings_id(self) -> String {
         match self {
-            Compression::Gzip => format!("gzip-libdeflate-{GZIP_LEVEL}-blocks1m"),
+            // `files`: a large file's data starts blocks of its own (`fragments.rs`).
+            Compression::Gzip => format!("gzip-libdeflate-{GZIP_LEVEL}-blocks1m-files"),
             Compression::Zstd => format!("zstd-{ZSTD_LEVEL}-mt"),
         }
     }
