@@ -47,7 +47,8 @@ fn a_fixed_input_builds_to_the_golden_digests() {
 
 /// The golden gzip digest of an image with a file of more than 1 MiB, whose data gzip cuts
 /// into blocks of its own (`layer::fragments`): the cut is part of the bytes.
-const GZIP_LARGE_FILE: &str = "sha256:26efabda5b12540873ed246009b740a1023a6d812718c35bd253aaac8a8024d7";
+const GZIP_LARGE_FILE: &str =
+    "sha256:26efabda5b12540873ed246009b740a1023a6d812718c35bd253aaac8a8024d7";
 
 #[test]
 fn a_large_file_builds_to_its_golden_gzip_digest() {

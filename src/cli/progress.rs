@@ -114,6 +114,11 @@ impl Observer for Progress {
     }
 
     fn task_done(&mut self, label: &str, bytes: u64, summary: &str) {
+        let secs = self.started.elapsed().as_secs_f64();
+        self.task_finished(label, bytes, secs, summary);
+    }
+
+    fn task_finished(&mut self, label: &str, bytes: u64, secs: f64, summary: &str) {
         for (_, b) in self.items.drain() {
             b.finish_and_clear();
         }
@@ -126,7 +131,6 @@ impl Observer for Progress {
         if self.mode == Mode::Quiet {
             return;
         }
-        let secs = self.started.elapsed().as_secs_f64();
         eprintln!("{}", done_line(label, bytes, secs, summary));
     }
 

@@ -31,7 +31,7 @@ use crate::export::{self, Replace, Target};
 use crate::image::{self, ImageLayer, ImageSpec};
 use crate::layer::{self, Compression, LayerOptions};
 use crate::lock::{LockedPackage, LockedWheel};
-use crate::observe::Observer;
+use crate::observe::{Observer, Recorded};
 use crate::plan::{Inputs, Plan};
 use crate::profile::Profile;
 use crate::reference::{RegistryRef, Tag};
@@ -242,164 +242,193 @@ pub fn execute(
         .collect();
     // The apt layers, made on the first apt layer not in the cache.
     let mut apt_layers: Option<apt::AptLayers> = None;
-    for (lp, found) in plan.layers.iter().zip(found.iter_mut()) {
-        let component = lp.component.as_str();
-        if let Some(blob) = found.take() {
-            reused.push((lp.component.clone(), blob.digest, is_apt(lp)));
+    // The wheel layers not in the cache are installed on a thread of their own, one ahead of
+    // the layer being written (unzipping the next overlaps compressing this one); what that
+    // thread reports is told in order when its tree is taken.
+    let ahead: Vec<(&str, &[String])> = plan
+        .layers
+        .iter()
+        .zip(&found)
+        .filter_map(|(lp, f)| match (&lp.inputs, f) {
+            (Inputs::Wheels { names }, None) => Some((lp.component.as_str(), names.as_slice())),
+            _ => None,
+        })
+        .collect();
+    std::thread::scope(|s| -> Result<(), BuildError> {
+        let (ahead_tx, ahead_rx) =
+            std::sync::mpsc::sync_channel::<(Result<Tree, BuildError>, Recorded)>(0);
+        if !ahead.is_empty() {
+            let (cache, scratch) = (&cache, scratch.path());
+            s.spawn(move || {
+                for (component, names) in ahead {
+                    let mut rec = Recorded::default();
+                    let installed = match plan.python.as_ref() {
+                        Some(install) => python::install(
+                            install, names, component, python, opts, cache, scratch, &mut rec,
+                        ),
+                        None => Err(BuildError::Internal(
+                            "a python-packages layer was planned without its wheels",
+                        )),
+                    };
+                    let failed = installed.is_err();
+                    if ahead_tx.send((installed, rec)).is_err() || failed {
+                        return;
+                    }
+                }
+            });
+        }
+        for (lp, found) in plan.layers.iter().zip(found.iter_mut()) {
+            let component = lp.component.as_str();
+            if let Some(blob) = found.take() {
+                reused.push((lp.component.clone(), blob.digest, is_apt(lp)));
+                layers.push(ImageLayer {
+                    component: lp.component.clone(),
+                    blob,
+                });
+                continue;
+            }
+            // What strip removed from this layer's input, for its sizes.
+            let mut stripped: Option<crate::strip::Stripped> = None;
+            // The libraries `device-code` pruned, for its sizes.
+            let mut pruned: Vec<device_code::PrunedFile> = Vec::new();
+            let tree = match &lp.inputs {
+                Inputs::Rootfs {
+                    path,
+                    allow_special,
+                } => {
+                    let mut tree = Rootfs {
+                        path: path.clone(),
+                        allow_special: *allow_special,
+                    }
+                    .tree(scratch.path())?;
+                    for w in tree.warnings() {
+                        obs.warn(&w);
+                    }
+                    stripped = Some(strip::strip_tree(
+                        &mut tree,
+                        &lp.strip,
+                        &plan.strip_rules_for(lp),
+                        &HashSet::new(),
+                        "the base",
+                        obs,
+                    )?);
+                    tree
+                }
+                Inputs::Debs { .. } | Inputs::AptMetadata => {
+                    let made = match &mut apt_layers {
+                        Some(t) => t,
+                        None => {
+                            let install = plan.apt.as_ref().ok_or(BuildError::Internal(
+                                "an apt layer was planned without its install",
+                            ))?;
+                            apt_layers.insert(apt::install_and_split(
+                                install,
+                                &plan.strip_rules_for(lp),
+                                profile,
+                                opts,
+                                &scratch,
+                                &cached,
+                                &stream,
+                                &cache,
+                                obs,
+                            )?)
+                        }
+                    };
+                    stripped = made.stripped.remove(component);
+                    if let Some(mut blob) = made.written.remove(component) {
+                        add_stripped(&mut blob.sizes, stripped.as_ref());
+                        if let Some(k) = &lp.key {
+                            layer::remember(&cache, k, &blob)?;
+                        }
+                        layers.push(ImageLayer {
+                            component: lp.component.clone(),
+                            blob,
+                        });
+                        continue;
+                    }
+                    // Stripped with the whole install; a component that received nothing is an
+                    // empty layer (the plan promised it).
+                    made.trees.remove(component).unwrap_or_else(|| {
+                        Tree::new(format!("`the apt packages` layer `{component}`"))
+                    })
+                }
+                Inputs::Wheels { .. } => {
+                    let (installed, recorded) = ahead_rx
+                        .recv()
+                        .map_err(|_| BuildError::Internal("the wheel installs stopped early"))?;
+                    recorded.replay(obs);
+                    let mut tree = installed?;
+                    // The wheels' libraries `ld.so.cache` indexes stay.
+                    let protect: HashSet<String> = plan
+                        .apt
+                        .iter()
+                        .flat_map(|a| a.loader.found.iter().map(|(p, _)| p.clone()))
+                        .collect();
+                    let rules = plan.strip_rules_for(lp);
+                    stripped = Some(strip::strip_tree(
+                        &mut tree,
+                        &lp.strip,
+                        &rules,
+                        &protect,
+                        &format!("the `{component}` wheels"),
+                        obs,
+                    )?);
+                    if lp.strip.contains(&crate::profile::StripClass::DeviceCode) {
+                        pruned = device_code::prune_tree(
+                            &mut tree,
+                            &plan.device_code_gpus,
+                            &rules,
+                            &cache,
+                            &format!("the `{component}` wheels"),
+                            obs,
+                        )?;
+                    }
+                    check_over_lower(&cache, &layers, &tree)?;
+                    tree
+                }
+                Inputs::Files(files) => {
+                    let tree = Files {
+                        entries: files.clone(),
+                    }
+                    .tree(scratch.path())?;
+                    for w in tree.warnings() {
+                        obs.warn(&w);
+                    }
+                    check_over_lower(&cache, &layers, &tree)?;
+                    tree
+                }
+                Inputs::Selftest { binary } => selftest_tree(binary)?,
+                Inputs::Expect { json } => file_tree(
+                    "expect",
+                    DEFAULT_PATH,
+                    DataSource::Bytes(Arc::new(json.clone().into_bytes())),
+                    json.len() as u64,
+                    0o644,
+                ),
+                Inputs::Sbom { json } => file_tree(
+                    "sbom",
+                    SBOM_PATH,
+                    DataSource::Bytes(Arc::new(json.clone())),
+                    json.len() as u64,
+                    0o644,
+                ),
+            };
+            let (mut blob, cached) = layer::write_layer(component, &tree, lopts, &cache, obs)?;
+            add_stripped(&mut blob.sizes, stripped.as_ref());
+            device_code::add_sizes(&mut blob.sizes, &pruned);
+            if let Some(k) = &lp.key {
+                layer::remember(&cache, k, &blob)?;
+            }
+            if cached {
+                reused.push((lp.component.clone(), blob.digest, is_apt(lp)));
+            }
             layers.push(ImageLayer {
                 component: lp.component.clone(),
                 blob,
             });
-            continue;
         }
-        // What strip removed from this layer's input, for its sizes.
-        let mut stripped: Option<crate::strip::Stripped> = None;
-        // The libraries `device-code` pruned, for its sizes.
-        let mut pruned: Vec<device_code::PrunedFile> = Vec::new();
-        let tree = match &lp.inputs {
-            Inputs::Rootfs {
-                path,
-                allow_special,
-            } => {
-                let mut tree = Rootfs {
-                    path: path.clone(),
-                    allow_special: *allow_special,
-                }
-                .tree(scratch.path())?;
-                for w in tree.warnings() {
-                    obs.warn(&w);
-                }
-                stripped = Some(strip::strip_tree(
-                    &mut tree,
-                    &lp.strip,
-                    &plan.strip_rules_for(lp),
-                    &HashSet::new(),
-                    "the base",
-                    obs,
-                )?);
-                tree
-            }
-            Inputs::Debs { .. } | Inputs::AptMetadata => {
-                let made = match &mut apt_layers {
-                    Some(t) => t,
-                    None => {
-                        let install = plan.apt.as_ref().ok_or(BuildError::Internal(
-                            "an apt layer was planned without its install",
-                        ))?;
-                        apt_layers.insert(apt::install_and_split(
-                            install,
-                            &plan.strip_rules_for(lp),
-                            profile,
-                            opts,
-                            &scratch,
-                            &cached,
-                            &stream,
-                            &cache,
-                            obs,
-                        )?)
-                    }
-                };
-                stripped = made.stripped.remove(component);
-                if let Some(mut blob) = made.written.remove(component) {
-                    add_stripped(&mut blob.sizes, stripped.as_ref());
-                    if let Some(k) = &lp.key {
-                        layer::remember(&cache, k, &blob)?;
-                    }
-                    layers.push(ImageLayer {
-                        component: lp.component.clone(),
-                        blob,
-                    });
-                    continue;
-                }
-                // Stripped with the whole install; a component that received nothing is an
-                // empty layer (the plan promised it).
-                made.trees
-                    .remove(component)
-                    .unwrap_or_else(|| Tree::new(format!("`the apt packages` layer `{component}`")))
-            }
-            Inputs::Wheels { names } => {
-                let install = plan.python.as_ref().ok_or(BuildError::Internal(
-                    "a python-packages layer was planned without its wheels",
-                ))?;
-                let mut tree = python::install(
-                    install,
-                    names,
-                    component,
-                    python,
-                    opts,
-                    &cache,
-                    scratch.path(),
-                    obs,
-                )?;
-                // The wheels' libraries `ld.so.cache` indexes stay.
-                let protect: HashSet<String> = plan
-                    .apt
-                    .iter()
-                    .flat_map(|a| a.loader.found.iter().map(|(p, _)| p.clone()))
-                    .collect();
-                let rules = plan.strip_rules_for(lp);
-                stripped = Some(strip::strip_tree(
-                    &mut tree,
-                    &lp.strip,
-                    &rules,
-                    &protect,
-                    &format!("the `{component}` wheels"),
-                    obs,
-                )?);
-                if lp.strip.contains(&crate::profile::StripClass::DeviceCode) {
-                    pruned = device_code::prune_tree(
-                        &mut tree,
-                        &plan.device_code_gpus,
-                        &rules,
-                        &cache,
-                        &format!("the `{component}` wheels"),
-                        obs,
-                    )?;
-                }
-                check_over_lower(&cache, &layers, &tree)?;
-                tree
-            }
-            Inputs::Files(files) => {
-                let tree = Files {
-                    entries: files.clone(),
-                }
-                .tree(scratch.path())?;
-                for w in tree.warnings() {
-                    obs.warn(&w);
-                }
-                check_over_lower(&cache, &layers, &tree)?;
-                tree
-            }
-            Inputs::Selftest { binary } => selftest_tree(binary)?,
-            Inputs::Expect { json } => file_tree(
-                "expect",
-                DEFAULT_PATH,
-                DataSource::Bytes(Arc::new(json.clone().into_bytes())),
-                json.len() as u64,
-                0o644,
-            ),
-            Inputs::Sbom { json } => file_tree(
-                "sbom",
-                SBOM_PATH,
-                DataSource::Bytes(Arc::new(json.clone())),
-                json.len() as u64,
-                0o644,
-            ),
-        };
-        let (mut blob, cached) = layer::write_layer(component, &tree, lopts, &cache, obs)?;
-        add_stripped(&mut blob.sizes, stripped.as_ref());
-        device_code::add_sizes(&mut blob.sizes, &pruned);
-        if let Some(k) = &lp.key {
-            layer::remember(&cache, k, &blob)?;
-        }
-        if cached {
-            reused.push((lp.component.clone(), blob.digest, is_apt(lp)));
-        }
-        layers.push(ImageLayer {
-            component: lp.component.clone(),
-            blob,
-        });
-    }
+        Ok(())
+    })?;
     // The split's trees add up to the install: a tree for a component the plan has no layer
     // for would lose files (trees of reused layers are left over, as they should be).
     if let Some(left) = apt_layers {
