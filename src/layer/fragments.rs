@@ -8,9 +8,12 @@
 //! it in the layer. Each such block is keyed by the sha256 of its uncompressed bytes; after a
 //! gzip layer blob is committed, `fragments-v1/<blob digest>.json` records each key with the
 //! block's place in the blob. A later layer that holds a block with a recorded key reads those
-//! bytes from the blob and uses them only after inflating them and comparing the result with
-//! its own block, byte for byte; anything else (a missing blob, a changed one, a record from
-//! another compressor) is compressed afresh.
+//! bytes from the blob. They are used as they are when the cache's trust rule vouches for both
+//! the record and the blob (their stamps match, and the blob file opened still has the stamped
+//! identity: the bytes are what this compressor wrote for a block of that sha256); otherwise
+//! only after inflating them and comparing the result with the block, byte for byte. Anything
+//! else (a missing blob, a changed one, a record from another compressor) is compressed
+//! afresh.
 //!
 //! Must never change a layer's bytes: a reused block is the block compressing it again gives,
 //! since libdeflate's output is a function of its input and level, and each record names the
@@ -26,7 +29,7 @@ use libdeflater::{CompressionLvl, Compressor, Decompressor};
 use serde::{Deserialize, Serialize};
 use tar::EntryType;
 
-use crate::cache::{Bucket, Cache};
+use crate::cache::{trust, Bucket, Cache, Identity};
 use crate::digest::Digest;
 
 /// Files at least this large have their data cut into blocks of their own.
@@ -226,6 +229,8 @@ struct Place {
     blob: Arc<PathBuf>,
     offset: u64,
     len: u32,
+    /// The blob's identity when the cache's trust rule vouched for it and its record.
+    vouched: Option<Identity>,
 }
 
 /// The recorded blocks of the cache's gzip blobs, by key.
@@ -265,6 +270,13 @@ impl FragmentIndex {
                 continue;
             }
             let path = Arc::new(cache.blob_path(&blob));
+            let vouched = if read.trusted && cache.trusted_blob(&blob).is_some() {
+                std::fs::symlink_metadata(path.as_path())
+                    .ok()
+                    .map(|m| trust::identity(&m))
+            } else {
+                None
+            };
             for (key, offset, len) in rec.blocks {
                 let Ok(key) = Digest::from_hex(&key) else {
                     continue;
@@ -278,6 +290,7 @@ impl FragmentIndex {
                         blob: Arc::clone(&path),
                         offset,
                         len,
+                        vouched,
                     },
                 );
             }
@@ -290,8 +303,9 @@ impl FragmentIndex {
         self.places.is_empty()
     }
 
-    /// The recorded compressed bytes of the block `data` (keyed `key`), once inflating them
-    /// gave `data` back; `scratch` is the caller's buffer for that.
+    /// The recorded compressed bytes of the block `data` (keyed `key`): as read when the
+    /// blob is still the one the cache vouched for, else once inflating them gave `data`
+    /// back; `scratch` is the caller's buffer for that.
     pub fn find(
         &self,
         key: &Digest,
@@ -307,6 +321,12 @@ impl FragmentIndex {
         let file = std::fs::File::open(place.blob.as_path()).ok()?;
         let mut bytes = vec![0; len + FINAL_EMPTY.len()];
         file.read_exact_at(&mut bytes[..len], place.offset).ok()?;
+        if let Some(id) = place.vouched {
+            if file.metadata().is_ok_and(|m| trust::identity(&m) == id) {
+                bytes.truncate(len);
+                return Some(bytes);
+            }
+        }
         bytes[len..].copy_from_slice(&FINAL_EMPTY);
         scratch.resize(data.len(), 0);
         let n = d.deflate_decompress(&bytes, scratch).ok()?;
@@ -331,6 +351,7 @@ impl FragmentIndex {
                         blob: Arc::clone(&blob),
                         offset: f.offset,
                         len: f.len,
+                        vouched: None,
                     };
                     (f.key, place)
                 })
