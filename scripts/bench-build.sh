@@ -6,7 +6,7 @@
 # Also: unchanged rebuild, output sizes, and peak memory (RSS) for a 1 GB layer.
 # BASELINE=REV also builds gpuimg at that git revision (e.g. one with the previous compressor)
 # and times it in the same run; BASELINE_BIN=PATH uses an already built binary instead.
-# Usage: bash scripts/bench-build.sh [RUNS]   (needs root for mmdebstrap; results on stdout)
+# Usage: [GPUIMG=release binary] bash scripts/bench-build.sh [RUNS]   (needs root for mmdebstrap; results on stdout)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${1:-5}
@@ -15,9 +15,15 @@ bash scripts/install-deps.sh
 W=${BENCH_DIR:-/tmp/gpuimg-bench}
 mkdir -p "$W"
 OLD=${BASELINE_BIN:-}
-cargo build --release --locked --bins -q
-cp target/release/gpuimg "$W/gpuimg-current"
-cp target/release/gpuimg-selftest "$W/gpuimg-selftest"   # found beside the binary
+# GPUIMG=PATH: an already built release binary (its gpuimg-selftest beside it).
+if [ -n "${GPUIMG:-}" ]; then
+  cp "$GPUIMG" "$W/gpuimg-current"
+  cp "$(dirname "$GPUIMG")/gpuimg-selftest" "$W/gpuimg-selftest"
+else
+  cargo build --release --locked --bins -q
+  cp target/release/gpuimg "$W/gpuimg-current"
+  cp target/release/gpuimg-selftest "$W/gpuimg-selftest"   # found beside the binary
+fi
 G=$W/gpuimg-current
 if [ -n "${BASELINE:-}" ] && [ -z "$OLD" ]; then
   # Same target directory: only the gpuimg crate itself is compiled twice. Both builds have

@@ -414,6 +414,9 @@ pub fn execute(
                 ),
             };
             let (mut blob, cached) = layer::write_layer(component, &tree, lopts, &cache, obs)?;
+            if matches!(lp.inputs, Inputs::Wheels { .. }) {
+                python::discard(scratch.path(), component);
+            }
             add_stripped(&mut blob.sizes, stripped.as_ref());
             device_code::add_sizes(&mut blob.sizes, &pruned);
             if let Some(k) = &lp.key {

@@ -40,7 +40,7 @@ pub fn install(
         "a python-packages layer was planned without its request",
     ))?;
     let fetched = pypi::fetch(&pins(install, names), request, cache, obs, opts.offline)?;
-    let staging = scratch.join(format!("python-{component}"));
+    let staging = staging(scratch, component);
     Ok(wheel::install(
         &fetched,
         &install.python,
@@ -48,4 +48,15 @@ pub fn install(
         &staging,
         obs,
     )?)
+}
+
+fn staging(scratch: &Path, component: &str) -> std::path::PathBuf {
+    scratch.join(format!("python-{component}"))
+}
+
+/// Remove the component's installed files once its layer is written: gigabytes of scratch
+/// files left until the build ends would be written back to disk for nothing (the scratch
+/// directory goes at the end in any case, so a failure here is no error).
+pub fn discard(scratch: &Path, component: &str) {
+    let _ = std::fs::remove_dir_all(staging(scratch, component));
 }
