@@ -8,42 +8,18 @@
 # Usage: [GPUIMG=path/to/release/gpuimg] [BENCH_DIR=dir] bash scripts/bench-torch-zstd.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs"
 W=${BENCH_DIR:-/tmp/gpuimg-bench-zstd}
-G=${GPUIMG:-}
-if [ -z "$G" ]; then
-  cargo build --release --locked --bins -q
-  G=$PWD/target/release/gpuimg
-fi
-rm -rf "$W"
-mkdir -p "$W"
-cp profiles/pytorch-h200.yaml "$W/p.yaml"
-run() { # name epoch
-  rm -rf "$W/out-$1"
-  sync
-  /usr/bin/time -f "$1: %e s wall, %U s user, %S s sys, peak RSS %M KB" \
-    env SOURCE_DATE_EPOCH="$2" "$G" build "$W/p.yaml" -o "$W/out-$1" --cache "$W/cache" \
-    --compression zstd --json -q > "$W/$1.json"
-  python3 - "$W/$1.json" "$1" <<'EOF2'
-import json, sys
-layers = json.load(open(sys.argv[1]))["layers"]
-print(f"{sys.argv[2]}: {len(layers)} layers, {sum(l['size'] for l in layers):,} bytes (zstd)")
-EOF2
-}
-run cold 0
-run warm 1
-torch=$("$G" inspect --files --json "$W/out-cold" | python3 -c 'import json, re, sys
-print(next(m.group(1) for f in json.load(sys.stdin)["files"]
-           for m in [re.search(r"/torch-([^/]+)\.dist-info$", f["path"])] if m))')
+. scripts/bench-torch-lib.sh
+torch_bench_setup
+torch_build cold 0 zstd
+torch_build warm 1 zstd
+torch=$(torch_version "$W/out-cold")
 rm -rf "$W/out-cold" "$W/out-warm" "$W/cache"
-if ! command -v uv >/dev/null; then
-  python3 -m venv "$W/uv-venv" && "$W/uv-venv/bin/pip" install -q uv
-  export PATH="$W/uv-venv/bin:$PATH"
-fi
+ensure_uv
 export UV_CACHE_DIR="$W/uv-cache"
 sync
-/usr/bin/time -f "anchor uv install (empty uv cache): %e s" uv pip install -q --target "$W/uvt" \
-  --python-platform x86_64-manylinux_2_36 --python-version 3.11 "torch==$torch"
+/usr/bin/time -f "anchor uv install (empty uv cache): %e s" bash -c \
+  "$(declare -f uv_target); uv_target '$W/uvt' '$torch'"
 sync
 /usr/bin/time -f "anchor tar | zstd -3 -T2: %e s" bash -c \
   "tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C '$W/uvt' -cf - . | zstd -q -3 -T2 > '$W/uvt.tar.zst'"

@@ -25,12 +25,12 @@ pub trait Observer {
 /// observer of the thread that uses its result (progress is dropped; tasks keep their times).
 #[derive(Debug, Default)]
 pub struct Recorded {
-    events: Vec<Recorded1>,
+    events: Vec<RecordedEvent>,
     started: Option<std::time::Instant>,
 }
 
 #[derive(Debug)]
-enum Recorded1 {
+enum RecordedEvent {
     Message(String),
     Warn(String),
     Task {
@@ -51,15 +51,15 @@ impl Recorded {
     pub fn replay(self, obs: &mut dyn Observer) {
         for e in self.events {
             match e {
-                Recorded1::Message(m) => obs.message(&m),
-                Recorded1::Warn(w) => obs.warn(&w),
-                Recorded1::Task {
+                RecordedEvent::Message(m) => obs.message(&m),
+                RecordedEvent::Warn(w) => obs.warn(&w),
+                RecordedEvent::Task {
                     label,
                     bytes,
                     secs,
                     summary,
                 } => obs.task_finished(&label, bytes, secs, &summary),
-                Recorded1::Item { item, bytes, secs } => obs.item_done(&item, bytes, secs),
+                RecordedEvent::Item { item, bytes, secs } => obs.item_done(&item, bytes, secs),
             }
         }
     }
@@ -67,10 +67,10 @@ impl Recorded {
 
 impl Observer for Recorded {
     fn message(&mut self, text: &str) {
-        self.events.push(Recorded1::Message(text.to_string()));
+        self.events.push(RecordedEvent::Message(text.to_string()));
     }
     fn warn(&mut self, text: &str) {
-        self.events.push(Recorded1::Warn(text.to_string()));
+        self.events.push(RecordedEvent::Warn(text.to_string()));
     }
     fn task_start(&mut self, _: &str, _: Option<u64>) {
         self.started = Some(std::time::Instant::now());
@@ -81,7 +81,7 @@ impl Observer for Recorded {
             .started
             .take()
             .map_or(0.0, |t| t.elapsed().as_secs_f64());
-        self.events.push(Recorded1::Task {
+        self.events.push(RecordedEvent::Task {
             label: label.to_string(),
             bytes,
             secs,
@@ -89,7 +89,7 @@ impl Observer for Recorded {
         });
     }
     fn item_done(&mut self, item: &str, bytes: u64, secs: f64) {
-        self.events.push(Recorded1::Item {
+        self.events.push(RecordedEvent::Item {
             item: item.to_string(),
             bytes,
             secs,

@@ -49,6 +49,12 @@ impl Cache {
         self.store(Bucket::Blobs).trusted(d)
     }
 
+    /// The identity layer blob `d` was stamped with, while its file still has it (what
+    /// [`Cache::trusted_blob`] vouches for, with the identity to check an opened file against).
+    pub fn vouched_blob(&self, d: &Digest) -> Option<Identity> {
+        self.store(Bucket::Blobs).vouched(d).map(|(id, _)| id)
+    }
+
     /// [`Store::open`] for layer blobs.
     pub fn open_blob(&self, d: &Digest) -> io::Result<Option<(File, Identity)>> {
         self.store(Bucket::Blobs).open(d)
@@ -114,12 +120,17 @@ impl<'a> Store<'a> {
     /// What entry `d` is known to be, if its file still has the identity it was stamped with.
     /// `None` (missing, never stamped, or changed since) means: check it before use.
     pub fn trusted(&self, d: &Digest) -> Option<BlobFacts> {
+        self.vouched(d).map(|(_, facts)| facts)
+    }
+
+    /// [`Store::trusted`], with the stamped identity the file still has.
+    pub fn vouched(&self, d: &Digest) -> Option<(Identity, BlobFacts)> {
         let meta = std::fs::symlink_metadata(self.path(d)).ok()?;
         if !meta.is_file() {
             return None;
         }
         let (id, facts) = trust::read_stamp::<BlobFacts>(&self.stamp_path(d))?;
-        (id == trust::identity(&meta) && facts.size == meta.len()).then_some(facts)
+        (id == trust::identity(&meta) && facts.size == meta.len()).then_some((id, facts))
     }
 
     /// Open entry `d` for a full check (never following a symlink), with the identity of the

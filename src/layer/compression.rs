@@ -82,17 +82,15 @@ pub enum Encoder<W: Write> {
 
 impl<W: Write> Encoder<W> {
     /// `cache`: where earlier gzip layers' blocks are found again (`fragments.rs`).
-    pub fn new(c: Compression, w: W, cache: Option<&Cache>) -> io::Result<Self> {
+    pub fn new(c: Compression, w: W, cache: &Cache) -> io::Result<Self> {
         Ok(match c {
             Compression::Gzip => {
-                let index = cache.map(|cache| {
-                    Arc::new(FragmentIndex::load(cache, GZIP_LEVEL, super::pgzip::BLOCK))
-                });
+                let index = FragmentIndex::load(cache, GZIP_LEVEL, super::pgzip::BLOCK);
                 Encoder::Gzip(super::pgzip::ParGzEncoder::new(
                     w,
                     GZIP_LEVEL,
                     workers(),
-                    index,
+                    Some(Arc::new(index)),
                 )?)
             }
             Compression::Zstd => {

@@ -17,13 +17,13 @@
 //!
 //! Must never change a layer's bytes: a reused block is the block compressing it again gives,
 //! since libdeflate's output is a function of its input and level, and each record names the
-//! compressor's fingerprint ([`Fingerprint`]: the digest of what it makes of a fixed probe), so
+//! compressor's fingerprint ([`fingerprint`]: the digest of what it makes of a fixed probe), so
 //! records from another libdeflate or level are never read.
 
 use std::collections::HashMap;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use libdeflater::{CompressionLvl, Compressor, Decompressor};
 use serde::{Deserialize, Serialize};
@@ -37,8 +37,8 @@ pub const MIN_FILE: u64 = 1 << 20;
 
 const BUCKET: Bucket = Bucket::Fragments;
 
-/// At most this many recorded blocks are held in memory for one layer (about 150 MB of
-/// records; past it, the newest layers' records are the ones left out).
+/// At most this many recorded blocks are held in memory for one layer (about 150 MB; past
+/// it, the records read last, in blob digest order, are left out).
 const MAX_INDEXED: usize = 1 << 20;
 
 /// The empty final stored block that turns a recorded (non-final) block into a whole raw
@@ -172,14 +172,8 @@ impl TarTracker {
 /// What the compressor makes of a fixed probe: records made under another fingerprint are
 /// not read.
 pub fn fingerprint(level: i32) -> String {
-    static PRINTS: OnceLock<std::sync::Mutex<HashMap<i32, String>>> = OnceLock::new();
-    let prints = PRINTS.get_or_init(Default::default);
-    if let Ok(map) = prints.lock() {
-        if let Some(p) = map.get(&level) {
-            return p.clone();
-        }
-    }
-    // Text and binary-looking bytes, so literal, match and block-type choices all show.
+    // Text and binary-looking bytes, so literal, match and block-type choices all show
+    // (about a millisecond: computed where records are read or written, once per layer).
     let mut probe = Vec::with_capacity(96 << 10);
     let mut x: u32 = 0x9e37_79b9;
     for i in 0..(96u32 << 10) {
@@ -192,21 +186,15 @@ pub fn fingerprint(level: i32) -> String {
             _ => (x >> 24) as u8,
         });
     }
-    let print = match CompressionLvl::new(level) {
-        Ok(l) => {
-            let mut c = Compressor::new(l);
-            let mut out = vec![0; c.deflate_compress_bound(probe.len())];
-            match c.deflate_compress(&probe, &mut out) {
-                Ok(n) => format!("level{level}-{}", &Digest::of(&out[..n]).hex()[..32]),
-                Err(_) => String::new(),
-            }
-        }
-        Err(_) => String::new(),
+    let Ok(l) = CompressionLvl::new(level) else {
+        return String::new();
     };
-    if let Ok(mut map) = prints.lock() {
-        map.insert(level, print.clone());
+    let mut c = Compressor::new(l);
+    let mut out = vec![0; c.deflate_compress_bound(probe.len())];
+    match c.deflate_compress(&probe, &mut out) {
+        Ok(n) => format!("level{level}-{}", &Digest::of(&out[..n]).hex()[..32]),
+        Err(_) => String::new(),
     }
-    print
 }
 
 /// One block of a blob: its key, where it starts in the blob, how long it is.
@@ -249,7 +237,6 @@ impl FragmentIndex {
         let max_len = max_block + max_block / 8 + 1024;
         let mut places = HashMap::new();
         let names = cache.record_names(BUCKET).unwrap_or_default();
-        // Newest names last is not knowable from names; the cap only bounds memory.
         for name in names {
             if places.len() >= MAX_INDEXED {
                 break;
@@ -270,13 +257,7 @@ impl FragmentIndex {
                 continue;
             }
             let path = Arc::new(cache.blob_path(&blob));
-            let vouched = if read.trusted && cache.trusted_blob(&blob).is_some() {
-                std::fs::symlink_metadata(path.as_path())
-                    .ok()
-                    .map(|m| trust::identity(&m))
-            } else {
-                None
-            };
+            let vouched = read.trusted.then(|| cache.vouched_blob(&blob)).flatten();
             for (key, offset, len) in rec.blocks {
                 let Ok(key) = Digest::from_hex(&key) else {
                     continue;

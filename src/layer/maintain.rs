@@ -329,38 +329,8 @@ pub fn prune(cache: &Cache) -> io::Result<Pruned> {
         }
         out.removed.push((entry, meta.len(), meta.nlink() > 1));
     }
-    for name in cache.record_names(Bucket::Listings)? {
-        let diff_id = name
-            .strip_suffix(".json")
-            .and_then(|h| Digest::from_hex(h).ok());
-        match diff_id {
-            Some(d) if layers.contains(&d) => {}
-            Some(d) => {
-                cache.remove_record(Bucket::Listings, &d, None)?;
-                out.listings += 1;
-            }
-            None => {
-                cache.remove_stray(Bucket::Listings, &name)?;
-                out.listings += 1;
-            }
-        }
-    }
-    for name in cache.record_names(Bucket::Fragments)? {
-        match name
-            .strip_suffix(".json")
-            .and_then(|h| Digest::from_hex(h).ok())
-        {
-            Some(d) if referenced.contains(&d) => {}
-            Some(d) => {
-                cache.remove_record(Bucket::Fragments, &d, None)?;
-                out.fragments += 1;
-            }
-            None => {
-                cache.remove_stray(Bucket::Fragments, &name)?;
-                out.fragments += 1;
-            }
-        }
-    }
+    out.listings = remove_records(cache, Bucket::Listings, |d| layers.contains(d))?;
+    out.fragments = remove_records(cache, Bucket::Fragments, |d| referenced.contains(d))?;
     for old in RETIRED {
         let path = cache.root().join(old);
         if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
@@ -371,16 +341,7 @@ pub fn prune(cache: &Cache) -> io::Result<Pruned> {
     }
     // Mount hints name blobs gpuimg pushed; a blob pruned here may be gone from the
     // registries too, and a later push records again what it pushes.
-    for name in cache.record_names(Bucket::Pushed)? {
-        match name
-            .strip_suffix(".json")
-            .and_then(|h| Digest::from_hex(h).ok())
-        {
-            Some(k) => cache.remove_record(Bucket::Pushed, &k, None)?,
-            None => cache.remove_stray(Bucket::Pushed, &name)?,
-        }
-        out.hints += 1;
-    }
+    out.hints = remove_records(cache, Bucket::Pushed, |_| false)?;
     let copies = device_code_dir(cache);
     if std::fs::symlink_metadata(&copies).is_ok_and(|m| m.is_dir()) {
         let size = disk_usage(&copies);
@@ -464,4 +425,26 @@ fn disk_usage(dir: &std::path::Path) -> u64 {
             _ => 0,
         })
         .sum()
+}
+
+/// Remove the records of `bucket` whose key `keep` rejects, and files not named like a
+/// record; how many went.
+fn remove_records(
+    cache: &Cache,
+    bucket: Bucket,
+    keep: impl Fn(&Digest) -> bool,
+) -> io::Result<usize> {
+    let mut removed = 0;
+    for name in cache.record_names(bucket)? {
+        match name
+            .strip_suffix(".json")
+            .and_then(|h| Digest::from_hex(h).ok())
+        {
+            Some(d) if keep(&d) => continue,
+            Some(d) => cache.remove_record(bucket, &d, None)?,
+            None => cache.remove_stray(bucket, &name)?,
+        }
+        removed += 1;
+    }
+    Ok(removed)
 }

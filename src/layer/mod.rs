@@ -98,7 +98,7 @@ pub fn write_layer(
     };
     obs.task_start(component, Some(tree.data_bytes()));
     let blob = cache.blob_writer().map_err(wrap)?;
-    let enc = Encoder::new(opts.compression, blob, Some(cache)).map_err(wrap)?;
+    let enc = Encoder::new(opts.compression, blob, cache).map_err(wrap)?;
     let uncompressed = HashingWriter::new(enc);
     let mut last = 0u64;
     let mut tick = |n: u64| {
