@@ -116,6 +116,9 @@ fn dynamic_tables(
     let hlit = r.take(5)? as usize + 257;
     let hdist = r.take(5)? as usize + 1;
     let hclen = r.take(4)? as usize + 4;
+    if hlit > 286 || hdist > 30 {
+        return Err(Malformed("too many codes"));
+    }
     let mut cl = [0u8; 19];
     for &i in &LEN_ORDER[..hclen] {
         cl[i] = r.take(3)? as u8;
@@ -141,9 +144,6 @@ fn dynamic_tables(
         }
         l[n..to].fill(value);
         n = to;
-    }
-    if hlit > 286 || hdist > 30 {
-        return Err(Malformed("too many codes"));
     }
     lit.build(&l[..hlit])?;
     dist.build(&l[hlit..hlit + hdist])
@@ -489,6 +489,16 @@ mod tests {
         assert_eq!(
             make_non_final(&mut padded),
             Err(Malformed("bytes after the final block"))
+        );
+    }
+
+    #[test]
+    fn more_codes_than_deflate_has_are_an_error_before_any_length_is_read() {
+        // BFINAL 1, BTYPE 2 (dynamic), HLIT 31 (288 codes), HDIST 31 (32 codes): the code
+        // lengths would overrun the table the walk keeps for them (found by the property test).
+        assert_eq!(
+            find_ends(&[0xfd, 0xff, 0xff, 0xff, 0xff, 0xff]),
+            Err(Malformed("too many codes"))
         );
     }
 
