@@ -509,5 +509,23 @@ mod tests {
                 prop_assert!(e.final_block < e.end && e.end <= bytes.len() * 8);
             }
         }
+
+        /// Real streams (fixed, dynamic and stored blocks) with bytes changed: random bytes
+        /// rarely get past the first block header, these reach the tables and symbols.
+        #[test]
+        fn changed_real_streams_are_an_error_or_end_within_them(
+            seed in 1u32..1000,
+            level in 0i32..13,
+            changes in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8),
+        ) {
+            let mut s = deflate(&sample(4000 + seed as usize * 7, seed, seed % 4 == 0), level);
+            let len = s.len();
+            for (at, b) in changes {
+                s[at % len] ^= b | 1;
+            }
+            if let Ok(e) = find_ends(&s) {
+                prop_assert!(e.final_block < e.end && e.end <= s.len() * 8);
+            }
+        }
     }
 }
