@@ -17,6 +17,7 @@ pub mod entry;
 pub mod error_line;
 pub mod fatbin;
 pub mod file_identity;
+pub mod glob;
 pub mod profile;
 pub mod reference;
 pub mod staging;

@@ -42,14 +42,7 @@ sys.exit(7)
 
 /// `gpuimg` in `sb`, seeing the host's Python index configuration (as tests/python_image.rs).
 fn gpuimg(sb: &Sandbox) -> Command {
-    let mut c = sb.gpuimg_with_cache(&sb.join("cache"));
-    c.env_remove("PIP_CONFIG_FILE").env_remove("UV_NO_CONFIG");
-    for v in PYTHON_INDEX_VARS {
-        if let Some(x) = std::env::var_os(v) {
-            c.env(v, x);
-        }
-    }
-    c
+    with_host_index(sb.gpuimg_with_cache(&sb.join("cache")))
 }
 
 fn describe_run(o: &std::process::Output) -> String {

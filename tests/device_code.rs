@@ -171,14 +171,7 @@ fn same_outside(a: &Path, b: &Path, ranges: &[(u64, u64)]) {
 }
 
 fn gpuimg(sb: &Sandbox) -> Command {
-    let mut c = sb.gpuimg();
-    c.env_remove("PIP_CONFIG_FILE").env_remove("UV_NO_CONFIG");
-    for v in PYTHON_INDEX_VARS {
-        if let Some(x) = std::env::var_os(v) {
-            c.env(v, x);
-        }
-    }
-    c
+    with_host_index(sb.gpuimg())
 }
 
 /// A kernel in PTX, for `ptxas` to compile for each target.

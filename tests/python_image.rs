@@ -31,16 +31,7 @@ config:
 /// `gpuimg` in `sb` with `cache`, seeing the host's Python index configuration (a sandbox
 /// hides it from every other test).
 fn gpuimg(sb: &Sandbox, cache: &str) -> Command {
-    let mut c = sb.gpuimg_with_cache(&sb.join(cache));
-    c.env_remove("PIP_CONFIG_FILE").env_remove("UV_NO_CONFIG");
-    for v in PYTHON_INDEX_VARS {
-        if let Some(x) = std::env::var_os(v) {
-            c.env(v, x);
-        }
-    }
-    if let Some(x) = std::env::var_os("PIP_CONFIG_FILE") {
-        c.env("PIP_CONFIG_FILE", x);
-    }
+    let mut c = with_host_index(sb.gpuimg_with_cache(&sb.join(cache)));
     c.env("SOURCE_DATE_EPOCH", "1700000000");
     c
 }

@@ -18,26 +18,11 @@ const APT: &str = "base:\n  apt:\n    mirror: host\n    suite: bookworm\n    pac
 
 /// `gpuimg` in `sb`, seeing the host's Python index configuration (a sandbox hides it).
 fn gpuimg_host_index(sb: &Sandbox) -> Command {
-    let mut c = sb.gpuimg();
-    c.env_remove("PIP_CONFIG_FILE").env_remove("UV_NO_CONFIG");
-    for v in PYTHON_INDEX_VARS {
-        if let Some(x) = std::env::var_os(v) {
-            c.env(v, x);
-        }
-    }
-    c
+    with_host_index(sb.gpuimg())
 }
 
 fn unpack(sb: &Sandbox, out: &Path) -> PathBuf {
-    require("umoci");
-    let bundle = sb.join("bundle");
-    run_ok(
-        Command::new("umoci")
-            .args(["unpack", "--rootless", "--image"])
-            .arg(format!("{}:latest", out.display()))
-            .arg(&bundle),
-    );
-    bundle.join("rootfs")
+    umoci_unpack(out, &sb.join("bundle"))
 }
 
 #[test]

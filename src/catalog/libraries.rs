@@ -18,6 +18,18 @@ struct Table {
     #[allow(dead_code)]
     source: Vec<String>,
     wheels: Vec<WheelRecord>,
+    #[serde(default)]
+    debs: Vec<DebRecord>,
+}
+
+/// A Debian package that carries CUDA libraries (`deb` may hold `*`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DebRecord {
+    pub deb: String,
+    pub cuda_major: u32,
+    pub dir: String,
+    pub libraries: Vec<LibraryRecord>,
 }
 
 /// One NVIDIA wheel and the libraries of it the self-test checks.
@@ -109,6 +121,52 @@ pub fn wheel_libraries(
     Ok(Some((rank, libs)))
 }
 
+/// The libraries the Debian package `name` at `version` (its upstream release, `11.8.89`)
+/// carries on `debian_arch`, as the table's `debs` list them: their directory filled in;
+/// `None` when the table has no record of the package or no directory for the
+/// architecture.
+pub fn deb_libraries(
+    name: &str,
+    version: &str,
+    debian_arch: &str,
+) -> Result<Option<Vec<WheelLibrary>>, LibraryTableError> {
+    let Some(d) = table()?
+        .debs
+        .iter()
+        .find(|d| crate::glob::glob_match(&d.deb, name))
+    else {
+        return Ok(None);
+    };
+    let (multiarch, target) = match debian_arch {
+        "amd64" => ("x86_64-linux-gnu", "x86_64-linux"),
+        "arm64" => ("aarch64-linux-gnu", "sbsa-linux"),
+        _ => return Ok(None),
+    };
+    let mut fields = version.split('.');
+    let major = fields.next().unwrap_or(version);
+    let minor = fields.next().unwrap_or("0");
+    let fill = |s: &str| {
+        s.replace("{major}", major)
+            .replace("{minor}", minor)
+            .replace("{multiarch}", multiarch)
+            .replace("{target}", target)
+    };
+    Ok(Some(
+        d.libraries
+            .iter()
+            .map(|l| WheelLibrary {
+                key: l.key.clone(),
+                soname: fill(&l.soname),
+                dir: fill(&d.dir),
+                cuda_major: d.cuda_major,
+                call: l.call,
+                level: l.level,
+                companions: l.companions.iter().map(|c| fill(c)).collect(),
+            })
+            .collect(),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,6 +190,25 @@ mod tests {
         let sources = include_str!("../../catalog/sources.yaml");
         for s in &table().unwrap().source {
             assert!(sources.contains(&format!("id: {s},")), "unknown source {s}");
+        }
+    }
+
+    #[test]
+    fn a_debian_package_maps_to_its_libraries_in_its_own_directory() {
+        let libs = deb_libraries("libcudart11.0", "11.8.89", "amd64")
+            .unwrap()
+            .unwrap();
+        assert_eq!(libs[0].soname, "libcudart.so.11.0");
+        assert_eq!(libs[0].dir, "/usr/lib/x86_64-linux-gnu");
+        assert_eq!(libs[0].cuda_major, 11);
+        let libs = deb_libraries("cuda-cudart-12-4", "12.4.127", "arm64")
+            .unwrap()
+            .unwrap();
+        assert_eq!(libs[0].soname, "libcudart.so.12");
+        assert_eq!(libs[0].dir, "/usr/local/cuda-12.4/targets/sbsa-linux/lib");
+        assert_eq!(deb_libraries("libc6", "2.36", "amd64").unwrap(), None);
+        for d in &table().unwrap().debs {
+            assert!(d.dir.starts_with('/') && !d.dir.contains(".."), "{}", d.deb);
         }
     }
 

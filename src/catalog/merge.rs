@@ -139,6 +139,14 @@ pub(super) fn merge(files: Vec<(String, CatalogFile)>) -> Result<Catalog, Catalo
             "stack wheels",
             p,
         );
+        upsert(
+            &mut c.stack_debs,
+            f.stack_debs,
+            |r| format!("{}/{:?}", r.component, r.cuda_major),
+            &name,
+            "stack packages",
+            p,
+        );
     }
     if !problems.is_empty() {
         return Err(CatalogError::Invalid { problems });

@@ -5,6 +5,7 @@
 //! lookups (GPU by name or alias, closest name, cuDNN record for a pinned version).
 //! Must never decide compatibility: that is `resolve`'s job.
 
+mod debs;
 mod device_code;
 mod error;
 mod libraries;
@@ -17,15 +18,17 @@ mod wheels;
 
 use std::path::{Path, PathBuf};
 
+pub use debs::StackPackages;
 pub use device_code::DeviceCode;
 pub use error::CatalogError;
 pub use libraries::{
-    cuda_wheels, wheel_libraries, LibraryRecord, LibraryTableError, WheelLibrary, WheelRecord,
+    cuda_wheels, deb_libraries, wheel_libraries, LibraryRecord, LibraryTableError, WheelLibrary,
+    WheelRecord,
 };
 pub use records::{
     BranchKind, CatalogFile, CcSupport, CudaFamily, CudaRelease, CudnnBuild, CudnnRelease,
     DriverBranch, Gpu, JaxRelease, JaxVariant, ModuleFlavour, NcclRelease, PythonRelease,
-    PytorchRelease, PytorchVariant, Source, StackWheels, TensorflowRelease,
+    PytorchRelease, PytorchVariant, Source, StackDebs, StackWheels, TensorflowRelease,
 };
 pub use strip_table::{
     strip_table, strip_table_text, FileTerms, PackageKind, PackageStrip, StripTableError,
@@ -66,6 +69,7 @@ const EMBEDDED: &[(&str, &str)] = &[
         "catalog/wheels.yaml",
         include_str!("../../catalog/wheels.yaml"),
     ),
+    ("catalog/debs.yaml", include_str!("../../catalog/debs.yaml")),
 ];
 
 /// The merged, validated catalog. Release lists are sorted newest first.
@@ -85,6 +89,7 @@ pub struct Catalog {
     pub cudnn: Vec<CudnnRelease>,
     pub nccl: Vec<NcclRelease>,
     pub stack_wheels: Vec<StackWheels>,
+    pub stack_debs: Vec<StackDebs>,
     /// Where each overlay came from, in merge order (empty: embedded only).
     pub overlays: Vec<PathBuf>,
 }

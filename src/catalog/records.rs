@@ -37,6 +37,8 @@ pub struct CatalogFile {
     pub nccl: Vec<NcclRelease>,
     #[serde(default)]
     pub stack_wheels: Vec<StackWheels>,
+    #[serde(default)]
+    pub stack_debs: Vec<StackDebs>,
 }
 
 /// The Python requirements a stack component's pin becomes (`catalog/wheels.yaml`):
@@ -50,6 +52,24 @@ pub struct StackWheels {
     #[serde(default)]
     pub cuda_major: Option<u64>,
     pub requirements: Vec<String>,
+    pub source: Vec<String>,
+    #[serde(default)]
+    pub unverified: Vec<String>,
+}
+
+/// The Debian packages a stack component's pin becomes when the profile takes it from apt
+/// (`catalog/debs.yaml`): apt relation groups (`a | b`: the first alternative the configured
+/// repositories have), `{major}`, `{minor}` standing for the resolved version and
+/// `{cuda_major}` for the image's CUDA major. The first group's package carries the
+/// component's version (checked against the pin).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct StackDebs {
+    /// `cuda`, `cudnn`, `nccl`.
+    pub component: String,
+    #[serde(default)]
+    pub cuda_major: Option<u64>,
+    pub packages: Vec<String>,
     pub source: Vec<String>,
     #[serde(default)]
     pub unverified: Vec<String>,

@@ -50,6 +50,9 @@ fn sources_resolve(c: &Catalog, problems: &mut Vec<String>) {
     for r in &c.stack_wheels {
         check(format!("stack wheels of {}", r.component), &r.source);
     }
+    for r in &c.stack_debs {
+        check(format!("stack packages of {}", r.component), &r.source);
+    }
     for r in &c.compute_capabilities {
         check(format!("compute capability {}", r.cc), &r.source);
     }

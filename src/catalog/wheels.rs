@@ -25,25 +25,35 @@ impl Catalog {
         version: &Version,
         cuda_major: Option<u64>,
     ) -> Option<StackRequirements> {
-        let rec = self
-            .stack_wheels
-            .iter()
-            .find(|r| r.component == component && r.cuda_major == cuda_major)
-            .or_else(|| {
-                self.stack_wheels
-                    .iter()
-                    .find(|r| r.component == component && r.cuda_major.is_none())
-            })?;
-        let fill = |t: &str| {
-            t.replace("{version}", &version.to_string())
-                .replace("{major}", &version.field(0).to_string())
-                .replace("{minor}", &version.field(1).to_string())
-        };
+        let rec = record_for(&self.stack_wheels, component, cuda_major, |r| {
+            (&r.component, r.cuda_major)
+        })?;
+        let fill = |t: &str| fill_version(t, version);
         Some(StackRequirements {
             requirements: rec.requirements.iter().map(|r| fill(r)).collect(),
             sources: rec.source.clone(),
         })
     }
+}
+
+/// The record of `component` for CUDA major `cuda_major`, else its record for any major.
+pub(super) fn record_for<'a, T>(
+    records: &'a [T],
+    component: &str,
+    cuda_major: Option<u64>,
+    key: impl Fn(&T) -> (&str, Option<u64>),
+) -> Option<&'a T> {
+    records
+        .iter()
+        .find(|r| key(r) == (component, cuda_major))
+        .or_else(|| records.iter().find(|r| key(r) == (component, None)))
+}
+
+/// `t` with `{version}`, `{major}` and `{minor}` standing for `version` and its first fields.
+pub(super) fn fill_version(t: &str, version: &Version) -> String {
+    t.replace("{version}", &version.to_string())
+        .replace("{major}", &version.field(0).to_string())
+        .replace("{minor}", &version.field(1).to_string())
 }
 
 #[cfg(test)]

@@ -101,7 +101,16 @@ fn gather(
                 fs_err::metadata(path).map_err(|e| BuildError::Assemble(AssembleError::Io(e)))?;
             facts.rootfs_identity = (!meta.is_dir()).then(|| identity(&meta));
         }
-        Base::Apt(spec) => facts.apt = Some(apt_facts(spec, profile, settled, req, obs)?),
+        Base::Apt(spec) => {
+            let roots = match &settled.resolution {
+                Some(r) => super::stack::apt_roots(profile, r, catalog)?,
+                None => Vec::new(),
+            };
+            let spec = super::stack::apt_spec(spec, &roots);
+            let apt = apt_facts(&spec, profile, settled, req, obs)?;
+            super::stack::check_apt_agreement(profile, &roots, &apt.packages)?;
+            facts.apt = Some(apt);
+        }
     }
     let mut request = None;
     let stack_python = settled
@@ -145,7 +154,10 @@ fn gather(
                 crate::resolve::Component::Pytorch,
             ]
             .into_iter()
-            .filter(|c| r.version(*c).is_some())
+            .filter(|c| {
+                r.version(*c).is_some()
+                    && super::stack::provider(profile, *c) != crate::profile::ProviderKind::Apt
+            })
             .map(|c| format!("`stack.{c}`"))
             .collect();
             if !pinned.is_empty() {

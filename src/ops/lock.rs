@@ -57,13 +57,16 @@ pub fn lock(
     let mut new_wheels = None;
     let mut pylock = None;
     if let Base::Apt(spec) = &profile.base {
-        debs = Some(crate::sources::apt::resolve(
-            spec,
+        let roots = super::stack::apt_roots(profile, &resolution, catalog)?;
+        let resolved = crate::sources::apt::resolve(
+            &super::stack::apt_spec(spec, &roots),
             &profile.platform,
             &profile.dir,
             &apt_options(cache_root, offline, trust),
             obs,
-        )?);
+        )?;
+        super::stack::check_apt_agreement(profile, &roots, &resolved)?;
+        debs = Some(resolved);
     }
     if profile.python.is_some() || resolution.version(Component::Python).is_some() {
         let packages = python::base_packages(profile, debs.as_deref())?;

@@ -4,11 +4,14 @@
 //! pin them), as the catalog's `stack_wheels` records say; they join the profile's Python
 //! requirements. After resolution each pinned CUDA library is checked against the wheel the
 //! resolution installed: a pin the framework's own pins contradict is a "no" naming both.
+//! A CUDA library the profile takes from apt (`providers: {cuda: apt}`) becomes the
+//! catalog's `stack_debs` relation groups instead, added to the base's apt roots, and the
+//! installed package's release is checked against the pin the same way.
 
 use super::OpsError;
 use crate::catalog::Catalog;
-use crate::lock::LockedWheel;
-use crate::profile::{Located, Profile};
+use crate::lock::{LockedPackage, LockedWheel};
+use crate::profile::{AptSpec, Located, Profile, ProviderKind};
 use crate::resolve::{Component, Resolution};
 use crate::sources::pypi::PythonRequest;
 use crate::version::{Constraint, Version};
@@ -32,6 +35,122 @@ fn pin(profile: &Profile, c: Component) -> Option<&Located<String>> {
         Component::Tensorflow => s.tensorflow.as_ref(),
         Component::Jax => s.jax.as_ref(),
     }
+}
+
+/// Where the profile takes component `c` from: `apt` only where `providers:` says so.
+pub fn provider(profile: &Profile, c: Component) -> ProviderKind {
+    let p = &profile.providers;
+    let at = match c {
+        Component::Cuda => p.cuda.as_ref(),
+        Component::Cudnn => p.cudnn.as_ref(),
+        Component::Nccl => p.nccl.as_ref(),
+        _ => None,
+    };
+    at.map_or(ProviderKind::Wheel, |a| a.value)
+}
+
+/// The CUDA library components a profile may take from apt.
+const APT_COMPONENTS: [Component; 3] = [Component::Cuda, Component::Cudnn, Component::Nccl];
+
+/// One apt root the stack's pins become: a relation group, the component it is for, and
+/// whether its package carries the component's version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AptRoot {
+    pub group: String,
+    pub component: Component,
+    pub carrier: bool,
+    pub sources: Vec<String>,
+}
+
+/// The apt roots of the components `providers:` takes from apt, in component order. A
+/// component the catalog records no packages for is a "no" naming the pin.
+pub fn apt_roots(
+    profile: &Profile,
+    resolution: &Resolution,
+    catalog: &Catalog,
+) -> Result<Vec<AptRoot>, OpsError> {
+    let major = cuda_major(resolution);
+    let mut out = Vec::new();
+    for c in APT_COMPONENTS {
+        if provider(profile, c) != ProviderKind::Apt {
+            continue;
+        }
+        let Some(at) = pin(profile, c) else {
+            continue;
+        };
+        let Some(v) = resolution.version(c) else {
+            continue;
+        };
+        let Some(r) = catalog.stack_packages(c.as_str(), v, major) else {
+            let cuda = major.map_or(String::new(), |m| format!(" for CUDA {m}"));
+            return Err(OpsError::Incompatible(format!(
+                "`stack.{c}: \"{}\"` ({}:{}:{}) resolved to {v}, and `providers.{c}: apt` asks for it from apt, but catalog/debs.yaml records no Debian packages of {c}{cuda}: take it from wheels, or add a record in a catalog overlay",
+                at.value, profile.file, at.line, at.column
+            )));
+        };
+        for (i, group) in r.groups.into_iter().enumerate() {
+            out.push(AptRoot {
+                group,
+                component: c,
+                carrier: i == 0,
+                sources: r.sources.clone(),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// `spec` with the stack's apt roots added to its packages.
+pub fn apt_spec(spec: &AptSpec, roots: &[AptRoot]) -> AptSpec {
+    let mut spec = spec.clone();
+    for r in roots {
+        if !spec.packages.iter().any(|p| p.value == r.group) {
+            spec.packages.push(Located::synthetic(r.group.clone()));
+        }
+    }
+    spec
+}
+
+/// Each component taken from apt must be satisfied by the package the base installed for
+/// it: a release the pin does not allow is a "no" naming the pin (its position) and the
+/// package with its repository.
+pub fn check_apt_agreement(
+    profile: &Profile,
+    roots: &[AptRoot],
+    debs: &[LockedPackage],
+) -> Result<(), OpsError> {
+    for r in roots.iter().filter(|r| r.carrier) {
+        let Some(at) = pin(profile, r.component) else {
+            continue;
+        };
+        let names: Vec<&str> = r.group.split('|').map(str::trim).collect();
+        let Some(deb) = debs.iter().find(|d| names.contains(&d.name.as_str())) else {
+            continue;
+        };
+        let c = r.component;
+        let Ok(want) = at.value.parse::<Constraint>() else {
+            continue;
+        };
+        let fits = deb
+            .upstream_release()
+            .is_some_and(|have| want.matches(&have));
+        if !fits {
+            return Err(OpsError::Incompatible(format!(
+                "`stack.{c}: \"{}\"` ({}:{}:{}) asks for {c} {}, but the base's apt repositories install `{} {}` ({}) for `{}` (catalog/debs.yaml [{}])",
+                at.value,
+                profile.file,
+                at.line,
+                at.column,
+                at.value,
+                deb.name,
+                deb.version,
+                deb.repository,
+                r.group,
+                r.sources.join(", ")
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The CUDA major version of the image: the resolved `cuda`, else a framework variant's
@@ -70,7 +189,7 @@ pub fn requirements(
         Component::Cudnn,
         Component::Nccl,
     ] {
-        if framework && !FRAMEWORKS.contains(&c) {
+        if framework && !FRAMEWORKS.contains(&c) || provider(profile, c) == ProviderKind::Apt {
             continue;
         }
         let (Some(v), Some(at)) = (resolution.version(c), pin(profile, c)) else {
@@ -123,6 +242,9 @@ fn carrier<'a>(wheels: &'a [LockedWheel], prefix: &str) -> Option<&'a LockedWhee
 /// "no" naming the stack pin (its position) and the wheel with what required it.
 pub fn check_agreement(profile: &Profile, wheels: &[LockedWheel]) -> Result<(), OpsError> {
     for (c, prefix) in LIBRARY_WHEELS {
+        if provider(profile, *c) == ProviderKind::Apt {
+            continue;
+        }
         let Some(at) = pin(profile, *c) else {
             continue;
         };

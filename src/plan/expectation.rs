@@ -90,6 +90,34 @@ pub fn wheel_library_expectations<'a>(
     Ok(ranked.into_iter().map(|(_, l)| l).collect())
 }
 
+/// The CUDA libraries of the locked apt packages (`installed::cuda_debs`), in package order:
+/// each in the directory its package installs it to, with the package's upstream release.
+pub fn deb_library_expectations(
+    debs: &[(
+        &crate::lock::LockedPackage,
+        crate::version::Version,
+        Vec<crate::catalog::WheelLibrary>,
+    )],
+) -> Vec<LibraryExpectation> {
+    let mut out = Vec::new();
+    for (d, v, libs) in debs {
+        for lib in libs {
+            out.push(LibraryExpectation {
+                name: lib.key.clone(),
+                soname: lib.soname.clone(),
+                dir: lib.dir.clone(),
+                version: v.to_string(),
+                provider: format!("deb {}", d.name),
+                cuda_major: lib.cuda_major,
+                call: lib.call,
+                level: lib.level,
+                companions: lib.companions.clone(),
+            });
+        }
+    }
+    out
+}
+
 /// The expectation an image built from `profile` with `resolution` carries (also what
 /// `gpuimg verify-host` checks): host ranges, GPUs and peaks from the resolution, the image's
 /// final `NVIDIA_REQUIRE_*`/`CUDA_VERSION` environment, the profile's `selftest` settings.

@@ -3,14 +3,16 @@
 //! mode, from the installed cudart wheel rather than the request), `arch>=` as the lowest
 //! target GPU the framework's device code covers, each CUDA library wheel's version and the
 //! covered SMs (`io.gpuimg.*`), and the CUDA libraries' files for the self-test's
-//! expectation. Pure: the caller hands in the locked wheels and the catalog.
+//! expectation. The CUDA libraries of apt packages (`providers: {cuda: apt}`) count the same
+//! way, as the catalog's library table records them. Pure: the caller hands in the locked
+//! wheels and packages and the catalog.
 
 use std::collections::BTreeMap;
 
 use super::wheel_components;
 use crate::catalog::{Catalog, DeviceCode};
 use crate::image::annotations::*;
-use crate::lock::LockedWheel;
+use crate::lock::{LockedPackage, LockedWheel};
 use crate::profile::CompatMode;
 use crate::resolve::Resolution;
 use crate::version::Version;
@@ -29,6 +31,27 @@ pub fn runtime(wheels: &[LockedWheel]) -> Option<(&LockedWheel, Version)> {
                     .is_some_and(|n| n.chars().all(|c| c.is_ascii_digit()))
         })
         .find_map(|w| Some((w, w.version.parse::<Version>().ok()?)))
+}
+
+/// The locked apt packages that carry CUDA libraries (the catalog's library table knows
+/// them), each with its upstream release and its libraries.
+pub fn cuda_debs<'a>(
+    debs: &'a [LockedPackage],
+    debian_arch: &str,
+) -> Vec<(
+    &'a LockedPackage,
+    Version,
+    Vec<crate::catalog::WheelLibrary>,
+)> {
+    debs.iter()
+        .filter_map(|d| {
+            let v = d.upstream_release()?;
+            let libs = crate::catalog::deb_libraries(&d.name, &v.to_string(), debian_arch)
+                .ok()
+                .flatten()?;
+            Some((d, v, libs))
+        })
+        .collect()
 }
 
 /// The device code of the locked framework wheel: torch's variant from its local version
@@ -86,14 +109,22 @@ pub fn cuda_libraries(install: &super::PythonInstall) -> Vec<CudaLibrary> {
     out
 }
 
-/// Update `env` and `annotations` (the resolution's) with what the locked wheels install.
+/// Update `env` and `annotations` (the resolution's) with what the locked wheels and the
+/// CUDA packages among the locked debs (`cuda_debs`) install.
 pub fn apply(
     resolution: &Resolution,
     wheels: &[LockedWheel],
+    debs: &[(&LockedPackage, Version, Vec<crate::catalog::WheelLibrary>)],
     code: Option<&DeviceCode>,
     env: &mut BTreeMap<String, String>,
     annotations: &mut BTreeMap<String, String>,
 ) {
+    for (d, _, _) in debs {
+        annotations.insert(
+            format!("{ANN_CUDA_LIBRARY_PREFIX}{}", d.name),
+            d.version.clone(),
+        );
+    }
     for w in wheels {
         if LIBRARY_COMPONENTS.contains(&wheel_components::component_of(&w.name)) {
             annotations.insert(
@@ -132,7 +163,11 @@ pub fn apply(
             r.compute_capabilities = covered;
         }
     }
-    if let Some((_, v)) = runtime(wheels) {
+    let deb_runtime = debs
+        .iter()
+        .find(|(_, _, libs)| libs.iter().any(|l| l.key == "cudart"))
+        .map(|(_, v, _)| v.clone());
+    if let Some(v) = runtime(wheels).map(|(_, v)| v).or(deb_runtime) {
         env.insert("CUDA_VERSION".into(), v.to_string());
         r.cuda_driver_floor = Some(match r.compat {
             CompatMode::Strict => v.truncate(2),
@@ -183,7 +218,7 @@ mod tests {
                 "name: x\nhost: {{gpus: [H200]}}\nstack: {{cuda: \"12.4\"}}\ncompat: {compat}\n"
             ));
             let (mut env, mut ann) = (r.image_env(), BTreeMap::new());
-            apply(&r, &wheels, None, &mut env, &mut ann);
+            apply(&r, &wheels, &[], None, &mut env, &mut ann);
             assert_eq!(env["CUDA_VERSION"], "12.4.127");
             assert_eq!(env["NVIDIA_REQUIRE_CUDA"], format!("{floor},arch>=9.0"));
             assert_eq!(
@@ -257,7 +292,7 @@ mod tests {
         assert_eq!(code.sm_list(), "sm_75,sm_80,sm_86,sm_90,sm_100,sm_120");
         let r = resolved("name: x\nhost: {gpus: [V100, H200]}\nstack: {cuda: \"12.4\"}\n");
         let (mut env, mut ann) = (r.image_env(), BTreeMap::new());
-        apply(&r, &wheels, Some(&code), &mut env, &mut ann);
+        apply(&r, &wheels, &[], Some(&code), &mut env, &mut ann);
         assert_eq!(
             env["NVIDIA_REQUIRE_CUDA"], "cuda>=13.0,arch>=9.0",
             "V100's 7.0 has no code"
@@ -268,7 +303,7 @@ mod tests {
         let r = resolved("name: x\nhost: {gpus: [H200, B200]}\nstack: {cuda: \"13.0\"}\n");
         let pruned = code.pruned(&[v("9.0"), v("10.0")]);
         let (mut env, mut ann) = (r.image_env(), BTreeMap::new());
-        apply(&r, &wheels, Some(&pruned), &mut env, &mut ann);
+        apply(&r, &wheels, &[], Some(&pruned), &mut env, &mut ann);
         assert_eq!(
             env["NVIDIA_REQUIRE_CUDA"],
             "cuda>=13.0,arch=9.0 cuda>=13.0,arch=10.0"

@@ -308,11 +308,20 @@ pub fn plan(
             .unwrap_or_default(),
         entrypoint: None,
     };
-    // What the locked wheels install decides the CUDA metadata, not the request alone.
-    if let (Some(r), Some(p)) = (resolution.filter(|r| !r.is_empty()), &python) {
+    // What the locked wheels and packages install decides the CUDA metadata, not the request
+    // alone.
+    let cuda_debs = facts.apt.as_ref().map_or(Vec::new(), |a| {
+        installed::cuda_debs(&a.packages, profile.platform.debian_arch())
+    });
+    let wheels = python.as_ref().map_or(&[][..], |p| p.wheels.as_slice());
+    if let Some(r) = resolution
+        .filter(|r| !r.is_empty())
+        .filter(|_| python.is_some() || !cuda_debs.is_empty())
+    {
         installed::apply(
             r,
-            &p.wheels,
+            wheels,
+            &cuda_debs,
             device_code.as_ref(),
             &mut image.env,
             &mut image.annotations,
@@ -337,15 +346,15 @@ pub fn plan(
             strip: Vec::new(),
             key: None,
         });
-        let libraries = match &python {
-            Some(p) => wheel_library_expectations(
+        let mut libraries = expectation::deb_library_expectations(&cuda_debs);
+        if let Some(p) = &python {
+            libraries.extend(wheel_library_expectations(
                 &p.python.site_dir,
                 p.wheels
                     .iter()
                     .map(|w| (w.name.as_str(), w.version.as_str())),
-            )?,
-            None => Vec::new(),
-        };
+            )?);
+        }
         let expect = image_expectation(
             profile,
             resolution,

@@ -29,8 +29,8 @@ pub use python::{
 };
 pub use schema::{
     AptRepoSpec, AptSpec, BandwidthFloors, CompatMode, ConfigSpec, FileSpec, HostSpec,
-    KernelModule, LayerSpec, LayersSpec, OnFailure, PythonSpec, SelftestLevel, SelftestSpec,
-    StackSpec, StripClass,
+    KernelModule, LayerSpec, LayersSpec, OnFailure, ProviderKind, ProvidersSpec, PythonSpec,
+    SelftestLevel, SelftestSpec, StackSpec, StripClass,
 };
 pub use sources::join as resolve_path;
 pub use validate::{Base, FileEntry, Platform};
@@ -61,6 +61,8 @@ pub struct Profile {
     /// `libraries:`: SONAME → the package or wheel (by name) whose copy the loader finds where
     /// two provide it (the others' copies stay private to them).
     pub libraries: std::collections::BTreeMap<String, String>,
+    /// `providers:`: where each pinned CUDA library comes from (wheels unless it says `apt`).
+    pub providers: ProvidersSpec,
 }
 
 /// Load and validate the profile at `path`, expanding `${VAR}` through `env` (the CLI passes

@@ -46,6 +46,34 @@ pub struct RawProfile {
     /// SONAME → the package or wheel whose copy the loader finds, where two provide it.
     #[serde(default)]
     pub libraries: std::collections::BTreeMap<String, String>,
+    /// Where each pinned CUDA library comes from: NVIDIA's wheels (the default) or the base's
+    /// apt repositories.
+    #[serde(default)]
+    pub providers: ProvidersSpec,
+}
+
+/// `providers`: per stack component (`cuda`, `cudnn`, `nccl`), `wheel` or `apt`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProvidersSpec {
+    #[serde(default)]
+    pub cuda: Option<Located<ProviderKind>>,
+    #[serde(default)]
+    pub cudnn: Option<Located<ProviderKind>>,
+    #[serde(default)]
+    pub nccl: Option<Located<ProviderKind>>,
+}
+
+/// What installs a stack component's libraries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    /// NVIDIA's wheels from the Python index, into the image's Python.
+    #[default]
+    Wheel,
+    /// Debian packages from the base's apt repositories (Debian's own, or a vendor repository
+    /// such as NVIDIA's configured with its keyring).
+    Apt,
 }
 
 /// `python`: wheels from a package index (requirements are PEP 508 strings, checked when the

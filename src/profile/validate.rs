@@ -5,7 +5,7 @@
 use std::path::{Component, Path, PathBuf};
 
 use super::node::Node;
-use super::schema::{AptSpec, RawProfile};
+use super::schema::{AptSpec, ProviderKind, RawProfile};
 use super::sources::{build_context, join, parse_mode, source};
 use super::{Located, Profile, ProfileError};
 use crate::reference::RepoName;
@@ -198,6 +198,22 @@ pub(super) fn validate(
         matches!(base, Base::Apt(_)),
         raw.python.is_some(),
     )?;
+    for at in [
+        &raw.providers.cuda,
+        &raw.providers.cudnn,
+        &raw.providers.nccl,
+    ]
+    .into_iter()
+    .flatten()
+    {
+        if at.value == ProviderKind::Apt && !matches!(base, Base::Apt(_)) {
+            return Err(cx.err(
+                at,
+                "providers",
+                "`apt` takes the libraries from the base's apt repositories, and this profile has no `base.apt`",
+            ));
+        }
+    }
     let python = match &raw.python {
         Some(p) => Some(super::python::validate(p, raw.context.as_ref(), file, dir)?),
         None => None,
@@ -220,6 +236,7 @@ pub(super) fn validate(
         layers,
         python,
         libraries: raw.libraries,
+        providers: raw.providers,
     })
 }
 

@@ -123,3 +123,16 @@ pub fn layer_xattrs(out: &Path) -> Vec<(String, String, Vec<u8>)> {
     found.sort();
     found
 }
+
+/// Unpack the `latest` image of the OCI layout `out` with `umoci unpack --rootless` into
+/// `bundle`; returns its root filesystem.
+pub fn umoci_unpack(out: &Path, bundle: &Path) -> std::path::PathBuf {
+    super::cmd::require("umoci");
+    super::cmd::run_ok(
+        std::process::Command::new("umoci")
+            .args(["unpack", "--rootless", "--image"])
+            .arg(format!("{}:latest", out.display()))
+            .arg(bundle),
+    );
+    bundle.join("rootfs")
+}

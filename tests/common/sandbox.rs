@@ -150,6 +150,19 @@ fn isolated(bin: Bin, dir: &Path, cache: &Path) -> Command {
     c
 }
 
+/// `c` (a sandboxed command) seeing the host's own Python index configuration again: its
+/// pip configuration files and the `PYTHON_INDEX_VARS` set here, for tests that install from
+/// the real index.
+pub fn with_host_index(mut c: Command) -> Command {
+    c.env_remove("PIP_CONFIG_FILE").env_remove("UV_NO_CONFIG");
+    for v in PYTHON_INDEX_VARS.iter().chain(&["PIP_CONFIG_FILE"]) {
+        if let Some(x) = std::env::var_os(v) {
+            c.env(v, x);
+        }
+    }
+    c
+}
+
 /// The host's Python index settings a sandbox hides.
 pub const PYTHON_INDEX_VARS: &[&str] = &[
     "PIP_INDEX_URL",

@@ -86,7 +86,7 @@ pub fn repos_from_spec(
                     .filter(|c| e.components.is_empty() || e.components.contains(c))
                     .cloned()
                     .collect();
-                if components.is_empty() {
+                if components.is_empty() && s != &suite {
                     continue;
                 }
                 let keys = match (&spec.keyring, e.signed_by.is_empty()) {
@@ -103,6 +103,22 @@ pub fn repos_from_spec(
                 });
             }
         }
+        // A component the profile asks for that the host enables for none of the suite's
+        // entries (Debian's `non-free` on a host with `main` only) is taken from the
+        // suite's own entries (not `-updates`/`-security`): the profile decides what goes
+        // into the image, the host only which mirror serves it.
+        let missing: Vec<String> = spec
+            .components
+            .iter()
+            .filter(|c| !out.iter().any(|r| r.components.contains(c)))
+            .cloned()
+            .collect();
+        for r in &mut out {
+            if matches!(&r.dist, Dist::Suite(s) if *s == suite) {
+                r.components.extend(missing.iter().cloned());
+            }
+        }
+        out.retain(|r| !r.components.is_empty());
         if out.is_empty() {
             return Err(AptError::NoHostSources {
                 dir: apt_dir.display().to_string(),

@@ -35,13 +35,23 @@ pub fn solve(u: &Universe, roots: &[String], essential: bool) -> Result<Vec<Pack
     }
     let mut queue = VecDeque::new();
     for name in &wanted {
-        if st.selected.contains_key(name) || st.satisfied(&plain(name))?.is_some() {
+        // A root may be a group of alternatives (`a | b`), as the stack's packages are.
+        let group: Vec<Relation> = name.split('|').map(|n| plain(n.trim())).collect();
+        if group.iter().any(|r| st.selected.contains_key(&r.name)) {
             continue;
         }
-        if u.named(name).is_empty() && u.providers(name).is_empty() {
+        if group.iter().try_fold(false, |acc, r| {
+            Ok::<_, AptError>(acc || st.satisfied(r)?.is_some())
+        })? {
+            continue;
+        }
+        if group
+            .iter()
+            .all(|r| u.named(&r.name).is_empty() && u.providers(&r.name).is_empty())
+        {
             return Err(AptError::UnknownPackage { name: name.clone() });
         }
-        match st.choose(&[plain(name)])? {
+        match st.choose(&group)? {
             Ok(id) => {
                 let n = st.pkg(id)?.name.clone();
                 st.why.insert(n.clone(), None);

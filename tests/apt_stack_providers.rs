@@ -1,0 +1,380 @@
+//! `providers: {cuda: apt}`: the pinned CUDA runtime comes from the base's apt repositories
+//! instead of NVIDIA's wheels.
+//!
+//! - From Debian's own archive (the build host's mirror, `non-free`, which the host's sources
+//!   need not enable): `stack.cuda: "11.8"` installs `libcudart11.0` into the `cuda-runtime`
+//!   layer; `CUDA_VERSION`, `NVIDIA_REQUIRE_CUDA`'s `cuda>=` and the `io.gpuimg.cuda-library.*`
+//!   annotation follow the package (its version read by the test from the unpacked image's
+//!   dpkg database); the expectation lists libcudart in the package's directory, and the
+//!   self-test's probe loads that file and reaches `cudaRuntimeGetVersion` (which in CUDA 11
+//!   needs a driver to answer); under
+//!   podman `ldconfig -p` lists it and `gpuimg-selftest` exits with the no-GPU code.
+//! - From a signed fixture repository shaped as NVIDIA's (`cuda-cudart-12-4` under
+//!   `/usr/local/cuda-12.4/targets/x86_64-linux/lib`): the first alternative wins over Debian's
+//!   `libcudart12`; a repository with only a `libcudart12` older than the pin is a "no"
+//!   (exit 1) naming the pin's position and the package; `apt` without `base.apt` is exit 2 at
+//!   the key's position.
+
+mod common;
+
+use std::process::Command;
+
+use common::*;
+use gpuimg::expect::Expectation;
+
+fn describe_run(o: &std::process::Output) -> String {
+    format!(
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The image's config and manifest of the OCI layout at `out`.
+fn config_and_manifest(out: &std::path::Path) -> (serde_json::Value, serde_json::Value) {
+    let blob = |d: &str| {
+        let hex = d.strip_prefix("sha256:").unwrap();
+        serde_json::from_str::<serde_json::Value>(&read(&out.join("blobs/sha256").join(hex)))
+            .unwrap()
+    };
+    let index = serde_json::from_str::<serde_json::Value>(&read(&out.join("index.json"))).unwrap();
+    let manifest = blob(index["manifests"][0]["digest"].as_str().unwrap());
+    let config = blob(manifest["config"]["digest"].as_str().unwrap());
+    (config, manifest)
+}
+
+fn env_of(config: &serde_json::Value, name: &str) -> Option<String> {
+    config["config"]["Env"]
+        .as_array()?
+        .iter()
+        .filter_map(|e| e.as_str())
+        .find_map(|e| e.strip_prefix(&format!("{name}=")).map(str::to_string))
+}
+
+/// The paths in one layer blob (gzip tar).
+fn layer_paths(out: &std::path::Path, digest: &str) -> Vec<String> {
+    let hex = digest.strip_prefix("sha256:").unwrap();
+    let list = run_ok(
+        Command::new("tar")
+            .arg("-tzf")
+            .arg(out.join("blobs/sha256").join(hex)),
+    );
+    list.lines().map(str::to_string).collect()
+}
+
+const DEBIAN: &str = r#"name: cuda-apt
+base:
+  apt:
+    mirror: host
+    suite: bookworm
+    components: [main, non-free]
+    packages: [libc-bin]
+stack:
+  cuda: "11.8"
+providers:
+  cuda: apt
+"#;
+
+#[test]
+fn debians_cuda_runtime_from_non_free_is_the_images_cuda() {
+    require("umoci");
+    require("ldconfig");
+    let sb = Sandbox::new();
+    write(&sb.join("p.yaml"), DEBIAN);
+    run_ok(sb.gpuimg().arg("lock").arg(sb.join("p.yaml")));
+    let lock: serde_json::Value = serde_json::from_str(&read(&sb.join("p.lock.json"))).unwrap();
+    let locked = lock.to_string();
+    assert!(locked.contains("\"libcudart11.0\""), "{lock}");
+    assert!(!locked.contains("nvidia-cuda-runtime"), "no wheel: {lock}");
+    let json: serde_json::Value = serde_json::from_str(&run_ok(
+        sb.gpuimg()
+            .args(["build", "--locked", "--json", "-o"])
+            .arg(sb.join("out"))
+            .arg(sb.join("p.yaml")),
+    ))
+    .unwrap();
+    let out = sb.join("out");
+
+    // The package is in the cuda-runtime layer, and only there.
+    let layers = json["layers"].as_array().unwrap();
+    let so = "usr/lib/x86_64-linux-gnu/libcudart.so.11.8.89";
+    let holders: Vec<&str> = layers
+        .iter()
+        .filter(|l| {
+            layer_paths(&out, l["digest"].as_str().unwrap())
+                .iter()
+                .any(|p| p.trim_start_matches("./") == so)
+        })
+        .map(|l| l["component"].as_str().unwrap())
+        .collect();
+    assert_eq!(holders, ["cuda-runtime"], "{json}");
+
+    // The package's version, as the image's own dpkg database records it.
+    let rootfs = umoci_unpack(&out, &sb.join("bundle"));
+    let status = read(&rootfs.join("var/lib/dpkg/status"));
+    let stanza = status
+        .split("\n\n")
+        .find(|s| s.lines().any(|l| l == "Package: libcudart11.0"))
+        .unwrap_or_else(|| panic!("libcudart11.0 not in the image's dpkg status"));
+    let deb_version = stanza
+        .lines()
+        .find_map(|l| l.strip_prefix("Version: "))
+        .unwrap()
+        .to_string();
+    // Upstream release: no revision, cut at `~` (11.8.89~11.8.0-5~deb12u1 → 11.8.89).
+    let release = deb_version
+        .rsplit_once('-')
+        .map_or(deb_version.as_str(), |(u, _)| u)
+        .split('~')
+        .next()
+        .unwrap()
+        .to_string();
+    assert!(release.starts_with("11.8."), "{deb_version}");
+
+    let (config, manifest) = config_and_manifest(&out);
+    assert_eq!(
+        env_of(&config, "CUDA_VERSION").as_deref(),
+        Some(release.as_str())
+    );
+    let require = env_of(&config, "NVIDIA_REQUIRE_CUDA").unwrap();
+    assert!(require.starts_with("cuda>=11.0"), "{require}");
+    assert_eq!(
+        manifest["annotations"]["io.gpuimg.cuda-library.libcudart11.0"],
+        deb_version.as_str(),
+        "{manifest}"
+    );
+
+    // The expectation names the package's file, and the self-test's probe reads 11.8 from it.
+    let text = read(&rootfs.join("etc/gpuimg/expect.json"));
+    let mut e = Expectation::from_json(&text, "expect.json").unwrap();
+    assert_eq!(e.libraries.len(), 1, "{text}");
+    let lib = &e.libraries[0];
+    assert_eq!(
+        (
+            lib.name.as_str(),
+            lib.soname.as_str(),
+            lib.dir.as_str(),
+            lib.version.as_str(),
+            lib.provider.as_str(),
+            lib.cuda_major
+        ),
+        (
+            "cudart",
+            "libcudart.so.11.0",
+            "/usr/lib/x86_64-linux-gnu",
+            release.as_str(),
+            "deb libcudart11.0",
+            11
+        ),
+        "{text}"
+    );
+    for l in &mut e.libraries {
+        l.dir = format!("{}{}", rootfs.display(), l.dir);
+    }
+    // CUDA 11's runtime asks the driver before it answers (CUDA 12's does not): on this
+    // GPU-less machine the call returns 35, cudaErrorInsufficientDriver, which proves the
+    // file loaded and its own call was reached; on a GPU host it reports 11080.
+    let probes = gpuimg::selftest::probe_libraries(&e.libraries);
+    assert_eq!(probes.len(), 1);
+    match (&probes[0].reported, &probes[0].error) {
+        (Some(fields), None) => assert_eq!(fields.as_slice(), [11, 8]),
+        (None, Some(err)) => assert_eq!(err, "`cudaRuntimeGetVersion` returned status 35"),
+        other => panic!("{other:?}: {:?}", probes[0]),
+    }
+
+    // The loader finds it through the image's cache; in the container, and the self-test run
+    // directly says there is no GPU here (exit 4).
+    let cache = run_ok(
+        Command::new("ldconfig")
+            .args(["-p", "-C"])
+            .arg(rootfs.join("etc/ld.so.cache")),
+    );
+    assert!(
+        cache
+            .lines()
+            .any(|l| l.trim_start().starts_with("libcudart.so.11.0")
+                && (l.ends_with("=> /usr/lib/x86_64-linux-gnu/libcudart.so.11.0")
+                    || l.ends_with("=> /lib/x86_64-linux-gnu/libcudart.so.11.0"))),
+        "{cache}"
+    );
+    let image = format!("oci:{}:latest", out.display());
+    let ran = podman_run_with(
+        sb.path(),
+        &["--entrypoint", "/sbin/ldconfig"],
+        &image,
+        &["-p"],
+    );
+    assert_eq!(ran.status.code(), Some(0), "{}", describe_run(&ran));
+    assert!(
+        String::from_utf8_lossy(&ran.stdout).contains("libcudart.so.11.0"),
+        "{}",
+        describe_run(&ran)
+    );
+    let ran = podman_run_with(
+        sb.path(),
+        &["--entrypoint", "/usr/local/bin/gpuimg-selftest"],
+        &image,
+        &[],
+    );
+    assert_eq!(ran.status.code(), Some(4), "{}", describe_run(&ran));
+}
+
+struct Repo {
+    url: String,
+    key: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+    _server: Server,
+}
+
+/// Suite `nvidia`: NVIDIA-shaped `cuda-cudart-12-4` and Debian-shaped `libcudart12`; suite
+/// `debian`: only `libcudart12`, at 12.2.
+fn repo() -> Repo {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("repo");
+    let work = dir.path().join("work");
+    let (home, key) = gen_key(dir.path(), "fixture");
+    let mut nvidia = pkg("cuda-cudart-12-4", "12.4.127-1");
+    nvidia.files = vec![(
+        "/usr/local/cuda-12.4/targets/x86_64-linux/lib/libcudart.so.12.4.127",
+        b"cudart 12.4\n",
+        0o644,
+    )];
+    nvidia.symlinks = vec![(
+        "/usr/local/cuda-12.4/targets/x86_64-linux/lib/libcudart.so.12",
+        "libcudart.so.12.4.127",
+    )];
+    let mut debian = pkg("libcudart12", "12.2.140~12.2.2-1");
+    debian.files = vec![(
+        "/usr/lib/x86_64-linux-gnu/libcudart.so.12.2.140",
+        b"cudart 12.2\n",
+        0o644,
+    )];
+    debian.symlinks = vec![(
+        "/usr/lib/x86_64-linux-gnu/libcudart.so.12",
+        "libcudart.so.12.2.140",
+    )];
+    let mut libc = pkg("libc-bin", "2.36-9");
+    libc.files = vec![("/usr/share/doc/libc-bin/copyright", b"fixture\n", 0o644)];
+    let nv = stanza(&root, &build_deb(&root, &work, &nvidia));
+    let deb = stanza(&root, &build_deb(&root, &work, &debian));
+    let lc = stanza(&root, &build_deb(&root, &work, &libc));
+    write_dist(&root, "nvidia", &[lc.clone(), nv, deb.clone()], Some(&home));
+    write_dist(&root, "debian", &[lc, deb], Some(&home));
+    let server = serve(&root);
+    Repo {
+        url: server.url.clone(),
+        key,
+        _dir: dir,
+        _server: server,
+    }
+}
+
+fn fixture_profile(sb: &Sandbox, r: &Repo, suite: &str) -> std::path::PathBuf {
+    std::fs::copy(&r.key, sb.join("repo.gpg")).unwrap();
+    let p = sb.join("p.yaml");
+    write(
+        &p,
+        &format!(
+            "name: nv\nbase:\n  apt:\n    mirror: {}\n    suite: {suite}\n    packages: [libc-bin]\n    keyring: repo.gpg\nstack:\n  cuda: \"12.4\"\nproviders:\n  cuda: apt\n",
+            r.url
+        ),
+    );
+    p
+}
+
+#[test]
+fn nvidias_package_comes_first_and_a_release_the_pin_does_not_allow_is_a_no() {
+    let r = repo();
+    let sb = Sandbox::new();
+    let p = fixture_profile(&sb, &r, "nvidia");
+    run_ok(sb.gpuimg().arg("lock").arg(&p));
+    let lock = read(&sb.join("p.lock.json"));
+    assert!(lock.contains("\"cuda-cudart-12-4\""), "{lock}");
+    assert!(!lock.contains("\"libcudart12\""), "{lock}");
+    run_ok(
+        sb.gpuimg()
+            .args(["build", "--locked", "-q", "-o"])
+            .arg(sb.join("out"))
+            .arg(&p),
+    );
+    let (config, _) = config_and_manifest(&sb.join("out"));
+    assert_eq!(env_of(&config, "CUDA_VERSION").as_deref(), Some("12.4.127"));
+    let rootfs = umoci_unpack(&sb.join("out"), &sb.join("bundle"));
+    let text = read(&rootfs.join("etc/gpuimg/expect.json"));
+    let e = Expectation::from_json(&text, "expect.json").unwrap();
+    let lib = &e.libraries[0];
+    assert_eq!(lib.dir, "/usr/local/cuda-12.4/targets/x86_64-linux/lib");
+    assert_eq!(lib.soname, "libcudart.so.12");
+    assert_eq!(lib.provider, "deb cuda-cudart-12-4");
+    assert!(rootfs.join(&lib.dir[1..]).join(&lib.soname).exists());
+
+    // Only Debian's 12.2 there: the pin says 12.4.
+    let sb = Sandbox::new();
+    let p = fixture_profile(&sb, &r, "debian");
+    let o = run(sb
+        .gpuimg()
+        .args(["build", "-o"])
+        .arg(sb.join("out"))
+        .arg(&p));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("`stack.cuda: \"12.4\"` (")
+            && err.contains("p.yaml:9:9)")
+            && err.contains("`libcudart12 12.2.140~12.2.2-1`"),
+        "{err}"
+    );
+    assert!(!sb.join("out").exists());
+}
+
+#[test]
+fn apt_without_an_apt_base_is_bad_input_at_its_position() {
+    let sb = Sandbox::new();
+    let p = sb.join("p.yaml");
+    write(
+        &p,
+        "name: x\nstack:\n  cuda: \"12.4\"\nproviders:\n  cuda: apt\n",
+    );
+    let o = run(sb
+        .gpuimg()
+        .args(["build", "-o"])
+        .arg(sb.join("out"))
+        .arg(&p));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("p.yaml:5:9"), "{err}");
+    assert!(err.contains("no `base.apt`"), "{err}");
+    assert!(!sb.join("out").exists());
+}
+
+/// Debian's libcudart (taken from apt) and NVIDIA's `nvidia-cuda-runtime-cu11` wheel (asked
+/// for as a Python package, from the real index through the host's configuration) both
+/// provide `libcudart.so.11.0`: refused naming both (exit 2), nothing written.
+#[test]
+fn debians_and_a_wheels_libcudart_together_are_refused_naming_both() {
+    let sb = Sandbox::new();
+    let p = sb.join("p.yaml");
+    write(
+        &p,
+        &DEBIAN
+            .replace("packages: [libc-bin]", "packages: [libc-bin, python3]")
+            .replace(
+                "providers:",
+                "python:\n  packages: [\"nvidia-cuda-runtime-cu11==11.8.89\"]\nproviders:",
+            ),
+    );
+    let mut c = with_host_index(sb.gpuimg());
+    let o = run(c.args(["build", "-o"]).arg(sb.join("out")).arg(&p));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("`libcudart.so.11.0` is provided twice"),
+        "{err}"
+    );
+    assert!(
+        err.contains("package `libcudart11.0`") && err.contains("wheel `nvidia-cuda-runtime-cu11`"),
+        "{err}"
+    );
+    assert!(!sb.join("out").exists());
+}
