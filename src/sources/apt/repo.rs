@@ -103,20 +103,19 @@ pub fn repos_from_spec(
                 });
             }
         }
-        // A component the profile asks for that the host enables for none of the suite's
-        // entries (Debian's `non-free` on a host with `main` only) is taken from the
-        // suite's own entries (not `-updates`/`-security`): the profile decides what goes
-        // into the image, the host only which mirror serves it.
+        // A component the profile asks for that the host does not enable for the suite itself
+        // (Debian's `non-free` on a host with `main` only) is taken from the suite's own
+        // entries (`-updates`/`-security` keep what the host enables): the profile decides
+        // what goes into the image, the host only which mirror serves it.
+        let own = |r: &Repo| matches!(&r.dist, Dist::Suite(s) if *s == suite);
         let missing: Vec<String> = spec
             .components
             .iter()
-            .filter(|c| !out.iter().any(|r| r.components.contains(c)))
+            .filter(|c| !out.iter().any(|r| own(r) && r.components.contains(c)))
             .cloned()
             .collect();
-        for r in &mut out {
-            if matches!(&r.dist, Dist::Suite(s) if *s == suite) {
-                r.components.extend(missing.iter().cloned());
-            }
+        for r in out.iter_mut().filter(|r| own(r)) {
+            r.components.extend(missing.iter().cloned());
         }
         out.retain(|r| !r.components.is_empty());
         if out.is_empty() {
@@ -173,4 +172,58 @@ pub fn base_url(lock_id: &str, apt_dir: &Path) -> Result<String, AptError> {
             dir: apt_dir.display().to_string(),
             suite: suite.to_string(),
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(components: &str) -> AptSpec {
+        let yaml = format!(
+            "name: t\nbase:\n  apt:\n    mirror: host\n    suite: bookworm\n    components: [{components}]\n"
+        );
+        let p = crate::profile::parse(&yaml, "t.yaml", Path::new("."), &|_| None).unwrap();
+        match p.base {
+            crate::profile::Base::Apt(s) => *s,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn host_mirror_takes_components_the_host_does_not_enable_from_the_suites_own_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("sources.list.d")).unwrap();
+        std::fs::write(
+            dir.path().join("sources.list.d/debian.sources"),
+            "Types: deb\nURIs: http://mirror.invalid/debian\nSuites: bookworm bookworm-updates\nComponents: main\nSigned-By: /k.gpg\n\n\
+             Types: deb\nURIs: http://mirror.invalid/debian-security\nSuites: bookworm-security\nComponents: main contrib\nSigned-By: /k.gpg\n",
+        )
+        .unwrap();
+        let repos =
+            repos_from_spec(&spec("main, contrib, non-free"), Path::new("."), dir.path()).unwrap();
+        let got: Vec<(String, Vec<String>)> = repos
+            .iter()
+            .map(|r| (r.lock_id.clone(), r.components.clone()))
+            .collect();
+        let v = |s: &[&str]| s.iter().map(|c| c.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            got,
+            [
+                (
+                    "host:bookworm".to_string(),
+                    v(&["main", "contrib", "non-free"])
+                ),
+                ("host:bookworm-updates".to_string(), v(&["main"])),
+                (
+                    "host:bookworm-security".to_string(),
+                    v(&["main", "contrib"])
+                ),
+            ]
+        );
+        // Only a component the host lacks: the suite's own entry alone.
+        let repos = repos_from_spec(&spec("non-free"), Path::new("."), dir.path()).unwrap();
+        assert_eq!(repos.len(), 1);
+        assert_eq!(repos[0].lock_id, "host:bookworm");
+        assert_eq!(repos[0].components, ["non-free"]);
+    }
 }
