@@ -17,13 +17,19 @@ cp target/release/gpuimg-selftest target/release/examples/expect_from_site scrip
 for spec in "example:profiles/example.yaml:0:hello from gpuimg" \
             "cuda-h200:profiles/cuda-h200.yaml:0:workload: hello from a CUDA 12.4 image" \
             "cuda-b200:profiles/cuda-b200.yaml:1:" \
-            "cuda-runtime:profiles/cuda-runtime.yaml:0:workload: hello from the CUDA runtime image"; do
+            "cuda-runtime:profiles/cuda-runtime.yaml:0:workload: hello from the CUDA runtime image" \
+            "cuda-apt:profiles/cuda-apt.yaml:0:workload: copied 1048576 bytes to the GPU and back, equal"; do
   IFS=: read -r name profile want text <<< "$spec"
   case " ${ONLY:-$name} " in *" $name "*) ;; *) continue ;; esac
   out=$D/images/$name; mkdir -p "$out"
   ./target/release/gpuimg build "$profile" -o "out/$name" -q
   rm -rf "/tmp/gpuimg-unpack-$name"
   umoci unpack --image "out/$name:latest" "/tmp/gpuimg-unpack-$name" > /dev/null
+  if [ "$name" = cuda-apt ]; then
+    # Its workload: a small C program that uses the image's libcudart (Debian's) by SONAME.
+    gcc -O2 -Wall -o "/tmp/gpuimg-unpack-$name/rootfs/usr/local/bin/cudart-copy" \
+      scripts/gpu/cudart_copy.c
+  fi
   tar -C "/tmp/gpuimg-unpack-$name/rootfs" -czf "$out/rootfs.tar.gz" .
   ./target/release/gpuimg inspect "out/$name" --json | python3 -c '
 import json, sys
@@ -31,6 +37,9 @@ c = json.load(sys.stdin)["config"]
 open(sys.argv[1], "w").write("\n".join(c.get("Entrypoint", []) + c.get("Cmd", [])) + "\n")
 open(sys.argv[2], "w").write("\n".join(c.get("Env", [])) + "\n")
 open(sys.argv[3], "w").write("\n".join(c.get("Entrypoint", [])) + "\n")' "$out/argv" "$out/env" "$out/entrypoint"
+  if [ "$name" = cuda-apt ]; then
+    { cat "$out/entrypoint"; echo /usr/local/bin/cudart-copy; } > "$out/argv"
+  fi
   printf '%s\n%s\n' "$want" "$text" > "$out/expect"
 done
 du -sh "$D"

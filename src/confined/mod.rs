@@ -368,8 +368,15 @@ impl Root {
         Ok(())
     }
 
-    /// Set the owner of the entry itself (a symlink's own owner, never its target's).
+    /// Set the owner of the entry itself (a symlink's own owner, never its target's). An id of
+    /// `u32::MAX` is an error: to chown it means "leave unchanged", it is no owner.
     pub fn set_owner(&self, p: &Path, uid: u32, gid: u32) -> io::Result<()> {
+        if uid == u32::MAX || gid == u32::MAX {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("owner {uid}:{gid}: 4294967295 (-1) is not a user or group id"),
+            ));
+        }
         let (dir, name) = self.parent(p)?;
         rustix::fs::chownat(
             &dir,

@@ -255,3 +255,17 @@ fn forcing_the_userspace_resolver_reaches_every_open() {
     assert_eq!(forced, Resolver::Userspace);
     // Both give the same answers, so another test opening a root meanwhile is unaffected.
 }
+
+#[test]
+fn the_leave_unchanged_owner_id_is_an_error_not_a_panic() {
+    // A package's tar header can say uid or gid 4294967295 (found by the `deb` fuzz target:
+    // rustix asserts on it); chown would read it as "leave unchanged".
+    let (_t, root, _outside) = hostile();
+    let root_h = Root::open(&root).unwrap();
+    root_h.write(Path::new("f"), b"x", 0o644).unwrap();
+    for (uid, gid) in [(u32::MAX, 0), (0, u32::MAX)] {
+        let e = root_h.set_owner(Path::new("f"), uid, gid).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    }
+    root_h.set_owner(Path::new("f"), 0, 0).unwrap();
+}
