@@ -206,6 +206,18 @@ mod tests {
             .unwrap();
         assert_eq!(libs[0].soname, "libcudart.so.12");
         assert_eq!(libs[0].dir, "/usr/local/cuda-12.4/targets/sbsa-linux/lib");
+        let libs = deb_libraries("cuda-nvrtc-12-4", "12.4.127", "amd64")
+            .unwrap()
+            .unwrap();
+        assert_eq!(libs[0].companions, ["libnvrtc-builtins.so.12.4"]);
+        assert_eq!(
+            deb_libraries("cuda-nvrtc-dev-12-4", "12.4.127", "amd64").unwrap(),
+            None
+        );
+        assert_eq!(
+            deb_libraries("libcufft10", "11.1.1", "amd64").unwrap(),
+            None
+        );
         assert_eq!(deb_libraries("libc6", "2.36", "amd64").unwrap(), None);
         for d in &table().unwrap().debs {
             assert!(d.dir.starts_with('/') && !d.dir.contains(".."), "{}", d.deb);
