@@ -371,18 +371,13 @@ impl Root {
     /// Set the owner of the entry itself (a symlink's own owner, never its target's). An id of
     /// `u32::MAX` is an error: to chown it means "leave unchanged", it is no owner.
     pub fn set_owner(&self, p: &Path, uid: u32, gid: u32) -> io::Result<()> {
-        if uid == u32::MAX || gid == u32::MAX {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("owner {uid}:{gid}: 4294967295 (-1) is not a user or group id"),
-            ));
-        }
+        let (uid, gid) = owner(uid, gid)?;
         let (dir, name) = self.parent(p)?;
         rustix::fs::chownat(
             &dir,
             name.as_os_str(),
-            Some(Uid::from_raw(uid)),
-            Some(Gid::from_raw(gid)),
+            Some(uid),
+            Some(gid),
             AtFlags::SYMLINK_NOFOLLOW,
         )?;
         Ok(())
@@ -422,7 +417,8 @@ impl Root {
 
     /// Set owner then mode (in that order: `chown` clears set-id bits) on an open file.
     pub fn set_owner_mode_fd(f: &File, uid: u32, gid: u32, mode: u32) -> io::Result<()> {
-        fchown(f, Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid)))?;
+        let (uid, gid) = owner(uid, gid)?;
+        fchown(f, Some(uid), Some(gid))?;
         fchmod(f, Mode::from_raw_mode(mode))?;
         Ok(())
     }
@@ -482,6 +478,18 @@ fn open_root(path: &Path) -> io::Result<OwnedFd> {
         )
     })?;
     Ok(fd)
+}
+
+/// `uid`, `gid` as chown takes them; 4294967295 (`-1`) is an error: to chown it means "leave
+/// unchanged", it is no owner (and rustix refuses to build it).
+fn owner(uid: u32, gid: u32) -> io::Result<(Uid, Gid)> {
+    if uid == u32::MAX || gid == u32::MAX {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("owner {uid}:{gid}: 4294967295 (-1) is not a user or group id"),
+        ));
+    }
+    Ok((Uid::from_raw(uid), Gid::from_raw(gid)))
 }
 
 #[cfg(test)]

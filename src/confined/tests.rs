@@ -268,4 +268,7 @@ fn the_leave_unchanged_owner_id_is_an_error_not_a_panic() {
         assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
     }
     root_h.set_owner(Path::new("f"), 0, 0).unwrap();
+    let f = std::fs::File::open(root.join("f")).unwrap();
+    let e = Root::set_owner_mode_fd(&f, u32::MAX, 0, 0o644).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
 }
