@@ -346,6 +346,23 @@ fn apt_without_an_apt_base_is_bad_input_at_its_position() {
     assert!(err.contains("p.yaml:5:9"), "{err}");
     assert!(err.contains("no `base.apt`"), "{err}");
     assert!(!sb.join("out").exists());
+    // A provider for a component the stack does not pin says nothing: refused at its key.
+    write(
+        &p,
+        "name: x
+stack:
+  cuda: \"12.4\"\nproviders:\n  cuda: wheel\n  nccl: wheel\n",
+    );
+    let o = run(sb
+        .gpuimg()
+        .args(["build", "-o"])
+        .arg(sb.join("out"))
+        .arg(&p));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("p.yaml:6:9"), "{err}");
+    assert!(err.contains("pins no `stack.nccl`"), "{err}");
+    assert!(!sb.join("out").exists());
 }
 
 /// Debian's libcudart (taken from apt) and NVIDIA's `nvidia-cuda-runtime-cu11` wheel (asked

@@ -82,7 +82,11 @@ pub fn apt_roots(
             continue;
         };
         let Some(r) = catalog.stack_packages(c.as_str(), v, major) else {
-            let cuda = major.map_or(String::new(), |m| format!(" for CUDA {m}"));
+            let cuda = major.map_or(
+                " without a CUDA major (pin `stack.cuda` too: the package names carry it)"
+                    .to_string(),
+                |m| format!(" for CUDA {m}"),
+            );
             return Err(OpsError::Incompatible(format!(
                 "`stack.{c}: \"{}\"` ({}:{}:{}) resolved to {v}, and `providers.{c}: apt` asks for it from apt, but catalog/debs.yaml records no Debian packages of {c}{cuda}: take it from wheels, or add a record in a catalog overlay",
                 at.value, profile.file, at.line, at.column

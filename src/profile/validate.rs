@@ -198,14 +198,22 @@ pub(super) fn validate(
         matches!(base, Base::Apt(_)),
         raw.python.is_some(),
     )?;
-    for at in [
-        &raw.providers.cuda,
-        &raw.providers.cudnn,
-        &raw.providers.nccl,
-    ]
-    .into_iter()
-    .flatten()
-    {
+    let stack = &raw.stack;
+    for (name, at, pin) in [
+        ("cuda", &raw.providers.cuda, &stack.cuda),
+        ("cudnn", &raw.providers.cudnn, &stack.cudnn),
+        ("nccl", &raw.providers.nccl, &stack.nccl),
+    ] {
+        let Some(at) = at else {
+            continue;
+        };
+        if pin.is_none() {
+            return Err(cx.err(
+                at,
+                "providers",
+                format!("`providers.{name}` says where `stack.{name}` comes from, and the profile pins no `stack.{name}`"),
+            ));
+        }
         if at.value == ProviderKind::Apt && !matches!(base, Base::Apt(_)) {
             return Err(cx.err(
                 at,
