@@ -349,9 +349,7 @@ fn apt_without_an_apt_base_is_bad_input_at_its_position() {
     // A provider for a component the stack does not pin says nothing: refused at its key.
     write(
         &p,
-        "name: x
-stack:
-  cuda: \"12.4\"\nproviders:\n  cuda: wheel\n  nccl: wheel\n",
+        "name: x\nstack:\n  cuda: \"12.4\"\nproviders:\n  cuda: wheel\n  nccl: wheel\n",
     );
     let o = run(sb
         .gpuimg()
