@@ -218,3 +218,56 @@ fn what_the_reader_does_not_know_makes_the_file_not_understood() {
         Err(NotUnderstood::NotElf)
     );
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+    /// Bytes changed anywhere in a fatbin ELF (headers, containers, entries): reading is an
+    /// error or a listing; pruning what was read never panics, keeps the file's size and every
+    /// byte outside the containers it listed, and reads back.
+    #[test]
+    fn changed_files_are_refused_or_pruned_in_place(
+        changes in proptest::collection::vec((proptest::prelude::any::<usize>(), proptest::prelude::any::<u8>()), 1..6),
+        gpu in proptest::sample::select(vec!["8.0", "9.0", "10.0", "12.0"]),
+    ) {
+        let first = container(&[
+            entry(2, 80, 0x11, b"SM80SM80"),
+            entry(2, 90, 0x11, b"SM90SM90SM90SM90"),
+            entry(1, 120, 0x11, b"PTX!PTX!"),
+            entry(2, 100, 0x11 | 0x10_0000, b"AAAAAAAA"),
+        ]);
+        let mut section = first.clone();
+        section.extend_from_slice(&[0u8; 8]);
+        section.extend_from_slice(&container(&[entry(2, 90, 0x11, b"x")]));
+        let (f, _) = elf(&section);
+        let mut bytes = std::fs::read(f.path()).unwrap();
+        let len = bytes.len();
+        for (at, b) in changes {
+            bytes[at % len] ^= b | 1;
+        }
+        std::fs::write(f.path(), &bytes).unwrap();
+        let file = std::fs::File::open(f.path()).unwrap();
+        if let Ok(listing) = read(&file) {
+            let p = prune(&listing, &[cc(gpu)]);
+            let mut out = tempfile::tempfile().unwrap();
+            p.write(&file, &mut out).unwrap();
+            use std::io::{Read, Seek};
+            out.rewind().unwrap();
+            let mut after = Vec::new();
+            out.read_to_end(&mut after).unwrap();
+            proptest::prop_assert_eq!(after.len(), bytes.len());
+            let mut inside = vec![false; len];
+            for c in &listing.containers {
+                for i in c.offset as usize..(c.offset + c.size) as usize {
+                    inside[i] = true;
+                }
+            }
+            for i in 0..len {
+                if !inside[i] {
+                    proptest::prop_assert_eq!(after[i], bytes[i], "byte {} outside", i);
+                }
+            }
+            proptest::prop_assert!(read(&out).is_ok());
+        }
+    }
+}
