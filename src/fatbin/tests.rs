@@ -258,13 +258,11 @@ proptest::proptest! {
             proptest::prop_assert_eq!(after.len(), bytes.len());
             let mut inside = vec![false; len];
             for c in &listing.containers {
-                for i in c.offset as usize..(c.offset + c.size) as usize {
-                    inside[i] = true;
-                }
+                inside[c.offset as usize..(c.offset + c.size) as usize].fill(true);
             }
-            for i in 0..len {
+            for (i, (a, b)) in after.iter().zip(&bytes).enumerate() {
                 if !inside[i] {
-                    proptest::prop_assert_eq!(after[i], bytes[i], "byte {} outside", i);
+                    proptest::prop_assert_eq!(a, b, "byte {} outside", i);
                 }
             }
             proptest::prop_assert!(read(&out).is_ok());
