@@ -112,4 +112,20 @@ mod tests {
         assert_eq!(parse(""), None);
         assert_eq!(parse(",,,"), None);
     }
+
+    proptest::proptest! {
+        /// A registry's header is untrusted: any text parses to something or nothing, without
+        /// a panic or a loop that does not end, and every value comes from the text.
+        #[test]
+        fn any_header_parses_or_not(header in "[ -~\u{80}-\u{10ffff}]{0,80}") {
+            for c in parse_all(&header) {
+                proptest::prop_assert!(header.to_ascii_lowercase().contains(&c.scheme));
+            }
+        }
+
+        #[test]
+        fn headers_of_its_own_alphabet_parse_or_not(header in "[ =,\"\\aBb]{0,40}") {
+            let _ = parse(&header);
+        }
+    }
 }
