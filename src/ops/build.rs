@@ -162,7 +162,7 @@ fn gather(
             .collect();
             if !pinned.is_empty() {
                 obs.warn(&format!(
-                    "{} pinned, but without `python:` the image carries none of it (only its environment variables); add `python: {{packages: []}}` and `python3` to the base to install the pinned stack from the package index",
+                    "{} pinned, but without `python:` the image carries none of it (only its environment variables); add `python: {{packages: []}}` and `python3` to the base to install the pinned stack from the package index, or take the CUDA libraries from the base's apt repositories with `providers: {{cuda: apt}}`",
                     pinned.join(", ")
                 ));
             }
