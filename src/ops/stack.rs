@@ -60,6 +60,9 @@ pub struct AptRoot {
     pub component: Component,
     pub carrier: bool,
     pub sources: Vec<String>,
+    /// The image's CUDA major, which a package built for one CUDA line must match
+    /// (`libnccl2 2.21.5-1+cuda12.4`).
+    pub cuda_major: Option<u64>,
 }
 
 /// The apt roots of the components `providers:` takes from apt, in component order. A
@@ -98,6 +101,7 @@ pub fn apt_roots(
                 component: c,
                 carrier: i == 0,
                 sources: r.sources.clone(),
+                cuda_major: major,
             });
         }
     }
@@ -135,6 +139,15 @@ pub fn check_apt_agreement(
         let Ok(want) = at.value.parse::<Constraint>() else {
             continue;
         };
+        let built_for = cuda_suffix(&deb.version);
+        if let (Some(built), Some(image)) = (built_for, r.cuda_major) {
+            if built != image {
+                return Err(OpsError::Incompatible(format!(
+                    "`stack.{c}: \"{}\"` ({}:{}:{}) is taken from apt for an image of CUDA {image}, but the base's apt repositories install `{} {}` ({}), built for CUDA {built}",
+                    at.value, profile.file, at.line, at.column, deb.name, deb.version, deb.repository
+                )));
+            }
+        }
         let fits = deb
             .upstream_release()
             .is_some_and(|have| want.matches(&have));
@@ -155,6 +168,13 @@ pub fn check_apt_agreement(
         }
     }
     Ok(())
+}
+
+/// The CUDA major a package's version says it was built for (`2.21.5-1+cuda12.4` → 12).
+fn cuda_suffix(version: &str) -> Option<u64> {
+    let rest = &version[version.rfind("+cuda")? + 5..];
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
 }
 
 /// The CUDA major version of the image: the resolved `cuda`, else a framework variant's
@@ -323,6 +343,41 @@ mod tests {
             &[wheel("nvidia-cudnn-cu13", "9.26.0.51", "torch 2.15.0")],
         );
         assert!(e.is_err());
+    }
+
+    #[test]
+    fn a_package_built_for_another_cuda_major_is_a_no() {
+        let p = profile("  nccl: \"2.21\"\n");
+        let root = AptRoot {
+            group: "libnccl2".into(),
+            component: Component::Nccl,
+            carrier: true,
+            sources: vec!["nvidia-cuda-apt".into()],
+            cuda_major: Some(12),
+        };
+        let deb = |version: &str| LockedPackage {
+            name: "libnccl2".into(),
+            version: version.into(),
+            architecture: "amd64".into(),
+            repository: "https://repo.invalid/".into(),
+            filename: "l.deb".into(),
+            size: 1,
+            sha256: crate::digest::Digest::of(b"l"),
+        };
+        let ok = [deb("2.21.5-1+cuda12.4")];
+        assert!(check_apt_agreement(&p, std::slice::from_ref(&root), &ok).is_ok());
+        let e = check_apt_agreement(&p, std::slice::from_ref(&root), &[deb("2.21.5-1+cuda13.0")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("built for CUDA 13") && e.contains("CUDA 12"),
+            "{e}"
+        );
+        let e = check_apt_agreement(&p, &[root], &[deb("2.19.3-1+cuda12.4")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`libnccl2 2.19.3-1+cuda12.4`"), "{e}");
+        assert_eq!(cuda_suffix("11.8.89~11.8.0-5~deb12u1"), None);
     }
 
     #[test]
