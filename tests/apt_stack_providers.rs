@@ -220,6 +220,15 @@ fn debians_cuda_runtime_from_non_free_is_the_images_cuda() {
     assert_eq!(ran.status.code(), Some(4), "{}", describe_run(&ran));
 }
 
+/// Build `p` in `sb`, which must fail with exit `code` and write nothing; its stderr.
+fn refused(sb: &Sandbox, p: &std::path::Path, code: i32) -> String {
+    let o = run(sb.gpuimg().args(["build", "-o"]).arg(sb.join("out")).arg(p));
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(code), "{err}");
+    assert!(!sb.join("out").exists(), "nothing written");
+    err
+}
+
 struct Repo {
     url: String,
     key: std::path::PathBuf,
@@ -254,12 +263,32 @@ fn repo() -> Repo {
         "/usr/lib/x86_64-linux-gnu/libcudart.so.12",
         "libcudart.so.12.2.140",
     )];
+    let nccl = |version: &'static str| {
+        let mut p = pkg("libnccl2", version);
+        p.files = vec![(
+            "/usr/lib/x86_64-linux-gnu/libnccl.so.2.21.5",
+            version.as_bytes(),
+            0o644,
+        )];
+        p.symlinks = vec![(
+            "/usr/lib/x86_64-linux-gnu/libnccl.so.2",
+            "libnccl.so.2.21.5",
+        )];
+        p
+    };
     let mut libc = pkg("libc-bin", "2.36-9");
     libc.files = vec![("/usr/share/doc/libc-bin/copyright", b"fixture\n", 0o644)];
     let nv = stanza(&root, &build_deb(&root, &work, &nvidia));
     let deb = stanza(&root, &build_deb(&root, &work, &debian));
     let lc = stanza(&root, &build_deb(&root, &work, &libc));
-    write_dist(&root, "nvidia", &[lc.clone(), nv, deb.clone()], Some(&home));
+    let nccl12 = stanza(&root, &build_deb(&root, &work, &nccl("2.21.5-1+cuda12.4")));
+    let nccl13 = stanza(&root, &build_deb(&root, &work, &nccl("2.21.5-1+cuda13.0")));
+    write_dist(
+        &root,
+        "nvidia",
+        &[lc.clone(), nv, deb.clone(), nccl12, nccl13],
+        Some(&home),
+    );
     write_dist(&root, "debian", &[lc, deb], Some(&home));
     let server = serve(&root);
     Repo {
@@ -271,12 +300,27 @@ fn repo() -> Repo {
 }
 
 fn fixture_profile(sb: &Sandbox, r: &Repo, suite: &str) -> std::path::PathBuf {
+    fixture_profile_with(sb, r, suite, "[libc-bin]", "")
+}
+
+/// The fixture profile with `packages` and, unless empty, `stack.nccl` taken from apt.
+fn fixture_profile_with(
+    sb: &Sandbox,
+    r: &Repo,
+    suite: &str,
+    packages: &str,
+    nccl: &str,
+) -> std::path::PathBuf {
     std::fs::copy(&r.key, sb.join("repo.gpg")).unwrap();
     let p = sb.join("p.yaml");
+    let (pin, provider) = match nccl {
+        "" => (String::new(), String::new()),
+        v => (format!("  nccl: \"{v}\"\n"), "  nccl: apt\n".to_string()),
+    };
     write(
         &p,
         &format!(
-            "name: nv\nbase:\n  apt:\n    mirror: {}\n    suite: {suite}\n    packages: [libc-bin]\n    keyring: repo.gpg\nstack:\n  cuda: \"12.4\"\nproviders:\n  cuda: apt\n",
+            "name: nv\nbase:\n  apt:\n    mirror: {}\n    suite: {suite}\n    packages: {packages}\n    keyring: repo.gpg\nstack:\n  cuda: \"12.4\"\n{pin}providers:\n  cuda: apt\n{provider}",
             r.url
         ),
     );
@@ -312,20 +356,13 @@ fn nvidias_package_comes_first_and_a_release_the_pin_does_not_allow_is_a_no() {
     // Only Debian's 12.2 there: the pin says 12.4.
     let sb = Sandbox::new();
     let p = fixture_profile(&sb, &r, "debian");
-    let o = run(sb
-        .gpuimg()
-        .args(["build", "-o"])
-        .arg(sb.join("out"))
-        .arg(&p));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    let err = refused(&sb, &p, 1);
     assert!(
         err.contains("`stack.cuda: \"12.4\"` (")
             && err.contains("p.yaml:9:9)")
             && err.contains("`libcudart12 12.2.140~12.2.2-1`"),
         "{err}"
     );
-    assert!(!sb.join("out").exists());
 }
 
 #[test]
@@ -336,31 +373,17 @@ fn apt_without_an_apt_base_is_bad_input_at_its_position() {
         &p,
         "name: x\nstack:\n  cuda: \"12.4\"\nproviders:\n  cuda: apt\n",
     );
-    let o = run(sb
-        .gpuimg()
-        .args(["build", "-o"])
-        .arg(sb.join("out"))
-        .arg(&p));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    let err = refused(&sb, &p, 2);
     assert!(err.contains("p.yaml:5:9"), "{err}");
     assert!(err.contains("no `base.apt`"), "{err}");
-    assert!(!sb.join("out").exists());
     // A provider for a component the stack does not pin says nothing: refused at its key.
     write(
         &p,
         "name: x\nstack:\n  cuda: \"12.4\"\nproviders:\n  cuda: wheel\n  nccl: wheel\n",
     );
-    let o = run(sb
-        .gpuimg()
-        .args(["build", "-o"])
-        .arg(sb.join("out"))
-        .arg(&p));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    let err = refused(&sb, &p, 2);
     assert!(err.contains("p.yaml:6:9"), "{err}");
     assert!(err.contains("pins no `stack.nccl`"), "{err}");
-    assert!(!sb.join("out").exists());
 }
 
 /// Debian's libcudart (taken from apt) and NVIDIA's `nvidia-cuda-runtime-cu11` wheel (asked
@@ -391,5 +414,52 @@ fn debians_and_a_wheels_libcudart_together_are_refused_naming_both() {
         err.contains("package `libcudart11.0`") && err.contains("wheel `nvidia-cuda-runtime-cu11`"),
         "{err}"
     );
-    assert!(!sb.join("out").exists());
+}
+
+/// NVIDIA's repository has `libnccl2` per CUDA line: the newest (`+cuda13.0`) in a CUDA 12 image
+/// is a "no" naming it; `libnccl2=2.21.5-1+cuda12.4` among the base's packages picks the right
+/// one (apt-get's `name=version`); a package text the solver cannot take is exit 2 at its
+/// position.
+#[test]
+fn a_version_pin_in_the_base_packages_picks_the_cuda_line() {
+    let r = repo();
+    let sb = Sandbox::new();
+    let p = fixture_profile_with(&sb, &r, "nvidia", "[libc-bin]", "2.21");
+    let err = refused(&sb, &p, 1);
+    assert!(
+        err.contains("`libnccl2 2.21.5-1+cuda13.0`") && err.contains("built for CUDA 13"),
+        "{err}"
+    );
+
+    let sb = Sandbox::new();
+    let p = fixture_profile_with(
+        &sb,
+        &r,
+        "nvidia",
+        "[libc-bin, \"libnccl2=2.21.5-1+cuda12.4\"]",
+        "2.21",
+    );
+    run_ok(sb.gpuimg().arg("lock").arg(&p));
+    let lock = read(&sb.join("p.lock.json"));
+    assert!(lock.contains("\"2.21.5-1+cuda12.4\""), "{lock}");
+    assert!(!lock.contains("cuda13.0"), "{lock}");
+    run_ok(
+        sb.gpuimg()
+            .args(["build", "--locked", "-q", "-o"])
+            .arg(sb.join("out"))
+            .arg(&p),
+    );
+    let (_, manifest) = config_and_manifest(&sb.join("out"));
+    assert_eq!(
+        manifest["annotations"]["io.gpuimg.cuda-library.libnccl2"], "2.21.5-1+cuda12.4",
+        "{manifest}"
+    );
+
+    let sb = Sandbox::new();
+    let p = fixture_profile_with(&sb, &r, "nvidia", "[libc-bin, \"libnccl2 (>> \"]", "");
+    let err = refused(&sb, &p, 2);
+    assert!(
+        err.contains("p.yaml:6:") && err.contains("`libnccl2 (>> `"),
+        "{err}"
+    );
 }

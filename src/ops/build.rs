@@ -102,6 +102,7 @@ fn gather(
             facts.rootfs_identity = (!meta.is_dir()).then(|| identity(&meta));
         }
         Base::Apt(spec) => {
+            super::stack::check_base_packages(profile, spec)?;
             let roots = match &settled.resolution {
                 Some(r) => super::stack::apt_roots(profile, r, catalog)?,
                 None => Vec::new(),

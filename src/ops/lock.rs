@@ -57,6 +57,7 @@ pub fn lock(
     let mut new_wheels = None;
     let mut pylock = None;
     if let Base::Apt(spec) = &profile.base {
+        super::stack::check_base_packages(profile, spec)?;
         let roots = super::stack::apt_roots(profile, &resolution, catalog)?;
         let resolved = crate::sources::apt::resolve(
             &super::stack::apt_spec(spec, &roots),

@@ -108,6 +108,26 @@ pub fn apt_roots(
     Ok(out)
 }
 
+/// Each of the base's `packages` must be something the apt solver takes (`name`,
+/// `name=version`, `name (>= version)`, `a | b`): bad input at its position otherwise.
+pub fn check_base_packages(profile: &Profile, spec: &AptSpec) -> Result<(), OpsError> {
+    for p in &spec.packages {
+        if let Err(message) = crate::sources::apt::root_relations(&p.value) {
+            return Err(OpsError::Profile(crate::profile::ProfileError::Invalid {
+                file: profile.file.clone(),
+                line: p.line,
+                column: p.column,
+                key: "base.apt.packages".into(),
+                message: format!(
+                    "`{}` is not a package to install ({message}): write `name`, `name=version`, `name (>= version)` or `a | b`",
+                    p.value
+                ),
+            }));
+        }
+    }
+    Ok(())
+}
+
 /// `spec` with the stack's apt roots added to its packages.
 pub fn apt_spec(spec: &AptSpec, roots: &[AptRoot]) -> AptSpec {
     let mut spec = spec.clone();

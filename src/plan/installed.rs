@@ -18,7 +18,7 @@ use crate::resolve::Resolution;
 use crate::version::Version;
 
 /// The wheel components that hold NVIDIA's CUDA libraries.
-const LIBRARY_COMPONENTS: &[&str] = &["cuda-runtime", "cuda-math", "cudnn", "nccl"];
+pub(super) const LIBRARY_COMPONENTS: &[&str] = &["cuda-runtime", "cuda-math", "cudnn", "nccl"];
 
 /// The locked cudart wheel (`nvidia-cuda-runtime`, `nvidia-cuda-runtime-cuNN`) and its version.
 pub fn runtime(wheels: &[LockedWheel]) -> Option<(&LockedWheel, Version)> {
@@ -110,7 +110,7 @@ pub fn cuda_libraries(install: &super::PythonInstall) -> Vec<CudaLibrary> {
 }
 
 /// Update `env` and `annotations` (the resolution's) with what the locked wheels and the
-/// CUDA packages among the locked debs (`cuda_debs`) install.
+/// CUDA packages among the locked debs (`cuda_debs`: the runtime's version) install.
 pub fn apply(
     resolution: &Resolution,
     wheels: &[LockedWheel],
@@ -119,12 +119,6 @@ pub fn apply(
     env: &mut BTreeMap<String, String>,
     annotations: &mut BTreeMap<String, String>,
 ) {
-    for (d, _, _) in debs {
-        annotations.insert(
-            format!("{ANN_CUDA_LIBRARY_PREFIX}{}", d.name),
-            d.version.clone(),
-        );
-    }
     for w in wheels {
         if LIBRARY_COMPONENTS.contains(&wheel_components::component_of(&w.name)) {
             annotations.insert(

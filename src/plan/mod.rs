@@ -327,6 +327,21 @@ pub fn plan(
             &mut image.annotations,
         );
     }
+    // Every apt package of a CUDA library component, by the table alone (as wheels are).
+    if let Some(f) = &facts.apt {
+        for (p, m) in f.packages.iter().zip(&f.metas) {
+            if installed::LIBRARY_COMPONENTS.contains(&components::component_of(m)) {
+                image.annotations.insert(
+                    format!(
+                        "{}{}",
+                        crate::image::annotations::ANN_CUDA_LIBRARY_PREFIX,
+                        p.name
+                    ),
+                    p.version.clone(),
+                );
+            }
+        }
+    }
     if wants_selftest(profile, resolution) {
         let bin = facts
             .selftest

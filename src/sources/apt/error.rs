@@ -42,6 +42,8 @@ pub enum AptError {
     InvalidIndex { url: String, message: String },
     #[error("Package `{name}` is not in any configured repository")]
     UnknownPackage { name: String },
+    #[error("`{text}` is not a package to install ({message}): write `name`, `name=version`, `name (>= version)` or `a | b`")]
+    InvalidRoot { text: String, message: String },
     #[error("Cannot install `{root}`: {chain}")]
     Unsatisfiable { root: String, chain: String },
     #[error("Invalid package `{package}`: {message}")]

@@ -49,6 +49,7 @@ pub use fixups::merged_usr_links;
 pub use ldcache::write_ld_cache;
 pub use provenance::{stamp_packages, AptRoot, GENERATED_BY};
 pub use prune::prune_lists;
+pub use solver::root_relations;
 pub use status::installed_packages;
 pub use version::Version;
 

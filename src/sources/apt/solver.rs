@@ -35,11 +35,12 @@ pub fn solve(u: &Universe, roots: &[String], essential: bool) -> Result<Vec<Pack
     }
     let mut queue = VecDeque::new();
     for name in &wanted {
-        // A root may be a group of alternatives (`a | b`), as the stack's packages are.
-        let group: Vec<Relation> = name.split('|').map(|n| plain(n.trim())).collect();
-        if group.iter().any(|r| st.selected.contains_key(&r.name)) {
-            continue;
-        }
+        // A root may hold a version (`a=1.2-1`, `a (>= 1.2)`) and alternatives (`a | b`), as
+        // the stack's packages do; the profile's were checked where they are written.
+        let group = root_relations(name).map_err(|message| AptError::InvalidRoot {
+            text: name.clone(),
+            message,
+        })?;
         if group.iter().try_fold(false, |acc, r| {
             Ok::<_, AptError>(acc || st.satisfied(r)?.is_some())
         })? {
@@ -106,11 +107,25 @@ pub fn solve(u: &Universe, roots: &[String], essential: bool) -> Result<Vec<Pack
     ids.into_iter().map(|id| st.pkg(id).cloned()).collect()
 }
 
-fn plain(name: &str) -> Relation {
-    Relation {
-        name: name.to_string(),
-        arch: ArchQual::None,
-        constraint: None,
+/// A requested package as the solver takes it: a name, `name=version` (apt-get's spelling of
+/// `name (= version)`), a Depends-style relation (`name (>= version)`) or alternatives of those
+/// (`a | b (>= 2)`); one group, no commas.
+pub fn root_relations(text: &str) -> Result<Vec<Relation>, String> {
+    let alternatives: Vec<String> = text
+        .split('|')
+        .map(|alt| match alt.split_once('=') {
+            Some((name, version)) if !name.contains(['(', '<', '>']) => {
+                format!("{} (= {})", name.trim(), version.trim())
+            }
+            _ => alt.to_string(),
+        })
+        .collect();
+    let joined = alternatives.join(" | ");
+    let mut groups = super::relation::parse_alternatives(&joined).map_err(|e| e.to_string())?;
+    match (groups.pop(), groups.is_empty()) {
+        (Some(group), true) if group.iter().all(|r| !r.name.is_empty()) => Ok(group),
+        (None, _) => Err("empty".into()),
+        _ => Err("one package or one group of alternatives, without commas".into()),
     }
 }
 
@@ -284,5 +299,30 @@ impl State<'_> {
             }
         }
         cur
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roots_take_names_versions_relations_and_alternatives() {
+        let r = |t: &str| {
+            root_relations(t).map(|g| g.iter().map(|r| r.to_string()).collect::<Vec<_>>())
+        };
+        assert_eq!(r("libc6").unwrap(), ["libc6"]);
+        assert_eq!(
+            r("libnccl2=2.21.5-1+cuda12.4").unwrap(),
+            ["libnccl2 (= 2.21.5-1+cuda12.4)"]
+        );
+        assert_eq!(r("python3 (>= 3.11)").unwrap(), ["python3 (>= 3.11)"]);
+        assert_eq!(
+            r("cuda-cudart-12-4 | libcudart12=12.4.131~12.4.1-1").unwrap(),
+            ["cuda-cudart-12-4", "libcudart12 (= 12.4.131~12.4.1-1)"]
+        );
+        for bad in ["", "a, b", "a (>> ", "a | ", "(= 1)"] {
+            assert!(r(bad).is_err(), "{bad:?}");
+        }
     }
 }

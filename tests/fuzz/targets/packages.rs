@@ -97,6 +97,8 @@ fn typed(e: &AptError) -> std::result::Result<(), String> {
     match e {
         AptError::InvalidIndex { url, message } if url == URL && !message.is_empty() => Ok(()),
         AptError::UnknownPackage { .. } | AptError::Unsatisfiable { .. } => Ok(()),
+        // A root taken from a mutated index's names that is no package text.
+        AptError::InvalidRoot { message, .. } if !message.is_empty() => Ok(()),
         other => Err(format!("unexpected error: {other}")),
     }
 }
