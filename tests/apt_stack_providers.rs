@@ -450,6 +450,31 @@ fn a_version_pin_in_the_base_packages_picks_the_cuda_line() {
             .arg(&p),
     );
     let (_, manifest) = config_and_manifest(&sb.join("out"));
+    // The self-test's expectation lists NCCL from the package, for CUDA 12 (its version says).
+    let rootfs = umoci_unpack(&sb.join("out"), &sb.join("bundle"));
+    let text = read(&rootfs.join("etc/gpuimg/expect.json"));
+    let e = Expectation::from_json(&text, "expect.json").unwrap();
+    let nccl = e.libraries.iter().find(|l| l.name == "nccl").unwrap();
+    assert_eq!(
+        (
+            nccl.soname.as_str(),
+            nccl.dir.as_str(),
+            nccl.version.as_str(),
+            nccl.provider.as_str(),
+            nccl.cuda_major
+        ),
+        (
+            "libnccl.so.2",
+            "/usr/lib/x86_64-linux-gnu",
+            "2.21.5",
+            "deb libnccl2",
+            12
+        ),
+        "{text}"
+    );
+    assert!(rootfs
+        .join("usr/lib/x86_64-linux-gnu/libnccl.so.2")
+        .exists());
     assert_eq!(
         manifest["annotations"]["io.gpuimg.cuda-library.libnccl2"], "2.21.5-1+cuda12.4",
         "{manifest}"

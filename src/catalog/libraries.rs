@@ -27,7 +27,10 @@ struct Table {
 #[serde(deny_unknown_fields)]
 pub struct DebRecord {
     pub deb: String,
-    pub cuda_major: u32,
+    /// `None`: the package is built per CUDA line and its version says which
+    /// (`2.21.5-1+cuda12.4`).
+    #[serde(default)]
+    pub cuda_major: Option<u32>,
     pub dir: String,
     pub libraries: Vec<LibraryRecord>,
 }
@@ -121,13 +124,14 @@ pub fn wheel_libraries(
     Ok(Some((rank, libs)))
 }
 
-/// The libraries the Debian package `name` at `version` (its upstream release, `11.8.89`)
-/// carries on `debian_arch`, as the table's `debs` list them: their directory filled in;
-/// `None` when the table has no record of the package or no directory for the
-/// architecture.
+/// The libraries the Debian package `name` at `version` (its upstream release, `11.8.89`;
+/// `debian_version` the whole version, for a `+cudaX.Y` suffix) carries on `debian_arch`, as
+/// the table's `debs` list them: their directory filled in; `None` when the table has no
+/// record of the package, no directory for the architecture, or no CUDA major for it.
 pub fn deb_libraries(
     name: &str,
     version: &str,
+    debian_version: &str,
     debian_arch: &str,
 ) -> Result<Option<Vec<WheelLibrary>>, LibraryTableError> {
     let Some(d) = table()?
@@ -135,6 +139,9 @@ pub fn deb_libraries(
         .iter()
         .find(|d| crate::glob::glob_match(&d.deb, name))
     else {
+        return Ok(None);
+    };
+    let Some(cuda_major) = d.cuda_major.or_else(|| cuda_line(debian_version)) else {
         return Ok(None);
     };
     let (multiarch, target) = match debian_arch {
@@ -158,13 +165,20 @@ pub fn deb_libraries(
                 key: l.key.clone(),
                 soname: fill(&l.soname),
                 dir: fill(&d.dir),
-                cuda_major: d.cuda_major,
+                cuda_major,
                 call: l.call,
                 level: l.level,
                 companions: l.companions.iter().map(|c| fill(c)).collect(),
             })
             .collect(),
     ))
+}
+
+/// The CUDA major a package version says it was built for (`2.21.5-1+cuda12.4` → 12).
+pub fn cuda_line(debian_version: &str) -> Option<u32> {
+    let rest = &debian_version[debian_version.rfind("+cuda")? + 5..];
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
 }
 
 #[cfg(test)]
@@ -195,30 +209,55 @@ mod tests {
 
     #[test]
     fn a_debian_package_maps_to_its_libraries_in_its_own_directory() {
-        let libs = deb_libraries("libcudart11.0", "11.8.89", "amd64")
-            .unwrap()
-            .unwrap();
+        let libs = deb_libraries(
+            "libcudart11.0",
+            "11.8.89",
+            "11.8.89~11.8.0-5~deb12u1",
+            "amd64",
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(libs[0].soname, "libcudart.so.11.0");
         assert_eq!(libs[0].dir, "/usr/lib/x86_64-linux-gnu");
         assert_eq!(libs[0].cuda_major, 11);
-        let libs = deb_libraries("cuda-cudart-12-4", "12.4.127", "arm64")
+        let nccl = deb_libraries("libnccl2", "2.21.5", "2.21.5-1+cuda12.4", "amd64")
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (nccl[0].soname.as_str(), nccl[0].cuda_major),
+            ("libnccl.so.2", 12)
+        );
+        assert_eq!(
+            deb_libraries("libnccl2", "2.21.5", "2.21.5-1", "amd64").unwrap(),
+            None
+        );
+        let libs = deb_libraries("cuda-cudart-12-4", "12.4.127", "12.4.127-1", "arm64")
             .unwrap()
             .unwrap();
         assert_eq!(libs[0].soname, "libcudart.so.12");
         assert_eq!(libs[0].dir, "/usr/local/cuda-12.4/targets/sbsa-linux/lib");
-        let libs = deb_libraries("cuda-nvrtc-12-4", "12.4.127", "amd64")
+        let libs = deb_libraries("cuda-nvrtc-12-4", "12.4.127", "12.4.127-1", "amd64")
             .unwrap()
             .unwrap();
         assert_eq!(libs[0].companions, ["libnvrtc-builtins.so.12.4"]);
         assert_eq!(
-            deb_libraries("cuda-nvrtc-dev-12-4", "12.4.127", "amd64").unwrap(),
+            deb_libraries("cuda-nvrtc-dev-12-4", "12.4.127", "12.4.127-1", "amd64").unwrap(),
             None
         );
         assert_eq!(
-            deb_libraries("libcufft10", "11.1.1", "amd64").unwrap(),
+            deb_libraries(
+                "libcufft10",
+                "11.1.1",
+                "11.1.1+~10.9.0.58~11.8.0-5~deb12u1",
+                "amd64"
+            )
+            .unwrap(),
             None
         );
-        assert_eq!(deb_libraries("libc6", "2.36", "amd64").unwrap(), None);
+        assert_eq!(
+            deb_libraries("libc6", "2.36", "2.36-9", "amd64").unwrap(),
+            None
+        );
         for d in &table().unwrap().debs {
             assert!(d.dir.starts_with('/') && !d.dir.contains(".."), "{}", d.deb);
         }

@@ -22,8 +22,8 @@ pub use debs::StackPackages;
 pub use device_code::DeviceCode;
 pub use error::CatalogError;
 pub use libraries::{
-    cuda_wheels, deb_libraries, wheel_libraries, LibraryRecord, LibraryTableError, WheelLibrary,
-    WheelRecord,
+    cuda_line, cuda_wheels, deb_libraries, wheel_libraries, LibraryRecord, LibraryTableError,
+    WheelLibrary, WheelRecord,
 };
 pub use records::{
     BranchKind, CatalogFile, CcSupport, CudaFamily, CudaRelease, CudnnBuild, CudnnRelease,

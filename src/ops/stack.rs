@@ -159,7 +159,7 @@ pub fn check_apt_agreement(
         let Ok(want) = at.value.parse::<Constraint>() else {
             continue;
         };
-        let built_for = cuda_suffix(&deb.version);
+        let built_for = crate::catalog::cuda_line(&deb.version).map(u64::from);
         if let (Some(built), Some(image)) = (built_for, r.cuda_major) {
             if built != image {
                 return Err(OpsError::Incompatible(format!(
@@ -188,13 +188,6 @@ pub fn check_apt_agreement(
         }
     }
     Ok(())
-}
-
-/// The CUDA major a package's version says it was built for (`2.21.5-1+cuda12.4` → 12).
-fn cuda_suffix(version: &str) -> Option<u64> {
-    let rest = &version[version.rfind("+cuda")? + 5..];
-    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    digits.parse().ok()
 }
 
 /// The CUDA major version of the image: the resolved `cuda`, else a framework variant's
@@ -397,7 +390,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("`libnccl2 2.19.3-1+cuda12.4`"), "{e}");
-        assert_eq!(cuda_suffix("11.8.89~11.8.0-5~deb12u1"), None);
+        assert_eq!(crate::catalog::cuda_line("11.8.89~11.8.0-5~deb12u1"), None);
     }
 
     #[test]

@@ -46,9 +46,10 @@ pub fn cuda_debs<'a>(
     debs.iter()
         .filter_map(|d| {
             let v = d.upstream_release()?;
-            let libs = crate::catalog::deb_libraries(&d.name, &v.to_string(), debian_arch)
-                .ok()
-                .flatten()?;
+            let libs =
+                crate::catalog::deb_libraries(&d.name, &v.to_string(), &d.version, debian_arch)
+                    .ok()
+                    .flatten()?;
             Some((d, v, libs))
         })
         .collect()
