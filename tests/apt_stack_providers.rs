@@ -22,15 +22,6 @@ use std::process::Command;
 use common::*;
 use gpuimg::expect::Expectation;
 
-fn describe_run(o: &std::process::Output) -> String {
-    format!(
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
 /// The image's config and manifest of the OCI layout at `out`.
 fn config_and_manifest(out: &std::path::Path) -> (serde_json::Value, serde_json::Value) {
     let blob = |d: &str| {

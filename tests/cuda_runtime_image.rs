@@ -45,15 +45,6 @@ fn gpuimg(sb: &Sandbox) -> Command {
     with_host_index(sb.gpuimg_with_cache(&sb.join("cache")))
 }
 
-fn describe_run(o: &std::process::Output) -> String {
-    format!(
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
 /// The `Version:` of the installed distribution `dist` (its `*.dist-info/METADATA`).
 fn metadata_version(site: &std::path::Path, dist: &str) -> String {
     let prefix = format!("{}-", dist.replace('-', "_"));

@@ -76,15 +76,6 @@ fn podman(sb: &Sandbox, out: &str, extra: &[&str], args: &[&str]) -> std::proces
     podman_run_with(sb.path(), extra, &image, args)
 }
 
-fn describe_run(o: &std::process::Output) -> String {
-    format!(
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
 #[test]
 fn requests_pyyaml_and_a_console_script_from_the_real_index_run_under_podman() {
     require("umoci");

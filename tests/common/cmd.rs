@@ -84,6 +84,17 @@ pub fn describe(cmd: &Command, out: &Output) -> String {
     )
 }
 
+/// A finished command's exit code and whole output, for assertion messages about a run whose
+/// exit status is itself under test (a container, the self-test).
+pub fn describe_run(o: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
 /// Run `cmd` to its end; whatever its exit status, return its output.
 pub fn run(cmd: &mut Command) -> Output {
     cmd.output()
