@@ -20,7 +20,20 @@ mod common;
 use std::process::Command;
 
 use common::*;
-use gpuimg::expect::Expectation;
+use gpuimg::expect::{Expectation, LibraryExpectation};
+
+/// What a test checks of one library in the expectation: name, soname, directory, version,
+/// provider and CUDA major.
+fn row(l: &LibraryExpectation) -> (&str, &str, &str, &str, &str, u32) {
+    (
+        &l.name,
+        &l.soname,
+        &l.dir,
+        &l.version,
+        &l.provider,
+        l.cuda_major,
+    )
+}
 
 /// The image's config and manifest of the OCI layout at `out`.
 fn config_and_manifest(out: &std::path::Path) -> (serde_json::Value, serde_json::Value) {
@@ -140,16 +153,8 @@ fn debians_cuda_runtime_from_non_free_is_the_images_cuda() {
     let text = read(&rootfs.join("etc/gpuimg/expect.json"));
     let mut e = Expectation::from_json(&text, "expect.json").unwrap();
     assert_eq!(e.libraries.len(), 1, "{text}");
-    let lib = &e.libraries[0];
     assert_eq!(
-        (
-            lib.name.as_str(),
-            lib.soname.as_str(),
-            lib.dir.as_str(),
-            lib.version.as_str(),
-            lib.provider.as_str(),
-            lib.cuda_major
-        ),
+        row(&e.libraries[0]),
         (
             "cudart",
             "libcudart.so.11.0",
@@ -227,8 +232,9 @@ struct Repo {
     _server: Server,
 }
 
-/// Suite `nvidia`: NVIDIA-shaped `cuda-cudart-12-4` and Debian-shaped `libcudart12`; suite
-/// `debian`: only `libcudart12`, at 12.2.
+/// Suite `nvidia`: NVIDIA-shaped `cuda-cudart-12-4` and Debian-shaped `libcudart12`, and
+/// `libnccl2` as NVIDIA's repository has it, per CUDA line and release (2.21.5 for CUDA 12.4 and
+/// 13.0, 2.26.5 for 12.9, 2.28.9 for 13.0); suite `debian`: only `libcudart12`, at 12.2.
 fn repo() -> Repo {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("repo");
@@ -274,10 +280,20 @@ fn repo() -> Repo {
     let lc = stanza(&root, &build_deb(&root, &work, &libc));
     let nccl12 = stanza(&root, &build_deb(&root, &work, &nccl("2.21.5-1+cuda12.4")));
     let nccl13 = stanza(&root, &build_deb(&root, &work, &nccl("2.21.5-1+cuda13.0")));
+    let nccl12_new = stanza(&root, &build_deb(&root, &work, &nccl("2.26.5-1+cuda12.9")));
+    let nccl13_new = stanza(&root, &build_deb(&root, &work, &nccl("2.28.9-1+cuda13.0")));
     write_dist(
         &root,
         "nvidia",
-        &[lc.clone(), nv, deb.clone(), nccl12, nccl13],
+        &[
+            lc.clone(),
+            nv,
+            deb.clone(),
+            nccl12,
+            nccl13,
+            nccl12_new,
+            nccl13_new,
+        ],
         Some(&home),
     );
     write_dist(&root, "debian", &[lc, deb], Some(&home));
@@ -407,33 +423,48 @@ fn debians_and_a_wheels_libcudart_together_are_refused_naming_both() {
     );
 }
 
-/// NVIDIA's repository has `libnccl2` per CUDA line: the newest (`+cuda13.0`) in a CUDA 12 image
-/// is a "no" naming it; `libnccl2=2.21.5-1+cuda12.4` among the base's packages picks the right
-/// one (apt-get's `name=version`); a package text the solver cannot take is exit 2 at its
-/// position.
+/// NVIDIA's repository has `libnccl2` per CUDA line and release: with `stack.nccl` from apt,
+/// the version built for the image's CUDA line and of the pinned release is taken without a
+/// version in the profile (not the newest, `+cuda13.0`, nor 12.9's newer release); a version
+/// the profile names itself for another CUDA line is a "no" naming it; a package text the
+/// solver cannot take is exit 2 at its position.
 #[test]
-fn a_version_pin_in_the_base_packages_picks_the_cuda_line() {
+fn the_stack_takes_the_nccl_package_of_the_images_cuda_line_and_pinned_release() {
     let r = repo();
+    // Any release: the newest of the CUDA 12 line, not the newest of all (2.28.9 for 13.0).
     let sb = Sandbox::new();
-    let p = fixture_profile_with(&sb, &r, "nvidia", "[libc-bin]", "2.21");
+    let p = fixture_profile_with(&sb, &r, "nvidia", "[libc-bin]", "*");
+    run_ok(sb.gpuimg().arg("lock").arg(&p));
+    let lock = read(&sb.join("p.lock.json"));
+    assert!(lock.contains("\"2.26.5-1+cuda12.9\""), "{lock}");
+    assert!(!lock.contains("cuda13.0"), "{lock}");
+
+    // The profile's own version for CUDA 13 in a CUDA 12 image: a "no" naming it.
+    let sb = Sandbox::new();
+    let p = fixture_profile_with(
+        &sb,
+        &r,
+        "nvidia",
+        "[libc-bin, \"libnccl2=2.21.5-1+cuda13.0\"]",
+        "2.21",
+    );
     let err = refused(&sb, &p, 1);
     assert!(
         err.contains("`libnccl2 2.21.5-1+cuda13.0`") && err.contains("built for CUDA 13"),
         "{err}"
     );
 
+    // Release 2.21 pinned: 2.21.5 for CUDA 12, built into the image.
     let sb = Sandbox::new();
-    let p = fixture_profile_with(
-        &sb,
-        &r,
-        "nvidia",
-        "[libc-bin, \"libnccl2=2.21.5-1+cuda12.4\"]",
-        "2.21",
-    );
+    let p = fixture_profile_with(&sb, &r, "nvidia", "[libc-bin]", "2.21");
+
     run_ok(sb.gpuimg().arg("lock").arg(&p));
     let lock = read(&sb.join("p.lock.json"));
     assert!(lock.contains("\"2.21.5-1+cuda12.4\""), "{lock}");
-    assert!(!lock.contains("cuda13.0"), "{lock}");
+    assert!(
+        !lock.contains("cuda13.0") && !lock.contains("2.26.5"),
+        "{lock}"
+    );
     run_ok(
         sb.gpuimg()
             .args(["build", "--locked", "-q", "-o"])
@@ -447,14 +478,9 @@ fn a_version_pin_in_the_base_packages_picks_the_cuda_line() {
     let e = Expectation::from_json(&text, "expect.json").unwrap();
     let nccl = e.libraries.iter().find(|l| l.name == "nccl").unwrap();
     assert_eq!(
+        row(nccl),
         (
-            nccl.soname.as_str(),
-            nccl.dir.as_str(),
-            nccl.version.as_str(),
-            nccl.provider.as_str(),
-            nccl.cuda_major
-        ),
-        (
+            "nccl",
             "libnccl.so.2",
             "/usr/lib/x86_64-linux-gnu",
             "2.21.5",

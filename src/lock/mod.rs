@@ -27,7 +27,7 @@ pub use crate::canonical_json::canonical_pretty as canonical_json;
 pub use artifact::LockedArtifact;
 pub use error::LockError;
 pub use inputs::LockInputs;
-pub use packages::LockedPackage;
+pub use packages::{upstream_release, LockedPackage};
 pub use resolution::{
     LockedCompat, LockedGpu, LockedHost, LockedKernelModule, LockedResolution,
     LockedResolutionError,

@@ -25,14 +25,18 @@ impl LockedPackage {
     /// → 11.8.89, `2.21.5-1+cuda12.4` → 2.21.5, `1:9.1.0.70-1` → 9.1.0.70); `None` when what
     /// is left is not one.
     pub fn upstream_release(&self) -> Option<crate::version::Version> {
-        let v = self
-            .version
-            .split_once(':')
-            .map_or(&*self.version, |(_, v)| v);
-        let v = v.rsplit_once('-').map_or(v, |(u, _)| u);
-        let v = v.split(['~', '+']).next()?;
-        v.parse().ok()
+        upstream_release(&self.version)
     }
+}
+
+/// The release a Debian version text stands for: see [`LockedPackage::upstream_release`].
+pub fn upstream_release(debian_version: &str) -> Option<crate::version::Version> {
+    let v = debian_version
+        .split_once(':')
+        .map_or(debian_version, |(_, v)| v);
+    let v = v.rsplit_once('-').map_or(v, |(u, _)| u);
+    let v = v.split(['~', '+']).next()?;
+    v.parse().ok()
 }
 
 #[cfg(test)]

@@ -108,7 +108,8 @@ fn gather(
                 None => Vec::new(),
             };
             let spec = super::stack::apt_spec(spec, &roots);
-            let apt = apt_facts(&spec, profile, settled, req, obs)?;
+            let prefer = super::stack::apt_preferences(profile, &roots);
+            let apt = apt_facts(&spec, &prefer, profile, settled, req, obs)?;
             super::stack::check_apt_agreement(profile, &roots, &apt.packages)?;
             facts.apt = Some(apt);
         }
@@ -179,16 +180,18 @@ fn gather(
 /// the record of an earlier build of the same set, else read from the packages themselves.
 fn apt_facts(
     spec: &AptSpec,
+    prefer: &[apt::Preference],
     profile: &Profile,
     settled: &Settled,
     req: &BuildRequest,
     obs: &mut dyn Observer,
 ) -> Result<AptFacts, OpsError> {
-    let aopts = apt_options(
+    let mut aopts = apt_options(
         &req.options.cache_root,
         req.options.offline,
         &req.options.trust,
     );
+    aopts.prefer = prefer.to_vec();
     let mut packages = match &settled.debs {
         Some(d) => d.clone(),
         None => apt::resolve(spec, &profile.platform, &profile.dir, &aopts, obs)?,

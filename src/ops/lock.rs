@@ -59,11 +59,13 @@ pub fn lock(
     if let Base::Apt(spec) = &profile.base {
         super::stack::check_base_packages(profile, spec)?;
         let roots = super::stack::apt_roots(profile, &resolution, catalog)?;
+        let mut aopts = apt_options(cache_root, offline, trust);
+        aopts.prefer = super::stack::apt_preferences(profile, &roots);
         let resolved = crate::sources::apt::resolve(
             &super::stack::apt_spec(spec, &roots),
             &profile.platform,
             &profile.dir,
-            &apt_options(cache_root, offline, trust),
+            &aopts,
             obs,
         )?;
         super::stack::check_apt_agreement(profile, &roots, &resolved)?;

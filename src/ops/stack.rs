@@ -6,13 +6,15 @@
 //! resolution installed: a pin the framework's own pins contradict is a "no" naming both.
 //! A CUDA library the profile takes from apt (`providers: {cuda: apt}`) becomes the
 //! catalog's `stack_debs` relation groups instead, added to the base's apt roots, and the
-//! installed package's release is checked against the pin the same way.
+//! installed package's release is checked against the pin the same way; the solver is told to
+//! prefer the versions built for the image's CUDA line and of the pinned release.
 
 use super::OpsError;
 use crate::catalog::Catalog;
 use crate::lock::{LockedPackage, LockedWheel};
 use crate::profile::{AptSpec, Located, Profile, ProviderKind};
 use crate::resolve::{Component, Resolution};
+use crate::sources::apt::Preference;
 use crate::sources::pypi::PythonRequest;
 use crate::version::{Constraint, Version};
 
@@ -108,20 +110,73 @@ pub fn apt_roots(
     Ok(out)
 }
 
+/// What the apt solver should take first for the stack's packages: versions built for the
+/// image's CUDA line, and for the component's carrier package (the one the pin is checked
+/// against) the pinned release, so that NVIDIA's repository, which carries `libnccl2` for every
+/// CUDA line and many releases, gives the one the stack asks for without a version in the
+/// profile. A preference only orders: [`check_apt_agreement`] still names what does not fit.
+pub fn apt_preferences(profile: &Profile, roots: &[AptRoot]) -> Vec<Preference> {
+    let mut out: Vec<Preference> = Vec::new();
+    for r in roots {
+        let release = if r.carrier {
+            pin(profile, r.component).and_then(|at| at.value.parse::<Constraint>().ok())
+        } else {
+            None
+        };
+        for name in group_names(&r.group) {
+            if !out.iter().any(|p| p.package == name) {
+                out.push(preference(&name, r.cuda_major, release.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// The package names of an apt root group (`cuda-cudart-12-4 | libcudart12`), read as the
+/// solver reads it; none when it does not parse (the solver then refuses it).
+fn group_names(group: &str) -> Vec<String> {
+    crate::sources::apt::root_relations(group)
+        .map(|g| g.into_iter().map(|r| r.name).collect())
+        .unwrap_or_default()
+}
+
+/// Versions of `package` built for CUDA `cuda_major` (or for no CUDA line) whose upstream
+/// release satisfies `release`.
+fn preference(package: &str, cuda_major: Option<u64>, release: Option<Constraint>) -> Preference {
+    let mut describe = Vec::new();
+    if let Some(m) = cuda_major {
+        describe.push(format!("cuda{m}"));
+    }
+    if let Some(c) = &release {
+        describe.push(format!("release {c}"));
+    }
+    Preference::new(package, describe.join(" "), move |version: &str| {
+        let line = match (cuda_major, crate::catalog::cuda_line(version)) {
+            (Some(want), Some(built)) => u64::from(built) == want,
+            _ => true,
+        };
+        let fits_release = release
+            .as_ref()
+            .is_none_or(|c| crate::lock::upstream_release(version).is_some_and(|v| c.matches(&v)));
+        line && fits_release
+    })
+}
+
 /// Each of the base's `packages` must be something the apt solver takes (`name`,
 /// `name=version`, `name (>= version)`, `a | b`): bad input at its position otherwise.
 pub fn check_base_packages(profile: &Profile, spec: &AptSpec) -> Result<(), OpsError> {
     for p in &spec.packages {
         if let Err(message) = crate::sources::apt::root_relations(&p.value) {
+            let refused = crate::sources::apt::AptError::InvalidRoot {
+                text: p.value.clone(),
+                message,
+            };
             return Err(OpsError::Profile(crate::profile::ProfileError::Invalid {
                 file: profile.file.clone(),
                 line: p.line,
                 column: p.column,
                 key: "base.apt.packages".into(),
-                message: format!(
-                    "`{}` is not a package to install ({message}): write `name`, `name=version`, `name (>= version)` or `a | b`",
-                    p.value
-                ),
+                message: refused.to_string(),
             }));
         }
     }
@@ -151,8 +206,8 @@ pub fn check_apt_agreement(
         let Some(at) = pin(profile, r.component) else {
             continue;
         };
-        let names: Vec<&str> = r.group.split('|').map(str::trim).collect();
-        let Some(deb) = debs.iter().find(|d| names.contains(&d.name.as_str())) else {
+        let names = group_names(&r.group);
+        let Some(deb) = debs.iter().find(|d| names.contains(&d.name)) else {
             continue;
         };
         let c = r.component;
@@ -391,6 +446,19 @@ mod tests {
             .to_string();
         assert!(e.contains("`libnccl2 2.19.3-1+cuda12.4`"), "{e}");
         assert_eq!(crate::catalog::cuda_line("11.8.89~11.8.0-5~deb12u1"), None);
+    }
+
+    #[test]
+    fn a_stack_package_prefers_its_cuda_line_and_pinned_release() {
+        let p = preference("libnccl2", Some(12), Some("2.21".parse().unwrap()));
+        assert!(p.fits("2.21.5-1+cuda12.4"));
+        assert!(!p.fits("2.21.5-1+cuda13.0"));
+        assert!(!p.fits("2.26.5-1+cuda12.9"));
+        // Built for no CUDA line: only the release counts.
+        assert!(p.fits("2.21.5-1"));
+        assert!(preference("libnccl2", Some(13), None).fits("2.28.9-1+cuda13.0"));
+        assert!(preference("libnccl2", None, None).fits("anything"));
+        assert_eq!(p.to_string(), "libnccl2 cuda12 release 2.21");
     }
 
     #[test]

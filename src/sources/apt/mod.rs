@@ -22,6 +22,7 @@ mod install;
 mod ldcache;
 mod needed;
 mod openpgp;
+mod prefer;
 mod provenance;
 mod prune;
 mod relation;
@@ -47,6 +48,7 @@ use crate::profile::{AptSpec, Platform};
 pub use error::AptError;
 pub use fixups::merged_usr_links;
 pub use ldcache::write_ld_cache;
+pub use prefer::Preference;
 pub use provenance::{stamp_packages, AptRoot, GENERATED_BY};
 pub use prune::prune_lists;
 pub use solver::root_relations;
@@ -88,6 +90,9 @@ pub struct AptOptions {
     pub trust: Trust,
     /// What later layers add for the loader: see [`LoaderExtra`].
     pub loader: LoaderExtra,
+    /// Which versions of some packages to take first (the stack's, for the image's CUDA line
+    /// and pinned release); part of the resolution's key.
+    pub prefer: Vec<Preference>,
 }
 
 /// Libraries that layers above the apt packages add (the Python wheels'), so that the one
@@ -111,6 +116,7 @@ impl AptOptions {
             limits: FetchLimits::default(),
             trust: Trust::default(),
             loader: LoaderExtra::default(),
+            prefer: Vec::new(),
         }
     }
 }
@@ -290,7 +296,7 @@ fn resolve_with(
     }
     // The same request against the same signed indexes resolves to the same set: no index is
     // read or parsed again.
-    let key = resolution_key(spec, arch, &repos, &indexes);
+    let key = resolution_key(spec, &opts.prefer, arch, &repos, &indexes);
     if let Some(set) = recorded_resolution(fetcher.cache().shared(), &key) {
         obs.message(&format!(
             "Resolved {} packages from {} repositories (indexes unchanged)",
@@ -372,7 +378,7 @@ fn resolve_with(
         }
     }
     let roots: Vec<String> = spec.packages.iter().map(|p| p.value.clone()).collect();
-    let solved = solver::solve(&universe, &roots, spec.essential)?;
+    let solved = solver::solve_preferring(&universe, &roots, spec.essential, &opts.prefer)?;
     obs.message(&format!(
         "Resolved {} packages from {} repositories",
         solved.len(),
@@ -430,6 +436,7 @@ fn mapped_index(
 /// with this gpuimg's version (a solver change resolves again).
 fn resolution_key(
     spec: &AptSpec,
+    prefer: &[Preference],
     arch: &str,
     repos: &[repo::Repo],
     indexes: &[(usize, release::IndexFile)],
@@ -438,6 +445,10 @@ fn resolution_key(
     k.str(arch).bool(spec.essential).count(spec.packages.len());
     for p in &spec.packages {
         k.str(&p.value);
+    }
+    k.count(prefer.len());
+    for p in prefer {
+        k.str(&p.to_string());
     }
     k.count(repos.len());
     for r in repos {

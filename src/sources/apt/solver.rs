@@ -3,17 +3,21 @@
 //! Breaks.
 //!
 //! Deterministic and greedy, like apt: the first satisfiable alternative wins, and within it the
-//! newest version (ties: repository order). Must never pick a package that conflicts with one
+//! newest version (ties: repository order), after the versions a [`Preference`] fits, as apt's
+//! pinning would put them. Must never pick a package that conflicts with one
 //! already chosen; a failure names the chain of packages that led to it.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
+use super::prefer::Preference;
 use super::relation::{ArchQual, Relation};
 use super::universe::{MultiArch, Package, Universe};
 use super::AptError;
 
 struct State<'u> {
     u: &'u Universe,
+    /// Per package name: which of its versions come first (see `prefer.rs`).
+    prefer: HashMap<&'u str, &'u Preference>,
     cache: HashMap<usize, Package>,
     selected: BTreeMap<String, usize>,
     /// Why each package was chosen: (parent, relation text); `None` for requested roots.
@@ -23,8 +27,20 @@ struct State<'u> {
 /// Resolve `roots` (plus the `Essential: yes` set when `essential`) to a closed package set,
 /// sorted by name.
 pub fn solve(u: &Universe, roots: &[String], essential: bool) -> Result<Vec<Package>, AptError> {
+    solve_preferring(u, roots, essential, &[])
+}
+
+/// [`solve`], where the versions of a package that its preference in `prefer` fits come before
+/// the rest (newest first within each).
+pub fn solve_preferring<'u>(
+    u: &'u Universe,
+    roots: &[String],
+    essential: bool,
+    prefer: &'u [Preference],
+) -> Result<Vec<Package>, AptError> {
     let mut st = State {
         u,
+        prefer: prefer.iter().map(|p| (p.package.as_str(), p)).collect(),
         cache: HashMap::new(),
         selected: BTreeMap::new(),
         why: HashMap::new(),
@@ -199,6 +215,18 @@ impl State<'_> {
                 .then(pa.repo.cmp(&pb.repo))
                 .then(a.cmp(b))
         });
+        if !self.prefer.is_empty() {
+            // The versions a preference fits first; a stable sort keeps the order above within
+            // each part, and asks each candidate once.
+            real.sort_by_cached_key(|id| {
+                let p = &self.cache[id];
+                let fits = self
+                    .prefer
+                    .get(p.name.as_str())
+                    .is_none_or(|pr| pr.fits(&p.version.to_string()));
+                !fits
+            });
+        }
         let mut virt: Vec<usize> = self.u.providers(&rel.name);
         for &id in &virt {
             self.pkg(id)?;
