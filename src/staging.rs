@@ -134,17 +134,7 @@ impl Staged {
     /// top-level directory's block group from a hash of its name, so after
     /// [`Staged::spread_subdirs`] a fresh name is a fresh group.
     pub fn new_subdir(&self, stem: &str) -> io::Result<PathBuf> {
-        for _ in 0..32 {
-            let path = self.path.join(format!("{stem}.{}", random_hex()));
-            match std::fs::create_dir(&path) {
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-                r => return r.map(|()| path).map_err(|e| with_path(e, &self.path)),
-            }
-        }
-        Err(io::Error::other(format!(
-            "Failed to create a directory in `{}`: every name tried was taken",
-            self.path.display()
-        )))
+        fresh_subdir(&self.path, stem)
     }
 
     /// Remove the entry now, reporting failure (drop does the same silently).
@@ -392,6 +382,23 @@ fn remove_subdir(
 
 fn with_path(e: io::Error, path: &Path) -> io::Error {
     io::Error::new(e.kind(), format!("`{}`: {e}", path.display()))
+}
+
+/// A new empty directory `<stem>.<hex>` in `parent`, named anew each time (see
+/// [`Staged::new_subdir`]: under a directory with ext4's top-directory flag, a fresh name is a
+/// fresh block group, away from the inodes an earlier build just freed).
+pub fn fresh_subdir(parent: &Path, stem: &str) -> io::Result<PathBuf> {
+    for _ in 0..32 {
+        let path = parent.join(format!("{stem}.{}", random_hex()));
+        match std::fs::create_dir(&path) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            r => return r.map(|()| path).map_err(|e| with_path(e, parent)),
+        }
+    }
+    Err(io::Error::other(format!(
+        "Failed to create a directory in `{}`: every name tried was taken",
+        parent.display()
+    )))
 }
 
 /// 64 random bits as 16 hex digits (std's per-process random hash keys plus a counter).

@@ -40,7 +40,14 @@ pub fn install(
         "a python-packages layer was planned without its request",
     ))?;
     let fetched = pypi::fetch(&pins(install, names), request, cache, obs, opts.offline)?;
-    let staging = staging(scratch, component);
+    // A fresh name each build: the files go to a block group of their own, not to the one an
+    // earlier build's copy of this component was just removed from (see `staging.rs`).
+    let staging = crate::staging::fresh_subdir(scratch, &stem(component)).map_err(|source| {
+        BuildError::Cache {
+            path: scratch.display().to_string(),
+            source,
+        }
+    })?;
     Ok(wheel::install(
         &fetched,
         &install.python,
@@ -50,13 +57,42 @@ pub fn install(
     )?)
 }
 
-fn staging(scratch: &Path, component: &str) -> std::path::PathBuf {
-    scratch.join(format!("python-{component}"))
+fn stem(component: &str) -> String {
+    format!("python-{component}")
 }
 
 /// Remove the component's installed files once its layer is written: gigabytes of scratch
 /// files left until the build ends would be written back to disk for nothing (the scratch
 /// directory goes at the end in any case, so a failure here is no error).
 pub fn discard(scratch: &Path, component: &str) {
-    let _ = std::fs::remove_dir_all(staging(scratch, component));
+    let prefix = format!("{}.", stem(component));
+    let Ok(dir) = std::fs::read_dir(scratch) else {
+        return;
+    };
+    for e in dir.flatten() {
+        if e.file_name()
+            .to_str()
+            .is_some_and(|n| n.starts_with(&prefix))
+        {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_install_gets_a_fresh_directory_and_discard_removes_only_its_components() {
+        let t = tempfile::tempdir().unwrap();
+        let a = crate::staging::fresh_subdir(t.path(), &stem("cuda")).unwrap();
+        let b = crate::staging::fresh_subdir(t.path(), &stem("cuda")).unwrap();
+        let other = crate::staging::fresh_subdir(t.path(), &stem("cuda-math")).unwrap();
+        assert_ne!(a, b);
+        std::fs::write(a.join("f"), b"x").unwrap();
+        discard(t.path(), "cuda");
+        assert!(!a.exists() && !b.exists());
+        assert!(other.is_dir(), "another component's files were removed");
+    }
 }
