@@ -1,4 +1,4 @@
-//! HTTP downloads: retries with backoff, parallel jobs, bounded size and time, verified writes
+//! HTTP downloads: retries with backoff, bounded size and time, verified writes
 //! into the [`Cache`].
 //!
 //! Every download is bounded by [`FetchLimits`] (defaults and rules in `limits.rs`): an artifact
@@ -11,12 +11,9 @@
 
 use std::io::{self, Read, Seek, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::digest::{Digest, HashingWriter};
-use crate::observe::Observer;
 
 use super::dns::DnsCache;
 use super::limits::{FetchLimits, Meter, Slow, MAX_ROOT_BYTES};
@@ -36,10 +33,10 @@ pub struct Artifact {
 }
 
 pub struct Fetcher {
-    cache: Cache,
+    pub(super) cache: Cache,
     agent: ureq::Agent,
     offline: bool,
-    jobs: usize,
+    pub(super) jobs: usize,
     limits: FetchLimits,
     credentials: Vec<Credential>,
 }
@@ -564,107 +561,6 @@ impl Fetcher {
         }
     }
 
-    /// Fetch many artifacts with up to `jobs` parallel downloads. Paths come back in input
-    /// order; the first failure (in input order) is returned.
-    pub fn fetch_all(
-        &self,
-        items: &[Artifact],
-        label: &str,
-        obs: &mut dyn Observer,
-    ) -> Result<Vec<PathBuf>, FetchError> {
-        self.fetch_all_named(items, label, None, obs)
-    }
-
-    /// [`Fetcher::fetch_all`], also reporting each file by its name in `names`: its bytes as
-    /// they come (`Observer::item_progress`) and when it is done (`Observer::item_done`: bytes
-    /// moved and time taken; 0 bytes when cached).
-    pub fn fetch_all_named(
-        &self,
-        items: &[Artifact],
-        label: &str,
-        names: Option<&[String]>,
-        obs: &mut dyn Observer,
-    ) -> Result<Vec<PathBuf>, FetchError> {
-        let total: u64 = items.iter().map(|a| a.size).sum();
-        obs.task_start(label, Some(total));
-        let next = AtomicUsize::new(0);
-        let (tx, rx) = mpsc::channel::<Event>();
-        let mut results: Vec<Option<Result<PathBuf, FetchError>>> =
-            (0..items.len()).map(|_| None).collect();
-        let mut done_bytes = 0u64;
-        let mut item_bytes = vec![0u64; items.len()];
-        // What was downloaded (a named item served from the cache moves nothing), for the
-        // summary line; `done_bytes` drives the bar.
-        let mut moved_bytes = 0u64;
-        std::thread::scope(|s| {
-            for _ in 0..self.jobs.min(items.len()) {
-                let tx = tx.clone();
-                let next = &next;
-                s.spawn(move || loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(a) = items.get(i) else { break };
-                    let last = std::cell::Cell::new(0u64);
-                    let started = Instant::now();
-                    let progress = |n: u64| {
-                        let d = n.saturating_sub(last.replace(n));
-                        let _ = tx.send(Event::Bytes(i, d));
-                    };
-                    let corrupted = |url: &str| {
-                        let _ = tx.send(Event::Corrupted(url.to_string()));
-                    };
-                    // Only named items report whether they were cached (a stamp read).
-                    let hit = names.is_some()
-                        && self
-                            .cache
-                            .shared()
-                            .store(a.bucket)
-                            .trusted(&a.sha256)
-                            .is_some();
-                    let r = self.fetch(a, &progress, &corrupted);
-                    let moved = if hit { 0 } else { last.get() };
-                    let _ = tx.send(Event::Done(i, r, moved, started.elapsed().as_secs_f64()));
-                });
-            }
-            drop(tx);
-            for ev in rx {
-                match ev {
-                    Event::Bytes(i, d) => {
-                        done_bytes += d;
-                        obs.task_progress(done_bytes);
-                        if let (Some(n), Some(a)) = (names.and_then(|n| n.get(i)), items.get(i)) {
-                            item_bytes[i] += d;
-                            obs.item_progress(n, item_bytes[i], a.size);
-                        }
-                    }
-                    Event::Corrupted(url) => {
-                        obs.warn(&format!(
-                            "Cache entry for `{url}` was corrupted; fetching it again"
-                        ));
-                    }
-                    Event::Done(i, r, moved, secs) => {
-                        moved_bytes += moved;
-                        if let (Some(n), true) = (names.and_then(|n| n.get(i)), r.is_ok()) {
-                            obs.item_done(n, moved, secs);
-                        }
-                        results[i] = Some(r)
-                    }
-                }
-            }
-        });
-        obs.task_done(label, moved_bytes, &format!("{} files", items.len()));
-        results
-            .into_iter()
-            .map(|r| {
-                r.unwrap_or_else(|| {
-                    Err(FetchError::Io {
-                        path: PathBuf::from(label),
-                        source: io::Error::other("download worker stopped"),
-                    })
-                })
-            })
-            .collect()
-    }
-
     /// Fetch an unpinned root (an `InRelease`, at most [`MAX_ROOT_BYTES`]): `Ok(None)` when
     /// the server has none. Online, the copy is kept for `--offline`; offline, the kept copy is
     /// returned. The caller must verify it (signature) every time.
@@ -735,14 +631,6 @@ fn meta_of(resp: &ureq::http::Response<ureq::Body>) -> Meta {
         total: header("content-range")
             .and_then(|v| v.rsplit_once('/').and_then(|(_, t)| t.trim().parse().ok())),
     }
-}
-
-enum Event {
-    /// The item and the bytes it moved since its last report.
-    Bytes(usize, u64),
-    Corrupted(String),
-    /// The item, its result, the bytes it moved and the seconds it took.
-    Done(usize, Result<PathBuf, FetchError>, u64, f64),
 }
 
 /// `now + d`, or a century from now where that overflows (a signed size can be absurd).

@@ -22,6 +22,7 @@ mod dns;
 mod error;
 mod http;
 mod limits;
+mod many;
 mod tls;
 
 pub use cache::Cache;
