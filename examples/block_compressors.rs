@@ -2,7 +2,7 @@
 //! tar): zlib-rs primed with the previous block's 32 KiB as `pgzip.rs` did before, and libdeflate
 //! at each level on independent blocks, each made joinable by the layer stage's own
 //! `final_block.rs` as `pgzip.rs` does now. One thread; prints the raw deflate bytes and the
-//! fastest of `REPS` passes. `cargo run --release --example block_compressors -- FILE [REPS]`
+//! fastest of `REPS` passes. `cargo run --release --example block_compressors -- FILE [REPS] [LEVELS]`
 
 use std::time::{Duration, Instant};
 
@@ -68,10 +68,21 @@ fn best_of(reps: usize, mut f: impl FnMut() -> usize) -> (usize, Duration) {
 fn main() {
     let mut args = std::env::args().skip(1);
     let Some(path) = args.next() else {
-        eprintln!("usage: block_compressors FILE [REPS]");
+        eprintln!("usage: block_compressors FILE [REPS] [LEVELS]");
         std::process::exit(2);
     };
     let reps = args.next().and_then(|r| r.parse().ok()).unwrap_or(3);
+    // Optional third argument: the libdeflate levels to time, e.g. `5,9,12` (default 1-7).
+    let levels: Vec<i32> = match args.next() {
+        Some(list) => match list.split(',').map(str::parse).collect() {
+            Ok(l) => l,
+            Err(_) => {
+                eprintln!("levels must be a comma-separated list of integers: {list}");
+                std::process::exit(2);
+            }
+        },
+        None => (1..=7).collect(),
+    };
     let data = match std::fs::read(&path) {
         Ok(d) => d,
         Err(e) => {
@@ -96,7 +107,7 @@ fn main() {
         );
     };
     row("zlib-rs 6, primed (before)", base, t);
-    for level in 1..=7 {
+    for level in levels {
         let (size, t) = best_of(reps, || libdeflate(&data, level));
         row(&format!("libdeflate {level}"), size, t);
     }
