@@ -106,7 +106,10 @@ pub fn repos_from_spec(
         // A component the profile asks for that the host does not enable for the suite itself
         // (Debian's `non-free` on a host with `main` only) is taken from the suite's own
         // entries (`-updates`/`-security` keep what the host enables): the profile decides
-        // what goes into the image, the host only which mirror serves it.
+        // what goes into the image, the host only which mirror serves it. Of the suite's own
+        // entries, those that already serve one of the profile's components take them: a
+        // third-party repository under the same suite name (`bookworm stable`) does not have
+        // Debian's components, and asking it for them would fail the build.
         let own = |r: &Repo| matches!(&r.dist, Dist::Suite(s) if *s == suite);
         let missing: Vec<String> = spec
             .components
@@ -114,7 +117,11 @@ pub fn repos_from_spec(
             .filter(|c| !out.iter().any(|r| own(r) && r.components.contains(c)))
             .cloned()
             .collect();
-        for r in out.iter_mut().filter(|r| own(r)) {
+        let serving = out.iter().any(|r| own(r) && !r.components.is_empty());
+        for r in out
+            .iter_mut()
+            .filter(|r| own(r) && (!serving || !r.components.is_empty()))
+        {
             r.components.extend(missing.iter().cloned());
         }
         out.retain(|r| !r.components.is_empty());
@@ -225,5 +232,29 @@ mod tests {
         assert_eq!(repos.len(), 1);
         assert_eq!(repos[0].lock_id, "host:bookworm");
         assert_eq!(repos[0].components, ["non-free"]);
+    }
+
+    #[test]
+    fn host_components_are_not_added_to_a_third_party_entry_of_the_same_suite() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("sources.list.d")).unwrap();
+        std::fs::write(
+            dir.path().join("sources.list"),
+            "deb [signed-by=/d.gpg] http://other.invalid/linux/debian bookworm stable\n\
+             deb [signed-by=/k.gpg] http://mirror.invalid/debian bookworm main\n",
+        )
+        .unwrap();
+        let repos = repos_from_spec(&spec("main, non-free"), Path::new("."), dir.path()).unwrap();
+        let got: Vec<(&str, &[String])> = repos
+            .iter()
+            .map(|r| (r.base.as_str(), r.components.as_slice()))
+            .collect();
+        assert_eq!(
+            got,
+            [(
+                "http://mirror.invalid/debian",
+                &["main".to_string(), "non-free".to_string()][..]
+            )]
+        );
     }
 }
