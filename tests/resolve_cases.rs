@@ -103,7 +103,11 @@ const CASES: &[Case] = &[
     c("pt-release-md", "host: {gpus: [V100]}\nstack: {pytorch: '2.11'}", Yes(&[("pytorch", "2.11.0"), ("cuda", "12.6.3")])),
     c("wheel-inspection", "host: {gpus: [V100]}\nstack: {pytorch: '=2.15.0'}", No(&["V100 is sm_70", "cannot run on V100"])),
     c("pt-pr-164471", "host: {gpus: [P100]}\nstack: {pytorch: '2.9'}", Yes(&[("pytorch", "2.9.1"), ("cuda", "12.6.3")])),
-    c("wheel-inspection", "host: {gpus: [K80]}\nstack: {pytorch: '2.0'}", Yes(&[("pytorch", "2.0.1"), ("cuda", "11.8.0")])),
+    // The variant the package index serves by default comes first (2.0.1's is cu117, 2.14.1's
+    // cu130 although cu132 exists): a plain `torch==X` installs that one.
+    c("wheel-inspection", "host: {gpus: [K80]}\nstack: {pytorch: '2.0'}", Yes(&[("pytorch", "2.0.1"), ("cuda", "11.7.1")])),
+    c("pypi", "host: {gpus: [H100]}\nstack: {pytorch: '2.14'}", Yes(&[("pytorch", "2.14.1"), ("cuda", "13.0.2")])),
+    c("pypi", "host: {gpus: [H100]}\nstack: {pytorch: '2.14', cuda: '13.2'}", Yes(&[("pytorch", "2.14.1"), ("cuda", "13.2.2")])),
     c("wheel-inspection", "host: {gpus: [K80]}\nstack: {pytorch: '2.1'}", No(&["K80 is sm_37"])),
     c("nv-cuda-binary-compat", "host: {gpus: [L4]}\nstack: {pytorch: '2.11'}", Yes(&[("pytorch", "2.11.0"), ("cuda", "13.0.2")])),
     c("nv-cuda-binary-compat", "host: {gpus: [GB10]}\nstack: {pytorch: '2.11'}", Yes(&[("pytorch", "2.11.0")])),

@@ -104,8 +104,10 @@ impl<'c> Search<'c> {
                 .iter()
                 .filter(|r| self.wants(Component::Pytorch, &r.version))
                 .flat_map(|r| {
+                    // The variant the default package index serves first (a plain
+                    // `torch==X` installs it), then the others, newest CUDA first.
                     let mut vs: Vec<_> = r.variants.iter().collect();
-                    vs.sort_by(|a, b| b.cuda.cmp(&a.cuda));
+                    vs.sort_by(|a, b| b.pypi.cmp(&a.pypi).then_with(|| b.cuda.cmp(&a.cuda)));
                     vs.into_iter().map(move |v| Pick {
                         pytorch: Some((r, v)),
                         ..*pick
