@@ -1,4 +1,4 @@
-# Shared by the PyTorch-image benchmarks (scripts/bench-layer-reuse.sh,
+# Shared by the PyTorch-image benchmarks (scripts/bench-layer-reuse.sh, bench-torch-gzip.sh,
 # scripts/bench-torch-zstd.sh); sourced, not run. Expects W (the work directory) and sets G.
 
 # Print the CPU model; set G to $GPUIMG or a fresh release build; start W empty with the
@@ -48,4 +48,25 @@ ensure_uv() {
 uv_target() {
   uv pip install -q --target "$1" --python-platform x86_64-manylinux_2_36 --python-version 3.11 \
     "torch==$2"
+}
+
+# torch_cold_vs_anchor COMPRESSION PACKER: gpuimg cold (empty cache), then downloads cached and
+# every layer written again (a new SOURCE_DATE_EPOCH), then issue 13's anchor in the same run:
+# uv installing the same torch with an empty uv cache, then `tar --sort=name … | PACKER`.
+torch_cold_vs_anchor() {
+  torch_build cold 0 "$1"
+  torch_build warm 1 "$1"
+  local torch
+  torch=$(torch_version "$W/out-cold")
+  rm -rf "$W/out-cold" "$W/out-warm" "$W/cache"
+  ensure_uv
+  export UV_CACHE_DIR="$W/uv-cache"
+  sync
+  /usr/bin/time -f "anchor uv install (empty uv cache): %e s" bash -c \
+    "$(declare -f uv_target); uv_target '$W/uvt' '$torch'"
+  sync
+  /usr/bin/time -f "anchor tar | $2: %e s" bash -c \
+    "tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C '$W/uvt' -cf - . | $2 > '$W/uvt.tar.packed'"
+  echo "anchor: $(stat -c %s "$W/uvt.tar.packed") bytes (one $1 layer, torch==$torch)"
+  rm -rf "$W/uvt" "$W/uv-cache"
 }

@@ -11,17 +11,4 @@ cd "$(dirname "$0")/.."
 W=${BENCH_DIR:-/tmp/gpuimg-bench-zstd}
 . scripts/bench-torch-lib.sh
 torch_bench_setup
-torch_build cold 0 zstd
-torch_build warm 1 zstd
-torch=$(torch_version "$W/out-cold")
-rm -rf "$W/out-cold" "$W/out-warm" "$W/cache"
-ensure_uv
-export UV_CACHE_DIR="$W/uv-cache"
-sync
-/usr/bin/time -f "anchor uv install (empty uv cache): %e s" bash -c \
-  "$(declare -f uv_target); uv_target '$W/uvt' '$torch'"
-sync
-/usr/bin/time -f "anchor tar | zstd -3 -T2: %e s" bash -c \
-  "tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C '$W/uvt' -cf - . | zstd -q -3 -T2 > '$W/uvt.tar.zst'"
-echo "anchor: $(stat -c %s "$W/uvt.tar.zst") bytes (one zstd layer, torch==$torch)"
-rm -rf "$W/uvt" "$W/uv-cache"
+torch_cold_vs_anchor zstd "zstd -q -3 -T2"
