@@ -125,6 +125,17 @@ pub fn repos_from_spec(
             r.components.extend(missing.iter().cloned());
         }
         out.retain(|r| !r.components.is_empty());
+        // `host:<suite>` stands for the first entry serving the suite; another repository
+        // under the same suite name (a vendor's `bookworm main`) is locked by its URL, as a
+        // profile's own repository is, so each locked package maps back to where it came from.
+        for i in 1..out.len() {
+            let shadowed = out[..i]
+                .iter()
+                .any(|r| r.lock_id == out[i].lock_id && r.base != out[i].base);
+            if shadowed {
+                out[i].lock_id = out[i].base.clone();
+            }
+        }
         if out.is_empty() {
             return Err(AptError::NoHostSources {
                 dir: apt_dir.display().to_string(),
@@ -232,6 +243,33 @@ mod tests {
         assert_eq!(repos.len(), 1);
         assert_eq!(repos[0].lock_id, "host:bookworm");
         assert_eq!(repos[0].components, ["non-free"]);
+    }
+
+    #[test]
+    fn a_second_repository_under_the_same_suite_name_is_locked_by_its_url() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("sources.list.d")).unwrap();
+        std::fs::write(
+            dir.path().join("sources.list"),
+            "deb [signed-by=/k.gpg] http://mirror.invalid/debian bookworm main\n\
+             deb [signed-by=/k.gpg] http://mirror.invalid/debian bookworm-updates main\n\
+             deb [signed-by=/v.gpg] http://vendor.invalid/debian/12/prod bookworm main\n",
+        )
+        .unwrap();
+        let repos = repos_from_spec(&spec("main"), Path::new("."), dir.path()).unwrap();
+        let ids: Vec<&str> = repos.iter().map(|r| r.lock_id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [
+                "host:bookworm",
+                "host:bookworm-updates",
+                "http://vendor.invalid/debian/12/prod"
+            ]
+        );
+        // Each maps back to its own repository.
+        for r in &repos {
+            assert_eq!(base_url(&r.lock_id, dir.path()).unwrap(), r.base);
+        }
     }
 
     #[test]
