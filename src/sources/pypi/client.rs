@@ -103,16 +103,35 @@ impl<'a> Client<'a> {
         if todo.len() < 2 {
             return;
         }
+        self.map_parallel(&todo, |n| {
+            let _ = self.project(n);
+        });
+    }
+
+    /// `f` of each item, up to the request's `jobs` at a time, in the items' order.
+    pub fn map_parallel<T: Sync, R: Send>(
+        &self,
+        items: &[T],
+        f: impl Fn(&T) -> R + Sync,
+    ) -> Vec<R> {
+        if items.len() < 2 {
+            return items.iter().map(f).collect();
+        }
         let next = std::sync::atomic::AtomicUsize::new(0);
+        let done = Mutex::new(Vec::with_capacity(items.len()));
         std::thread::scope(|s| {
-            for _ in 0..self.request.jobs.clamp(1, 16).min(todo.len()) {
+            for _ in 0..self.request.jobs.clamp(1, 16).min(items.len()) {
                 s.spawn(|| loop {
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(n) = todo.get(i) else { break };
-                    let _ = self.project(n);
+                    let Some(item) = items.get(i) else { break };
+                    let r = f(item);
+                    done.lock().unwrap_or_else(|e| e.into_inner()).push((i, r));
                 });
             }
         });
+        let mut done = done.into_inner().unwrap_or_else(|e| e.into_inner());
+        done.sort_by_key(|(i, _)| *i);
+        done.into_iter().map(|(_, r)| r).collect()
     }
 
     fn load_project(&self, name: &PackageName) -> Result<Project, PypiError> {

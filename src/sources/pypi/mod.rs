@@ -217,17 +217,23 @@ pub fn fetch(
 ) -> Result<Vec<FetchedWheel>, PypiError> {
     let client = Client::new(request, cache.root(), offline)?;
     let store = cache.store(Bucket::Wheels);
+    // The index lookups of the wheels not in the cache, several at a time.
+    let looked_up = client.map_parallel(pins, |pin| {
+        let cached = store.trusted(&pin.sha256).is_some() || offline;
+        (!cached).then(|| url_of(&client, request, pin))
+    });
     let mut artifacts = Vec::new();
-    for pin in pins {
-        let url = if store.trusted(&pin.sha256).is_some() || offline {
+    for (pin, url) in pins.iter().zip(looked_up) {
+        let url = match url {
             // Served from the cache (or reported missing by the fetcher, offline).
-            format!("wheels-v1/{}", pin.filename)
-        } else {
-            let url = url_of(&client, request, pin)?;
-            if let Some(path) = client::local_path(&url) {
-                client.import_local(&path, pin)?;
+            None => format!("wheels-v1/{}", pin.filename),
+            Some(url) => {
+                let url = url?;
+                if let Some(path) = client::local_path(&url) {
+                    client.import_local(&path, pin)?;
+                }
+                url
             }
-            url
         };
         artifacts.push(Artifact {
             url,
