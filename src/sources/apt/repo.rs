@@ -207,16 +207,21 @@ mod tests {
         }
     }
 
-    #[test]
-    fn host_mirror_takes_components_the_host_does_not_enable_from_the_suites_own_entries() {
+    /// An apt configuration directory with `file` (below it) holding `text`.
+    fn host(file: &str, text: &str) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("sources.list.d")).unwrap();
-        std::fs::write(
-            dir.path().join("sources.list.d/debian.sources"),
+        std::fs::write(dir.path().join(file), text).unwrap();
+        dir
+    }
+
+    #[test]
+    fn host_mirror_takes_components_the_host_does_not_enable_from_the_suites_own_entries() {
+        let dir = host(
+            "sources.list.d/debian.sources",
             "Types: deb\nURIs: http://mirror.invalid/debian\nSuites: bookworm bookworm-updates\nComponents: main\nSigned-By: /k.gpg\n\n\
              Types: deb\nURIs: http://mirror.invalid/debian-security\nSuites: bookworm-security\nComponents: main contrib\nSigned-By: /k.gpg\n",
-        )
-        .unwrap();
+        );
         let repos =
             repos_from_spec(&spec("main, contrib, non-free"), Path::new("."), dir.path()).unwrap();
         let got: Vec<(String, Vec<String>)> = repos
@@ -247,15 +252,12 @@ mod tests {
 
     #[test]
     fn a_second_repository_under_the_same_suite_name_is_locked_by_its_url() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("sources.list.d")).unwrap();
-        std::fs::write(
-            dir.path().join("sources.list"),
+        let dir = host(
+            "sources.list",
             "deb [signed-by=/k.gpg] http://mirror.invalid/debian bookworm main\n\
              deb [signed-by=/k.gpg] http://mirror.invalid/debian bookworm-updates main\n\
              deb [signed-by=/v.gpg] http://vendor.invalid/debian/12/prod bookworm main\n",
-        )
-        .unwrap();
+        );
         let repos = repos_from_spec(&spec("main"), Path::new("."), dir.path()).unwrap();
         let ids: Vec<&str> = repos.iter().map(|r| r.lock_id.as_str()).collect();
         assert_eq!(
@@ -274,14 +276,11 @@ mod tests {
 
     #[test]
     fn host_components_are_not_added_to_a_third_party_entry_of_the_same_suite() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("sources.list.d")).unwrap();
-        std::fs::write(
-            dir.path().join("sources.list"),
+        let dir = host(
+            "sources.list",
             "deb [signed-by=/d.gpg] http://other.invalid/linux/debian bookworm stable\n\
              deb [signed-by=/k.gpg] http://mirror.invalid/debian bookworm main\n",
-        )
-        .unwrap();
+        );
         let repos = repos_from_spec(&spec("main, non-free"), Path::new("."), dir.path()).unwrap();
         let got: Vec<(&str, &[String])> = repos
             .iter()
