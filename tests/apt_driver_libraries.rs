@@ -9,18 +9,7 @@ mod common;
 
 use common::*;
 
-struct Repo {
-    url: String,
-    key: std::path::PathBuf,
-    _dir: tempfile::TempDir,
-    _server: Server,
-}
-
-fn repo() -> Repo {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("repo");
-    let work = dir.path().join("work");
-    let (home, key) = gen_key(dir.path(), "fixture");
+fn repo() -> SignedRepo {
     let mut app = pkg("app", "1.0").field("Depends", "libcuda1");
     app.files = vec![("/usr/bin/app", b"#!/bin/sh\n", 0o755)];
     let mut libcuda = pkg("libcuda1", "550.54.15");
@@ -39,22 +28,11 @@ fn repo() -> Repo {
         b"forward compatibility\n",
         0o644,
     )];
-    let stanzas: Vec<String> = [app, libcuda, compat]
-        .iter()
-        .map(|p| stanza(&root, &build_deb(&root, &work, p)))
-        .collect();
-    write_dist(&root, "stable", &stanzas, Some(&home));
-    let server = serve(&root);
-    Repo {
-        url: server.url.clone(),
-        key,
-        _dir: dir,
-        _server: server,
-    }
+    signed_repo(&[("stable", vec![&app, &libcuda, &compat])])
 }
 
-fn profile(sb: &Sandbox, r: &Repo, packages: &str, extra: &str) -> std::path::PathBuf {
-    std::fs::copy(&r.key, sb.join("repo.gpg")).unwrap();
+fn profile(sb: &Sandbox, r: &SignedRepo, packages: &str, extra: &str) -> std::path::PathBuf {
+    r.keyring_into(sb.path());
     let p = sb.join("p.yaml");
     write(
         &p,

@@ -225,21 +225,10 @@ fn refused(sb: &Sandbox, p: &std::path::Path, code: i32) -> String {
     err
 }
 
-struct Repo {
-    url: String,
-    key: std::path::PathBuf,
-    _dir: tempfile::TempDir,
-    _server: Server,
-}
-
 /// Suite `nvidia`: NVIDIA-shaped `cuda-cudart-12-4` and Debian-shaped `libcudart12`, and
 /// `libnccl2` as NVIDIA's repository has it, per CUDA line and release (2.21.5 for CUDA 12.4 and
 /// 13.0, 2.26.5 for 12.9, 2.28.9 for 13.0); suite `debian`: only `libcudart12`, at 12.2.
-fn repo() -> Repo {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("repo");
-    let work = dir.path().join("work");
-    let (home, key) = gen_key(dir.path(), "fixture");
+fn repo() -> SignedRepo {
     let mut nvidia = pkg("cuda-cudart-12-4", "12.4.127-1");
     nvidia.files = vec![(
         "/usr/local/cuda-12.4/targets/x86_64-linux/lib/libcudart.so.12.4.127",
@@ -275,50 +264,40 @@ fn repo() -> Repo {
     };
     let mut libc = pkg("libc-bin", "2.36-9");
     libc.files = vec![("/usr/share/doc/libc-bin/copyright", b"fixture\n", 0o644)];
-    let nv = stanza(&root, &build_deb(&root, &work, &nvidia));
-    let deb = stanza(&root, &build_deb(&root, &work, &debian));
-    let lc = stanza(&root, &build_deb(&root, &work, &libc));
-    let nccl12 = stanza(&root, &build_deb(&root, &work, &nccl("2.21.5-1+cuda12.4")));
-    let nccl13 = stanza(&root, &build_deb(&root, &work, &nccl("2.21.5-1+cuda13.0")));
-    let nccl12_new = stanza(&root, &build_deb(&root, &work, &nccl("2.26.5-1+cuda12.9")));
-    let nccl13_new = stanza(&root, &build_deb(&root, &work, &nccl("2.28.9-1+cuda13.0")));
-    write_dist(
-        &root,
-        "nvidia",
-        &[
-            lc.clone(),
-            nv,
-            deb.clone(),
-            nccl12,
-            nccl13,
-            nccl12_new,
-            nccl13_new,
-        ],
-        Some(&home),
-    );
-    write_dist(&root, "debian", &[lc, deb], Some(&home));
-    let server = serve(&root);
-    Repo {
-        url: server.url.clone(),
-        key,
-        _dir: dir,
-        _server: server,
-    }
+    let nccl12 = nccl("2.21.5-1+cuda12.4");
+    let nccl13 = nccl("2.21.5-1+cuda13.0");
+    let nccl12_new = nccl("2.26.5-1+cuda12.9");
+    let nccl13_new = nccl("2.28.9-1+cuda13.0");
+    signed_repo(&[
+        (
+            "nvidia",
+            vec![
+                &libc,
+                &nvidia,
+                &debian,
+                &nccl12,
+                &nccl13,
+                &nccl12_new,
+                &nccl13_new,
+            ],
+        ),
+        ("debian", vec![&libc, &debian]),
+    ])
 }
 
-fn fixture_profile(sb: &Sandbox, r: &Repo, suite: &str) -> std::path::PathBuf {
+fn fixture_profile(sb: &Sandbox, r: &SignedRepo, suite: &str) -> std::path::PathBuf {
     fixture_profile_with(sb, r, suite, "[libc-bin]", "")
 }
 
 /// The fixture profile with `packages` and, unless empty, `stack.nccl` taken from apt.
 fn fixture_profile_with(
     sb: &Sandbox,
-    r: &Repo,
+    r: &SignedRepo,
     suite: &str,
     packages: &str,
     nccl: &str,
 ) -> std::path::PathBuf {
-    std::fs::copy(&r.key, sb.join("repo.gpg")).unwrap();
+    r.keyring_into(sb.path());
     let p = sb.join("p.yaml");
     let (pin, provider) = match nccl {
         "" => (String::new(), String::new()),

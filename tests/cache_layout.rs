@@ -9,7 +9,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use common::{build_deb, gen_key, pkg, serve, stanza, write_dist, Sandbox};
+use common::{pkg, signed_repo, Sandbox};
 use gpuimg::cache::{Bucket, Shape, RETIRED};
 
 /// The module doc of `src/cache/mod.rs`, whose drawing this test holds the disk to.
@@ -61,7 +61,7 @@ struct Builds {
     t: Sandbox,
     cache: std::path::PathBuf,
     repo_url: String,
-    _server: common::Server,
+    _repo: common::SignedRepo,
 }
 
 fn setup() -> Builds {
@@ -79,20 +79,12 @@ fn setup() -> Builds {
         "name: layout-rootfs\nbase:\n  rootfs: ./rootfs\nfiles:\n  - {src: ./app, dst: /app}\nconfig:\n  cmd: [/bin/sh]\n",
     );
     // An apt build from a signed fixture repository (InRelease, Packages.gz, two debs).
-    let repo = t.path().join("repo");
-    let work = t.path().join("work");
-    let (home, key) = gen_key(t.path(), "layout");
     let mut hello = pkg("hello", "1.0").field("Depends", "libhello");
     hello.files = vec![("/usr/bin/hello", b"#!/bin/sh\necho hi\n", 0o755)];
     let mut lib = pkg("libhello", "1.0");
     lib.files = vec![("/usr/lib/libhello.so.1", b"\x7fELF-ish\n", 0o644)];
-    let stanzas: Vec<String> = [hello, lib]
-        .iter()
-        .map(|p| stanza(&repo, &build_deb(&repo, &work, p)))
-        .collect();
-    write_dist(&repo, "stable", &stanzas, Some(&home));
-    let server = serve(&repo);
-    std::fs::copy(&key, t.path().join("repo.gpg")).unwrap();
+    let repo = signed_repo(&[("stable", vec![&hello, &lib])]);
+    repo.keyring_into(t.path());
     common::write(
         &t.path().join("apt.yaml"),
         "name: layout-apt\nbase:\n  apt:\n    mirror: ${REPO}\n    suite: stable\n    packages: [hello]\n    keyring: repo.gpg\n",
@@ -100,8 +92,8 @@ fn setup() -> Builds {
     let cache = t.path().join("cache");
     Builds {
         cache,
-        repo_url: server.url.clone(),
-        _server: server,
+        repo_url: repo.url.clone(),
+        _repo: repo,
         t,
     }
 }

@@ -13,23 +13,12 @@ use std::sync::OnceLock;
 use common::*;
 use serde_json::Value;
 
-struct Fixture {
-    _dir: tempfile::TempDir,
-    url: String,
-    key: PathBuf,
-    _server: Server,
-}
-
-static FIXTURE: OnceLock<Fixture> = OnceLock::new();
+static FIXTURE: OnceLock<SignedRepo> = OnceLock::new();
 
 const TOOL: &[u8] = b"#!/bin/sh\necho tool\n";
 
-fn fixture() -> &'static Fixture {
+fn fixture() -> &'static SignedRepo {
     FIXTURE.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("repo");
-        let work = dir.path().join("work");
-        let (home, key) = gen_key(dir.path(), "fixture");
         let mut tools = pkg("tools", "1.0").field("Depends", "libfix");
         tools.files = vec![
             ("/usr/bin/tool", TOOL, 0o755),
@@ -45,18 +34,7 @@ fn fixture() -> &'static Fixture {
             ("/lib/libfix-old", b"old\n", 0o644),
         ];
         libfix.compression = "zstd";
-        let stanzas: Vec<String> = [tools, libfix]
-            .iter()
-            .map(|p| stanza(&root, &build_deb(&root, &work, p)))
-            .collect();
-        write_dist(&root, "stable", &stanzas, Some(&home));
-        let server = serve(&root);
-        Fixture {
-            url: server.url.clone(),
-            key,
-            _server: server,
-            _dir: dir,
-        }
+        signed_repo(&[("stable", vec![&tools, &libfix])])
     })
 }
 
@@ -80,7 +58,7 @@ fn build(dir: &Sandbox, profile: &str, compression: &str) -> PathBuf {
 /// An image of the fixture's `tools` (and `libfix`), with `files:` adding `/opt/app` and
 /// replacing the package's `/etc/tools.conf`.
 fn apt_image(dir: &Sandbox) -> PathBuf {
-    std::fs::copy(&fixture().key, dir.join("repo.gpg")).unwrap();
+    fixture().keyring_into(dir.path());
     write(&dir.join("app/hello.sh"), "echo hello\n");
     write(&dir.join("tools.conf"), "conf=mine\n");
     build(

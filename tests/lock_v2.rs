@@ -9,49 +9,27 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use common::{
-    build_deb, gen_key, pkg, run, run_ok, serve, stanza, write, write_dist, Sandbox, Server,
-};
+use common::{pkg, run, run_ok, signed_repo, write, Sandbox, SignedRepo};
 
 /// A signed fixture repository (suite `s`) with two packages, served on loopback.
-struct Repo {
-    _dir: tempfile::TempDir,
-    key: PathBuf,
-    server: Server,
-}
-
-fn repo() -> Repo {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("repo");
-    let work = dir.path().join("work");
-    let (home, key) = gen_key(dir.path(), "lockv2");
+fn repo() -> SignedRepo {
     let mut hello = pkg("hello", "2.1-1").field("Depends", "libgreet (>= 1.0)");
     hello.files = vec![("/usr/bin/hello", b"#!/bin/sh\necho hello\n", 0o755)];
     let mut lib = pkg("libgreet", "1.0-3");
     lib.files = vec![("/usr/lib/libgreet.so.1", b"not really a library", 0o644)];
-    let stanzas: Vec<String> = [hello, lib]
-        .iter()
-        .map(|p| stanza(&root, &build_deb(&root, &work, p)))
-        .collect();
-    write_dist(&root, "s", &stanzas, Some(&home));
-    let server = serve(&root);
-    Repo {
-        _dir: dir,
-        key,
-        server,
-    }
+    signed_repo(&[("s", vec![&hello, &lib])])
 }
 
 /// A profile on the fixture repository with a CUDA stack, so both the package set and the
 /// resolution reach the image (CUDA_VERSION, NVIDIA_REQUIRE_CUDA, the self-test expectation).
-fn apt_profile(dir: &Path, repo: &Repo) -> PathBuf {
-    std::fs::copy(&repo.key, dir.join("repo.gpg")).unwrap();
+fn apt_profile(dir: &Path, repo: &SignedRepo) -> PathBuf {
+    repo.keyring_into(dir);
     let p = dir.join("p.yaml");
     write(
         &p,
         &format!(
             "name: lockv2\nbase:\n  apt:\n    mirror: {}\n    suite: s\n    packages: [hello]\n    keyring: repo.gpg\nhost:\n  gpus: [H100]\n  driver: \">=550\"\nstack:\n  cuda: \"12.4\"\n",
-            repo.server.url
+            repo.url
         ),
     );
     p

@@ -211,3 +211,50 @@ pub fn evil_deb(repo: &Path, name: &'static str, path: &str) -> String {
     }
     rel
 }
+
+/// A signed fixture repository served on loopback (see [`signed_repo`]).
+pub struct SignedRepo {
+    pub url: String,
+    /// The public key the releases are signed with.
+    pub key: PathBuf,
+    _server: super::http::Server,
+    _dir: tempfile::TempDir,
+}
+
+impl SignedRepo {
+    /// Copy the key to `dir/repo.gpg`, the `keyring:` the tests' profiles name.
+    pub fn keyring_into(&self, dir: &Path) -> PathBuf {
+        let to = dir.join("repo.gpg");
+        std::fs::copy(&self.key, &to).unwrap();
+        to
+    }
+}
+
+/// Build each package once (a package listed in several suites is the same file), write each
+/// suite's `Packages` and `Release` signed with a fresh key, and serve the repository.
+pub fn signed_repo(suites: &[(&str, Vec<&Pkg>)]) -> SignedRepo {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("repo");
+    let work = dir.path().join("work");
+    let (home, key) = gen_key(dir.path(), "fixture");
+    let mut built: std::collections::HashMap<(&str, &str), String> = Default::default();
+    for (suite, packages) in suites {
+        let stanzas: Vec<String> = packages
+            .iter()
+            .map(|p| {
+                built
+                    .entry((p.name, p.version))
+                    .or_insert_with(|| stanza(&root, &build_deb(&root, &work, p)))
+                    .clone()
+            })
+            .collect();
+        write_dist(&root, suite, &stanzas, Some(&home));
+    }
+    let server = super::http::serve(&root);
+    SignedRepo {
+        url: server.url.clone(),
+        key,
+        _server: server,
+        _dir: dir,
+    }
+}
