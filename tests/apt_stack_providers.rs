@@ -450,6 +450,25 @@ fn the_stack_takes_the_nccl_package_of_the_images_cuda_line_and_pinned_release()
             .arg(sb.join("out"))
             .arg(&p),
     );
+    // `strip: [device-code]` does not prune an apt package's library, and says so.
+    let pruned = sb.join("pruned.yaml");
+    write(
+        &pruned,
+        &format!(
+            "{}host:\n  gpus: [H100]\nstrip: [device-code]\n",
+            read(&p).replace("name: nv\n", "name: nv-pruned\n")
+        ),
+    );
+    let out = run(sb
+        .gpuimg()
+        .args(["build", "-o"])
+        .arg(sb.join("out-pruned"))
+        .arg(&pruned));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && err.contains("NCCL comes from apt here (`providers.nccl: apt`)"),
+        "{err}"
+    );
     let (_, manifest) = config_and_manifest(&sb.join("out"));
     // The self-test's expectation lists NCCL from the package, for CUDA 12 (its version says).
     let rootfs = umoci_unpack(&sb.join("out"), &sb.join("bundle"));

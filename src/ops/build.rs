@@ -46,6 +46,16 @@ pub fn build(
             obs.warn(w);
         }
     }
+    if profile
+        .strip
+        .contains(&crate::profile::StripClass::DeviceCode)
+        && super::stack::provider(profile, crate::resolve::Component::Nccl)
+            == crate::profile::ProviderKind::Apt
+    {
+        obs.warn(
+            "`strip: [device-code]` prunes the libraries of the wheel layers; NCCL comes from apt here (`providers.nccl: apt`), and its library is left with the device code of every GPU",
+        );
+    }
     let (facts, request) = gather(profile, catalog, &settled, req, obs)?;
     let plan = plan::plan(
         profile,
