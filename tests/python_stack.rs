@@ -38,6 +38,10 @@ fn setup() -> Setup {
         WheelSpec::new("torch", "2.15.0")
             .file("torch/__init__.py", "")
             .requires("cuda-toolkit==13.2.2"),
+        // As a framework's own index serves it: another variant than the default index's.
+        WheelSpec::new("torch", "2.14.1+cu126")
+            .file("torch/__init__.py", "")
+            .requires("nvidia-cuda-runtime-cu12==12.6.77"),
     ];
     let server = serve(&wheel_index(sb.path(), &wheels));
     let url = format!("{}/simple/", server.url);
@@ -127,6 +131,54 @@ fn a_cuda_pin_without_a_framework_locks_nvidias_runtime_wheel() {
         ann.get("io.gpuimg.cuda-library.nvidia-cuda-runtime-cu12"),
         Some(&version),
         "{ann:?}"
+    );
+}
+
+/// A framework's own index serves another variant than the one the default index serves
+/// (`torch 2.14.1+cu126` where the catalog's default for 2.14.1 is cu130): the lock's
+/// resolution follows what is installed (cu126 on CUDA 12.6, the driver floor of CUDA 12), and
+/// the build says so; the image's metadata follows the installed runtime.
+#[test]
+fn the_resolution_follows_the_framework_variant_the_index_installs() {
+    let s = setup();
+    let p = s.profile("  pytorch: \"2.14\"\n  python: \"3.11\"\n");
+    let out = run(s.sb.gpuimg().arg("lock").arg(&p));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("install PyTorch's cu126 variant, not cu130"),
+        "{err}"
+    );
+    assert!(s
+        .locked_wheels()
+        .contains(&("torch".to_string(), "2.14.1+cu126".to_string())));
+    let lock: serde_json::Value =
+        serde_json::from_str(&read(&s.sb.join("stack.lock.json"))).unwrap();
+    let r = &lock["resolution"];
+    assert_eq!(r["variants"]["pytorch"], "cu126", "{r}");
+    assert_eq!(r["components"]["pytorch"], "2.14.1", "{r}");
+    let cuda = r["components"]["cuda"].as_str().unwrap();
+    assert!(cuda.starts_with("12.6."), "{r}");
+    assert_eq!(r["cuda_driver_floor"], "12.0", "{r}");
+
+    let json = run_ok(
+        s.sb.gpuimg()
+            .args(["build", "--locked", "--json", "-o"])
+            .arg(s.sb.join("out"))
+            .arg(&p),
+    );
+    let v: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+    assert!(v["manifest_digest"].is_string(), "{v}");
+    let env = env_of(&inspect(&s.sb, &s.sb.join("out")));
+    assert_eq!(
+        env.get("CUDA_VERSION").map(String::as_str),
+        Some("12.6.77"),
+        "{env:?}"
+    );
+    assert_eq!(
+        env.get("NVIDIA_REQUIRE_CUDA").map(String::as_str),
+        Some("cuda>=12.0,arch>=9.0"),
+        "{env:?}"
     );
 }
 

@@ -56,10 +56,11 @@ pub fn build(
             "`strip: [device-code]` prunes the libraries of the wheel layers; NCCL comes from apt here (`providers.nccl: apt`), and its library is left with the device code of every GPU",
         );
     }
-    let (facts, request) = gather(profile, catalog, &settled, req, obs)?;
+    let (facts, request, installed) = gather(profile, catalog, &settled, req, obs)?;
+    let resolution = installed.or(settled.resolution);
     let plan = plan::plan(
         profile,
-        settled.resolution.as_ref(),
+        resolution.as_ref(),
         &facts,
         req.options.layer_options(),
     )?;
@@ -102,8 +103,16 @@ fn gather(
     settled: &Settled,
     req: &BuildRequest,
     obs: &mut dyn Observer,
-) -> Result<(Facts, Option<PythonRequest>), OpsError> {
+) -> Result<
+    (
+        Facts,
+        Option<PythonRequest>,
+        Option<crate::resolve::Resolution>,
+    ),
+    OpsError,
+> {
     let mut facts = Facts::default();
+    let mut installed = None;
     match &profile.base {
         Base::None => {}
         Base::Rootfs { path, .. } => {
@@ -145,6 +154,10 @@ fn gather(
             req.options.offline,
             obs,
         )? {
+            if let Some(r) = &settled.resolution {
+                installed =
+                    super::stack::settle_installed(profile, catalog, r, &install.wheels, obs)?;
+            }
             facts.device_code = plan::installed::device_code(&install.wheels, catalog);
             facts.wheel_facts = python::wheel_facts(
                 &install.wheels,
@@ -183,7 +196,7 @@ fn gather(
     if plan::wants_selftest(profile, settled.resolution.as_ref()) {
         facts.selftest = Some(selftest_binary(profile, req)?);
     }
-    Ok((facts, request))
+    Ok((facts, request, installed))
 }
 
 /// The package set (from the lock, or resolved now) and each package's control fields: from

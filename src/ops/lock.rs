@@ -50,7 +50,7 @@ pub fn lock(
     obs: &mut dyn Observer,
 ) -> Result<Locked, OpsError> {
     let settled = settle::settle(profile, catalog, Settle::Resolve)?;
-    let resolution = settled
+    let mut resolution = settled
         .resolution
         .ok_or(OpsError::Incompatible("nothing was resolved".into()))?;
     let mut debs = None;
@@ -78,6 +78,11 @@ pub fn lock(
             let image = python::image_python(profile, Some(&resolution), packages.as_deref())?;
             let wheels = python::wheels(&request, &image, None, cache_root, offline, obs)?;
             super::stack::check_agreement(profile, &wheels)?;
+            if let Some(r) =
+                super::stack::settle_installed(profile, catalog, &resolution, &wheels, obs)?
+            {
+                resolution = r;
+            }
             if export == Some(Export::Pylock) {
                 pylock = Some(python::pylock(
                     &request, &image, &wheels, cache_root, offline,
