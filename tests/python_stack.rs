@@ -182,6 +182,40 @@ fn the_resolution_follows_the_framework_variant_the_index_installs() {
     );
 }
 
+/// Without `stack.python` the resolution takes the newest Python the framework has wheels for
+/// (3.15 for torch 2.15.0); the image has only the base's interpreter, so `lock` and `build`
+/// resolve again for the base's 3.11 and say so, instead of refusing a pin nobody wrote.
+#[test]
+fn without_a_python_pin_the_stack_is_resolved_for_the_bases_python() {
+    let s = setup();
+    let p = s.profile("  pytorch: \"2.15\"\n");
+    let out = run(s.sb.gpuimg().arg("lock").arg(&p));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("the base installs Python 3.11: the stack resolved again for it"),
+        "{err}"
+    );
+    let lock: serde_json::Value =
+        serde_json::from_str(&read(&s.sb.join("stack.lock.json"))).unwrap();
+    assert_eq!(lock["resolution"]["components"]["python"], "3.11", "{lock}");
+    assert!(s
+        .locked_wheels()
+        .contains(&("torch".to_string(), "2.15.0".to_string())));
+    // The same without a lock.
+    let out = run(s
+        .sb
+        .gpuimg()
+        .args(["build", "-q", "-o"])
+        .arg(s.sb.join("out"))
+        .arg(&p));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn read_dir_names(dir: &Path) -> Vec<String> {
     std::fs::read_dir(dir)
         .unwrap()

@@ -56,8 +56,7 @@ pub fn build(
             "`strip: [device-code]` prunes the libraries of the wheel layers; NCCL comes from apt here (`providers.nccl: apt`), and its library is left with the device code of every GPU",
         );
     }
-    let (facts, request, installed) = gather(profile, catalog, &settled, req, obs)?;
-    let resolution = installed.or(settled.resolution);
+    let (facts, request, resolution) = gather(profile, catalog, &settled, req, obs)?;
     let plan = plan::plan(
         profile,
         resolution.as_ref(),
@@ -112,7 +111,6 @@ fn gather(
     OpsError,
 > {
     let mut facts = Facts::default();
-    let mut installed = None;
     match &profile.base {
         Base::None => {}
         Base::Rootfs { path, .. } => {
@@ -134,18 +132,32 @@ fn gather(
         }
     }
     let mut request = None;
-    let stack_python = settled
-        .resolution
+    let mut resolution = settled.resolution.clone();
+    // A lock's resolution is used as it is (`lock` made it for the base's Python and the
+    // installed framework variant already).
+    let resolving = req.from == Settle::Resolve;
+    let stack_python = resolution
         .as_ref()
         .and_then(|r| r.version(crate::resolve::Component::Python))
         .is_some();
     if profile.python.is_some() || stack_python {
         let debs = facts.apt.as_ref().map(|a| a.packages.as_slice());
         let packages = python::base_packages(profile, debs)?;
-        python::check_stack_python(settled.resolution.as_ref(), packages.as_deref())?;
+        if resolving {
+            if let Some(r) = python::settle_base_python(
+                profile,
+                catalog,
+                resolution.as_ref(),
+                packages.as_deref(),
+                obs,
+            )? {
+                resolution = Some(r);
+            }
+        }
+        python::check_stack_python(resolution.as_ref(), packages.as_deref())?;
         if let Some((install, r)) = python::install(
             profile,
-            settled.resolution.as_ref(),
+            resolution.as_ref(),
             catalog,
             packages.as_deref(),
             settled.wheels.as_deref(),
@@ -154,9 +166,12 @@ fn gather(
             req.options.offline,
             obs,
         )? {
-            if let Some(r) = &settled.resolution {
-                installed =
-                    super::stack::settle_installed(profile, catalog, r, &install.wheels, obs)?;
+            if let Some(r) = resolution.as_ref().filter(|_| resolving) {
+                if let Some(again) =
+                    super::stack::settle_installed(profile, catalog, r, &install.wheels, obs)?
+                {
+                    resolution = Some(again);
+                }
             }
             facts.device_code = plan::installed::device_code(&install.wheels, catalog);
             facts.wheel_facts = python::wheel_facts(
@@ -171,7 +186,7 @@ fn gather(
         }
     }
     if profile.python.is_none() {
-        if let Some(r) = &settled.resolution {
+        if let Some(r) = &resolution {
             let pinned: Vec<String> = [
                 crate::resolve::Component::Cuda,
                 crate::resolve::Component::Cudnn,
@@ -193,10 +208,10 @@ fn gather(
             }
         }
     }
-    if plan::wants_selftest(profile, settled.resolution.as_ref()) {
+    if plan::wants_selftest(profile, resolution.as_ref()) {
         facts.selftest = Some(selftest_binary(profile, req)?);
     }
-    Ok((facts, request, installed))
+    Ok((facts, request, resolution))
 }
 
 /// The package set (from the lock, or resolved now) and each package's control fields: from

@@ -73,6 +73,15 @@ pub fn lock(
     }
     if profile.python.is_some() || resolution.version(Component::Python).is_some() {
         let packages = python::base_packages(profile, debs.as_deref())?;
+        if let Some(r) = python::settle_base_python(
+            profile,
+            catalog,
+            Some(&resolution),
+            packages.as_deref(),
+            obs,
+        )? {
+            resolution = r;
+        }
         python::check_stack_python(Some(&resolution), packages.as_deref())?;
         if let Some(request) = python::request(profile, host, Some((&resolution, catalog)))? {
             let image = python::image_python(profile, Some(&resolution), packages.as_deref())?;

@@ -94,6 +94,53 @@ pub fn check_stack_python(
     )))
 }
 
+/// The resolution again for the base's Python, when `stack.python` is not pinned and the
+/// resolution took another (the newest the framework has wheels for): the image has only the
+/// base's interpreter, so the stack must fit it. `None` when the two agree, when the profile
+/// pins `stack.python` (then [`check_stack_python`] has the say), or when the base has no
+/// default Python.
+pub fn settle_base_python(
+    profile: &Profile,
+    catalog: &Catalog,
+    resolution: Option<&Resolution>,
+    packages: Option<&[(String, String)]>,
+    obs: &mut dyn Observer,
+) -> Result<Option<Resolution>, OpsError> {
+    let (Some(r), Some(packages)) = (resolution, packages) else {
+        return Ok(None);
+    };
+    let Some(want) = r.version(Component::Python) else {
+        return Ok(None);
+    };
+    if profile.stack.python.is_some() {
+        return Ok(None);
+    }
+    let Some(base) = base_python::default_python(packages).map_err(OpsError::BasePython)? else {
+        return Ok(None);
+    };
+    let (a, b) = base.version;
+    if (want.field(0), want.field(1)) == (u64::from(a), u64::from(b)) {
+        return Ok(None);
+    }
+    let mut again = profile.clone();
+    again.stack.python = Some(crate::profile::Located::synthetic(format!("{a}.{b}")));
+    let r2 = crate::resolve::resolve(&again, catalog).map_err(|e| {
+        OpsError::Incompatible(format!(
+            "the base installs Python {a}.{b} (`{}`) and `stack.python` is not pinned, so the stack was resolved again for it, and: {e}",
+            base.package
+        ))
+    })?;
+    obs.message(&format!(
+        "the base installs Python {a}.{b}: the stack resolved again for it (without `stack.python` it took {}.{})",
+        want.field(0),
+        want.field(1)
+    ));
+    for w in &r2.warnings {
+        obs.warn(w);
+    }
+    Ok(Some(r2))
+}
+
 /// The image's interpreter for `python:`, from the base's packages.
 pub fn image_python(
     profile: &Profile,
