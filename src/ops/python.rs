@@ -98,7 +98,7 @@ pub fn check_stack_python(
 /// resolution took another (the newest the framework has wheels for): the image has only the
 /// base's interpreter, so the stack must fit it. `None` when the two agree, when the profile
 /// pins `stack.python` (then [`check_stack_python`] has the say), or when the base has no
-/// default Python.
+/// default Python. Says what changed, and the new resolution's warnings the first did not give.
 pub fn settle_base_python(
     profile: &Profile,
     catalog: &Catalog,
@@ -135,7 +135,7 @@ pub fn settle_base_python(
         want.field(0),
         want.field(1)
     ));
-    for w in &r2.warnings {
+    for w in r2.warnings.iter().filter(|w| !r.warnings.contains(w)) {
         obs.warn(w);
     }
     Ok(Some(r2))

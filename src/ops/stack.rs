@@ -362,7 +362,8 @@ pub fn check_agreement(profile: &Profile, wheels: &[LockedWheel]) -> Result<(), 
     Ok(())
 }
 
-/// [`resolution_for_installed`], said: the new resolution's warnings and what changed.
+/// [`resolution_for_installed`], said: what changed and the new resolution's warnings that the
+/// first did not give.
 pub fn settle_installed(
     profile: &Profile,
     catalog: &Catalog,
@@ -385,7 +386,11 @@ pub fn settle_installed(
             r.version(Component::Cuda)
                 .map_or("-".to_string(), |v| v.to_string())
         ));
-        for w in &r.warnings {
+        for w in r
+            .warnings
+            .iter()
+            .filter(|w| !resolution.warnings.contains(w))
+        {
             obs.warn(w);
         }
     }
