@@ -7,7 +7,7 @@ use std::path::Path;
 
 use crate::profile::AptSpec;
 
-use super::hostconf::{host_entries, trusted_keyrings, KeySource};
+use super::hostconf::{host_entries, trusted_keyrings, HostEntry, KeySource};
 use super::AptError;
 
 /// Where a repository's `Release` lives.
@@ -93,13 +93,22 @@ pub fn repos_from_spec(
                     (Some(_), _) | (None, true) => keyring(&spec.keyring)?,
                     (None, false) => e.signed_by.clone(),
                 };
+                // `host:<suite>` is the entry [`base_url`] maps it back to; another repository
+                // under the same suite name (a vendor's `bookworm main`) is locked by its URL,
+                // as a profile's own repository is.
+                let base = e.uri.trim_end_matches('/').to_string();
+                let lock_id = if first_for(&entries, s).is_some_and(|f| f.uri == e.uri) {
+                    format!("host:{s}")
+                } else {
+                    base.clone()
+                };
                 out.push(Repo {
-                    base: e.uri.trim_end_matches('/').to_string(),
+                    base,
                     dist: Dist::Suite(s.clone()),
                     components,
                     keys,
                     trusted: spec.trusted,
-                    lock_id: format!("host:{s}"),
+                    lock_id,
                 });
             }
         }
@@ -125,17 +134,6 @@ pub fn repos_from_spec(
             r.components.extend(missing.iter().cloned());
         }
         out.retain(|r| !r.components.is_empty());
-        // `host:<suite>` stands for the first entry serving the suite; another repository
-        // under the same suite name (a vendor's `bookworm main`) is locked by its URL, as a
-        // profile's own repository is, so each locked package maps back to where it came from.
-        for i in 1..out.len() {
-            let shadowed = out[..i]
-                .iter()
-                .any(|r| r.lock_id == out[i].lock_id && r.base != out[i].base);
-            if shadowed {
-                out[i].lock_id = out[i].base.clone();
-            }
-        }
         if out.is_empty() {
             return Err(AptError::NoHostSources {
                 dir: apt_dir.display().to_string(),
@@ -182,14 +180,18 @@ pub fn base_url(lock_id: &str, apt_dir: &Path) -> Result<String, AptError> {
     let Some(suite) = lock_id.strip_prefix("host:") else {
         return Ok(lock_id.trim_end_matches('/').to_string());
     };
-    host_entries(apt_dir)?
-        .into_iter()
-        .find(|e| e.suites.iter().any(|s| s == suite))
+    let entries = host_entries(apt_dir)?;
+    first_for(&entries, suite)
         .map(|e| e.uri.trim_end_matches('/').to_string())
         .ok_or_else(|| AptError::NoHostSources {
             dir: apt_dir.display().to_string(),
             suite: suite.to_string(),
         })
+}
+
+/// The host entry `host:<suite>` stands for: the first that lists the suite.
+fn first_for<'a>(entries: &'a [HostEntry], suite: &str) -> Option<&'a HostEntry> {
+    entries.iter().find(|e| e.suites.iter().any(|s| s == suite))
 }
 
 #[cfg(test)]
@@ -272,6 +274,21 @@ mod tests {
         for r in &repos {
             assert_eq!(base_url(&r.lock_id, dir.path()).unwrap(), r.base);
         }
+        // A vendor's entry listed first, whose components the profile does not ask for: it
+        // serves nothing, and `host:bookworm` would map back to it, so Debian's entry is locked
+        // by its URL.
+        let dir = host(
+            "sources.list",
+            "deb [signed-by=/v.gpg] http://vendor.invalid/debian bookworm stable\n\
+             deb [signed-by=/k.gpg] http://mirror.invalid/debian bookworm main\n",
+        );
+        let repos = repos_from_spec(&spec("main"), Path::new("."), dir.path()).unwrap();
+        let ids: Vec<&str> = repos.iter().map(|r| r.lock_id.as_str()).collect();
+        assert_eq!(ids, ["http://mirror.invalid/debian"]);
+        assert_eq!(
+            base_url(&repos[0].lock_id, dir.path()).unwrap(),
+            repos[0].base
+        );
     }
 
     #[test]
