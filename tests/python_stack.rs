@@ -65,10 +65,32 @@ impl Setup {
         p
     }
 
+    /// `gpuimg lock` of `p`, which must succeed; its standard error.
+    fn lock_ok(&self, p: &Path) -> String {
+        let out = run(self.sb.gpuimg().arg("lock").arg(p));
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{err}");
+        err
+    }
+
+    fn lock_json(&self) -> serde_json::Value {
+        serde_json::from_str(&read(&self.sb.join("stack.lock.json"))).unwrap()
+    }
+
+    /// `gpuimg build --locked --json` of `p` into `out`; the JSON it prints.
+    fn build_locked(&self, p: &Path) -> serde_json::Value {
+        let json = run_ok(
+            self.sb
+                .gpuimg()
+                .args(["build", "--locked", "--json", "-o"])
+                .arg(self.sb.join("out"))
+                .arg(p),
+        );
+        serde_json::from_str(json.trim()).unwrap()
+    }
+
     fn locked_wheels(&self) -> Vec<(String, String)> {
-        let lock: serde_json::Value =
-            serde_json::from_str(&read(&self.sb.join("stack.lock.json"))).unwrap();
-        lock["artifacts"]
+        self.lock_json()["artifacts"]
             .as_array()
             .unwrap()
             .iter()
@@ -87,7 +109,7 @@ impl Setup {
 fn a_cuda_pin_without_a_framework_locks_nvidias_runtime_wheel() {
     let s = setup();
     let p = s.profile("  cuda: \"12.4\"\n");
-    run_ok(s.sb.gpuimg().arg("lock").arg(&p));
+    s.lock_ok(&p);
     assert_eq!(
         s.locked_wheels(),
         [(
@@ -95,13 +117,7 @@ fn a_cuda_pin_without_a_framework_locks_nvidias_runtime_wheel() {
             "12.4.127".to_string()
         )]
     );
-    let json = run_ok(
-        s.sb.gpuimg()
-            .args(["build", "--locked", "--json", "-o"])
-            .arg(s.sb.join("out"))
-            .arg(&p),
-    );
-    let v: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+    let v = s.build_locked(&p);
     let components: Vec<&str> = v["layers"]
         .as_array()
         .unwrap()
@@ -142,9 +158,7 @@ fn a_cuda_pin_without_a_framework_locks_nvidias_runtime_wheel() {
 fn the_resolution_follows_the_framework_variant_the_index_installs() {
     let s = setup();
     let p = s.profile("  pytorch: \"2.14\"\n  python: \"3.11\"\n");
-    let out = run(s.sb.gpuimg().arg("lock").arg(&p));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
+    let err = s.lock_ok(&p);
     assert!(
         err.contains("install PyTorch's cu126 variant, not cu130"),
         "{err}"
@@ -152,8 +166,7 @@ fn the_resolution_follows_the_framework_variant_the_index_installs() {
     assert!(s
         .locked_wheels()
         .contains(&("torch".to_string(), "2.14.1+cu126".to_string())));
-    let lock: serde_json::Value =
-        serde_json::from_str(&read(&s.sb.join("stack.lock.json"))).unwrap();
+    let lock = s.lock_json();
     let r = &lock["resolution"];
     assert_eq!(r["variants"]["pytorch"], "cu126", "{r}");
     assert_eq!(r["components"]["pytorch"], "2.14.1", "{r}");
@@ -161,13 +174,7 @@ fn the_resolution_follows_the_framework_variant_the_index_installs() {
     assert!(cuda.starts_with("12.6."), "{r}");
     assert_eq!(r["cuda_driver_floor"], "12.0", "{r}");
 
-    let json = run_ok(
-        s.sb.gpuimg()
-            .args(["build", "--locked", "--json", "-o"])
-            .arg(s.sb.join("out"))
-            .arg(&p),
-    );
-    let v: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+    let v = s.build_locked(&p);
     assert!(v["manifest_digest"].is_string(), "{v}");
     let env = env_of(&inspect(&s.sb, &s.sb.join("out")));
     assert_eq!(
@@ -189,15 +196,12 @@ fn the_resolution_follows_the_framework_variant_the_index_installs() {
 fn without_a_python_pin_the_stack_is_resolved_for_the_bases_python() {
     let s = setup();
     let p = s.profile("  pytorch: \"2.15\"\n");
-    let out = run(s.sb.gpuimg().arg("lock").arg(&p));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
+    let err = s.lock_ok(&p);
     assert!(
         err.contains("the base installs Python 3.11: the stack resolved again for it"),
         "{err}"
     );
-    let lock: serde_json::Value =
-        serde_json::from_str(&read(&s.sb.join("stack.lock.json"))).unwrap();
+    let lock = s.lock_json();
     assert_eq!(lock["resolution"]["components"]["python"], "3.11", "{lock}");
     assert!(s
         .locked_wheels()
@@ -275,7 +279,7 @@ fn walk(v: &serde_json::Value, f: &mut dyn FnMut(&str, &serde_json::Value)) {
 fn a_pytorch_pin_locks_torch_and_a_contradicting_cuda_pin_is_a_no() {
     let s = setup();
     let p = s.profile("  pytorch: \"2.15\"\n  python: \"3.11\"\n");
-    run_ok(s.sb.gpuimg().arg("lock").arg(&p));
+    s.lock_ok(&p);
     let wheels = s.locked_wheels();
     assert!(
         wheels.contains(&("torch".to_string(), "2.15.0".to_string())),

@@ -122,22 +122,20 @@ pub fn settle_base_python(
     if (want.field(0), want.field(1)) == (u64::from(a), u64::from(b)) {
         return Ok(None);
     }
-    let mut again = profile.clone();
-    again.stack.python = Some(crate::profile::Located::synthetic(format!("{a}.{b}")));
-    let r2 = crate::resolve::resolve(&again, catalog).map_err(|e| {
+    let said = format!(
+        "the base installs Python {a}.{b}: the stack resolved again for it (without `stack.python` it took {}.{})",
+        want.field(0),
+        want.field(1)
+    );
+    let pin = |stack: &mut crate::profile::StackSpec| {
+        stack.python = Some(crate::profile::Located::synthetic(format!("{a}.{b}")));
+    };
+    let r2 = super::settle::refine(profile, catalog, r, pin, &said, obs).map_err(|e| {
         OpsError::Incompatible(format!(
             "the base installs Python {a}.{b} (`{}`) and `stack.python` is not pinned, so the stack was resolved again for it, and: {e}",
             base.package
         ))
     })?;
-    obs.message(&format!(
-        "the base installs Python {a}.{b}: the stack resolved again for it (without `stack.python` it took {}.{})",
-        want.field(0),
-        want.field(1)
-    ));
-    for w in r2.warnings.iter().filter(|w| !r.warnings.contains(w)) {
-        obs.warn(w);
-    }
     Ok(Some(r2))
 }
 

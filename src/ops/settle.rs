@@ -3,8 +3,9 @@
 
 use crate::catalog::Catalog;
 use crate::lock::{self, Lock, LockedPackage, LockedWheel};
-use crate::profile::{Base, Profile};
-use crate::resolve::Resolution;
+use crate::observe::Observer;
+use crate::profile::{Base, Profile, StackSpec};
+use crate::resolve::{Resolution, ResolveError};
 
 use super::OpsError;
 
@@ -63,4 +64,25 @@ pub fn from_lock(profile: &Profile, lock: Lock) -> Result<Settled, OpsError> {
         debs,
         wheels,
     })
+}
+
+/// A fresh resolution refined by a fact the packages state (the base's Python, the framework
+/// variant the index installs): the profile resolved again with `pin` applied to its stack.
+/// Says `said` and the new resolution's warnings that `first` did not give.
+pub fn refine(
+    profile: &Profile,
+    catalog: &Catalog,
+    first: &Resolution,
+    pin: impl FnOnce(&mut StackSpec),
+    said: &str,
+    obs: &mut dyn Observer,
+) -> Result<Resolution, ResolveError> {
+    let mut again = profile.clone();
+    pin(&mut again.stack);
+    let r = crate::resolve::resolve(&again, catalog)?;
+    obs.message(said);
+    for w in r.warnings.iter().filter(|w| !first.warnings.contains(w)) {
+        obs.warn(w);
+    }
+    Ok(r)
 }

@@ -362,8 +362,14 @@ pub fn check_agreement(profile: &Profile, wheels: &[LockedWheel]) -> Result<(), 
     Ok(())
 }
 
-/// [`resolution_for_installed`], said: what changed and the new resolution's warnings that the
-/// first did not give.
+/// The resolution again, when the resolved Python packages install another variant of the
+/// framework than the resolution took: `torch 2.14.1+cu126` from a framework's own index,
+/// where the resolution took the default index's `cu130`. It is made again
+/// ([`super::settle::refine`]) with `stack.cuda` on that variant's CUDA line and the framework
+/// at the installed release, so the driver floor, the self-test's expectation and the lock
+/// describe what the image carries. `None` when the two agree, when the profile pins
+/// `stack.cuda` itself (then [`check_agreement`] has the say), or when the catalog does not
+/// know the installed variant.
 pub fn settle_installed(
     profile: &Profile,
     catalog: &Catalog,
@@ -371,86 +377,44 @@ pub fn settle_installed(
     wheels: &[LockedWheel],
     obs: &mut dyn crate::observe::Observer,
 ) -> Result<Option<Resolution>, OpsError> {
-    let again = resolution_for_installed(profile, catalog, resolution, wheels)?;
-    if let Some(r) = &again {
-        let variant = |r: &Resolution| {
-            r.variants
-                .get(&Component::Pytorch)
-                .cloned()
-                .unwrap_or_default()
-        };
-        obs.message(&format!(
-            "the Python packages install PyTorch's {} variant, not {}: resolved again for it (cuda {})",
-            variant(r),
-            variant(resolution),
-            r.version(Component::Cuda)
-                .map_or("-".to_string(), |v| v.to_string())
-        ));
-        for w in r
-            .warnings
-            .iter()
-            .filter(|w| !resolution.warnings.contains(w))
-        {
-            obs.warn(w);
-        }
-    }
-    Ok(again)
-}
-
-/// The resolution again, when the resolved Python packages install another variant of the
-/// framework than the resolution took: `torch 2.14.1+cu126` from a framework's own index,
-/// where the resolution took the default index's `cu130`. It is made again with `stack.cuda`
-/// on that variant's CUDA line (and the framework at the installed release), so the driver
-/// floor, the self-test's expectation and the lock describe what the image carries. `None`
-/// when the two agree, when the profile pins `stack.cuda` itself (then [`check_agreement`]
-/// has the say), or when the catalog does not know the installed variant.
-pub fn resolution_for_installed(
-    profile: &Profile,
-    catalog: &Catalog,
-    resolution: &Resolution,
-    wheels: &[LockedWheel],
-) -> Result<Option<Resolution>, OpsError> {
-    let Some(torch) = wheels.iter().find(|w| w.name == "torch") else {
-        return Ok(None);
-    };
-    let Some((public, local)) = torch.version.split_once('+') else {
-        return Ok(None);
-    };
-    let (Some(chosen), Some(at)) = (
+    let (Some((version, installed)), Some(chosen), Some(at)) = (
+        crate::plan::installed::pytorch_variant(wheels, catalog),
         resolution.variants.get(&Component::Pytorch),
         profile.stack.pytorch.as_ref(),
     ) else {
         return Ok(None);
     };
-    if chosen == local || profile.stack.cuda.is_some() {
+    if *chosen == installed || profile.stack.cuda.is_some() {
         return Ok(None);
     }
-    let Ok(version) = public.parse::<Version>() else {
-        return Ok(None);
-    };
     let Some(variant) = catalog
         .pytorch
         .iter()
         .find(|r| r.version == version)
-        .and_then(|r| r.variants.iter().find(|v| v.name == local))
+        .and_then(|r| r.variants.iter().find(|v| v.name == installed))
     else {
         return Ok(None);
     };
-    let mut again = profile.clone();
-    again.stack.cuda = Some(Located {
-        value: variant.cuda.to_string(),
-        ..at.clone()
-    });
-    again.stack.pytorch = Some(Located {
-        value: format!("={public}"),
-        ..at.clone()
-    });
-    crate::resolve::resolve(&again, catalog)
+    let said = format!(
+        "the Python packages install PyTorch's {installed} variant, not {chosen}: resolved again for it (cuda {})",
+        variant.cuda
+    );
+    let pin = |stack: &mut crate::profile::StackSpec| {
+        stack.cuda = Some(Located {
+            value: variant.cuda.to_string(),
+            ..at.clone()
+        });
+        stack.pytorch = Some(Located {
+            value: format!("={version}"),
+            ..at.clone()
+        });
+    };
+    super::settle::refine(profile, catalog, resolution, pin, &said, obs)
         .map(Some)
         .map_err(|e| {
             OpsError::Incompatible(format!(
-                "`stack.pytorch: \"{}\"` ({}:{}:{}) resolved to {chosen}, the variant the default index serves, but the Python packages install `torch {}` (CUDA {}), and that does not fit: {e}",
-                at.value, profile.file, at.line, at.column, torch.version, variant.cuda
+                "`stack.pytorch: \"{}\"` ({}:{}:{}) resolved to {chosen}, the variant the default index serves, but the Python packages install torch {version} {installed} (CUDA {}), and that does not fit: {e}",
+                at.value, profile.file, at.line, at.column, variant.cuda
             ))
         })
 }

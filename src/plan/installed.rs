@@ -55,9 +55,9 @@ pub fn cuda_debs<'a>(
         .collect()
 }
 
-/// The device code of the locked framework wheel: torch's variant from its local version
+/// The locked torch wheel's release and CUDA variant: the variant from its local version
 /// (`2.15.0+cu126`), else the one the catalog records for the default index.
-pub fn device_code(wheels: &[LockedWheel], catalog: &Catalog) -> Option<DeviceCode> {
+pub fn pytorch_variant(wheels: &[LockedWheel], catalog: &Catalog) -> Option<(Version, String)> {
     let torch = wheels.iter().find(|w| w.name == "torch")?;
     let (public, local) = match torch.version.split_once('+') {
         Some((p, l)) => (p, Some(l)),
@@ -68,6 +68,12 @@ pub fn device_code(wheels: &[LockedWheel], catalog: &Catalog) -> Option<DeviceCo
         Some(l) => l.to_string(),
         None => catalog.default_pytorch_variant(&version)?.to_string(),
     };
+    Some((version, variant))
+}
+
+/// The device code of the locked framework wheel ([`pytorch_variant`]'s record).
+pub fn device_code(wheels: &[LockedWheel], catalog: &Catalog) -> Option<DeviceCode> {
+    let (version, variant) = pytorch_variant(wheels, catalog)?;
     catalog.device_code("pytorch", &version, &variant)
 }
 
