@@ -19,6 +19,7 @@ pub mod fatbin;
 pub mod file_identity;
 pub mod glob;
 pub mod profile;
+pub mod raw_deflate;
 pub mod reference;
 pub mod staging;
 

@@ -5,7 +5,8 @@
 //! digests; bumping the framework rewrites only the `framework` layer (every other layer is a
 //! cache hit); `layers: {NAME: {wheel: [...]}}` moves a wheel. Refusals (exit 2, one line):
 //! a wheel that brings the driver's libcuda (naming the wheel), and one SONAME from two wheels
-//! (naming both) unless `libraries:` picks one.
+//! (naming both) unless `libraries:` picks one. A large deflated file goes into its gzip layer as
+//! the wheel's own deflate stream.
 
 mod common;
 
@@ -257,4 +258,80 @@ fn one_soname_from_two_wheels_is_refused_naming_both_unless_the_profile_picks_on
         "libraries: {libc.so.6: dup-c}\n",
     ));
     assert!(err.contains("picks `dup-c`"), "{err}");
+}
+
+/// The gzip layer of a wheel's large deflated file carries the wheel's own deflate stream
+/// (copied, not compressed again), and the layer unpacks (umoci) to the file's bytes: the
+/// same diff_id as the zstd layer, whose bytes are compressed.
+#[test]
+fn a_large_deflated_wheel_file_is_copied_into_its_gzip_layer_as_the_wheels_stream() {
+    let sb = Sandbox::new();
+    let root = sb.join("rootfs");
+    write(&root.join("var/lib/dpkg/status"), BOOKWORM_STATUS);
+    let mut big = Vec::new();
+    let mut x: u32 = 7;
+    while big.len() < 3 << 20 {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        let word = ["kernel ", "sm_90 ", "cublas\n", "gemm "][(x % 4) as usize];
+        big.extend_from_slice(word.as_bytes());
+        big.push((x >> 24) as u8);
+    }
+    let spec = WheelSpec::new("bigdata", "1.0").file_mode("bigdata/blob.bin", &big, 0o644);
+    let index = wheel_index(sb.path(), std::slice::from_ref(&spec));
+    let server = serve(&index);
+    let profile = sb.join("big.yaml");
+    let out_of = |compression: &str| {
+        write(
+            &profile,
+            &format!(
+                "name: big\nbase:\n  rootfs: ./rootfs\nselftest: {{enabled: false}}\n\
+                 python:\n  index: {}/simple/\n  packages: [bigdata]\n",
+                server.url
+            ),
+        );
+        let out = sb.join(format!("out-{compression}"));
+        let json = run_ok(
+            sb.gpuimg()
+                .args(["build", "--json", "--compression", compression, "-o"])
+                .arg(&out)
+                .arg(&profile),
+        );
+        let v: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+        let layer = v["layers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["component"] == "python-packages")
+            .unwrap_or_else(|| panic!("no python-packages layer: {v}"))
+            .clone();
+        (out, layer)
+    };
+    let (gz_out, gz) = out_of("gzip");
+
+    // The wheel's stream, up to its final block's header, is in the layer blob as it is.
+    let wheel = std::fs::read(index.join("files").join(spec.filename())).unwrap();
+    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(&wheel)).unwrap();
+    let i = zip.index_for_name("bigdata/blob.bin").unwrap();
+    let m = zip.by_index_raw(i).unwrap();
+    assert_eq!(m.compression(), zip::CompressionMethod::Deflated);
+    let stream = &wheel[m.data_start() as usize..][..m.compressed_size() as usize];
+    let ends = gpuimg::raw_deflate::find_ends(stream).unwrap();
+    let head = &stream[..(ends.final_block / 8) as usize];
+    assert!(head.len() > 100_000, "the stream has many blocks");
+    let digest = gz["digest"].as_str().unwrap().trim_start_matches("sha256:");
+    let blob = std::fs::read(gz_out.join("blobs/sha256").join(digest)).unwrap();
+    assert!(
+        blob.windows(head.len()).any(|w| w == head),
+        "the layer does not hold the wheel's deflate stream"
+    );
+    let rootfs = umoci_unpack(&gz_out, &sb.join("bundle"));
+    let installed = rootfs.join("usr/local/lib/python3.11/dist-packages/bigdata/blob.bin");
+    assert!(std::fs::read(installed).unwrap() == big, "the file's bytes");
+
+    // zstd compresses the same tar: the same diff_id.
+    let (_, zst) = out_of("zstd");
+    assert_eq!(zst["diff_id"], gz["diff_id"]);
+    assert_ne!(zst["digest"], gz["digest"]);
 }

@@ -24,7 +24,7 @@ pub use error::AssembleError;
 pub use provenance::{PackageKind, Provenance};
 pub use same_file::open_same_file;
 pub use tarball::read_member as read_tarball_member;
-pub use tree::{identity, DataSource, Entry, EntryKind, Tree, Xattrs};
+pub use tree::{identity, DataSource, Deflated, Entry, EntryKind, Tree, Xattrs};
 
 use std::path::Path;
 

@@ -23,7 +23,9 @@ impl Tree {
         let mut buf = Vec::with_capacity(*size as usize);
         match data {
             DataSource::Bytes(b) => buf.extend_from_slice(b),
-            DataSource::Path { path: p, identity } => {
+            DataSource::Path {
+                path: p, identity, ..
+            } => {
                 super::open_same_file(p, identity)?
                     .take(*size)
                     .read_to_end(&mut buf)?;

@@ -15,8 +15,13 @@ use super::{AssembleError, Provenance};
 /// Where a regular file's bytes come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DataSource {
-    /// A file on disk; `identity` is (dev, ino, size, mtime ns, ctime ns) for the layer cache key.
-    Path { path: PathBuf, identity: [u64; 5] },
+    /// A file on disk; `identity` is (dev, ino, size, mtime ns, ctime ns) for the layer cache
+    /// key. `deflated`: where the same bytes are also one raw deflate stream.
+    Path {
+        path: PathBuf,
+        identity: [u64; 5],
+        deflated: Option<Arc<Deflated>>,
+    },
     /// A span inside an uncompressed tarball on disk.
     TarSpan {
         tarball: Arc<PathBuf>,
@@ -34,8 +39,29 @@ impl DataSource {
         DataSource::Path {
             path,
             identity: identity(meta),
+            deflated: None,
         }
     }
+}
+
+/// A file's bytes as they also sit in another file, compressed: one raw deflate stream (a
+/// wheel's deflated member, from which the file was written). A gzip layer copies the stream
+/// instead of compressing the bytes again (`layer::pgzip`). Whoever attaches it vouches that
+/// the file holds exactly what the stream inflates to; a stage that changes a file's bytes
+/// gives it a new source, which has none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deflated {
+    /// The file holding the stream, with its identity when the stream was walked: a file
+    /// with another identity is not read.
+    pub archive: Arc<PathBuf>,
+    pub identity: [u64; 5],
+    /// The stream's first byte in `archive`.
+    pub offset: u64,
+    /// Where its final block starts and where it ends, counted from `offset`.
+    pub ends: crate::raw_deflate::Ends,
+    /// How many bytes it inflates to, and their CRC-32.
+    pub size: u64,
+    pub crc32: u32,
 }
 
 pub use crate::file_identity::identity;

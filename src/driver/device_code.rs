@@ -62,7 +62,7 @@ pub fn prune_tree(
         .iter()
         .filter_map(|e| match &e.kind {
             EntryKind::File {
-                data: DataSource::Path { path, identity },
+                data: DataSource::Path { path, identity, .. },
                 ..
             } if is_shared_object(&e.path) && rules.may_modify(&e.path) => {
                 Some((e.path.clone(), path.clone(), *identity))

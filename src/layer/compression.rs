@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::fragments::FragmentIndex;
-pub use super::pgzip::GzipOutcome;
+pub use super::pgzip::{GzipOutcome, Streams};
 use crate::cache::Cache;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -47,8 +47,9 @@ impl Compression {
     /// A stable name for cache keys.
     pub fn settings_id(self) -> String {
         match self {
-            // `files`: a large file's data starts blocks of its own (`fragments.rs`).
-            Compression::Gzip => format!("gzip-libdeflate-{GZIP_LEVEL}-blocks1m-files"),
+            // `files`: a large file's data starts blocks of its own (`fragments.rs`);
+            // `streams`: a large file with a deflate stream of its bytes is that stream.
+            Compression::Gzip => format!("gzip-libdeflate-{GZIP_LEVEL}-blocks1m-files-streams"),
             Compression::Zstd => format!("zstd-{ZSTD_LEVEL}-mt"),
         }
     }
@@ -76,22 +77,24 @@ fn workers() -> usize {
 
 /// A compressing writer over `W`.
 pub enum Encoder<W: Write> {
-    Gzip(super::pgzip::ParGzEncoder<W>),
+    Gzip(Box<super::pgzip::ParGzEncoder<W>>),
     Zstd(zstd::stream::write::Encoder<'static, W>),
 }
 
 impl<W: Write> Encoder<W> {
-    /// `cache`: where earlier gzip layers' blocks are found again (`fragments.rs`).
-    pub fn new(c: Compression, w: W, cache: &Cache) -> io::Result<Self> {
+    /// `cache`: where earlier gzip layers' blocks are found again (`fragments.rs`);
+    /// `streams`: large files a gzip layer writes as their deflate streams (`pgzip.rs`).
+    pub fn new(c: Compression, w: W, cache: &Cache, streams: Streams) -> io::Result<Self> {
         Ok(match c {
             Compression::Gzip => {
                 let index = FragmentIndex::load(cache, GZIP_LEVEL, super::pgzip::BLOCK);
-                Encoder::Gzip(super::pgzip::ParGzEncoder::new(
+                Encoder::Gzip(Box::new(super::pgzip::ParGzEncoder::new(
                     w,
                     GZIP_LEVEL,
                     workers(),
                     Some(Arc::new(index)),
-                )?)
+                    streams,
+                )?))
             }
             Compression::Zstd => {
                 let mut e = zstd::stream::write::Encoder::new(w, ZSTD_LEVEL)?;

@@ -116,7 +116,7 @@ fn hash(data: &DataSource, size: u64, path: &str) -> io::Result<Digest> {
     let mut h = HashingWriter::new(io::sink());
     let n = match data {
         DataSource::Bytes(b) => io::copy(&mut b.as_slice(), &mut h)?,
-        DataSource::Path { path, identity } => {
+        DataSource::Path { path, identity, .. } => {
             let f = crate::assemble::open_same_file(path, identity)?;
             io::copy(&mut io::BufReader::new(f).take(size), &mut h)?
         }

@@ -63,15 +63,24 @@ enum State {
     Skip(u64),
     /// Data of a large file still to pass, then its padding.
     Aligned { left: u64, pad: u64 },
+    /// A GNU long-name record's data (the next entry's path) still to pass, then its padding.
+    LongName { left: u64, pad: u64 },
     /// The stream stopped looking like tar: no more cuts.
     Off,
 }
+
+/// Longest GNU long name kept (a longer one leaves its entry without a name here).
+const MAX_NAME: u64 = 64 << 10;
 
 /// Follows a tar stream's headers as its bytes go by.
 pub struct TarTracker {
     state: State,
     header: Box<[u8; 512]>,
     filled: usize,
+    /// The last GNU long-name record's data, for the header that follows it.
+    long_name: Vec<u8>,
+    /// The path and size of the large file whose data [`Event::DataStarts`] announced last.
+    file: Option<(String, u64)>,
 }
 
 impl Default for TarTracker {
@@ -80,6 +89,8 @@ impl Default for TarTracker {
             state: State::Header,
             header: Box::new([0; 512]),
             filled: 0,
+            long_name: Vec::new(),
+            file: None,
         }
     }
 }
@@ -90,9 +101,15 @@ impl TarTracker {
         match self.state {
             State::Header => (512 - self.filled) as u64,
             State::Skip(n) => n,
-            State::Aligned { left, .. } => left,
+            State::Aligned { left, .. } | State::LongName { left, .. } => left,
             State::Off => u64::MAX,
         }
+    }
+
+    /// The path (as the tar stream names it) and size of the large file whose data
+    /// [`Event::DataStarts`] announced last; `None` when its name was not valid UTF-8.
+    pub fn file(&self) -> Option<(&str, u64)> {
+        self.file.as_ref().map(|(p, n)| (p.as_str(), *n))
     }
 
     /// Whether the next byte is a large file's data.
@@ -118,6 +135,20 @@ impl TarTracker {
                 *left -= n;
                 if *left == 0 {
                     self.state = State::Header;
+                }
+                Event::None
+            }
+            State::LongName { left, pad } => {
+                *left -= n;
+                let pad = *pad;
+                let done = *left == 0;
+                self.long_name.extend_from_slice(data);
+                if done {
+                    self.state = if pad == 0 {
+                        State::Header
+                    } else {
+                        State::Skip(pad)
+                    };
                 }
                 Event::None
             }
@@ -152,8 +183,26 @@ impl TarTracker {
             self.state = State::Off;
             return Event::None;
         };
+        if h.entry_type() == EntryType::GNULongName && size > 0 && size <= MAX_NAME {
+            self.long_name.clear();
+            self.state = State::LongName {
+                left: size,
+                pad: padded - size,
+            };
+            return Event::None;
+        }
+        let long = std::mem::take(&mut self.long_name);
         if matches!(h.entry_type(), EntryType::Regular | EntryType::Continuous) && size >= MIN_FILE
         {
+            let name = if long.is_empty() {
+                h.path_bytes().into_owned()
+            } else {
+                long
+            };
+            let end = name.iter().position(|b| *b == 0).unwrap_or(name.len());
+            self.file = String::from_utf8(name[..end].to_vec())
+                .ok()
+                .map(|p| (p, size));
             self.state = State::Aligned {
                 left: size,
                 pad: padded - size,

@@ -27,7 +27,23 @@ pub fn layer_key(tree: &Tree, compression: Compression, epoch: u64) -> Digest {
             EntryKind::File { size, data } => {
                 k.str("f").u64(*size);
                 match data {
-                    DataSource::Path { identity, .. } => k.str("path").bytes(&ids(identity)),
+                    DataSource::Path {
+                        identity, deflated, ..
+                    } => {
+                        k.str("path").bytes(&ids(identity));
+                        // The copied stream is the layer's bytes for this file.
+                        match deflated {
+                            Some(d) => k
+                                .str("deflated")
+                                .bytes(&ids(&d.identity))
+                                .u64(d.offset)
+                                .u64(d.ends.final_block)
+                                .u64(d.ends.end)
+                                .u64(d.size)
+                                .u32(d.crc32),
+                            None => k.str("plain"),
+                        }
+                    }
                     DataSource::TarSpan {
                         offset, identity, ..
                     } => k.str("span").u64(*offset).bytes(&ids(identity)),

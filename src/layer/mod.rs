@@ -9,7 +9,6 @@
 
 mod compression;
 mod dedup;
-mod final_block;
 pub mod fragments;
 mod key;
 pub mod listing;
@@ -25,7 +24,7 @@ use std::io;
 
 use serde::{Deserialize, Serialize};
 
-pub use compression::{Compression, Encoder, GZIP_LEVEL, ZSTD_LEVEL};
+pub use compression::{Compression, Encoder, GzipOutcome, Streams, GZIP_LEVEL, ZSTD_LEVEL};
 pub use dedup::MIN_BYTES as DEDUP_MIN_BYTES;
 pub use key::layer_key;
 pub use maintain::{prune, verify, Pruned, Verified};
@@ -33,7 +32,9 @@ pub use record::{ensure_intact, lookup, remember};
 pub use sizes::{owner_name, Bytes, Counted, LayerSizes};
 pub use stream::LayerStream;
 
-use crate::assemble::Tree;
+use std::sync::Arc;
+
+use crate::assemble::{DataSource, EntryKind, Tree};
 use crate::cache::{BlobWriter, Cache, LAYERS};
 use crate::digest::{Digest, HashingWriter};
 use crate::observe::Observer;
@@ -98,7 +99,7 @@ pub fn write_layer(
     };
     obs.task_start(component, Some(tree.data_bytes()));
     let blob = cache.blob_writer().map_err(wrap)?;
-    let enc = Encoder::new(opts.compression, blob, cache).map_err(wrap)?;
+    let enc = Encoder::new(opts.compression, blob, cache, streams_of(tree)).map_err(wrap)?;
     let uncompressed = HashingWriter::new(enc);
     let mut last = 0u64;
     let mut tick = |n: u64| {
@@ -109,7 +110,7 @@ pub fn write_layer(
     };
     let (uncompressed, dedup) =
         tar_writer::write_tar(tree, opts.epoch, uncompressed, &mut tick).map_err(wrap)?;
-    let (rec, reused) = commit(
+    let (rec, outcome) = commit(
         uncompressed,
         opts.compression,
         dedup.linked(),
@@ -125,10 +126,16 @@ pub fn write_layer(
         ..
     } = rec.clone();
     let mut detail = format!("{} → {:.1} MB", short(&digest), size as f64 / 1e6);
-    if reused > 0 {
+    if outcome.reused_bytes > 0 {
         detail.push_str(&format!(
             ", {:.1} MB of compressed blocks reused",
-            reused as f64 / 1e6
+            outcome.reused_bytes as f64 / 1e6
+        ));
+    }
+    if outcome.streamed_bytes > 0 {
+        detail.push_str(&format!(
+            ", {:.1} MB copied as the wheels' deflate streams",
+            outcome.streamed_bytes as f64 / 1e6
         ));
     }
     obs.task_done(component, uncompressed_size, &detail);
@@ -137,8 +144,8 @@ pub fn write_layer(
 
 /// Finish a layer's compressed stream and commit its blob to `cache`: stamped, with its
 /// listing made from `all` (every entry written), its large files' blocks recorded
-/// (`fragments.rs`) and, under `key` when given, a record. Also returns how many input bytes
-/// were compressed by reusing recorded blocks.
+/// (`fragments.rs`) and, under `key` when given, a record. Also returns what the compressor
+/// did besides compressing (blocks reused, streams copied).
 fn commit(
     hashed: HashingWriter<Encoder<BlobWriter>>,
     compression: Compression,
@@ -146,7 +153,7 @@ fn commit(
     cache: &Cache,
     all: &Tree,
     key: Option<&Digest>,
-) -> io::Result<(LayerBlob, u64)> {
+) -> io::Result<(LayerBlob, GzipOutcome)> {
     let (enc, diff_id, uncompressed_size) = hashed.finish();
     let (blob, outcome) = enc.finish()?;
     let (digest, size, _) = blob.commit()?;
@@ -166,7 +173,23 @@ fn commit(
     listing::save(cache, &rec, all)?;
     // Hints only (checked at each use): a build that cannot record them still succeeds.
     let _ = fragments::remember(cache, &digest, GZIP_LEVEL, &outcome.fragments);
-    Ok((rec, outcome.reused_bytes))
+    Ok((rec, outcome))
+}
+
+/// The tree's large files that hold what a deflate stream inflates to, by path: a gzip layer
+/// copies those streams instead of compressing the files (`pgzip.rs`).
+fn streams_of(tree: &Tree) -> Streams {
+    tree.iter()
+        .filter_map(|e| match &e.kind {
+            EntryKind::File {
+                size,
+                data: DataSource::Path {
+                    deflated: Some(d), ..
+                },
+            } if *size >= fragments::MIN_FILE => Some((e.path.clone(), Arc::clone(d))),
+            _ => None,
+        })
+        .collect()
 }
 
 fn short(d: &Digest) -> String {

@@ -1,26 +1,36 @@
 //! Parallel gzip in the manner of pigz: the stream is cut into blocks of at most 1 MiB, each
 //! compressed on a worker by libdeflate as a complete raw deflate stream, made non-final and
-//! byte-aligned by an empty stored block (`final_block.rs`), and the blocks are joined into one
+//! byte-aligned by an empty stored block (`raw_deflate`), and the blocks are joined into one
 //! gzip member with one CRC-32.
 //!
 //! Blocks are cut every 1 MiB, and also where a large file's data begins and ends in the tar
 //! stream (`fragments.rs`), so that a large file's blocks are the same in every layer that
-//! holds it and their compressed bytes can be found again in the cache. The output depends
-//! only on the input bytes and the level: boundaries are fixed by the stream's content and
-//! offsets, never by write sizes, thread count or what the cache holds, so layers stay
-//! reproducible.
+//! holds it and their compressed bytes can be found again in the cache.
+//!
+//! A large file whose bytes are also one raw deflate stream (`assemble::Deflated`: a wheel's
+//! deflated member it was written from) is not compressed at all: its data is that stream,
+//! copied from the wheel and made non-final (`raw_deflate::copy_non_final`), after the file's
+//! bytes as they went by were checked against the stream's CRC-32. Gzip's CRC-32 of the whole
+//! stays one, combined.
+//!
+//! The output depends only on the input bytes, the level and the streams given: boundaries
+//! are fixed by the stream's content and offsets, never by write sizes, thread count or what
+//! the cache holds, so layers stay reproducible.
 
-use std::collections::BTreeMap;
-use std::io::{self, Write};
+use std::collections::{BTreeMap, HashMap};
+use std::io::{self, Seek, SeekFrom, Write};
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use libdeflater::{CompressionLvl, Compressor, Decompressor};
 
-use super::final_block;
 use super::fragments::{Event, Fragment, FragmentIndex, TarTracker};
+use crate::assemble::Deflated;
 use crate::digest::Digest;
+
+/// The deflate streams of large files, by their path in the tar stream.
+pub type Streams = HashMap<String, Arc<Deflated>>;
 
 pub const BLOCK: usize = 1 << 20;
 
@@ -36,12 +46,21 @@ struct Job {
 }
 
 /// A compressed block: its bytes, its key when keyed, whether they were found in the cache,
-/// and how many input bytes it holds.
+/// and how many input bytes it holds; or a file's deflate stream, copied when its turn comes.
 struct Block {
     bytes: Vec<u8>,
     key: Option<Digest>,
     found: bool,
     input: usize,
+    stream: Option<(Arc<Deflated>, u64)>,
+}
+
+/// A large file's data going by while its deflate stream stands for it.
+struct Copying {
+    path: String,
+    size: u64,
+    stream: Arc<Deflated>,
+    crc: crc32fast::Hasher,
 }
 
 type Done = (u64, io::Result<Block>);
@@ -53,6 +72,8 @@ pub struct GzipOutcome {
     pub fragments: Vec<Fragment>,
     /// Input bytes whose compressed blocks came from the cache.
     pub reused_bytes: u64,
+    /// Input bytes written as their files' deflate streams.
+    pub streamed_bytes: u64,
 }
 
 pub struct ParGzEncoder<W: Write> {
@@ -72,15 +93,19 @@ pub struct ParGzEncoder<W: Write> {
     jobs: Option<SyncSender<Job>>,
     done: Receiver<Done>,
     workers: Vec<JoinHandle<()>>,
+    streams: Streams,
+    copying: Option<Copying>,
 }
 
 impl<W: Write> ParGzEncoder<W> {
-    /// `index`: the cache's recorded blocks, looked up for each keyed block.
+    /// `index`: the cache's recorded blocks, looked up for each keyed block; `streams`: the
+    /// large files written as their deflate streams.
     pub fn new(
         mut inner: W,
         level: i32,
         threads: usize,
         index: Option<Arc<FragmentIndex>>,
+        streams: Streams,
     ) -> io::Result<Self> {
         let level = CompressionLvl::new(level)
             .map_err(|_| io::Error::other(format!("no gzip level {level}")))?;
@@ -130,6 +155,8 @@ impl<W: Write> ParGzEncoder<W> {
             jobs: Some(job_tx),
             done: done_rx,
             workers,
+            streams,
+            copying: None,
         })
     }
 
@@ -161,11 +188,23 @@ impl<W: Write> ParGzEncoder<W> {
             .map_err(|_| io::Error::other("gzip worker stopped"))?;
         self.in_flight -= 1;
         self.pending.insert(seq, out?);
+        self.drain()
+    }
+
+    /// Write the finished blocks that are next in order.
+    fn drain(&mut self) -> io::Result<()> {
         let inner = self
             .inner
             .as_mut()
             .ok_or_else(|| io::Error::other("gzip stream already finished"))?;
         while let Some(b) = self.pending.remove(&self.next_out) {
+            if let Some((d, size)) = &b.stream {
+                let n = copy_stream(d, inner)?;
+                self.outcome.streamed_bytes += size;
+                self.out_offset += n;
+                self.next_out += 1;
+                continue;
+            }
             inner.write_all(&b.bytes)?;
             if let Some(key) = b.key {
                 self.outcome.fragments.push(Fragment {
@@ -186,6 +225,12 @@ impl<W: Write> ParGzEncoder<W> {
     /// Write the last block and the trailer; return the inner writer and what the stream's
     /// keyed blocks were.
     pub fn finish(mut self) -> io::Result<(W, GzipOutcome)> {
+        if let Some(c) = &self.copying {
+            return Err(io::Error::other(format!(
+                "the tar stream ended inside the data of `{}`",
+                c.path
+            )));
+        }
         self.submit(true, false)?;
         while self.in_flight > 0 {
             self.receive_one()?;
@@ -205,10 +250,94 @@ impl<W: Write> ParGzEncoder<W> {
     }
 }
 
+impl<W: Write> ParGzEncoder<W> {
+    /// Take `data` while a large file's deflate stream stands for its bytes: they are only
+    /// counted and checked.
+    fn copying(&mut self, data: &[u8]) -> io::Result<usize> {
+        let n = usize::try_from(self.tar.span()).map_or(data.len(), |s| s.min(data.len()));
+        let taken = &data[..n];
+        self.total += n as u64;
+        let event = self.tar.feed(taken);
+        let Some(c) = self.copying.as_mut() else {
+            return Err(io::Error::other("gzip stream copy state lost"));
+        };
+        c.crc.update(taken);
+        if event != Event::DataEnds {
+            return Ok(n);
+        }
+        let Some(c) = self.copying.take() else {
+            return Ok(n);
+        };
+        if c.crc.clone().finalize() != c.stream.crc32 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "`{}` is not what its deflate stream in `{}` inflates to (CRC-32 differs)",
+                    c.path,
+                    c.stream.archive.display()
+                ),
+            ));
+        }
+        self.crc.combine(&c.crc);
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.pending.insert(
+            seq,
+            Block {
+                bytes: Vec::new(),
+                key: None,
+                found: false,
+                input: 0,
+                stream: Some((c.stream, c.size)),
+            },
+        );
+        self.drain()?;
+        Ok(n)
+    }
+
+    /// After a header that starts a large file's data: copy its stream, if it has one.
+    fn start_copying(&mut self) {
+        let Some((path, size)) = self.tar.file() else {
+            return;
+        };
+        // A stream of another length stands for other bytes.
+        if let Some(d) = self.streams.get(path).filter(|d| d.size == size) {
+            self.copying = Some(Copying {
+                path: path.to_string(),
+                size,
+                stream: Arc::clone(d),
+                crc: crc32fast::Hasher::new(),
+            });
+        }
+    }
+}
+
+/// Copy `d`'s stream, made non-final, from its archive (when that still is the file that was
+/// walked) to `out`; returns the bytes written.
+fn copy_stream(d: &Deflated, out: &mut impl Write) -> io::Result<u64> {
+    let mut f = crate::assemble::open_same_file(&d.archive, &d.identity)?;
+    // The same inode is not enough: its size and times must be those it had when walked.
+    if crate::assemble::identity(&f.metadata()?) != d.identity {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "`{}` changed while the image was being built (it is no longer the file whose \
+                 deflate stream was walked)",
+                d.archive.display()
+            ),
+        ));
+    }
+    f.seek(SeekFrom::Start(d.offset))?;
+    crate::raw_deflate::copy_non_final(f, d.ends, out)
+}
+
 impl<W: Write> Write for ParGzEncoder<W> {
     fn write(&mut self, data: &[u8]) -> io::Result<usize> {
         if data.is_empty() {
             return Ok(0);
+        }
+        if self.copying.is_some() {
+            return self.copying(data);
         }
         let room = (BLOCK - self.buf.len()).min(data.len());
         let n = usize::try_from(self.tar.span()).map_or(room, |span| room.min(span));
@@ -218,7 +347,10 @@ impl<W: Write> Write for ParGzEncoder<W> {
         self.total += n as u64;
         match self.tar.feed(taken) {
             // The header (and what preceded it) is a block of its own.
-            Event::DataStarts => self.submit(false, false)?,
+            Event::DataStarts => {
+                self.submit(false, false)?;
+                self.start_copying();
+            }
             Event::DataEnds => {
                 self.submit(false, true)?;
                 return Ok(n);
@@ -264,6 +396,7 @@ fn block(
                 key: Some(*key),
                 found: true,
                 input: job.data.len(),
+                stream: None,
             });
         }
     }
@@ -272,6 +405,7 @@ fn block(
         key,
         found: false,
         input: job.data.len(),
+        stream: None,
     })
 }
 
@@ -284,7 +418,7 @@ fn deflate_block(c: &mut Compressor, job: &Job) -> io::Result<Vec<u8>> {
         .map_err(io::Error::other)?;
     out.truncate(n);
     if !job.last {
-        final_block::make_non_final(&mut out).map_err(io::Error::other)?;
+        crate::raw_deflate::make_non_final(&mut out).map_err(io::Error::other)?;
     }
     Ok(out)
 }
@@ -304,8 +438,14 @@ mod tests {
         chunk: usize,
         index: Option<Arc<FragmentIndex>>,
     ) -> (Vec<u8>, GzipOutcome) {
-        let mut e =
-            ParGzEncoder::new(Vec::new(), super::super::GZIP_LEVEL, threads, index).unwrap();
+        let mut e = ParGzEncoder::new(
+            Vec::new(),
+            super::super::GZIP_LEVEL,
+            threads,
+            index,
+            Streams::new(),
+        )
+        .unwrap();
         for c in data.chunks(chunk.max(1)) {
             e.write_all(c).unwrap();
         }
@@ -412,6 +552,112 @@ mod tests {
         let (again, got) = compress_with(&second_tar, 2, 4096, Some(index));
         assert_eq!(again, fresh);
         assert_eq!(got.reused_bytes, 0);
+    }
+
+    /// `data` deflated by zlib (as wheels are) at `offset` in a new file, walked.
+    fn deflated_in_file(dir: &std::path::Path, data: &[u8], offset: usize) -> Deflated {
+        let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::new(6));
+        z.write_all(data).unwrap();
+        let stream = z.finish().unwrap();
+        let mut file = vec![0x55u8; offset];
+        file.extend_from_slice(&stream);
+        file.extend_from_slice(b"PK\x01\x02 what follows in a zip");
+        let path = dir.join("archive.whl");
+        std::fs::write(&path, &file).unwrap();
+        let meta = std::fs::metadata(&path).unwrap();
+        Deflated {
+            archive: Arc::new(path),
+            identity: crate::assemble::identity(&meta),
+            offset: offset as u64,
+            ends: crate::raw_deflate::find_ends(&stream).unwrap(),
+            size: data.len() as u64,
+            crc32: crc32fast::hash(data),
+        }
+    }
+
+    fn with_streams(tar: &[u8], streams: Streams) -> io::Result<(Vec<u8>, GzipOutcome)> {
+        let mut e = ParGzEncoder::new(Vec::new(), super::super::GZIP_LEVEL, 2, None, streams)?;
+        for c in tar.chunks(100_000) {
+            e.write_all(c)?;
+        }
+        e.finish()
+    }
+
+    #[test]
+    fn a_large_file_with_a_deflate_stream_is_that_stream() {
+        // A long name (GNU long-name record) for the streamed file, a short one for the other.
+        let long = format!(
+            "usr/lib/python3/dist-packages/{}/libbig.so",
+            "n".repeat(120)
+        );
+        let files = [
+            ("a/small", 70_000, 1),
+            (long.as_str(), 2 * BLOCK + 4321, 2),
+            ("c/other", BLOCK + 5, 3),
+        ];
+        let tar = tar_of(&files, 7);
+        let big = &gunzip(&compress(&tar, 1, 1 << 20))[..]; // the same tar, read back
+        assert_eq!(big, tar.as_slice());
+        let data = {
+            let mut a = tar::Archive::new(tar.as_slice());
+            let mut e = a
+                .entries()
+                .unwrap()
+                .map(|e| e.unwrap())
+                .find(|e| e.path().unwrap().to_str() == Some(long.as_str()))
+                .unwrap();
+            let mut v = Vec::new();
+            e.read_to_end(&mut v).unwrap();
+            v
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let d = deflated_in_file(dir.path(), &data, 37);
+        let streams = Streams::from([(long.clone(), Arc::new(d.clone()))]);
+        let (out, done) = with_streams(&tar, streams).unwrap();
+        assert_eq!(gunzip(&out), tar);
+        assert_eq!(done.streamed_bytes, data.len() as u64);
+        // The other large file's blocks are still keyed; the streamed one has none.
+        assert_eq!(done.fragments.len(), 2);
+        // The stream's bytes up to its final block's header are in the output as they are.
+        let file = std::fs::read(&*d.archive).unwrap();
+        let head = &file[37..37 + (d.ends.final_block / 8) as usize];
+        assert!(out.windows(head.len()).any(|w| w == head));
+        // Independent of write sizes and threads.
+        let mut e = ParGzEncoder::new(
+            Vec::new(),
+            super::super::GZIP_LEVEL,
+            3,
+            None,
+            Streams::from([(long.clone(), Arc::new(d.clone()))]),
+        )
+        .unwrap();
+        for c in tar.chunks(4099) {
+            e.write_all(c).unwrap();
+        }
+        assert_eq!(e.finish().unwrap().0, out);
+
+        // A stream of another length is not used: the file is compressed.
+        let other = Deflated {
+            size: d.size + 1,
+            ..d.clone()
+        };
+        let (plain, done) =
+            with_streams(&tar, Streams::from([(long.clone(), Arc::new(other))])).unwrap();
+        assert_eq!(done.streamed_bytes, 0);
+        assert_eq!(plain, compress(&tar, 2, 65536));
+        // A stream whose CRC-32 is not the file's: an error naming the file, no output.
+        let wrong = Deflated {
+            crc32: d.crc32 ^ 1,
+            ..d.clone()
+        };
+        let err = with_streams(&tar, Streams::from([(long.clone(), Arc::new(wrong))]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("libbig.so") && err.contains("CRC-32"), "{err}");
+        // An archive that changed since it was walked is not read.
+        std::fs::write(&*d.archive, b"changed").unwrap();
+        let err = with_streams(&tar, Streams::from([(long, Arc::new(d))])).unwrap_err();
+        assert!(err.to_string().contains("changed"), "{err}");
     }
 
     #[test]

@@ -39,7 +39,7 @@ impl LayerStream {
             source,
         };
         let blob = cache.blob_writer().map_err(wrap)?;
-        let enc = Encoder::new(opts.compression, blob, cache).map_err(wrap)?;
+        let enc = Encoder::new(opts.compression, blob, cache, Default::default()).map_err(wrap)?;
         let mut tar = tar::Builder::new(HashingWriter::new(enc));
         tar.follow_symlinks(false);
         Ok(LayerStream {

@@ -84,7 +84,7 @@ pub fn append<W: Write>(
                 h.set_entry_type(EntryType::Regular);
                 h.set_size(*size);
                 match data {
-                    DataSource::Path { path, identity } => {
+                    DataSource::Path { path, identity, .. } => {
                         let f = crate::assemble::open_same_file(path, identity)?;
                         let mut r = ExactReader::new(f.take(*size), *size, path.display());
                         b.append_data(&mut h, &e.path, &mut r)?;

@@ -17,6 +17,7 @@ use zip::{CompressionMethod, ZipArchive};
 
 use super::record::Hasher;
 use super::WheelError;
+use crate::assemble::Deflated;
 
 /// Entries one wheel may hold.
 pub const MAX_ENTRIES: usize = 500_000;
@@ -66,6 +67,8 @@ pub struct Member {
     pub size: u64,
     /// The zip's unix mode has an execute bit.
     pub executable: bool,
+    /// Where a deflated entry's compressed bytes lie: (first byte, length, the zip's CRC-32).
+    pub deflated: Option<(u64, u64, u32)>,
 }
 
 impl Member {
@@ -80,6 +83,10 @@ pub struct Archive {
     /// The wheel's file name, for messages.
     pub label: String,
     zip: ZipArchive<PosFile>,
+    /// The file, as opened (its path and identity) and as read.
+    path: Arc<std::path::PathBuf>,
+    identity: [u64; 5],
+    reader: PosFile,
 }
 
 impl Archive {
@@ -90,7 +97,8 @@ impl Archive {
             source,
         };
         let file = fs_err::File::open(path).map_err(read_err)?.into_parts().0;
-        let len = file.metadata().map_err(read_err)?.len();
+        let meta = file.metadata().map_err(read_err)?;
+        let (len, identity) = (meta.len(), crate::assemble::identity(&meta));
         let reader = PosFile {
             file: Arc::new(file),
             len,
@@ -173,11 +181,14 @@ impl Archive {
             if name.ends_with('/') && size != 0 {
                 return Err(unsafe_path("is a directory with data"));
             }
+            let deflated = (f.compression() == CompressionMethod::Deflated)
+                .then(|| (start, f.compressed_size(), f.crc32()));
             members.push(Member {
                 index,
                 size,
                 executable: mode & 0o111 != 0,
                 name,
+                deflated,
             });
         }
         spans.sort_unstable();
@@ -195,6 +206,9 @@ impl Archive {
             Archive {
                 label: label.to_string(),
                 zip,
+                path: Arc::new(path.to_path_buf()),
+                identity,
+                reader,
             },
             members,
         ))
@@ -219,6 +233,37 @@ impl Archive {
             &mut (&mut f).take(m.size),
             &mut again,
         ))
+    }
+
+    /// Where `m`'s bytes also lie as one raw deflate stream (when the entry is deflated),
+    /// walked to its end (`raw_deflate`): what lets a gzip layer copy the stream instead of
+    /// compressing the file written from it. `None` for a stored entry or a stream the walk
+    /// does not take (the file is then compressed as any other).
+    pub fn deflated(&self, m: &Member) -> Result<Option<Deflated>, WheelError> {
+        let Some((offset, len, crc32)) = m.deflated else {
+            return Ok(None);
+        };
+        let mut r = self.reader.clone();
+        r.seek(SeekFrom::Start(offset))
+            .map_err(|source| WheelError::Read {
+                wheel: self.label.clone(),
+                source,
+            })?;
+        match crate::raw_deflate::find_ends_in(r.take(len), len) {
+            Ok(ends) => Ok(Some(Deflated {
+                archive: Arc::clone(&self.path),
+                identity: self.identity,
+                offset,
+                ends,
+                size: m.size,
+                crc32,
+            })),
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => Ok(None),
+            Err(source) => Err(WheelError::Read {
+                wheel: self.label.clone(),
+                source,
+            }),
+        }
     }
 
     /// The whole of a small entry (metadata), at most [`MAX_METADATA_BYTES`].

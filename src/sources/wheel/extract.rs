@@ -8,6 +8,7 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -16,6 +17,7 @@ use super::prepare::{Content, Prepared};
 use super::record::{FileHash, Hasher};
 use super::scheme::Role;
 use super::WheelError;
+use crate::assemble::Deflated;
 use crate::confined::Root;
 use crate::observe::Observer;
 
@@ -23,12 +25,18 @@ use crate::observe::Observer;
 pub type Job = (usize, usize);
 
 /// What was written: the file's final hash and size (a rewritten `#!python` script differs
-/// from its archive entry).
+/// from its archive entry), and for a large file written as its entry inflates, where that
+/// entry's deflate stream lies.
 #[derive(Debug, Clone)]
 pub struct Written {
     pub hash: FileHash,
     pub size: u64,
+    pub deflated: Option<Arc<Deflated>>,
 }
+
+/// Files at least this large have their entry's deflate stream walked, so that a gzip layer
+/// can copy it (smaller ones are cut into no block of their own: `layer::fragments`).
+const STREAM_MIN_BYTES: u64 = 1 << 20;
 
 /// Write every job's file under `root` (whose directories exist), in parallel; the result is
 /// in job order.
@@ -150,6 +158,7 @@ impl<'a> Worker<'a> {
                 Written {
                     hash: item.hash.clone(),
                     size: item.size,
+                    deflated: None,
                 }
             }
             Content::Member(m) => {
@@ -177,11 +186,15 @@ impl<'a> Worker<'a> {
                 let mut written = Written {
                     hash: got,
                     size: item.size,
+                    deflated: None,
                 };
                 if item.role == Role::Script {
                     if let Some(w) = fix_script(root, dest, interpreter).map_err(write_err)? {
                         written = w;
                     }
+                } else if m.size >= STREAM_MIN_BYTES {
+                    // Written as the entry inflates (the zip's CRC-32 checked on the way).
+                    written.deflated = archive.deflated(m)?.map(Arc::new);
                 }
                 written
             }
@@ -221,5 +234,6 @@ fn fix_script(root: &Root, dest: &Path, interpreter: &str) -> std::io::Result<Op
     Ok(Some(Written {
         hash: FileHash::sha256_of(&new),
         size: new.len() as u64,
+        deflated: None,
     }))
 }

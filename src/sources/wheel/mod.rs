@@ -23,6 +23,7 @@ mod wheel_file;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::sync::Arc;
 
 pub use archive::{MAX_ENTRIES, MAX_ENTRY_BYTES, MAX_WHEEL_BYTES};
 pub use compile::HostPython;
@@ -32,7 +33,7 @@ pub use libraries::{file_name, is_library_name, is_module_name, libraries, Wheel
 pub use prune::{prune_records, rehash_records};
 pub use record::FileHash;
 
-use crate::assemble::{self, DataSource, Entry, EntryKind, Provenance, Tree};
+use crate::assemble::{self, DataSource, Deflated, Entry, EntryKind, Provenance, Tree};
 use crate::confined::Root;
 use crate::observe::Observer;
 use crate::sources::python::{FetchedWheel, ImagePython};
@@ -98,8 +99,12 @@ pub fn install(
     }
     let written = extract::extract(&prepared, &jobs, &root_path, &scheme.interpreter, obs)?;
     let mut finals: BTreeMap<(usize, usize), (FileHash, u64)> = BTreeMap::new();
+    let mut streams: BTreeMap<(usize, usize), Arc<Deflated>> = BTreeMap::new();
     for (job, w) in jobs.iter().zip(written) {
         finals.insert(*job, (w.hash, w.size));
+        if let Some(d) = w.deflated {
+            streams.insert(*job, d);
+        }
     }
 
     // `.pyc` files, each owned by its source's wheel.
@@ -148,8 +153,12 @@ pub fn install(
 
     // The tree: every winning file, the `.pyc`s, the RECORDs, and their directories.
     let mut files: BTreeMap<String, (usize, u32)> = BTreeMap::new();
+    let mut deflated: BTreeMap<String, Arc<Deflated>> = BTreeMap::new();
     for (dest, &(w, i)) in &winners {
         files.insert(dest.clone(), (w, prepared[w].items[i].mode));
+        if let Some(d) = streams.get(&(w, i)) {
+            deflated.insert(dest.clone(), Arc::clone(d));
+        }
     }
     for (w, list) in extra.iter().enumerate() {
         for (dest, _, _) in list {
@@ -159,7 +168,7 @@ pub fn install(
     for (w, record) in records {
         files.insert(record, (w, 0o644));
     }
-    let tree = build_tree(&prepared, &files, &scheme, &root_path)?;
+    let tree = build_tree(&prepared, &files, &deflated, &scheme, &root_path)?;
     let n_pyc: usize = extra.iter().map(Vec::len).sum();
     obs.message(&format!(
         "{:>12} {} wheels, {} files{}",
@@ -304,10 +313,12 @@ fn hash_file(f: &mut std::fs::File, h: &mut Hasher) -> std::io::Result<u64> {
     }
 }
 
-/// The tree of `files` (path → (wheel, mode)), read back from staging, with their directories.
+/// The tree of `files` (path → (wheel, mode)), read back from staging, with their directories;
+/// a file in `deflated` keeps where its bytes also lie as a deflate stream.
 fn build_tree(
     prepared: &[Prepared],
     files: &BTreeMap<String, (usize, u32)>,
+    deflated: &BTreeMap<String, Arc<Deflated>>,
     scheme: &Scheme,
     root_path: &Path,
 ) -> Result<Tree, WheelError> {
@@ -334,7 +345,11 @@ fn build_tree(
                 path: dest.clone(),
                 kind: EntryKind::File {
                     size: meta.len(),
-                    data: DataSource::file(path, &meta),
+                    data: DataSource::Path {
+                        path,
+                        identity: assemble::identity(&meta),
+                        deflated: deflated.get(dest).cloned(),
+                    },
                 },
                 mode,
                 uid: 0,

@@ -1,17 +1,28 @@
 //! Walk a raw deflate stream's blocks to find where its final block starts and where the stream
-//! ends, so that a one-shot compressor's complete stream can be made non-final and joined to the
-//! next one (`pgzip.rs`). Decodes symbols only to find block ends: it never produces output,
-//! and a malformed stream is an error, never a panic or a read out of bounds.
+//! ends, so that a complete stream can be made non-final and joined to the next one: the
+//! gzip layer writer (`layer::pgzip`) joins its own blocks this way, and copies a wheel's
+//! deflated member into a layer without compressing its bytes again. Decodes symbols only to
+//! find block ends: it never produces output, reads its input through a bounded window, and a
+//! malformed stream is an error, never a panic or a read out of bounds. A leaf: imports
+//! nothing from the crate.
 
 use std::fmt;
+use std::io::{self, Read, Write};
 
 /// Bit positions in a raw deflate stream (bit `n` is bit `n % 8` of byte `n / 8`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Ends {
     /// The first bit of the final block's header: its BFINAL bit.
-    pub final_block: usize,
+    pub final_block: u64,
     /// The bit after the final block's end-of-block code.
-    pub end: usize,
+    pub end: u64,
+}
+
+impl Ends {
+    /// The stream's length in whole bytes.
+    pub fn bytes(&self) -> u64 {
+        self.end.div_ceil(8)
+    }
 }
 
 /// Why a stream could not be walked.
@@ -30,24 +41,65 @@ impl std::error::Error for Malformed {}
 /// an empty stored block (as zlib's sync flush does), so that another stream can follow it.
 pub fn make_non_final(stream: &mut Vec<u8>) -> Result<(), Malformed> {
     let ends = find_ends(stream)?;
-    if ends.end.div_ceil(8) != stream.len() {
+    if ends.bytes() != stream.len() as u64 {
         return Err(Malformed("bytes after the final block"));
     }
-    stream[ends.final_block / 8] &= !(1 << (ends.final_block % 8));
-    if ends.end % 8 != 0 {
-        let last = stream.len() - 1;
-        stream[last] &= (1u8 << (ends.end % 8)) - 1;
+    let whole = std::mem::take(stream);
+    stream.reserve(whole.len() + 5);
+    copy_non_final(whole.as_slice(), ends, stream)
+        .map_err(|_| Malformed("the stream could not be copied"))?;
+    Ok(())
+}
+
+/// Copy the stream that `src` starts with (`ends` from walking it) to `out`, made non-final and
+/// ended by an empty stored block as [`make_non_final`] does, reading exactly
+/// [`Ends::bytes`] bytes; returns the bytes written.
+pub fn copy_non_final(mut src: impl Read, ends: Ends, out: &mut impl Write) -> io::Result<u64> {
+    let len = ends.bytes();
+    let mut buf = vec![0u8; (1usize << 20).min(len as usize)];
+    let mut at: u64 = 0;
+    while at < len {
+        let n = buf.len().min((len - at) as usize);
+        let chunk = &mut buf[..n];
+        src.read_exact(chunk)?;
+        // The final block's BFINAL bit, cleared.
+        let fb = ends.final_block / 8;
+        if (at..at + n as u64).contains(&fb) {
+            chunk[(fb - at) as usize] &= !(1 << (ends.final_block % 8));
+        }
+        // Bits past the end of the last block (padding) zeroed.
+        if at + n as u64 == len && !ends.end.is_multiple_of(8) {
+            chunk[n - 1] &= (1u8 << (ends.end % 8)) - 1;
+        }
+        out.write_all(chunk)?;
+        at += n as u64;
     }
     // The empty stored block: BFINAL 0 and BTYPE 00 (three zero bits), zeros up to the byte
     // boundary, LEN 0 and NLEN 0xffff.
-    stream.resize((ends.end + 3).div_ceil(8), 0);
-    stream.extend_from_slice(&[0, 0, 0xff, 0xff]);
-    Ok(())
+    let pad = (ends.end + 3).div_ceil(8) - len;
+    out.write_all(&[0u8; 1][..pad as usize])?;
+    out.write_all(&[0, 0, 0xff, 0xff])?;
+    Ok(len + pad + 4)
 }
 
 /// Walk `data`, one complete raw deflate stream, block by block.
 pub fn find_ends(data: &[u8]) -> Result<Ends, Malformed> {
-    let mut r = Bits::new(data);
+    let mut r = Bits::new(data, data.len() as u64);
+    walk(&mut r)
+}
+
+/// Walk the raw deflate stream that `src` yields (`len` bytes), block by block, reading it
+/// through a window of at most [`WINDOW`] bytes.
+pub fn find_ends_in(src: impl Read, len: u64) -> io::Result<Ends> {
+    let mut r = Bits::new(src, len);
+    let ends = walk(&mut r);
+    if let Some(e) = r.error.take() {
+        return Err(e);
+    }
+    ends.map_err(|m| io::Error::new(io::ErrorKind::InvalidData, m))
+}
+
+fn walk<R: Read>(r: &mut Bits<R>) -> Result<Ends, Malformed> {
     let mut lit = Table::new(Alphabet::LitLen);
     let mut dist = Table::new(Alphabet::Dist);
     let mut lens = Table::new(Alphabet::Lengths);
@@ -61,7 +113,7 @@ pub fn find_ends(data: &[u8]) -> Result<Ends, Malformed> {
                 if len != !r.take(16)? & 0xffff {
                     return Err(Malformed("stored block length check"));
                 }
-                r.skip_bytes(len as usize)?;
+                r.skip_bytes(u64::from(len))?;
             }
             1 => {
                 lit.build(&FIXED_LIT)?;
@@ -69,7 +121,7 @@ pub fn find_ends(data: &[u8]) -> Result<Ends, Malformed> {
                 r.symbols(&lit, &dist)?;
             }
             2 => {
-                dynamic_tables(&mut r, &mut lens, &mut lit, &mut dist)?;
+                dynamic_tables(r, &mut lens, &mut lit, &mut dist)?;
                 r.symbols(&lit, &dist)?;
             }
             _ => return Err(Malformed("reserved block type")),
@@ -107,8 +159,8 @@ const FIXED_LIT: [u8; 288] = {
     l
 };
 
-fn dynamic_tables(
-    r: &mut Bits,
+fn dynamic_tables<R: Read>(
+    r: &mut Bits<R>,
     lens: &mut Table,
     lit: &mut Table,
     dist: &mut Table,
@@ -279,35 +331,58 @@ impl Table {
     }
 }
 
-/// A reader of deflate's bit order (each byte's lowest bit first), with up to 63 bits at hand.
-/// Past the end of its input it reads zeros: every caller checks the position against the end.
-struct Bits<'a> {
-    data: &'a [u8],
-    /// The next byte to load into `buf`.
+/// Bytes of the stream held at once.
+pub const WINDOW: usize = 256 << 10;
+
+/// A reader of deflate's bit order (each byte's lowest bit first), with up to 63 bits at hand,
+/// over a window of the stream. Past the end of its input it reads zeros: every caller checks
+/// the position against the end. A read error ends the input; it is kept in `error`.
+struct Bits<R> {
+    src: R,
+    /// The stream's length in bytes.
+    len: u64,
+    /// Bytes read from `src` and still held: `win[0]` is byte `base` of the stream.
+    win: Vec<u8>,
+    base: u64,
+    /// The next byte to load into `buf`, as an index into `win` (it may point past it after
+    /// a stored block was skipped).
     next: usize,
     /// Bits loaded but not consumed, the next one lowest.
     buf: u64,
     /// How many bits of `buf` are loaded.
     have: u32,
+    /// Whether `src` has nothing more (or failed).
+    done: bool,
+    error: Option<io::Error>,
 }
 
-impl<'a> Bits<'a> {
-    fn new(data: &'a [u8]) -> Self {
+impl<R: Read> Bits<R> {
+    fn new(src: R, len: u64) -> Self {
         Bits {
-            data,
+            src,
+            len,
+            win: Vec::new(),
+            base: 0,
             next: 0,
             buf: 0,
             have: 0,
+            done: false,
+            error: None,
         }
     }
 
+    /// The absolute position of the next byte to load.
+    fn next_abs(&self) -> u64 {
+        self.base + self.next as u64
+    }
+
     /// The bit position of the next bit to consume.
-    fn pos(&self) -> usize {
-        self.next * 8 - self.have as usize
+    fn pos(&self) -> u64 {
+        self.next_abs() * 8 - u64::from(self.have)
     }
 
     fn check(&self) -> Result<(), Malformed> {
-        match self.pos() <= self.data.len() * 8 {
+        match self.pos() <= self.len * 8 {
             true => Ok(()),
             false => Err(Malformed("truncated")),
         }
@@ -316,18 +391,77 @@ impl<'a> Bits<'a> {
     /// Load whole bytes until at least 56 bits are at hand.
     #[inline(always)]
     fn refill(&mut self) {
-        if let Some(&[a, b, c, d, e, f, g, h]) = self.data.get(self.next..self.next + 8) {
+        if !self.refill_fast() {
+            self.refill_slow();
+        }
+    }
+
+    #[inline(always)]
+    fn refill_fast(&mut self) -> bool {
+        if let Some(&[a, b, c, d, e, f, g, h]) = self.win.get(self.next..self.next + 8) {
             self.buf |= u64::from_le_bytes([a, b, c, d, e, f, g, h]) << self.have;
             self.next += ((63 - self.have) / 8) as usize;
             self.have |= 56;
-        } else {
-            while self.have <= 56 {
-                let byte = self.data.get(self.next).copied().unwrap_or(0);
-                self.buf |= u64::from(byte) << self.have;
-                self.next += 1;
-                self.have += 8;
+            return true;
+        }
+        false
+    }
+
+    #[cold]
+    fn refill_slow(&mut self) {
+        self.slide();
+        if self.refill_fast() {
+            return;
+        }
+        while self.have <= 56 {
+            let byte = self.win.get(self.next).copied().unwrap_or(0);
+            self.buf |= u64::from(byte) << self.have;
+            self.next += 1;
+            self.have += 8;
+        }
+    }
+
+    /// Drop what was consumed (keeping the 8 bytes before `next`, which `buf` may hold),
+    /// skip what a stored block jumped over, and read up to a full window.
+    fn slide(&mut self) {
+        if self.done {
+            return;
+        }
+        let drop = self.next.saturating_sub(8).min(self.win.len());
+        self.win.drain(..drop);
+        self.base += drop as u64;
+        self.next -= drop;
+        let mut scratch = [0u8; 4096];
+        while self.next > self.win.len() && !self.done {
+            // Bytes of a skipped stored block that were never read: read past them.
+            let want = (self.next - self.win.len()).min(scratch.len());
+            match self.src.read(&mut scratch[..want]) {
+                Ok(0) => self.done = true,
+                Ok(n) => {
+                    self.base += n as u64;
+                    self.next -= n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => self.fail(e),
             }
         }
+        let cap = WINDOW.max(self.win.len() + 64);
+        let mut at = self.win.len();
+        self.win.resize(cap, 0);
+        while at < cap && !self.done {
+            match self.src.read(&mut self.win[at..]) {
+                Ok(0) => self.done = true,
+                Ok(n) => at += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => self.fail(e),
+            }
+        }
+        self.win.truncate(at);
+    }
+
+    fn fail(&mut self, e: io::Error) {
+        self.error = Some(e);
+        self.done = true;
     }
 
     /// Drop `n` bits (at most the bits at hand).
@@ -349,8 +483,10 @@ impl<'a> Bits<'a> {
     }
 
     /// Skip `n` whole bytes from a byte boundary.
-    fn skip_bytes(&mut self, n: usize) -> Result<(), Malformed> {
-        self.next = self.pos() / 8 + n;
+    fn skip_bytes(&mut self, n: u64) -> Result<(), Malformed> {
+        let to = self.pos() / 8 + n;
+        // `slide` keeps the bytes `buf` was loaded from, so `to` is never before `base`.
+        self.next = usize::try_from(to - self.base).map_err(|_| Malformed("truncated"))?;
         self.buf = 0;
         self.have = 0;
         self.check()
@@ -368,7 +504,7 @@ impl<'a> Bits<'a> {
     /// Walk literal/length and distance codes, with their extra bits, up to the end of block.
     fn symbols(&mut self, lit: &Table, dist: &Table) -> Result<(), Malformed> {
         // A stream cut short reads zeros, which may decode as literals: stop soon after the end.
-        let far = self.data.len() + 16;
+        let far = self.len + 16;
         loop {
             // 56 bits cover a length code with its extra bits (20) and a distance's (28).
             self.refill();
@@ -382,7 +518,7 @@ impl<'a> Bits<'a> {
                 }
                 _ => return self.check(),
             }
-            if self.next > far {
+            if self.next_abs() > far {
                 return Err(Malformed("truncated"));
             }
         }
@@ -454,8 +590,11 @@ mod tests {
             for (i, data) in inputs.iter().enumerate() {
                 let mut s = deflate(data, level);
                 let ends = find_ends(&s).unwrap();
-                assert_eq!(ends.end.div_ceil(8), s.len(), "level {level}, input {i}");
-                assert_eq!(s[ends.final_block / 8] >> (ends.final_block % 8) & 1, 1);
+                assert_eq!(ends.bytes(), s.len() as u64, "level {level}, input {i}");
+                assert_eq!(
+                    s[(ends.final_block / 8) as usize] >> (ends.final_block % 8) & 1,
+                    1
+                );
                 // Each stream alone, made non-final, is a valid prefix; the last stays final.
                 make_non_final(&mut s).unwrap();
                 joined.extend_from_slice(&s);
@@ -465,6 +604,67 @@ mod tests {
             want.extend_from_slice(b"end");
             assert!(inflate(&joined, want.len()) == want, "level {level}");
         }
+    }
+
+    /// A reader that hands out at most `step` bytes a call.
+    struct Trickle<'a> {
+        data: &'a [u8],
+        step: usize,
+    }
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = buf.len().min(self.step).min(self.data.len());
+            buf[..n].copy_from_slice(&self.data[..n]);
+            self.data = &self.data[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn streams_longer_than_the_window_are_walked_through_it_and_copied_non_final() {
+        // Stored blocks (noise) of 64 kB jump across window ends; text makes dynamic blocks.
+        let mut data = sample(3 * WINDOW + 999, 7, true);
+        data.extend_from_slice(&sample(2 * WINDOW, 8, false));
+        data.extend_from_slice(&sample(WINDOW / 3, 9, true));
+        for level in [0, 1, 6] {
+            let s = deflate(&data, level);
+            let whole = find_ends(&s).unwrap();
+            for step in [1 << 20, 65_537, 4093] {
+                let got = find_ends_in(Trickle { data: &s, step }, s.len() as u64).unwrap();
+                assert_eq!(got, whole, "level {level}, reads of {step}");
+            }
+            // Copied through a reader with bytes after the stream (a zip's next entry).
+            let mut src = s.clone();
+            src.extend_from_slice(b"PK\x03\x04 next entry");
+            let mut out = Vec::new();
+            let n = copy_non_final(
+                Trickle {
+                    data: &src,
+                    step: 70_001,
+                },
+                whole,
+                &mut out,
+            )
+            .unwrap();
+            assert_eq!(n, out.len() as u64);
+            let mut again = s.clone();
+            make_non_final(&mut again).unwrap();
+            assert_eq!(out, again, "level {level}");
+            out.extend_from_slice(&deflate(b"tail", level));
+            let mut want = data.clone();
+            want.extend_from_slice(b"tail");
+            assert!(inflate(&out, want.len()) == want, "level {level}");
+        }
+        // A read error is the walk's error, not a malformed stream.
+        struct Broken;
+        impl Read for Broken {
+            fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
+                Err(io::Error::other("disk gone"))
+            }
+        }
+        let e = find_ends_in(Broken, 100).unwrap_err();
+        assert_eq!(e.to_string(), "disk gone");
     }
 
     #[test]
@@ -506,7 +706,7 @@ mod tests {
         #[test]
         fn any_bytes_are_an_error_or_ends_within_them(bytes in proptest::collection::vec(any::<u8>(), 0..2048)) {
             if let Ok(e) = find_ends(&bytes) {
-                prop_assert!(e.final_block < e.end && e.end <= bytes.len() * 8);
+                prop_assert!(e.final_block < e.end && e.end <= bytes.len() as u64 * 8);
             }
         }
 
@@ -523,9 +723,14 @@ mod tests {
             for (at, b) in changes {
                 s[at % len] ^= b | 1;
             }
-            if let Ok(e) = find_ends(&s) {
-                prop_assert!(e.final_block < e.end && e.end <= s.len() * 8);
+            let whole = find_ends(&s);
+            if let Ok(e) = whole {
+                prop_assert!(e.final_block < e.end && e.end <= s.len() as u64 * 8);
             }
+            // Read in small pieces through the window: the same answer.
+            let step = 1 + seed as usize % 5000;
+            let got = find_ends_in(Trickle { data: &s, step }, s.len() as u64);
+            prop_assert_eq!(got.ok(), whole.ok());
         }
     }
 }
