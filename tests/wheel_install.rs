@@ -50,7 +50,7 @@ fn install(
 ) -> Result<(Tree, Vec<String>), WheelError> {
     let mut w = Warnings::default();
     std::fs::create_dir_all(staging).unwrap();
-    let t = wheel::install(wheels, &bookworm(), compiler, staging, &mut w)?;
+    let t = wheel::install(wheels, &bookworm(), compiler, true, staging, &mut w)?;
     Ok((t, w.0))
 }
 

@@ -8,6 +8,7 @@ use std::path::Path;
 use super::{BuildError, BuildOptions};
 use crate::assemble::Tree;
 use crate::cache::Cache;
+use crate::layer::Compression;
 use crate::observe::Observer;
 use crate::plan::PythonInstall;
 use crate::sources::pypi::{self, PythonRequest};
@@ -48,10 +49,13 @@ pub fn install(
             source,
         }
     })?;
+    // Only a gzip layer copies the wheels' deflate streams.
+    let walk_streams = opts.compression == Compression::Gzip;
     Ok(wheel::install(
         &fetched,
         &install.python,
         install.compiler.as_ref(),
+        walk_streams,
         &staging,
         obs,
     )?)

@@ -39,12 +39,13 @@ pub struct Written {
 const STREAM_MIN_BYTES: u64 = 1 << 20;
 
 /// Write every job's file under `root` (whose directories exist), in parallel; the result is
-/// in job order.
+/// in job order. `walk_streams`: walk the deflate streams of large files (`Written::deflated`).
 pub fn extract(
     wheels: &[Prepared],
     jobs: &[Job],
     root: &Path,
     interpreter: &str,
+    walk_streams: bool,
     obs: &mut dyn Observer,
 ) -> Result<Vec<Written>, WheelError> {
     let total: u64 = jobs.iter().map(|&(w, i)| wheels[w].items[i].size).sum();
@@ -68,7 +69,7 @@ pub fn extract(
     std::thread::scope(|s| {
         for _ in 0..threads {
             s.spawn(|| {
-                let worker = Worker::new(root, wheels);
+                let worker = Worker::new(root, wheels, walk_streams);
                 loop {
                     let k = next.fetch_add(1, Ordering::Relaxed);
                     if k >= order.len() || stop.load(Ordering::Relaxed) {
@@ -122,16 +123,18 @@ struct Worker<'a> {
     archives: std::cell::RefCell<std::collections::HashMap<usize, Archive>>,
     /// The copy buffer, allocated once per thread.
     buf: std::cell::RefCell<Vec<u8>>,
+    walk_streams: bool,
 }
 
 impl<'a> Worker<'a> {
-    fn new(root_path: &'a Path, wheels: &'a [Prepared]) -> Self {
+    fn new(root_path: &'a Path, wheels: &'a [Prepared], walk_streams: bool) -> Self {
         Worker {
             root: Root::open(root_path),
             root_path,
             wheels,
             archives: Default::default(),
             buf: std::cell::RefCell::new(vec![0u8; 256 << 10]),
+            walk_streams,
         }
     }
 
@@ -192,7 +195,7 @@ impl<'a> Worker<'a> {
                     if let Some(w) = fix_script(root, dest, interpreter).map_err(write_err)? {
                         written = w;
                     }
-                } else if m.size >= STREAM_MIN_BYTES {
+                } else if self.walk_streams && m.size >= STREAM_MIN_BYTES {
                     // Written as the entry inflates (the zip's CRC-32 checked on the way).
                     written.deflated = archive.deflated(m)?.map(Arc::new);
                 }

@@ -53,11 +53,14 @@ pub const GENERATED_BY: &str = "wheel installer";
 
 /// Install `wheels` for `python` under `staging` (a fresh directory), `.pyc` compiled by
 /// `compiler` when given. The tree holds every installed file and its directories, each file
-/// stamped with its wheel's project; warnings go to `obs`.
+/// stamped with its wheel's project; warnings go to `obs`. With `walk_streams` (for a gzip
+/// layer), a large file written as its deflated entry inflates keeps where that stream lies
+/// (`assemble::Deflated`).
 pub fn install(
     wheels: &[FetchedWheel],
     python: &ImagePython,
     compiler: Option<&HostPython>,
+    walk_streams: bool,
     staging: &Path,
     obs: &mut dyn Observer,
 ) -> Result<Tree, WheelError> {
@@ -97,7 +100,14 @@ pub fn install(
         root.create_dir_all(Path::new(&dir))
             .map_err(write_err(&root_path.join(&dir)))?;
     }
-    let written = extract::extract(&prepared, &jobs, &root_path, &scheme.interpreter, obs)?;
+    let written = extract::extract(
+        &prepared,
+        &jobs,
+        &root_path,
+        &scheme.interpreter,
+        walk_streams,
+        obs,
+    )?;
     let mut finals: BTreeMap<(usize, usize), (FileHash, u64)> = BTreeMap::new();
     let mut streams: BTreeMap<(usize, usize), Arc<Deflated>> = BTreeMap::new();
     for (job, w) in jobs.iter().zip(written) {

@@ -151,7 +151,8 @@ fn check(input: &[u8]) -> Verdict {
         },
         path,
     };
-    let result = gpuimg::sources::wheel::install(&[w], &python(), None, &staging, &mut Silent);
+    let result =
+        gpuimg::sources::wheel::install(&[w], &python(), None, true, &staging, &mut Silent);
     let beside: Vec<String> = std::fs::read_dir(case.path())
         .map_err(|e| e.to_string())?
         .flatten()
