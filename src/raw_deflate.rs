@@ -16,6 +16,10 @@ pub struct Ends {
     pub final_block: u64,
     /// The bit after the final block's end-of-block code.
     pub end: u64,
+    /// How many bytes the stream inflates to (what its literals, matches and stored blocks
+    /// add up to): a stream the walk reads otherwise than the inflater that wrote the file
+    /// shows here.
+    pub inflated: u64,
 }
 
 impl Ends {
@@ -114,6 +118,7 @@ fn walk<R: Read>(r: &mut Bits<R>) -> Result<Ends, Malformed> {
                     return Err(Malformed("stored block length check"));
                 }
                 r.skip_bytes(u64::from(len))?;
+                r.out += u64::from(len);
             }
             1 => {
                 lit.build(&FIXED_LIT)?;
@@ -130,6 +135,7 @@ fn walk<R: Read>(r: &mut Bits<R>) -> Result<Ends, Malformed> {
             return Ok(Ends {
                 final_block: start,
                 end: r.pos(),
+                inflated: r.out,
             });
         }
     }
@@ -137,6 +143,10 @@ fn walk<R: Read>(r: &mut Bits<R>) -> Result<Ends, Malformed> {
 
 const LEN_EXTRA: [u8; 29] = [
     0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0,
+];
+const LEN_BASE: [u16; 29] = [
+    3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 17, 19, 23, 27, 31, 35, 43, 51, 59, 67, 83, 99, 115, 131,
+    163, 195, 227, 258,
 ];
 const DIST_EXTRA: [u8; 30] = [
     0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13,
@@ -217,7 +227,9 @@ const MATCH: u32 = 2;
 const END: u32 = 3;
 
 /// A decoded symbol: `symbol << 16 | kind << 8 | bits`, where `bits` counts its code and the
-/// extra bits that follow it (the walk skips both at once); 0 is no code.
+/// extra bits that follow it (the walk skips both at once); 0 is no code. A length symbol has
+/// its base length in place of the symbol, and its count of extra bits in `kind`'s high four
+/// bits (the walk adds up what the stream inflates to).
 type Entry = u32;
 
 impl Alphabet {
@@ -225,7 +237,13 @@ impl Alphabet {
         let (kind, extra) = match (self, sym) {
             (Alphabet::LitLen, 0..=255) => (LITERAL, 0),
             (Alphabet::LitLen, 256) => (END, 0),
-            (Alphabet::LitLen, 257..=285) => (MATCH, LEN_EXTRA[sym - 257]),
+            (Alphabet::LitLen, 257..=285) => {
+                // A length keeps its base where others keep their symbol, and its extra bits.
+                let extra = LEN_EXTRA[sym - 257];
+                let base = u32::from(LEN_BASE[sym - 257]);
+                let kind = MATCH | u32::from(extra) << 4;
+                return base << 16 | kind << 8 | (code_len + u32::from(extra));
+            }
             (Alphabet::Dist, 0..=29) => (MATCH, DIST_EXTRA[sym]),
             (Alphabet::Lengths, _) => (LITERAL, 0),
             _ => return 0,
@@ -353,6 +371,8 @@ struct Bits<R> {
     have: u32,
     /// Whether `src` has nothing more (or failed).
     done: bool,
+    /// Bytes the symbols walked so far inflate to.
+    out: u64,
     error: Option<io::Error>,
 }
 
@@ -367,6 +387,7 @@ impl<R: Read> Bits<R> {
             buf: 0,
             have: 0,
             done: false,
+            out: 0,
             error: None,
         }
     }
@@ -509,14 +530,25 @@ impl<R: Read> Bits<R> {
             // 56 bits cover a length code with its extra bits (20) and a distance's (28).
             self.refill();
             let e = lit.decode(self.buf as u32)?;
-            self.consume(e & 0xff);
-            match e >> 8 & 0xff {
-                LITERAL => {}
+            let bits = e & 0xff;
+            match e >> 8 & 0xf {
+                LITERAL => {
+                    self.consume(bits);
+                    self.out += 1;
+                }
                 MATCH => {
+                    // A length: its base, then `extra` bits after its code (both in `e`).
+                    let extra = e >> 12 & 0xf;
+                    let v = (self.buf >> (bits - extra)) as u32 & ((1u32 << extra) - 1);
+                    self.out += u64::from(e >> 16) + u64::from(v);
+                    self.consume(bits);
                     let d = dist.decode(self.buf as u32)?;
                     self.consume(d & 0xff);
                 }
-                _ => return self.check(),
+                _ => {
+                    self.consume(bits);
+                    return self.check();
+                }
             }
             if self.next_abs() > far {
                 return Err(Malformed("truncated"));
@@ -591,6 +623,7 @@ mod tests {
                 let mut s = deflate(data, level);
                 let ends = find_ends(&s).unwrap();
                 assert_eq!(ends.bytes(), s.len() as u64, "level {level}, input {i}");
+                assert_eq!(ends.inflated, data.len() as u64, "level {level}, input {i}");
                 assert_eq!(
                     s[(ends.final_block / 8) as usize] >> (ends.final_block % 8) & 1,
                     1
@@ -673,6 +706,7 @@ mod tests {
         let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::new(9));
         std::io::Write::write_all(&mut z, &data).unwrap();
         let mut s = z.finish().unwrap();
+        assert_eq!(find_ends(&s).unwrap().inflated, data.len() as u64);
         make_non_final(&mut s).unwrap();
         s.extend_from_slice(&deflate(b"!", 6));
         assert!(inflate(&s, data.len() + 1) == [&data[..], b"!"].concat());
@@ -726,6 +760,14 @@ mod tests {
             let whole = find_ends(&s);
             if let Ok(e) = whole {
                 prop_assert!(e.final_block < e.end && e.end <= s.len() as u64 * 8);
+                // What zlib makes of the same bytes, up to the same end: the same length.
+                let mut d = Decompress::new(false);
+                let mut out = Vec::with_capacity(1 << 20);
+                if let Ok(Status::StreamEnd) =
+                    d.decompress_vec(&s[..e.bytes() as usize], &mut out, FlushDecompress::Finish)
+                {
+                    prop_assert_eq!(out.len() as u64, e.inflated);
+                }
             }
             // Read in small pieces through the window: the same answer.
             let step = 1 + seed as usize % 5000;

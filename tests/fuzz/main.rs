@@ -12,6 +12,7 @@ mod mutate;
 mod tar_model;
 mod targets {
     pub mod deb;
+    pub mod deflate;
     pub mod elf;
     pub mod packages;
     pub mod profile;
@@ -63,6 +64,11 @@ fn fuzz_pypi() {
 #[test]
 fn fuzz_wheel() {
     harness::run(&targets::wheel::TARGET);
+}
+
+#[test]
+fn fuzz_deflate() {
+    harness::run(&targets::deflate::TARGET);
 }
 
 #[test]

@@ -250,6 +250,8 @@ impl Archive {
                 source,
             })?;
         match crate::raw_deflate::find_ends_in(r.take(len), len) {
+            // A stream the walk reads as another length than the entry's is not copied.
+            Ok(ends) if ends.inflated != m.size => Ok(None),
             Ok(ends) => Ok(Some(Deflated {
                 archive: Arc::clone(&self.path),
                 identity: self.identity,
