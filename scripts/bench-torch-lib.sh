@@ -15,13 +15,13 @@ torch_bench_setup() {
   cp profiles/pytorch-h200.yaml "$W/p.yaml"
 }
 
-# torch_build NAME EPOCH COMPRESSION: build into $W/out-NAME with the cache $W/cache, timed;
-# the JSON goes to $W/NAME.json, and a line with the digest, layer count and size is printed.
+# torch_build NAME EPOCH COMPRESSION: build into $W/out-NAME with the cache $W/cache, timed
+# (the times also go to $W/times); the JSON goes to $W/NAME.json, and a line with the digest,
+# layer count and size is printed.
 torch_build() {
   rm -rf "$W/out-$1"
   sync
-  /usr/bin/time -f "$1: %e s wall, %U s user, %S s sys, peak RSS %M KB" \
-    env SOURCE_DATE_EPOCH="$2" "$G" build "$W/p.yaml" -o "$W/out-$1" --cache "$W/cache" \
+  timed "$1" env SOURCE_DATE_EPOCH="$2" "$G" build "$W/p.yaml" -o "$W/out-$1" --cache "$W/cache" \
     --compression "$3" --json -q > "$W/$1.json"
   python3 - "$W/$1.json" "$1" "$3" <<'PY'
 import json, sys
@@ -29,6 +29,24 @@ j = json.load(open(sys.argv[1]))
 size = sum(l["size"] for l in j["layers"])
 print(f"{sys.argv[2]}: {j['manifest_digest']} {len(j['layers'])} layers, {size:,} bytes ({sys.argv[3]})")
 PY
+}
+
+# timed NAME COMMAND...: run COMMAND, print its wall/user/sys time and peak RSS, and append
+# them to $W/times (NAME wall user sys rss).
+timed() {
+  local name=$1
+  shift
+  /usr/bin/time -f "$name %e %U %S %M" -a -o "$W/times" "$@"
+  tail -n 1 "$W/times" | awk '{printf "%s: %s s wall, %s s user, %s s sys, peak RSS %s KB\n", $1, $2, $3, $4, $5}' >&2
+}
+
+# Before a cold run: dirty pages written back and the page cache dropped (as root), so each
+# cold run starts from the same memory state whatever ran before it.
+settle() {
+  sync
+  if [ -w /proc/sys/vm/drop_caches ]; then
+    echo 3 > /proc/sys/vm/drop_caches
+  fi
 }
 
 # The torch version in the image at $1; uv on the PATH (installed into $W when missing).
@@ -50,23 +68,57 @@ uv_target() {
     "torch==$2"
 }
 
-# torch_cold_vs_anchor COMPRESSION PACKER: gpuimg cold (empty cache), then downloads cached and
-# every layer written again (a new SOURCE_DATE_EPOCH), then issue 13's anchor in the same run:
-# uv installing the same torch with an empty uv cache, then `tar --sort=name … | PACKER`.
+# torch_cold_vs_anchor COMPRESSION PACKER: ROUNDS rounds (default 1), each: gpuimg cold
+# (empty cache), then downloads cached and every layer written again (a new SOURCE_DATE_EPOCH),
+# then the binary $BASELINE cold when it is set, then issue 13's anchor: uv installing the same
+# torch with an empty uv cache, then `tar --sort=name … | PACKER`. Each cold run and the
+# anchor's install start from a settled page cache. Ends with the medians and ratios.
 torch_cold_vs_anchor() {
-  torch_build cold 0 "$1"
-  torch_build warm 1 "$1"
-  local torch
-  torch=$(torch_version "$W/out-cold")
-  rm -rf "$W/out-cold" "$W/out-warm" "$W/cache"
+  local rounds=${ROUNDS:-1} r torch g
+  echo "page cache: $([ -w /proc/sys/vm/drop_caches ] && echo dropped before each cold run || echo 'not dropped (not root)')"
+  : > "$W/times"
   ensure_uv
   export UV_CACHE_DIR="$W/uv-cache"
-  sync
-  /usr/bin/time -f "anchor uv install (empty uv cache): %e s" bash -c \
-    "$(declare -f uv_target); uv_target '$W/uvt' '$torch'"
-  sync
-  /usr/bin/time -f "anchor tar | $2: %e s" bash -c \
-    "tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C '$W/uvt' -cf - . | $2 > '$W/uvt.tar.packed'"
-  echo "anchor: $(stat -c %s "$W/uvt.tar.packed") bytes (one $1 layer, torch==$torch)"
-  rm -rf "$W/uvt" "$W/uv-cache"
+  for r in $(seq "$rounds"); do
+    echo "round $r"
+    rm -rf "$W/cache"
+    settle
+    torch_build cold 0 "$1"
+    torch_build warm "$r" "$1"
+    torch=$(torch_version "$W/out-cold")
+    rm -rf "$W/out-cold" "$W/out-warm" "$W/cache"
+    if [ -n "${BASELINE:-}" ]; then
+      g=$G
+      G=$BASELINE
+      settle
+      torch_build baseline-cold 0 "$1"
+      G=$g
+      rm -rf "$W/out-baseline-cold" "$W/cache"
+    fi
+    rm -rf "$W/uvt" "$W/uv-cache"
+    settle
+    timed anchor-install bash -c "$(declare -f uv_target); uv_target '$W/uvt' '$torch'"
+    sync
+    timed anchor-pack bash -c \
+      "tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C '$W/uvt' -cf - . | $2 > '$W/uvt.tar.packed'"
+    echo "anchor: $(stat -c %s "$W/uvt.tar.packed") bytes (one $1 layer, torch==$torch)"
+    rm -rf "$W/uvt" "$W/uv-cache" "$W/uvt.tar.packed"
+  done
+  python3 - "$W/times" <<'PY'
+import statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    name, wall, user, sys_, rss = line.split()
+    runs.setdefault(name, []).append((float(wall), float(user), float(sys_), int(rss)))
+anchor = [a[0] + p[0] for a, p in zip(runs["anchor-install"], runs["anchor-pack"])]
+runs["anchor"] = [(a, 0, 0, 0) for a in anchor]
+med = {k: statistics.median(w for w, *_ in v) for k, v in runs.items()}
+print(f"medians over {len(anchor)} round(s) (wall seconds, each round's values in brackets):")
+for k, v in runs.items():
+    each = ", ".join(f"{w:.2f}" for w, *_ in v)
+    cpu = ""
+    if k not in ("anchor",):
+        cpu = f"  user {statistics.median(u for _, u, _, _ in v):.1f} / sys {statistics.median(s for _, _, s, _ in v):.1f} s, peak {max(r for *_, r in v) // 1024} MB"
+    print(f"  {k:15} {med[k]:8.2f}  [{each}]  {med[k] / med['anchor']:.3f}x anchor{cpu}")
+PY
 }

@@ -278,6 +278,12 @@ fn remove_entry(path: &Path) -> io::Result<()> {
     }
 }
 
+/// Remove the directory `path` and everything under it, never following a symlink, on
+/// several threads (see [`remove_tree`]).
+pub fn remove_dir(path: &Path) -> io::Result<()> {
+    remove_tree(path).map_err(|e| with_path(e, path))
+}
+
 /// Threads that remove one directory tree at most. Removing a directory waits on the file
 /// system (milliseconds each on some virtual disks with online discard), not on the CPU, so a
 /// tree of a few thousand directories goes many times faster removed in parallel.

@@ -335,3 +335,46 @@ fn a_large_deflated_wheel_file_is_copied_into_its_gzip_layer_as_the_wheels_strea
     assert_eq!(zst["diff_id"], gz["diff_id"]);
     assert_ne!(zst["digest"], gz["digest"]);
 }
+
+/// A large file is inflated from its wheel as the layer is written (never unpacked first), and
+/// checked against the wheel's `RECORD` as it goes: one that lies fails the build naming the
+/// file and the wheel, with nothing at the output, in either compression.
+#[test]
+fn a_large_file_whose_record_lies_fails_the_build_as_its_layer_is_written() {
+    let sb = Sandbox::new();
+    let root = sb.join("rootfs");
+    write(&root.join("var/lib/dpkg/status"), BOOKWORM_STATUS);
+    let big: Vec<u8> = (0u32..3 << 20)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 27) as u8 + b'a')
+        .collect();
+    let spec = WheelSpec::new("liar", "1.0")
+        .file_mode("liar/libliar.so", &big, 0o755)
+        .lie(Lie::Hash("liar/libliar.so".into()));
+    let index = wheel_index(sb.path(), std::slice::from_ref(&spec));
+    let server = serve(&index);
+    let profile = sb.join("liar.yaml");
+    write(
+        &profile,
+        &format!(
+            "name: liar\nbase:\n  rootfs: ./rootfs\nselftest: {{enabled: false}}\n\
+             python:\n  index: {}/simple/\n  packages: [liar]\n",
+            server.url
+        ),
+    );
+    for compression in ["gzip", "zstd"] {
+        let out = sb.join(format!("out-{compression}"));
+        let o = run(sb
+            .gpuimg()
+            .args(["build", "--compression", compression, "-o"])
+            .arg(&out)
+            .arg(&profile));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{}", describe_run(&o));
+        assert!(
+            err.contains("`liar/libliar.so` of `liar-1.0-py3-none-any.whl`")
+                && err.contains("the wheel's RECORD lists"),
+            "{err}"
+        );
+        assert!(!out.exists(), "{} was written", out.display());
+    }
+}

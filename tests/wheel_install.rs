@@ -63,6 +63,7 @@ fn listing(tree: &Tree) -> BTreeMap<String, (u32, String, Vec<u8>)> {
                     data: DataSource::Path { path, .. },
                     ..
                 } => std::fs::read(path).unwrap(),
+                EntryKind::File { size, .. } => tree.read_file(&e.path, *size).unwrap().unwrap(),
                 EntryKind::Dir => Vec::new(),
                 k => panic!("unexpected entry {}: {k:?}", e.path),
             };
@@ -357,6 +358,71 @@ fn a_record_that_lies_is_refused_naming_the_path() {
     }));
     assert!(
         e.contains("`pkg/extra.py` is not listed in its RECORD"),
+        "{e}"
+    );
+}
+
+/// 2 MiB that deflate well but not to nothing.
+fn big_bytes() -> Vec<u8> {
+    let mut x: u32 = 11;
+    (0..2 << 20)
+        .map(|i| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            if i % 7 == 0 {
+                (x >> 24) as u8
+            } else {
+                b"libcublas"[i % 9]
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn a_large_deflated_file_is_left_in_its_wheel_and_read_back_checked() {
+    let t = tempfile::tempdir().unwrap();
+    let big = big_bytes();
+    let spec = ok_spec().file_mode("pkg/lib/libbig.so", &big, 0o755);
+    let w = spec.fetched(t.path(), true);
+    let staging = t.path().join("s");
+    let (tree, _) = install(&[w], None, &staging).unwrap();
+    let path = "usr/local/lib/python3.11/dist-packages/pkg/lib/libbig.so";
+    match tree.get(path).map(|e| &e.kind) {
+        Some(EntryKind::File {
+            size,
+            data: DataSource::Archived(a),
+        }) => {
+            assert_eq!(*size, big.len() as u64);
+            assert_eq!(a.member, "pkg/lib/libbig.so");
+            assert!(a.deflated.is_some(), "walked for a gzip layer");
+        }
+        other => panic!("not left in the wheel: {other:?}"),
+    }
+    // Nothing of it was written to the staging root; its bytes read back are the file's.
+    let on_disk = staging.join("python-root").join(path);
+    assert!(!on_disk.exists(), "{} was written", on_disk.display());
+    assert!(tree.read_file(path, 4 << 20).unwrap() == Some(big.clone()));
+    // The small files are written as before.
+    assert!(staging
+        .join("python-root/usr/local/lib/python3.11/dist-packages/pkg/mod.py")
+        .is_file());
+}
+
+#[test]
+fn a_large_file_left_in_its_wheel_whose_record_lies_fails_when_read_naming_it() {
+    let t = tempfile::tempdir().unwrap();
+    let spec = ok_spec()
+        .file_mode("pkg/lib/libbig.so", &big_bytes(), 0o755)
+        .lie(Lie::Hash("pkg/lib/libbig.so".into()));
+    let w = spec.fetched(t.path(), true);
+    let (tree, _) = install(&[w], None, &t.path().join("s")).unwrap();
+    let path = "usr/local/lib/python3.11/dist-packages/pkg/lib/libbig.so";
+    let e = tree.read_file(path, 4 << 20).unwrap_err().to_string();
+    assert!(
+        e.contains("`pkg/lib/libbig.so` of `pkg-1.0-py3-none-any.whl`")
+            && e.contains("not the")
+            && e.contains("the wheel's RECORD lists"),
         "{e}"
     );
 }

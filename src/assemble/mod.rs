@@ -8,6 +8,7 @@
 //! that leaves the root, special files only when allowed.
 //! Must never write layer bytes or know about compression: that is `layer`'s job.
 
+mod archived;
 pub(crate) mod dir;
 mod error;
 mod files;
@@ -20,6 +21,7 @@ mod tarball;
 mod tree;
 pub mod xattr;
 
+pub use archived::{ArchivedFile, ArchivedReader};
 pub use error::AssembleError;
 pub use provenance::{PackageKind, Provenance};
 pub use same_file::open_same_file;

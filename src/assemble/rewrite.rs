@@ -37,6 +37,9 @@ impl Tree {
                 f.seek(SeekFrom::Start(*offset))?;
                 f.take(*size).read_to_end(&mut buf)?;
             }
+            DataSource::Archived(a) => {
+                a.open()?.take(*size).read_to_end(&mut buf)?;
+            }
         }
         if buf.len() as u64 != *size {
             return Err(io::Error::new(

@@ -31,6 +31,8 @@ pub enum DataSource {
     },
     /// Bytes held in memory (small generated files).
     Bytes(Arc<Vec<u8>>),
+    /// A file left in its archive, inflated as it is read (`archived.rs`).
+    Archived(Arc<super::ArchivedFile>),
 }
 
 impl DataSource {

@@ -58,26 +58,27 @@ pub fn prune_tree(
         })
         .collect();
     let gpus = gpus.as_slice();
-    let candidates: Vec<(String, PathBuf, [u64; 5])> = tree
+    let candidates: Vec<(String, DataSource)> = tree
         .iter()
         .filter_map(|e| match &e.kind {
-            EntryKind::File {
-                data: DataSource::Path { path, identity, .. },
-                ..
-            } if is_shared_object(&e.path) && rules.may_modify(&e.path) => {
-                Some((e.path.clone(), path.clone(), *identity))
+            EntryKind::File { data, .. }
+                if is_shared_object(&e.path) && rules.may_modify(&e.path) =>
+            {
+                Some((e.path.clone(), data.clone()))
             }
             _ => None,
         })
         .collect();
     let mut out = Vec::new();
     let mut hashes: BTreeMap<String, FileHash> = BTreeMap::new();
-    for (image_path, src, identity) in candidates {
+    for (image_path, src) in candidates {
         let io = |e: std::io::Error| BuildError::DeviceCode {
             path: format!("/{image_path}"),
             source: e,
         };
-        let f = open_same_file(&src, &identity).map_err(io)?;
+        let Some((f, identity)) = open_source(&src, cache).map_err(io)? else {
+            continue;
+        };
         let listing = match fatbin::read(&f) {
             Ok(l) => l,
             Err(fatbin::NotUnderstood::NotElf) => continue,
@@ -141,6 +142,39 @@ pub fn add_sizes(sizes: &mut LayerSizes, pruned: &[PrunedFile]) {
             (p.entries - p.kept) as u64,
             p.zeroed,
         );
+    }
+}
+
+/// The file to prune and the identity its copy is keyed by: a file on disk as it is; a file
+/// left in its wheel inflated (and checked) into an unnamed scratch file first, keyed by the
+/// wheel's identity and the member's place in it. `None` for bytes held in memory or a span
+/// of a tarball (no wheel layer has those as shared objects).
+fn open_source(src: &DataSource, cache: &Cache) -> std::io::Result<Option<(fs::File, [u64; 5])>> {
+    match src {
+        DataSource::Path { path, identity, .. } => {
+            Ok(Some((open_same_file(path, identity)?, *identity)))
+        }
+        DataSource::Archived(a) => {
+            let dir = cache.dir(Bucket::Roots).join(PRUNER);
+            fs::create_dir_all(&dir)?;
+            let mut f = tempfile::tempfile_in(&dir)?;
+            let n = std::io::copy(&mut a.open()?, &mut f)?;
+            if n != a.size {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    format!("`{}` inflated to {n} bytes, not {}", a.member, a.size),
+                ));
+            }
+            let identity = [
+                a.identity[0],
+                a.identity[1],
+                a.identity[3],
+                a.offset,
+                u64::from(a.crc32),
+            ];
+            Ok(Some((f, identity)))
+        }
+        DataSource::Bytes(_) | DataSource::TarSpan { .. } => Ok(None),
     }
 }
 

@@ -415,7 +415,10 @@ pub fn execute(
             };
             let (mut blob, cached) = layer::write_layer(component, &tree, lopts, &cache, obs)?;
             if matches!(lp.inputs, Inputs::Wheels { .. }) {
-                python::discard(scratch.path(), component);
+                // Unlinking thousands of files waits on the file system for seconds; the next
+                // layer need not wait for it (the scope joins it before the build ends).
+                let scratch = scratch.path();
+                s.spawn(move || python::discard(scratch, component));
             }
             add_stripped(&mut blob.sizes, stripped.as_ref());
             device_code::add_sizes(&mut blob.sizes, &pruned);

@@ -78,7 +78,7 @@ pub fn discard(scratch: &Path, component: &str) {
             .to_str()
             .is_some_and(|n| n.starts_with(&prefix))
         {
-            let _ = std::fs::remove_dir_all(e.path());
+            let _ = crate::staging::remove_dir(&e.path());
         }
     }
 }

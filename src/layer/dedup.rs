@@ -127,6 +127,7 @@ fn hash(data: &DataSource, size: u64, path: &str) -> io::Result<Digest> {
             f.seek(SeekFrom::Start(*offset))?;
             io::copy(&mut io::BufReader::new(f).take(size), &mut h)?
         }
+        DataSource::Archived(a) => io::copy(&mut a.open()?.take(size), &mut h)?,
     };
     if n != size {
         return Err(io::Error::new(

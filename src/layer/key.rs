@@ -31,18 +31,16 @@ pub fn layer_key(tree: &Tree, compression: Compression, epoch: u64) -> Digest {
                         identity, deflated, ..
                     } => {
                         k.str("path").bytes(&ids(identity));
-                        // The copied stream is the layer's bytes for this file.
-                        match deflated {
-                            Some(d) => k
-                                .str("deflated")
-                                .bytes(&ids(&d.identity))
-                                .u64(d.offset)
-                                .u64(d.ends.final_block)
-                                .u64(d.ends.end)
-                                .u64(d.size)
-                                .u32(d.crc32),
-                            None => k.str("plain"),
-                        }
+                        deflated_key(&mut k, deflated.as_deref())
+                    }
+                    DataSource::Archived(a) => {
+                        k.str("archived")
+                            .bytes(&ids(&a.identity))
+                            .u64(a.offset)
+                            .u64(a.compressed)
+                            .u32(a.crc32)
+                            .digest(&a.sha256);
+                        deflated_key(&mut k, a.deflated.as_deref())
                     }
                     DataSource::TarSpan {
                         offset, identity, ..
@@ -66,6 +64,21 @@ pub fn layer_key(tree: &Tree, compression: Compression, epoch: u64) -> Digest {
 }
 
 /// A source identity as one field.
+/// The copied stream is the layer's bytes for a file that has one.
+fn deflated_key<'k>(k: &'k mut Key, deflated: Option<&crate::assemble::Deflated>) -> &'k mut Key {
+    match deflated {
+        Some(d) => k
+            .str("deflated")
+            .bytes(&ids(&d.identity))
+            .u64(d.offset)
+            .u64(d.ends.final_block)
+            .u64(d.ends.end)
+            .u64(d.size)
+            .u32(d.crc32),
+        None => k.str("plain"),
+    }
+}
+
 fn ids(identity: &[u64; 5]) -> [u8; 40] {
     let mut out = [0u8; 40];
     for (chunk, v) in out.chunks_exact_mut(8).zip(identity) {

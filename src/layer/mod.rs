@@ -181,12 +181,15 @@ fn commit(
 fn streams_of(tree: &Tree) -> Streams {
     tree.iter()
         .filter_map(|e| match &e.kind {
-            EntryKind::File {
-                size,
-                data: DataSource::Path {
+            EntryKind::File { size, data } if *size >= fragments::MIN_FILE => match data {
+                DataSource::Path {
                     deflated: Some(d), ..
-                },
-            } if *size >= fragments::MIN_FILE => Some((e.path.clone(), Arc::clone(d))),
+                } => Some((e.path.clone(), Arc::clone(d))),
+                DataSource::Archived(a) => {
+                    a.deflated.as_ref().map(|d| (e.path.clone(), Arc::clone(d)))
+                }
+                _ => None,
+            },
             _ => None,
         })
         .collect()

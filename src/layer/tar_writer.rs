@@ -107,6 +107,14 @@ pub fn append<W: Write>(
                     DataSource::Bytes(bytes) => {
                         b.append_data(&mut h, &e.path, bytes.as_slice())?;
                     }
+                    DataSource::Archived(a) => {
+                        let mut r = ExactReader::new(
+                            a.open()?.take(*size),
+                            *size,
+                            format!("`{}` of `{}`", a.member, a.label),
+                        );
+                        b.append_data(&mut h, &e.path, &mut r)?;
+                    }
                 }
                 *done += size;
                 tick(*done);

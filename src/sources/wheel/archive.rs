@@ -17,7 +17,7 @@ use zip::{CompressionMethod, ZipArchive};
 
 use super::record::Hasher;
 use super::WheelError;
-use crate::assemble::Deflated;
+use crate::assemble::{ArchivedFile, Deflated};
 
 /// Entries one wheel may hold.
 pub const MAX_ENTRIES: usize = 500_000;
@@ -266,6 +266,30 @@ impl Archive {
                 source,
             }),
         }
+    }
+
+    /// `m` left in the wheel rather than unpacked (`assemble::ArchivedFile`): a deflated
+    /// entry only, read back checked against its size, the zip's CRC-32 and `sha256` (what
+    /// `RECORD` lists), with its walked stream when there is one.
+    pub fn archived(
+        &self,
+        m: &Member,
+        sha256: crate::digest::Digest,
+        deflated: Option<Arc<Deflated>>,
+    ) -> Option<ArchivedFile> {
+        let (offset, compressed, crc32) = m.deflated?;
+        Some(ArchivedFile {
+            archive: Arc::clone(&self.path),
+            identity: self.identity,
+            label: self.label.clone(),
+            member: m.name.clone(),
+            offset,
+            compressed,
+            size: m.size,
+            crc32,
+            sha256,
+            deflated,
+        })
     }
 
     /// The whole of a small entry (metadata), at most [`MAX_METADATA_BYTES`].

@@ -1,7 +1,8 @@
 //! Writing the prepared wheels' files into the staging root, on several threads, each file
 //! hashed as it is written and checked against its `RECORD` row (a mismatch refuses the wheel,
 //! naming the path); a script whose first line is `#!python` gets the image's interpreter,
-//! as pip does.
+//! as pip does. A large deflated file that nothing reads from the staging root is left in its
+//! wheel instead (`assemble::ArchivedFile`, checked against the same row when it is read).
 //!
 //! Writes go through `confined::Root` only, to paths the installer computed (never a name
 //! from the archive unchecked). The files' modes on disk do not matter: the tree carries them.
@@ -12,12 +13,12 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::archive::{Archive, MAX_METADATA_BYTES};
-use super::prepare::{Content, Prepared};
-use super::record::{FileHash, Hasher};
+use super::archive::{Archive, Member, MAX_METADATA_BYTES};
+use super::prepare::{Content, Item, Prepared};
+use super::record::{FileHash, HashAlgo, Hasher};
 use super::scheme::Role;
 use super::WheelError;
-use crate::assemble::Deflated;
+use crate::assemble::{ArchivedFile, Deflated};
 use crate::confined::Root;
 use crate::observe::Observer;
 
@@ -25,18 +26,35 @@ use crate::observe::Observer;
 pub type Job = (usize, usize);
 
 /// What was written: the file's final hash and size (a rewritten `#!python` script differs
-/// from its archive entry), and for a large file written as its entry inflates, where that
-/// entry's deflate stream lies.
+/// from its archive entry), and for a large file, where that entry's deflate stream lies:
+/// walked (`deflated`) when it was written as it inflated, or the file left in the wheel
+/// (`archived`, nothing written).
 #[derive(Debug, Clone)]
 pub struct Written {
     pub hash: FileHash,
     pub size: u64,
     pub deflated: Option<Arc<Deflated>>,
+    pub archived: Option<Arc<ArchivedFile>>,
 }
 
-/// Files at least this large have their entry's deflate stream walked, so that a gzip layer
-/// can copy it (smaller ones are cut into no block of their own: `layer::fragments`).
+/// Files at least this large are left in the wheel when they can be (see [`leave_in_archive`]),
+/// and have their entry's deflate stream walked for a gzip layer to copy it (smaller ones are
+/// cut into no block of their own: `layer::fragments`).
 const STREAM_MIN_BYTES: u64 = 1 << 20;
+
+/// Whether `item` (entry `m`) is left in its wheel instead of being written: a large deflated
+/// entry that nothing reads from the staging root (not a script, whose first line may be
+/// rewritten; not a `.py` source, which `.pyc` compilation reads), whose `RECORD` row gives
+/// its size and a sha256 for the layer writer to check it against as it inflates.
+fn leave_in_archive(item: &Item, m: &Member) -> bool {
+    m.deflated.is_some()
+        && m.size >= STREAM_MIN_BYTES
+        && m.size == item.size
+        && item.role != Role::Script
+        && !item.dest.ends_with(".py")
+        && item.hash.algo == HashAlgo::Sha256
+        && item.hash.value.len() == 32
+}
 
 /// Write every job's file under `root` (whose directories exist), in parallel; the result is
 /// in job order. `walk_streams`: walk the deflate streams of large files (`Written::deflated`).
@@ -162,6 +180,25 @@ impl<'a> Worker<'a> {
                     hash: item.hash.clone(),
                     size: item.size,
                     deflated: None,
+                    archived: None,
+                }
+            }
+            Content::Member(m) if leave_in_archive(item, m) => {
+                let mut archives = self.archives.borrow_mut();
+                let archive = archives.entry(w).or_insert_with(|| wheel.archive.clone());
+                let deflated = if self.walk_streams {
+                    archive.deflated(m)?.map(Arc::new)
+                } else {
+                    None
+                };
+                let sha256 = <[u8; 32]>::try_from(item.hash.value.as_slice())
+                    .map(crate::digest::Digest::from_bytes)
+                    .map_err(|_| WheelError::Internal("a sha256 of other than 32 bytes"))?;
+                Written {
+                    hash: item.hash.clone(),
+                    size: item.size,
+                    deflated: None,
+                    archived: archive.archived(m, sha256, deflated).map(Arc::new),
                 }
             }
             Content::Member(m) => {
@@ -190,6 +227,7 @@ impl<'a> Worker<'a> {
                     hash: got,
                     size: item.size,
                     deflated: None,
+                    archived: None,
                 };
                 if item.role == Role::Script {
                     if let Some(w) = fix_script(root, dest, interpreter).map_err(write_err)? {
@@ -238,5 +276,6 @@ fn fix_script(root: &Root, dest: &Path, interpreter: &str) -> std::io::Result<Op
         hash: FileHash::sha256_of(&new),
         size: new.len() as u64,
         deflated: None,
+        archived: None,
     }))
 }

@@ -33,7 +33,9 @@ pub use libraries::{file_name, is_library_name, is_module_name, libraries, Wheel
 pub use prune::{prune_records, rehash_records};
 pub use record::FileHash;
 
-use crate::assemble::{self, DataSource, Deflated, Entry, EntryKind, Provenance, Tree};
+use crate::assemble::{
+    self, ArchivedFile, DataSource, Deflated, Entry, EntryKind, Provenance, Tree,
+};
 use crate::confined::Root;
 use crate::observe::Observer;
 use crate::sources::python::{FetchedWheel, ImagePython};
@@ -110,10 +112,14 @@ pub fn install(
     )?;
     let mut finals: BTreeMap<(usize, usize), (FileHash, u64)> = BTreeMap::new();
     let mut streams: BTreeMap<(usize, usize), Arc<Deflated>> = BTreeMap::new();
+    let mut archived: BTreeMap<(usize, usize), Arc<ArchivedFile>> = BTreeMap::new();
     for (job, w) in jobs.iter().zip(written) {
         finals.insert(*job, (w.hash, w.size));
         if let Some(d) = w.deflated {
             streams.insert(*job, d);
+        }
+        if let Some(a) = w.archived {
+            archived.insert(*job, a);
         }
     }
 
@@ -163,11 +169,13 @@ pub fn install(
 
     // The tree: every winning file, the `.pyc`s, the RECORDs, and their directories.
     let mut files: BTreeMap<String, (usize, u32)> = BTreeMap::new();
-    let mut deflated: BTreeMap<String, Arc<Deflated>> = BTreeMap::new();
+    let mut sources: BTreeMap<String, Large> = BTreeMap::new();
     for (dest, &(w, i)) in &winners {
         files.insert(dest.clone(), (w, prepared[w].items[i].mode));
-        if let Some(d) = streams.get(&(w, i)) {
-            deflated.insert(dest.clone(), Arc::clone(d));
+        if let Some(a) = archived.get(&(w, i)) {
+            sources.insert(dest.clone(), Large::Archived(Arc::clone(a)));
+        } else if let Some(d) = streams.get(&(w, i)) {
+            sources.insert(dest.clone(), Large::Written(Arc::clone(d)));
         }
     }
     for (w, list) in extra.iter().enumerate() {
@@ -178,7 +186,7 @@ pub fn install(
     for (w, record) in records {
         files.insert(record, (w, 0o644));
     }
-    let tree = build_tree(&prepared, &files, &deflated, &scheme, &root_path)?;
+    let tree = build_tree(&prepared, &files, &sources, &scheme, &root_path)?;
     let n_pyc: usize = extra.iter().map(Vec::len).sum();
     obs.message(&format!(
         "{:>12} {} wheels, {} files{}",
@@ -323,12 +331,21 @@ fn hash_file(f: &mut std::fs::File, h: &mut Hasher) -> std::io::Result<u64> {
     }
 }
 
+/// Where a large file's bytes are besides (or instead of) the staging root.
+enum Large {
+    /// Written, and also one walked deflate stream in its wheel.
+    Written(Arc<Deflated>),
+    /// Left in its wheel, not written.
+    Archived(Arc<ArchivedFile>),
+}
+
 /// The tree of `files` (path → (wheel, mode)), read back from staging, with their directories;
-/// a file in `deflated` keeps where its bytes also lie as a deflate stream.
+/// a file in `large` keeps where its bytes also lie as a deflate stream, or is read from its
+/// wheel as it was left there.
 fn build_tree(
     prepared: &[Prepared],
     files: &BTreeMap<String, (usize, u32)>,
-    deflated: &BTreeMap<String, Arc<Deflated>>,
+    large: &BTreeMap<String, Large>,
     scheme: &Scheme,
     root_path: &Path,
 ) -> Result<Tree, WheelError> {
@@ -340,27 +357,35 @@ fn build_tree(
     shared.extend(roots.iter().map(|r| r.to_string()));
     let mut dir_owner: BTreeMap<String, usize> = BTreeMap::new();
     for (dest, &(w, mode)) in files {
-        let path = root_path.join(dest);
-        let meta = fs_err::symlink_metadata(&path).map_err(|source| WheelError::Write {
-            path: path.clone(),
-            source,
-        })?;
-        if !meta.is_file() {
-            return Err(WheelError::Internal(
-                "a staged wheel file is not a regular file",
-            ));
-        }
+        let (size, data) = match large.get(dest) {
+            Some(Large::Archived(a)) => (a.size, DataSource::Archived(Arc::clone(a))),
+            other => {
+                let path = root_path.join(dest);
+                let meta = fs_err::symlink_metadata(&path).map_err(|source| WheelError::Write {
+                    path: path.clone(),
+                    source,
+                })?;
+                if !meta.is_file() {
+                    return Err(WheelError::Internal(
+                        "a staged wheel file is not a regular file",
+                    ));
+                }
+                let deflated = match other {
+                    Some(Large::Written(d)) => Some(Arc::clone(d)),
+                    _ => None,
+                };
+                let data = DataSource::Path {
+                    path,
+                    identity: assemble::identity(&meta),
+                    deflated,
+                };
+                (meta.len(), data)
+            }
+        };
         tree.insert_with(
             Entry {
                 path: dest.clone(),
-                kind: EntryKind::File {
-                    size: meta.len(),
-                    data: DataSource::Path {
-                        path,
-                        identity: assemble::identity(&meta),
-                        deflated: deflated.get(dest).cloned(),
-                    },
-                },
+                kind: EntryKind::File { size, data },
                 mode,
                 uid: 0,
                 gid: 0,
