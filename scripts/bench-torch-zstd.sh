@@ -5,7 +5,8 @@
 # the anchor: uv installing the same torch with an empty uv cache (`uv pip install --target …
 # --python-platform x86_64-manylinux_2_36 --python-version 3.11 torch==V`), then
 # `tar --sort=name … | zstd -3 -T2`. Prints the CPU model, times, peak RSS and sizes.
-# Usage: [GPUIMG=path/to/release/gpuimg] [BENCH_DIR=dir] bash scripts/bench-torch-zstd.sh
+# Usage: [ROUNDS=n] [BASELINE=path/to/another/gpuimg] [GPUIMG=path/to/release/gpuimg] [BENCH_DIR=dir] bash scripts/bench-torch-zstd.sh
+# ROUNDS repeats cold, warm (and BASELINE's cold) and the anchor, then prints the medians.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 W=${BENCH_DIR:-/tmp/gpuimg-bench-zstd}
