@@ -5,9 +5,11 @@
 //! Seeds are wheels built in memory with the zip crate: a pure one, one with `.data` schemes
 //! and entry points, one with a `#!python` script. Mutations are text and byte edits of the
 //! whole archive (so most break a CRC or a `RECORD` hash and are refused; the zip directory,
-//! names and sizes are what gets exercised). Properties: the installer never panics; an
+//! names and sizes are what gets exercised); one seed has a deflated member over 1 MiB, which
+//! the installer leaves in the wheel. Properties: the installer never panics; an
 //! accepted wheel's tree lies under the image's scheme directories, every file in it was
-//! written under the staging root, and nothing appears beside the staging root.
+//! written under the staging root or is read from the wheel itself, such a file reads back as
+//! exactly its size or not at all, and nothing appears beside the staging root.
 
 use std::io::Write as _;
 
@@ -74,7 +76,13 @@ fn wheel(files: &[(&str, &[u8], u32)]) -> Vec<u8> {
 }
 
 fn seeds() -> Vec<Vec<u8>> {
+    // Deflated first and over 1 MiB (in a few KiB): left in the wheel, read back checked.
+    let big = b"\x7fELF sm_90 ".repeat((1 << 20) / 11 + 5);
     vec![
+        wheel(&[
+            ("demo/lib/libbig.so", &big, 0o755),
+            ("demo/__init__.py", b"", 0o644),
+        ]),
         wheel(&[
             ("demo/__init__.py", b"X = 1\n", 0o644),
             ("demo/cli.py", b"def main():\n    pass\n", 0o644),
@@ -165,19 +173,40 @@ fn check(input: &[u8]) -> Verdict {
     let Ok(tree) = result else {
         return Ok("refused");
     };
+    let mut archived = false;
     for e in tree.iter() {
         if !e.path.starts_with("usr/local/") && !["usr", "usr/local"].contains(&e.path.as_str()) {
             return Err(format!("`{}` is outside the scheme", e.path));
         }
-        if let EntryKind::File {
-            data: DataSource::Path { path, .. },
-            ..
-        } = &e.kind
-        {
-            if !path.starts_with(&staging) {
+        match &e.kind {
+            EntryKind::File {
+                data: DataSource::Path { path, .. },
+                ..
+            } if !path.starts_with(&staging) => {
                 return Err(format!("`{}` reads `{}`", e.path, path.display()));
             }
+            // A file left in the wheel: read from the input and nothing else, and read back as
+            // exactly its size or refused.
+            EntryKind::File {
+                size,
+                data: DataSource::Archived(a),
+            } => {
+                archived = true;
+                if a.archive.as_path() != case.path().join("demo-1.0-py3-none-any.whl") {
+                    return Err(format!("`{}` reads `{}`", e.path, a.archive.display()));
+                }
+                if let Ok(Some(bytes)) = tree.read_file(&e.path, *size) {
+                    if bytes.len() as u64 != *size {
+                        return Err(format!("`{}` read back as {} bytes", e.path, bytes.len()));
+                    }
+                }
+            }
+            _ => {}
         }
     }
-    Ok("installed")
+    Ok(if archived {
+        "installed, a file left in the wheel"
+    } else {
+        "installed"
+    })
 }
