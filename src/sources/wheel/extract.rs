@@ -66,7 +66,17 @@ pub fn extract(
     walk_streams: bool,
     obs: &mut dyn Observer,
 ) -> Result<Vec<Written>, WheelError> {
-    let total: u64 = jobs.iter().map(|&(w, i)| wheels[w].items[i].size).sum();
+    // What is written (the files left in their wheels are read as their layer is written).
+    let left = |&(w, i): &Job| {
+        let item = &wheels[w].items[i];
+        matches!(&item.content, Content::Member(m) if leave_in_archive(item, m))
+    };
+    let total: u64 = jobs
+        .iter()
+        .filter(|j| !left(j))
+        .map(|&(w, i)| wheels[w].items[i].size)
+        .sum();
+    let n_left = jobs.iter().filter(|j| left(j)).count();
     // Largest first, so one big library does not finish alone at the end.
     let mut order: Vec<usize> = (0..jobs.len()).collect();
     order.sort_by_key(|&j| {
@@ -122,7 +132,14 @@ pub fn extract(
         return Err(e);
     }
     let results = results.into_inner().unwrap_or_else(|e| e.into_inner());
-    obs.task_done("unpack wheels", total, &format!("{} files", jobs.len()));
+    let detail = match n_left {
+        0 => format!("{} files", jobs.len()),
+        n => format!(
+            "{} files, {n} large ones left in their wheels",
+            jobs.len() - n
+        ),
+    };
+    obs.task_done("unpack wheels", total, &detail);
     results
         .into_iter()
         .map(|r| r.ok_or(WheelError::Internal("a planned file was not written")))
@@ -240,7 +257,9 @@ impl<'a> Worker<'a> {
                 written
             }
         };
-        done.fetch_add(item.size, Ordering::Relaxed);
+        if written.archived.is_none() {
+            done.fetch_add(item.size, Ordering::Relaxed);
+        }
         Ok(written)
     }
 }
