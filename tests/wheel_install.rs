@@ -395,7 +395,7 @@ fn a_large_deflated_file_is_left_in_its_wheel_and_read_back_checked() {
         }) => {
             assert_eq!(*size, big.len() as u64);
             assert_eq!(a.member, "pkg/lib/libbig.so");
-            assert!(a.deflated.is_some(), "walked for a gzip layer");
+            assert!(a.ends.is_some(), "walked for a gzip layer");
         }
         other => panic!("not left in the wheel: {other:?}"),
     }

@@ -42,11 +42,25 @@ pub struct ArchivedFile {
     pub size: u64,
     pub crc32: u32,
     pub sha256: Digest,
-    /// The stream walked to its end, for a gzip layer to copy it (`layer::pgzip`).
-    pub deflated: Option<Arc<Deflated>>,
+    /// Where the stream's final block starts and where it ends, when it was walked (for a
+    /// gzip layer to copy it: [`ArchivedFile::deflated`]).
+    pub ends: Option<crate::raw_deflate::Ends>,
 }
 
 impl ArchivedFile {
+    /// The walked stream as a gzip layer copies it (`layer::pgzip`): the same archive, place
+    /// and checks as this file's.
+    pub fn deflated(&self) -> Option<Deflated> {
+        Some(Deflated {
+            archive: Arc::clone(&self.archive),
+            identity: self.identity,
+            offset: self.offset,
+            ends: self.ends?,
+            size: self.size,
+            crc32: self.crc32,
+        })
+    }
+
     /// The file's bytes, inflated and checked as they are read (see the module doc).
     pub fn open(&self) -> io::Result<ArchivedReader> {
         let mut f = super::open_same_file(&self.archive, &self.identity)?;
@@ -260,7 +274,7 @@ mod tests {
             size: data.len() as u64,
             crc32: crc32fast::hash(data),
             sha256: Digest::of(data),
-            deflated: None,
+            ends: None,
         }
     }
 

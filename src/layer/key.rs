@@ -40,7 +40,7 @@ pub fn layer_key(tree: &Tree, compression: Compression, epoch: u64) -> Digest {
                             .u64(a.compressed)
                             .u32(a.crc32)
                             .digest(&a.sha256);
-                        deflated_key(&mut k, a.deflated.as_deref())
+                        deflated_key(&mut k, a.deflated().as_ref())
                     }
                     DataSource::TarSpan {
                         offset, identity, ..
@@ -63,7 +63,6 @@ pub fn layer_key(tree: &Tree, compression: Compression, epoch: u64) -> Digest {
     k.finish()
 }
 
-/// A source identity as one field.
 /// The copied stream is the layer's bytes for a file that has one.
 fn deflated_key<'k>(k: &'k mut Key, deflated: Option<&crate::assemble::Deflated>) -> &'k mut Key {
     match deflated {
@@ -79,6 +78,7 @@ fn deflated_key<'k>(k: &'k mut Key, deflated: Option<&crate::assemble::Deflated>
     }
 }
 
+/// A source identity as one field.
 fn ids(identity: &[u64; 5]) -> [u8; 40] {
     let mut out = [0u8; 40];
     for (chunk, v) in out.chunks_exact_mut(8).zip(identity) {

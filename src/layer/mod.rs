@@ -185,9 +185,7 @@ fn streams_of(tree: &Tree) -> Streams {
                 DataSource::Path {
                     deflated: Some(d), ..
                 } => Some((e.path.clone(), Arc::clone(d))),
-                DataSource::Archived(a) => {
-                    a.deflated.as_ref().map(|d| (e.path.clone(), Arc::clone(d)))
-                }
+                DataSource::Archived(a) => a.deflated().map(|d| (e.path.clone(), Arc::new(d))),
                 _ => None,
             },
             _ => None,

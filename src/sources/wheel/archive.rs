@@ -270,12 +270,12 @@ impl Archive {
 
     /// `m` left in the wheel rather than unpacked (`assemble::ArchivedFile`): a deflated
     /// entry only, read back checked against its size, the zip's CRC-32 and `sha256` (what
-    /// `RECORD` lists), with its walked stream when there is one.
+    /// `RECORD` lists), with where its stream ends when it was walked.
     pub fn archived(
         &self,
         m: &Member,
         sha256: crate::digest::Digest,
-        deflated: Option<Arc<Deflated>>,
+        ends: Option<crate::raw_deflate::Ends>,
     ) -> Option<ArchivedFile> {
         let (offset, compressed, crc32) = m.deflated?;
         Some(ArchivedFile {
@@ -288,7 +288,7 @@ impl Archive {
             size: m.size,
             crc32,
             sha256,
-            deflated,
+            ends,
         })
     }
 

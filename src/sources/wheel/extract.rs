@@ -203,8 +203,8 @@ impl<'a> Worker<'a> {
             Content::Member(m) if leave_in_archive(item, m) => {
                 let mut archives = self.archives.borrow_mut();
                 let archive = archives.entry(w).or_insert_with(|| wheel.archive.clone());
-                let deflated = if self.walk_streams {
-                    archive.deflated(m)?.map(Arc::new)
+                let ends = if self.walk_streams {
+                    archive.deflated(m)?.map(|d| d.ends)
                 } else {
                     None
                 };
@@ -215,7 +215,7 @@ impl<'a> Worker<'a> {
                     hash: item.hash.clone(),
                     size: item.size,
                     deflated: None,
-                    archived: archive.archived(m, sha256, deflated).map(Arc::new),
+                    archived: archive.archived(m, sha256, ends).map(Arc::new),
                 }
             }
             Content::Member(m) => {
