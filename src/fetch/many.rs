@@ -1,9 +1,10 @@
-//! Many artifacts at once: up to the fetcher's `jobs` downloads in parallel, progress told
-//! per file and in total. Paths come back in input order; the first failure in input order is
-//! the error. Must never return before every download it started has finished.
+//! Many artifacts at once: up to the fetcher's `jobs` downloads in parallel (the biggest
+//! first), progress told per file and in total. Paths come back in input order; the first
+//! failure in input order is the error. Must never return before every download it started
+//! has finished.
 
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Instant;
@@ -34,8 +35,27 @@ impl Fetcher {
         names: Option<&[String]>,
         obs: &mut dyn Observer,
     ) -> Result<Vec<PathBuf>, FetchError> {
+        self.fetch_all_each(items, label, names, obs, &|_, _| {})
+    }
+
+    /// [`Fetcher::fetch_all_named`], also handing each item to `each` (its index and verified
+    /// path) on the downloading thread the moment it is in the cache, while the others are
+    /// still on their way: a caller starts reading what has come. `each` must be quick (hand
+    /// the item on); the next download on that thread waits for it.
+    pub fn fetch_all_each(
+        &self,
+        items: &[Artifact],
+        label: &str,
+        names: Option<&[String]>,
+        obs: &mut dyn Observer,
+        each: &(dyn Fn(usize, &Path) + Sync),
+    ) -> Result<Vec<PathBuf>, FetchError> {
         let total: u64 = items.iter().map(|a| a.size).sum();
         obs.task_start(label, Some(total));
+        // The biggest first: the last to finish is then a small one, not a big one that
+        // started late (and what reads each item as it comes gets the big ones early).
+        let mut order: Vec<usize> = (0..items.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(items[i].size));
         let next = AtomicUsize::new(0);
         let (tx, rx) = mpsc::channel::<Event>();
         let mut results: Vec<Option<Result<PathBuf, FetchError>>> =
@@ -48,30 +68,34 @@ impl Fetcher {
         std::thread::scope(|s| {
             for _ in 0..self.jobs.min(items.len()) {
                 let tx = tx.clone();
-                let next = &next;
-                s.spawn(move || loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(a) = items.get(i) else { break };
-                    let last = std::cell::Cell::new(0u64);
-                    let started = Instant::now();
-                    let progress = |n: u64| {
-                        let d = n.saturating_sub(last.replace(n));
-                        let _ = tx.send(Event::Bytes(i, d));
-                    };
-                    let corrupted = |url: &str| {
-                        let _ = tx.send(Event::Corrupted(url.to_string()));
-                    };
-                    // Only named items report whether they were cached (a stamp read).
-                    let hit = names.is_some()
-                        && self
-                            .cache
-                            .shared()
-                            .store(a.bucket)
-                            .trusted(&a.sha256)
-                            .is_some();
-                    let r = self.fetch(a, &progress, &corrupted);
-                    let moved = if hit { 0 } else { last.get() };
-                    let _ = tx.send(Event::Done(i, r, moved, started.elapsed().as_secs_f64()));
+                let (next, order) = (&next, &order);
+                s.spawn(move || {
+                    while let Some(&i) = order.get(next.fetch_add(1, Ordering::Relaxed)) {
+                        let Some(a) = items.get(i) else { break };
+                        let last = std::cell::Cell::new(0u64);
+                        let started = Instant::now();
+                        let progress = |n: u64| {
+                            let d = n.saturating_sub(last.replace(n));
+                            let _ = tx.send(Event::Bytes(i, d));
+                        };
+                        let corrupted = |url: &str| {
+                            let _ = tx.send(Event::Corrupted(url.to_string()));
+                        };
+                        // Only named items report whether they were cached (a stamp read).
+                        let hit = names.is_some()
+                            && self
+                                .cache
+                                .shared()
+                                .store(a.bucket)
+                                .trusted(&a.sha256)
+                                .is_some();
+                        let r = self.fetch(a, &progress, &corrupted);
+                        if let Ok(path) = &r {
+                            each(i, path);
+                        }
+                        let moved = if hit { 0 } else { last.get() };
+                        let _ = tx.send(Event::Done(i, r, moved, started.elapsed().as_secs_f64()));
+                    }
                 });
             }
             drop(tx);

@@ -286,44 +286,78 @@ pub fn wheel_libraries(
         return Ok(out);
     }
     let pins: Vec<PinnedWheel> = missing.iter().map(|w| PinnedWheel::from(*w)).collect();
-    let fetched = pypi::fetch(&pins, request, &cache, obs, offline)?;
-    // Reading a wheel's libraries inflates each of them once: the wheels are shared out over
-    // the CPUs, biggest first.
-    let mut order: Vec<usize> = (0..fetched.len()).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse(fetched[i].pin.size));
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let workers = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(order.len());
-    let mut read: Vec<(usize, Result<Vec<WheelLibrary>, wheel::WheelError>)> =
-        std::thread::scope(|s| {
-            let handles: Vec<_> = (0..workers)
-                .map(|_| {
-                    s.spawn(|| {
-                        let mut done = Vec::new();
-                        loop {
-                            let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            let Some(&i) = order.get(k) else {
-                                break done;
-                            };
-                            done.push((i, wheel::libraries(&fetched[i], python)));
-                        }
-                    })
+    // Reading a library inflates it up to its dynamic section: each wheel's libraries are
+    // read as soon as it is in the cache, while the others still download, one library at a
+    // time on each of the readers (the biggest of a wheel first).
+    let readers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let (tx, rx) = std::sync::mpsc::channel::<(usize, wheel::LibraryRead)>();
+    let rx = std::sync::Mutex::new(rx);
+    // Per wheel: how many libraries were handed to the readers, or why none could be.
+    let listed: std::sync::Mutex<Vec<Option<Result<usize, wheel::WheelError>>>> =
+        std::sync::Mutex::new((0..pins.len()).map(|_| None).collect());
+    let (fetched, read) = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..readers)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        // A poisoned lock only means another reader panicked: stop too.
+                        let next = match rx.lock() {
+                            Ok(r) => r.recv(),
+                            Err(_) => break done,
+                        };
+                        let Ok((i, job)) = next else { break done };
+                        done.push((i, job.read()));
+                    }
                 })
-                .collect();
-            handles
-                .into_iter()
-                .flat_map(|h| h.join().unwrap_or_default())
-                .collect()
+            })
+            .collect();
+        let fetched = pypi::fetch_each(&pins, request, &cache, obs, offline, &|i, f| {
+            let count = wheel::library_reads(&f, python).map(|reads| {
+                let n = reads.len();
+                for job in reads {
+                    // Fails only if every reader panicked, which the counts below report.
+                    let _ = tx.send((i, job));
+                }
+                n
+            });
+            if let Ok(mut l) = listed.lock() {
+                if let Some(slot) = l.get_mut(i) {
+                    *slot = Some(count);
+                }
+            }
         });
-    if read.len() != fetched.len() {
-        return Err(OpsError::Wheel(wheel::WheelError::Internal(
-            "a worker reading wheel libraries stopped",
-        )));
+        drop(tx);
+        let read: Vec<(usize, Result<WheelLibrary, wheel::WheelError>)> = handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect();
+        (fetched, read)
+    });
+    fetched?;
+    let listed = listed.into_inner().map_err(|_| {
+        OpsError::Wheel(wheel::WheelError::Internal(
+            "a download worker stopped while listing wheel libraries",
+        ))
+    })?;
+    let mut by_wheel: Vec<Vec<Result<WheelLibrary, wheel::WheelError>>> =
+        (0..pins.len()).map(|_| Vec::new()).collect();
+    for (i, r) in read {
+        if let Some(v) = by_wheel.get_mut(i) {
+            v.push(r);
+        }
     }
-    read.sort_by_key(|(i, _)| *i);
-    for (i, libs) in read {
-        let (w, libs) = (missing[i], libs?);
+    for ((w, listed), libs) in missing.iter().zip(listed).zip(by_wheel) {
+        let count = listed.ok_or(OpsError::Wheel(wheel::WheelError::Internal(
+            "a wheel was fetched but its libraries were never listed",
+        )))??;
+        if libs.len() != count {
+            return Err(OpsError::Wheel(wheel::WheelError::Internal(
+                "a worker reading wheel libraries stopped",
+            )));
+        }
+        let mut libs = libs.into_iter().collect::<Result<Vec<_>, _>>()?;
+        libs.sort_by(|a, b| a.path.cmp(&b.path));
         // Only saves reading the wheel next time: failing to record is no error.
         let _ = cache.put_record(Bucket::WheelMetadata, &libraries_key(w, python), &libs);
         out.insert(w.name.clone(), libs);

@@ -215,6 +215,19 @@ pub fn fetch(
     observer: &mut dyn Observer,
     offline: bool,
 ) -> Result<Vec<FetchedWheel>, PypiError> {
+    fetch_each(pins, request, cache, observer, offline, &|_, _| {})
+}
+
+/// [`fetch`], also handing each wheel to `each` (its index in `pins`) on the downloading
+/// thread as soon as it is verified in the cache, while the rest still download.
+pub fn fetch_each(
+    pins: &[PinnedWheel],
+    request: &PythonRequest,
+    cache: &Cache,
+    observer: &mut dyn Observer,
+    offline: bool,
+    each: &(dyn Fn(usize, FetchedWheel) + Sync),
+) -> Result<Vec<FetchedWheel>, PypiError> {
     let client = Client::new(request, cache.root(), offline)?;
     let store = cache.store(Bucket::Wheels);
     // The index lookups of the wheels not in the cache, several at a time.
@@ -243,9 +256,23 @@ pub fn fetch(
         });
     }
     let names: Vec<String> = pins.iter().map(|p| p.filename.clone()).collect();
-    let paths = client
-        .fetcher
-        .fetch_all_named(&artifacts, "wheels", Some(&names), observer)?;
+    let paths = client.fetcher.fetch_all_each(
+        &artifacts,
+        "wheels",
+        Some(&names),
+        observer,
+        &|i, path| {
+            if let Some(pin) = pins.get(i) {
+                each(
+                    i,
+                    FetchedWheel {
+                        pin: pin.clone(),
+                        path: path.to_path_buf(),
+                    },
+                )
+            }
+        },
+    )?;
     Ok(pins
         .iter()
         .cloned()

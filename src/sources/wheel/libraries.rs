@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::archive::{Archive, Member};
 use super::prepare::{self, Content};
 use super::scheme::Scheme;
 use super::WheelError;
@@ -58,6 +59,46 @@ pub fn libraries(
     wheel: &FetchedWheel,
     python: &ImagePython,
 ) -> Result<Vec<WheelLibrary>, WheelError> {
+    let mut out = library_reads(wheel, python)?
+        .iter()
+        .map(LibraryRead::read)
+        .collect::<Result<Vec<_>, _>>()?;
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
+}
+
+/// One shared object of a wheel still to be read: reading it inflates the member up to its
+/// dynamic section, so a caller may spread the reads of one wheel over several threads.
+#[derive(Debug, Clone)]
+pub struct LibraryRead {
+    archive: Archive,
+    member: Member,
+    path: String,
+    module: bool,
+}
+
+impl LibraryRead {
+    /// The member's uncompressed size: what reading it costs at most.
+    pub fn size(&self) -> u64 {
+        self.member.size
+    }
+
+    /// Its image path and ELF facts.
+    pub fn read(&self) -> Result<WheelLibrary, WheelError> {
+        Ok(WheelLibrary {
+            path: self.path.clone(),
+            elf: self.archive.elf_facts(&self.member)?,
+            module: self.module,
+        })
+    }
+}
+
+/// The shared objects `wheel` installs for `python`, each to be read on its own (biggest
+/// first); what [`libraries`] reads, sorted by path, once all are read.
+pub fn library_reads(
+    wheel: &FetchedWheel,
+    python: &ImagePython,
+) -> Result<Vec<LibraryRead>, WheelError> {
     let scheme = Scheme::of(python).map_err(WheelError::Scheme)?;
     let prepared = prepare::prepare(wheel, &scheme)?;
     let mut out = Vec::new();
@@ -70,12 +111,13 @@ pub fn libraries(
         if !module && !is_library_name(name) {
             continue;
         }
-        out.push(WheelLibrary {
+        out.push(LibraryRead {
+            archive: prepared.archive.clone(),
+            member: m.clone(),
             path: item.dest.clone(),
-            elf: prepared.archive.elf_facts(m)?,
             module,
         });
     }
-    out.sort_by(|a, b| a.path.cmp(&b.path));
+    out.sort_by_key(|r| std::cmp::Reverse(r.member.size));
     Ok(out)
 }

@@ -29,7 +29,9 @@ pub use archive::{MAX_ENTRIES, MAX_ENTRY_BYTES, MAX_WHEEL_BYTES};
 pub use compile::HostPython;
 pub use error::WheelError;
 pub use filename::normalize;
-pub use libraries::{file_name, is_library_name, is_module_name, libraries, WheelLibrary};
+pub use libraries::{
+    file_name, is_library_name, is_module_name, libraries, library_reads, LibraryRead, WheelLibrary,
+};
 pub use prune::{prune_records, rehash_records};
 pub use record::FileHash;
 
