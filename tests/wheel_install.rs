@@ -383,7 +383,10 @@ fn big_bytes() -> Vec<u8> {
 fn a_large_deflated_file_is_left_in_its_wheel_and_read_back_checked() {
     let t = tempfile::tempdir().unwrap();
     let big = big_bytes();
-    let spec = ok_spec().file_mode("pkg/lib/libbig.so", &big, 0o755);
+    let small = "a small data file, deflated in the wheel\n".repeat(40);
+    let spec = ok_spec()
+        .file_mode("pkg/lib/libbig.so", &big, 0o755)
+        .file("pkg/data/small.txt", &small);
     let w = spec.fetched(t.path(), true);
     let staging = t.path().join("s");
     let (tree, _) = install(&[w], None, &staging).unwrap();
@@ -403,7 +406,15 @@ fn a_large_deflated_file_is_left_in_its_wheel_and_read_back_checked() {
     let on_disk = staging.join("python-root").join(path);
     assert!(!on_disk.exists(), "{} was written", on_disk.display());
     assert!(tree.read_file(path, 4 << 20).unwrap() == Some(big.clone()));
-    // The small files are written as before.
+    // A small deflated file is left in the wheel too (read back inflated at once); a `.py`
+    // source, which `.pyc` compilation reads, is written.
+    let small_path = "usr/local/lib/python3.11/dist-packages/pkg/data/small.txt";
+    assert!(matches!(
+        tree.get(small_path).map(|e| &e.kind),
+        Some(EntryKind::File { data: DataSource::Archived(a), .. }) if a.ends.is_none()
+    ));
+    assert!(!staging.join("python-root").join(small_path).exists());
+    assert!(tree.read_file(small_path, 1 << 20).unwrap() == Some(small.into_bytes()));
     assert!(staging
         .join("python-root/usr/local/lib/python3.11/dist-packages/pkg/mod.py")
         .is_file());

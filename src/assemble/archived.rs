@@ -71,10 +71,29 @@ impl ArchivedFile {
             return Err(self.error("is in an archive that changed since it was listed"));
         }
         f.seek(SeekFrom::Start(self.offset))?;
+        // A file that fits in one piece is inflated and checked here, at once: no thread, and
+        // buffers of its own size (a wheel leaves thousands of small files in place).
+        let small = self.size < PIECE as u64;
+        let capacity = if small {
+            usize::try_from(self.compressed).map_or(PIECE, |c| c.clamp(1, PIECE))
+        } else {
+            PIECE
+        };
         let inflate = flate2::bufread::DeflateDecoder::new(BufReader::with_capacity(
-            PIECE,
+            capacity,
             f.take(self.compressed),
         ));
+        if small {
+            let (tx, rx) = sync_channel::<io::Result<Vec<u8>>>(1);
+            // The channel has room for the one message, and its reader is `rx`.
+            let _ = tx.send(self.inflate_small(inflate));
+            return Ok(ArchivedReader {
+                rx,
+                piece: Vec::new(),
+                at: 0,
+                done: false,
+            });
+        }
         let (tx, rx) = sync_channel::<io::Result<Vec<u8>>>(AHEAD);
         let me = self.clone();
         std::thread::Builder::new()
@@ -126,6 +145,17 @@ impl ArchivedFile {
             at: 0,
             done: false,
         })
+    }
+
+    /// All of a file smaller than one piece, checked: one byte more than recorded is read, so
+    /// a longer stream is refused as one of any size is.
+    fn inflate_small(&self, mut r: impl Read) -> io::Result<Vec<u8>> {
+        let mut buf = vec![0u8; self.size as usize + 1];
+        let got =
+            fill(&mut r, &mut buf).map_err(|e| self.error(&format!("does not inflate ({e})")))?;
+        buf.truncate(got);
+        Check::new(self).update(&buf, true)?;
+        Ok(buf)
     }
 
     fn error(&self, what: &str) -> io::Error {
@@ -308,8 +338,23 @@ mod tests {
     #[test]
     fn anything_else_than_what_is_recorded_is_an_error_naming_the_member() {
         let t = tempfile::tempdir().unwrap();
-        let data = sample(3 * PIECE + 5);
-        let good = archived(t.path(), &data);
+        // Inflated on a thread, piece by piece, and (smaller than a piece) at once.
+        for n in [3 * PIECE + 5, 5000, PIECE - 1] {
+            wrong_facts_fail(t.path(), n);
+        }
+        // Reading only the recorded length also ends in the check (the last piece is held
+        // back until it passes).
+        for n in [3 * PIECE + 5, 2 * PIECE, 5000] {
+            let mut a = archived(t.path(), &sample(n));
+            a.sha256 = Digest::of(b"other");
+            let mut r = a.open().unwrap().take(a.size);
+            assert!(io::copy(&mut r, &mut io::sink()).is_err(), "{n} bytes");
+        }
+    }
+
+    fn wrong_facts_fail(dir: &std::path::Path, n: usize) {
+        let data = sample(n);
+        let good = archived(dir, &data);
         let mut cases = Vec::new();
         let mut a = good.clone();
         a.size -= 1;
@@ -331,16 +376,8 @@ mod tests {
             let msg = e.to_string();
             assert!(
                 msg.contains("pkg/lib/libbig.so") && msg.contains(says),
-                "{msg}"
+                "{n} bytes: {msg}"
             );
-        }
-        // Reading only the recorded length also ends in the check (the last piece is held
-        // back until it passes).
-        for n in [3 * PIECE + 5, 2 * PIECE] {
-            let mut a = archived(t.path(), &sample(n));
-            a.sha256 = Digest::of(b"other");
-            let mut r = a.open().unwrap().take(a.size);
-            assert!(io::copy(&mut r, &mut io::sink()).is_err(), "{n} bytes");
         }
     }
 

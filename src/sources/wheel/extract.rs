@@ -37,18 +37,19 @@ pub struct Written {
     pub archived: Option<Arc<ArchivedFile>>,
 }
 
-/// Files at least this large are left in the wheel when they can be (see [`leave_in_archive`]),
-/// and have their entry's deflate stream walked for a gzip layer to copy it (smaller ones are
-/// cut into no block of their own: `layer::fragments`).
+/// Files at least this large have their entry's deflate stream walked for a gzip layer to
+/// copy it (smaller ones are cut into no block of their own: `layer::fragments`).
 const STREAM_MIN_BYTES: u64 = 1 << 20;
 
-/// Whether `item` (entry `m`) is left in its wheel instead of being written: a large deflated
-/// entry that nothing reads from the staging root (not a script, whose first line may be
-/// rewritten; not a `.py` source, which `.pyc` compilation reads), whose `RECORD` row gives
-/// its size and a sha256 for the layer writer to check it against as it inflates.
+/// Whether `item` (entry `m`) is left in its wheel instead of being written: a deflated,
+/// non-empty entry that nothing reads from the staging root (not a script, whose first line
+/// may be rewritten; not a `.py` source, which `.pyc` compilation reads), whose `RECORD` row
+/// gives its size and a sha256 for the layer writer to check it against as it inflates.
+/// Small files too: writing a framework's ten thousand headers only to read them back once
+/// and unlink them cost seconds.
 fn leave_in_archive(item: &Item, m: &Member) -> bool {
     m.deflated.is_some()
-        && m.size >= STREAM_MIN_BYTES
+        && m.size > 0
         && m.size == item.size
         && item.role != Role::Script
         && !item.dest.ends_with(".py")
@@ -134,10 +135,7 @@ pub fn extract(
     let results = results.into_inner().unwrap_or_else(|e| e.into_inner());
     let detail = match n_left {
         0 => format!("{} files", jobs.len()),
-        n => format!(
-            "{} files, {n} large ones left in their wheels",
-            jobs.len() - n
-        ),
+        n => format!("{} files, {n} left in their wheels", jobs.len() - n),
     };
     obs.task_done("unpack wheels", total, &detail);
     results
@@ -203,7 +201,7 @@ impl<'a> Worker<'a> {
             Content::Member(m) if leave_in_archive(item, m) => {
                 let mut archives = self.archives.borrow_mut();
                 let archive = archives.entry(w).or_insert_with(|| wheel.archive.clone());
-                let ends = if self.walk_streams {
+                let ends = if self.walk_streams && m.size >= STREAM_MIN_BYTES {
                     archive.deflated(m)?.map(|d| d.ends)
                 } else {
                     None
