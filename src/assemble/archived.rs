@@ -8,7 +8,7 @@
 //! size, and checks what it inflated against the archive's CRC-32 and the wheel's `RECORD`
 //! sha256 before handing out the last piece: a stream that inflates to anything else is an
 //! error naming the archive and the member, never a layer with other bytes. Inflating runs on
-//! a thread of its own, up to 8 MiB ahead of the reader, so it overlaps the tar's hashing and
+//! a thread of its own, up to 2 MiB ahead of the reader, so it overlaps the tar's hashing and
 //! compression. Writes nothing.
 
 use std::io::{self, BufReader, Read, Seek, SeekFrom};
@@ -21,11 +21,12 @@ use sha2::{Digest as _, Sha256};
 use super::Deflated;
 use crate::digest::Digest;
 
-/// Size of the pieces inflated ahead, and how many may wait: 8 MiB, about one zstd job, so
-/// the inflater keeps going while the layer writer waits for the compressor (with 1 MiB the
-/// compressor often waited for the inflater in turn; BENCHMARKS.md).
+/// Size of the pieces inflated ahead, and how many may wait: 2 MiB, so the inflater keeps
+/// going while the layer writer waits for the compressor. More (8 MiB) was no clearer a gain
+/// and each inflating thread's freed pieces stay with its malloc arena: a PyTorch build's
+/// peak memory grew by 40 MB (BENCHMARKS.md).
 const PIECE: usize = 256 << 10;
-const AHEAD: usize = 32;
+const AHEAD: usize = 8;
 
 /// Where a file's bytes lie as one raw deflate stream inside another file, and what they must
 /// inflate to.
