@@ -11,16 +11,7 @@ use common::*;
 use gpuimg::cache::Bucket;
 use gpuimg::digest::Digest;
 use gpuimg::fetch::{Artifact, FetchLimits, Fetcher, Trust};
-use gpuimg::observe::Observer;
-
-struct Silent;
-impl Observer for Silent {
-    fn message(&mut self, _: &str) {}
-    fn warn(&mut self, _: &str) {}
-    fn task_start(&mut self, _: &str, _: Option<u64>) {}
-    fn task_progress(&mut self, _: u64) {}
-    fn task_done(&mut self, _: &str, _: u64, _: &str) {}
-}
+use gpuimg::observe::Silent;
 
 /// Files of these sizes (bytes made from the index, so no two are alike), served from a
 /// fresh directory: the server and the artifacts, in this order.
@@ -48,19 +39,24 @@ fn served(sizes: &[usize]) -> (tempfile::TempDir, Server, Vec<Artifact>) {
     (dir, server, artifacts)
 }
 
+/// A fetcher with a cache under `dir`, `jobs` downloads at a time.
+fn fetcher(dir: &std::path::Path, jobs: usize) -> Fetcher {
+    Fetcher::new(
+        &dir.join("cache"),
+        false,
+        jobs,
+        FetchLimits::default(),
+        &Trust::default(),
+    )
+    .unwrap()
+}
+
 #[test]
 fn the_biggest_download_first_each_file_handed_on_as_it_lands_paths_in_input_order() {
     let sizes = [1_000, 300_000, 20_000, 5_000_000, 70_000];
     let (dir, server, artifacts) = served(&sizes);
     // One download at a time, so the order of the requests is the order chosen.
-    let fetcher = Fetcher::new(
-        &dir.path().join("cache"),
-        false,
-        1,
-        FetchLimits::default(),
-        &Trust::default(),
-    )
-    .unwrap();
+    let fetcher = fetcher(dir.path(), 1);
     let handed: Mutex<Vec<(usize, std::path::PathBuf, bool)>> = Mutex::default();
     let paths = fetcher
         .fetch_all_each(&artifacts, "files", None, &mut Silent, &|i, path| {
@@ -117,14 +113,7 @@ fn a_failed_download_is_not_handed_on_and_the_first_failure_in_input_order_is_th
     // Two files whose sha256 the server cannot match.
     artifacts[1].sha256 = Digest::of(b"not these bytes");
     artifacts[2].sha256 = Digest::of(b"nor these");
-    let fetcher = Fetcher::new(
-        &dir.path().join("cache"),
-        false,
-        2,
-        FetchLimits::default(),
-        &Trust::default(),
-    )
-    .unwrap();
+    let fetcher = fetcher(dir.path(), 2);
     let handed: Mutex<Vec<usize>> = Mutex::default();
     let err = fetcher
         .fetch_all_each(&artifacts, "files", None, &mut Silent, &|i, _| {
