@@ -28,7 +28,7 @@
 //! ├── wheel-metadata-v1/<key>.json    WheelMetadata: a wheel (its sha256) → its METADATA and size,
 //! │                                   from a PEP 658 file or range reads (`sources::pypi`);
 //! │                                   and → its shared libraries' paths and ELF facts
-//! │                                   (`sources::wheel::libraries`, `ops`); and → its
+//! │                                   (`sources::wheel::library_reads`, `ops`); and → its
 //! │                                   SBOM supplier and licence (`ops::python::wheel_facts`)
 //! ├── pushed-v1/<key>.json            Pushed: a registry and a blob digest → the repository
 //! │                                   gpuimg pushed it to (the hint for a cross-repository

@@ -40,8 +40,9 @@ impl Fetcher {
 
     /// [`Fetcher::fetch_all_named`], also handing each item to `each` (its index and verified
     /// path) on the downloading thread the moment it is in the cache, while the others are
-    /// still on their way: a caller starts reading what has come. `each` must be quick (hand
-    /// the item on); the next download on that thread waits for it.
+    /// still on their way: a caller starts reading what has come. The next download on that
+    /// thread waits for `each`: it should only hand the item on (or list it, as a wheel's zip
+    /// directory is listed), never do the reading itself.
     pub fn fetch_all_each(
         &self,
         items: &[Artifact],

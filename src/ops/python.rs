@@ -292,8 +292,8 @@ pub fn wheel_libraries(
     let readers = std::thread::available_parallelism().map_or(1, |n| n.get());
     let (tx, rx) = std::sync::mpsc::channel::<(usize, wheel::LibraryRead)>();
     let rx = std::sync::Mutex::new(rx);
-    // Per wheel: how many libraries were handed to the readers, or why none could be.
-    let listed: std::sync::Mutex<Vec<Option<Result<usize, wheel::WheelError>>>> =
+    // Per wheel: whether its libraries were handed to the readers, or why they could not be.
+    let listed: std::sync::Mutex<Vec<Option<Result<(), wheel::WheelError>>>> =
         std::sync::Mutex::new((0..pins.len()).map(|_| None).collect());
     let (fetched, read) = std::thread::scope(|s| {
         let handles: Vec<_> = (0..readers)
@@ -313,28 +313,31 @@ pub fn wheel_libraries(
             })
             .collect();
         let fetched = pypi::fetch_each(&pins, request, &cache, obs, offline, &|i, f| {
-            let count = wheel::library_reads(&f, python).map(|reads| {
-                let n = reads.len();
+            let listing = wheel::library_reads(&f, python).map(|reads| {
                 for job in reads {
-                    // Fails only if every reader panicked, which the counts below report.
+                    // Fails only if every reader panicked, which joining them reports.
                     let _ = tx.send((i, job));
                 }
-                n
             });
             if let Ok(mut l) = listed.lock() {
                 if let Some(slot) = l.get_mut(i) {
-                    *slot = Some(count);
+                    *slot = Some(listing);
                 }
             }
         });
         drop(tx);
-        let read: Vec<(usize, Result<WheelLibrary, wheel::WheelError>)> = handles
+        // A reader that panicked took its library with it: no partial answer.
+        let read: Option<Vec<(usize, Result<WheelLibrary, wheel::WheelError>)>> = handles
             .into_iter()
-            .flat_map(|h| h.join().unwrap_or_default())
-            .collect();
+            .map(|h| h.join().ok())
+            .collect::<Option<Vec<_>>>()
+            .map(|v| v.into_iter().flatten().collect());
         (fetched, read)
     });
     fetched?;
+    let read = read.ok_or(OpsError::Wheel(wheel::WheelError::Internal(
+        "a worker reading wheel libraries stopped",
+    )))?;
     let listed = listed.into_inner().map_err(|_| {
         OpsError::Wheel(wheel::WheelError::Internal(
             "a download worker stopped while listing wheel libraries",
@@ -348,14 +351,9 @@ pub fn wheel_libraries(
         }
     }
     for ((w, listed), libs) in missing.iter().zip(listed).zip(by_wheel) {
-        let count = listed.ok_or(OpsError::Wheel(wheel::WheelError::Internal(
+        listed.ok_or(OpsError::Wheel(wheel::WheelError::Internal(
             "a wheel was fetched but its libraries were never listed",
         )))??;
-        if libs.len() != count {
-            return Err(OpsError::Wheel(wheel::WheelError::Internal(
-                "a worker reading wheel libraries stopped",
-            )));
-        }
         let mut libs = libs.into_iter().collect::<Result<Vec<_>, _>>()?;
         libs.sort_by(|a, b| a.path.cmp(&b.path));
         // Only saves reading the wheel next time: failing to record is no error.

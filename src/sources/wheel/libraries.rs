@@ -54,19 +54,6 @@ pub fn is_module_name(name: &str) -> bool {
     name.ends_with(".so") && !is_library_name(name)
 }
 
-/// The shared libraries and extension modules `wheel` installs for `python`, sorted by path.
-pub fn libraries(
-    wheel: &FetchedWheel,
-    python: &ImagePython,
-) -> Result<Vec<WheelLibrary>, WheelError> {
-    let mut out = library_reads(wheel, python)?
-        .iter()
-        .map(LibraryRead::read)
-        .collect::<Result<Vec<_>, _>>()?;
-    out.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(out)
-}
-
 /// One shared object of a wheel still to be read: reading it inflates the member up to its
 /// dynamic section, so a caller may spread the reads of one wheel over several threads.
 #[derive(Debug, Clone)]
@@ -78,11 +65,6 @@ pub struct LibraryRead {
 }
 
 impl LibraryRead {
-    /// The member's uncompressed size: what reading it costs at most.
-    pub fn size(&self) -> u64 {
-        self.member.size
-    }
-
     /// Its image path and ELF facts.
     pub fn read(&self) -> Result<WheelLibrary, WheelError> {
         Ok(WheelLibrary {
@@ -93,8 +75,8 @@ impl LibraryRead {
     }
 }
 
-/// The shared objects `wheel` installs for `python`, each to be read on its own (biggest
-/// first); what [`libraries`] reads, sorted by path, once all are read.
+/// The shared libraries and extension modules `wheel` installs for `python`, each to be read
+/// on its own (biggest first); the caller sorts what they read by path.
 pub fn library_reads(
     wheel: &FetchedWheel,
     python: &ImagePython,

@@ -30,7 +30,7 @@ pub use compile::HostPython;
 pub use error::WheelError;
 pub use filename::normalize;
 pub use libraries::{
-    file_name, is_library_name, is_module_name, libraries, library_reads, LibraryRead, WheelLibrary,
+    file_name, is_library_name, is_module_name, library_reads, LibraryRead, WheelLibrary,
 };
 pub use prune::{prune_records, rehash_records};
 pub use record::FileHash;
