@@ -144,6 +144,12 @@ impl Staged {
     }
 }
 
+impl std::os::fd::AsFd for Staged {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
 impl Write for Staged {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         (&self.fd).write(buf)

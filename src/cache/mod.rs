@@ -71,6 +71,7 @@ mod key;
 mod record;
 mod store;
 pub mod trust;
+mod write_through;
 
 use std::fs::File;
 use std::io;

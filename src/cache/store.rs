@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use crate::staging::Staged;
 
 use super::trust::{self, BlobFacts, Identity};
+use super::write_through::WriteThrough;
 use super::{Bucket, Cache, Finding, Shape};
 use crate::digest::{hash_reader, Digest, HashingWriter};
 
@@ -191,8 +192,13 @@ impl<'a> Store<'a> {
             Bucket::Blobs => "blob",
             _ => "download",
         })?;
+        // Layer blobs are not read again while building; packages and indexes are.
+        let file = match self.bucket {
+            Bucket::Blobs => WriteThrough::new(tmp),
+            _ => WriteThrough::plain(tmp),
+        };
         Ok(BlobWriter {
-            inner: HashingWriter::new(BufWriter::with_capacity(1 << 20, tmp)),
+            inner: HashingWriter::new(BufWriter::with_capacity(1 << 20, file)),
             dest_dir: self.dir(),
         })
     }
@@ -307,7 +313,7 @@ pub(super) fn list(dir: &Path) -> io::Result<Vec<String>> {
 }
 
 pub struct BlobWriter {
-    inner: HashingWriter<BufWriter<Staged>>,
+    inner: HashingWriter<BufWriter<WriteThrough<Staged>>>,
     dest_dir: PathBuf,
 }
 
@@ -320,7 +326,7 @@ impl BlobWriter {
     /// replaced, never rewritten) and return (digest, size, path). The caller stamps it.
     pub fn commit(self) -> io::Result<(Digest, u64, PathBuf)> {
         let (buf, digest, size) = self.inner.finish();
-        let tmp = buf.into_inner().map_err(|e| e.into_error())?;
+        let tmp = buf.into_inner().map_err(|e| e.into_error())?.into_inner();
         fs_err::create_dir_all(&self.dest_dir)?;
         let dest = self.dest_dir.join(digest.hex());
         tmp.persist(&dest)?;
