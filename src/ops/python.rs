@@ -313,6 +313,11 @@ pub fn wheel_libraries(
             })
             .collect();
         let fetched = pypi::fetch_each(&pins, request, &cache, obs, offline, &|i, f| {
+            // The SBOM's facts from its METADATA while it is at hand: `wheel_facts` then finds
+            // them recorded (a wheel whose METADATA fails to read is left to it, to warn).
+            if let (Some(w), Ok(facts)) = (missing.get(i), read_facts(&f.path)) {
+                let _ = cache.put_record(Bucket::WheelMetadata, &facts_key(w), &facts);
+            }
             let listing = wheel::library_reads(&f, python).map(|reads| {
                 for job in reads {
                     // Fails only if every reader panicked, which joining them reports.
@@ -417,13 +422,8 @@ pub fn wheel_facts(
     let pins: Vec<PinnedWheel> = missing.iter().map(|w| PinnedWheel::from(*w)).collect();
     let fetched = pypi::fetch(&pins, request, &cache, obs, offline)?;
     for (w, f) in missing.iter().zip(&fetched) {
-        let read = || -> Result<Vec<u8>, String> {
-            let file = std::fs::File::open(&f.path).map_err(|e| e.to_string())?;
-            let size = file.metadata().map_err(|e| e.to_string())?.len();
-            pypi::parsers::zip_metadata(&mut pypi::parsers::LocalFile { file, size })
-        };
-        let facts = match read() {
-            Ok(bytes) => facts_of(&pypi::parsers::metadata_headers(&bytes)),
+        let facts = match read_facts(&f.path) {
+            Ok(facts) => facts,
             Err(e) => {
                 obs.warn(&format!(
                     "Failed to read the METADATA of `{}` for the SBOM ({e}); its supplier and licence are NOASSERTION",
@@ -437,6 +437,14 @@ pub fn wheel_facts(
         out.insert(w.name.clone(), facts);
     }
     Ok(out)
+}
+
+/// The SBOM's facts from the `METADATA` of the wheel at `path`.
+fn read_facts(path: &Path) -> Result<PackageFacts, String> {
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let size = file.metadata().map_err(|e| e.to_string())?.len();
+    let bytes = pypi::parsers::zip_metadata(&mut pypi::parsers::LocalFile { file, size })?;
+    Ok(facts_of(&pypi::parsers::metadata_headers(&bytes)))
 }
 
 /// The longest licence text kept (a legacy `License:` may hold a whole licence).
