@@ -1,14 +1,17 @@
 //! Writing a large file without keeping it in the page cache: [`WriteThrough`] starts the
-//! write-back of each window of bytes as soon as it is written, and once the window before it
-//! is on disk, drops that window's pages. A layer blob is written once and not read again
+//! write-back of each window of bytes as soon as it is written, and drops the pages of the
+//! windows before it that are on disk by then. A layer blob is written once and not read again
 //! during the build (outputs hard-link it), so its gigabytes of page cache only push other
 //! data out, and each page taken for it costs the kernel a fresh allocation: in a virtual
 //! machine that hands freed memory back to its host, touching a fresh page is several times
 //! dearer than reusing one just freed (see BENCHMARKS.md). Here the pages of one window are
 //! freed and taken again by the next.
 //!
-//! Must never change a byte written, nor fail a write because of the page cache: where the
-//! file system refuses the hints (`EINVAL`, `ENOSYS`, `ESPIPE`), the file is written as usual.
+//! Never waits for the disk: a window still being written back is skipped and tried again at
+//! the next few windows, so a slow disk leaves dirty pages in the cache as a plain write would,
+//! and the writer is never slower than one. Must never change a byte written, nor fail a write
+//! because of the page cache: where the file system refuses the hints (`EINVAL`, `ENOSYS`,
+//! `ESPIPE`), the file is written as usual.
 
 use std::io::{self, Write};
 use std::os::fd::{AsFd, AsRawFd};
@@ -16,9 +19,12 @@ use std::os::fd::{AsFd, AsRawFd};
 /// Bytes in one window: big enough that starting write-back is cheap per byte, small enough
 /// that the pages reused stay few.
 const WINDOW: u64 = 8 << 20;
+/// How far behind the window being started pages are dropped (again): what was still being
+/// written back at one window is dropped at a later one.
+const LAG: u64 = 4 * WINDOW;
 
-/// A writer that writes through `inner` (a file, from offset 0) and keeps at most about two
-/// windows of it in the page cache.
+/// A writer that writes through `inner` (a file, from offset 0): where the disk keeps up, about
+/// five windows of it stay in the page cache.
 #[derive(Debug)]
 pub struct WriteThrough<W: Write + AsFd> {
     inner: W,
@@ -26,7 +32,7 @@ pub struct WriteThrough<W: Write + AsFd> {
     written: u64,
     /// Where the window whose write-back is not yet started begins.
     started: u64,
-    /// Where the pages not yet dropped begin.
+    /// Where the pages not yet asked to be dropped begin.
     dropped: u64,
     /// The file system refused a hint: write as usual from then on.
     plain: bool,
@@ -56,30 +62,27 @@ impl<W: Write + AsFd> WriteThrough<W> {
         self.inner
     }
 
-    /// Start the write-back of the bytes since `started`; drop the window before them once it
-    /// is written.
+    /// Start the write-back of the bytes since `started`, and drop the pages of the windows
+    /// before them that are written back by now.
     fn advance(&mut self) {
         let fd = self.inner.as_fd();
         let from = self.started;
-        let len = self.written - from;
-        if sync_range(fd.as_raw_fd(), from, len, libc::SYNC_FILE_RANGE_WRITE).is_err() {
+        if sync_range(
+            fd.as_raw_fd(),
+            from,
+            self.written - from,
+            libc::SYNC_FILE_RANGE_WRITE,
+        )
+        .is_err()
+        {
             self.plain = true;
             return;
         }
         self.started = self.written;
-        if from > self.dropped {
-            let (d, n) = (self.dropped, from - self.dropped);
-            let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE
-                | libc::SYNC_FILE_RANGE_WRITE
-                | libc::SYNC_FILE_RANGE_WAIT_AFTER;
-            if sync_range(fd.as_raw_fd(), d, n, flags).is_err() {
-                self.plain = true;
-                return;
-            }
-            let advice = rustix::fs::Advice::DontNeed;
-            let dropped = std::num::NonZeroU64::new(n)
-                .is_some_and(|n| rustix::fs::fadvise(fd, d, Some(n), advice).is_ok());
-            if !dropped {
+        let lo = from.saturating_sub(LAG);
+        if let Some(n) = std::num::NonZeroU64::new(from - lo) {
+            // Dirty pages and pages under write-back are skipped, not waited for.
+            if rustix::fs::fadvise(fd, lo, Some(n), rustix::fs::Advice::DontNeed).is_err() {
                 self.plain = true;
                 return;
             }
