@@ -93,7 +93,9 @@ pub fn write_stamp<F: Serialize>(
     identity: Identity,
     facts: &F,
 ) -> io::Result<()> {
-    serde_json::to_writer(&mut tmp, &Stamp { identity, facts }).map_err(io::Error::other)?;
+    // One write: `to_writer` on the unbuffered file would make one syscall per JSON token.
+    let bytes = serde_json::to_vec(&Stamp { identity, facts }).map_err(io::Error::other)?;
+    tmp.write_all(&bytes)?;
     tmp.flush()?;
     tmp.persist(path)?;
     Ok(())
