@@ -290,7 +290,13 @@ pub fn wheel_libraries(
     // read as soon as it is in the cache, while the others still download, one library at a
     // time on each of the readers (the biggest of a wheel first).
     let readers = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let (tx, rx) = std::sync::mpsc::channel::<(usize, wheel::LibraryRead)>();
+    // A wheel's first job reads its METADATA for the SBOM, so `wheel_facts` finds it recorded
+    // instead of passing over every wheel again after the last download.
+    enum Job {
+        Facts(PathBuf),
+        Library(Box<wheel::LibraryRead>),
+    }
+    let (tx, rx) = std::sync::mpsc::channel::<(usize, Job)>();
     let rx = std::sync::Mutex::new(rx);
     // Per wheel: whether its libraries were handed to the readers, or why they could not be.
     let listed: std::sync::Mutex<Vec<Option<Result<(), wheel::WheelError>>>> =
@@ -307,21 +313,30 @@ pub fn wheel_libraries(
                             Err(_) => break done,
                         };
                         let Ok((i, job)) = next else { break done };
-                        done.push((i, job.read()));
+                        match job {
+                            // Only saves a read later: a wheel whose METADATA fails to read
+                            // (or to record) is left to `wheel_facts`, which warns.
+                            Job::Facts(path) => {
+                                if let (Some(w), Ok(facts)) = (missing.get(i), read_facts(&path)) {
+                                    let _ = cache.put_record(
+                                        Bucket::WheelMetadata,
+                                        &facts_key(w),
+                                        &facts,
+                                    );
+                                }
+                            }
+                            Job::Library(l) => done.push((i, l.read())),
+                        }
                     }
                 })
             })
             .collect();
         let fetched = pypi::fetch_each(&pins, request, &cache, obs, offline, &|i, f| {
-            // The SBOM's facts from its METADATA while it is at hand: `wheel_facts` then finds
-            // them recorded (a wheel whose METADATA fails to read is left to it, to warn).
-            if let (Some(w), Ok(facts)) = (missing.get(i), read_facts(&f.path)) {
-                let _ = cache.put_record(Bucket::WheelMetadata, &facts_key(w), &facts);
-            }
+            // Sending fails only if every reader panicked, which joining them reports.
+            let _ = tx.send((i, Job::Facts(f.path.clone())));
             let listing = wheel::library_reads(&f, python).map(|reads| {
                 for job in reads {
-                    // Fails only if every reader panicked, which joining them reports.
-                    let _ = tx.send((i, job));
+                    let _ = tx.send((i, Job::Library(Box::new(job))));
                 }
             });
             if let Ok(mut l) = listed.lock() {
