@@ -227,6 +227,57 @@ fn cuda_wheels_share_their_layers_and_a_framework_bump_rewrites_only_the_framewo
     );
 }
 
+/// The wheel records of a cache (`wheel-metadata-v1/`: METADATA, SBOM facts and each
+/// wheel's libraries), by file name.
+fn wheel_records(cache: &Path) -> BTreeMap<String, String> {
+    std::fs::read_dir(cache.join("wheel-metadata-v1"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read_to_string(&p).unwrap())
+        })
+        .collect()
+}
+
+/// A cold build takes the wheels' libraries (for the one-provider rule and the metadata) as
+/// their layers are written, not in a pass of their own before. What it records is what
+/// reading each library from its wheel says, and its image is the one a build that knew the
+/// libraries before writing any layer makes.
+#[test]
+fn libraries_taken_as_their_layers_are_written_are_what_reading_them_says() {
+    let s = setup();
+    let packages = ["torch==1.0", "app-a", "dup-a"];
+    let p = s.profile("facts", &packages, "");
+    let taken = s.build(&p);
+    assert_eq!(taken["cached_layers"], 0, "{taken}");
+    let records = wheel_records(&s.sb.cache());
+    assert!(
+        records.values().any(|r| r.contains("\"libc.so.6\"")),
+        "the C library's SONAME is recorded: {records:?}"
+    );
+
+    // Every layer written again, the libraries now known before planning: the same image.
+    std::fs::remove_dir_all(s.sb.cache().join("layers-v2")).unwrap();
+    let again = s.build(&p);
+    assert_eq!(again["cached_layers"], 0, "{again}");
+    assert_eq!(again["manifest_digest"], taken["manifest_digest"]);
+    assert_eq!(digests(&again), digests(&taken));
+
+    // `strip: [unused-libraries]` needs every library before any wheel layer is written: a
+    // cold build in a cache of its own reads them from the wheels. It records the same.
+    let read_cache = s.sb.join("cache-read");
+    let p = s.profile("facts-read", &packages, "strip: [unused-libraries]\n");
+    run_ok(
+        s.sb.gpuimg_with_cache(&read_cache)
+            .args(["build", "--json", "-o"])
+            .arg(s.sb.join("out-read"))
+            .arg(&p),
+    );
+    assert_eq!(wheel_records(&read_cache), records);
+}
+
 #[test]
 fn a_wheel_bringing_the_drivers_libcuda_is_refused_naming_it() {
     let s = setup();

@@ -615,3 +615,96 @@ fn without_a_matching_host_interpreter_the_error_names_the_version() {
         .to_string();
     assert!(e.contains("Python 3.99"), "{e}");
 }
+
+/// Shared objects this test process maps (the C library, the math library, …), by file name.
+fn host_objects() -> BTreeMap<String, Vec<u8>> {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    maps.lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .filter(|p| p.contains(".so"))
+        .map(|p| {
+            let name = p.rsplit('/').next().unwrap().to_string();
+            (name, std::fs::read(p).unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn a_tapped_install_takes_each_librarys_elf_facts_as_its_layer_reads_it() {
+    let t = tempfile::tempdir().unwrap();
+    let objects = host_objects();
+    let libc = objects
+        .iter()
+        .find(|(n, _)| n.starts_with("libc.so"))
+        .expect("this test links the C library");
+    let other = objects
+        .iter()
+        .find(|(n, _)| n.starts_with("lib") && !n.starts_with("libc.so"))
+        .expect("this test maps another shared object");
+    let spec = ok_spec()
+        .file_mode(&format!("pkg/lib/{}", libc.0), libc.1, 0o755)
+        .file_mode("pkg/lib/libother.so.1", other.1, 0o755)
+        // An extension module, and a file named as a library that is no ELF.
+        .file_mode("pkg/_ext.cpython-311-x86_64-linux-gnu.so", other.1, 0o755)
+        .file("pkg/lib/libnot.so", &"not an ELF\n".repeat(10))
+        .file("pkg/lib/libunread.so.2", &"never read\n".repeat(10));
+    let w = spec.fetched(t.path(), true);
+    let staging = t.path().join("s");
+    std::fs::create_dir_all(&staging).unwrap();
+    let mut taps = wheel::Taps::new();
+    let tree = wheel::install_tapped(
+        std::slice::from_ref(&w),
+        &bookworm(),
+        None,
+        false,
+        &staging,
+        Some(&mut taps),
+        &mut Warnings::default(),
+    )
+    .unwrap();
+    let members: Vec<&str> = taps.keys().map(|(_, m)| m.as_str()).collect();
+    assert_eq!(
+        members,
+        [
+            "pkg/_ext.cpython-311-x86_64-linux-gnu.so",
+            &format!("pkg/lib/{}", libc.0),
+            "pkg/lib/libnot.so",
+            "pkg/lib/libother.so.1",
+            "pkg/lib/libunread.so.2",
+        ]
+    );
+    // The layer writer's read of every file but one.
+    for e in tree.iter() {
+        if let EntryKind::File { size, .. } = &e.kind {
+            if !e.path.ends_with("libunread.so.2") {
+                tree.read_file(&e.path, *size).unwrap().unwrap();
+            }
+        }
+    }
+    let reads = wheel::library_reads(&w, &bookworm()).unwrap();
+    assert_eq!(reads.len(), 5);
+    for r in &reads {
+        let tap = taps.get(&r.tap_key()).expect("every library has its tap");
+        let read = r.read().unwrap();
+        assert_eq!(r.read_with(Some(tap)).unwrap(), read, "{}", read.path);
+        // The tap itself says it for the ELF files read; the rest is read from the wheel.
+        let bytes = match read.path.rsplit('/').next().unwrap() {
+            n if n == libc.0 => Some(libc.1),
+            "libother.so.1" | "_ext.cpython-311-x86_64-linux-gnu.so" => Some(other.1),
+            _ => None,
+        };
+        let capture = tap.capture().unwrap();
+        match bytes {
+            Some(b) => {
+                let mut again = |off: u64, len: u64| gpuimg::elf::range_at(&mut &b[..], off, len);
+                assert_eq!(capture.finish(&mut again), Some(gpuimg::elf::parse(b)));
+                assert!(read.elf.is_some(), "{}", read.path);
+            }
+            None if read.path.ends_with("libnot.so") => {
+                assert_eq!(capture.finish(&mut |_, _| None), Some(None));
+                assert_eq!(read.elf, None);
+            }
+            None => assert_eq!(capture.finish(&mut |_, _| None), None, "never read"),
+        }
+    }
+}

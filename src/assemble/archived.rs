@@ -28,6 +28,33 @@ use crate::digest::Digest;
 const PIECE: usize = 256 << 10;
 const AHEAD: usize = 8;
 
+/// Something that sees a file's bytes as a read inflates them ([`ArchivedFile::tap`]): the
+/// facts of a wheel's library are taken this way while its layer is written, instead of
+/// inflating it once more. `feed` gets each checked piece with its offset in the file; a
+/// second read of the file feeds the same bytes again. It must be quick: the inflater waits.
+pub trait Tap: Send + Sync {
+    fn feed(&self, at: u64, piece: &[u8]);
+}
+
+/// A [`Tap`] held by a file. It is no part of what the file is: two files that differ only in
+/// their taps are equal.
+#[derive(Clone)]
+pub struct TapRef(pub Arc<dyn Tap>);
+
+impl std::fmt::Debug for TapRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TapRef")
+    }
+}
+
+impl PartialEq for TapRef {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for TapRef {}
+
 /// Where a file's bytes lie as one raw deflate stream inside another file, and what they must
 /// inflate to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,6 +75,8 @@ pub struct ArchivedFile {
     /// Where the stream's final block starts and where it ends, when it was walked (for a
     /// gzip layer to copy it: [`ArchivedFile::deflated`]).
     pub ends: Option<crate::raw_deflate::Ends>,
+    /// What sees the bytes each time they are read, checked (see [`Tap`]).
+    pub tap: Option<TapRef>,
 }
 
 impl ArchivedFile {
@@ -127,7 +156,11 @@ impl ArchivedFile {
                             }
                         }
                     }
+                    let at = check.n;
                     let verdict = check.update(&piece, last);
+                    if let (Ok(()), Some(t)) = (&verdict, &me.tap) {
+                        t.0.feed(at, &piece);
+                    }
                     let stop = last || verdict.is_err();
                     let sent = match verdict {
                         Ok(()) if piece.is_empty() => Ok(()),
@@ -156,6 +189,9 @@ impl ArchivedFile {
             fill(&mut r, &mut buf).map_err(|e| self.error(&format!("does not inflate ({e})")))?;
         buf.truncate(got);
         Check::new(self).update(&buf, true)?;
+        if let Some(t) = &self.tap {
+            t.0.feed(0, &buf);
+        }
         Ok(buf)
     }
 
@@ -308,6 +344,7 @@ mod tests {
             crc32: crc32fast::hash(data),
             sha256: Digest::of(data),
             ends: None,
+            tap: None,
         }
     }
 
@@ -333,6 +370,41 @@ mod tests {
                 data,
                 "{n} bytes"
             );
+        }
+    }
+
+    /// Collects what it is fed, by offset.
+    #[derive(Default)]
+    struct Seen(std::sync::Mutex<Vec<(u64, Vec<u8>)>>);
+
+    impl Tap for Seen {
+        fn feed(&self, at: u64, piece: &[u8]) {
+            self.0.lock().unwrap().push((at, piece.to_vec()));
+        }
+    }
+
+    #[test]
+    fn a_tap_sees_every_checked_byte_in_order_and_nothing_unchecked() {
+        let t = tempfile::tempdir().unwrap();
+        for n in [1, PIECE - 1, PIECE, 3 * PIECE + 17] {
+            let data = sample(n);
+            let seen = Arc::new(Seen::default());
+            let mut a = archived(t.path(), &data);
+            a.tap = Some(TapRef(seen.clone()));
+            assert_eq!(read_all(&a).unwrap(), data);
+            let mut joined = Vec::new();
+            for (at, p) in seen.0.lock().unwrap().iter() {
+                assert_eq!(*at, joined.len() as u64, "{n} bytes: pieces in order");
+                joined.extend_from_slice(p);
+            }
+            assert_eq!(joined, data, "{n} bytes");
+            // A file that fails its checks feeds nothing of the failing piece.
+            let seen = Arc::new(Seen::default());
+            a.sha256 = Digest::of(b"other");
+            a.tap = Some(TapRef(seen.clone()));
+            assert!(read_all(&a).is_err());
+            let fed: usize = seen.0.lock().unwrap().iter().map(|(_, p)| p.len()).sum();
+            assert!(fed < n, "{n} bytes: {fed} fed from a file that failed");
         }
     }
 

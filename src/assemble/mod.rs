@@ -21,7 +21,7 @@ mod tarball;
 mod tree;
 pub mod xattr;
 
-pub use archived::{ArchivedFile, ArchivedReader};
+pub use archived::{ArchivedFile, ArchivedReader, Tap, TapRef};
 pub use error::AssembleError;
 pub use provenance::{PackageKind, Provenance};
 pub use same_file::open_same_file;

@@ -16,11 +16,13 @@ use std::sync::Arc;
 
 mod apt;
 mod device_code;
+mod prewrite;
 mod python;
 mod stream;
 mod strip;
 
 pub use apt::apt_options;
+pub use prewrite::Prewritten;
 
 use crate::assemble::{self, DataSource, Entry, EntryKind, Provenance, Tree};
 use crate::byte_size::ByteSize;
@@ -40,6 +42,7 @@ use crate::sbom::SBOM_PATH;
 use crate::sources::files::Files;
 use crate::sources::pypi::PythonRequest;
 use crate::sources::rootfs::Rootfs;
+use crate::sources::wheel;
 use crate::sources::Source;
 use crate::staging::{self, Staged};
 
@@ -183,8 +186,50 @@ pub fn execute(
     profile: &Profile,
     opts: &BuildOptions,
     python: Option<&PythonRequest>,
+    prewritten: Option<&Prewritten>,
     obs: &mut dyn Observer,
 ) -> Result<BuildOutcome, BuildError> {
+    run(plan, profile, opts, python, Pass::Image(prewritten), obs)?.ok_or(BuildError::Internal(
+        "the image pass of a build ended without an image",
+    ))
+}
+
+/// Write the wheel layers of `plan` that are not cached, before the rest of the build is
+/// planned: `plan` was made without the libraries of some wheels (`PythonInstall::
+/// libraries_complete`), which their layers' writing takes (`Prewritten::taps`). The layers
+/// are stripped without protecting any library and are not recorded under their keys: the
+/// complete plan's [`execute`] takes each one whose key it plans too and which its own
+/// protected libraries would have left as it is, else writes it again.
+pub fn prewrite_wheels(
+    plan: &Plan,
+    profile: &Profile,
+    opts: &BuildOptions,
+    python: Option<&PythonRequest>,
+    obs: &mut dyn Observer,
+) -> Result<Prewritten, BuildError> {
+    let mut out = Prewritten::default();
+    run(plan, profile, opts, python, Pass::Wheels(&mut out), obs)?;
+    Ok(out)
+}
+
+/// What one run over a plan's layers does.
+enum Pass<'a> {
+    /// Every layer, then the image and its output; the wheel layers written before the plan
+    /// was complete are taken from here.
+    Image(Option<&'a Prewritten>),
+    /// The wheel layers only, into here (see [`prewrite_wheels`]).
+    Wheels(&'a mut Prewritten),
+}
+
+fn run(
+    plan: &Plan,
+    profile: &Profile,
+    opts: &BuildOptions,
+    python: Option<&PythonRequest>,
+    mut pass: Pass<'_>,
+    obs: &mut dyn Observer,
+) -> Result<Option<BuildOutcome>, BuildError> {
+    let wheels_only = matches!(pass, Pass::Wheels(_));
     let replace = if opts.force {
         Replace::Force
     } else {
@@ -216,12 +261,36 @@ pub fn execute(
     let mut layers: Vec<ImageLayer> = Vec::new();
     // (component, digest, whether it is an apt layer)
     let mut reused: Vec<(String, Digest, bool)> = Vec::new();
+    // The libraries' taps of the wheel layers written (kept by the wheels pass).
+    let mut taps = wheel::Taps::new();
     // Every planned layer's cached blob, looked up once: the apt install needs to know which
     // components it must write in full.
     let mut found: Vec<Option<layer::LayerBlob>> = plan
         .layers
         .iter()
-        .map(|lp| lp.key.as_ref().and_then(|k| layer::lookup(&cache, k, obs)))
+        .map(|lp| {
+            let wanted = !wheels_only || matches!(lp.inputs, Inputs::Wheels { .. });
+            lp.key
+                .as_ref()
+                .filter(|_| wanted)
+                .and_then(|k| layer::lookup(&cache, k, obs))
+        })
+        .collect();
+    // The wheels' libraries `ld.so.cache` indexes stay.
+    let protect: HashSet<String> = plan
+        .apt
+        .iter()
+        .flat_map(|a| a.loader.found.iter().map(|(p, _)| p.clone()))
+        .collect();
+    // The wheel layers written before the plan was complete, where this plan takes them.
+    let pre: Vec<Option<&prewrite::PrewrittenLayer>> = plan
+        .layers
+        .iter()
+        .zip(&found)
+        .map(|(lp, f)| match (&pass, &lp.inputs, &lp.key, f) {
+            (Pass::Image(Some(p)), Inputs::Wheels { .. }, Some(k), None) => p.take(k, &protect),
+            _ => None,
+        })
         .collect();
     // (The apt layers' only: a wheel layer may bear the name of an apt component.)
     let cached: BTreeSet<String> = plan
@@ -249,14 +318,17 @@ pub fn execute(
         .layers
         .iter()
         .zip(&found)
-        .filter_map(|(lp, f)| match (&lp.inputs, f) {
-            (Inputs::Wheels { names }, None) => Some((lp.component.as_str(), names.as_slice())),
+        .zip(&pre)
+        .filter_map(|((lp, f), p)| match (&lp.inputs, f, p) {
+            (Inputs::Wheels { names }, None, None) => {
+                Some((lp.component.as_str(), names.as_slice()))
+            }
             _ => None,
         })
         .collect();
     std::thread::scope(|s| -> Result<(), BuildError> {
         let (ahead_tx, ahead_rx) =
-            std::sync::mpsc::sync_channel::<(Result<Tree, BuildError>, Recorded)>(0);
+            std::sync::mpsc::sync_channel::<(Result<(Tree, wheel::Taps), BuildError>, Recorded)>(0);
         if !ahead.is_empty() {
             let (cache, scratch) = (&cache, scratch.path());
             s.spawn(move || {
@@ -264,7 +336,15 @@ pub fn execute(
                     let mut rec = Recorded::default();
                     let installed = match plan.python.as_ref() {
                         Some(install) => python::install(
-                            install, names, component, python, opts, cache, scratch, &mut rec,
+                            install,
+                            names,
+                            component,
+                            python,
+                            opts,
+                            cache,
+                            scratch,
+                            wheels_only,
+                            &mut rec,
                         ),
                         None => Err(BuildError::Internal(
                             "a python-packages layer was planned without its wheels",
@@ -277,8 +357,24 @@ pub fn execute(
                 }
             });
         }
-        for (lp, found) in plan.layers.iter().zip(found.iter_mut()) {
+        for ((lp, found), pre) in plan.layers.iter().zip(found.iter_mut()).zip(&pre) {
             let component = lp.component.as_str();
+            if wheels_only && !matches!(lp.inputs, Inputs::Wheels { .. }) {
+                continue;
+            }
+            if let Some(p) = pre {
+                // Written this build, before the plan was complete: checked as it would
+                // have been then.
+                check_over_lower(&cache, &layers, &p.tree)?;
+                if let Some(k) = &lp.key {
+                    layer::remember(&cache, k, &p.blob)?;
+                }
+                layers.push(ImageLayer {
+                    component: lp.component.clone(),
+                    blob: p.blob.clone(),
+                });
+                continue;
+            }
             if let Some(blob) = found.take() {
                 reused.push((lp.component.clone(), blob.digest, is_apt(lp)));
                 layers.push(ImageLayer {
@@ -357,19 +453,16 @@ pub fn execute(
                         .recv()
                         .map_err(|_| BuildError::Internal("the wheel installs stopped early"))?;
                     recorded.replay(obs);
-                    let mut tree = installed?;
-                    // The wheels' libraries `ld.so.cache` indexes stay.
-                    let protect: HashSet<String> = plan
-                        .apt
-                        .iter()
-                        .flat_map(|a| a.loader.found.iter().map(|(p, _)| p.clone()))
-                        .collect();
+                    let (mut tree, layer_taps) = installed?;
+                    taps.extend(layer_taps);
                     let rules = plan.strip_rules_for(lp);
+                    // A prewritten layer protects nothing (see `prewrite_wheels`).
+                    let none = HashSet::new();
                     stripped = Some(strip::strip_tree(
                         &mut tree,
                         &lp.strip,
                         &rules,
-                        &protect,
+                        if wheels_only { &none } else { &protect },
                         &format!("the `{component}` wheels"),
                         obs,
                     )?);
@@ -383,7 +476,9 @@ pub fn execute(
                             obs,
                         )?;
                     }
-                    check_over_lower(&cache, &layers, &tree)?;
+                    if !wheels_only {
+                        check_over_lower(&cache, &layers, &tree)?;
+                    }
                     tree
                 }
                 Inputs::Files(files) => {
@@ -422,6 +517,17 @@ pub fn execute(
             }
             add_stripped(&mut blob.sizes, stripped.as_ref());
             device_code::add_sizes(&mut blob.sizes, &pruned);
+            if let Pass::Wheels(out) = &mut pass {
+                if let Some(k) = &lp.key {
+                    out.add(
+                        k,
+                        &blob,
+                        tree,
+                        stripped.map(|s| s.removed).unwrap_or_default(),
+                    );
+                }
+                continue;
+            }
             if let Some(k) = &lp.key {
                 layer::remember(&cache, k, &blob)?;
             }
@@ -435,6 +541,10 @@ pub fn execute(
         }
         Ok(())
     })?;
+    if let Pass::Wheels(out) = &mut pass {
+        out.taps.extend(taps);
+        return Ok(None);
+    }
     // The split's trees add up to the install: a tree for a component the plan has no layer
     // for would lose files (trees of reused layers are left over, as they should be).
     if let Some(left) = apt_layers {
@@ -498,7 +608,7 @@ pub fn execute(
         // only saves a re-hash next time, so failing to write one is no error.
         let _ = cache.restamp_linked(&l.blob.digest);
     }
-    Ok(BuildOutcome {
+    Ok(Some(BuildOutcome {
         manifest_digest: json.manifest.0,
         config_digest: json.config.0,
         cached_layers: reused.len(),
@@ -517,7 +627,7 @@ pub fn execute(
             .map(|p| p.wheels.clone())
             .unwrap_or_default(),
         pushed,
-    })
+    }))
 }
 
 /// The image as the registry stage takes it: the manifest's bytes, the config from memory and

@@ -25,7 +25,9 @@ pub fn pins(install: &PythonInstall, names: &[String]) -> Vec<PinnedWheel> {
         .collect()
 }
 
-/// Fetch and install the plan's wheels `names` (the layer `component`'s) under `scratch`.
+/// Fetch and install the plan's wheels `names` (the layer `component`'s) under `scratch`;
+/// with `tap`, each shared object left in its wheel gets a tap that takes its ELF facts as
+/// the layer is written (`wheel::install_tapped`).
 #[allow(clippy::too_many_arguments)]
 pub fn install(
     install: &PythonInstall,
@@ -35,8 +37,9 @@ pub fn install(
     opts: &BuildOptions,
     cache: &Cache,
     scratch: &Path,
+    tap: bool,
     obs: &mut dyn Observer,
-) -> Result<Tree, BuildError> {
+) -> Result<(Tree, wheel::Taps), BuildError> {
     let request = request.ok_or(BuildError::Internal(
         "a python-packages layer was planned without its request",
     ))?;
@@ -51,14 +54,17 @@ pub fn install(
     })?;
     // Only a gzip layer copies the wheels' deflate streams.
     let walk_streams = opts.compression == Compression::Gzip;
-    Ok(wheel::install(
+    let mut taps = wheel::Taps::new();
+    let tree = wheel::install_tapped(
         &fetched,
         &install.python,
         install.compiler.as_ref(),
         walk_streams,
         &staging,
+        tap.then_some(&mut taps),
         obs,
-    )?)
+    )?;
+    Ok((tree, taps))
 }
 
 fn stem(component: &str) -> String {

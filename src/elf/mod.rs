@@ -6,6 +6,7 @@
 //! stream read front to back; must never trust an offset without bounds checks, and never
 //! reads more than [`MAX_STREAM_PART`] of any part.
 
+pub mod capture;
 pub mod closure;
 pub mod keep;
 

@@ -56,7 +56,15 @@ pub fn build(
             "`strip: [device-code]` prunes the libraries of the wheel layers; NCCL comes from apt here (`providers.nccl: apt`), and its library is left with the device code of every GPU",
         );
     }
-    let (facts, request, resolution) = gather(profile, catalog, &settled, req, obs)?;
+    let (mut facts, request, resolution) = gather(profile, catalog, &settled, req, obs)?;
+    let prewritten = prewrite(
+        profile,
+        resolution.as_ref(),
+        &mut facts,
+        request.as_ref(),
+        req,
+        obs,
+    )?;
     let plan = plan::plan(
         profile,
         resolution.as_ref(),
@@ -92,8 +100,46 @@ pub fn build(
         profile,
         &req.options,
         request.as_ref(),
+        prewritten.as_ref(),
         obs,
     )?)
+}
+
+/// When some wheels' libraries are not known yet (`python::LibraryFacts::Later`): write the
+/// wheel layers first with a plan that lacks them, take the libraries' facts from that
+/// writing, and complete `facts` with them. A wheel's library is then inflated once, by its
+/// layer, instead of once more for its facts.
+fn prewrite(
+    profile: &Profile,
+    resolution: Option<&crate::resolve::Resolution>,
+    facts: &mut Facts,
+    request: Option<&PythonRequest>,
+    req: &BuildRequest,
+    obs: &mut dyn Observer,
+) -> Result<Option<driver::Prewritten>, OpsError> {
+    if facts.python.as_ref().is_none_or(|p| p.libraries_complete) {
+        return Ok(None);
+    }
+    let request = request.ok_or(BuildError::Internal(
+        "the Python packages were gathered without their request",
+    ))?;
+    let partial = plan::plan(profile, resolution, facts, req.options.layer_options())?;
+    let pre = driver::prewrite_wheels(&partial, profile, &req.options, Some(request), obs)?;
+    let Some(install) = facts.python.as_mut() else {
+        return Ok(None);
+    };
+    let (libraries, complete) = python::wheel_libraries(
+        &install.wheels,
+        &install.python,
+        request,
+        &req.options.cache_root,
+        req.options.offline,
+        python::LibraryFacts::Taken(&pre.taps),
+        obs,
+    )?;
+    install.libraries = libraries;
+    install.libraries_complete = complete;
+    Ok(Some(pre))
 }
 
 fn gather(

@@ -12,7 +12,7 @@ use crate::digest::Digest;
 use crate::lock::{LockedPackage, LockedWheel};
 use crate::observe::Observer;
 use crate::plan::{PackageFacts, PythonInstall};
-use crate::profile::{Base, Profile};
+use crate::profile::{Base, Profile, StripClass};
 use crate::resolve::{Component, Resolution};
 use crate::sources::base_python;
 use crate::sources::pypi::{self, HostSettings, PythonRequest};
@@ -245,16 +245,42 @@ pub fn install(
     };
     let wheels = wheels(&request, &python, locked, cache_root, offline, obs)?;
     super::stack::check_agreement(profile, &wheels)?;
-    let libraries = wheel_libraries(&wheels, &python, &request, cache_root, offline, obs)?;
+    // Without a strip class that needs every library's facts before a wheel layer is written,
+    // the facts the cache has no record of are taken while those layers are written.
+    let needs_all = profile
+        .strip
+        .iter()
+        .any(|c| matches!(c, StripClass::UnusedLibraries | StripClass::DeviceCode));
+    let mode = if needs_all {
+        LibraryFacts::Read
+    } else {
+        LibraryFacts::Later
+    };
+    let (libraries, complete) =
+        wheel_libraries(&wheels, &python, &request, cache_root, offline, mode, obs)?;
     Ok(Some((
         PythonInstall {
             wheels,
             python,
             compiler,
             libraries,
+            libraries_complete: complete,
         },
         request,
     )))
+}
+
+/// How [`wheel_libraries`] gets the libraries of the wheels the cache has no record of.
+#[derive(Clone, Copy)]
+pub enum LibraryFacts<'a> {
+    /// Read from each wheel as soon as it is in the cache, while the others download.
+    Read,
+    /// Not now: the wheels are fetched and left out of the answer, to be taken while their
+    /// layers are written (`driver::prewrite_wheels`, then [`LibraryFacts::Taken`]).
+    Later,
+    /// From what the taps took of each library as its layer was written; a library they did
+    /// not see in full (stripped, or never read) is read from its wheel.
+    Taken(&'a wheel::Taps),
 }
 
 /// The key of a wheel's shared libraries as installed for `python` (the scheme places them).
@@ -267,24 +293,28 @@ fn libraries_key(wheel: &LockedWheel, python: &ImagePython) -> Digest {
 }
 
 /// The shared libraries each wheel installs (by wheel name), for the one-provider rule and
-/// `ld.so.cache`: recorded per wheel in the cache, else read from the wheel (fetched, from
-/// the cache when there) and recorded. A record the stamp does not vouch for is read again.
+/// `ld.so.cache`: recorded per wheel in the cache, else taken as `mode` says (fetching the
+/// wheel, from the cache when there) and recorded. A record the stamp does not vouch for is
+/// taken again. Whether the answer has every wheel (not so only with
+/// [`LibraryFacts::Later`]).
 pub fn wheel_libraries(
     wheels: &[LockedWheel],
     python: &ImagePython,
     request: &PythonRequest,
     cache_root: &Path,
     offline: bool,
+    mode: LibraryFacts<'_>,
     obs: &mut dyn Observer,
-) -> Result<BTreeMap<String, Vec<WheelLibrary>>, OpsError> {
+) -> Result<(BTreeMap<String, Vec<WheelLibrary>>, bool), OpsError> {
     let cache = Cache::open(cache_root).map_err(|source| OpsError::CacheOpen {
         path: cache_root.display().to_string(),
         source,
     })?;
     let (mut out, missing) = recorded(&cache, wheels, |w| libraries_key(w, python));
     if missing.is_empty() {
-        return Ok(out);
+        return Ok((out, true));
     }
+    let later = matches!(mode, LibraryFacts::Later);
     let pins: Vec<PinnedWheel> = missing.iter().map(|w| PinnedWheel::from(*w)).collect();
     // Reading a library inflates it up to its dynamic section: each wheel's libraries are
     // read as soon as it is in the cache, while the others still download, one library at a
@@ -325,7 +355,13 @@ pub fn wheel_libraries(
                                     );
                                 }
                             }
-                            Job::Library(l) => done.push((i, l.read())),
+                            Job::Library(l) => {
+                                let tap = match mode {
+                                    LibraryFacts::Taken(taps) => taps.get(&l.tap_key()),
+                                    LibraryFacts::Read | LibraryFacts::Later => None,
+                                };
+                                done.push((i, l.read_with(tap.map(|t| &**t))));
+                            }
                         }
                     }
                 })
@@ -334,6 +370,9 @@ pub fn wheel_libraries(
         let fetched = pypi::fetch_each(&pins, request, &cache, obs, offline, &|i, f| {
             // Sending fails only if every reader panicked, which joining them reports.
             let _ = tx.send((i, Job::Facts(f.path.clone())));
+            if later {
+                return;
+            }
             let listing = wheel::library_reads(&f, python).map(|reads| {
                 for job in reads {
                     let _ = tx.send((i, Job::Library(Box::new(job))));
@@ -355,6 +394,9 @@ pub fn wheel_libraries(
         (fetched, read)
     });
     fetched?;
+    if later {
+        return Ok((out, false));
+    }
     let read = read.ok_or(OpsError::Wheel(wheel::WheelError::Internal(
         "a worker reading wheel libraries stopped",
     )))?;
@@ -380,7 +422,7 @@ pub fn wheel_libraries(
         let _ = cache.put_record(Bucket::WheelMetadata, &libraries_key(w, python), &libs);
         out.insert(w.name.clone(), libs);
     }
-    Ok(out)
+    Ok((out, true))
 }
 
 /// What the cache has recorded under `key` for each wheel (by wheel name; a record the stamp

@@ -83,6 +83,10 @@ pub struct PythonInstall {
     pub compiler: Option<HostPython>,
     /// The shared libraries each wheel installs, by wheel name.
     pub libraries: BTreeMap<String, Vec<WheelLibrary>>,
+    /// Whether `libraries` has every wheel. A plan made without some wheels' libraries is
+    /// good for writing the wheel layers only (`driver::prewrite_wheels`): what the loader
+    /// and the one-provider rule make of the libraries is not known yet.
+    pub libraries_complete: bool,
 }
 
 /// Where the loader finds the wheels' shared libraries, for the apt install's metadata

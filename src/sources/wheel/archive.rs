@@ -235,6 +235,21 @@ impl Archive {
         ))
     }
 
+    /// [`Archive::elf_facts`] from what a capture took of `m` as it was read through (the
+    /// string table read from the member again); `None` when the capture cannot say.
+    pub fn elf_facts_from(
+        &self,
+        m: &Member,
+        capture: &crate::elf::capture::Capture,
+    ) -> Result<Option<Option<crate::elf::SharedObject>>, WheelError> {
+        let mut again_from = self.clone();
+        let mut again = |off: u64, len: u64| {
+            let mut g = again_from.zip.by_index(m.index).ok()?;
+            crate::elf::range_at(&mut (&mut g).take(m.size), off, len)
+        };
+        Ok(capture.finish(&mut again))
+    }
+
     /// Where `m`'s bytes also lie as one raw deflate stream (when the entry is deflated),
     /// walked to its end (`raw_deflate`): what lets a gzip layer copy the stream instead of
     /// compressing the file written from it. `None` for a stored entry or a stream the walk
@@ -289,6 +304,7 @@ impl Archive {
             crc32,
             sha256,
             ends,
+            tap: None,
         })
     }
 

@@ -10,6 +10,7 @@ use super::archive::{Archive, Member};
 use super::prepare::{self, Content};
 use super::scheme::Scheme;
 use super::WheelError;
+use crate::elf::capture::Capture;
 use crate::elf::SharedObject;
 use crate::sources::python::{FetchedWheel, ImagePython};
 
@@ -67,13 +68,58 @@ pub struct LibraryRead {
 impl LibraryRead {
     /// Its image path and ELF facts.
     pub fn read(&self) -> Result<WheelLibrary, WheelError> {
+        self.read_with(None)
+    }
+
+    /// [`LibraryRead::read`], from what `tap` took of the file as its layer was written when
+    /// that says it (only the string table is read from the wheel then, usually near the
+    /// file's start); else from the wheel.
+    pub fn read_with(&self, tap: Option<&LibraryTap>) -> Result<WheelLibrary, WheelError> {
+        let taken = match tap.and_then(LibraryTap::capture) {
+            Some(c) => self.archive.elf_facts_from(&self.member, &c)?,
+            None => None,
+        };
+        let elf = match taken {
+            Some(elf) => elf,
+            None => self.archive.elf_facts(&self.member)?,
+        };
         Ok(WheelLibrary {
             path: self.path.clone(),
-            elf: self.archive.elf_facts(&self.member)?,
+            elf,
             module: self.module,
         })
     }
+
+    /// The names its tap is found under in [`Taps`]: its wheel's and its member's.
+    pub fn tap_key(&self) -> (String, String) {
+        (self.archive.label.clone(), self.member.name.clone())
+    }
 }
+
+/// What a wheel's shared object showed of itself while its layer was written: its ELF parts
+/// (`crate::elf::capture`), fed by the layer writer's inflating read
+/// (`assemble::ArchivedFile::tap`).
+#[derive(Debug, Default)]
+pub struct LibraryTap(std::sync::Mutex<Capture>);
+
+impl LibraryTap {
+    /// What it took so far (`None` if a feeding thread panicked).
+    pub fn capture(&self) -> Option<Capture> {
+        self.0.lock().ok().map(|c| c.clone())
+    }
+}
+
+impl crate::assemble::Tap for LibraryTap {
+    fn feed(&self, at: u64, piece: &[u8]) {
+        if let Ok(mut c) = self.0.lock() {
+            c.feed(at, piece);
+        }
+    }
+}
+
+/// The taps of the shared objects a wheel install left in their wheels, by the wheel's and
+/// the member's names (two wheels may install the same path).
+pub type Taps = std::collections::BTreeMap<(String, String), std::sync::Arc<LibraryTap>>;
 
 /// The shared libraries and extension modules `wheel` installs for `python`, each to be read
 /// on its own (biggest first); the caller sorts what they read by path.

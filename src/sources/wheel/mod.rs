@@ -30,7 +30,8 @@ pub use compile::HostPython;
 pub use error::WheelError;
 pub use filename::normalize;
 pub use libraries::{
-    file_name, is_library_name, is_module_name, library_reads, LibraryRead, WheelLibrary,
+    file_name, is_library_name, is_module_name, library_reads, LibraryRead, LibraryTap, Taps,
+    WheelLibrary,
 };
 pub use prune::{prune_records, rehash_records};
 pub use record::FileHash;
@@ -66,6 +67,21 @@ pub fn install(
     compiler: Option<&HostPython>,
     walk_streams: bool,
     staging: &Path,
+    obs: &mut dyn Observer,
+) -> Result<Tree, WheelError> {
+    install_tapped(wheels, python, compiler, walk_streams, staging, None, obs)
+}
+
+/// [`install`], with a tap (`assemble::Tap`) on each shared object left in its wheel when
+/// `taps` is given: writing the tree's layer then takes the objects' ELF facts
+/// ([`LibraryRead::read_with`]), each tap under its wheel's and member's names.
+pub fn install_tapped(
+    wheels: &[FetchedWheel],
+    python: &ImagePython,
+    compiler: Option<&HostPython>,
+    walk_streams: bool,
+    staging: &Path,
+    mut taps: Option<&mut Taps>,
     obs: &mut dyn Observer,
 ) -> Result<Tree, WheelError> {
     let scheme = Scheme::of(python).map_err(WheelError::Scheme)?;
@@ -175,7 +191,19 @@ pub fn install(
     for (dest, &(w, i)) in &winners {
         files.insert(dest.clone(), (w, prepared[w].items[i].mode));
         if let Some(a) = archived.get(&(w, i)) {
-            sources.insert(dest.clone(), Large::Archived(Arc::clone(a)));
+            let name = file_name(dest);
+            let a = match taps.as_deref_mut() {
+                Some(taps) if is_library_name(name) || is_module_name(name) => {
+                    let tap = Arc::new(LibraryTap::default());
+                    taps.insert((a.label.clone(), a.member.clone()), Arc::clone(&tap));
+                    Arc::new(ArchivedFile {
+                        tap: Some(assemble::TapRef(tap)),
+                        ..(**a).clone()
+                    })
+                }
+                _ => Arc::clone(a),
+            };
+            sources.insert(dest.clone(), Large::Archived(a));
         } else if let Some(d) = streams.get(&(w, i)) {
             sources.insert(dest.clone(), Large::Written(Arc::clone(d)));
         }
