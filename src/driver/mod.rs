@@ -8,7 +8,11 @@
 //! image config additions all come from the plan (the one rule it applies, which component
 //! a path of the shared apt install goes to, is `apt.rs`'s, fixed by the plan's package
 //! assignment); it only sequences stage entry points. It adds what strip removed to each
-//! layer's size record, and checks `--max-size` before anything is exported.
+//! layer's size record, and checks `--max-size` before anything is exported. A cold build may
+//! write its wheel layers first, from a plan still without some wheels' libraries
+//! ([`prewrite_wheels`], `prewrite.rs`): those layers' writing takes the libraries' facts, and
+//! the complete plan's [`execute`] takes each such layer only where it is the one it would
+//! write.
 
 use std::collections::{BTreeSet, HashSet};
 use std::path::PathBuf;

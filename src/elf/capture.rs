@@ -1,12 +1,15 @@
 //! [`super::parse_stream`] turned around: a shared object's bytes are pushed through
 //! [`Capture::feed`] by a pass that reads them anyway (the layer writer inflating a wheel's
 //! library), and the capture keeps only what the facts are read from: the ELF header, the
-//! program headers and the dynamic section, each at most [`MAX_STREAM_PART`]. [`Capture::finish`]
+//! program headers, the dynamic section and, when it lies behind that section (where
+//! `patchelf` moves a table it grows), the span of the string table the names lie in, each
+//! at most [`MAX_STREAM_PART`]. A string table before the dynamic section is read again from
+//! the file's start, as `parse_stream` does. [`Capture::finish`]
 //! then gives what `parse_stream` gives over the same bytes, or says it cannot (a layout the
 //! front-to-back pass does not cover, or bytes it never saw), so the caller reads the file
 //! itself. Holds no more than those parts; never trusts an offset without bounds checks.
 
-use super::{facts, header, segments, Header, SharedObject, MAX_STREAM_PART};
+use super::{facts, header, segments, string_span, Header, SharedObject, MAX_STREAM_PART};
 
 /// The ELF header's bytes `parse_stream` reads first.
 const HEAD: u64 = 64;
@@ -58,6 +61,9 @@ enum Stage {
     Programs,
     /// Reading the dynamic section (the load segments are known).
     Dynamic(Vec<(u64, u64, u64)>),
+    /// Reading the span of the string table the names lie in, which lies behind the dynamic
+    /// section (where `patchelf` moves a table it grows): `parse_stream` reads on to it.
+    Strings(Vec<(u64, u64, u64)>),
     /// Everything needed is held: the facts follow from the parts (and the string table).
     Held(Vec<(u64, u64, u64)>),
     /// The answer is known without more bytes: not a shared object gpuimg reads.
@@ -74,6 +80,7 @@ pub struct Capture {
     head: Part,
     programs: Option<Part>,
     dynamic: Option<Part>,
+    strings: Option<Part>,
 }
 
 impl Default for Capture {
@@ -83,6 +90,7 @@ impl Default for Capture {
             head: Part::new(0, HEAD),
             programs: None,
             dynamic: None,
+            strings: None,
         }
     }
 }
@@ -148,6 +156,27 @@ impl Capture {
                     if !d.complete() {
                         return;
                     }
+                    let end = d.start + d.want;
+                    let span = header(&self.head.bytes)
+                        .and_then(|h| string_span(&h, loads, &d.bytes))
+                        .filter(|(off, _)| *off >= end);
+                    self.stage = match span {
+                        Some((off, len)) => {
+                            self.strings = Some(Part::new(off, len));
+                            Stage::Strings(loads.clone())
+                        }
+                        None => Stage::Held(loads.clone()),
+                    };
+                }
+                Stage::Strings(loads) => {
+                    let Some(p) = self.strings.as_mut() else {
+                        self.stage = Stage::Other;
+                        return;
+                    };
+                    p.take(at, piece);
+                    if !p.complete() {
+                        return;
+                    }
                     self.stage = Stage::Held(loads.clone());
                 }
                 Stage::Held(_) | Stage::NotElf | Stage::Other => return,
@@ -170,11 +199,17 @@ impl Capture {
         match &self.stage {
             Stage::NotElf => Some(None),
             Stage::Head | Stage::Programs | Stage::Dynamic(_) | Stage::Other => None,
-            Stage::Held(loads) => {
+            // The string span unseen in full is read again: the same bytes either way.
+            Stage::Held(loads) | Stage::Strings(loads) => {
                 let h = self.header()?;
                 let dynamic = self.dynamic.as_ref().map_or(&[][..], |d| &d.bytes[..]);
+                let held = self.strings.as_ref().filter(|p| p.complete());
+                let mut strings = |off: u64, len: u64| match held {
+                    Some(p) if p.start == off && p.want == len => Some(p.bytes.clone()),
+                    _ => again(off, len),
+                };
                 // Without a dynamic section `parse_stream` reads no strings either.
-                Some(facts(&h, loads, dynamic, again))
+                Some(facts(&h, loads, dynamic, &mut strings))
             }
         }
     }
@@ -223,7 +258,8 @@ mod tests {
             // It holds the parts, not the file.
             let held = c.head.bytes.len()
                 + c.programs.as_ref().map_or(0, |p| p.bytes.len())
-                + c.dynamic.as_ref().map_or(0, |p| p.bytes.len());
+                + c.dynamic.as_ref().map_or(0, |p| p.bytes.len())
+                + c.strings.as_ref().map_or(0, |p| p.bytes.len());
             assert!(held < 64 << 10, "{held} bytes held");
         }
         // A second pass over the same bytes changes nothing.
@@ -247,6 +283,77 @@ mod tests {
         gap.feed(0, &bytes[..32]);
         gap.feed(40, &bytes[40..]);
         assert_eq!(gap.finish(&mut again), None);
+    }
+
+    /// A shared object laid out as `patchelf` leaves one: its string table at the end, behind
+    /// the dynamic section and `filler` bytes (device code, say).
+    fn patched(filler: usize) -> Vec<u8> {
+        let strings = b"libfake.so.1\0libc.so.6\0/opt/x:$ORIGIN\0".to_vec();
+        let dynamic_at = 4096u64;
+        let strtab_at = dynamic_at + 6 * 16 + filler as u64;
+        let total = strtab_at + strings.len() as u64;
+        let mut b = vec![0u8; 4096];
+        b[..4].copy_from_slice(b"\x7fELF");
+        b[4] = 2;
+        b[5] = 1;
+        b[6] = 1;
+        b[16..18].copy_from_slice(&3u16.to_le_bytes());
+        b[18..20].copy_from_slice(&62u16.to_le_bytes());
+        b[32..40].copy_from_slice(&64u64.to_le_bytes());
+        b[54..56].copy_from_slice(&56u16.to_le_bytes());
+        b[56..58].copy_from_slice(&2u16.to_le_bytes());
+        let mut ph = |at: usize, typ: u32, off: u64, size: u64| {
+            b[at..at + 4].copy_from_slice(&typ.to_le_bytes());
+            b[at + 8..at + 16].copy_from_slice(&off.to_le_bytes());
+            b[at + 16..at + 24].copy_from_slice(&off.to_le_bytes());
+            b[at + 32..at + 40].copy_from_slice(&size.to_le_bytes());
+            b[at + 40..at + 48].copy_from_slice(&size.to_le_bytes());
+        };
+        ph(64, 1, 0, total);
+        ph(120, 2, dynamic_at, 6 * 16);
+        for (tag, val) in [
+            (1u64, 13u64),
+            (14, 0),
+            (29, 23),
+            (5, strtab_at),
+            (10, strings.len() as u64),
+            (0, 0),
+        ] {
+            b.extend_from_slice(&tag.to_le_bytes());
+            b.extend_from_slice(&val.to_le_bytes());
+        }
+        b.extend((0..filler).map(|i| (i * 31 % 253) as u8));
+        b.extend_from_slice(&strings);
+        b
+    }
+
+    #[test]
+    fn a_string_table_behind_the_dynamic_section_is_kept_on_the_way() {
+        for filler in [0, 5000, 3 << 20] {
+            let bytes = patched(filler);
+            let whole = parse(&bytes).expect("the test's ELF parses");
+            assert_eq!(whole.soname.as_deref(), Some("libfake.so.1"));
+            assert_eq!(whole.needed, ["libc.so.6"]);
+            assert_eq!(whole.runpath, ["/opt/x", "$ORIGIN"]);
+            let again = |off: u64, len: u64| range_at(&mut &bytes[..], off, len);
+            assert_eq!(
+                parse_stream(&mut &bytes[..], &mut again.clone()),
+                Some(whole.clone())
+            );
+            for piece in [1, 100, 4096, 1 << 20] {
+                // No second read: the strings were kept as they went by.
+                let c = fed(&bytes, piece);
+                let mut none = |_: u64, _: u64| -> Option<Vec<u8>> { None };
+                assert_eq!(
+                    c.finish(&mut none),
+                    Some(Some(whole.clone())),
+                    "{filler} {piece}"
+                );
+            }
+            // Stopped before the strings: they are read again, to the same answer.
+            let c = fed(&bytes[..bytes.len() - 10], 4096);
+            assert_eq!(c.finish(&mut again.clone()), Some(Some(whole)));
+        }
     }
 
     #[test]

@@ -130,21 +130,11 @@ fn segments(h: &Header, ph: &[u8]) -> Option<Segments> {
     Some((loads, dynamic))
 }
 
-/// Interpret a dynamic section: `strings(file_offset, len)` reads the string table.
-fn facts(
-    h: &Header,
-    loads: &[(u64, u64, u64)],
-    dynamic: &[u8],
-    strings: &mut dyn FnMut(u64, u64) -> Option<Vec<u8>>,
-) -> Option<SharedObject> {
-    let mut so = SharedObject {
-        is_64: h.is_64,
-        machine: h.machine,
-        soname: None,
-        needed: Vec::new(),
-        rpath: Vec::new(),
-        runpath: Vec::new(),
-    };
+/// What a dynamic section says of its strings: `DT_STRTAB`, `DT_STRSZ` and the entries
+/// that name a string (tag, offset in the table), in order; `None` for a torn entry.
+type DynamicRefs = (Option<u64>, Option<u64>, Vec<(u64, u64)>);
+
+fn dynamic_refs(h: &Header, dynamic: &[u8]) -> Option<DynamicRefs> {
     let ent = if h.is_64 { 16 } else { 8 };
     let (mut strtab, mut strsz) = (None, None);
     let mut refs: Vec<(u64, u64)> = Vec::new();
@@ -162,23 +152,78 @@ fn facts(
             _ => {}
         }
     }
-    let (Some(strtab), false) = (strtab, refs.is_empty()) else {
-        return Some(so);
-    };
-    // DT_STRTAB is a virtual address: map it through the PT_LOAD segments.
+    Some((strtab, strsz, refs))
+}
+
+/// Where the strings `refs` name lie: the string table's file offset (`DT_STRTAB`, a virtual
+/// address, mapped through the `PT_LOAD` segments), its usable size, and the one span
+/// `[first, end)` of it that holds them all when that is at most [`MAX_STREAM_PART`]
+/// (a big C++ library's table is many MiB, its names usually close together).
+struct StringPlace {
+    file_off: u64,
+    size: u64,
+    first: u64,
+    span: Option<u64>,
+}
+
+fn string_place(
+    loads: &[(u64, u64, u64)],
+    strtab: u64,
+    strsz: Option<u64>,
+    refs: &[(u64, u64)],
+) -> Option<StringPlace> {
     let (file_off, room) = loads
         .iter()
         .find(|(_, v, s)| strtab >= *v && strtab - v < *s)
         .and_then(|(o, v, s)| Some(((strtab - v).checked_add(*o)?, s - (strtab - v))))?;
     let size = strsz.unwrap_or(room).min(room);
-    // One read of the span the strings lie in (a big C++ library's table is many MiB, its
-    // names usually near the start), else one read per string.
     let first = refs.iter().map(|r| r.1).min()?;
     let last = refs.iter().map(|r| r.1).max()?;
     let span_end = last.saturating_add(MAX_STRING).min(size);
-    let span = (first < size && span_end - first <= MAX_STREAM_PART)
-        .then(|| strings(file_off.checked_add(first)?, span_end - first))
-        .flatten();
+    let span = (first < size && span_end - first <= MAX_STREAM_PART).then_some(span_end - first);
+    Some(StringPlace {
+        file_off,
+        size,
+        first,
+        span,
+    })
+}
+
+/// The one read of the string table [`facts`] makes first (file offset, length), when the
+/// strings lie close together: what a pass over the file may keep for it.
+fn string_span(h: &Header, loads: &[(u64, u64, u64)], dynamic: &[u8]) -> Option<(u64, u64)> {
+    let (strtab, strsz, refs) = dynamic_refs(h, dynamic)?;
+    let place = string_place(loads, strtab?, strsz, &refs)?;
+    Some((place.file_off.checked_add(place.first)?, place.span?))
+}
+
+/// Interpret a dynamic section: `strings(file_offset, len)` reads the string table.
+fn facts(
+    h: &Header,
+    loads: &[(u64, u64, u64)],
+    dynamic: &[u8],
+    strings: &mut dyn FnMut(u64, u64) -> Option<Vec<u8>>,
+) -> Option<SharedObject> {
+    let mut so = SharedObject {
+        is_64: h.is_64,
+        machine: h.machine,
+        soname: None,
+        needed: Vec::new(),
+        rpath: Vec::new(),
+        runpath: Vec::new(),
+    };
+    let (strtab, strsz, refs) = dynamic_refs(h, dynamic)?;
+    let (Some(strtab), false) = (strtab, refs.is_empty()) else {
+        return Some(so);
+    };
+    let StringPlace {
+        file_off,
+        size,
+        first,
+        span,
+    } = string_place(loads, strtab, strsz, &refs)?;
+    // One read of the span the strings lie in, else one read per string.
+    let span = span.and_then(|len| strings(file_off.checked_add(first)?, len));
     let mut string = |off: u64| -> Option<String> {
         let bytes = match &span {
             Some(b) => b.get(usize::try_from(off - first).ok()?..)?.to_vec(),
