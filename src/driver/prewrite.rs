@@ -48,15 +48,6 @@ impl Prewritten {
         );
     }
 
-    /// How many layers it holds.
-    pub fn len(&self) -> usize {
-        self.layers.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.layers.is_empty()
-    }
-
     /// The layer written under `key`, when it is the one a plan protecting `protect` writes:
     /// strip removed none of those paths from it (protecting a path strip leaves alone
     /// changes nothing).
@@ -89,7 +80,7 @@ mod tests {
         let mut p = Prewritten::default();
         let removed = BTreeSet::from(["site/pkg/include/libx.so".to_string()]);
         p.add(&key, &blob(), Tree::new("t"), removed);
-        assert_eq!(p.len(), 1);
+        assert_eq!(p.layers.len(), 1);
         assert!(p.take(&key, &HashSet::new()).is_some());
         let other = HashSet::from(["site/pkg/lib/liby.so".to_string()]);
         assert!(p.take(&key, &other).is_some());

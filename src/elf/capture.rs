@@ -31,13 +31,16 @@ impl Part {
         }
     }
 
-    fn complete(&self) -> bool {
-        self.bytes.len() as u64 == self.want
+    /// Whether it holds what it wants, the stream having reached it (`seen`: how far the
+    /// stream went): an empty part past the end is never complete, as reading forward to it
+    /// fails.
+    fn complete(&self, seen: u64) -> bool {
+        self.bytes.len() as u64 == self.want && seen >= self.start
     }
 
     /// Take from `piece` (the stream's bytes from `at`) what continues the part.
     fn take(&mut self, at: u64, piece: &[u8]) {
-        if self.complete() {
+        if self.bytes.len() as u64 == self.want {
             return;
         }
         let next = self.start + self.bytes.len() as u64;
@@ -81,6 +84,8 @@ pub struct Capture {
     programs: Option<Part>,
     dynamic: Option<Part>,
     strings: Option<Part>,
+    /// How far the stream went (the end of the furthest piece fed).
+    seen: u64,
 }
 
 impl Default for Capture {
@@ -91,6 +96,7 @@ impl Default for Capture {
             programs: None,
             dynamic: None,
             strings: None,
+            seen: 0,
         }
     }
 }
@@ -103,12 +109,17 @@ impl Capture {
     /// The stream's bytes from offset `at`. A pass goes front to back; a second pass over the
     /// same bytes changes nothing.
     pub fn feed(&mut self, at: u64, piece: &[u8]) {
+        // A piece that does not continue what was seen (a gap) takes the stream no further.
+        if at <= self.seen {
+            self.seen = self.seen.max(at.saturating_add(piece.len() as u64));
+        }
+        let seen = self.seen;
         // Finishing one part may want more of this same piece.
         loop {
             match &self.stage {
                 Stage::Head => {
                     self.head.take(at, piece);
-                    if !self.head.complete() {
+                    if !self.head.complete(seen) {
                         return;
                     }
                     self.stage = match header(&self.head.bytes) {
@@ -130,7 +141,7 @@ impl Capture {
                         return;
                     };
                     p.take(at, piece);
-                    if !p.complete() {
+                    if !p.complete(seen) {
                         return;
                     }
                     let end = p.start + p.want;
@@ -153,7 +164,7 @@ impl Capture {
                         return;
                     };
                     d.take(at, piece);
-                    if !d.complete() {
+                    if !d.complete(seen) {
                         return;
                     }
                     let end = d.start + d.want;
@@ -174,7 +185,7 @@ impl Capture {
                         return;
                     };
                     p.take(at, piece);
-                    if !p.complete() {
+                    if !p.complete(seen) {
                         return;
                     }
                     self.stage = Stage::Held(loads.clone());
@@ -203,7 +214,7 @@ impl Capture {
             Stage::Held(loads) | Stage::Strings(loads) => {
                 let h = self.header()?;
                 let dynamic = self.dynamic.as_ref().map_or(&[][..], |d| &d.bytes[..]);
-                let held = self.strings.as_ref().filter(|p| p.complete());
+                let held = self.strings.as_ref().filter(|p| p.complete(self.seen));
                 let mut strings = |off: u64, len: u64| match held {
                     Some(p) if p.start == off && p.want == len => Some(p.bytes.clone()),
                     _ => again(off, len),

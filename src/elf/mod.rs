@@ -180,7 +180,13 @@ fn string_place(
     let first = refs.iter().map(|r| r.1).min()?;
     let last = refs.iter().map(|r| r.1).max()?;
     let span_end = last.saturating_add(MAX_STRING).min(size);
-    let span = (first < size && span_end - first <= MAX_STREAM_PART).then_some(span_end - first);
+    // `first < size` first: `span_end - first` is only taken then (the offsets are the
+    // file's).
+    let span = if first < size && span_end - first <= MAX_STREAM_PART {
+        Some(span_end - first)
+    } else {
+        None
+    };
     Some(StringPlace {
         file_off,
         size,

@@ -5,7 +5,9 @@
 //! mutations overwrite header and table fields with edge numbers. Properties: a parsed object's
 //! class and machine are the header's, and its soname is NUL-terminated text of the file; the
 //! stream reader (`gpuimg::elf::parse_stream`, for wheel members) never disagrees with the
-//! whole-file reader when both read the file.
+//! whole-file reader when both read the file; and the capture the layer writer feeds
+//! (`gpuimg::elf::capture`), fed in pieces of any size, either leaves the answer to its
+//! caller or gives exactly what the stream reader gives.
 
 use arbitrary::{Result, Unstructured};
 use gpuimg::sources::apt::parsers::parse_elf;
@@ -48,6 +50,22 @@ fn check(b: &[u8]) -> Verdict {
     let streamed = gpuimg::elf::parse_stream(&mut &b[..], &mut |off, len| {
         gpuimg::elf::range_at(&mut &b[..], off, len)
     });
+    // Pieces of a size the input picks (1 to 4096 bytes), and the whole file at once.
+    let piece = b.get(7).map_or(1, |&x| usize::from(x) * 16 + 1);
+    for size in [piece, b.len().max(1)] {
+        let mut c = gpuimg::elf::capture::Capture::new();
+        for (i, p) in b.chunks(size).enumerate() {
+            c.feed((i * size) as u64, p);
+        }
+        let mut again = |off, len| gpuimg::elf::range_at(&mut &b[..], off, len);
+        if let Some(taken) = c.finish(&mut again) {
+            if taken != streamed {
+                return Err(format!(
+                    "the capture (pieces of {size}) says {taken:?}, the stream reader {streamed:?}"
+                ));
+            }
+        }
+    }
     let Some(so) = parse_elf(b) else {
         return Ok("not read");
     };
