@@ -231,16 +231,7 @@ mod tests {
     use super::super::{parse, parse_stream, range_at};
     use super::*;
 
-    /// This process's C library, whole.
-    fn libc() -> Vec<u8> {
-        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-        let lib = maps
-            .lines()
-            .filter_map(|l| l.split_whitespace().nth(5))
-            .find(|p| p.contains("/libc.so"))
-            .expect("this test links the C library");
-        std::fs::read(lib).unwrap()
-    }
+    use super::super::tests::host_libc as libc;
 
     fn fed(bytes: &[u8], piece: usize) -> Capture {
         let mut c = Capture::new();

@@ -349,17 +349,21 @@ pub fn parse_stream(
 mod tests {
     use super::*;
 
-    /// A shared object of this host (the C library this test links), read whole and as a
-    /// stream: the same facts.
-    #[test]
-    fn stream_reads_what_the_whole_file_says() {
+    /// The bytes of a shared object of this host: the C library this test links.
+    pub(super) fn host_libc() -> Vec<u8> {
         let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
         let lib = maps
             .lines()
             .filter_map(|l| l.split_whitespace().nth(5))
             .find(|p| p.contains("/libc.so"))
             .expect("this test links the C library");
-        let bytes = std::fs::read(lib).unwrap();
+        std::fs::read(lib).unwrap()
+    }
+
+    /// A shared object of this host, read whole and as a stream: the same facts.
+    #[test]
+    fn stream_reads_what_the_whole_file_says() {
+        let bytes = host_libc();
         let whole = parse(&bytes).unwrap();
         assert!(whole
             .soname
