@@ -115,84 +115,74 @@ impl Capture {
         }
         let seen = self.seen;
         // Finishing one part may want more of this same piece.
-        loop {
-            match &self.stage {
-                Stage::Head => {
-                    self.head.take(at, piece);
-                    if !self.head.complete(seen) {
-                        return;
-                    }
-                    self.stage = match header(&self.head.bytes) {
-                        None => Stage::NotElf,
-                        Some(h) => {
-                            let len = u64::from(h.phentsize) * u64::from(h.phnum);
-                            if h.phoff < HEAD || len > MAX_STREAM_PART {
-                                Stage::Other
-                            } else {
-                                self.programs = Some(Part::new(h.phoff, len));
-                                Stage::Programs
-                            }
-                        }
-                    };
-                }
-                Stage::Programs => {
-                    let Some(p) = self.programs.as_mut() else {
-                        self.stage = Stage::Other;
-                        return;
-                    };
-                    p.take(at, piece);
-                    if !p.complete(seen) {
-                        return;
-                    }
-                    let end = p.start + p.want;
-                    let read = header(&self.head.bytes).and_then(|h| segments(&h, &p.bytes));
-                    self.stage = match read {
-                        None => Stage::NotElf,
-                        Some((loads, None)) => Stage::Held(loads),
-                        // `parse_stream` reads only forward: a dynamic section before the
-                        // program headers' end is no answer.
-                        Some((_, Some((doff, _)))) if doff < end => Stage::NotElf,
-                        Some((loads, Some((doff, dsize)))) => {
-                            self.dynamic = Some(Part::new(doff, dsize.min(MAX_STREAM_PART)));
-                            Stage::Dynamic(loads)
-                        }
-                    };
-                }
-                Stage::Dynamic(loads) => {
-                    let Some(d) = self.dynamic.as_mut() else {
-                        self.stage = Stage::Other;
-                        return;
-                    };
-                    d.take(at, piece);
-                    if !d.complete(seen) {
-                        return;
-                    }
-                    let end = d.start + d.want;
-                    let span = header(&self.head.bytes)
-                        .and_then(|h| string_span(&h, loads, &d.bytes))
-                        .filter(|(off, _)| *off >= end);
-                    self.stage = match span {
-                        Some((off, len)) => {
-                            self.strings = Some(Part::new(off, len));
-                            Stage::Strings(loads.clone())
-                        }
-                        None => Stage::Held(loads.clone()),
-                    };
-                }
-                Stage::Strings(loads) => {
-                    let Some(p) = self.strings.as_mut() else {
-                        self.stage = Stage::Other;
-                        return;
-                    };
-                    p.take(at, piece);
-                    if !p.complete(seen) {
-                        return;
-                    }
-                    self.stage = Stage::Held(loads.clone());
-                }
-                Stage::Held(_) | Stage::NotElf | Stage::Other => return,
+        while let Some(part) = self.reading() {
+            part.take(at, piece);
+            if !part.complete(seen) {
+                return;
             }
+            self.advance();
         }
+    }
+
+    /// The part the stage reads (`None` once nothing more is read, or for a stage whose part
+    /// is missing, which `finish` then leaves to the caller).
+    fn reading(&mut self) -> Option<&mut Part> {
+        match self.stage {
+            Stage::Head => Some(&mut self.head),
+            Stage::Programs => self.programs.as_mut(),
+            Stage::Dynamic(_) => self.dynamic.as_mut(),
+            Stage::Strings(_) => self.strings.as_mut(),
+            Stage::Held(_) | Stage::NotElf | Stage::Other => None,
+        }
+    }
+
+    /// The stage after the one whose part just completed, with the part it reads.
+    fn advance(&mut self) {
+        let h = header(&self.head.bytes);
+        self.stage = match (std::mem::replace(&mut self.stage, Stage::Other), h) {
+            (Stage::Head, None) => Stage::NotElf,
+            (Stage::Head, Some(h)) => {
+                let len = u64::from(h.phentsize) * u64::from(h.phnum);
+                if h.phoff < HEAD || len > MAX_STREAM_PART {
+                    Stage::Other
+                } else {
+                    self.programs = Some(Part::new(h.phoff, len));
+                    Stage::Programs
+                }
+            }
+            (Stage::Programs, Some(h)) => {
+                let Some(p) = &self.programs else {
+                    return;
+                };
+                match segments(&h, &p.bytes) {
+                    None => Stage::NotElf,
+                    Some((loads, None)) => Stage::Held(loads),
+                    // `parse_stream` reads only forward: a dynamic section before the program
+                    // headers' end is no answer.
+                    Some((_, Some((doff, _)))) if doff < p.start + p.want => Stage::NotElf,
+                    Some((loads, Some((doff, dsize)))) => {
+                        self.dynamic = Some(Part::new(doff, dsize.min(MAX_STREAM_PART)));
+                        Stage::Dynamic(loads)
+                    }
+                }
+            }
+            (Stage::Dynamic(loads), Some(h)) => {
+                let Some(d) = &self.dynamic else {
+                    return;
+                };
+                let span =
+                    string_span(&h, &loads, &d.bytes).filter(|(off, _)| *off >= d.start + d.want);
+                match span {
+                    Some((off, len)) => {
+                        self.strings = Some(Part::new(off, len));
+                        Stage::Strings(loads)
+                    }
+                    None => Stage::Held(loads),
+                }
+            }
+            (Stage::Strings(loads), Some(_)) => Stage::Held(loads),
+            (_, _) => Stage::Other,
+        };
     }
 
     fn header(&self) -> Option<Header> {
