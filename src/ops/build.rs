@@ -15,7 +15,7 @@ use crate::driver::{self, apt_options, BuildError, BuildOptions, BuildOutcome};
 use crate::lock::LockedPackage;
 use crate::observe::Observer;
 use crate::plan::components::PackageMeta;
-use crate::plan::{self, AptFacts, Facts, SelftestBinary};
+use crate::plan::{self, AptFacts, Facts, PythonInstall, SelftestBinary};
 use crate::profile::{AptSpec, Base, Profile};
 use crate::sources::apt;
 use crate::sources::pypi::PythonRequest;
@@ -117,7 +117,11 @@ fn prewrite(
     req: &BuildRequest,
     obs: &mut dyn Observer,
 ) -> Result<Option<driver::Prewritten>, OpsError> {
-    if facts.python.as_ref().is_none_or(|p| p.libraries_complete) {
+    if facts
+        .python
+        .as_ref()
+        .is_none_or(PythonInstall::libraries_complete)
+    {
         return Ok(None);
     }
     let request = request.ok_or(BuildError::Internal(
@@ -128,7 +132,7 @@ fn prewrite(
     let Some(install) = facts.python.as_mut() else {
         return Ok(None);
     };
-    let (libraries, complete) = python::wheel_libraries(
+    install.libraries = python::wheel_libraries(
         &install.wheels,
         &install.python,
         request,
@@ -137,8 +141,6 @@ fn prewrite(
         python::LibraryFacts::Taken(&pre.taps),
         obs,
     )?;
-    install.libraries = libraries;
-    install.libraries_complete = complete;
     Ok(Some(pre))
 }
 

@@ -256,15 +256,13 @@ pub fn install(
     } else {
         LibraryFacts::Later
     };
-    let (libraries, complete) =
-        wheel_libraries(&wheels, &python, &request, cache_root, offline, mode, obs)?;
+    let libraries = wheel_libraries(&wheels, &python, &request, cache_root, offline, mode, obs)?;
     Ok(Some((
         PythonInstall {
             wheels,
             python,
             compiler,
             libraries,
-            libraries_complete: complete,
         },
         request,
     )))
@@ -295,8 +293,7 @@ fn libraries_key(wheel: &LockedWheel, python: &ImagePython) -> Digest {
 /// The shared libraries each wheel installs (by wheel name), for the one-provider rule and
 /// `ld.so.cache`: recorded per wheel in the cache, else taken as `mode` says (fetching the
 /// wheel, from the cache when there) and recorded. A record the stamp does not vouch for is
-/// taken again. Whether the answer has every wheel (not so only with
-/// [`LibraryFacts::Later`]).
+/// taken again. Only with [`LibraryFacts::Later`] may a wheel be missing from the answer.
 pub fn wheel_libraries(
     wheels: &[LockedWheel],
     python: &ImagePython,
@@ -305,14 +302,14 @@ pub fn wheel_libraries(
     offline: bool,
     mode: LibraryFacts<'_>,
     obs: &mut dyn Observer,
-) -> Result<(BTreeMap<String, Vec<WheelLibrary>>, bool), OpsError> {
+) -> Result<BTreeMap<String, Vec<WheelLibrary>>, OpsError> {
     let cache = Cache::open(cache_root).map_err(|source| OpsError::CacheOpen {
         path: cache_root.display().to_string(),
         source,
     })?;
     let (mut out, missing) = recorded(&cache, wheels, |w| libraries_key(w, python));
     if missing.is_empty() {
-        return Ok((out, true));
+        return Ok(out);
     }
     let later = matches!(mode, LibraryFacts::Later);
     let pins: Vec<PinnedWheel> = missing.iter().map(|w| PinnedWheel::from(*w)).collect();
@@ -368,8 +365,11 @@ pub fn wheel_libraries(
             })
             .collect();
         let fetched = pypi::fetch_each(&pins, request, &cache, obs, offline, &|i, f| {
-            // Sending fails only if every reader panicked, which joining them reports.
-            let _ = tx.send((i, Job::Facts(f.path.clone())));
+            // Sending fails only if every reader panicked, which joining them reports. The
+            // taps' pass follows the pass that recorded the facts already.
+            if !matches!(mode, LibraryFacts::Taken(_)) {
+                let _ = tx.send((i, Job::Facts(f.path.clone())));
+            }
             if later {
                 return;
             }
@@ -395,7 +395,7 @@ pub fn wheel_libraries(
     });
     fetched?;
     if later {
-        return Ok((out, false));
+        return Ok(out);
     }
     let read = read.ok_or(OpsError::Wheel(wheel::WheelError::Internal(
         "a worker reading wheel libraries stopped",
@@ -422,7 +422,7 @@ pub fn wheel_libraries(
         let _ = cache.put_record(Bucket::WheelMetadata, &libraries_key(w, python), &libs);
         out.insert(w.name.clone(), libs);
     }
-    Ok((out, true))
+    Ok(out)
 }
 
 /// What the cache has recorded under `key` for each wheel (by wheel name; a record the stamp

@@ -273,7 +273,6 @@ mod tests {
                     }],
                 ),
             ]),
-            libraries_complete: true,
         };
         let libs = cuda_libraries(&install);
         assert_eq!(libs.len(), 1);

@@ -81,12 +81,20 @@ pub struct PythonInstall {
     pub wheels: Vec<LockedWheel>,
     pub python: ImagePython,
     pub compiler: Option<HostPython>,
-    /// The shared libraries each wheel installs, by wheel name.
+    /// The shared libraries each wheel installs, by wheel name (a wheel without any has an
+    /// empty list; one missing is not known yet, see [`PythonInstall::libraries_complete`]).
     pub libraries: BTreeMap<String, Vec<WheelLibrary>>,
+}
+
+impl PythonInstall {
     /// Whether `libraries` has every wheel. A plan made without some wheels' libraries is
     /// good for writing the wheel layers only (`driver::prewrite_wheels`): what the loader
     /// and the one-provider rule make of the libraries is not known yet.
-    pub libraries_complete: bool,
+    pub fn libraries_complete(&self) -> bool {
+        self.wheels
+            .iter()
+            .all(|w| self.libraries.contains_key(&w.name))
+    }
 }
 
 /// Where the loader finds the wheels' shared libraries, for the apt install's metadata

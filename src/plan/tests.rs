@@ -274,7 +274,6 @@ fn with_wheels(mut f: Facts, wheels: Vec<crate::lock::LockedWheel>) -> Facts {
         },
         compiler: None,
         libraries: Default::default(),
-        libraries_complete: true,
     });
     f
 }
