@@ -185,6 +185,29 @@ impl Capture {
         };
     }
 
+    /// Bytes it holds.
+    pub fn held(&self) -> u64 {
+        [
+            Some(&self.head),
+            self.programs.as_ref(),
+            self.dynamic.as_ref(),
+            self.strings.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|p| p.bytes.len() as u64)
+        .sum()
+    }
+
+    /// Hold nothing more and leave the answer to the caller.
+    pub fn give_up(&mut self) {
+        *self = Capture {
+            stage: Stage::Other,
+            head: Part::new(0, 0),
+            ..Capture::default()
+        };
+    }
+
     fn header(&self) -> Option<Header> {
         header(&self.head.bytes)
     }

@@ -75,10 +75,12 @@ impl LibraryRead {
     /// that says it (only the string table is read from the wheel then, usually near the
     /// file's start); else from the wheel.
     pub fn read_with(&self, tap: Option<&LibraryTap>) -> Result<WheelLibrary, WheelError> {
-        let taken = match tap.and_then(LibraryTap::capture) {
-            Some(c) => self.archive.elf_facts_from(&self.member, &c)?,
+        let capture = tap.and_then(|t| t.0.lock().ok());
+        let taken = match capture.as_deref() {
+            Some(c) => self.archive.elf_facts_from(&self.member, c)?,
             None => None,
         };
+        drop(capture);
         let elf = match taken {
             Some(elf) => elf,
             None => self.archive.elf_facts(&self.member)?,
@@ -98,9 +100,18 @@ impl LibraryRead {
 
 /// What a wheel's shared object showed of itself while its layer was written: its ELF parts
 /// (`crate::elf::capture`), fed by the layer writer's inflating read
-/// (`assemble::ArchivedFile::tap`).
+/// (`assemble::ArchivedFile::tap`). The taps of a build hold at most [`MAX_HELD`] bytes
+/// together: a capture that would pass it gives up, and its library is read from its wheel.
 #[derive(Debug, Default)]
 pub struct LibraryTap(std::sync::Mutex<Capture>);
+
+/// Bytes all taps may hold at once. A real library's parts are a few KB (its dynamic section,
+/// and the names `patchelf` moved behind it); a wheel of thousands of members whose headers
+/// claim parts of a MiB each must not grow the build's memory with them.
+pub const MAX_HELD: u64 = 64 << 20;
+
+/// Bytes the live taps hold.
+static HELD: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl LibraryTap {
     /// What it took so far (`None` if a feeding thread panicked).
@@ -111,8 +122,27 @@ impl LibraryTap {
 
 impl crate::assemble::Tap for LibraryTap {
     fn feed(&self, at: u64, piece: &[u8]) {
-        if let Ok(mut c) = self.0.lock() {
-            c.feed(at, piece);
+        use std::sync::atomic::Ordering::Relaxed;
+        let Ok(mut c) = self.0.lock() else {
+            return;
+        };
+        let before = c.held();
+        c.feed(at, piece);
+        let after = c.held();
+        if after > before {
+            let grew = after - before;
+            if HELD.fetch_add(grew, Relaxed).saturating_add(grew) > MAX_HELD {
+                HELD.fetch_sub(after, Relaxed);
+                c.give_up();
+            }
+        }
+    }
+}
+
+impl Drop for LibraryTap {
+    fn drop(&mut self) {
+        if let Ok(c) = self.0.get_mut() {
+            HELD.fetch_sub(c.held(), std::sync::atomic::Ordering::Relaxed);
         }
     }
 }
@@ -148,4 +178,60 @@ pub fn library_reads(
     }
     out.sort_by_key(|r| std::cmp::Reverse(r.member.size));
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::assemble::Tap;
+
+    /// A 64-bit ELF whose one program header is a dynamic section of `dynamic` zero bytes at
+    /// offset 4096 (its first entry `DT_NULL`: a shared object without names).
+    fn with_dynamic(dynamic: usize) -> Vec<u8> {
+        let mut b = vec![0u8; 4096 + dynamic];
+        b[..4].copy_from_slice(b"\x7fELF");
+        b[4] = 2;
+        b[5] = 1;
+        b[16..18].copy_from_slice(&3u16.to_le_bytes());
+        b[18..20].copy_from_slice(&62u16.to_le_bytes());
+        b[32..40].copy_from_slice(&64u64.to_le_bytes());
+        b[54..56].copy_from_slice(&56u16.to_le_bytes());
+        b[56..58].copy_from_slice(&1u16.to_le_bytes());
+        b[64..68].copy_from_slice(&2u32.to_le_bytes());
+        b[72..80].copy_from_slice(&4096u64.to_le_bytes());
+        b[96..104].copy_from_slice(&(dynamic as u64).to_le_bytes());
+        b
+    }
+
+    #[test]
+    fn the_taps_together_hold_at_most_their_cap() {
+        // Only this test makes taps in this process: what they hold is all that is held.
+        let start = HELD.load(std::sync::atomic::Ordering::Relaxed);
+        let bytes = with_dynamic(crate::elf::MAX_STREAM_PART as usize);
+        let mut none = |_: u64, _: u64| -> Option<Vec<u8>> { None };
+        let n = (MAX_HELD / crate::elf::MAX_STREAM_PART) as usize + 8;
+        let taps: Vec<LibraryTap> = (0..n).map(|_| LibraryTap::default()).collect();
+        for t in &taps {
+            for (i, p) in bytes.chunks(256 << 10).enumerate() {
+                t.feed((i * (256 << 10)) as u64, p);
+            }
+        }
+        let held: u64 = taps.iter().map(|t| t.capture().unwrap().held()).sum();
+        assert!(held <= MAX_HELD, "{held} bytes held");
+        let answered = taps
+            .iter()
+            .filter(|t| t.capture().unwrap().finish(&mut none).is_some())
+            .count();
+        // The first ones answer; those past the cap leave it to the caller.
+        assert!(answered > 0 && answered < n, "{answered} of {n} answered");
+        let first = taps[0]
+            .capture()
+            .unwrap()
+            .finish(&mut none)
+            .unwrap()
+            .unwrap();
+        assert_eq!((first.is_64, first.machine, first.soname), (true, 62, None));
+        drop(taps);
+        assert_eq!(HELD.load(std::sync::atomic::Ordering::Relaxed), start);
+    }
 }
