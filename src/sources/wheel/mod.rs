@@ -31,7 +31,7 @@ pub use error::WheelError;
 pub use filename::normalize;
 pub use libraries::{
     file_name, is_library_name, is_module_name, library_reads, LibraryRead, LibraryTap, Taps,
-    WheelLibrary,
+    WheelLibrary, MAX_HELD,
 };
 pub use prune::{prune_records, rehash_records};
 pub use record::FileHash;
