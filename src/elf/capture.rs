@@ -307,16 +307,7 @@ mod tests {
         let dynamic_at = 4096u64;
         let strtab_at = dynamic_at + 6 * 16 + filler as u64;
         let total = strtab_at + strings.len() as u64;
-        let mut b = vec![0u8; 4096];
-        b[..4].copy_from_slice(b"\x7fELF");
-        b[4] = 2;
-        b[5] = 1;
-        b[6] = 1;
-        b[16..18].copy_from_slice(&3u16.to_le_bytes());
-        b[18..20].copy_from_slice(&62u16.to_le_bytes());
-        b[32..40].copy_from_slice(&64u64.to_le_bytes());
-        b[54..56].copy_from_slice(&56u16.to_le_bytes());
-        b[56..58].copy_from_slice(&2u16.to_le_bytes());
+        let mut b = super::super::test_elf64(2, 4096);
         let mut ph = |at: usize, typ: u32, off: u64, size: u64| {
             b[at..at + 4].copy_from_slice(&typ.to_le_bytes());
             b[at + 8..at + 16].copy_from_slice(&off.to_le_bytes());

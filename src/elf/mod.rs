@@ -259,6 +259,23 @@ fn facts(
     Some(so)
 }
 
+/// For tests: `len` zero bytes opening with the header of a little-endian 64-bit x86-64
+/// shared object whose `phnum` program headers follow it (at byte 64).
+#[cfg(test)]
+pub(crate) fn test_elf64(phnum: u16, len: usize) -> Vec<u8> {
+    let mut b = vec![0u8; len.max(64)];
+    b[..4].copy_from_slice(b"\x7fELF");
+    b[4] = 2;
+    b[5] = 1;
+    b[6] = 1;
+    b[16..18].copy_from_slice(&3u16.to_le_bytes());
+    b[18..20].copy_from_slice(&62u16.to_le_bytes());
+    b[32..40].copy_from_slice(&64u64.to_le_bytes());
+    b[54..56].copy_from_slice(&56u16.to_le_bytes());
+    b[56..58].copy_from_slice(&phnum.to_le_bytes());
+    b
+}
+
 /// Parse a little-endian ELF shared object (`ET_DYN`); `None` for anything else.
 pub fn parse(b: &[u8]) -> Option<SharedObject> {
     let h = header(b)?;

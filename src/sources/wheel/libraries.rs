@@ -188,15 +188,7 @@ mod tests {
     /// A 64-bit ELF whose one program header is a dynamic section of `dynamic` zero bytes at
     /// offset 4096 (its first entry `DT_NULL`: a shared object without names).
     fn with_dynamic(dynamic: usize) -> Vec<u8> {
-        let mut b = vec![0u8; 4096 + dynamic];
-        b[..4].copy_from_slice(b"\x7fELF");
-        b[4] = 2;
-        b[5] = 1;
-        b[16..18].copy_from_slice(&3u16.to_le_bytes());
-        b[18..20].copy_from_slice(&62u16.to_le_bytes());
-        b[32..40].copy_from_slice(&64u64.to_le_bytes());
-        b[54..56].copy_from_slice(&56u16.to_le_bytes());
-        b[56..58].copy_from_slice(&1u16.to_le_bytes());
+        let mut b = crate::elf::test_elf64(1, 4096 + dynamic);
         b[64..68].copy_from_slice(&2u32.to_le_bytes());
         b[72..80].copy_from_slice(&4096u64.to_le_bytes());
         b[96..104].copy_from_slice(&(dynamic as u64).to_le_bytes());
