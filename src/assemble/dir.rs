@@ -60,13 +60,12 @@ pub fn walk_into(
     }
     let mut stack = vec![(root.to_path_buf(), opts.prefix.to_string())];
     while let Some((dir, rel)) = stack.pop() {
-        let mut names: Vec<_> = fs_err::read_dir(&dir)?
-            .map(|r| r.map(|e| e.file_name()))
-            .collect::<Result<_, _>>()?;
-        names.sort();
+        let mut entries: Vec<_> = fs_err::read_dir(&dir)?.collect::<Result<_, _>>()?;
+        entries.sort_by_cached_key(|e| e.file_name());
         // Push in reverse so that the smallest name is walked first.
         let mut subdirs = Vec::new();
-        for name in names {
+        for entry in entries {
+            let name = entry.file_name();
             let name_str = name.to_str().ok_or_else(|| AssembleError::NotUtf8 {
                 origin: tree.origin.clone(),
                 entry: format!("{rel}/{}", name.to_string_lossy()),
@@ -77,7 +76,10 @@ pub fn walk_into(
                 format!("{rel}/{name_str}")
             };
             let full = dir.join(&name);
-            if add_entry(tree, &full, path.clone(), opts, &mut seen)? {
+            // Asked of the directory just read (`fstatat` beside it), not by the whole path
+            // again: it never follows a symlink either.
+            let meta = entry.metadata()?;
+            if add_entry(tree, &full, &meta, path.clone(), opts, &mut seen)? {
                 subdirs.push((full, path));
             }
         }
@@ -107,9 +109,12 @@ pub fn entries_at<'p>(
     sorted.sort_unstable();
     sorted.dedup();
     for path in sorted {
+        let full = root.join(path);
+        let meta = fs_err::symlink_metadata(&full)?;
         add_entry(
             &mut tree,
-            &root.join(path),
+            &full,
+            &meta,
             path.to_string(),
             &opts,
             &mut seen,
@@ -119,17 +124,17 @@ pub fn entries_at<'p>(
     Ok(tree)
 }
 
-/// Record the entry at `full` as `path` (lstat, never following it); `true` when it is a
-/// directory. The first regular file of a hard-link group seen carries the data; `seen` holds
-/// the groups.
+/// Record the entry at `full`, whose `lstat` is `meta` (never following it), as `path`; `true`
+/// when it is a directory. The first regular file of a hard-link group seen carries the data;
+/// `seen` holds the groups.
 fn add_entry(
     tree: &mut Tree,
     full: &Path,
+    meta: &std::fs::Metadata,
     path: String,
     opts: &WalkOptions<'_>,
     seen: &mut HashMap<(u64, u64), String>,
 ) -> Result<bool, AssembleError> {
-    let meta = fs_err::symlink_metadata(full)?;
     let ft = meta.file_type();
     let (uid, gid) = if opts.root_owned {
         (0, 0)
@@ -175,7 +180,7 @@ fn add_entry(
         }
         EntryKind::File {
             size: meta.len(),
-            data: DataSource::file(full.to_path_buf(), &meta),
+            data: DataSource::file(full.to_path_buf(), meta),
         }
     } else {
         let (kind, label) = if ft.is_char_device() {

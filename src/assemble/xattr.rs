@@ -31,30 +31,67 @@ pub fn why_not(name: &str) -> &'static str {
 
 /// The extended attributes of `path` itself (not following a symlink). A file system without
 /// extended attributes has none.
+///
+/// Most entries have none: the list is asked for into a small buffer first, and a buffer of
+/// the size the kernel reports is made only when it does not fit (a walk used to zero 64 KiB
+/// per entry for it).
 pub fn read_dir_entry(path: &Path) -> std::io::Result<Vec<(String, Vec<u8>)>> {
-    let mut list = vec![0u8; XATTR_SIZE_MAX];
-    let n = match rustix::fs::llistxattr(path, &mut list[..]) {
-        Ok(n) => n,
+    let list = match read_sized(
+        |buf| rustix::fs::llistxattr(path, buf),
+        || rustix::fs::llistxattr_query(path),
+    ) {
+        Ok(list) => list,
         Err(rustix::io::Errno::NOTSUP) => return Ok(Vec::new()),
         Err(e) => return Err(e.into()),
     };
     let mut out = Vec::new();
-    for name in list[..n].split(|b| *b == 0).filter(|n| !n.is_empty()) {
+    for name in list.split(|b| *b == 0).filter(|n| !n.is_empty()) {
         let Ok(name) = std::str::from_utf8(name) else {
             continue;
         };
-        let mut value = vec![0u8; XATTR_SIZE_MAX];
-        match rustix::fs::lgetxattr(path, name, &mut value[..]) {
-            Ok(len) => {
-                value.truncate(len);
-                out.push((name.to_string(), value));
-            }
+        match read_sized(
+            |buf| rustix::fs::lgetxattr(path, name, buf),
+            || rustix::fs::lgetxattr_query(path, name),
+        ) {
+            Ok(value) => out.push((name.to_string(), value)),
             // Removed between listing and reading.
             Err(rustix::io::Errno::NODATA) => {}
             Err(e) => return Err(e.into()),
         }
     }
     Ok(out)
+}
+
+/// Bytes `call` writes into a buffer it is given: a small one first; on `ERANGE`, one of the
+/// size `query` reports (at most `XATTR_SIZE_MAX`, the kernel's own limit for one list or
+/// value), asked again while the answer grows between the two calls.
+fn read_sized(
+    mut call: impl FnMut(&mut [u8]) -> rustix::io::Result<usize>,
+    query: impl Fn() -> rustix::io::Result<usize>,
+) -> rustix::io::Result<Vec<u8>> {
+    let mut small = [0u8; 256];
+    match call(&mut small) {
+        Ok(n) => return Ok(small[..n].to_vec()),
+        Err(rustix::io::Errno::RANGE) => {}
+        Err(e) => return Err(e),
+    }
+    for _ in 0..4 {
+        let want = query()?.min(XATTR_SIZE_MAX);
+        let mut buf = vec![0u8; want];
+        match call(&mut buf) {
+            Ok(n) => {
+                buf.truncate(n);
+                return Ok(buf);
+            }
+            Err(rustix::io::Errno::RANGE) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    // Still growing after four tries: the largest buffer the kernel can fill.
+    let mut buf = vec![0u8; XATTR_SIZE_MAX];
+    let n = call(&mut buf)?;
+    buf.truncate(n);
+    Ok(buf)
 }
 
 /// The `SCHILY.xattr.*` records of a tar entry's PAX header.
@@ -72,4 +109,64 @@ pub fn read_tar_entry<R: std::io::Read>(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(path: &Path, name: &str, value: &[u8]) {
+        rustix::fs::lsetxattr(path, name, value, rustix::fs::XattrFlags::empty()).unwrap_or_else(
+            |e| {
+                panic!(
+                    "setting {name} on {}: {e} (the test needs user.* attributes)",
+                    path.display()
+                )
+            },
+        );
+    }
+
+    #[test]
+    fn lists_and_values_of_any_size_are_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let none = dir.path().join("none");
+        std::fs::write(&none, "x").unwrap();
+        assert!(read_dir_entry(&none).unwrap().is_empty());
+
+        // A short value, one past the small buffer, one of 1.5 kB (ext4 keeps an inode's
+        // attributes in one 4 KiB block); then a list of names
+        // longer than the small buffer.
+        let some = dir.path().join("some");
+        std::fs::write(&some, "x").unwrap();
+        let long: Vec<u8> = (0..1_500u32).map(|i| (i % 251) as u8).collect();
+        set(&some, "user.a", b"1");
+        set(&some, "user.b", &[7u8; 257]);
+        set(&some, "user.c", &long);
+        let mut got = read_dir_entry(&some).unwrap();
+        got.sort();
+        assert_eq!(
+            got,
+            vec![
+                ("user.a".to_string(), b"1".to_vec()),
+                ("user.b".to_string(), vec![7u8; 257]),
+                ("user.c".to_string(), long),
+            ]
+        );
+
+        let many = dir.path().join("many");
+        std::fs::write(&many, "x").unwrap();
+        let names: Vec<String> = (0..40)
+            .map(|i| format!("user.name-of-some-length-{i:02}"))
+            .collect();
+        for n in &names {
+            set(&many, n, n.as_bytes());
+        }
+        let mut got = read_dir_entry(&many).unwrap();
+        got.sort();
+        let want: Vec<_> = names
+            .iter()
+            .map(|n| (n.clone(), n.as_bytes().to_vec()))
+            .collect();
+        assert_eq!(got, want);
+    }
 }
