@@ -41,6 +41,7 @@ pub fn append<W: Write>(
     dedup: &mut Dedup,
 ) -> io::Result<()> {
     let mut open: HashMap<Arc<PathBuf>, fs_err::File> = HashMap::new();
+    let mut buf = vec![0u8; COPY_BUF];
     for e in tree.iter() {
         let attrs = tree.xattrs(&e.path);
         if let EntryKind::File { size, data } = &e.kind {
@@ -87,7 +88,7 @@ pub fn append<W: Write>(
                     DataSource::Path { path, identity, .. } => {
                         let f = crate::assemble::open_same_file(path, identity)?;
                         let mut r = ExactReader::new(f.take(*size), *size, path.display());
-                        b.append_data(&mut h, &e.path, &mut r)?;
+                        append_file(b, &mut h, &e.path, &mut r, &mut buf)?;
                     }
                     DataSource::TarSpan {
                         tarball, offset, ..
@@ -102,7 +103,7 @@ pub fn append<W: Write>(
                         f.seek(SeekFrom::Start(*offset))?;
                         let mut r =
                             ExactReader::new((&mut *f).take(*size), *size, tarball.display());
-                        b.append_data(&mut h, &e.path, &mut r)?;
+                        append_file(b, &mut h, &e.path, &mut r, &mut buf)?;
                     }
                     DataSource::Bytes(bytes) => {
                         b.append_data(&mut h, &e.path, bytes.as_slice())?;
@@ -113,7 +114,7 @@ pub fn append<W: Write>(
                             *size,
                             format!("`{}` of `{}`", a.member, a.label),
                         );
-                        b.append_data(&mut h, &e.path, &mut r)?;
+                        append_file(b, &mut h, &e.path, &mut r, &mut buf)?;
                     }
                 }
                 *done += size;
@@ -144,6 +145,37 @@ pub fn append<W: Write>(
         }
     }
     Ok(())
+}
+
+/// Bytes a file's data is copied in. `tar::Builder::append_data` copies through an 8 KiB
+/// buffer behind `dyn` references (a read, a hash update and a compressor call per 8 KiB).
+const COPY_BUF: usize = 256 * 1024;
+
+/// Append a regular file whose header `h` holds its size: the header (and any long-name
+/// record) as `append_data` writes it for no data, then the data through `buf`, then the
+/// zeros that fill its last 512-byte record: the bytes `append_data` would write.
+fn append_file<W: Write>(
+    b: &mut tar::Builder<W>,
+    h: &mut Header,
+    path: &str,
+    r: &mut dyn Read,
+    buf: &mut [u8],
+) -> io::Result<()> {
+    b.append_data(h, path, io::empty())?;
+    let w = b.get_mut();
+    let mut len: u64 = 0;
+    loop {
+        let n = match r.read(buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        w.write_all(&buf[..n])?;
+        len += n as u64;
+    }
+    let pad = (512 - len % 512) % 512;
+    w.write_all(&[0u8; 512][..pad as usize])
 }
 
 fn header(e: &Entry, epoch: u64) -> Header {
