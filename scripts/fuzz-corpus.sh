@@ -19,6 +19,9 @@ for f in lib64.so lib32.so; do
     strip -o "$corpus/elf/$f" "$work/$f"
     chmod 644 "$corpus/elf/$f"
 done
+# The 64-bit one with DWARF and its symbol table kept: what `elf::strip` cuts.
+cc "${small[@]}" -g -Wl,-soname,libfuzzseed.so.1 -o "$corpus/elf/lib64-debug.so" "$work/a.c"
+chmod 644 "$corpus/elf/lib64-debug.so"
 
 # A small root filesystem like a distribution's: merged-/usr links, an absolute symlink, a
 # hard link, a setuid file, a long path.

@@ -437,6 +437,18 @@ fn files(sb: &Sandbox, dir: &Path, name: &str) -> (PathBuf, BTreeMap<String, Str
     (root, m)
 }
 
+/// A `RECORD` row names the file's sha256 `hex` (as the wheel format writes it: urlsafe
+/// base64 without padding).
+fn assert_row_hash(row: &str, hex: &str) {
+    let b64 = run_ok(Command::new("python3").args([
+        "-c",
+        &format!(
+            "import base64;print(base64.urlsafe_b64encode(bytes.fromhex('{hex}')).rstrip(b'=').decode())"
+        ),
+    ]));
+    assert!(row.contains(&format!("sha256={}", b64.trim())), "{row}");
+}
+
 #[test]
 fn a_pruned_build_changes_only_what_the_licences_allow() {
     require("umoci");
@@ -504,14 +516,7 @@ fn a_pruned_build_changes_only_what_the_licences_allow() {
         .find(|l| l.starts_with("nvidia/nccl/lib/libnccl.so.2,"))
         .unwrap()
         .to_string();
-    let hex = &fb[&nccl];
-    let b64 = run_ok(Command::new("python3").args([
-        "-c",
-        &format!(
-            "import base64;print(base64.urlsafe_b64encode(bytes.fromhex('{hex}')).rstrip(b'=').decode())"
-        ),
-    ]));
-    assert!(row.contains(&format!("sha256={}", b64.trim())), "{row}");
+    assert_row_hash(&row, &fb[&nccl]);
     let kinds: BTreeSet<(String, String)> = listing(&root.join(&nccl)).into_iter().collect();
     assert_eq!(kinds, BTreeSet::from([("elf".into(), "sm_90".into())]));
     // The config says which GPU the image is for; the size report names the library.
@@ -531,4 +536,73 @@ fn a_pruned_build_changes_only_what_the_licences_allow() {
         sizes.contains("DEVICE CODE") && sizes.contains("libnccl.so.2"),
         "{sizes}"
     );
+
+    // With `debug-symbols` too: NCCL (BSD-3-Clause) loses its DWARF and symbol table, and
+    // nothing else changes; what the loader and the device code see of it stays the same.
+    let stripped_yaml = sb.path().join("stripped.yaml");
+    write(
+        &stripped_yaml,
+        &PROFILE.replace(", device-code]", ", debug-symbols, device-code]"),
+    );
+    let c = sb.path().join("stripped");
+    let o = run(gpuimg(&sb)
+        .arg("build")
+        .arg(&stripped_yaml)
+        .arg("-o")
+        .arg(format!("oci:{}", c.display())));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (root_c, fc) = files(&sb, &c, "stripped");
+    assert_eq!(fb.keys().collect::<Vec<_>>(), fc.keys().collect::<Vec<_>>());
+    for (p, h) in &fb {
+        if fc[p] != *h {
+            assert!(
+                *p == nccl
+                    || p.ends_with(".dist-info/RECORD") && p.contains("nccl")
+                    || p.starts_with("usr/share/gpuimg/")
+                    || p.starts_with("etc/gpuimg/"),
+                "{p} changed under debug-symbols"
+            );
+        }
+    }
+    let (pruned_lib, stripped_lib) = (root.join(&nccl), root_c.join(&nccl));
+    let readelf = |args: &[&str], f: &Path| run_ok(Command::new("readelf").args(args).arg(f));
+    let before = readelf(&["-SW"], &pruned_lib);
+    let after = readelf(&["-SW"], &stripped_lib);
+    assert!(
+        before.contains(".symtab"),
+        "the NCCL wheel's library has a symbol table"
+    );
+    assert!(
+        !after.contains(".symtab") && !after.contains(".debug_"),
+        "{after}"
+    );
+    assert!(
+        std::fs::metadata(&stripped_lib).unwrap().len()
+            < std::fs::metadata(&pruned_lib).unwrap().len()
+    );
+    for args in [&["-lW"][..], &["-dW"][..], &["--dyn-syms", "-W"][..]] {
+        assert_eq!(
+            readelf(args, &pruned_lib),
+            readelf(args, &stripped_lib),
+            "{args:?}"
+        );
+    }
+    assert_eq!(
+        listing(&pruned_lib),
+        listing(&stripped_lib),
+        "the device code"
+    );
+    let record_c = root_c.join(record.strip_prefix(&root).unwrap());
+    let row = read(&record_c)
+        .lines()
+        .find(|l| l.starts_with("nvidia/nccl/lib/libnccl.so.2,"))
+        .unwrap()
+        .to_string();
+    assert_row_hash(&row, &fc[&nccl]);
+    let sizes = run_ok(
+        gpuimg(&sb)
+            .args(["inspect", "--sizes"])
+            .arg(format!("oci:{}", c.display())),
+    );
+    assert!(sizes.contains("debug-symbols"), "{sizes}");
 }

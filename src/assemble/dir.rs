@@ -111,14 +111,7 @@ pub fn entries_at<'p>(
     for path in sorted {
         let full = root.join(path);
         let meta = fs_err::symlink_metadata(&full)?;
-        add_entry(
-            &mut tree,
-            &full,
-            &meta,
-            path.to_string(),
-            &opts,
-            &mut seen,
-        )?;
+        add_entry(&mut tree, &full, &meta, path.to_string(), &opts, &mut seen)?;
     }
     tree.order_hardlinks();
     Ok(tree)

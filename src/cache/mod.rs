@@ -144,6 +144,9 @@ pub const RETIRED: [&str; 4] = ["apt-v1", "bases-v1", "layers-v1", "trust-v1"];
 /// checked by `cache verify`, removed by `cache prune`, made again by the next build that
 /// needs one).
 pub const DEVICE_CODE_COPIES: &str = "device-code-v1";
+/// Where `strip: [debug-symbols]` keeps its stripped library copies (`driver::strip_sections`),
+/// and the section stripper's version in their key and in the layer keys.
+pub const SECTION_STRIP_COPIES: &str = "section-strip-v1";
 
 /// The bucket of layer records.
 pub const LAYERS: Bucket = Bucket::Layers;

@@ -31,7 +31,7 @@ pub use records::{
     PytorchRelease, PytorchVariant, Source, StackDebs, StackWheels, TensorflowRelease,
 };
 pub use strip_table::{
-    strip_table, strip_table_text, FileTerms, PackageKind, PackageStrip, StripTableError,
+    strip_table, strip_table_text, FileTerms, GpuFile, PackageKind, PackageStrip, StripTableError,
 };
 pub use wheels::StackRequirements;
 

@@ -50,6 +50,22 @@ pub struct PackageStrip {
     /// Strip class name → paths the class never removes.
     #[serde(default)]
     pub keep: BTreeMap<String, Vec<String>>,
+    /// Files that serve only GPUs of some compute capabilities: `device-code` leaves one out
+    /// of an image none of whose GPUs it serves.
+    #[serde(default, rename = "gpu-files")]
+    pub gpu_files: Vec<GpuFile>,
+}
+
+/// A file (or directory) that serves only the GPUs whose compute capability is at least
+/// `from` and below `below` (either bound may be absent), as `"9.0"`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuFile {
+    pub path: String,
+    #[serde(default)]
+    pub from: Option<String>,
+    #[serde(default)]
+    pub below: Option<String>,
 }
 
 /// The terms one group of files is under.

@@ -58,17 +58,7 @@ pub fn prune_tree(
         })
         .collect();
     let gpus = gpus.as_slice();
-    let candidates: Vec<(String, DataSource)> = tree
-        .iter()
-        .filter_map(|e| match &e.kind {
-            EntryKind::File { data, .. }
-                if is_shared_object(&e.path) && rules.may_modify(&e.path) =>
-            {
-                Some((e.path.clone(), data.clone()))
-            }
-            _ => None,
-        })
-        .collect();
+    let candidates = modifiable_shared_objects(tree, rules);
     let mut out = Vec::new();
     let mut hashes: BTreeMap<String, FileHash> = BTreeMap::new();
     for (image_path, src) in candidates {
@@ -149,7 +139,10 @@ pub fn add_sizes(sizes: &mut LayerSizes, pruned: &[PrunedFile]) {
 /// left in its wheel inflated (and checked) into an unnamed scratch file first, keyed by the
 /// wheel's identity and the member's place in it. `None` for bytes held in memory or a span
 /// of a tarball (no wheel layer has those as shared objects).
-fn open_source(src: &DataSource, cache: &Cache) -> std::io::Result<Option<(fs::File, [u64; 5])>> {
+pub(super) fn open_source(
+    src: &DataSource,
+    cache: &Cache,
+) -> std::io::Result<Option<(fs::File, [u64; 5])>> {
     match src {
         DataSource::Path { path, identity, .. } => {
             Ok(Some((open_same_file(path, identity)?, *identity)))
@@ -173,6 +166,20 @@ fn open_source(src: &DataSource, cache: &Cache) -> std::io::Result<Option<(fs::F
     }
 }
 
+/// The shared objects of `tree` whose licence terms allow modification, with their sources.
+pub(super) fn modifiable_shared_objects(tree: &Tree, rules: &Rules) -> Vec<(String, DataSource)> {
+    tree.iter()
+        .filter_map(|e| match &e.kind {
+            EntryKind::File { data, .. }
+                if is_shared_object(&e.path) && rules.may_modify(&e.path) =>
+            {
+                Some((e.path.clone(), data.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 /// A shared library or an extension module, by its file name (as `sources::wheel` tells them).
 fn is_shared_object(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
@@ -188,22 +195,38 @@ fn pruned_copy(
     gpus: &[Cc],
     p: &fatbin::Pruning,
 ) -> std::io::Result<(PathBuf, [u8; 32])> {
+    let gpus: String = gpus.iter().map(|g| format!(";{g}")).collect();
+    cached_copy(cache, PRUNER, identity, &gpus, p.file_size, |dst| {
+        p.write(src, dst)
+    })
+}
+
+/// A rewritten copy of a file in the cache, under `roots-v1/<kind>/`, keyed by `kind`, the
+/// original's `identity` and `extra`: an earlier build's copy is used only when it is
+/// `size` bytes and still hashes to the sha256 recorded beside it; otherwise `write` writes
+/// it again (returning the sha256 of what it wrote).
+pub(super) fn cached_copy(
+    cache: &Cache,
+    kind: &str,
+    identity: &[u64; 5],
+    extra: &str,
+    size: u64,
+    write: impl FnOnce(&mut fs::File) -> std::io::Result<[u8; 32]>,
+) -> std::io::Result<(PathBuf, [u8; 32])> {
     let mut k = Sha256::new();
-    k.update(PRUNER.as_bytes());
+    k.update(kind.as_bytes());
     for v in identity {
         k.update(v.to_le_bytes());
     }
-    for g in gpus {
-        k.update(format!(";{g}").as_bytes());
-    }
+    k.update(extra.as_bytes());
     let key = hex::encode(k.finalize());
-    let dir = cache.dir(Bucket::Roots).join(PRUNER).join(&key[..2]);
+    let dir = cache.dir(Bucket::Roots).join(kind).join(&key[..2]);
     fs::create_dir_all(&dir)?;
     let file = dir.join(&key);
     let sum = dir.join(format!("{key}.sha256"));
     // An earlier build's copy is used only when its bytes still hash to what was recorded.
     if let (Ok(m), Ok(h)) = (fs::symlink_metadata(&file), fs::read_to_string(&sum)) {
-        if m.is_file() && m.len() == p.file_size {
+        if m.is_file() && m.len() == size {
             let recorded = hex::decode(h.trim())
                 .ok()
                 .and_then(|v| <[u8; 32]>::try_from(v.as_slice()).ok());
@@ -225,7 +248,7 @@ fn pruned_copy(
         }
     }
     let mut tmp = tempfile::NamedTempFile::new_in(&dir)?;
-    let hash = p.write(src, tmp.as_file_mut())?;
+    let hash = write(tmp.as_file_mut())?;
     tmp.as_file().sync_all()?;
     tmp.persist(&file).map_err(|e| e.error)?;
     fs::write(&sum, hex::encode(hash))?;

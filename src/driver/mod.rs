@@ -24,6 +24,7 @@ mod prewrite;
 mod python;
 mod stream;
 mod strip;
+mod strip_sections;
 
 pub use apt::apt_options;
 pub use prewrite::Prewritten;
@@ -125,6 +126,12 @@ pub struct BuildOutcome {
 pub enum BuildError {
     #[error("Failed to prune the device code of `{path}`: {source}")]
     DeviceCode {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("Failed to strip the debug sections of `{path}`: {source}")]
+    StripSections {
         path: String,
         #[source]
         source: std::io::Error,
@@ -391,6 +398,8 @@ fn run(
             let mut stripped: Option<crate::strip::Stripped> = None;
             // The libraries `device-code` pruned, for its sizes.
             let mut pruned: Vec<device_code::PrunedFile> = Vec::new();
+            // The libraries whose debug sections `debug-symbols` cut, for its sizes.
+            let mut sections: Vec<strip_sections::StrippedFile> = Vec::new();
             let tree = match &lp.inputs {
                 Inputs::Rootfs {
                     path,
@@ -480,6 +489,15 @@ fn run(
                             obs,
                         )?;
                     }
+                    if lp.strip.contains(&crate::profile::StripClass::DebugSymbols) {
+                        sections = strip_sections::strip_sections_tree(
+                            &mut tree,
+                            &rules,
+                            &cache,
+                            &format!("the `{component}` wheels"),
+                            obs,
+                        )?;
+                    }
                     if !wheels_only {
                         check_over_lower(&cache, &layers, &tree)?;
                     }
@@ -521,6 +539,7 @@ fn run(
             }
             add_stripped(&mut blob.sizes, stripped.as_ref());
             device_code::add_sizes(&mut blob.sizes, &pruned);
+            strip_sections::add_sizes(&mut blob.sizes, &sections);
             if let Pass::Wheels(out) = &mut pass {
                 if let Some(k) = &lp.key {
                     out.add(

@@ -4,11 +4,13 @@
 //!
 //! Reads headers, the dynamic section and its string table only, from a byte slice or a
 //! stream read front to back; must never trust an offset without bounds checks, and never
-//! reads more than [`MAX_STREAM_PART`] of any part.
+//! reads more than [`MAX_STREAM_PART`] of any part. `strip` is the one writer: it copies a
+//! file without its DWARF and symbol table (`strip: [debug-symbols]`).
 
 pub mod capture;
 pub mod closure;
 pub mod keep;
+pub mod strip;
 
 /// What the loader needs to know about a shared object.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

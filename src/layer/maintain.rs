@@ -264,7 +264,9 @@ pub fn verify(cache: &Cache, repair: bool) -> io::Result<Verified> {
     }
     bad.sort();
     out.bad = bad;
-    verify_device_code(cache, repair, &mut out)?;
+    for kind in COPIES {
+        verify_copies(cache, kind, repair, &mut out)?;
+    }
     out.bad.sort();
     Ok(out)
 }
@@ -342,34 +344,37 @@ pub fn prune(cache: &Cache) -> io::Result<Pruned> {
     // Mount hints name blobs gpuimg pushed; a blob pruned here may be gone from the
     // registries too, and a later push records again what it pushes.
     out.hints = remove_records(cache, Bucket::Pushed, |_| false)?;
-    let copies = device_code_dir(cache);
-    if std::fs::symlink_metadata(&copies).is_ok_and(|m| m.is_dir()) {
-        let size = disk_usage(&copies);
-        fs_err::remove_dir_all(&copies)?;
-        out.derived.push((device_code_entry(""), size));
+    for kind in COPIES {
+        let copies = copies_dir(cache, kind);
+        if std::fs::symlink_metadata(&copies).is_ok_and(|m| m.is_dir()) {
+            let size = disk_usage(&copies);
+            fs_err::remove_dir_all(&copies)?;
+            out.derived.push((copies_entry(kind, ""), size));
+        }
     }
     out.stamps = cache.sweep_stamps()?;
     Ok(out)
 }
 
-fn device_code_dir(cache: &Cache) -> std::path::PathBuf {
-    cache
-        .dir(Bucket::Roots)
-        .join(crate::cache::DEVICE_CODE_COPIES)
+/// The kinds of rewritten library copies under `roots-v1/`: `device-code`'s pruned ones and
+/// `debug-symbols`' stripped ones.
+const COPIES: [&str; 2] = [
+    crate::cache::DEVICE_CODE_COPIES,
+    crate::cache::SECTION_STRIP_COPIES,
+];
+
+fn copies_dir(cache: &Cache, kind: &str) -> std::path::PathBuf {
+    cache.dir(Bucket::Roots).join(kind)
 }
 
-fn device_code_entry(rest: &str) -> String {
-    format!(
-        "{}/{}/{rest}",
-        Bucket::Roots.dir(),
-        crate::cache::DEVICE_CODE_COPIES
-    )
+fn copies_entry(kind: &str, rest: &str) -> String {
+    format!("{}/{kind}/{rest}", Bucket::Roots.dir())
 }
 
-/// Hash every pruned device-code copy against the sha256 recorded beside it
+/// Hash every rewritten library copy of `kind` against the sha256 recorded beside it
 /// (`<key>.sha256`); a copy without one, or that differs, is bad (removed with `repair`).
-fn verify_device_code(cache: &Cache, repair: bool, out: &mut Verified) -> io::Result<()> {
-    let Ok(shards) = std::fs::read_dir(device_code_dir(cache)) else {
+fn verify_copies(cache: &Cache, kind: &str, repair: bool, out: &mut Verified) -> io::Result<()> {
+    let Ok(shards) = std::fs::read_dir(copies_dir(cache, kind)) else {
         return Ok(());
     };
     for shard in shards.flatten() {
@@ -402,7 +407,7 @@ fn verify_device_code(cache: &Cache, repair: bool, out: &mut Verified) -> io::Re
                     && trust::remove_if_present(&path).is_ok()
                     && trust::remove_if_present(&sum).is_ok();
                 out.bad.push(Finding {
-                    entry: device_code_entry(&format!("{shard_name}/{name}")),
+                    entry: copies_entry(kind, &format!("{shard_name}/{name}")),
                     problem,
                     removed,
                 });

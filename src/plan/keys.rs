@@ -46,6 +46,13 @@ fn strip<'k>(k: &'k mut Key, profile: &Profile) -> &'k mut Key {
     if !profile.strip.is_empty() {
         k.str(strip_table_text());
     }
+    // Libraries stripped inside depend on the section stripper.
+    if profile
+        .strip
+        .contains(&crate::profile::StripClass::DebugSymbols)
+    {
+        k.str(crate::cache::SECTION_STRIP_COPIES);
+    }
     // Pruned device code depends on the GPUs it is pruned for, and on the pruner.
     if profile
         .strip

@@ -262,6 +262,9 @@ pub fn plan(
     let mut apt = None;
     let python = facts.python.clone().filter(|p| !p.wheels.is_empty());
     let mut strip_rules = strip_rules::strip_rules()?;
+    strip_rules
+        .remove
+        .extend(strip_rules::gpu_files_removed(&device_code_gpus)?);
     let mut loader = Some(loader(profile, python.as_ref(), &strip_rules)?);
     if let Some(l) = &loader {
         strip_rules.unused = l.unused.clone();

@@ -59,6 +59,49 @@ pub fn device_code_gpus(
     Ok(ccs)
 }
 
+/// The files `device-code` leaves out for the GPUs `ccs` (as `device_code_gpus` gives
+/// them): those the strip table says serve only GPUs of other compute capabilities.
+pub fn gpu_files_removed(
+    ccs: &[crate::version::Version],
+) -> Result<Vec<(StripClass, PathPattern)>, PlanError> {
+    if ccs.is_empty() {
+        return Ok(Vec::new());
+    }
+    gpu_files_of(catalog::strip_table().map_err(PlanError::StripTable)?, ccs)
+}
+
+fn gpu_files_of(
+    table: &[PackageStrip],
+    ccs: &[crate::version::Version],
+) -> Result<Vec<(StripClass, PathPattern)>, PlanError> {
+    let bound = |p: &PackageStrip, v: &Option<String>| -> Result<_, PlanError> {
+        v.as_deref()
+            .map(|t| {
+                t.parse::<crate::version::Version>().map_err(|_| {
+                    PlanError::StripTable(catalog::StripTableError::new(format!(
+                        "package `{}`: `{t}` is not a compute capability",
+                        p.package
+                    )))
+                })
+            })
+            .transpose()
+    };
+    let mut out = Vec::new();
+    for p in table {
+        for f in &p.gpu_files {
+            let from = bound(p, &f.from)?;
+            let below = bound(p, &f.below)?;
+            let serves = |cc: &crate::version::Version| {
+                from.as_ref().is_none_or(|l| cc >= l) && below.as_ref().is_none_or(|h| cc < h)
+            };
+            if !ccs.iter().any(serves) {
+                out.push((StripClass::DeviceCode, PathPattern::parse(&f.path)));
+            }
+        }
+    }
+    Ok(out)
+}
+
 fn class(package: &str, name: &str) -> Result<StripClass, PlanError> {
     StripClass::from_name(name).ok_or_else(|| {
         PlanError::StripTable(catalog::StripTableError::new(format!(
@@ -134,5 +177,30 @@ mod tests {
             .keep
             .iter()
             .any(|(c, p)| *c == StripClass::Headers && p.matches("usr/include/stdio.h")));
+    }
+
+    #[test]
+    fn device_code_leaves_out_the_files_that_serve_none_of_the_gpus() {
+        let site = "usr/local/lib/python3.11/dist-packages";
+        let bc = |sm: &str| format!("{site}/nvidia/nvshmem/lib/libnvshmem_device_sm_{sm}.bc");
+        let cupti = format!("{site}/triton/backends/nvidia/lib/cupti-blackwell/libcupti.so");
+        let kept = |ccs: &[&str]| -> Vec<String> {
+            let ccs: Vec<crate::version::Version> =
+                ccs.iter().map(|c| c.parse().unwrap()).collect();
+            let removed = gpu_files_removed(&ccs).unwrap();
+            assert!(removed.iter().all(|(c, _)| *c == StripClass::DeviceCode));
+            let mut all: Vec<String> = ["75", "80", "89", "90"].iter().map(|s| bc(s)).collect();
+            all.push(cupti.clone());
+            all.into_iter()
+                .filter(|f| !removed.iter().any(|(_, p)| p.matches(f)))
+                .collect()
+        };
+        assert_eq!(kept(&["9.0"]), vec![bc("90")]);
+        assert_eq!(kept(&["8.6"]), vec![bc("80")]);
+        assert_eq!(kept(&["8.0", "9.0"]), vec![bc("80"), bc("90")]);
+        assert_eq!(kept(&["10.0"]), vec![bc("90"), cupti.clone()]);
+        assert_eq!(kept(&["7.0"]), Vec::<String>::new());
+        // Without device-code (no GPUs to prune for), nothing.
+        assert!(gpu_files_removed(&[]).unwrap().is_empty());
     }
 }

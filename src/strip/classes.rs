@@ -13,7 +13,7 @@
 //! | `locales` | `usr/share/locale`, `usr/local/share/locale`, `usr/share/i18n/locales` | `locale.alias` |
 //! | `headers` | `usr/include`, `usr/local/include`; `include` directories and `.h`/`.hpp`/`.hh`/`.cuh` files in a site | the catalog's keep-list (Triton's `cuda.h`, `Python.h`) |
 //! | `static-libs` | `.a` (import libraries `.dll.a` too) in `lib` directories and sites | |
-//! | `debug-symbols` | `usr/lib/debug`; `.debug` files in a site | |
+//! | `debug-symbols` | `usr/lib/debug`; `.debug` files in a site (and, in the driver, the DWARF and `.symtab` inside modifiable shared objects: `elf::strip`) | |
 //! | `build-files` | `cmake` and `pkgconfig` directories, `.cmake`, `.pc`, `.la` files in `lib`/`share` directories and sites; the catalog's tools a runtime image does not run | |
 //! | `python-caches` | `__pycache__` directories, a `.pyc`/`.pyo` beside its `.py` | a `.pyc` without its source (it is the module); with `python.compile`, `__pycache__/*.<tag>.pyc` of the image's Python |
 //! | `tests` | `tests` and `test` directories inside a package in a site | a top-level `test`/`tests` package; the catalog's keep-list (`torch/testing`, …) |

@@ -1,6 +1,7 @@
 //! `gpuimg device-code list FILE` and `gpuimg device-code prune --for CC SRC DST`: what device
 //! code a CUDA shared object carries, and a copy of it pruned to what some GPUs can select
-//! (the same rewrite `strip: [device-code]` applies in a build). No licence check here: the
+//! (the same rewrite `strip: [device-code]` applies in a build; with `--debug-symbols`, also
+//! `strip: [debug-symbols]`'s cut of debug sections and symbol table). No licence check here: the
 //! user owns the file; a build asks the catalog's licence table first.
 //!
 //! list: one line per target with its entry count and bytes, then a total; `--json` prints the
@@ -34,6 +35,10 @@ pub enum Command {
         /// A compute capability to keep code for (`9.0` or `sm_90`); repeatable.
         #[arg(long = "for", value_name = "CC", required = true)]
         gpus: Vec<Cc>,
+        /// Also cut the debug sections and the full symbol table, as `strip:
+        /// [debug-symbols]` does in a build (after pruning).
+        #[arg(long)]
+        debug_symbols: bool,
         src: PathBuf,
         dst: PathBuf,
     },
@@ -42,7 +47,12 @@ pub enum Command {
 pub fn exec(cmd: Command, settings: &Settings) -> Result<u8, CliError> {
     match cmd {
         Command::List { file, json } => list(&file, json),
-        Command::Prune { gpus, src, dst } => prune(&gpus, &src, &dst, settings),
+        Command::Prune {
+            gpus,
+            debug_symbols,
+            src,
+            dst,
+        } => prune(&gpus, debug_symbols, &src, &dst, settings),
     }
 }
 
@@ -93,7 +103,13 @@ fn list(path: &Path, as_json: bool) -> Result<u8, CliError> {
     Ok(0)
 }
 
-fn prune(gpus: &[Cc], src: &Path, dst: &Path, settings: &Settings) -> Result<u8, CliError> {
+fn prune(
+    gpus: &[Cc],
+    debug_symbols: bool,
+    src: &Path,
+    dst: &Path,
+    settings: &Settings,
+) -> Result<u8, CliError> {
     let f = open(src)?;
     let dir = match dst.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
@@ -133,11 +149,28 @@ fn prune(gpus: &[Cc], src: &Path, dst: &Path, settings: &Settings) -> Result<u8,
             }
         }
     };
+    let mut summary = vec![summary];
+    if debug_symbols {
+        let mut pruned = tmp.reopen().map_err(io)?;
+        if let Some(plan) = crate::elf::strip::plan(&mut pruned).map_err(io)? {
+            let mut stripped = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
+            plan.write(&pruned, stripped.as_file_mut()).map_err(io)?;
+            summary.push(format!(
+                "{}: cut {} bytes of {}",
+                src.display(),
+                plan.file_size - plan.new_size,
+                plan.removed.join(" ")
+            ));
+            tmp = stripped;
+        }
+    }
     let perms = f.metadata().map_err(io)?.permissions();
     tmp.as_file().set_permissions(perms).map_err(io)?;
     tmp.persist(dst).map_err(|e| io(e.error))?;
     if !settings.quiet {
-        eprintln!("{summary}");
+        for line in summary {
+            eprintln!("{line}");
+        }
     }
     Ok(0)
 }

@@ -7,7 +7,10 @@
 //! stream reader (`gpuimg::elf::parse_stream`, for wheel members) never disagrees with the
 //! whole-file reader when both read the file; and the capture the layer writer feeds
 //! (`gpuimg::elf::capture`), fed in pieces of any size, either leaves the answer to its
-//! caller or gives exactly what the stream reader gives.
+//! caller or gives exactly what the stream reader gives; and the section stripper
+//! (`gpuimg::elf::strip`, for `strip: [debug-symbols]`) either leaves a file alone or writes
+//! one of the planned size that keeps every byte it calls loaded, reads the same to the ELF
+//! reader, and has nothing left to strip.
 
 use arbitrary::{Result, Unstructured};
 use gpuimg::sources::apt::parsers::parse_elf;
@@ -66,6 +69,7 @@ fn check(b: &[u8]) -> Verdict {
             }
         }
     }
+    check_strip(b)?;
     let Some(so) = parse_elf(b) else {
         return Ok("not read");
     };
@@ -103,4 +107,39 @@ fn check(b: &[u8]) -> Verdict {
         return Ok("read with a soname");
     }
     Ok("read without a soname")
+}
+
+fn check_strip(b: &[u8]) -> std::result::Result<(), String> {
+    use gpuimg::elf::strip::plan_reader;
+    let len = b.len() as u64;
+    let plan = match plan_reader(&mut std::io::Cursor::new(b), len) {
+        Ok(Some(p)) => p,
+        // Left alone, or the bytes ran out (a read error: the file is left alone too).
+        Ok(None) | Err(_) => return Ok(()),
+    };
+    let mut out = Vec::new();
+    plan.write_reader(&mut std::io::Cursor::new(b), &mut out)
+        .map_err(|e| format!("planned a strip it could not write: {e}"))?;
+    if out.len() as u64 != plan.new_size {
+        return Err(format!(
+            "wrote {} bytes, planned {}",
+            out.len(),
+            plan.new_size
+        ));
+    }
+    if parse_elf(&out) != parse_elf(b) {
+        return Err(format!(
+            "the stripped file reads {:?}, the original {:?}",
+            parse_elf(&out),
+            parse_elf(b)
+        ));
+    }
+    let again = plan_reader(&mut std::io::Cursor::new(&out[..]), out.len() as u64);
+    if !matches!(again, Ok(None)) {
+        return Err(format!(
+            "the stripped file has more to strip: {:?}",
+            again.map(|p| p.map(|p| p.removed))
+        ));
+    }
+    Ok(())
 }

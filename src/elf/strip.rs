@@ -1,0 +1,411 @@
+//! Section stripping for `strip: [debug-symbols]`: the parts of a shared object no program
+//! loads and only debuggers and symbolizers read, the DWARF sections (`.debug_*`,
+//! `.zdebug_*`) and the full symbol table (`.symtab` with its `.strtab`), are cut from the
+//! file's end. What the loader reads (`.dynsym`, `.dynstr`, every loaded segment) stays byte
+//! for byte where it was.
+//!
+//! The plan reads only the ELF header, the program headers and the section headers. It says
+//! "leave it" for anything it does not fully understand: not a little-endian ELF64, extended
+//! section numbering, a removable section below the end of the loaded bytes, a kept section
+//! linking to a removed one, or bytes past the loaded part that no section holds (a stripped
+//! file must not silently lose them). It never follows an offset without a bounds check.
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom, Write};
+
+use sha2::{Digest as _, Sha256};
+
+use super::{u16_at, u32_at, u64_at};
+
+const SHF_ALLOC: u64 = 0x2;
+const SHF_INFO_LINK: u64 = 0x40;
+const SHT_NOBITS: u32 = 8;
+const SHT_REL: u32 = 9;
+const SHT_RELA: u32 = 4;
+/// Section headers are read whole; a file claiming more is left as it is.
+const MAX_SECTIONS: usize = 65_000;
+/// The most a stretch past the loaded bytes may hold outside any section (alignment).
+const MAX_GAP: u64 = 4096;
+
+#[derive(Debug, Clone)]
+struct Section {
+    name: String,
+    kind: u32,
+    flags: u64,
+    offset: u64,
+    size: u64,
+    link: u32,
+    info: u32,
+    align: u64,
+    raw: [u8; 64],
+}
+
+impl Section {
+    fn in_file(&self) -> u64 {
+        if self.kind == SHT_NOBITS {
+            0
+        } else {
+            self.size
+        }
+    }
+}
+
+/// What stripping one file does (see the module doc).
+#[derive(Debug, Clone)]
+pub struct Stripping {
+    /// The original's size, checked again when writing.
+    pub file_size: u64,
+    /// The stripped file's size.
+    pub new_size: u64,
+    /// The names of the sections removed, in file order.
+    pub removed: Vec<String>,
+    /// Bytes of the file kept as they are, from its start.
+    keep_prefix: u64,
+    /// The kept sections past `keep_prefix`: (original offset, size, new offset).
+    moved: Vec<(u64, u64, u64)>,
+    /// The new section header table and where it goes.
+    headers: Vec<u8>,
+    headers_at: u64,
+    /// The new ELF header.
+    elf_header: [u8; 64],
+}
+
+fn removable(name: &str) -> bool {
+    name.starts_with(".debug_") || name.starts_with(".zdebug_") || name == ".symtab"
+}
+
+fn read_exact_at<R: Read + Seek>(f: &mut R, at: u64, len: usize) -> io::Result<Vec<u8>> {
+    let mut b = vec![0u8; len];
+    f.seek(SeekFrom::Start(at))?;
+    f.read_exact(&mut b)?;
+    Ok(b)
+}
+
+/// What stripping `f` would do: `Ok(None)` when there is nothing to strip or the file is not
+/// one this module fully understands (it is then left as it is).
+pub fn plan(f: &mut File) -> io::Result<Option<Stripping>> {
+    let file_size = f.metadata()?.len();
+    plan_reader(f, file_size)
+}
+
+/// [`plan`] of `file_size` bytes read from `f`.
+pub fn plan_reader<R: Read + Seek>(f: &mut R, file_size: u64) -> io::Result<Option<Stripping>> {
+    if file_size < 64 {
+        return Ok(None);
+    }
+    let head = read_exact_at(f, 0, 64)?;
+    Ok(plan_with(f, file_size, &head).ok().flatten())
+}
+
+/// `Err(())`: not understood.
+fn plan_with<R: Read + Seek>(
+    f: &mut R,
+    file_size: u64,
+    head: &[u8],
+) -> Result<Option<Stripping>, ()> {
+    if head.get(..4) != Some(b"\x7fELF") || head[4] != 2 || head[5] != 1 {
+        return Err(());
+    }
+    let g16 = |o| u16_at(head, o).ok_or(());
+    let g64 = |o| u64_at(head, o).ok_or(());
+    let phoff = g64(32)?;
+    let shoff = g64(40)?;
+    let phentsize = u64::from(g16(54)?);
+    let phnum = u64::from(g16(56)?);
+    let shentsize = g16(58)?;
+    let shnum = usize::from(g16(60)?);
+    let shstrndx = usize::from(g16(62)?);
+    // Extended numbering (0 sections, or SHN_XINDEX) and odd entry sizes: left alone.
+    if shentsize != 64 || shnum == 0 || shnum > MAX_SECTIONS || shstrndx >= shnum {
+        return Err(());
+    }
+    if phnum > 0 && phentsize != 56 {
+        return Err(());
+    }
+    let sh_end = shoff
+        .checked_add(64 * shnum as u64)
+        .filter(|e| *e <= file_size)
+        .ok_or(())?;
+    let ph_end = phoff
+        .checked_add(phentsize * phnum)
+        .filter(|e| *e <= file_size)
+        .ok_or(())?;
+    let raw = read_exact_at(f, shoff, 64 * shnum).map_err(|_| ())?;
+    let mut sections = Vec::with_capacity(shnum);
+    for i in 0..shnum {
+        let b = &raw[i * 64..i * 64 + 64];
+        let s = Section {
+            name: String::new(),
+            kind: u32_at(b, 4).ok_or(())?,
+            flags: u64_at(b, 8).ok_or(())?,
+            offset: u64_at(b, 24).ok_or(())?,
+            size: u64_at(b, 32).ok_or(())?,
+            link: u32_at(b, 40).ok_or(())?,
+            info: u32_at(b, 44).ok_or(())?,
+            align: u64_at(b, 48).ok_or(())?,
+            raw: b.try_into().map_err(|_| ())?,
+        };
+        if s.offset
+            .checked_add(s.in_file())
+            .is_none_or(|e| e > file_size)
+        {
+            return Err(());
+        }
+        sections.push(s);
+    }
+    // Names, from the section name table (read whole: it is small).
+    let names_at = &sections[shstrndx];
+    if names_at.in_file() > 16 << 20 {
+        return Err(());
+    }
+    let names = read_exact_at(f, names_at.offset, names_at.in_file() as usize).map_err(|_| ())?;
+    for (i, b) in raw.chunks_exact(64).enumerate() {
+        let at = u32_at(b, 0).ok_or(())? as usize;
+        let rest = names.get(at..).ok_or(())?;
+        let end = rest.iter().position(|c| *c == 0).ok_or(())?;
+        sections[i].name = std::str::from_utf8(&rest[..end])
+            .map_err(|_| ())?
+            .to_string();
+    }
+    // What goes: DWARF and `.symtab`; `.strtab` too when only removed sections link to it.
+    let mut remove = vec![false; shnum];
+    for (i, s) in sections.iter().enumerate() {
+        remove[i] = i != 0 && s.flags & SHF_ALLOC == 0 && removable(&s.name);
+    }
+    for (i, s) in sections.iter().enumerate() {
+        if s.name == ".strtab" && s.flags & SHF_ALLOC == 0 && i != shstrndx {
+            let users: Vec<usize> = (0..shnum)
+                .filter(|j| sections[*j].link as usize == i)
+                .collect();
+            if !users.is_empty() && users.iter().all(|j| remove[*j]) {
+                remove[i] = true;
+            }
+        }
+    }
+    if !remove.iter().any(|r| *r) {
+        return Ok(None);
+    }
+    // A kept section must not refer to a removed one.
+    for (i, s) in sections.iter().enumerate() {
+        if remove[i] {
+            continue;
+        }
+        if remove.get(s.link as usize).copied().unwrap_or(false) {
+            return Err(());
+        }
+        let info_is_index = s.flags & SHF_INFO_LINK != 0 || s.kind == SHT_REL || s.kind == SHT_RELA;
+        if info_is_index && remove.get(s.info as usize).copied().unwrap_or(false) {
+            return Err(());
+        }
+    }
+    // The loaded bytes: every segment's file part, every allocated section, the headers.
+    let mut loaded = ph_end.max(64);
+    let ph = read_exact_at(f, phoff, (phentsize * phnum) as usize).map_err(|_| ())?;
+    for p in ph.chunks_exact(56) {
+        let off = u64_at(p, 8).ok_or(())?;
+        let filesz = u64_at(p, 32).ok_or(())?;
+        let end = off
+            .checked_add(filesz)
+            .filter(|e| *e <= file_size)
+            .ok_or(())?;
+        loaded = loaded.max(end);
+    }
+    for s in &sections {
+        if s.flags & SHF_ALLOC != 0 {
+            loaded = loaded.max(s.offset + s.in_file());
+        }
+    }
+    // Every removed section lies past the loaded bytes, and so does the header table.
+    for (i, s) in sections.iter().enumerate() {
+        if remove[i] && s.in_file() > 0 && s.offset < loaded {
+            return Err(());
+        }
+    }
+    if shoff < loaded {
+        return Err(());
+    }
+    // Past the loaded bytes, nothing but sections, the header table and small gaps.
+    let mut spans: Vec<(u64, u64)> = sections
+        .iter()
+        .filter(|s| s.in_file() > 0 && s.offset >= loaded)
+        .map(|s| (s.offset, s.offset + s.in_file()))
+        .chain(std::iter::once((shoff, sh_end)))
+        .collect();
+    spans.sort();
+    let mut covered = loaded;
+    for (start, end) in &spans {
+        if *start > covered && *start - covered > MAX_GAP {
+            return Err(());
+        }
+        covered = covered.max(*end);
+    }
+    if file_size > covered && file_size - covered > MAX_GAP {
+        return Err(());
+    }
+    // A kept section that straddles the loaded end (neither loaded nor past it) is not ours.
+    for (i, s) in sections.iter().enumerate() {
+        if !remove[i] && s.in_file() > 0 && s.offset < loaded && s.offset + s.in_file() > loaded {
+            return Err(());
+        }
+    }
+
+    // The new layout: the loaded bytes as they are, then the kept sections that lay past
+    // them, in file order, each at its alignment; then the header table.
+    let mut index = vec![0u32; shnum];
+    let mut next = 0u32;
+    for i in 0..shnum {
+        if !remove[i] {
+            index[i] = next;
+            next += 1;
+        }
+    }
+    let mut order: Vec<usize> = (0..shnum)
+        .filter(|i| !remove[*i] && sections[*i].in_file() > 0 && sections[*i].offset >= loaded)
+        .collect();
+    order.sort_by_key(|i| sections[*i].offset);
+    let mut at = loaded;
+    let mut new_offset: Vec<u64> = sections.iter().map(|s| s.offset).collect();
+    let mut moved = Vec::new();
+    for i in order {
+        let s = &sections[i];
+        let align = s.align.clamp(1, 4096);
+        at = at.div_ceil(align) * align;
+        new_offset[i] = at;
+        moved.push((s.offset, s.size, at));
+        at += s.size;
+    }
+    let headers_at = at.div_ceil(8) * 8;
+    let mut headers = Vec::with_capacity(64 * next as usize);
+    let remap = |v: u32| -> u32 {
+        if (v as usize) < shnum {
+            index[v as usize]
+        } else {
+            v
+        }
+    };
+    for (i, s) in sections.iter().enumerate() {
+        if remove[i] {
+            continue;
+        }
+        let mut b = s.raw;
+        // Empty sections past the loaded bytes point at where the kept ones end.
+        let off = if s.flags & SHF_ALLOC == 0 && s.offset >= loaded && s.in_file() == 0 {
+            at
+        } else {
+            new_offset[i]
+        };
+        b[24..32].copy_from_slice(&off.to_le_bytes());
+        if i != 0 {
+            b[40..44].copy_from_slice(&remap(s.link).to_le_bytes());
+            if s.flags & SHF_INFO_LINK != 0 || s.kind == SHT_REL || s.kind == SHT_RELA {
+                b[44..48].copy_from_slice(&remap(s.info).to_le_bytes());
+            }
+        }
+        headers.extend_from_slice(&b);
+    }
+    let mut elf_header: [u8; 64] = head.try_into().map_err(|_| ())?;
+    elf_header[40..48].copy_from_slice(&headers_at.to_le_bytes());
+    elf_header[60..62].copy_from_slice(&(next as u16).to_le_bytes());
+    elf_header[62..64].copy_from_slice(&(index[shstrndx] as u16).to_le_bytes());
+    let removed = {
+        let mut r: Vec<&Section> = (0..shnum)
+            .filter(|i| remove[*i])
+            .map(|i| &sections[i])
+            .collect();
+        r.sort_by_key(|s| s.offset);
+        r.into_iter().map(|s| s.name.clone()).collect()
+    };
+    Ok(Some(Stripping {
+        file_size,
+        new_size: headers_at + headers.len() as u64,
+        removed,
+        keep_prefix: loaded,
+        moved,
+        headers,
+        headers_at,
+        elf_header,
+    }))
+}
+
+/// A writer that hashes what it writes and counts it.
+struct Sink<'a, W: Write> {
+    file: &'a mut W,
+    hash: Sha256,
+    written: u64,
+}
+
+impl<W: Write> Sink<'_, W> {
+    fn put(&mut self, b: &[u8]) -> io::Result<()> {
+        self.file.write_all(b)?;
+        self.hash.update(b);
+        self.written += b.len() as u64;
+        Ok(())
+    }
+    fn zeros_to(&mut self, at: u64) -> io::Result<()> {
+        while self.written < at {
+            let n = (at - self.written).min(4096) as usize;
+            self.put(&[0u8; 4096][..n])?;
+        }
+        Ok(())
+    }
+    fn copy<R: Read + Seek>(
+        &mut self,
+        src: &mut R,
+        from: u64,
+        len: u64,
+        buf: &mut [u8],
+    ) -> io::Result<()> {
+        src.seek(SeekFrom::Start(from))?;
+        let mut left = len;
+        while left > 0 {
+            let n = left.min(buf.len() as u64) as usize;
+            src.read_exact(&mut buf[..n])?;
+            self.put(&buf[..n])?;
+            left -= n as u64;
+        }
+        Ok(())
+    }
+}
+
+impl Stripping {
+    /// Write the stripped file of `src` (the file planned) into `dst`; the sha256 of what was
+    /// written.
+    pub fn write(&self, src: &File, dst: &mut File) -> io::Result<[u8; 32]> {
+        let size = src.metadata()?.len();
+        if size != self.file_size {
+            return Err(io::Error::other(format!(
+                "the file changed size since it was read ({} → {size} bytes)",
+                self.file_size
+            )));
+        }
+        self.write_reader(&mut src.try_clone()?, dst)
+    }
+
+    /// [`Stripping::write`] from any reader of the planned bytes.
+    pub fn write_reader<R: Read + Seek, W: Write>(
+        &self,
+        src: &mut R,
+        dst: &mut W,
+    ) -> io::Result<[u8; 32]> {
+        let mut buf = vec![0u8; 1 << 20];
+        let mut sink = Sink {
+            file: dst,
+            hash: Sha256::new(),
+            written: 0,
+        };
+        sink.put(&self.elf_header)?;
+        sink.copy(src, 64, self.keep_prefix - 64, &mut buf)?;
+        for (from, len, to) in &self.moved {
+            sink.zeros_to(*to)?;
+            sink.copy(src, *from, *len, &mut buf)?;
+        }
+        sink.zeros_to(self.headers_at)?;
+        sink.put(&self.headers)?;
+        sink.file.flush()?;
+        Ok(sink.hash.finalize().into())
+    }
+}
+
+#[cfg(test)]
+#[path = "strip_tests.rs"]
+mod tests;
