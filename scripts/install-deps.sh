@@ -11,7 +11,7 @@
 set -euo pipefail
 pkgs=(umoci skopeo podman runc busybox-static docker-registry uidmap gnupg dpkg-dev
       fakeroot python3 python3-venv pigz hyperfine mmdebstrap time ca-certificates
-      gcc binutils unzip python3-pip openssl apache2-utils python3-cryptography)
+      gcc binutils patchelf unzip python3-pip openssl apache2-utils python3-cryptography)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

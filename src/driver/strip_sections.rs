@@ -5,7 +5,7 @@
 //! libraries) are never opened for writing; a file `elf::strip` does not fully understand
 //! stays as it is. Each stripped file's row in its wheel's `RECORD` gets the new hash.
 //!
-//! Stripped copies live in the cache (`roots-v1/section-strip-v1/<key>/`), keyed like
+//! Stripped copies live in the cache (`roots-v1/section-strip-v2/<key>/`), keyed like
 //! `device-code`'s pruned copies, so a second build finds the same file and the layer's cache
 //! key is stable. Runs after `device-code`: a pruned file is stripped from its pruned copy.
 

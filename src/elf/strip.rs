@@ -1,14 +1,16 @@
 //! Section stripping for `strip: [debug-symbols]`: the parts of a shared object no program
 //! loads and only debuggers and symbolizers read, the DWARF sections (`.debug_*`,
-//! `.zdebug_*`) and the full symbol table (`.symtab` with its `.strtab`), are cut from the
-//! file's end. What the loader reads (`.dynsym`, `.dynstr`, every loaded segment) stays byte
-//! for byte where it was.
+//! `.zdebug_*`) and the full symbol table (`.symtab` with its `.strtab`), are cut out. What
+//! the loader reads (`.dynsym`, `.dynstr`, every loaded segment) stays byte for byte, at the
+//! same addresses: a block of loaded bytes behind a removed part (`patchelf` appends a
+//! segment at the file's end) moves down by a multiple of its alignment, and the program
+//! headers say where it went.
 //!
 //! The plan reads only the ELF header, the program headers and the section headers. It says
 //! "leave it" for anything it does not fully understand: not a little-endian ELF64, extended
-//! section numbering, a removable section below the end of the loaded bytes, a kept section
-//! linking to a removed one, or bytes past the loaded part that no section holds (a stripped
-//! file must not silently lose them). It never follows an offset without a bounds check.
+//! section numbering, a removable section overlapping loaded bytes, a kept section
+//! straddling them or linking to a removed one, or bytes outside the loaded blocks that no
+//! section holds (a stripped file must not silently lose them). It never follows an offset without a bounds check.
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -22,6 +24,7 @@ const SHF_INFO_LINK: u64 = 0x40;
 const SHT_NOBITS: u32 = 8;
 const SHT_REL: u32 = 9;
 const SHT_RELA: u32 = 4;
+const PT_LOAD: u32 = 1;
 /// Section headers are read whole; a file claiming more is left as it is.
 const MAX_SECTIONS: usize = 65_000;
 /// The most a stretch past the loaded bytes may hold outside any section (alignment).
@@ -59,15 +62,15 @@ pub struct Stripping {
     pub new_size: u64,
     /// The names of the sections removed, in file order.
     pub removed: Vec<String>,
-    /// Bytes of the file kept as they are, from its start.
-    keep_prefix: u64,
-    /// The kept sections past `keep_prefix`: (original offset, size, new offset).
-    moved: Vec<(u64, u64, u64)>,
+    /// (from, length, to): the blocks of loaded bytes and the kept sections outside them, in
+    /// the order they are written.
+    copies: Vec<(u64, u64, u64)>,
+    /// Bytes written over what `copies` puts at an offset of the new file: the ELF header
+    /// and the program headers with their new offsets.
+    patches: Vec<(u64, Vec<u8>)>,
     /// The new section header table and where it goes.
     headers: Vec<u8>,
     headers_at: u64,
-    /// The new ELF header.
-    elf_header: [u8; 64],
 }
 
 fn removable(name: &str) -> bool {
@@ -198,59 +201,119 @@ fn plan_with<R: Read + Seek>(
             return Err(());
         }
     }
-    // The loaded bytes: every segment's file part, every allocated section, the headers.
-    let mut loaded = ph_end.max(64);
+    // The loaded bytes, as blocks: every segment's file part, every allocated section, the
+    // ELF header and the program headers, overlapping or touching spans merged. `patchelf`
+    // leaves a block behind the symbol table (torch's libraries); each block after the first
+    // moves down by a multiple of its segments' alignment, so the loader maps the same bytes
+    // at the same addresses.
     let ph = read_exact_at(f, phoff, (phentsize * phnum) as usize).map_err(|_| ())?;
+    let mut spans: Vec<(u64, u64)> = vec![(0, 64)];
+    if phnum > 0 {
+        spans.push((phoff, ph_end));
+    }
+    let mut loads: Vec<(u64, u64)> = Vec::new(); // (p_offset, p_align) of PT_LOAD
     for p in ph.chunks_exact(56) {
+        let kind = u32_at(p, 0).ok_or(())?;
         let off = u64_at(p, 8).ok_or(())?;
         let filesz = u64_at(p, 32).ok_or(())?;
+        let align = u64_at(p, 48).ok_or(())?;
         let end = off
             .checked_add(filesz)
             .filter(|e| *e <= file_size)
             .ok_or(())?;
-        loaded = loaded.max(end);
+        if filesz > 0 {
+            spans.push((off, end));
+        }
+        if kind == PT_LOAD {
+            loads.push((off, align.max(1)));
+        }
     }
     for s in &sections {
-        if s.flags & SHF_ALLOC != 0 {
-            loaded = loaded.max(s.offset + s.in_file());
+        if s.flags & SHF_ALLOC != 0 && s.in_file() > 0 {
+            spans.push((s.offset, s.offset + s.in_file()));
         }
     }
-    // Every removed section lies past the loaded bytes, and so does the header table.
+    spans.sort();
+    let mut blocks: Vec<(u64, u64)> = Vec::new();
+    for (a, b) in spans {
+        match blocks.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => blocks.push((a, b)),
+        }
+    }
+    let block_of = |off: u64, len: u64| -> Option<usize> {
+        blocks
+            .iter()
+            .position(|(a, b)| off >= *a && off + len <= *b && (len > 0 || off <= *b))
+    };
+    let overlaps = |off: u64, len: u64| blocks.iter().any(|(a, b)| off < *b && off + len > *a);
+    // Removed sections lie outside every block; a kept section and the header table lie
+    // wholly inside one or wholly outside all.
     for (i, s) in sections.iter().enumerate() {
-        if remove[i] && s.in_file() > 0 && s.offset < loaded {
+        let n = s.in_file();
+        if n == 0 {
+            continue;
+        }
+        if remove[i] && overlaps(s.offset, n) {
+            return Err(());
+        }
+        if !remove[i] && overlaps(s.offset, n) && block_of(s.offset, n).is_none() {
             return Err(());
         }
     }
-    if shoff < loaded {
+    // `patchelf` may leave the old table inside its new segment: those bytes stay (loaded,
+    // unread), and the new table goes to the end like any other.
+    if overlaps(shoff, sh_end - shoff) && block_of(shoff, sh_end - shoff).is_none() {
         return Err(());
     }
-    // Past the loaded bytes, nothing but sections, the header table and small gaps.
-    let mut spans: Vec<(u64, u64)> = sections
+    // Outside the blocks, nothing but sections, the header table and small gaps.
+    let mut outside: Vec<(u64, u64)> = sections
         .iter()
-        .filter(|s| s.in_file() > 0 && s.offset >= loaded)
+        .filter(|s| s.in_file() > 0 && !overlaps(s.offset, s.in_file()))
         .map(|s| (s.offset, s.offset + s.in_file()))
         .chain(std::iter::once((shoff, sh_end)))
+        .chain(blocks.iter().copied())
         .collect();
-    spans.sort();
-    let mut covered = loaded;
-    for (start, end) in &spans {
-        if *start > covered && *start - covered > MAX_GAP {
+    outside.sort();
+    let mut covered = 0;
+    for (a, b) in &outside {
+        if *a > covered && *a - covered > MAX_GAP {
             return Err(());
         }
-        covered = covered.max(*end);
+        covered = covered.max(*b);
     }
     if file_size > covered && file_size - covered > MAX_GAP {
         return Err(());
     }
-    // A kept section that straddles the loaded end (neither loaded nor past it) is not ours.
-    for (i, s) in sections.iter().enumerate() {
-        if !remove[i] && s.in_file() > 0 && s.offset < loaded && s.offset + s.in_file() > loaded {
+    // The new layout: the first block where it was; each later one at the lowest offset past
+    // the one before that keeps its offset modulo its segments' alignment; then the kept
+    // sections that lay outside the blocks, in file order, each at its alignment; then the
+    // header table.
+    let mut copies: Vec<(u64, u64, u64)> = Vec::new(); // (from, len, to)
+    let mut shift: Vec<u64> = Vec::new(); // per block: how far down it moves
+    let mut at = 0u64;
+    for (k, (a, b)) in blocks.iter().enumerate() {
+        let align = loads
+            .iter()
+            .filter(|(off, _)| off >= a && off < b)
+            .map(|(_, al)| *al)
+            .max()
+            .unwrap_or(1);
+        if !align.is_power_of_two() || align > 1 << 30 {
             return Err(());
         }
+        let to = if k == 0 {
+            if *a != 0 {
+                return Err(());
+            }
+            0
+        } else {
+            a - (a - at) / align * align
+        };
+        shift.push(a - to);
+        copies.push((*a, b - a, to));
+        at = to + (b - a);
     }
-
-    // The new layout: the loaded bytes as they are, then the kept sections that lay past
-    // them, in file order, each at its alignment; then the header table.
     let mut index = vec![0u32; shnum];
     let mut next = 0u32;
     for i in 0..shnum {
@@ -260,18 +323,25 @@ fn plan_with<R: Read + Seek>(
         }
     }
     let mut order: Vec<usize> = (0..shnum)
-        .filter(|i| !remove[*i] && sections[*i].in_file() > 0 && sections[*i].offset >= loaded)
+        .filter(|i| {
+            let s = &sections[*i];
+            !remove[*i] && s.in_file() > 0 && !overlaps(s.offset, s.in_file())
+        })
         .collect();
     order.sort_by_key(|i| sections[*i].offset);
-    let mut at = loaded;
-    let mut new_offset: Vec<u64> = sections.iter().map(|s| s.offset).collect();
-    let mut moved = Vec::new();
+    let mut new_offset: Vec<u64> = Vec::with_capacity(shnum);
+    for s in &sections {
+        new_offset.push(match block_of(s.offset, s.in_file()) {
+            Some(k) => s.offset - shift[k],
+            None => s.offset,
+        });
+    }
     for i in order {
         let s = &sections[i];
         let align = s.align.clamp(1, 4096);
         at = at.div_ceil(align) * align;
         new_offset[i] = at;
-        moved.push((s.offset, s.size, at));
+        copies.push((s.offset, s.size, at));
         at += s.size;
     }
     let headers_at = at.div_ceil(8) * 8;
@@ -288,8 +358,8 @@ fn plan_with<R: Read + Seek>(
             continue;
         }
         let mut b = s.raw;
-        // Empty sections past the loaded bytes point at where the kept ones end.
-        let off = if s.flags & SHF_ALLOC == 0 && s.offset >= loaded && s.in_file() == 0 {
+        // Empty sections outside the blocks point at where the kept ones end.
+        let off = if i != 0 && s.in_file() == 0 && block_of(s.offset, 0).is_none() {
             at
         } else {
             new_offset[i]
@@ -303,10 +373,30 @@ fn plan_with<R: Read + Seek>(
         }
         headers.extend_from_slice(&b);
     }
+    // The program headers, each offset moved with its block, written where the table lands.
+    let mut patches: Vec<(u64, Vec<u8>)> = Vec::new();
+    let mut new_ph = ph.clone();
+    for (j, p) in ph.chunks_exact(56).enumerate() {
+        let off = u64_at(p, 8).ok_or(())?;
+        let filesz = u64_at(p, 32).ok_or(())?;
+        let k = block_of(off, filesz).ok_or(())?;
+        new_ph[j * 56 + 8..j * 56 + 16].copy_from_slice(&(off - shift[k]).to_le_bytes());
+    }
+    let new_phoff = if phnum > 0 {
+        let k = block_of(phoff, ph_end - phoff).ok_or(())?;
+        phoff - shift[k]
+    } else {
+        phoff
+    };
     let mut elf_header: [u8; 64] = head.try_into().map_err(|_| ())?;
+    elf_header[32..40].copy_from_slice(&new_phoff.to_le_bytes());
     elf_header[40..48].copy_from_slice(&headers_at.to_le_bytes());
     elf_header[60..62].copy_from_slice(&(next as u16).to_le_bytes());
     elf_header[62..64].copy_from_slice(&(index[shstrndx] as u16).to_le_bytes());
+    patches.push((0, elf_header.to_vec()));
+    if phnum > 0 {
+        patches.push((new_phoff, new_ph));
+    }
     let removed = {
         let mut r: Vec<&Section> = (0..shnum)
             .filter(|i| remove[*i])
@@ -319,26 +409,40 @@ fn plan_with<R: Read + Seek>(
         file_size,
         new_size: headers_at + headers.len() as u64,
         removed,
-        keep_prefix: loaded,
-        moved,
+        copies,
+        patches,
         headers,
         headers_at,
-        elf_header,
     }))
 }
 
-/// A writer that hashes what it writes and counts it.
+/// A writer that hashes what it writes and counts it, laying the patches over what it is
+/// given at their offsets.
 struct Sink<'a, W: Write> {
     file: &'a mut W,
     hash: Sha256,
     written: u64,
+    patches: &'a [(u64, Vec<u8>)],
 }
 
 impl<W: Write> Sink<'_, W> {
     fn put(&mut self, b: &[u8]) -> io::Result<()> {
+        let (from, to) = (self.written, self.written + b.len() as u64);
+        let mut owned: Option<Vec<u8>> = None;
+        for (at, bytes) in self.patches {
+            let end = at + bytes.len() as u64;
+            if *at < to && end > from {
+                let buf = owned.get_or_insert_with(|| b.to_vec());
+                let lo = (*at).max(from);
+                let hi = end.min(to);
+                buf[(lo - from) as usize..(hi - from) as usize]
+                    .copy_from_slice(&bytes[(lo - at) as usize..(hi - at) as usize]);
+            }
+        }
+        let b = owned.as_deref().unwrap_or(b);
         self.file.write_all(b)?;
         self.hash.update(b);
-        self.written += b.len() as u64;
+        self.written = to;
         Ok(())
     }
     fn zeros_to(&mut self, at: u64) -> io::Result<()> {
@@ -392,10 +496,9 @@ impl Stripping {
             file: dst,
             hash: Sha256::new(),
             written: 0,
+            patches: &self.patches,
         };
-        sink.put(&self.elf_header)?;
-        sink.copy(src, 64, self.keep_prefix - 64, &mut buf)?;
-        for (from, len, to) in &self.moved {
+        for (from, len, to) in &self.copies {
             sink.zeros_to(*to)?;
             sink.copy(src, *from, *len, &mut buf)?;
         }
@@ -403,6 +506,12 @@ impl Stripping {
         sink.put(&self.headers)?;
         sink.file.flush()?;
         Ok(sink.hash.finalize().into())
+    }
+
+    /// Bytes at the start of the file written as they were (the ELF header and program
+    /// headers aside): the first block of loaded bytes.
+    pub fn unchanged_prefix(&self) -> u64 {
+        self.copies.first().map_or(0, |c| c.1)
     }
 }
 

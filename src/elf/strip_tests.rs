@@ -85,7 +85,7 @@ fn debug_sections_and_the_symbol_table_go_and_the_loader_sees_the_same_library()
     // Byte for byte up to the end of the loaded part (the ELF header aside).
     let a = std::fs::read(&lib).unwrap();
     let b = std::fs::read(&out).unwrap();
-    let loaded = s.keep_prefix as usize;
+    let loaded = s.unchanged_prefix() as usize;
     assert_eq!(a[64..loaded], b[64..loaded]);
     assert_eq!(a[..40], b[..40], "ELF header outside the section fields");
 
@@ -100,6 +100,103 @@ fn debug_sections_and_the_symbol_table_go_and_the_loader_sees_the_same_library()
     assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "13 stripped-ok");
 
     // Nothing left to strip.
+    assert!(plan(&mut File::open(&out).unwrap()).unwrap().is_none());
+}
+
+#[test]
+fn a_loaded_segment_behind_the_symbol_table_moves_down_and_still_loads() {
+    // `patchelf` grows `.dynstr` into a new loaded segment at the file's end, behind
+    // `.symtab`, as torch's wheels have it.
+    let dir = tempfile::tempdir().unwrap();
+    let lib = build_library(dir.path());
+    let soname = "libgrown-by-patchelf-with-a-name-longer-than-any-before.so.1";
+    let st = Command::new("patchelf")
+        .arg("--set-soname")
+        .arg(soname)
+        .arg(&lib)
+        .status()
+        .expect("patchelf must be installed (scripts/install-deps.sh)");
+    assert!(st.success());
+    let loads = |f: &Path| -> Vec<(u64, u64)> {
+        readelf(&["-lW"], f)
+            .lines()
+            .filter(|l| l.trim_start().starts_with("LOAD"))
+            .map(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
+                (hex(w[1]), hex(w[2]))
+            })
+            .collect()
+    };
+    let before = loads(&lib);
+    let symtab_at = readelf(&["-SW"], &lib)
+        .lines()
+        .find(|l| l.contains(".symtab"))
+        .map(|l| {
+            let w: Vec<&str> = l.split(']').nth(1).unwrap().split_whitespace().collect();
+            u64::from_str_radix(w[3], 16).unwrap()
+        })
+        .unwrap();
+    let last = *before.last().unwrap();
+    assert!(
+        last.0 > symtab_at,
+        "patchelf put no segment behind .symtab: {before:?}"
+    );
+
+    let out = dir.path().join("libgrown-stripped.so");
+    let s = strip_to(&lib, &out);
+    assert!(s.removed.iter().any(|n| n == ".symtab"));
+    let after = loads(&out);
+    assert_eq!(before.len(), after.len());
+    for ((o1, v1), (o2, v2)) in before.iter().zip(&after) {
+        assert_eq!(v1, v2, "a segment's address changed");
+        assert!(o2 <= o1 && (o1 - o2) % 4096 == 0, "{o1:#x} -> {o2:#x}");
+    }
+    assert!(
+        after.last().unwrap().0 < last.0,
+        "the last segment did not move down"
+    );
+    // The same entries (the dynamic section's file offset moved with its segment).
+    let entries = |args: &[&str], f: &Path| -> String {
+        readelf(args, f)
+            .lines()
+            .filter(|l| !l.contains("at offset"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    for args in [&["-dW"][..], &["--dyn-syms", "-W"][..]] {
+        assert_eq!(entries(args, &lib), entries(args, &out), "readelf {args:?}");
+    }
+    // Every segment's bytes are where its new offset says.
+    let (a, b) = (std::fs::read(&lib).unwrap(), std::fs::read(&out).unwrap());
+    let sizes: Vec<u64> = readelf(&["-lW"], &lib)
+        .lines()
+        .filter(|l| l.trim_start().starts_with("LOAD"))
+        .map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            u64::from_str_radix(w[4].trim_start_matches("0x"), 16).unwrap()
+        })
+        .collect();
+    // (The ELF header and the program headers, at the start, hold the new offsets.)
+    let headers_end = 64 + 56 * usize::from(u16::from_le_bytes([a[56], a[57]]));
+    for (((o1, _), (o2, _)), n) in before.iter().zip(&after).zip(&sizes) {
+        let (o1, o2, n) = (*o1 as usize, *o2 as usize, *n as usize);
+        let skip = headers_end.saturating_sub(o1).min(n);
+        assert_eq!(
+            a[o1 + skip..o1 + n],
+            b[o2 + skip..o2 + n],
+            "segment at {o1:#x}"
+        );
+    }
+    let py = format!(
+        "import ctypes; l = ctypes.CDLL({:?}); l.name.restype = ctypes.c_char_p; \
+         print(l.visible(4), l.name().decode())",
+        out.display().to_string()
+    );
+    let o = Command::new("python3").arg("-c").arg(&py).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "13 stripped-ok");
+    assert!(readelf(&["-dW"], &out).contains(soname));
     assert!(plan(&mut File::open(&out).unwrap()).unwrap().is_none());
 }
 
