@@ -146,7 +146,7 @@ pub const RETIRED: [&str; 4] = ["apt-v1", "bases-v1", "layers-v1", "trust-v1"];
 pub const DEVICE_CODE_COPIES: &str = "device-code-v1";
 /// Where `strip: [debug-symbols]` keeps its stripped library copies (`driver::strip_sections`),
 /// and the section stripper's version in their key and in the layer keys.
-pub const SECTION_STRIP_COPIES: &str = "section-strip-v2";
+pub const SECTION_STRIP_COPIES: &str = "section-strip-v3";
 
 /// The bucket of layer records.
 pub const LAYERS: Bucket = Bucket::Layers;

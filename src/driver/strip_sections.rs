@@ -5,7 +5,7 @@
 //! libraries) are never opened for writing; a file `elf::strip` does not fully understand
 //! stays as it is. Each stripped file's row in its wheel's `RECORD` gets the new hash.
 //!
-//! Stripped copies live in the cache (`roots-v1/section-strip-v2/<key>/`), keyed like
+//! Stripped copies live in the cache (`roots-v1/section-strip-v3/<key>/`), keyed like
 //! `device-code`'s pruned copies, so a second build finds the same file and the layer's cache
 //! key is stable. Runs after `device-code`: a pruned file is stripped from its pruned copy.
 
@@ -79,7 +79,7 @@ pub fn strip_sections_tree(
             size,
         );
         hashes.insert(image_path.clone(), FileHash::sha256_value(hash.to_vec()));
-        let removed = plan.file_size - plan.new_size;
+        let removed = plan.file_size.saturating_sub(plan.new_size);
         obs.message(&format!(
             "debug-symbols: /{image_path}: {} bytes of {} removed",
             removed,

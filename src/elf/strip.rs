@@ -405,9 +405,15 @@ fn plan_with<R: Read + Seek>(
         r.sort_by_key(|s| s.offset);
         r.into_iter().map(|s| s.name.clone()).collect()
     };
+    let new_size = headers_at + headers.len() as u64;
+    // A block that cannot move down (its gap is smaller than its alignment) keeps its bytes,
+    // and the sections written again after it can make a small file larger: leave it.
+    if new_size >= file_size {
+        return Ok(None);
+    }
     Ok(Some(Stripping {
         file_size,
-        new_size: headers_at + headers.len() as u64,
+        new_size,
         removed,
         copies,
         patches,

@@ -158,7 +158,7 @@ fn prune(
             summary.push(format!(
                 "{}: cut {} bytes of {}",
                 src.display(),
-                plan.file_size - plan.new_size,
+                plan.file_size.saturating_sub(plan.new_size),
                 plan.removed.join(" ")
             ));
             tmp = stripped;

@@ -9,8 +9,8 @@
 //! (`gpuimg::elf::capture`), fed in pieces of any size, either leaves the answer to its
 //! caller or gives exactly what the stream reader gives; and the section stripper
 //! (`gpuimg::elf::strip`, for `strip: [debug-symbols]`) either leaves a file alone or writes
-//! one of the planned size that keeps every byte it calls loaded, reads the same to the ELF
-//! reader, and has nothing left to strip.
+//! one of the planned, smaller size that reads the same to the ELF reader and has nothing
+//! left to strip.
 
 use arbitrary::{Result, Unstructured};
 use gpuimg::sources::apt::parsers::parse_elf;
@@ -120,6 +120,12 @@ fn check_strip(b: &[u8]) -> std::result::Result<(), String> {
     let mut out = Vec::new();
     plan.write_reader(&mut std::io::Cursor::new(b), &mut out)
         .map_err(|e| format!("planned a strip it could not write: {e}"))?;
+    if plan.new_size >= plan.file_size {
+        return Err(format!(
+            "planned a strip that does not shrink the file ({} → {} bytes)",
+            plan.file_size, plan.new_size
+        ));
+    }
     if out.len() as u64 != plan.new_size {
         return Err(format!(
             "wrote {} bytes, planned {}",
