@@ -38,6 +38,18 @@ fn readelf(args: &[&str], f: &Path) -> String {
     String::from_utf8(o.stdout).unwrap()
 }
 
+/// The library `build_library` made loads through ctypes and its functions answer.
+fn loads_and_runs(lib: &Path) {
+    let py = format!(
+        "import ctypes; l = ctypes.CDLL({:?}); l.name.restype = ctypes.c_char_p; \
+         print(l.visible(4), l.name().decode())",
+        lib.display().to_string()
+    );
+    let o = Command::new("python3").arg("-c").arg(&py).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "13 stripped-ok");
+}
+
 fn strip_to(src: &Path, dst: &Path) -> Stripping {
     let mut f = File::open(src).unwrap();
     let s = plan(&mut f).unwrap().expect("something to strip");
@@ -90,14 +102,7 @@ fn debug_sections_and_the_symbol_table_go_and_the_loader_sees_the_same_library()
     assert_eq!(a[..40], b[..40], "ELF header outside the section fields");
 
     // It loads and runs.
-    let py = format!(
-        "import ctypes; l = ctypes.CDLL({:?}); l.name.restype = ctypes.c_char_p; \
-         print(l.visible(4), l.name().decode())",
-        out.display().to_string()
-    );
-    let o = Command::new("python3").arg("-c").arg(&py).output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "13 stripped-ok");
+    loads_and_runs(&out);
 
     // Nothing left to strip.
     assert!(plan(&mut File::open(&out).unwrap()).unwrap().is_none());
@@ -188,14 +193,7 @@ fn a_loaded_segment_behind_the_symbol_table_moves_down_and_still_loads() {
             "segment at {o1:#x}"
         );
     }
-    let py = format!(
-        "import ctypes; l = ctypes.CDLL({:?}); l.name.restype = ctypes.c_char_p; \
-         print(l.visible(4), l.name().decode())",
-        out.display().to_string()
-    );
-    let o = Command::new("python3").arg("-c").arg(&py).output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "13 stripped-ok");
+    loads_and_runs(&out);
     assert!(readelf(&["-dW"], &out).contains(soname));
     assert!(plan(&mut File::open(&out).unwrap()).unwrap().is_none());
 }
