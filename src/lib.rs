@@ -18,10 +18,12 @@ pub mod error_line;
 pub mod fatbin;
 pub mod file_identity;
 pub mod glob;
+pub mod host_program;
 pub mod profile;
 pub mod raw_deflate;
 pub mod reference;
 pub mod staging;
+pub mod user_file;
 
 pub mod assemble;
 pub mod cache;

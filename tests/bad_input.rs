@@ -211,3 +211,32 @@ fn bad_source_date_epoch() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("SOURCE_DATE_EPOCH"));
     assert!(!t.path().join("out").exists());
 }
+
+/// Issue 33, class 13: host data never reaches a message. `requirements: /proc/self/environ`
+/// (with `context: /`) is refused as a procfs file, quoting none of it; a requirements file
+/// whose one line is 5,000 bytes of junk with terminal escapes is quoted at most 200 bytes,
+/// escaped, on one line.
+#[test]
+fn quoted_input_is_capped_and_escaped_and_procfs_is_never_read() {
+    let dir = Sandbox::new();
+    let base = "name: t\nbase:\n  rootfs: ./rootfs\nselftest: {enabled: false}\n";
+    write(&dir.join("rootfs/etc/hostname"), "t\n");
+    let e = fails_cleanly(
+        &dir,
+        &format!(
+            "{base}context: /\npython:\n  index: http://127.0.0.1:9/simple/\n  requirements: /proc/self/environ\n"
+        ),
+        "is on procfs",
+    );
+    assert!(!e.contains("PATH=") && !e.contains("HOME="), "{e}");
+    let junk = format!("pkg \u{1b}[31m{}\u{7}", "=".repeat(5000));
+    write(&dir.join("req.txt"), &format!("{junk}\n"));
+    let e = fails_cleanly(
+        &dir,
+        &format!("{base}python:\n  index: http://127.0.0.1:9/simple/\n  requirements: ./req.txt\n"),
+        "req.txt:1",
+    );
+    assert!(e.len() < 600, "{} bytes: {e}", e.len());
+    assert!(!e.trim_end().chars().any(char::is_control), "{e:?}");
+    assert!(e.contains("\\u{1b}[31m"), "{e}");
+}

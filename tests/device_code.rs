@@ -606,3 +606,72 @@ fn a_pruned_build_changes_only_what_the_licences_allow() {
     );
     assert!(sizes.contains("debug-symbols"), "{sizes}");
 }
+
+/// Issue 33, class 12: `device-code` reads only regular files on a real file system (a FIFO
+/// would block, `/dev/zero` never ends, procfs is the host's state), replaces an existing
+/// destination only with `--force`, and never copies setuid or setgid bits.
+#[test]
+fn device_code_refuses_special_sources_existing_destinations_and_setuid_bits() {
+    use std::os::unix::fs::PermissionsExt;
+    let sb = Sandbox::new();
+    let fifo = sb.path().join("fifo.so");
+    run_ok(Command::new("mkfifo").arg(&fifo));
+    let dst = sb.path().join("out.so");
+    for (src, says) in [
+        (fifo.as_path(), "is a FIFO"),
+        (Path::new("/dev/zero"), "is a character device"),
+        (Path::new("/proc/self/environ"), "is on procfs"),
+    ] {
+        for args in [vec!["list"], vec!["prune", "--for", "9.0"]] {
+            let mut c = sb.gpuimg();
+            c.arg("device-code").args(&args).arg(src);
+            if args[0] == "prune" {
+                c.arg(&dst);
+            }
+            let o = run(&mut c);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(
+                o.status.code(),
+                Some(2),
+                "{args:?} {}: {err}",
+                src.display()
+            );
+            assert!(err.contains(says), "{args:?} {}: {err}", src.display());
+        }
+    }
+    assert!(!dst.exists(), "nothing written");
+    let leftovers: Vec<_> = std::fs::read_dir(sb.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    // A setuid, setgid source: the copy keeps 0755, not 06755.
+    let src = sb.path().join("libsuid.so");
+    std::fs::write(&src, b"not an ELF file").unwrap();
+    std::fs::set_permissions(&src, std::fs::Permissions::from_mode(0o6755)).unwrap();
+    let msg = prune(&sb, &["9.0"], &src, &dst);
+    assert!(msg.contains("copied unchanged"), "{msg}");
+    let mode = std::fs::metadata(&dst).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o755);
+
+    // It exists now: replaced only with `--force`.
+    std::fs::write(&dst, b"keep me").unwrap();
+    let o = run(sb
+        .gpuimg()
+        .args(["device-code", "prune", "--for", "9.0"])
+        .arg(&src)
+        .arg(&dst));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("exists") && err.contains("--force"), "{err}");
+    assert_eq!(std::fs::read(&dst).unwrap(), b"keep me");
+    run_ok(
+        sb.gpuimg()
+            .args(["device-code", "prune", "--force", "--for", "9.0"])
+            .arg(&src)
+            .arg(&dst),
+    );
+    assert_eq!(std::fs::read(&dst).unwrap(), b"not an ELF file");
+}

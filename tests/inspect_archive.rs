@@ -311,6 +311,21 @@ fn hostile_and_damaged_archives_are_refused_in_one_line() {
     refused(dir, "oci-archive:layout", "is a directory");
     refused(dir, "oci-archive:missing.tar", "missing.tar");
     refused(dir, "oci:good.tar", "is not an OCI image layout");
+    // Issue 33, class 12: files that are not regular are refused without blocking or reading
+    // forever: a FIFO archive, a device, procfs, and a layout whose index is a FIFO.
+    let fifo = dir.join("fifo.tar");
+    let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    assert!(made.success());
+    refused(dir, "oci-archive:fifo.tar", "is a FIFO");
+    refused(dir, "oci-archive:/dev/zero", "is a character device");
+    refused(dir, "oci-archive:/proc/self/environ", "is on procfs");
+    std::fs::remove_file(dir.join("layout/index.json")).expect("rm index.json");
+    let made = Command::new("mkfifo")
+        .arg(dir.join("layout/index.json"))
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    refused(dir, "oci:layout", "is a FIFO");
 }
 
 #[test]

@@ -214,3 +214,34 @@ fn names_and_tags_inside_the_grammar_build_images_the_tools_accept() {
     names.sort();
     assert_eq!(names, ["out", "profile.yaml", "rootfs"]);
 }
+
+/// Issue 33, class 8: `--sbom` never lands on the output it describes: not on the archive
+/// (by any spelling of its path), not inside the layout's own structure. Refused before
+/// anything is written.
+#[test]
+fn an_sbom_over_the_output_is_refused_before_anything_is_written() {
+    let t = Sandbox::new();
+    let work = deep_workdir(t.path());
+    let profile = "name: demo\nbase:\n  rootfs: ./rootfs\nselftest: {enabled: false}\n";
+    for args in [
+        &["--sbom", "img.tar", "-o", "oci-archive:img.tar"][..],
+        &["--sbom", "./x/../img.tar", "-o", "oci-archive:img.tar"],
+        &["--sbom", "img.tar", "-o", "docker-archive:img.tar"],
+        &["--sbom", "out/index.json", "-o", "oci:out"],
+        &["--sbom", "out/blobs/sha256/x", "-o", "oci:out"],
+        &["--sbom", "out", "-o", "oci:out"],
+        &["--sbom", "out/demo/index.json"],
+    ] {
+        refused(&t, &work, profile, args, "would be written over the output");
+    }
+    // Beside the output is fine.
+    run_ok(t.gpuimg().current_dir(&work).args([
+        "build",
+        "profile.yaml",
+        "--sbom",
+        "img.spdx.json",
+        "-o",
+        "oci-archive:img.tar",
+    ]));
+    assert!(work.join("img.spdx.json").is_file() && work.join("img.tar").is_file());
+}

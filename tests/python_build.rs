@@ -436,3 +436,41 @@ fn lock_exports_a_pylock_that_locks_the_same_set_again() {
     );
     assert!(!plain.join("pylock.toml").exists());
 }
+
+/// Issue 33, class 1: code in the directory gpuimg is started from never runs. The build's
+/// working directory holds a `py_compile.py`, an `importlib/` package and a `python3.11` on a
+/// relative `PATH` entry, each of which would leave a mark; the compiled image is built, the
+/// real interpreter's `.pyc` are in it, and no mark exists.
+#[test]
+fn code_in_the_working_directory_never_runs_when_compiling() {
+    let s = setup(BOOKWORM_STATUS, "  compile: true\n", "");
+    let mark = s.sb.join("ran");
+    let plant = format!(
+        "open({:?}, 'a').write(__name__ + '\\n')\n",
+        mark.display().to_string()
+    );
+    write(&s.sb.join("py_compile.py"), &plant);
+    write(&s.sb.join("importlib/__init__.py"), &plant);
+    write(&s.sb.join("site.py"), &plant);
+    let fake = s.sb.join("python3.11");
+    write(
+        &fake,
+        &format!("#!/bin/sh\necho fake >> {}\nexit 1\n", mark.display()),
+    );
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!(".:bin::{}", std::env::var("PATH").unwrap_or_default());
+    let out = s.sb.join("out");
+    run_ok(
+        s.sb.gpuimg()
+            .env("PATH", path)
+            .args(["build", "-o"])
+            .arg(&out)
+            .arg(&s.profile),
+    );
+    assert!(!mark.exists(), "ran: {}", read(&mark));
+    let root = unpack(&s.sb, &out, "bundle");
+    let pyc = root
+        .join(SITE)
+        .join("dep_lib/__pycache__/__init__.cpython-311.pyc");
+    assert!(pyc.is_file(), "{}", pyc.display());
+}

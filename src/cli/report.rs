@@ -49,9 +49,10 @@ impl CliError {
 
     /// `error: message` on one line; a hint, when there is one, after a blank line.
     pub fn render(&self) {
-        eprintln!("error: {}", self.message);
+        // Bounded: what the message quotes of the input is capped and escaped here, once.
+        eprintln!("error: {}", crate::error_line::bounded(&self.message));
         if let Some(h) = &self.hint {
-            eprintln!("\nhint: {h}");
+            eprintln!("\nhint: {}", crate::error_line::bounded(h));
         }
     }
 }

@@ -303,9 +303,9 @@ impl Settings {
         self.env
             .get("PATH")
             .map(|p| {
-                std::env::split_paths(p)
-                    .filter(|d| !d.as_os_str().is_empty())
-                    .collect()
+                // Only absolute directories: `.`, `bin` or an empty entry would search the
+                // working directory.
+                crate::host_program::search_dirs(Some(std::ffi::OsStr::new(p)))
             })
             .unwrap_or_default()
     }

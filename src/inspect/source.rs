@@ -53,8 +53,8 @@ impl Image {
                 reason: "it is a directory (`oci:DIR` names a layout directory)".into(),
             });
         }
-        // std, not fs_err: the message names the path once, in `InspectError::Read`.
-        let f = std::fs::File::open(file).map_err(read_err)?;
+        // Only a regular file on a real file system (a FIFO would block, a device never end).
+        let f = regular(file).map_err(read_err)?;
         let entries = index(f).map_err(|reason| InspectError::NotArchive {
             path: shown.clone(),
             reason,
@@ -95,7 +95,7 @@ impl Image {
         };
         match self {
             Image::Layout(dir) => {
-                let f = std::fs::File::open(dir.join(name)).map_err(read_err)?;
+                let f = regular(&dir.join(name)).map_err(read_err)?;
                 Ok(Box::new(f))
             }
             Image::Archive { file, entries } => {
@@ -105,7 +105,7 @@ impl Image {
                         "the archive has no such entry",
                     )));
                 };
-                let mut f = std::fs::File::open(file).map_err(read_err)?;
+                let mut f = regular(file).map_err(read_err)?;
                 f.seek(SeekFrom::Start(offset)).map_err(read_err)?;
                 Ok(Box::new(f.take(size)))
             }
@@ -252,5 +252,27 @@ mod tests {
         ] {
             assert!(!is_layout_file(no), "{no}");
         }
+    }
+}
+
+/// `path` opened when it is a regular file on a real file system; the refusal as an I/O error
+/// (`InspectError::Read` names the path).
+fn regular(path: &Path) -> io::Result<std::fs::File> {
+    crate::user_file::open_regular(path).map_err(|e| match e {
+        crate::user_file::UserFileError::Open { source, .. } => source,
+        refused => io::Error::new(io::ErrorKind::InvalidInput, refusal(&refused)),
+    })
+}
+
+/// What a refusal says without the path (the caller names it).
+fn refusal(e: &crate::user_file::UserFileError) -> String {
+    match e {
+        crate::user_file::UserFileError::NotRegular { kind, .. } => {
+            format!("it is a {kind}, not a regular file")
+        }
+        crate::user_file::UserFileError::Pseudo { fs, .. } => {
+            format!("it is on {fs}, whose files are the kernel's state")
+        }
+        crate::user_file::UserFileError::Open { source, .. } => source.to_string(),
     }
 }

@@ -96,6 +96,11 @@ pub(super) fn source_for(
     if let Some(kind) = special(&meta.file_type()) {
         return Err(err(format!("{shown} is a {kind}; {COPIES}")));
     }
+    if let Some(fs) = crate::user_file::pseudo_fs(&real).map_err(|e| err(e.to_string()))? {
+        return Err(err(format!(
+            "{shown} is on {fs}, whose files are the kernel's state; {COPIES} of a real file system"
+        )));
+    }
     if meta.is_dir() {
         if let Some((path, kind)) = special_inside(&real).map_err(|e| err(e.to_string()))? {
             let inside = path.strip_prefix(&real).unwrap_or(&path);
@@ -111,18 +116,7 @@ pub(super) fn source_for(
 const COPIES: &str = "`files:` copies only regular files, directories and symlinks";
 
 fn special(t: &std::fs::FileType) -> Option<&'static str> {
-    use std::os::unix::fs::FileTypeExt;
-    if t.is_fifo() {
-        Some("FIFO")
-    } else if t.is_socket() {
-        Some("socket")
-    } else if t.is_char_device() {
-        Some("character device")
-    } else if t.is_block_device() {
-        Some("block device")
-    } else {
-        None
-    }
+    crate::user_file::special_kind(t)
 }
 
 /// The first special file under `root` (lstat only, symlinks not followed), in name order.
@@ -137,6 +131,9 @@ fn special_inside(root: &Path) -> Result<Option<(PathBuf, &'static str)>, std::i
                 return Ok(Some((e.path(), kind)));
             }
             if t.is_dir() {
+                if let Some(fs) = crate::user_file::pseudo_fs(&e.path())? {
+                    return Ok(Some((e.path(), fs)));
+                }
                 stack.push(e.path());
             }
         }

@@ -10,7 +10,7 @@
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -258,7 +258,15 @@ fn run_helper(
             "the helper's name may hold only letters, digits, `-`, `_` and `.`".into(),
         ));
     }
-    let mut child = Command::new(&program)
+    // The user's environment is kept (a helper needs `HOME`, `PATH`, cloud profiles), but the
+    // helper is found only in `PATH`'s absolute directories and started from an empty one.
+    let path = crate::host_program::find(&program)
+        .ok_or_else(|| fail("it is not in an absolute directory of `PATH`".into()))?;
+    let iso = crate::host_program::Isolated::new()
+        .map_err(|e| fail(format!("no empty directory to start it from: {e}")))?;
+    let mut child = iso
+        .command(&path)
+        .ok_or_else(|| fail("its path is not absolute".into()))?
         .arg("get")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -1,7 +1,7 @@
 //! `gpuimg build PROFILE [-o TARGET] [--tag T] [--force] [--compression gzip|zstd]
 //! [--max-size SIZE] [--sbom FILE] [--json]`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
@@ -139,6 +139,9 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
             PathBuf::from("out").join(profile.name.as_path()),
         )),
     };
+    if let (Output::Disk(t), Some(sbom)) = (&target, &args.sbom) {
+        side_file_apart("--sbom", sbom, t)?;
+    }
     if matches!(&target, Output::Disk(t) if t.needs_gzip())
         && args.compression == CompressionArg::Zstd
     {
@@ -282,4 +285,50 @@ mod tests {
         let e = pick(Some("bad tag!"), None).unwrap_err();
         assert!(e.message.starts_with("`--tag` `bad tag!`"), "{}", e.message);
     }
+}
+
+/// Refuse a side file (`--sbom`) that is the output itself or lies inside the output layout's
+/// own structure: writing it would destroy what the build just wrote. Paths are compared as
+/// the file system resolves them (symlinks of the existing part followed).
+fn side_file_apart(flag: &str, side: &Path, target: &Target) -> Result<(), CliError> {
+    let (s, t) = (resolved(side), resolved(target.path()));
+    let clash = match target {
+        Target::Layout(_) => s.starts_with(&t),
+        Target::Archive(_) | Target::DockerArchive(_) => s == t,
+    };
+    if clash {
+        return Err(CliError::msg(
+            2,
+            format!(
+                "`{flag}` `{}` would be written over the output `{}`; name a file outside it",
+                side.display(),
+                target.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `p` absolute, its longest existing prefix resolved by the file system, the rest appended
+/// (`..` of the rest taken lexically).
+fn resolved(p: &Path) -> PathBuf {
+    use std::path::Component;
+    let abs = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let parts: Vec<Component> = abs.components().collect();
+    for i in (1..=parts.len()).rev() {
+        let Ok(mut out) = std::fs::canonicalize(parts[..i].iter().collect::<PathBuf>()) else {
+            continue;
+        };
+        for c in &parts[i..] {
+            match c {
+                Component::ParentDir => {
+                    out.pop();
+                }
+                Component::CurDir => {}
+                c => out.push(c),
+            }
+        }
+        return out;
+    }
+    abs
 }

@@ -8,9 +8,13 @@
 //! whole listing. A file gpuimg does not fully understand is an error (exit 1) saying why.
 //! prune: writes DST whole or not at all (a temporary file renamed into place); a file gpuimg
 //! does not understand, or where nothing is dropped, is copied unchanged with a warning.
+//! SRC and FILE must be regular files on a real file system (never a FIFO, a device, procfs);
+//! an existing DST is replaced only with `--force`; the copy keeps SRC's permission bits but
+//! never its setuid, setgid or sticky bit.
 
 use std::collections::BTreeMap;
 use std::fs::File;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
@@ -39,6 +43,9 @@ pub enum Command {
         /// [debug-symbols]` does in a build (after pruning).
         #[arg(long)]
         debug_symbols: bool,
+        /// Replace DST when it exists.
+        #[arg(long)]
+        force: bool,
         src: PathBuf,
         dst: PathBuf,
     },
@@ -50,14 +57,15 @@ pub fn exec(cmd: Command, settings: &Settings) -> Result<u8, CliError> {
         Command::Prune {
             gpus,
             debug_symbols,
+            force,
             src,
             dst,
-        } => prune(&gpus, debug_symbols, &src, &dst, settings),
+        } => prune(&gpus, debug_symbols, force, &src, &dst, settings),
     }
 }
 
 fn open(path: &Path) -> Result<File, CliError> {
-    File::open(path).map_err(|e| CliError::msg(2, format!("cannot open {}: {e}", path.display())))
+    crate::user_file::open_regular(path).map_err(|e| CliError::msg(2, e.to_string()))
 }
 
 fn list(path: &Path, as_json: bool) -> Result<u8, CliError> {
@@ -106,11 +114,30 @@ fn list(path: &Path, as_json: bool) -> Result<u8, CliError> {
 fn prune(
     gpus: &[Cc],
     debug_symbols: bool,
+    force: bool,
     src: &Path,
     dst: &Path,
     settings: &Settings,
 ) -> Result<u8, CliError> {
     let f = open(src)?;
+    match std::fs::symlink_metadata(dst) {
+        Ok(m) if m.is_dir() => {
+            return Err(CliError::msg(
+                2,
+                format!("`{}` is a directory; name the file to write", dst.display()),
+            ))
+        }
+        Ok(_) if !force => {
+            return Err(CliError::msg(
+                2,
+                format!(
+                    "`{}` exists; pass `--force` to replace it, or name another file",
+                    dst.display()
+                ),
+            ))
+        }
+        _ => {}
+    }
     let dir = match dst.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -164,8 +191,11 @@ fn prune(
             tmp = stripped;
         }
     }
-    let perms = f.metadata().map_err(io)?.permissions();
-    tmp.as_file().set_permissions(perms).map_err(io)?;
+    // The permission bits, never setuid, setgid or sticky: a copy is not a grant.
+    let mode = f.metadata().map_err(io)?.permissions().mode() & 0o777;
+    tmp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(mode))
+        .map_err(io)?;
     tmp.persist(dst).map_err(|e| io(e.error))?;
     if !settings.quiet {
         for line in summary {

@@ -7,7 +7,7 @@
 //! ask pip that one question (with a time limit).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// What pip's and uv's configuration files say (each `None`/empty when unsaid).
@@ -206,7 +206,18 @@ fn default_in_help(help: &str) -> Option<String> {
 fn run(python: &Path, args: &[&str]) -> Result<String, String> {
     use std::io::Read;
     let shown = format!("{} {}", python.display(), args.join(" "));
-    let mut child = Command::new(python)
+    // Found by name only in `PATH`'s absolute directories, started from an empty directory
+    // (with `-I`, nothing of the working directory is imported either).
+    let program = match python.to_str() {
+        Some(name) if !name.contains('/') => crate::host_program::find(name)
+            .ok_or_else(|| format!("`{name}` is not in an absolute directory of `PATH`"))?,
+        _ => python.to_path_buf(),
+    };
+    let iso = crate::host_program::Isolated::new()
+        .map_err(|e| format!("`{shown}`: no empty directory to start it from: {e}"))?;
+    let mut child = iso
+        .command(&program)
+        .ok_or_else(|| format!("`{}` is not an absolute path", python.display()))?
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

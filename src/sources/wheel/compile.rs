@@ -2,8 +2,9 @@
 //! host CPython whose bytecode magic number is the image's, on the staging copy of the wheels.
 //!
 //! Compiling is not executing: the host interpreter runs `py_compile` from its own standard
-//! library (`-S -s`: no site, no user site) over the staged sources; no package or image code
-//! runs. Each `.pyc` names its source by its image path (`dfile`), never the staging path.
+//! library over the staged sources, isolated (`-I`: no `PYTHON*` variables, no user site, no
+//! working directory or script directory on `sys.path`; `-S`: no site) and started from a
+//! fresh empty directory, so no package, image or working-directory code runs. Each `.pyc` names its source by its image path (`dfile`), never the staging path.
 //! Determinism: `PYTHONHASHSEED=0` (set constants are marshalled in hash order), the
 //! environment otherwise empty, and the files cut into fixed chunks of [`CHUNK`] in sorted
 //! order, one process each, whatever the number of threads. The image's magic number comes
@@ -68,14 +69,20 @@ impl HostPython {
         })?;
         let mut tried = Vec::new();
         let mut found: Vec<HostPython> = Vec::new();
+        let iso = crate::host_program::Isolated::new().map_err(|e| WheelError::Compile {
+            interpreter: version.clone(),
+            why: format!("no empty directory to start it from: {e}"),
+        })?;
         for name in [format!("python{version}"), "python3".to_string()] {
-            for dir in search {
+            for dir in search.iter().filter(|d| d.is_absolute()) {
                 let cand = dir.join(&name);
                 if !cand.is_file() {
                     continue;
                 }
                 tried.push(cand.display().to_string());
-                let Some(h) = probe(&cand) else { continue };
+                let Some(h) = probe(&iso, &cand) else {
+                    continue;
+                };
                 if h.magic == magic && !found.iter().any(|f| f.path == h.path) {
                     found.push(h);
                 }
@@ -100,10 +107,10 @@ impl HostPython {
 }
 
 /// Ask `cand` what it is; `None` when it is not a working CPython.
-fn probe(cand: &Path) -> Option<HostPython> {
-    let mut cmd = Command::new(cand);
+fn probe(iso: &crate::host_program::Isolated, cand: &Path) -> Option<HostPython> {
     // The host's own environment: a version manager's shim needs it to find the interpreter.
-    cmd.args(["-E", "-S", "-s", "-c", PROBE]);
+    let mut cmd = iso.command(cand)?;
+    cmd.args(["-I", "-S", "-c", PROBE]);
     let (ok, out, _) = run(cmd, Vec::new(), PROBE_TIMEOUT).ok()?;
     if !ok {
         return None;
@@ -166,6 +173,10 @@ sys.stdout.buffer.write(items[i + 1] + b'\\0')\n";
 /// Compile `sources` with `host`; returns, per source, whether it compiled (a source that is
 /// not valid Python for this version is left without a `.pyc`, as pip leaves it).
 pub fn compile(host: &HostPython, sources: &[Source]) -> Result<Vec<bool>, WheelError> {
+    let iso = crate::host_program::Isolated::new().map_err(|e| WheelError::Compile {
+        interpreter: host.path.display().to_string(),
+        why: format!("no empty directory to start it from: {e}"),
+    })?;
     let chunks: Vec<&[Source]> = sources.chunks(CHUNK).collect();
     let threads = std::thread::available_parallelism()
         .map_or(2, |n| n.get())
@@ -178,7 +189,7 @@ pub fn compile(host: &HostPython, sources: &[Source]) -> Result<Vec<bool>, Wheel
             s.spawn(|| loop {
                 let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let Some(chunk) = chunks.get(k) else { break };
-                let r = compile_chunk(host, chunk);
+                let r = compile_chunk(&iso, host, chunk);
                 let mut g = results.lock().unwrap_or_else(|e| e.into_inner());
                 g[k] = Some(r);
             });
@@ -194,7 +205,11 @@ pub fn compile(host: &HostPython, sources: &[Source]) -> Result<Vec<bool>, Wheel
 /// Per source of a chunk, whether it compiled.
 type ChunkResult = Result<Vec<bool>, WheelError>;
 
-fn compile_chunk(host: &HostPython, chunk: &[Source]) -> Result<Vec<bool>, WheelError> {
+fn compile_chunk(
+    iso: &crate::host_program::Isolated,
+    host: &HostPython,
+    chunk: &[Source],
+) -> Result<Vec<bool>, WheelError> {
     let fail = |why: String| WheelError::Compile {
         interpreter: host.path.display().to_string(),
         why,
@@ -213,8 +228,10 @@ fn compile_chunk(host: &HostPython, chunk: &[Source]) -> Result<Vec<bool>, Wheel
             input.push(0);
         }
     }
-    let mut cmd = Command::new(&host.path);
-    cmd.args(["-S", "-s", "-c", SCRIPT])
+    let mut cmd = iso
+        .command(&host.path)
+        .ok_or_else(|| fail("the interpreter's path is not absolute".into()))?;
+    cmd.args(["-I", "-S", "-c", SCRIPT])
         .env_clear()
         .env("PYTHONHASHSEED", "0")
         .env("PYTHONDONTWRITEBYTECODE", "1")
