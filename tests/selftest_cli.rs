@@ -12,11 +12,21 @@ use std::process::{Command, Stdio};
 
 use common::Sandbox;
 
-/// These tests describe a host without an NVIDIA driver; say so loudly elsewhere.
+/// These tests describe a host the self-test finds no GPU on. The precondition is the product's
+/// own rule (`selftest::run` → `no-gpu`: no driver library loads, or the driver shows no
+/// device), not a guess from device nodes: a `/dev/nvidiactl` without a loaded driver is a
+/// host without a GPU here as it is for the self-test.
 fn require_no_gpu() {
-    assert!(
-        !Path::new("/dev/nvidiactl").exists() && !Path::new("/proc/driver/nvidia/version").exists(),
-        "these tests need a machine without an NVIDIA GPU (CI); on a GPU host run scripts/gpu-selftest.sh"
+    let report = gpuimg::selftest::run(
+        &gpuimg::expect::Expectation::default(),
+        gpuimg::expect::SelftestLevel::Quick,
+        &std::collections::BTreeMap::new(),
+    );
+    assert_eq!(
+        report.verdict,
+        gpuimg::selftest::Verdict::NoGpu,
+        "these tests need a host where the self-test finds no GPU (CI); this one has one ({:?}): on a GPU host run scripts/gpu-selftest.sh",
+        report.message
     );
 }
 
