@@ -358,6 +358,23 @@ fn a_sole_reference_types_as_its_value() {
     );
     assert_eq!(config["User"], "${HOME}");
     assert_eq!(config["WorkingDir"], "/a/${X}/$$5");
+    // Issue 34, item 6: `${VAR:-default}` as the README documents it: the default when the
+    // variable is unset or empty, the value otherwise; a bad name still points at itself.
+    let (config, _) = builds(
+        &t,
+        t.path(),
+        "name: demo\nconfig:\n  user: ${GPUIMG_NOPE:-1000}\n  workdir: \"/w/${GPUIMG_EMPTY:-e}/${N:-x}\"\n",
+        &[("GPUIMG_EMPTY", ""), ("N", "7")],
+    );
+    assert_eq!(config["User"], "1000");
+    assert_eq!(config["WorkingDir"], "/w/e/7");
+    fails(
+        &t,
+        t.path(),
+        "name: demo\nconfig:\n  user: ${GPUIMG-NOPE:-1}\n",
+        &[],
+        "profile.yaml:3:9: config.user: Invalid variable name `GPUIMG-NOPE`",
+    );
 }
 
 #[test]

@@ -1,7 +1,9 @@
 //! `${VAR}` expansion inside one scalar value, after YAML parsing.
 //!
 //! `$${` is a literal `${`; any other `$` is kept. A reference names an environment variable
-//! (`[A-Za-z_][A-Za-z0-9_]*`); an unset one is an error. Expansion only ever yields text: the
+//! (`[A-Za-z_][A-Za-z0-9_]*`); an unset one is an error, unless the reference gives a default
+//! (`${NAME:-default}`, as the shell: used when the variable is unset or empty; literal text
+//! up to the `}`). Expansion only ever yields text: the
 //! YAML structure is parsed before it, so a value can never add a key, a mapping or a sequence.
 //! Must never read anything but the given environment lookup.
 
@@ -47,17 +49,26 @@ pub(super) fn expand(
             let end = body
                 .find('}')
                 .ok_or_else(|| err("Unterminated `${` variable reference".to_string()))?;
-            let name = &body[..end];
+            let inner = &body[..end];
+            let (name, default) = match inner.split_once(":-") {
+                Some((n, d)) => (n, Some(d)),
+                None => (inner, None),
+            };
             if !valid_name(name) {
                 return Err(err(format!(
-                    "Invalid variable name `{name}` in `${{{name}}}`"
+                    "Invalid variable name `{name}` in `${{{inner}}}` (write `${{NAME}}` or `${{NAME:-default}}`)"
                 )));
             }
-            let value = lookup(name).ok_or_else(|| {
-                err(format!(
-                    "Environment variable `{name}` is not set (referenced as `${{{name}}}`)"
-                ))
-            })?;
+            let value = match (lookup(name), default) {
+                (Some(v), Some(d)) if v.is_empty() => d.to_string(),
+                (Some(v), _) => v,
+                (None, Some(d)) => d.to_string(),
+                (None, None) => {
+                    return Err(err(format!(
+                        "Environment variable `{name}` is not set (referenced as `${{{name}}}`; `${{{name}:-default}}` gives a default)"
+                    )))
+                }
+            };
             if out.len() + value.len() > limit {
                 return Err(err(format!(
                     "Profile too large: a value exceeds {limit} bytes after expanding `${{{name}}}`"
@@ -134,6 +145,30 @@ mod tests {
     }
 
     #[test]
+    fn a_default_is_used_when_the_variable_is_unset_or_empty() {
+        let env = |n: &str| match n {
+            "SET" => Some("x".to_string()),
+            "EMPTY" => Some(String::new()),
+            _ => None,
+        };
+        let e = expand(
+            "${SET:-d}/${UNSET:-host}/${EMPTY:-e}/${UNSET:-}",
+            &env,
+            1 << 16,
+        )
+        .unwrap();
+        assert_eq!(e.text, "x/host/e/");
+        assert_eq!(e.references, 4);
+        assert!(expand("${UNSET:-host}", &env, 1 << 16).unwrap().sole);
+        let e = expand("${BAD-NAME:-x}", &env, 1 << 16).unwrap_err();
+        assert!(
+            e.message.contains("Invalid variable name `BAD-NAME`"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
     fn sole_reference() {
         assert!(ok("${N}").sole);
         assert!(!ok("${N}${N}").sole);
@@ -155,7 +190,7 @@ mod tests {
         assert_eq!(e.index, 1);
         assert_eq!(
             e.message,
-            "Environment variable `NOPE` is not set (referenced as `${NOPE}`)"
+            "Environment variable `NOPE` is not set (referenced as `${NOPE}`; `${NOPE:-default}` gives a default)"
         );
         let e = expand("${N", &env, 100).unwrap_err();
         assert!(e.message.contains("Unterminated"), "{e:?}");
