@@ -239,6 +239,18 @@ impl Transport {
 }
 
 /// Transports of other tools that gpuimg does not read or write, refused by name.
+/// The transports gpuimg itself speaks, for "did you mean".
+const OURS: &[&str] = &["oci", "oci-archive", "docker-archive", "registry"];
+
+/// Whether `word` (what comes before the first `:`) has a transport's shape: lowercase
+/// letters, digits and `-`, starting with a letter (`./x:y` and `a/b:c` are paths).
+fn looks_like_transport(word: &str) -> bool {
+    word.starts_with(|c: char| c.is_ascii_lowercase())
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
 const OTHER_TRANSPORTS: &[&str] = &[
     "docker",
     "docker-daemon",
@@ -278,6 +290,19 @@ impl ImageRef {
                 if OTHER_TRANSPORTS.contains(&scheme) {
                     return Err(err(format!(
                         "`{scheme}:` is another tool's transport; gpuimg reads and writes `oci:DIR`, `oci-archive:FILE` or a plain DIR, and writes `docker-archive:FILE`"
+                    )));
+                }
+                // A word before `:` reads as a transport, never silently as a directory name.
+                if looks_like_transport(scheme) {
+                    let near = OURS
+                        .iter()
+                        .map(|t| (strsim::damerau_levenshtein(scheme, t), *t))
+                        .min()
+                        .filter(|(d, _)| *d <= 3)
+                        .map(|(_, t)| format!("did you mean `{t}:`? "))
+                        .unwrap_or_default();
+                    return Err(err(format!(
+                        "`{scheme}:` is not a transport; {near}gpuimg knows `oci:`, `oci-archive:`, `docker-archive:` and `registry:` (a directory whose name holds `:` is written `./{s}`)"
                     )));
                 }
             }
@@ -638,8 +663,9 @@ mod tests {
         for (s, want) in [
             ("out/demo", (Layout, "out/demo", None)),
             ("/abs/dir", (Layout, "/abs/dir", None)),
-            // A plain path is all path, colons included.
-            ("weird:name", (Layout, "weird:name", None)),
+            // A path is all path, colons included, once it cannot read as a transport.
+            ("./weird:name", (Layout, "./weird:name", None)),
+            ("d/weird:name", (Layout, "d/weird:name", None)),
             ("oci:out/demo", (Layout, "out/demo", None)),
             ("oci:out/demo:v1", (Layout, "out/demo", Some("v1"))),
             ("oci:/abs/x:latest", (Layout, "/abs/x", Some("latest"))),
@@ -673,6 +699,8 @@ mod tests {
             ("docker://busybox", "`docker:` is another tool's transport"),
             ("docker-archive:", "no path"),
             ("docker-daemon:x", "`docker-daemon:`"),
+            ("weird:name", "`weird:` is not a transport"),
+            ("oci-achive:x.tar", "did you mean `oci-archive:`?"),
             ("containers-storage:x", "`containers-storage:`"),
             ("dir:x", "`dir:`"),
             ("oci:dir\nx", "a newline"),

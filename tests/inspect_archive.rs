@@ -310,7 +310,12 @@ fn hostile_and_damaged_archives_are_refused_in_one_line() {
     refused(dir, "oci-archive:corrupt.tar", "does not match its digest");
     refused(dir, "oci-archive:layout", "is a directory");
     refused(dir, "oci-archive:missing.tar", "missing.tar");
-    refused(dir, "oci:good.tar", "is not an OCI image layout");
+    // Issue 34, item 7: a file named as a layout points at `oci-archive:`; a missing path
+    // says so.
+    refused(dir, "oci:good.tar", "an archive is read as `oci-archive:");
+    refused(dir, "good.tar", "an archive is read as `oci-archive:");
+    refused(dir, "nothere", "`nothere` does not exist");
+    refused(dir, "oci-achive:good.tar", "did you mean `oci-archive:`?");
     // Issue 33, class 12: files that are not regular are refused without blocking or reading
     // forever: a FIFO archive, a device, procfs, and a layout whose index is a FIFO.
     let fifo = dir.join("fifo.tar");

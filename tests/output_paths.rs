@@ -245,3 +245,21 @@ fn an_sbom_over_the_output_is_refused_before_anything_is_written() {
     ]));
     assert!(work.join("img.spdx.json").is_file() && work.join("img.tar").is_file());
 }
+
+/// Issue 34, item 7: a misspelt transport is bad input with the nearest one suggested, never a
+/// directory named `oci-achive:x.tar`.
+#[test]
+fn an_unknown_transport_is_refused_with_the_nearest_one() {
+    let t = Sandbox::new();
+    let work = deep_workdir(t.path());
+    let profile = "name: demo\nbase:\n  rootfs: ./rootfs\nselftest: {enabled: false}\n";
+    for (o, near) in [
+        ("oci-achive:x.tar", "did you mean `oci-archive:`?"),
+        ("docker-archve:x.tar", "did you mean `docker-archive:`?"),
+        ("ocii:dir", "did you mean `oci:`?"),
+        ("regsitry:localhost:5000/a/b", "did you mean `registry:`?"),
+        ("out:v1", "is written `./out:v1`"),
+    ] {
+        refused(&t, &work, profile, &["-o", o], near);
+    }
+}

@@ -66,6 +66,10 @@ pub enum InspectError {
     Json { path: String, message: String },
     #[error("`{0}` is not an OCI image layout (no `oci-layout` file)")]
     NotLayout(String),
+    #[error("`{0}` does not exist")]
+    Missing(String),
+    #[error("`{0}` is a file, not an OCI image layout directory; an archive is read as `oci-archive:{0}`")]
+    FileNotLayout(String),
     #[error("`{path}` is not an oci-archive: {reason}")]
     NotArchive { path: String, reason: String },
     #[error("`{path}` is larger than the {cap} bytes read for one JSON file")]

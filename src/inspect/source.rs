@@ -34,8 +34,16 @@ pub enum Image {
 impl Image {
     /// The layout directory at `dir` (it must hold `oci-layout`).
     pub fn layout(dir: &Path) -> Result<Image, InspectError> {
+        let shown = dir.display().to_string();
+        match std::fs::metadata(dir) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(InspectError::Missing(shown))
+            }
+            Ok(m) if m.is_file() => return Err(InspectError::FileNotLayout(shown)),
+            _ => {}
+        }
         if !dir.join("oci-layout").is_file() {
-            return Err(InspectError::NotLayout(dir.display().to_string()));
+            return Err(InspectError::NotLayout(shown));
         }
         Ok(Image::Layout(dir.to_path_buf()))
     }
