@@ -29,10 +29,9 @@ pub const MAX_QUOTED: usize = 200;
 /// `…(N bytes)`; an unclosed backtick's span runs to the end.
 pub fn bounded(message: &str) -> String {
     let mut out = String::with_capacity(message.len().min(4096));
-    let mut parts = message.split('`');
     let mut inside = false;
     let mut first = true;
-    while let Some(part) = parts.next() {
+    for part in message.split('`') {
         if !first {
             out.push('`');
         }

@@ -251,42 +251,6 @@ fn pick_tag(flag: Option<&str>, from_output: Option<&str>) -> Result<Tag, CliErr
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn r(s: &str) -> ImageRef {
-        ImageRef::parse(s).unwrap()
-    }
-
-    #[test]
-    fn the_tag_comes_from_the_flag_then_the_output() {
-        let pick = |f: Option<&str>, o: Option<&str>| {
-            let o = o.map(r);
-            pick_tag(f, o.as_ref().and_then(|o| o.tag.as_deref())).map(|t| t.to_string())
-        };
-        assert_eq!(pick(None, None).ok().as_deref(), Some("latest"));
-        assert_eq!(pick(None, Some("oci:out")).ok().as_deref(), Some("latest"));
-        assert_eq!(pick(Some("v1"), None).ok().as_deref(), Some("v1"));
-        assert_eq!(pick(None, Some("oci:out:v2")).ok().as_deref(), Some("v2"));
-        assert_eq!(
-            pick(Some("v2"), Some("oci:o:v2")).ok().as_deref(),
-            Some("v2")
-        );
-        let e = pick(Some("v1"), Some("oci-archive:o.tar:v2")).unwrap_err();
-        assert_eq!(e.code, 2);
-        assert!(e.message.contains("disagree"), "{}", e.message);
-        let e = pick(None, Some("oci:out:bad..tag")).unwrap_err();
-        assert!(
-            e.message.starts_with("the tag of `-o` `bad..tag`"),
-            "{}",
-            e.message
-        );
-        let e = pick(Some("bad tag!"), None).unwrap_err();
-        assert!(e.message.starts_with("`--tag` `bad tag!`"), "{}", e.message);
-    }
-}
-
 /// Refuse a side file (`--sbom`) that is the output itself or lies inside the output layout's
 /// own structure: writing it would destroy what the build just wrote. Paths are compared as
 /// the file system resolves them (symlinks of the existing part followed).
@@ -331,4 +295,40 @@ fn resolved(p: &Path) -> PathBuf {
         return out;
     }
     abs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(s: &str) -> ImageRef {
+        ImageRef::parse(s).unwrap()
+    }
+
+    #[test]
+    fn the_tag_comes_from_the_flag_then_the_output() {
+        let pick = |f: Option<&str>, o: Option<&str>| {
+            let o = o.map(r);
+            pick_tag(f, o.as_ref().and_then(|o| o.tag.as_deref())).map(|t| t.to_string())
+        };
+        assert_eq!(pick(None, None).ok().as_deref(), Some("latest"));
+        assert_eq!(pick(None, Some("oci:out")).ok().as_deref(), Some("latest"));
+        assert_eq!(pick(Some("v1"), None).ok().as_deref(), Some("v1"));
+        assert_eq!(pick(None, Some("oci:out:v2")).ok().as_deref(), Some("v2"));
+        assert_eq!(
+            pick(Some("v2"), Some("oci:o:v2")).ok().as_deref(),
+            Some("v2")
+        );
+        let e = pick(Some("v1"), Some("oci-archive:o.tar:v2")).unwrap_err();
+        assert_eq!(e.code, 2);
+        assert!(e.message.contains("disagree"), "{}", e.message);
+        let e = pick(None, Some("oci:out:bad..tag")).unwrap_err();
+        assert!(
+            e.message.starts_with("the tag of `-o` `bad..tag`"),
+            "{}",
+            e.message
+        );
+        let e = pick(Some("bad tag!"), None).unwrap_err();
+        assert!(e.message.starts_with("`--tag` `bad tag!`"), "{}", e.message);
+    }
 }
