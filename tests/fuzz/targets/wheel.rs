@@ -159,8 +159,9 @@ fn check(input: &[u8]) -> Verdict {
         },
         path,
     };
+    let set = [w.pin.clone()];
     let result =
-        gpuimg::sources::wheel::install(&[w], &python(), None, true, &staging, &mut Silent);
+        gpuimg::sources::wheel::install(&[w], &set, &python(), None, true, &staging, &mut Silent);
     let beside: Vec<String> = std::fs::read_dir(case.path())
         .map_err(|e| e.to_string())?
         .flatten()
