@@ -38,6 +38,7 @@ pub use libraries::{
 };
 pub use prune::{prune_records, rehash_records};
 pub use record::FileHash;
+pub use resolved::edges as dependency_edges;
 
 use crate::assemble::{
     self, ArchivedFile, DataSource, Deflated, Entry, EntryKind, Provenance, Tree,
@@ -50,8 +51,9 @@ use record::{Hasher, Row};
 use scheme::{Role, Scheme};
 
 /// The installer's version: part of every python-packages layer key. Bump it when what the
-/// installer writes for the same wheels changes.
-pub const INSTALLER_VERSION: &str = "wheel-installer-v1";
+/// installer writes or accepts for the same wheels changes (v2: a bounded zip directory, no
+/// name twice, versions and `Requires-Dist` checked against the resolution).
+pub const INSTALLER_VERSION: &str = "wheel-installer-v2";
 
 /// Bytes all the wheels of one install may unpack to together.
 pub const MAX_SET_BYTES: u64 = 256 << 30;
