@@ -38,9 +38,7 @@ pub use export::pylock;
 pub mod parsers {
     pub use super::metadata::{headers as metadata_headers, parse as parse_metadata, CoreMetadata};
     pub use super::page::{parse as parse_page, DistFile, JSON};
-    pub use super::zipdir::{
-        directory as zip_directory, metadata as zip_metadata, LocalFile, Ranged, MAX_METADATA_BYTES,
-    };
+    pub use super::zipdir::{metadata as zip_metadata, LocalFile, Ranged, MAX_METADATA_BYTES};
 }
 pub use request::{HostSettings, Index, Links, PythonRequest, Requirement};
 

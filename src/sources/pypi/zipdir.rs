@@ -160,12 +160,12 @@ impl Entry {
     }
 }
 
-/// A zip's central directory: its entries, in order, and where it lies.
+/// A zip's central directory: its entries, in order, and where it begins (where the entries'
+/// data must end).
 #[derive(Debug, Clone)]
 pub struct Directory {
     pub entries: Vec<Entry>,
     pub offset: u64,
-    pub size: u64,
 }
 
 /// The central directory of the zip `src` holds, read bounded (the module doc's rules).
@@ -385,7 +385,6 @@ fn directory_in(src: &mut WithTail<'_>) -> Result<Directory, ZipDirError> {
     Ok(Directory {
         entries,
         offset: end.offset,
-        size: end.size,
     })
 }
 
