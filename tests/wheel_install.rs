@@ -2,9 +2,16 @@
 //! scheme's files land, launchers for entry points, `INSTALLER`/`REQUESTED`/`RECORD` as
 //! installed, modes, provenance, reproducibility, `.pyc` compilation; and the refusals, each
 //! naming the wheel and the path: `../` and absolute names, symlinks, a `RECORD` whose hash or
-//! size lies, a file missing from `RECORD`, an entry larger than its zip header says.
+//! size lies, a file missing from `RECORD`, an entry larger than its zip header says, a name
+//! twice, a directory of millions of entries (refused from its end record, memory measured),
+//! a version or `Requires-Dist` that is not what resolution used (a poisoned PEP 658 file
+//! served by a loopback index).
 
 mod common;
+#[path = "common/thread_peak.rs"]
+mod thread_peak;
+#[path = "common/wheel_zip.rs"]
+mod wheel_zip;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -12,7 +19,7 @@ use std::path::{Path, PathBuf};
 use common::*;
 use gpuimg::assemble::{DataSource, EntryKind, Tree};
 use gpuimg::observe::Observer;
-use gpuimg::sources::python::{FetchedWheel, ImagePython};
+use gpuimg::sources::python::{FetchedWheel, ImagePython, PinnedWheel};
 use gpuimg::sources::wheel::{self, HostPython, WheelError};
 
 const SITE: &str = "usr/local/lib/python3.11/dist-packages";
@@ -48,9 +55,20 @@ fn install(
     compiler: Option<&HostPython>,
     staging: &Path,
 ) -> Result<(Tree, Vec<String>), WheelError> {
+    let set: Vec<PinnedWheel> = wheels.iter().map(|w| w.pin.clone()).collect();
+    install_of(wheels, &set, compiler, staging)
+}
+
+/// [`install`] of `wheels` out of the resolution `set`.
+fn install_of(
+    wheels: &[FetchedWheel],
+    set: &[PinnedWheel],
+    compiler: Option<&HostPython>,
+    staging: &Path,
+) -> Result<(Tree, Vec<String>), WheelError> {
     let mut w = Warnings::default();
     std::fs::create_dir_all(staging).unwrap();
-    let t = wheel::install(wheels, &bookworm(), compiler, true, staging, &mut w)?;
+    let t = wheel::install(wheels, set, &bookworm(), compiler, true, staging, &mut w)?;
     Ok((t, w.0))
 }
 
@@ -654,6 +672,7 @@ fn a_tapped_install_takes_each_librarys_elf_facts_as_its_layer_reads_it() {
     let mut taps = wheel::Taps::new();
     let tree = wheel::install_tapped(
         std::slice::from_ref(&w),
+        std::slice::from_ref(&w.pin),
         &bookworm(),
         None,
         false,
@@ -707,4 +726,235 @@ fn a_tapped_install_takes_each_librarys_elf_facts_as_its_layer_reads_it() {
             None => assert_eq!(capture.finish(&mut |_, _| None), None, "never read"),
         }
     }
+}
+
+/// The pin of the wheel written at `path` as `name` `version`.
+fn pinned(name: &str, version: &str, path: &Path) -> FetchedWheel {
+    FetchedWheel {
+        pin: WheelSpec::new(name, version).pin(path, true),
+        path: path.to_path_buf(),
+    }
+}
+
+/// The installer's error for the stored wheel `bytes`, written and pinned as `pkg` 1.0.
+fn refusal_of(bytes: &[u8]) -> String {
+    let t = tempfile::tempdir().unwrap();
+    let path = t.path().join("pkg-1.0-py3-none-any.whl");
+    std::fs::write(&path, bytes).unwrap();
+    match install(&[pinned("pkg", "1.0", &path)], None, &t.path().join("s")) {
+        Ok(_) => panic!("installed"),
+        Err(e) => gpuimg::error_line::chain(&e),
+    }
+}
+
+#[test]
+fn a_wheel_of_two_million_entries_is_refused_from_its_end_record_before_its_directory_is_loaded() {
+    let t = tempfile::tempdir().unwrap();
+    let spec = ok_spec();
+    let path = spec.write(t.path());
+    let bytes = wheel_zip::with_more_entries(&std::fs::read(&path).unwrap(), 2_000_000);
+    assert!(bytes.len() > 100 << 20, "a real directory of 106 MB");
+    std::fs::write(&path, &bytes).unwrap();
+    drop(bytes);
+    let w = pinned("pkg", "1.0", &path);
+    let base = thread_peak::reset();
+    let e = install(&[w], None, &t.path().join("s")).err().unwrap();
+    let held = thread_peak::since(base);
+    assert!(
+        matches!(
+            e,
+            WheelError::TooManyEntries {
+                count: 2_000_005,
+                cap: 500_000,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert_eq!(
+        e.to_string(),
+        "Wheel `pkg-1.0-py3-none-any.whl` has 2000005 entries in its zip directory, over the cap of 500000; refusing to install it"
+    );
+    // A zip library that loads the directory first holds about 1.2 GB here.
+    assert!(held < 4 << 20, "{held} bytes held to refuse it");
+}
+
+#[test]
+fn a_name_twice_in_the_zip_or_at_one_installed_path_is_refused_not_installed_as_the_last_copy() {
+    let meta = wheel_zip::metadata("pkg", "1.0", &[]);
+    let di = "pkg-1.0.dist-info";
+    let twice = wheel_zip::wheel(
+        di,
+        &meta,
+        &[
+            ("pkg/__init__.py", b""),
+            ("pkg/mod.py", b"GOOD = 1\n"),
+            ("pkg/mod.py", b"EVIL = 1\n"),
+        ],
+    );
+    let e = refusal_of(&twice);
+    assert!(
+        e.contains("Wheel `pkg-1.0-py3-none-any.whl`: `pkg/mod.py` appears twice in the archive"),
+        "{e}"
+    );
+    // A file and a directory of one name.
+    let e = refusal_of(&wheel_zip::wheel(
+        di,
+        &meta,
+        &[("pkg/", b""), ("pkg", b"x")],
+    ));
+    assert!(e.contains("`pkg` appears twice in the archive"), "{e}");
+    // Two names the scheme puts at one path.
+    let e = refusal_of(&wheel_zip::wheel(
+        di,
+        &meta,
+        &[
+            ("pkg/mod.py", b"GOOD = 1\n"),
+            ("pkg-1.0.data/purelib/pkg/mod.py", b"EVIL = 1\n"),
+        ],
+    ));
+    assert!(
+        e.contains(&format!(
+            "`pkg/mod.py` and `pkg-1.0.data/purelib/pkg/mod.py` both install `/{SITE}/pkg/mod.py`"
+        )),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_wheel_whose_version_is_not_its_pin_is_refused_naming_the_field_and_both_versions() {
+    let t = tempfile::tempdir().unwrap();
+    let file = [("pkg/__init__.py", &b""[..])];
+    let whl = |version: &str, di: &str, meta: &str| {
+        let path = t.path().join(format!("pkg-{version}-py3-none-any.whl"));
+        let m = wheel_zip::metadata("pkg", meta, &[]);
+        std::fs::write(&path, wheel_zip::wheel(di, &m, &file)).unwrap();
+        path
+    };
+    let refused = |w: FetchedWheel| match install(&[w], None, &t.path().join("s")) {
+        Ok(_) => panic!("installed"),
+        Err(e) => e.to_string(),
+    };
+    // `pkg-1.0-….whl` holding `pkg-6.6.6.dist-info`.
+    let p = whl("1.0", "pkg-6.6.6.dist-info", "6.6.6");
+    assert_eq!(
+        refused(pinned("pkg", "1.0", &p)),
+        "Wheel `pkg-1.0-py3-none-any.whl`: its `.dist-info` directory's version is `6.6.6`, but it was pinned as version `1.0`; refusing to install it"
+    );
+    let p = whl("1.0", "pkg-1.0.dist-info", "6.6.6");
+    assert!(refused(pinned("pkg", "1.0", &p))
+        .contains("its METADATA `Version` is `6.6.6`, but it was pinned as version `1.0`"),);
+    let mut w = pinned("pkg", "1.0", &p);
+    w.pin.version = "6.6.6".into();
+    assert!(refused(w)
+        .contains("its file name's version is `1.0`, but it was pinned as version `6.6.6`"));
+    // Versions equal by PEP 440 are the pin's.
+    let p = whl("1.0", "pkg-1.0.0.dist-info", "1.0.0");
+    let (tree, _) = install(&[pinned("pkg", "1.0", &p)], None, &t.path().join("ok")).unwrap();
+    assert!(tree
+        .get(&format!("{SITE}/pkg-1.0.0.dist-info/METADATA"))
+        .is_some());
+}
+
+#[test]
+fn requires_dist_must_be_what_the_resolution_took_from_the_wheel() {
+    let t = tempfile::tempdir().unwrap();
+    let spec = |name: &str, requires: &[&str]| {
+        let mut s = WheelSpec::new(name, "1.0").file(&format!("{name}/__init__.py"), "");
+        for r in requires {
+            s = s.requires(r);
+        }
+        s.fetched(t.path(), false)
+    };
+    let by = |mut w: FetchedWheel, by: &[&str]| {
+        w.pin.required_by = by.iter().map(|s| s.to_string()).collect();
+        w
+    };
+    let refused = |wheels: &[FetchedWheel], set: &[&FetchedWheel]| {
+        let set: Vec<PinnedWheel> = set.iter().map(|w| w.pin.clone()).collect();
+        match install_of(wheels, &set, None, &t.path().join("s")) {
+            Ok(_) => panic!("installed"),
+            Err(e) => e.to_string(),
+        }
+    };
+    // Resolution took `evil` from metadata that was not `demo`'s: refused, also when `evil` is
+    // installed in another layer.
+    let demo = by(spec("demo", &[]), &["demo"]);
+    let evil = by(spec("evil", &[]), &["demo 1.0"]);
+    let want = "Wheel `demo-1.0-py3-none-any.whl`: its METADATA `Requires-Dist` names nothing, but the resolution took `evil` (not declared) as its dependencies; refusing to install it";
+    assert_eq!(
+        refused(&[demo.clone(), evil.clone()], &[&demo, &evil]),
+        want
+    );
+    assert_eq!(refused(std::slice::from_ref(&demo), &[&demo, &evil]), want);
+    // An unconditional requirement resolution did not take.
+    let demo = by(
+        spec(
+            "demo",
+            &[
+                "dep>=1",
+                "opt; extra == 'x'",
+                "win; sys_platform == 'win32'",
+            ],
+        ),
+        &["demo"],
+    );
+    assert!(refused(std::slice::from_ref(&demo), &[&demo]).contains(
+        "names `dep` (not taken), `opt`, `win`, but the resolution took nothing as its dependencies"
+    ));
+    // What it declares, through an extra too, beside a profile's requirement text.
+    let dep = by(spec("dep", &[]), &["demo 1.0", "dep>=0"]);
+    let opt = by(spec("opt", &[]), &["demo[x] 1.0"]);
+    let all = [demo, dep, opt];
+    let set: Vec<PinnedWheel> = all.iter().map(|w| w.pin.clone()).collect();
+    install_of(&all, &set, None, &t.path().join("ok")).unwrap();
+}
+
+#[test]
+fn a_poisoned_pep_658_metadata_file_that_adds_a_dependency_is_refused_at_install() {
+    use gpuimg::sources::pypi::{self, PythonRequest};
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("index");
+    let files = root.join("files");
+    std::fs::create_dir_all(&files).unwrap();
+    let poisoned = "Metadata-Version: 2.1\nName: demo\nVersion: 1.0\nRequires-Dist: evil\n";
+    for (name, meta) in [("demo", Some(poisoned)), ("evil", None)] {
+        let path = WheelSpec::new(name, "1.0")
+            .file(&format!("{name}/__init__.py"), "")
+            .write(&files);
+        let f = path.file_name().unwrap().to_str().unwrap().to_string();
+        let sha = pyindex::sha256_hex(&std::fs::read(&path).unwrap());
+        let mut attrs = String::new();
+        if let Some(m) = meta {
+            std::fs::write(files.join(format!("{f}.metadata")), m).unwrap();
+            let msha = pyindex::sha256_hex(m.as_bytes());
+            attrs = format!(" data-core-metadata=\"sha256={msha}\"");
+        }
+        let page = root.join("simple").join(name);
+        std::fs::create_dir_all(&page).unwrap();
+        std::fs::write(
+            page.join("index.html"),
+            format!("<html><body><a href=\"../../files/{f}#sha256={sha}\"{attrs}>{f}</a></body></html>\n"),
+        )
+        .unwrap();
+    }
+    let server = serve(&root);
+    let cache = gpuimg::cache::Cache::open(&t.path().join("cache")).unwrap();
+    let index = format!("{}/simple/", server.url);
+    let request = PythonRequest::from_parts(&["demo"], &[("index", &index)]).unwrap();
+    let obs = &mut gpuimg::observe::Silent;
+    let pins = pypi::resolve(&request, &bookworm(), &cache, obs, false).unwrap();
+    let evil = pins
+        .iter()
+        .find(|p| p.name == "evil")
+        .expect("resolution took `evil`");
+    assert_eq!(evil.required_by, ["demo 1.0"]);
+    let fetched = pypi::fetch(&pins, &request, &cache, obs, false).unwrap();
+    let e = install_of(&fetched, &pins, None, &t.path().join("s"))
+        .err()
+        .unwrap();
+    assert!(
+        e.to_string().contains("Wheel `demo-1.0-py3-none-any.whl`: its METADATA `Requires-Dist` names nothing, but the resolution took `evil` (not declared)"),
+        "{e}"
+    );
 }

@@ -55,8 +55,11 @@ pub fn install(
     // Only a gzip layer copies the wheels' deflate streams.
     let walk_streams = opts.compression == Compression::Gzip;
     let mut taps = wheel::Taps::new();
+    // The whole resolution: a layer's wheels are checked against the edges of all of them.
+    let set: Vec<PinnedWheel> = install.wheels.iter().map(PinnedWheel::from).collect();
     let tree = wheel::install_tapped(
         &fetched,
+        &set,
         &install.python,
         install.compiler.as_ref(),
         walk_streams,

@@ -5,8 +5,9 @@
 //! packages share its digest, and adding a package changes only its component's key and
 //! `metadata`'s (keyed by the whole set and the `layers:` overrides). A rootfs tarball is
 //! keyed by its file identity. The Python wheels are keyed by the locked set (name, version,
-//! file, sha256, `REQUESTED`), the installer's version, the image's interpreter and the
-//! compiler, so profiles with the same locked set share the layer. Every key names its purpose
+//! file, sha256, `REQUESTED`, the dependencies resolution took from each), the installer's
+//! version, the image's interpreter and the compiler, so profiles with the same locked set
+//! share the layer. Every key names its purpose
 //! and this gpuimg's version (`cache::Key`). The keys that name a finished layer carry the
 //! layer writer's version in their purpose (`apt-base-v3`, `rootfs-tarball-v3`,
 //! `python-packages-v3`, with `layer::layer_key`'s `layer-v3`: duplicates stored once).
@@ -17,7 +18,8 @@ use crate::digest::Digest;
 use crate::layer::LayerOptions;
 use crate::lock::LockedPackage;
 use crate::profile::Profile;
-use crate::sources::wheel::INSTALLER_VERSION;
+use crate::sources::python::PinnedWheel;
+use crate::sources::wheel::{dependency_edges, normalize, INSTALLER_VERSION};
 
 use super::PythonInstall;
 
@@ -137,8 +139,10 @@ pub fn tarball_key(
 /// its locked wheels (name, version, file name, sha256, whether the profile requested it), the
 /// installer's version, the image's Python (version, paths, interpreter) and the `.pyc`
 /// compiler (none, or its version and magic number: its output is its own), and the layer
-/// settings. Not the index, nor what required each wheel, nor the other components' wheels:
-/// none of them changes a byte of this layer.
+/// settings; and the dependencies resolution took from each of its wheels, which the installer
+/// checks against the wheel's own `Requires-Dist` (a new one installs the layer again, so it
+/// is checked). Not the index, nor a profile's requirement text, nor the other components'
+/// wheels: none of them changes a byte of this layer.
 pub fn wheels_key(
     p: &PythonInstall,
     component: &str,
@@ -175,6 +179,15 @@ pub fn wheels_key(
             .str(&w.filename)
             .digest(&w.sha256)
             .bool(w.requested);
+    }
+    let pins: Vec<PinnedWheel> = p.wheels.iter().map(PinnedWheel::from).collect();
+    let edges = dependency_edges(&pins);
+    for w in &wheels {
+        let deps = edges.get(&normalize(&w.name));
+        k.count(deps.map_or(0, |d| d.len()));
+        for d in deps.into_iter().flatten() {
+            k.str(d);
+        }
     }
     // `unused-libraries` removes what the whole image's closure leaves unreached: the
     // libraries of these wheels it removes.

@@ -406,6 +406,11 @@ fn the_wheel_layer_key_is_the_locked_sets_and_nothing_else_of_the_profile() {
     assert_eq!(base, key_of(&a, PYTHON_PACKAGES));
     let changed = [
         rekey(&|p| p.wheels[1].sha256 = Digest::of(b"other"), LOPTS),
+        // A dependency resolution took from `requests`: the install checks it again.
+        rekey(
+            &|p| p.wheels[1].required_by = vec!["requests 2.32.3".into()],
+            LOPTS,
+        ),
         rekey(&|p| p.wheels[1].requested = true, LOPTS),
         rekey(&|p| p.wheels.pop().map(drop).unwrap_or(()), LOPTS),
         rekey(

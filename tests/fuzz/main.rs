@@ -10,6 +10,7 @@
 mod harness;
 mod mutate;
 mod tar_model;
+mod zip_edit;
 mod targets {
     pub mod deb;
     pub mod deflate;

@@ -25,7 +25,8 @@ mod request;
 mod requirements;
 mod solver;
 mod target;
-mod zipdir;
+/// Shared with the wheel installer (`sources::wheel::archive`): one reader of zip directories.
+pub(in crate::sources) mod zipdir;
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,11 +1,15 @@
-//! Reading a wheel's zip archive with caps: entry count, bytes per entry and in all (declared
-//! sizes are capped before anything is decompressed, and every entry must unpack to exactly
-//! its declared size), no overlapping entries, the local header's name the central
-//! directory's, only stored or deflate data, nothing encrypted.
+//! Reading a wheel's zip archive with caps: entry count, directory size, bytes per entry and in
+//! all. The directory is listed by the bounded reader resolution uses too
+//! (`sources::pypi::zipdir`: entry count and directory size capped from the end records
+//! before the directory is read, no name twice), then every entry is checked: declared sizes
+//! capped before anything is decompressed (and every entry must unpack to exactly its declared
+//! size and CRC-32), no overlapping entries, the local header's name the central directory's,
+//! only stored or deflate data, nothing encrypted.
 //!
 //! Every entry name is checked here: relative, no `..`, no `.` or empty components, no
 //! backslash or NUL, and only regular files and directories (a symlink is refused). Reads go
 //! through a positioned file handle shared by clones, so several threads read one archive.
+//! Must never hold more of a wheel in memory than its directory and one metadata file.
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -13,14 +17,14 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use zip::{CompressionMethod, ZipArchive};
+use flate2::read::DeflateDecoder;
 
 use super::record::Hasher;
 use super::WheelError;
 use crate::assemble::{ArchivedFile, Deflated};
+use crate::sources::pypi::zipdir::{self, Ranged, ZipDirError};
 
-/// Entries one wheel may hold.
-pub const MAX_ENTRIES: usize = 500_000;
+pub use zipdir::MAX_ENTRIES;
 /// Bytes one entry may unpack to.
 pub const MAX_ENTRY_BYTES: u64 = 16 << 30;
 /// Bytes one wheel may unpack to.
@@ -57,10 +61,30 @@ impl Seek for PosFile {
     }
 }
 
+/// The file as byte ranges, for the directory reader.
+struct Ranges<'a>(&'a PosFile);
+
+impl Ranged for Ranges<'_> {
+    fn size(&self) -> u64 {
+        self.0.len
+    }
+
+    fn read(&mut self, start: u64, len: u64) -> Result<Vec<u8>, String> {
+        if start.checked_add(len).is_none_or(|e| e > self.0.len) {
+            return Err(format!("a read of {len} bytes at {start} is past its end"));
+        }
+        let mut buf = vec![0u8; len as usize];
+        self.0
+            .file
+            .read_exact_at(&mut buf, start)
+            .map_err(|e| e.to_string())?;
+        Ok(buf)
+    }
+}
+
 /// One entry of the archive.
 #[derive(Debug, Clone)]
 pub struct Member {
-    pub index: usize,
     /// The entry name, checked; a directory's ends in `/`.
     pub name: String,
     /// Declared uncompressed size.
@@ -69,6 +93,8 @@ pub struct Member {
     pub executable: bool,
     /// Where a deflated entry's compressed bytes lie: (first byte, length, the zip's CRC-32).
     pub deflated: Option<(u64, u64, u32)>,
+    /// Where its bytes lie as stored or deflated: (first byte, length, the zip's CRC-32).
+    data: (u64, u64, u32),
 }
 
 impl Member {
@@ -82,11 +108,39 @@ impl Member {
 pub struct Archive {
     /// The wheel's file name, for messages.
     pub label: String,
-    zip: ZipArchive<PosFile>,
     /// The file, as opened (its path and identity) and as read.
     path: Arc<std::path::PathBuf>,
     identity: [u64; 5],
     reader: PosFile,
+}
+
+/// An entry's bytes as they inflate (or as they lie, stored), never read past its data.
+enum MemberReader {
+    Stored(io::Take<PosFile>),
+    Deflated(Box<DeflateDecoder<io::Take<PosFile>>>),
+}
+
+impl Read for MemberReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            MemberReader::Stored(r) => r.read(buf),
+            MemberReader::Deflated(r) => r.read(buf),
+        }
+    }
+}
+
+/// A compression method's name, for messages.
+fn method_name(method: u16) -> String {
+    match method {
+        1..=6 => "shrink/reduce/implode".into(),
+        9 => "deflate64".into(),
+        12 => "bzip2".into(),
+        14 => "lzma".into(),
+        93 => "zstd".into(),
+        95 => "xz".into(),
+        99 => "aes".into(),
+        m => format!("method {m}"),
+    }
 }
 
 impl Archive {
@@ -104,59 +158,53 @@ impl Archive {
             len,
             pos: 0,
         };
-        let zip_err = |source| WheelError::Zip {
-            wheel: label.to_string(),
-            source,
-        };
-        let mut zip = ZipArchive::new(reader.clone()).map_err(zip_err)?;
-        if zip.len() > MAX_ENTRIES {
-            return Err(WheelError::TooManyEntries {
+        let dir = zipdir::directory(&mut Ranges(&reader)).map_err(|e| match e {
+            ZipDirError::TooManyEntries { count, cap } => WheelError::TooManyEntries {
                 wheel: label.into(),
-                cap: MAX_ENTRIES,
-            });
-        }
-        let mut members = Vec::with_capacity(zip.len());
-        let mut spans = Vec::with_capacity(zip.len());
+                count,
+                cap,
+            },
+            ZipDirError::Duplicate { name } => WheelError::Duplicate {
+                wheel: label.into(),
+                path: name,
+            },
+            source => WheelError::Zip {
+                wheel: label.into(),
+                source,
+            },
+        })?;
+        let mut members = Vec::with_capacity(dir.entries.len());
+        let mut spans = Vec::with_capacity(dir.entries.len());
         let mut total: u64 = 0;
-        let mut seen = std::collections::HashSet::new();
-        for index in 0..zip.len() {
-            let f = zip.by_index_raw(index).map_err(zip_err)?;
-            let name = f.name().to_string();
+        for (index, f) in dir.entries.into_iter().enumerate() {
+            let mode = f.unix_mode();
+            let name = f.name;
             let unsafe_path = |why| WheelError::UnsafePath {
                 wheel: label.into(),
                 path: name.clone(),
                 why,
             };
             check_name(&name).map_err(unsafe_path)?;
-            let mode = f.unix_mode().unwrap_or(0);
             match mode & 0o170000 {
                 0 | 0o100000 | 0o040000 => {}
                 0o120000 => return Err(unsafe_path("is a symbolic link")),
                 _ => return Err(unsafe_path("is not a regular file or a directory")),
             }
-            if f.encrypted() {
+            // Bit 0: encrypted; bit 6: strong encryption.
+            if f.flags & 0x41 != 0 {
                 return Err(WheelError::Encrypted {
                     wheel: label.into(),
                     path: name,
                 });
             }
-            if !matches!(
-                f.compression(),
-                CompressionMethod::Stored | CompressionMethod::Deflated
-            ) {
+            if !matches!(f.method, 0 | 8) {
                 return Err(WheelError::Compression {
                     wheel: label.into(),
-                    method: format!("{:?}", f.compression()),
+                    method: method_name(f.method),
                     path: name,
                 });
             }
-            if !seen.insert(name.trim_end_matches('/').to_string()) {
-                return Err(WheelError::Duplicate {
-                    wheel: label.into(),
-                    path: name,
-                });
-            }
-            let size = f.size();
+            let size = f.size;
             if size > MAX_ENTRY_BYTES {
                 return Err(WheelError::EntryTooLarge {
                     wheel: label.into(),
@@ -172,23 +220,28 @@ impl Archive {
                     cap: MAX_WHEEL_BYTES,
                 });
             }
-            let (header, start) = (f.header_start(), f.data_start());
-            spans.push((header, start.saturating_add(f.compressed_size()), index));
-            local_name_matches(&reader, header, f.name_raw())
+            if f.method == 0 && f.compressed != size {
+                return Err(unsafe_path("is stored with two different sizes"));
+            }
+            let header = f.offset;
+            let start = local_data_start(&reader, header, name.as_bytes())
                 .map_err(read_err)?
-                .then_some(())
                 .ok_or_else(|| unsafe_path("has a different name in its local header"))?;
+            let end = start
+                .checked_add(f.compressed)
+                .filter(|e| *e <= dir.offset)
+                .ok_or_else(|| unsafe_path("has data past the start of the zip's directory"))?;
+            spans.push((header, end, index));
             if name.ends_with('/') && size != 0 {
                 return Err(unsafe_path("is a directory with data"));
             }
-            let deflated = (f.compression() == CompressionMethod::Deflated)
-                .then(|| (start, f.compressed_size(), f.crc32()));
+            let data = (start, f.compressed, f.crc32);
             members.push(Member {
-                index,
                 size,
                 executable: mode & 0o111 != 0,
                 name,
-                deflated,
+                deflated: (f.method == 8).then_some(data),
+                data,
             });
         }
         spans.sort_unstable();
@@ -205,7 +258,6 @@ impl Archive {
         Ok((
             Archive {
                 label: label.to_string(),
-                zip,
                 path: Arc::new(path.to_path_buf()),
                 identity,
                 reader,
@@ -214,19 +266,27 @@ impl Archive {
         ))
     }
 
+    /// `m`'s bytes as they inflate.
+    fn member(&self, m: &Member) -> MemberReader {
+        let (start, len, _) = m.data;
+        let raw = PosFile {
+            pos: start,
+            ..self.reader.clone()
+        }
+        .take(len);
+        if m.deflated.is_some() {
+            MemberReader::Deflated(Box::new(DeflateDecoder::new(raw)))
+        } else {
+            MemberReader::Stored(raw)
+        }
+    }
+
     /// The ELF facts of entry `m` (`None` when it is no shared object gpuimg reads), from
     /// its bytes decompressed as a stream, at most twice, never held whole.
     pub fn elf_facts(&self, m: &Member) -> Result<Option<crate::elf::SharedObject>, WheelError> {
-        let (mut first, mut second) = (self.clone(), self.clone());
-        let mut f = first
-            .zip
-            .by_index(m.index)
-            .map_err(|source| WheelError::Zip {
-                wheel: self.label.clone(),
-                source,
-            })?;
+        let mut f = self.member(m);
         let mut again = |off: u64, len: u64| {
-            let mut g = second.zip.by_index(m.index).ok()?;
+            let mut g = self.member(m);
             crate::elf::range_at(&mut (&mut g).take(m.size), off, len)
         };
         Ok(crate::elf::parse_stream(
@@ -242,9 +302,8 @@ impl Archive {
         m: &Member,
         capture: &crate::elf::capture::Capture,
     ) -> Result<Option<Option<crate::elf::SharedObject>>, WheelError> {
-        let mut again_from = self.clone();
         let mut again = |off: u64, len: u64| {
-            let mut g = again_from.zip.by_index(m.index).ok()?;
+            let mut g = self.member(m);
             crate::elf::range_at(&mut (&mut g).take(m.size), off, len)
         };
         Ok(capture.finish(&mut again))
@@ -326,8 +385,8 @@ impl Archive {
     }
 
     /// Decompress `m` into `out` through `buf`, hashing it with `hasher`; the entry must
-    /// unpack to exactly its declared size (and the zip's CRC must match). `dest` names `out`
-    /// in write errors.
+    /// unpack to exactly its declared size and the zip's CRC-32. `dest` names `out` in write
+    /// errors.
     pub fn copy(
         &mut self,
         m: &Member,
@@ -341,14 +400,8 @@ impl Archive {
             wheel: label.clone(),
             source,
         };
-        let mut f = self
-            .zip
-            .by_index(m.index)
-            .map_err(|source| WheelError::Zip {
-                wheel: label.clone(),
-                source,
-            })?;
-        let mut limited = (&mut f).take(m.size.saturating_add(1));
+        let mut limited = self.member(m).take(m.size.saturating_add(1));
+        let mut crc = crc32fast::Hasher::new();
         let mut n: u64 = 0;
         loop {
             let k = match limited.read(buf) {
@@ -362,6 +415,7 @@ impl Archive {
                 break;
             }
             hasher.update(&buf[..k]);
+            crc.update(&buf[..k]);
             out.write_all(&buf[..k])
                 .map_err(|source| WheelError::Write {
                     path: dest.to_path_buf(),
@@ -376,22 +430,33 @@ impl Archive {
                 actual: n,
             });
         }
+        if crc.finalize() != m.data.2 {
+            return Err(WheelError::Crc {
+                wheel: label,
+                path: m.name.clone(),
+            });
+        }
         Ok(n)
     }
 }
 
-/// Whether the local file header at `at` names the entry `name` (as the central directory
-/// does), so no tool reading local headers sees a different file.
-fn local_name_matches(r: &PosFile, at: u64, name: &[u8]) -> io::Result<bool> {
+/// Where the data of the entry whose local header is at `at` begins, when that header is one
+/// and names `name` (as the central directory does), so no tool reading local headers sees a
+/// different file.
+fn local_data_start(r: &PosFile, at: u64, name: &[u8]) -> io::Result<Option<u64>> {
     let mut fixed = [0u8; 30];
+    if at.checked_add(30).is_none_or(|e| e > r.len) {
+        return Ok(None);
+    }
     r.file.read_exact_at(&mut fixed, at)?;
     let len = u16::from_le_bytes([fixed[26], fixed[27]]) as usize;
-    if len != name.len() {
-        return Ok(false);
+    let extra = u16::from_le_bytes([fixed[28], fixed[29]]) as u64;
+    if fixed[..4] != *b"PK\x03\x04" || len != name.len() || at + 30 + len as u64 > r.len {
+        return Ok(None);
     }
     let mut local = vec![0u8; len];
     r.file.read_exact_at(&mut local, at + 30)?;
-    Ok(local == name)
+    Ok((local == name).then_some(at + 30 + len as u64 + extra))
 }
 
 /// Why an entry name is refused, if it is.

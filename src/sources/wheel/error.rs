@@ -15,7 +15,7 @@ pub enum WheelError {
     Zip {
         wheel: String,
         #[source]
-        source: zip::result::ZipError,
+        source: crate::sources::pypi::zipdir::ZipDirError,
     },
     #[error("Wheel file name `{wheel}` is not valid: {why}")]
     FileName { wheel: String, why: String },
@@ -31,8 +31,14 @@ pub enum WheelError {
         path: String,
         why: &'static str,
     },
-    #[error("Wheel `{wheel}` has more than {cap} entries; refusing to install it")]
-    TooManyEntries { wheel: String, cap: usize },
+    #[error(
+        "Wheel `{wheel}` has {count} entries in its zip directory, over the cap of {cap}; refusing to install it"
+    )]
+    TooManyEntries {
+        wheel: String,
+        count: u64,
+        cap: usize,
+    },
     #[error(
         "Wheel `{wheel}`: `{path}` unpacks to {size} bytes, over the cap of {cap} bytes per file"
     )]
@@ -61,6 +67,8 @@ pub enum WheelError {
         path: String,
         method: String,
     },
+    #[error("Wheel `{wheel}`: `{path}` does not match the CRC-32 its zip directory gives")]
+    Crc { wheel: String, path: String },
     #[error("Wheel `{wheel}`: `{path}` is encrypted")]
     Encrypted { wheel: String, path: String },
     #[error("Wheel `{wheel}`: `{path}` appears twice in the archive")]
@@ -72,6 +80,28 @@ pub enum WheelError {
         wheel: String,
         first: String,
         second: String,
+    },
+    #[error("Wheel `{wheel}`: its {field} is `{found}`, but it was pinned as version `{expected}`; refusing to install it")]
+    NotThePinnedVersion {
+        wheel: String,
+        field: &'static str,
+        found: String,
+        expected: String,
+    },
+    #[error("Wheel `{wheel}`: `{first}` and `{second}` both install `/{path}`")]
+    SamePath {
+        wheel: String,
+        first: String,
+        second: String,
+        path: String,
+    },
+    #[error("Wheel `{wheel}`: its METADATA `Requires-Dist` names {declared}, but the resolution took {resolved} as its dependencies; refusing to install it")]
+    NotTheResolvedRequires {
+        wheel: String,
+        /// `` `a`, `b` `` or `nothing`.
+        declared: String,
+        /// `` `a`, `b` `` or `nothing`, with what was not declared or not taken marked.
+        resolved: String,
     },
     #[error("Wheel `{wheel}`: `{path}` is not valid: {why}")]
     Metadata {

@@ -1,8 +1,10 @@
 //! `sources::wheel`: a wheel installer (the binary distribution format, PEP 427 and its
 //! successors) that turns fetched wheels into one [`Tree`] for the image's interpreter.
 //!
-//! Each wheel is checked in full before a byte is written (`prepare`: the pin, one
-//! `.dist-info`, `WHEEL`, `RECORD` listing every file, no path leaving its scheme, no symlink),
+//! Each wheel is checked in full before a byte is written (`archive`: its zip directory read
+//! bounded, no name twice; `prepare`: the pin's name and version, one `.dist-info`, `WHEEL`,
+//! `RECORD` listing every file, no path leaving its scheme, no symlink, no two entries at one
+//! path; `resolved`: its `Requires-Dist` against the dependencies resolution took from it),
 //! then unpacked in parallel into a staging root, every file hashed against its `RECORD` row
 //! (`extract`); launchers, `INSTALLER`, `REQUESTED` and a `RECORD` for the installed paths are
 //! written, `.pyc` compiled when asked (`compile`). Must never run package or image code, never
@@ -18,6 +20,7 @@ mod libraries;
 mod prepare;
 mod prune;
 mod record;
+mod resolved;
 mod scheme;
 mod wheel_file;
 
@@ -35,20 +38,22 @@ pub use libraries::{
 };
 pub use prune::{prune_records, rehash_records};
 pub use record::FileHash;
+pub use resolved::edges as dependency_edges;
 
 use crate::assemble::{
     self, ArchivedFile, DataSource, Deflated, Entry, EntryKind, Provenance, Tree,
 };
 use crate::confined::Root;
 use crate::observe::Observer;
-use crate::sources::python::{FetchedWheel, ImagePython};
+use crate::sources::python::{FetchedWheel, ImagePython, PinnedWheel};
 use prepare::Prepared;
 use record::{Hasher, Row};
 use scheme::{Role, Scheme};
 
 /// The installer's version: part of every python-packages layer key. Bump it when what the
-/// installer writes for the same wheels changes.
-pub const INSTALLER_VERSION: &str = "wheel-installer-v1";
+/// installer writes or accepts for the same wheels changes (v2: a bounded zip directory, no
+/// name twice, versions and `Requires-Dist` checked against the resolution).
+pub const INSTALLER_VERSION: &str = "wheel-installer-v2";
 
 /// Bytes all the wheels of one install may unpack to together.
 pub const MAX_SET_BYTES: u64 = 256 << 30;
@@ -57,26 +62,40 @@ pub const MAX_SET_BYTES: u64 = 256 << 30;
 pub const GENERATED_BY: &str = "wheel installer";
 
 /// Install `wheels` for `python` under `staging` (a fresh directory), `.pyc` compiled by
-/// `compiler` when given. The tree holds every installed file and its directories, each file
+/// `compiler` when given. `set` is every wheel of the resolution (the lock's, `wheels` among
+/// them): what each wheel's own `METADATA` says is checked against the dependencies the
+/// resolution took from it (`resolved`). The tree holds every installed file and its directories, each file
 /// stamped with its wheel's project; warnings go to `obs`. With `walk_streams` (for a gzip
 /// layer), a large file written as its deflated entry inflates keeps where that stream lies
 /// (`assemble::Deflated`).
 pub fn install(
     wheels: &[FetchedWheel],
+    set: &[PinnedWheel],
     python: &ImagePython,
     compiler: Option<&HostPython>,
     walk_streams: bool,
     staging: &Path,
     obs: &mut dyn Observer,
 ) -> Result<Tree, WheelError> {
-    install_tapped(wheels, python, compiler, walk_streams, staging, None, obs)
+    install_tapped(
+        wheels,
+        set,
+        python,
+        compiler,
+        walk_streams,
+        staging,
+        None,
+        obs,
+    )
 }
 
 /// [`install`], with a tap (`assemble::Tap`) on each shared object left in its wheel when
 /// `taps` is given: writing the tree's layer then takes the objects' ELF facts
 /// ([`LibraryRead::read_with`]), each tap under its wheel's and member's names.
+#[allow(clippy::too_many_arguments)]
 pub fn install_tapped(
     wheels: &[FetchedWheel],
+    set: &[PinnedWheel],
     python: &ImagePython,
     compiler: Option<&HostPython>,
     walk_streams: bool,
@@ -100,6 +119,7 @@ pub fn install_tapped(
         .iter()
         .map(|w| prepare::prepare(w, &scheme))
         .collect::<Result<_, _>>()?;
+    resolved::check(&prepared, &resolved::edges(set))?;
     let total: u64 = prepared.iter().flat_map(|p| &p.items).map(|i| i.size).sum();
     if total > MAX_SET_BYTES {
         return Err(WheelError::SetTooLarge { cap: MAX_SET_BYTES });

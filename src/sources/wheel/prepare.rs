@@ -1,9 +1,13 @@
-//! One wheel, read and checked before any byte of it is written: its name against the pin, its
-//! one `.dist-info` directory, `WHEEL`, `RECORD` (every file listed, with a hash; sizes agree
-//! with the zip), `METADATA`'s name, and its entry points; then where every file goes.
+//! One wheel, read and checked before any byte of it is written: what it says of itself against
+//! what resolution used (its file name's, its one `.dist-info` directory's and its `METADATA`'s
+//! name and version against the pin: names by PEP 503, versions by PEP 440 equality), `WHEEL`,
+//! `RECORD` (every file listed, with a hash; sizes agree with the zip), and its entry points;
+//! then where every file goes, no two entries to the same path.
 //!
 //! The result, [`Prepared`], lists the files to extract, each with the hash its `RECORD`
-//! promises, and the files the installer generates (launchers, `INSTALLER`, `REQUESTED`).
+//! promises, and the files the installer generates (launchers, `INSTALLER`, `REQUESTED`), with
+//! the `Requires-Dist` of its `METADATA` (checked against the resolution's edges by
+//! `resolved::check`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,6 +19,7 @@ use super::record::{self, FileHash};
 use super::scheme::{Role, Scheme};
 use super::wheel_file::{self, WheelFileError};
 use super::WheelError;
+use crate::sources::pypi::parsers::parse_metadata;
 use crate::sources::python::FetchedWheel;
 
 /// What `INSTALLER` says.
@@ -54,6 +59,21 @@ pub struct Prepared {
     pub dist_info: String,
     /// Everything it installs but its `RECORD`, in archive order then generated.
     pub items: Vec<Item>,
+    /// Its `METADATA`'s `Requires-Dist`, as resolution parses them.
+    pub requires: Vec<pep508_rs::Requirement>,
+}
+
+/// Whether two versions are equal by PEP 440 (`1.0` is `1.0.0`); text that is no version is
+/// equal only to itself.
+pub fn same_version(a: &str, b: &str) -> bool {
+    use std::str::FromStr;
+    match (
+        pep440_rs::Version::from_str(a),
+        pep440_rs::Version::from_str(b),
+    ) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
 }
 
 /// Read and check `wheel` for installation into `scheme`.
@@ -71,9 +91,25 @@ pub fn prepare(wheel: &FetchedWheel, scheme: &Scheme) -> Result<Prepared, WheelE
             expected: wheel.pin.name.clone(),
         });
     }
+    let not_the_pin = |field: &'static str, found: &str| WheelError::NotThePinnedVersion {
+        wheel: label.clone(),
+        field,
+        found: found.to_string(),
+        expected: wheel.pin.version.clone(),
+    };
+    if !same_version(&parsed.version, &wheel.pin.version) {
+        return Err(not_the_pin("file name's version", &parsed.version));
+    }
     let (mut archive, members) = Archive::open(&wheel.path, &label)?;
     let dist_info = find_dist_info(&members, &label, &project)?;
     let stem = dist_info.trim_end_matches(".dist-info");
+    let dist_version = stem.split_once('-').map_or("", |(_, v)| v);
+    if !same_version(dist_version, &wheel.pin.version) {
+        return Err(not_the_pin(
+            "`.dist-info` directory's version",
+            dist_version,
+        ));
+    }
     let data_dir = format!("{stem}.data");
     let meta_err = |path: &str, why: String| WheelError::Metadata {
         wheel: label.clone(),
@@ -106,13 +142,18 @@ pub fn prepare(wheel: &FetchedWheel, scheme: &Scheme) -> Result<Prepared, WheelE
     let metadata_path = format!("{dist_info}/METADATA");
     let text =
         read(&metadata_path)?.ok_or_else(|| meta_err(&metadata_path, "it is missing".into()))?;
-    let name =
-        metadata_name(&text).ok_or_else(|| meta_err(&metadata_path, "it has no `Name`".into()))?;
-    if normalize(&name) != project {
+    let meta = parse_metadata(text.as_bytes()).map_err(|why| meta_err(&metadata_path, why))?;
+    if normalize(meta.name.as_ref()) != project {
         return Err(meta_err(
             &metadata_path,
-            format!("it names the project `{name}`, not `{}`", wheel.pin.name),
+            format!(
+                "it names the project `{}`, not `{}`",
+                meta.name, wheel.pin.name
+            ),
         ));
+    }
+    if !same_version(&meta.version.to_string(), &wheel.pin.version) {
+        return Err(not_the_pin("METADATA `Version`", &meta.version.to_string()));
     }
     let record_path = format!("{dist_info}/RECORD");
     let text = read(&record_path)?.ok_or_else(|| meta_err(&record_path, "it is missing".into()))?;
@@ -183,6 +224,21 @@ pub fn prepare(wheel: &FetchedWheel, scheme: &Scheme) -> Result<Prepared, WheelE
             content: Content::Member(m.clone()),
         });
     }
+    // Two entries the scheme puts at one path (`x.py` and `{stem}.data/purelib/x.py`).
+    let mut placed: BTreeMap<&str, &str> = BTreeMap::new();
+    for item in &items {
+        let Content::Member(m) = &item.content else {
+            continue;
+        };
+        if let Some(first) = placed.insert(&item.dest, &m.name) {
+            return Err(WheelError::SamePath {
+                wheel: label.clone(),
+                first: first.to_string(),
+                second: m.name.clone(),
+                path: item.dest.clone(),
+            });
+        }
+    }
     let dist_dest = format!("{}/{dist_info}", scheme.site);
     let mut generated = |dest: String, role: Role, mode: u32, bytes: Vec<u8>| {
         items.push(Item {
@@ -222,6 +278,7 @@ pub fn prepare(wheel: &FetchedWheel, scheme: &Scheme) -> Result<Prepared, WheelE
         archive,
         dist_info: dist_dest,
         items,
+        requires: meta.requires_dist,
     })
 }
 
@@ -269,19 +326,4 @@ fn find_dist_info(members: &[Member], label: &str, project: &str) -> Result<Stri
             second: second.to_string(),
         }),
     }
-}
-
-/// The `Name:` header of a METADATA file.
-fn metadata_name(text: &str) -> Option<String> {
-    for line in text.lines() {
-        if line.is_empty() {
-            break;
-        }
-        if let Some((k, v)) = line.split_once(':') {
-            if k.trim().eq_ignore_ascii_case("name") {
-                return Some(v.trim().to_string());
-            }
-        }
-    }
-    None
 }

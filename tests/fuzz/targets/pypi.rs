@@ -4,9 +4,12 @@
 //!
 //! An input is one byte choosing the parser, then its bytes. Seeds are built in memory: a page
 //! of each kind with every attribute the client reads, a METADATA file, and wheels whose
-//! METADATA is stored or deflated. Properties: every file a page yields has an absolute URL
-//! without a fragment and a non-empty name; a wheel's METADATA is never larger than the cap,
-//! and every range the reader asks for lies inside the file.
+//! METADATA is stored or deflated; half the mutations of a wheel are directory edits
+//! (`zip_edit`: end records claiming millions of entries or gigabytes of directory, an entry
+//! repeated or renamed to another's name). Properties: every file a page yields has an
+//! absolute URL without a fragment and a non-empty name; a wheel's METADATA is never larger
+//! than the cap, every range the reader asks for lies inside the file and is no longer than
+//! the directory cap, and a wheel whose directory names a path twice yields no METADATA.
 
 use std::io::Write as _;
 
@@ -14,6 +17,9 @@ use arbitrary::{Result, Unstructured};
 use gpuimg::sources::pypi::parsers::{
     parse_metadata, parse_page, zip_metadata, Ranged, JSON, MAX_METADATA_BYTES,
 };
+
+/// The most directory bytes the reader may ask for at once (`zipdir::MAX_DIRECTORY_BYTES`).
+const MAX_DIRECTORY_BYTES: u64 = 64 << 20;
 
 use crate::harness::{Target, Verdict};
 use crate::mutate;
@@ -141,6 +147,10 @@ const DICT: &[&[u8]] = &[
 ];
 
 fn mutate_input(seeds: &[Vec<u8>], u: &mut Unstructured<'_>) -> Result<Vec<u8>> {
+    let seed = mutate::pick_seed(u, seeds)?;
+    if seed.first() == Some(&ZIP) && u.ratio(1, 2)? {
+        return Ok(tagged(ZIP, &crate::zip_edit::edit(u, &seed[1..])?));
+    }
     mutate::text(u, seeds, DICT)
 }
 
@@ -152,6 +162,10 @@ impl Ranged for Mem<'_> {
         self.0.len() as u64
     }
     fn read(&mut self, start: u64, len: u64) -> std::result::Result<Vec<u8>, String> {
+        if len > MAX_DIRECTORY_BYTES {
+            self.1 = Some(format!("a read of {len} bytes"));
+            return Err("too long".into());
+        }
         match start.checked_add(len) {
             Some(end) if end <= self.0.len() as u64 => {
                 Ok(self.0[start as usize..end as usize].to_vec())
@@ -200,10 +214,19 @@ fn check(input: &[u8]) -> Verdict {
             if let Some(bad) = m.1 {
                 return Err(bad);
             }
+            let mut names = crate::zip_edit::names(body);
+            for n in &mut names {
+                while n.last() == Some(&b'/') {
+                    n.pop();
+                }
+            }
+            names.sort_unstable();
+            let twice = names.windows(2).any(|w| w[0] == w[1]);
             match r {
                 Ok(meta) if meta.len() as u64 > MAX_METADATA_BYTES => {
                     Err(format!("{} bytes of METADATA", meta.len()))
                 }
+                Ok(_) if twice => Err("METADATA from a directory naming a path twice".into()),
                 Ok(_) => Ok("accepted"),
                 Err(_) => Ok("refused"),
             }

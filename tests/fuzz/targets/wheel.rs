@@ -3,13 +3,17 @@
 //! and `entry_points.txt`, all from the fuzz bytes.
 //!
 //! Seeds are wheels built in memory with the zip crate: a pure one, one with `.data` schemes
-//! and entry points, one with a `#!python` script. Mutations are text and byte edits of the
-//! whole archive (so most break a CRC or a `RECORD` hash and are refused; the zip directory,
-//! names and sizes are what gets exercised); one seed has a deflated member over 1 MiB, which
-//! the installer leaves in the wheel. Properties: the installer never panics; an
-//! accepted wheel's tree lies under the image's scheme directories, every file in it was
-//! written under the staging root or is read from the wheel itself, such a file reads back as
-//! exactly its size or not at all, and nothing appears beside the staging root.
+//! and entry points, one with a `#!python` script; and, replayed as it is, one whose directory
+//! holds 2,000,000 real entries (106 MB: a reader that loads it before counting holds 1.2 GB,
+//! past the harness's memory cap). Mutations are text and byte edits of the whole archive (so
+//! most break a CRC or a `RECORD` hash and are refused; the zip directory, names and sizes are
+//! what gets exercised) and directory edits (`zip_edit`: end records claiming millions of
+//! entries or gigabytes of directory, an entry repeated or renamed to another's name); one
+//! seed has a deflated member over 1 MiB, which the installer leaves in the wheel.
+//! Properties: the installer never panics; a wheel whose directory names a path twice is never
+//! installed; an accepted wheel's tree lies under the image's scheme directories, every file
+//! in it was written under the staging root or is read from the wheel itself, such a file
+//! reads back as exactly its size or not at all, and nothing appears beside the staging root.
 
 use std::io::Write as _;
 
@@ -20,10 +24,11 @@ use gpuimg::assemble::{DataSource, EntryKind};
 use gpuimg::digest::Digest;
 use gpuimg::observe::Silent;
 use gpuimg::sources::python::{FetchedWheel, ImagePython, PinnedWheel};
+use gpuimg::sources::wheel::WheelError;
 use sha2::Digest as _;
 
 use crate::harness::{work_dir, Target, Verdict};
-use crate::mutate;
+use crate::{mutate, zip_edit};
 
 pub static TARGET: Target = Target {
     name: "wheel",
@@ -100,6 +105,8 @@ fn seeds() -> Vec<Vec<u8>> {
                 0o644,
             ),
         ]),
+        // Last: never mutated (`mutate_input`), replayed once per run.
+        zip_edit::with_more_entries(&wheel(&[("demo/__init__.py", b"", 0o644)]), 2_000_000),
     ]
 }
 
@@ -124,7 +131,28 @@ const DICT: &[&[u8]] = &[
 ];
 
 fn mutate_input(seeds: &[Vec<u8>], u: &mut Unstructured<'_>) -> Result<Vec<u8>> {
-    mutate::text(u, seeds, DICT)
+    let small = &seeds[..seeds.len() - 1];
+    if u.ratio(1, 3)? {
+        let seed = mutate::pick_seed(u, small)?;
+        let mut data = zip_edit::edit(u, seed)?;
+        if u.ratio(1, 4)? {
+            mutate::havoc(u, &mut data, 4, DICT, small)?;
+        }
+        return Ok(data);
+    }
+    mutate::text(u, small, DICT)
+}
+
+/// What a refusal was, for the tally.
+fn refused(e: &WheelError) -> &'static str {
+    match e {
+        WheelError::TooManyEntries { .. } => "refused, too many entries",
+        WheelError::Duplicate { .. } | WheelError::SamePath { .. } => "refused, a name twice",
+        WheelError::Zip { source, .. } if source.to_string().contains("over the cap") => {
+            "refused, a directory over the cap"
+        }
+        _ => "refused",
+    }
 }
 
 fn python() -> ImagePython {
@@ -159,8 +187,9 @@ fn check(input: &[u8]) -> Verdict {
         },
         path,
     };
+    let set = [w.pin.clone()];
     let result =
-        gpuimg::sources::wheel::install(&[w], &python(), None, true, &staging, &mut Silent);
+        gpuimg::sources::wheel::install(&[w], &set, &python(), None, true, &staging, &mut Silent);
     let beside: Vec<String> = std::fs::read_dir(case.path())
         .map_err(|e| e.to_string())?
         .flatten()
@@ -170,9 +199,23 @@ fn check(input: &[u8]) -> Verdict {
     if !beside.is_empty() {
         return Err(format!("written beside the staging root: {beside:?}"));
     }
-    let Ok(tree) = result else {
-        return Ok("refused");
+    let tree = match result {
+        Ok(tree) => tree,
+        Err(e) => return Ok(refused(&e)),
     };
+    let mut names: Vec<Vec<u8>> = zip_edit::names(input);
+    for n in &mut names {
+        while n.last() == Some(&b'/') {
+            n.pop();
+        }
+    }
+    names.sort_unstable();
+    if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+        return Err(format!(
+            "installed a wheel whose directory names `{}` twice",
+            String::from_utf8_lossy(&w[0])
+        ));
+    }
     let mut archived = false;
     for e in tree.iter() {
         if !e.path.starts_with("usr/local/") && !["usr", "usr/local"].contains(&e.path.as_str()) {
