@@ -843,8 +843,15 @@ fn registry_credentials_go_to_a_token_realm_only_on_its_host_its_domain_or_where
         asked.iter().all(|r| r.header("authorization").is_none()),
         "the foreign realm received credentials: {asked:?}"
     );
-    let note = format!("the token realm `{}` got no credentials", foreign.host_port());
-    assert!(told.lines().iter().any(|l| l.contains(&note)), "{:?}", told.lines());
+    let note = format!(
+        "the token realm `{}` got no credentials",
+        foreign.host_port()
+    );
+    assert!(
+        told.lines().iter().any(|l| l.contains(&note)),
+        "{:?}",
+        told.lines()
+    );
 
     // `gpuimg push --verbose` says so too.
     let layout = tiny_layout(&sb.join("layout"));
@@ -855,7 +862,11 @@ fn registry_credentials_go_to_a_token_realm_only_on_its_host_its_domain_or_where
         .arg(format!("registry:{}/demo/tiny:v1", reg.host_port()))
         .env("REGISTRY_AUTH_FILE", &auth));
     assert!(out.status.success(), "{}", said(&out));
-    assert!(String::from_utf8_lossy(&out.stderr).contains(&note), "{}", said(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(&note),
+        "{}",
+        said(&out)
+    );
 
     // A foreign realm that gives no token without credentials: one line saying why.
     let strict = FakeRegistry::start("127.0.0.2", grants_tokens_to_credentials);
@@ -873,11 +884,20 @@ fn registry_credentials_go_to_a_token_realm_only_on_its_host_its_domain_or_where
         .requests()
         .iter()
         .all(|r| r.header("authorization").is_none()));
-    assert!(reg.requests().iter().all(|r| r.method != "PUT"), "{}", reg.describe());
+    assert!(
+        reg.requests().iter().all(|r| r.method != "PUT"),
+        "{}",
+        reg.describe()
+    );
 
     // The same credentials configured for the realm's host in the auth file: they go.
     let hosts = [reg.host_port(), strict.host_port()];
-    let auth = auth_file(&sb.join("c.json"), &[&hosts[0], &hosts[1]], "pusher", "s3cret");
+    let auth = auth_file(
+        &sb.join("c.json"),
+        &[&hosts[0], &hosts[1]],
+        "pusher",
+        "s3cret",
+    );
     let (r, told) = push_tiny(&reg.host_port(), &connection(roomy(), Some(&auth)));
     r.unwrap_or_else(|e| panic!("{e}"));
     assert!(strict
@@ -888,7 +908,11 @@ fn registry_credentials_go_to_a_token_realm_only_on_its_host_its_domain_or_where
         "sent to the token realm `{}` (configured for them in",
         strict.host_port()
     );
-    assert!(told.lines().iter().any(|l| l.contains(&note)), "{:?}", told.lines());
+    assert!(
+        told.lines().iter().any(|l| l.contains(&note)),
+        "{:?}",
+        told.lines()
+    );
 
     // A realm on the registry's own host (another port): they go.
     let own = FakeRegistry::start("127.0.0.1", grants_tokens_to_credentials);
@@ -904,17 +928,24 @@ fn registry_credentials_go_to_a_token_realm_only_on_its_host_its_domain_or_where
         "sent to the token realm `{}` (the registry's own host)",
         own.host_port()
     );
-    assert!(told.lines().iter().any(|l| l.contains(&note)), "{:?}", told.lines());
+    assert!(
+        told.lines().iter().any(|l| l.contains(&note)),
+        "{:?}",
+        told.lines()
+    );
 }
 
 #[test]
 fn a_registry_that_never_answers_or_drips_stops_the_push_at_a_deadline_it_names() {
     use gpuimg::registry::PushLimits;
-    let fails = |reg: &FakeRegistry, limits: PushLimits| {
-        match push_tiny(&reg.host_port(), &connection(limits, None)).0 {
-            Ok(p) => panic!("the push succeeded: {p:?}\n{}", reg.describe()),
-            Err(e) => e.to_string(),
-        }
+    let fails = |reg: &FakeRegistry, limits: PushLimits| match push_tiny(
+        &reg.host_port(),
+        &connection(limits, None),
+    )
+    .0
+    {
+        Ok(p) => panic!("the push succeeded: {p:?}\n{}", reg.describe()),
+        Err(e) => e.to_string(),
     };
     // Never answers: the response deadline, and the request is not sent again.
     let silent = FakeRegistry::start("127.0.0.1", |_| Answer::Silent);
@@ -1024,8 +1055,14 @@ fn push_verify_reads_back_every_blob_a_registry_claims_to_hold() {
         "{err}"
     );
     let since = &liar.requests()[before..];
-    assert!(since.iter().all(|r| r.method != "PUT"), "{}", liar.describe());
-    assert!(since.iter().any(|r| r.method == "GET" && r.path().contains("/blobs/")));
+    assert!(
+        since.iter().all(|r| r.method != "PUT"),
+        "{}",
+        liar.describe()
+    );
+    assert!(since
+        .iter()
+        .any(|r| r.method == "GET" && r.path().contains("/blobs/")));
 
     // A registry that sends each GET to its storage on another host, which has the bytes:
     // followed, checked, pushed.

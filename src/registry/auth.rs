@@ -103,11 +103,7 @@ impl Session {
                 return Ok(None);
             };
             let theirs = credentials::find(&self.auth_files, &authority, &self.repo)?;
-            Ok::<_, RegistryError>(
-                theirs
-                    .filter(|c| c.secret == mine.secret)
-                    .map(|c| c.source),
-            )
+            Ok::<_, RegistryError>(theirs.filter(|c| c.secret == mine.secret).map(|c| c.source))
         })?;
         if let Some(c) = &self.credentials {
             self.note(if trust.allows() {

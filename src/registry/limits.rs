@@ -95,10 +95,7 @@ mod tests {
     fn the_deadline_is_the_bytes_at_the_minimum_rate_plus_slack() {
         let l = PushLimits::default();
         assert_eq!(l.deadline(0), SLACK);
-        assert_eq!(
-            l.deadline(MIN_RATE * 100),
-            SLACK + Duration::from_secs(100)
-        );
+        assert_eq!(l.deadline(MIN_RATE * 100), SLACK + Duration::from_secs(100));
         assert!(l.deadline(u64::MAX) > Duration::from_secs(1 << 40));
         assert_eq!(l.backoff_before(1), Duration::ZERO);
         assert_eq!(l.backoff_before(2), BACKOFF);

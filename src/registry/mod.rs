@@ -152,7 +152,9 @@ pub enum RegistryError {
         held: String,
         want: String,
     },
-    #[error("Registry `{registry}` did not answer {what} within the response deadline of {secs} s")]
+    #[error(
+        "Registry `{registry}` did not answer {what} within the response deadline of {secs} s"
+    )]
     NoAnswer {
         registry: String,
         what: String,

@@ -88,7 +88,10 @@ mod tests {
 
     #[test]
     fn the_registry_host_and_its_registrable_domain_are_trusted() {
-        assert_eq!(hosts("r.example.com", "R.Example.com."), RealmTrust::Registry);
+        assert_eq!(
+            hosts("r.example.com", "R.Example.com."),
+            RealmTrust::Registry
+        );
         assert_eq!(hosts("127.0.0.1", "127.0.0.1"), RealmTrust::Registry);
         assert_eq!(hosts("::1", "[::1]"), RealmTrust::Registry);
         assert_eq!(

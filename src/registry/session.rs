@@ -230,8 +230,10 @@ impl Session {
     /// Send `req`, authenticating on a 401 challenge (once) and retrying what a retry can
     /// cure. Statuses other than 401 are returned for the caller to judge.
     pub fn send(&self, req: &Request<'_>) -> Result<Response, RegistryError> {
-        self.exchange(req, true, |r| self.send_once(r, true).map(|resp| (resp, ())))
-            .map(|(resp, ())| resp)
+        self.exchange(req, true, |r| {
+            self.send_once(r, true).map(|resp| (resp, ()))
+        })
+        .map(|(resp, ())| resp)
     }
 
     /// GET `url` and hash a 200's body as it streams past (at most `max` bytes are read: more
@@ -260,8 +262,10 @@ impl Session {
     /// Send without the session's own Authorization (the token endpoint), with retries; a
     /// 401 is the caller's to judge.
     pub(super) fn send_plain(&self, req: &Request<'_>) -> Result<Response, RegistryError> {
-        self.exchange(req, false, |r| self.send_once(r, false).map(|resp| (resp, ())))
-            .map(|(resp, ())| resp)
+        self.exchange(req, false, |r| {
+            self.send_once(r, false).map(|resp| (resp, ()))
+        })
+        .map(|(resp, ())| resp)
     }
 
     /// The retry loop: `once` is one attempt; a 401 is answered (when `challenges`) by
@@ -370,10 +374,7 @@ impl Session {
         }
         let bad = |e: ureq::http::Error| SendFailure::Net(e.to_string());
         match &req.body {
-            Body::Empty => self.go(
-                b.header("Content-Length", "0").body(()).map_err(bad)?,
-                left,
-            ),
+            Body::Empty => self.go(b.header("Content-Length", "0").body(()).map_err(bad)?, left),
             Body::Bytes(bytes) => self.go(
                 b.header("Content-Length", bytes.len().to_string())
                     .body(*bytes)
@@ -448,10 +449,9 @@ impl Session {
                 "no connection within {} s",
                 secs(self.limits.window)
             )),
-            ureq::Error::Timeout(t) => SendFailure::Slow(format!(
-                "nothing for {} s ({t})",
-                secs(self.stall())
-            )),
+            ureq::Error::Timeout(t) => {
+                SendFailure::Slow(format!("nothing for {} s ({t})", secs(self.stall())))
+            }
             e => SendFailure::Net(e.to_string()),
         }
     }

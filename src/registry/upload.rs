@@ -266,9 +266,9 @@ impl Uploader<'_> {
                 Streamed::Body(..) => return Ok(()),
                 Streamed::Other(resp) => resp,
             };
-            let location = resp.header("location").filter(|_| {
-                matches!(resp.status, 301 | 302 | 303 | 307 | 308)
-            });
+            let location = resp
+                .header("location")
+                .filter(|_| matches!(resp.status, 301 | 302 | 303 | 307 | 308));
             let Some(location) = location else {
                 return Err(lie(format!(
                     "its GET answered HTTP {}: {}",
@@ -281,10 +281,7 @@ impl Uploader<'_> {
                 .map(String::from)
                 .map_err(|e| RegistryError::Protocol {
                     registry: self.session.registry.clone(),
-                    reason: format!(
-                        "the redirect of blob {} is not a URL: {e}",
-                        blob.digest
-                    ),
+                    reason: format!("the redirect of blob {} is not a URL: {e}", blob.digest),
                 })?;
         }
         Err(lie(format!(

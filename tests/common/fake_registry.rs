@@ -91,8 +91,8 @@ pub struct FakeRegistry {
 impl FakeRegistry {
     /// Serve on `ip` (`127.0.0.1`, `127.0.0.2`, …), a free port, answering with `handler`.
     pub fn start(ip: &str, handler: impl Fn(&Req) -> Answer + Send + Sync + 'static) -> Self {
-        let listener = TcpListener::bind((ip, 0))
-            .unwrap_or_else(|e| panic!("failed to listen on {ip}: {e}"));
+        let listener =
+            TcpListener::bind((ip, 0)).unwrap_or_else(|e| panic!("failed to listen on {ip}: {e}"));
         let addr = listener.local_addr().unwrap();
         let log = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
@@ -190,7 +190,8 @@ fn answer_one(conn: TcpStream, handler: &Handler, log: &Mutex<Vec<Req>>, stop: &
     };
     log.lock().unwrap().push(req.clone());
     let head = |status: u16, headers: &[(String, String)], len: usize| {
-        let mut h = format!("HTTP/1.1 {status} Fake\r\nContent-Length: {len}\r\nConnection: close\r\n");
+        let mut h =
+            format!("HTTP/1.1 {status} Fake\r\nContent-Length: {len}\r\nConnection: close\r\n");
         for (k, v) in headers {
             h.push_str(&format!("{k}: {v}\r\n"));
         }
