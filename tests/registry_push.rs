@@ -962,6 +962,23 @@ fn a_registry_that_never_answers_or_drips_stops_the_push_at_a_deadline_it_names(
         "{e}"
     );
     assert_eq!(silent.requests().len(), 1, "{}", silent.describe());
+    // Reached without `--plain-http` (HTTPS first, then HTTP as it is on loopback): the same.
+    let mut conn = connection(
+        PushLimits {
+            response: Duration::from_millis(300),
+            ..roomy()
+        },
+        None,
+    );
+    conn.plain_http = false;
+    let e = push_tiny(&silent.host_port(), &conn)
+        .0
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("did not answer GET /v2/ over HTTP within the response deadline of 0.3 s"),
+        "{e}"
+    );
 
     // Answers a byte every 20 ms: under the minimum rate over a window.
     let drip = |_: &Req| Answer::Drip {

@@ -36,7 +36,7 @@ impl Session {
                 })?;
                 match c.basic_header() {
                     Some(h) => {
-                        self.note_once(format!(
+                        self.note(format!(
                             "registry credentials of `{}` from {} sent to `{}` (the registry, Basic)",
                             c.user(),
                             c.source,
@@ -73,13 +73,6 @@ impl Session {
         };
         *self.auth.lock().unwrap_or_else(|e| e.into_inner()) = new;
         Ok(())
-    }
-
-    fn note_once(&self, line: String) {
-        let mut n = self.notes.lock().unwrap_or_else(|e| e.into_inner());
-        if !n.contains(&line) {
-            n.push(line);
-        }
     }
 
     /// Whether the realm at `url` may have the credentials (decided once per realm host, and

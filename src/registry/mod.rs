@@ -537,14 +537,27 @@ fn choose_base(
             .build()
             .call()
     };
+    // A probe that ran out of time says which bound it hit.
     let timed_out = |e: &ureq::Error, what: &str| {
-        matches!(e, ureq::Error::Timeout(ureq::Timeout::RecvResponse)).then(|| {
-            RegistryError::NoAnswer {
-                registry: dest.registry.clone(),
-                what: what.into(),
+        use ureq::Timeout::{Global, PerRead, RecvResponse};
+        let registry = dest.registry.clone();
+        let what = what.to_string();
+        match e {
+            ureq::Error::Timeout(Global) => Some(RegistryError::Deadline {
+                registry,
+                what,
+                secs: limits::secs(conn.limits.deadline(budget.bytes)),
+                bytes: budget.bytes,
+                min_rate: conn.limits.min_rate,
+                slack: limits::secs(conn.limits.slack),
+            }),
+            ureq::Error::Timeout(RecvResponse | PerRead) => Some(RegistryError::NoAnswer {
+                registry,
+                what,
                 secs: limits::secs(conn.limits.response),
-            }
-        })
+            }),
+            _ => None,
+        }
     };
     let tls_err = match probe(format!("{https}/v2/")) {
         Ok(_) => return Ok(https),

@@ -220,11 +220,12 @@ impl Session {
         std::mem::take(&mut *self.notes.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
+    /// Note `line` for `--verbose`, unless it was noted already.
     pub(super) fn note(&self, line: String) {
-        self.notes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(line);
+        let mut n = self.notes.lock().unwrap_or_else(|e| e.into_inner());
+        if !n.contains(&line) {
+            n.push(line);
+        }
     }
 
     /// Send `req`, authenticating on a 401 challenge (once) and retrying what a retry can
@@ -434,17 +435,19 @@ impl Session {
             .configure()
             .timeout_global(Some(left))
             .run()
-            .map_err(|e| self.transport(e))
+            .map_err(|e| self.transport(e, true))
     }
 
     /// What a transport error means: the push's deadline, no answer in time, a stall, or
-    /// something a retry may cure.
-    fn transport(&self, e: ureq::Error) -> SendFailure {
+    /// something a retry may cure. `head`: the request was sent or waited for its response
+    /// head (a read that timed out there is no answer, whichever timer fired first).
+    fn transport(&self, e: ureq::Error, head: bool) -> SendFailure {
         use ureq::Timeout;
         match e {
             ureq::Error::Timeout(Timeout::Global) => SendFailure::Deadline,
             _ if Instant::now() >= self.budget.deadline => SendFailure::Deadline,
             ureq::Error::Timeout(Timeout::RecvResponse) => SendFailure::NoAnswer,
+            ureq::Error::Timeout(Timeout::PerRead) if head => SendFailure::NoAnswer,
             ureq::Error::Timeout(Timeout::Connect) => SendFailure::Net(format!(
                 "no connection within {} s",
                 secs(self.limits.window)
@@ -518,7 +521,7 @@ impl Session {
                 Ok(n) => n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    return Err(match self.transport(ureq::Error::from(e)) {
+                    return Err(match self.transport(ureq::Error::from(e), false) {
                         SendFailure::Net(m) => SendFailure::Net(format!("{m} after {count} bytes")),
                         SendFailure::Slow(_) => SendFailure::Slow(format!(
                             "the response moved {}",
