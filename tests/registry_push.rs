@@ -1026,6 +1026,53 @@ fn a_registry_that_never_answers_or_drips_stops_the_push_at_a_deadline_it_names(
 }
 
 #[test]
+fn a_registry_that_stops_reading_an_upload_stops_it_at_the_minimum_rate() {
+    use gpuimg::registry::{Blob, BlobSource, PushLimits};
+    let dir = tempfile::tempdir().unwrap();
+    // More than the loopback socket buffers hold: the sender must wait for the registry.
+    let data = noise(32 << 20, 7);
+    let path = dir.path().join("big.bin");
+    std::fs::write(&path, &data).unwrap();
+    let mut image = tiny_image();
+    image.blobs = vec![Blob {
+        digest: gpuimg::digest::Digest::of(&data),
+        size: data.len() as u64,
+        source: BlobSource::File { path, offset: 0 },
+    }];
+    image.labels = vec!["big".into()];
+    // No blob is there; an upload session opens; its PUT's body is never read.
+    let reg = FakeRegistry::swallowing(
+        "127.0.0.1",
+        |r| match (r.method.as_str(), r.path()) {
+            ("GET", "/v2/") => Answer::body(200, "{}"),
+            ("POST", _) => Answer::status(202).header("Location", "/upload/1"),
+            _ => Answer::status(404),
+        },
+        |r| r.method == "PUT",
+    );
+    let limits = PushLimits {
+        response: Duration::from_millis(500),
+        window: Duration::from_millis(500),
+        min_rate: 1 << 20,
+        ..roomy()
+    };
+    let e = match push_image(&reg.host_port(), &connection(limits, None), &image).0 {
+        Ok(p) => panic!("the push succeeded: {p:?}"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        e.contains("PUT /upload/1 moved slower than the minimum rate of 1048576 B/s over a window of 0.5 s"),
+        "{e}"
+    );
+    let puts = reg.requests().iter().filter(|r| r.method == "PUT").count();
+    assert!(puts >= 1, "{}", reg.describe());
+    assert!(reg
+        .requests()
+        .iter()
+        .all(|r| !r.path().contains("/manifests/")));
+}
+
+#[test]
 fn push_verify_reads_back_every_blob_a_registry_claims_to_hold() {
     let sb = Sandbox::new();
     let layout = tiny_layout(&sb.join("layout"));

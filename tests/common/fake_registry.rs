@@ -3,7 +3,9 @@
 //! a status with headers and a body, silence (the request is read and never answered), or a
 //! head at once and a body dripped one byte at a time — and which logs every request (method,
 //! target, headers). One request per connection (`Connection: close`); anything that does not
-//! start like an HTTP request (a TLS hello) is hung up on at once. Stopped when dropped.
+//! start like an HTTP request (a TLS hello) is hung up on at once. A registry made with
+//! [`FakeRegistry::swallowing`] never reads the body of the requests it picks (an upload that
+//! stalls). Stopped when dropped.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -81,6 +83,7 @@ impl Answer {
 }
 
 type Handler = dyn Fn(&Req) -> Answer + Send + Sync;
+type Picks = dyn Fn(&Req) -> bool + Send + Sync;
 
 pub struct FakeRegistry {
     addr: SocketAddr,
@@ -91,12 +94,23 @@ pub struct FakeRegistry {
 impl FakeRegistry {
     /// Serve on `ip` (`127.0.0.1`, `127.0.0.2`, …), a free port, answering with `handler`.
     pub fn start(ip: &str, handler: impl Fn(&Req) -> Answer + Send + Sync + 'static) -> Self {
+        Self::swallowing(ip, handler, |_| false)
+    }
+
+    /// As [`FakeRegistry::start`], but a request `swallow` picks (seen with its body unread)
+    /// never has its body read nor an answer: the client's upload stalls.
+    pub fn swallowing(
+        ip: &str,
+        handler: impl Fn(&Req) -> Answer + Send + Sync + 'static,
+        swallow: impl Fn(&Req) -> bool + Send + Sync + 'static,
+    ) -> Self {
         let listener =
             TcpListener::bind((ip, 0)).unwrap_or_else(|e| panic!("failed to listen on {ip}: {e}"));
         let addr = listener.local_addr().unwrap();
         let log = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
         let handler: Arc<Handler> = Arc::new(handler);
+        let swallow: Arc<Picks> = Arc::new(swallow);
         let (log2, stop2) = (log.clone(), stop.clone());
         std::thread::spawn(move || {
             for conn in listener.incoming() {
@@ -104,8 +118,9 @@ impl FakeRegistry {
                     break;
                 }
                 let Ok(conn) = conn else { continue };
-                let (log, stop, handler) = (log2.clone(), stop2.clone(), handler.clone());
-                std::thread::spawn(move || answer_one(conn, &*handler, &log, &stop));
+                let (log, stop) = (log2.clone(), stop2.clone());
+                let (handler, swallow) = (handler.clone(), swallow.clone());
+                std::thread::spawn(move || answer_one(conn, &*handler, &*swallow, &log, &stop));
             }
         });
         FakeRegistry { addr, log, stop }
@@ -144,7 +159,13 @@ impl Drop for FakeRegistry {
     }
 }
 
-fn answer_one(conn: TcpStream, handler: &Handler, log: &Mutex<Vec<Req>>, stop: &AtomicBool) {
+fn answer_one(
+    conn: TcpStream,
+    handler: &Handler,
+    swallow: &Picks,
+    log: &Mutex<Vec<Req>>,
+    stop: &AtomicBool,
+) {
     let _ = conn.set_read_timeout(Some(Duration::from_secs(30)));
     let Ok(mut out) = conn.try_clone() else {
         return;
@@ -178,16 +199,23 @@ fn answer_one(conn: TcpStream, handler: &Handler, log: &Mutex<Vec<Req>>, stop: &
         .find(|(k, _)| k == "content-length")
         .and_then(|(_, v)| v.parse().ok())
         .unwrap_or(0);
-    let mut body = vec![0u8; len];
-    if r.read_exact(&mut body).is_err() {
-        return;
-    }
-    let req = Req {
+    let mut req = Req {
         method,
         target,
         headers,
-        body,
+        body: Vec::new(),
     };
+    if swallow(&req) {
+        log.lock().unwrap().push(req);
+        while !stop.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        return;
+    }
+    req.body = vec![0u8; len];
+    if r.read_exact(&mut req.body).is_err() {
+        return;
+    }
     log.lock().unwrap().push(req.clone());
     let head = |status: u16, headers: &[(String, String)], len: usize| {
         let mut h =

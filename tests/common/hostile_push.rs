@@ -128,12 +128,21 @@ pub fn connection(limits: PushLimits, auth: Option<&Path>) -> Connection {
 
 /// `registry::push` of the tiny image to `HOST_PORT/demo/tiny:v1` over `conn`; what it told.
 pub fn push_tiny(host_port: &str, conn: &Connection) -> (Result<Pushed, RegistryError>, Told) {
+    push_image(host_port, conn, &tiny_image())
+}
+
+/// `registry::push` of `image` to `HOST_PORT/demo/tiny:v1` over `conn`; what it told.
+pub fn push_image(
+    host_port: &str,
+    conn: &Connection,
+    image: &registry::Image,
+) -> (Result<Pushed, RegistryError>, Told) {
     let dest = gpuimg::reference::RegistryRef::parse(&format!("registry:{host_port}/demo/tiny:v1"))
         .unwrap();
     let cache_dir = tempfile::tempdir().unwrap();
     let cache = gpuimg::cache::Cache::open(cache_dir.path()).unwrap();
     let mut told = Told::default();
-    let r = registry::push(&dest, "v1", &tiny_image(), None, conn, &cache, &mut told);
+    let r = registry::push(&dest, "v1", image, None, conn, &cache, &mut told);
     (r, told)
 }
 
