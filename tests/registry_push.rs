@@ -8,7 +8,15 @@
 //! through the referrers tag schema (`sha256-<hex>`); a push killed mid-blob leaves no tag and
 //! a new push completes; blobs pushed to one repository are mounted into another, and become
 //! uploads when the credentials may not read the source repository; `gpuimg push` of a
-//! layout or an oci-archive keeps the digest; bad flags and references are refused up front.
+//! layout or an oci-archive keeps the digest; bad flags and references are refused up front;
+//! `--verify` reads back what the registry claims to hold.
+//!
+//! Against hostile registries (tests/common/fake_registry.rs): credentials go to a token realm
+//! only on the registry's host or where an auth file configures them (`--verbose` names the
+//! hosts); a registry that never answers, drips, or is busy for ever stops the push at a
+//! deadline the error names (limits shortened, as the fetch tests shorten theirs); a registry
+//! that claims every blob fails `--verify` naming the blob, and its storage redirect is
+//! followed.
 
 mod common;
 
@@ -238,6 +246,29 @@ fn push_to_a_plain_registry_round_trips_and_a_second_push_uploads_nothing() {
         "{}",
         reg.describe_log()
     );
+
+    // `--verify` reads back every blob the registry says it has: all of them check out.
+    let mark = reg.mark();
+    let checked = s.push_ok(
+        &format!("registry:{}", reg.reference("demo/push:v1")),
+        &["--verify"],
+        &[],
+    );
+    assert_eq!(
+        num(&checked, "blobs_verified"),
+        num(&checked, "blobs_existing"),
+        "{checked}"
+    );
+    let since = reg.requests_since(mark);
+    for b in &blobs {
+        assert!(
+            since.iter().any(|r| r.method == "GET"
+                && r.status == 200
+                && r.decoded_uri() == format!("/v2/demo/push/blobs/{b}")),
+            "{b} was not read back:\n{}",
+            reg.describe_log()
+        );
+    }
 }
 
 #[test]
@@ -680,6 +711,10 @@ fn registry_flags_and_references_are_checked_before_anything_runs() {
             "`--ca` applies to a registry output",
         ),
         (
+            vec!["-o", "oci:out", "--verify"],
+            "`--verify` applies to a registry output",
+        ),
+        (
             vec!["-o", "registry:demo/push:v1"],
             "is not a registry host",
         ),
@@ -756,4 +791,364 @@ fn a_mount_the_credentials_may_not_read_becomes_an_upload() {
         layout_digest(&back),
         two["manifest_digest"].as_str().unwrap()
     );
+}
+
+// Hostile registries (tests/common/fake_registry.rs, hostile_push.rs): where the credentials
+// may go, the deadlines of every request and of the whole push, and `--verify`.
+
+/// Limits that never fire in these tests unless a test shortens one of them.
+fn roomy() -> gpuimg::registry::PushLimits {
+    gpuimg::registry::PushLimits {
+        response: Duration::from_secs(60),
+        window: Duration::from_secs(60),
+        min_rate: 1,
+        slack: Duration::from_secs(120),
+        attempts: 2,
+        backoff: Duration::from_millis(10),
+    }
+}
+
+fn basic(user: &str, password: &str) -> String {
+    use base64::Engine;
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+    )
+}
+
+/// A registry on 127.0.0.1 sending clients for tokens to `realm`'s `/token`.
+fn sends_to(realm: &FakeRegistry) -> FakeRegistry {
+    FakeRegistry::start(
+        "127.0.0.1",
+        claims_everything(Some(format!("{}/token", realm.url())), |_| {
+            Answer::status(404)
+        }),
+    )
+}
+
+#[test]
+fn registry_credentials_go_to_a_token_realm_only_on_its_host_its_domain_or_where_configured() {
+    let sb = Sandbox::new();
+    let creds = basic("pusher", "s3cret");
+    // A realm on another host (127.0.0.2) that gives anyone a token: asked without them.
+    let foreign = FakeRegistry::start("127.0.0.2", grants_tokens);
+    let reg = sends_to(&foreign);
+    let auth = auth_file(&sb.join("a.json"), &[&reg.host_port()], "pusher", "s3cret");
+    let (r, told) = push_tiny(&reg.host_port(), &connection(roomy(), Some(&auth)));
+    let pushed = r.unwrap_or_else(|e| panic!("{e}\n{}", reg.describe()));
+    assert_eq!(pushed.blobs_existing, 2, "{pushed:?}");
+    let asked = foreign.requests();
+    assert!(!asked.is_empty(), "the realm was never asked");
+    assert!(
+        asked.iter().all(|r| r.header("authorization").is_none()),
+        "the foreign realm received credentials: {asked:?}"
+    );
+    let note = format!(
+        "the token realm `{}` got no credentials",
+        foreign.host_port()
+    );
+    assert!(
+        told.lines().iter().any(|l| l.contains(&note)),
+        "{:?}",
+        told.lines()
+    );
+
+    // `gpuimg push --verbose` says so too.
+    let layout = tiny_layout(&sb.join("layout"));
+    let out = run(sb
+        .gpuimg()
+        .args(["push", "--plain-http", "--verbose"])
+        .arg(format!("oci:{}:v1", layout.display()))
+        .arg(format!("registry:{}/demo/tiny:v1", reg.host_port()))
+        .env("REGISTRY_AUTH_FILE", &auth));
+    assert!(out.status.success(), "{}", said(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(&note),
+        "{}",
+        said(&out)
+    );
+
+    // A foreign realm that gives no token without credentials: one line saying why.
+    let strict = FakeRegistry::start("127.0.0.2", grants_tokens_to_credentials);
+    let reg = sends_to(&strict);
+    let auth = auth_file(&sb.join("b.json"), &[&reg.host_port()], "pusher", "s3cret");
+    let e = push_tiny(&reg.host_port(), &connection(roomy(), Some(&auth)))
+        .0
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(&format!("`{}`", strict.host_port())) && e.contains("they were not sent"),
+        "{e}"
+    );
+    assert!(strict
+        .requests()
+        .iter()
+        .all(|r| r.header("authorization").is_none()));
+    assert!(
+        reg.requests().iter().all(|r| r.method != "PUT"),
+        "{}",
+        reg.describe()
+    );
+
+    // The same credentials configured for the realm's host in the auth file: they go.
+    let hosts = [reg.host_port(), strict.host_port()];
+    let auth = auth_file(
+        &sb.join("c.json"),
+        &[&hosts[0], &hosts[1]],
+        "pusher",
+        "s3cret",
+    );
+    let (r, told) = push_tiny(&reg.host_port(), &connection(roomy(), Some(&auth)));
+    r.unwrap_or_else(|e| panic!("{e}"));
+    assert!(strict
+        .requests()
+        .iter()
+        .any(|r| r.header("authorization") == Some(creds.as_str())));
+    let note = format!(
+        "sent to the token realm `{}` (configured for them in",
+        strict.host_port()
+    );
+    assert!(
+        told.lines().iter().any(|l| l.contains(&note)),
+        "{:?}",
+        told.lines()
+    );
+
+    // A realm on the registry's own host (another port): they go.
+    let own = FakeRegistry::start("127.0.0.1", grants_tokens_to_credentials);
+    let reg = sends_to(&own);
+    let auth = auth_file(&sb.join("d.json"), &[&reg.host_port()], "pusher", "s3cret");
+    let (r, told) = push_tiny(&reg.host_port(), &connection(roomy(), Some(&auth)));
+    r.unwrap_or_else(|e| panic!("{e}"));
+    assert!(own
+        .requests()
+        .iter()
+        .all(|r| r.header("authorization") == Some(creds.as_str())));
+    let note = format!(
+        "sent to the token realm `{}` (the registry's own host)",
+        own.host_port()
+    );
+    assert!(
+        told.lines().iter().any(|l| l.contains(&note)),
+        "{:?}",
+        told.lines()
+    );
+}
+
+#[test]
+fn a_registry_that_never_answers_or_drips_stops_the_push_at_a_deadline_it_names() {
+    use gpuimg::registry::PushLimits;
+    let fails = |reg: &FakeRegistry, limits: PushLimits| match push_tiny(
+        &reg.host_port(),
+        &connection(limits, None),
+    )
+    .0
+    {
+        Ok(p) => panic!("the push succeeded: {p:?}\n{}", reg.describe()),
+        Err(e) => e.to_string(),
+    };
+    // Never answers: the response deadline, and the request is not sent again.
+    let silent = FakeRegistry::start("127.0.0.1", |_| Answer::Silent);
+    let e = fails(
+        &silent,
+        PushLimits {
+            response: Duration::from_millis(300),
+            window: Duration::from_millis(300),
+            ..roomy()
+        },
+    );
+    assert!(
+        e.contains("did not answer GET /v2/ within the response deadline of 0.3 s"),
+        "{e}"
+    );
+    assert_eq!(silent.requests().len(), 1, "{}", silent.describe());
+    // Reached without `--plain-http` (HTTPS first, then HTTP as it is on loopback): the same.
+    let mut conn = connection(
+        PushLimits {
+            response: Duration::from_millis(300),
+            ..roomy()
+        },
+        None,
+    );
+    conn.plain_http = false;
+    let e = push_tiny(&silent.host_port(), &conn)
+        .0
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("did not answer GET /v2/ over HTTP within the response deadline of 0.3 s"),
+        "{e}"
+    );
+
+    // Answers a byte every 20 ms: under the minimum rate over a window.
+    let drip = |_: &Req| Answer::Drip {
+        status: 200,
+        len: 1 << 20,
+        every: Duration::from_millis(20),
+    };
+    let dripping = FakeRegistry::start("127.0.0.1", drip);
+    let e = fails(
+        &dripping,
+        PushLimits {
+            window: Duration::from_millis(400),
+            min_rate: 1000,
+            ..roomy()
+        },
+    );
+    assert!(
+        e.contains("GET /v2/ moved slower than the minimum rate of 1000 B/s over a window of 0.4 s (2 attempts"),
+        "{e}"
+    );
+
+    // The same drip, with a rate it keeps up: the push's own deadline (its bytes at the
+    // minimum rate, nothing at this rate, plus the slack) ends it.
+    let fast_enough = PushLimits {
+        min_rate: 1 << 30,
+        slack: Duration::from_millis(500),
+        ..roomy()
+    };
+    let e = fails(&dripping, fast_enough);
+    assert!(e.contains("the push passed its deadline of 0.5 s"), "{e}");
+    assert!(e.contains("plus 0.5 s) during GET /v2/"), "{e}");
+
+    // Busy (503) for ever, with retries unbounded: the same deadline.
+    let busy = FakeRegistry::start("127.0.0.1", |_| Answer::status(503));
+    let e = fails(
+        &busy,
+        PushLimits {
+            attempts: u32::MAX,
+            backoff: Duration::from_millis(5),
+            ..fast_enough
+        },
+    );
+    assert!(e.contains("the push passed its deadline of 0.5 s"), "{e}");
+    assert!(busy.requests().len() > 1, "{}", busy.describe());
+}
+
+#[test]
+fn a_registry_that_stops_reading_an_upload_stops_it_at_the_minimum_rate() {
+    use gpuimg::registry::{Blob, BlobSource, PushLimits};
+    let dir = tempfile::tempdir().unwrap();
+    // More than the loopback socket buffers hold: the sender must wait for the registry.
+    let data = noise(32 << 20, 7);
+    let path = dir.path().join("big.bin");
+    std::fs::write(&path, &data).unwrap();
+    let mut image = tiny_image();
+    image.blobs = vec![Blob {
+        digest: gpuimg::digest::Digest::of(&data),
+        size: data.len() as u64,
+        source: BlobSource::File { path, offset: 0 },
+    }];
+    image.labels = vec!["big".into()];
+    // No blob is there; an upload session opens; its PUT's body is never read.
+    let reg = FakeRegistry::swallowing(
+        "127.0.0.1",
+        |r| match (r.method.as_str(), r.path()) {
+            ("GET", "/v2/") => Answer::body(200, "{}"),
+            ("POST", _) => Answer::status(202).header("Location", "/upload/1"),
+            _ => Answer::status(404),
+        },
+        |r| r.method == "PUT",
+    );
+    let limits = PushLimits {
+        response: Duration::from_millis(500),
+        window: Duration::from_millis(500),
+        min_rate: 1 << 20,
+        ..roomy()
+    };
+    let e = match push_image(&reg.host_port(), &connection(limits, None), &image).0 {
+        Ok(p) => panic!("the push succeeded: {p:?}"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        e.contains("PUT /upload/1 moved slower than the minimum rate of 1048576 B/s over a window of 0.5 s"),
+        "{e}"
+    );
+    let puts = reg.requests().iter().filter(|r| r.method == "PUT").count();
+    assert!(puts >= 1, "{}", reg.describe());
+    assert!(reg
+        .requests()
+        .iter()
+        .all(|r| !r.path().contains("/manifests/")));
+}
+
+#[test]
+fn push_verify_reads_back_every_blob_a_registry_claims_to_hold() {
+    let sb = Sandbox::new();
+    let layout = tiny_layout(&sb.join("layout"));
+    let layer = digest_of(LAYER);
+    let config = digest_of(CONFIG);
+    // HEAD 200 for every blob; the layer's GET gives other bytes of its length, the config's
+    // a 404.
+    let lie_about = layer.clone();
+    let liar = FakeRegistry::start(
+        "127.0.0.1",
+        claims_everything(None, move |r| {
+            if r.path().ends_with(&lie_about) {
+                Answer::body(200, vec![b'x'; LAYER.len()])
+            } else {
+                Answer::status(404)
+            }
+        }),
+    );
+    let push = |reg: &FakeRegistry, extra: &[&str]| {
+        run(sb
+            .gpuimg()
+            .args(["push", "--plain-http"])
+            .args(extra)
+            .arg(format!("oci:{}:v1", layout.display()))
+            .arg(format!("registry:{}/demo/tiny:v1", reg.host_port())))
+    };
+    // Without `--verify`: "pushed", with nothing uploaded.
+    let out = push(&liar, &["--json"]);
+    assert!(out.status.success(), "{}", said(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(num(&v, "blobs_existing"), 2, "{v}");
+    assert_eq!(num(&v, "blobs_uploaded"), 0, "{v}");
+    assert_eq!(num(&v, "blobs_verified"), 0, "{v}");
+
+    // With it: exit 2 in one line naming the blob; no manifest was put.
+    let before = liar.requests().len();
+    let out = push(&liar, &["--verify", "-q"]);
+    assert_refused_in_one_line(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("claims to hold the blob"), "{err}");
+    assert!(
+        (err.contains(&layer) && err.contains("digest is"))
+            || (err.contains(&config) && err.contains("HTTP 404")),
+        "{err}"
+    );
+    let since = &liar.requests()[before..];
+    assert!(
+        since.iter().all(|r| r.method != "PUT"),
+        "{}",
+        liar.describe()
+    );
+    assert!(since
+        .iter()
+        .any(|r| r.method == "GET" && r.path().contains("/blobs/")));
+
+    // A registry that sends each GET to its storage on another host, which has the bytes:
+    // followed, checked, pushed.
+    let storage = FakeRegistry::start("127.0.0.2", |r| {
+        match [CONFIG, LAYER]
+            .into_iter()
+            .find(|b| r.path().ends_with(&digest_of(b)))
+        {
+            Some(b) => Answer::body(200, b.to_vec()),
+            None => Answer::status(404),
+        }
+    });
+    let store = storage.url();
+    let honest = FakeRegistry::start(
+        "127.0.0.1",
+        claims_everything(None, move |r| {
+            Answer::status(307).header("Location", format!("{store}/store{}", r.path()))
+        }),
+    );
+    let out = push(&honest, &["--verify", "--json"]);
+    assert!(out.status.success(), "{}", said(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(num(&v, "blobs_verified"), 2, "{v}");
+    assert_eq!(storage.requests().len(), 2, "{}", storage.describe());
 }

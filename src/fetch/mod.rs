@@ -29,6 +29,7 @@ pub use cache::Cache;
 pub use error::FetchError;
 pub use http::{Artifact, ByteRange, Credential, Fetched, Fetcher, Get, Page};
 pub use limits::{
-    FetchLimits, ATTEMPTS, BACKOFF, DEADLINE_BASE, DEADLINE_RATE, MAX_ROOT_BYTES, MIN_RATE, WINDOW,
+    FetchLimits, Meter, Slow, ATTEMPTS, BACKOFF, DEADLINE_BASE, DEADLINE_RATE, MAX_ROOT_BYTES,
+    MIN_RATE, WINDOW,
 };
 pub use tls::{Trust, TrustSource, SYSTEM_BUNDLES};

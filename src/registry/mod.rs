@@ -6,12 +6,19 @@
 //! last. A push killed at any point leaves at most unreferenced blobs and upload sessions,
 //! never a tag; the next push skips the blobs that made it. Owns the protocol, credentials and
 //! the mount hints (`known`); must never build image JSON (it sends what `image` made, byte for
-//! byte) and never send credentials over plain HTTP to anything but loopback or a registry the
-//! user allowed with `--plain-http`.
+//! byte), never send credentials over plain HTTP to anything but loopback or a registry the
+//! user allowed with `--plain-http`, nor to a token realm `realm.rs` does not trust, and never
+//! wait on the registry without a bound (`limits.rs`: each request's response deadline and
+//! minimum rate, the whole push's deadline). A `HEAD` 200 only says the registry claims to hold
+//! a blob; with `--verify` each blob it claims (a `HEAD` 200, a mount) is read back and its
+//! digest checked before the tag.
 
+mod auth;
 mod challenge;
 mod credentials;
 mod known;
+mod limits;
+mod realm;
 mod referrers;
 mod session;
 mod upload;
@@ -24,6 +31,7 @@ use std::time::{Duration, Instant};
 use ureq::http::Method;
 
 pub use credentials::AuthFiles;
+pub use limits::{PushLimits, ATTEMPTS, BACKOFF, RESPONSE, SLACK};
 pub use referrers::SPDX_JSON;
 
 use crate::cache::Cache;
@@ -31,7 +39,7 @@ use crate::digest::Digest;
 use crate::fetch::{FetchError, Trust};
 use crate::observe::Observer;
 use crate::reference::RegistryRef;
-use session::{Body, Request, Session};
+use session::{Body, Budget, Request, Session};
 use upload::{Outcome, Uploader};
 
 /// Blobs larger than this go up in PATCH chunks of this size; smaller ones in one PUT.
@@ -75,6 +83,12 @@ pub struct Connection {
     /// Plain HTTP to a registry that is not on loopback (`--plain-http`).
     pub plain_http: bool,
     pub auth: AuthFiles,
+    /// Bounds on every request and on the whole push (tests shorten them).
+    pub limits: PushLimits,
+    /// `--verify`: read back every blob the registry claims to hold and check its digest.
+    pub verify: bool,
+    /// `--verbose`: tell which hosts received the credentials.
+    pub verbose: bool,
 }
 
 /// What a push did.
@@ -86,6 +100,8 @@ pub struct Pushed {
     pub blobs_uploaded: usize,
     pub blobs_existing: usize,
     pub blobs_mounted: usize,
+    /// Blobs the registry claimed (already there, mounted) read back and checked (`--verify`).
+    pub blobs_verified: usize,
     pub bytes_uploaded: u64,
     pub sbom_digest: Option<Digest>,
     /// `referrers-api` or `tag-schema`.
@@ -136,6 +152,47 @@ pub enum RegistryError {
         held: String,
         want: String,
     },
+    #[error(
+        "Registry `{registry}` did not answer {what} within the response deadline of {secs} s"
+    )]
+    NoAnswer {
+        registry: String,
+        what: String,
+        secs: f64,
+    },
+    #[error("Registry `{registry}`: {what} moved slower than the minimum rate of {min_rate} B/s over a window of {window} s ({attempts} attempts; last: {measured})")]
+    TooSlow {
+        registry: String,
+        what: String,
+        measured: String,
+        min_rate: u64,
+        window: f64,
+        attempts: u32,
+    },
+    #[error("Registry `{registry}`: the push passed its deadline of {secs} s ({bytes} bytes at the minimum rate of {min_rate} B/s, plus {slack} s) during {what}")]
+    Deadline {
+        registry: String,
+        what: String,
+        secs: f64,
+        bytes: u64,
+        min_rate: u64,
+        slack: f64,
+    },
+    #[error("Registry `{registry}` sends for its token to `{realm}`, which is neither its host nor of its registrable domain, and no auth file holds the credentials of `{user}` from {source_name} for it: they were not sent, and it refused a token without them (HTTP {status})")]
+    UntrustedRealm {
+        registry: String,
+        realm: String,
+        user: String,
+        source_name: String,
+        status: u16,
+    },
+    #[error("Registry `{registry}` claims to hold the blob `{digest}` in `{repo}`, but {reason} (`--verify`)")]
+    Unverified {
+        registry: String,
+        repo: String,
+        digest: String,
+        reason: String,
+    },
     #[error("Registry `{registry}` broke the protocol: {reason}")]
     Protocol { registry: String, reason: String },
     #[error("Failed to read `{path}` for the push: {source}")]
@@ -152,7 +209,9 @@ impl RegistryError {
     /// Whether starting the blob over may cure it.
     fn is_transient(&self) -> bool {
         match self {
-            RegistryError::Network { .. } | RegistryError::ShortSession { .. } => true,
+            RegistryError::Network { .. }
+            | RegistryError::ShortSession { .. }
+            | RegistryError::TooSlow { .. } => true,
             RegistryError::Status { status, .. } => {
                 *status >= 500
                     || *status == 408
@@ -179,17 +238,60 @@ pub fn push(
     let registry = dest.registry.clone();
     let repo = dest.repo.to_string();
     let credentials = credentials::find(&conn.auth, &registry, &repo)?;
-    let agent = agent(&conn.trust)?;
-    let scopes = vec![format!("repository:{repo}:pull,push")];
-    let base = choose_base(&agent, dest, conn)?;
+    let agent = agent(&conn.trust, &conn.limits)?;
+    let budget = budget(started, image, sbom, conn);
+    let base = choose_base(&agent, dest, conn, &budget)?;
     let session = Session::new(
         agent,
         base,
         registry.clone(),
+        repo.clone(),
         credentials,
-        scopes,
-        conn.plain_http,
+        conn,
+        budget,
     );
+    let result = push_in(&session, tag, image, sbom, conn, cache, obs);
+    if conn.verbose {
+        for n in session.take_notes() {
+            obs.message(&n);
+        }
+    }
+    let mut pushed = result?;
+    pushed.seconds = started.elapsed().as_secs_f64();
+    Ok(pushed)
+}
+
+/// The push's deadline: every byte it may move (the blobs, read back too with `--verify`; the
+/// manifest; the SBOM and its artifact) at the minimum rate, plus the slack.
+fn budget(started: Instant, image: &Image, sbom: Option<&[u8]>, conn: &Connection) -> Budget {
+    let blobs: u64 = image.blobs.iter().map(|b| b.size).sum();
+    let sbom = sbom.map_or(0, |s| s.len() as u64 + 2 + 4096);
+    let once = blobs
+        .saturating_add(sbom)
+        .saturating_add(image.manifest.len() as u64);
+    let bytes = if conn.verify {
+        once.saturating_mul(2)
+    } else {
+        once
+    };
+    Budget {
+        deadline: limits::later(started, conn.limits.deadline(bytes)),
+        bytes,
+    }
+}
+
+/// The push over an open session.
+fn push_in(
+    session: &Session,
+    tag: &str,
+    image: &Image,
+    sbom: Option<&[u8]>,
+    conn: &Connection,
+    cache: &Cache,
+    obs: &mut dyn Observer,
+) -> Result<Pushed, RegistryError> {
+    let registry = session.registry.clone();
+    let repo = session.repo.clone();
     // The ping authenticates before any bytes move: wrong credentials stop the push here.
     let ping = session.send(&Request::new(Method::GET, session.url("/v2/")))?;
     if ping.status != 200 {
@@ -201,10 +303,11 @@ pub fn push(
         });
     }
     let up = Uploader {
-        session: &session,
+        session,
         repo: &repo,
         chunk: CHUNK,
         cache,
+        verify: conn.verify,
     };
     let total: u64 = image.blobs.iter().map(|b| b.size).sum();
     obs.task_start("push", Some(total));
@@ -215,6 +318,7 @@ pub fn push(
         blobs_uploaded: 0,
         blobs_existing: 0,
         blobs_mounted: 0,
+        blobs_verified: 0,
         bytes_uploaded: 0,
         sbom_digest: None,
         referrers: None,
@@ -253,7 +357,9 @@ pub fn push(
         pushed.sbom_digest = Some(a.digest);
         pushed.referrers = Some(a.via.as_str());
     }
-    pushed.seconds = started.elapsed().as_secs_f64();
+    if conn.verify {
+        pushed.blobs_verified = pushed.blobs_existing + pushed.blobs_mounted;
+    }
     obs.task_done(
         "push",
         pushed.bytes_uploaded,
@@ -377,19 +483,24 @@ fn push_blobs(
         .collect()
 }
 
-fn agent(trust: &Trust) -> Result<ureq::Agent, RegistryError> {
+/// The agent every request of a push goes through: a connection within a window, a response
+/// head within the response deadline, no read or write stalled longer than the longer of the
+/// two (the minimum rate over a window is the session's meter; the push's deadline is set per
+/// request).
+fn agent(trust: &Trust, limits: &PushLimits) -> Result<ureq::Agent, RegistryError> {
     let tls = ureq::tls::TlsConfig::builder()
         .root_certs(trust.root_certs()?)
         .build();
+    let stall = limits.window.max(limits.response);
     let config = ureq::Agent::config_builder()
         .tls_config(tls)
         .http_status_as_error(false)
         .max_redirects(0)
-        .timeout_connect(Some(Duration::from_secs(30)))
-        .timeout_send_request(Some(Duration::from_secs(60)))
-        .timeout_send_body(Some(Duration::from_secs(1800)))
-        .timeout_recv_response(Some(Duration::from_secs(600)))
-        .timeout_recv_body(Some(Duration::from_secs(600)))
+        .timeout_connect(Some(limits.window))
+        .timeout_send_request(Some(stall))
+        .timeout_recv_response(Some(limits.response))
+        .timeout_per_read(Some(stall))
+        .timeout_per_write(Some(stall))
         .user_agent(concat!("gpuimg/", env!("CARGO_PKG_VERSION")))
         .build();
     Ok(config.into())
@@ -410,22 +521,61 @@ fn choose_base(
     agent: &ureq::Agent,
     dest: &RegistryRef,
     conn: &Connection,
+    budget: &Budget,
 ) -> Result<String, RegistryError> {
     let https = format!("https://{}", dest.registry);
     let http = format!("http://{}", dest.registry);
     if conn.plain_http {
         return Ok(http);
     }
-    let tls_err = match agent.get(format!("{https}/v2/")).call() {
+    let probe = |url: String| {
+        let left = budget.deadline.saturating_duration_since(Instant::now());
+        agent
+            .get(url)
+            .config()
+            .timeout_global(Some(left))
+            .build()
+            .call()
+    };
+    // A probe that ran out of time says which bound it hit.
+    let timed_out = |e: &ureq::Error, what: &str| {
+        use ureq::Timeout::{Global, PerRead, RecvResponse};
+        let registry = dest.registry.clone();
+        let what = what.to_string();
+        match e {
+            ureq::Error::Timeout(Global) => Some(RegistryError::Deadline {
+                registry,
+                what,
+                secs: limits::secs(conn.limits.deadline(budget.bytes)),
+                bytes: budget.bytes,
+                min_rate: conn.limits.min_rate,
+                slack: limits::secs(conn.limits.slack),
+            }),
+            ureq::Error::Timeout(RecvResponse | PerRead) => Some(RegistryError::NoAnswer {
+                registry,
+                what,
+                secs: limits::secs(conn.limits.response),
+            }),
+            _ => None,
+        }
+    };
+    let tls_err = match probe(format!("{https}/v2/")) {
         Ok(_) => return Ok(https),
         Err(e) => e,
     };
     if is_loopback(dest.host()) {
-        if let Ok(resp) = agent.get(format!("{http}/v2/")).call() {
-            if matches!(resp.status().as_u16(), 200 | 401) {
-                return Ok(http);
+        match probe(format!("{http}/v2/")) {
+            Ok(resp) if matches!(resp.status().as_u16(), 200 | 401) => return Ok(http),
+            Err(e) => {
+                if let Some(err) = timed_out(&e, "GET /v2/ over HTTP") {
+                    return Err(err);
+                }
             }
+            Ok(_) => {}
         }
+    }
+    if let Some(err) = timed_out(&tls_err, "GET /v2/ over HTTPS") {
+        return Err(err);
     }
     Err(RegistryError::Network {
         registry: dest.registry.clone(),

@@ -1,24 +1,29 @@
 //! One push's HTTP conversation with a registry: the scheme (HTTPS, or plain HTTP on loopback
-//! or when allowed), authentication (anonymous, Basic, or a Bearer token fetched from the
-//! challenge's realm for the push's scopes), and retries with backoff for what a retry can
+//! or when allowed), authentication (`auth.rs`), and retries with backoff for what a retry can
 //! cure. Shared by the upload threads; every response body read is capped.
+//!
+//! Every request is bounded ([`PushLimits`]): its response head must come within the response
+//! deadline, every body sent or read must move the minimum rate over each window (a read or a
+//! write that stalls altogether is abandoned after the longer of the two), and nothing runs past
+//! the push's own deadline. Must never wait on the registry without one of these bounds.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::Path;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::Instant;
 
 use ureq::http::{HeaderMap, Method};
+use ureq::RequestExt;
 
-use super::challenge::{self, Challenge};
-use super::credentials::{Credentials, Secret};
+use super::credentials::{AuthFiles, Credentials};
+use super::limits::{secs, PushLimits};
+use super::realm::RealmTrust;
 use super::RegistryError;
+use crate::digest::{Digest, HashingWriter};
+use crate::fetch::Slow;
 
 /// The most bytes of a response body read (errors, tokens, manifests and indexes are small).
 const MAX_RESPONSE: u64 = 8 << 20;
-/// Attempts of a request a retry may cure, and the first backoff (doubling each time).
-const ATTEMPTS: u32 = 5;
-const FIRST_BACKOFF: Duration = Duration::from_millis(300);
 
 /// A request body that can be sent again (after a 401 or a retry).
 pub enum Body<'a> {
@@ -106,10 +111,18 @@ impl Response {
     }
 }
 
-enum Auth {
+pub(super) enum Auth {
     None,
     Basic(String),
     Bearer(String),
+}
+
+/// When the push must be over, and what that deadline was made of (for its error).
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    pub deadline: Instant,
+    /// The bytes the push may move (blobs, manifests, the SBOM, what `--verify` reads back).
+    pub bytes: u64,
 }
 
 pub struct Session {
@@ -117,37 +130,68 @@ pub struct Session {
     /// `https://HOST[:PORT]` or `http://…`.
     pub base: String,
     pub registry: String,
-    credentials: Option<Credentials>,
+    pub(super) repo: String,
+    pub(super) credentials: Option<Credentials>,
+    /// Where an auth file may configure the credentials for a token realm's host.
+    pub(super) auth_files: AuthFiles,
     /// The scopes a token is asked for (`repository:REPO:pull,push`, …).
-    scopes: Mutex<Vec<String>>,
-    auth: Mutex<Auth>,
+    pub(super) scopes: Mutex<Vec<String>>,
+    pub(super) auth: Mutex<Auth>,
     /// `--plain-http`: a token realm may be plain HTTP too.
-    plain_http: bool,
+    pub(super) plain_http: bool,
+    /// Each token realm's host (`HOST[:PORT]`) met, and whether it may have the credentials.
+    pub(super) realms: Mutex<Vec<(String, RealmTrust)>>,
+    /// Who received the credentials, for `--verbose`.
+    pub(super) notes: Mutex<Vec<String>>,
+    pub limits: PushLimits,
+    pub budget: Budget,
 }
 
 /// How a request failed at the transport.
 pub enum SendFailure {
     Net(String),
+    /// No response head within the response deadline.
+    NoAnswer,
+    /// A body moved slower than the minimum rate (what was measured).
+    Slow(String),
+    /// The push's deadline passed.
+    Deadline,
     Registry(RegistryError),
 }
 
+/// What [`Session::digest_of`] read: a 200's body hashed as it streamed past (its digest and
+/// length), or another status with its (capped) body.
+pub enum Streamed {
+    Body(Digest, u64),
+    Other(Response),
+}
+
 impl Session {
+    /// A session pushing to `repo` (its token asks for `repository:REPO:pull,push`).
     pub fn new(
         agent: ureq::Agent,
         base: String,
         registry: String,
+        repo: String,
         credentials: Option<Credentials>,
-        scopes: Vec<String>,
-        plain_http: bool,
+        conn: &super::Connection,
+        budget: Budget,
     ) -> Session {
+        let scopes = vec![format!("repository:{repo}:pull,push")];
         Session {
             agent,
             base,
             registry,
+            repo,
             credentials,
+            auth_files: conn.auth.clone(),
             scopes: Mutex::new(scopes),
             auth: Mutex::new(Auth::None),
-            plain_http,
+            plain_http: conn.plain_http,
+            realms: Mutex::new(Vec::new()),
+            notes: Mutex::new(Vec::new()),
+            limits: conn.limits,
+            budget,
         }
     }
 
@@ -171,44 +215,151 @@ impl Session {
         }
     }
 
-    /// Send `req`, authenticating on a 401 challenge (once) and retrying what a retry can
-    /// cure. Statuses other than 401 are returned for the caller to judge.
-    pub fn send(&self, req: &Request<'_>) -> Result<Response, RegistryError> {
-        let mut attempt = 0;
-        let mut authenticated = false;
-        loop {
-            attempt += 1;
-            let result = self.send_once(req);
-            let retry_after = match result {
-                Ok(resp) if resp.status == 401 && !authenticated => {
-                    authenticated = true;
-                    self.authenticate(&resp)?;
-                    attempt -= 1;
-                    continue;
-                }
-                Ok(resp) if resp.status == 401 => {
-                    return Err(self.refused(&resp));
-                }
-                Ok(resp) if retryable(resp.status) && req.retry && attempt < ATTEMPTS => {
-                    format!("HTTP {}", resp.status)
-                }
-                Ok(resp) => return Ok(resp),
-                Err(SendFailure::Net(e)) if req.retry && attempt < ATTEMPTS => e,
-                Err(SendFailure::Net(e)) => {
-                    return Err(RegistryError::Network {
-                        registry: self.registry.clone(),
-                        what: format!("{} {}", req.method, path_of(&req.url)),
-                        reason: e,
-                    })
-                }
-                Err(SendFailure::Registry(e)) => return Err(e),
-            };
-            let _ = retry_after;
-            std::thread::sleep(FIRST_BACKOFF * 2u32.pow(attempt - 1));
+    /// What `--verbose` tells, taken (each line once).
+    pub fn take_notes(&self) -> Vec<String> {
+        std::mem::take(&mut *self.notes.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Note `line` for `--verbose`, unless it was noted already.
+    pub(super) fn note(&self, line: String) {
+        let mut n = self.notes.lock().unwrap_or_else(|e| e.into_inner());
+        if !n.contains(&line) {
+            n.push(line);
         }
     }
 
-    fn send_once(&self, req: &Request<'_>) -> Result<Response, SendFailure> {
+    /// Send `req`, authenticating on a 401 challenge (once) and retrying what a retry can
+    /// cure. Statuses other than 401 are returned for the caller to judge.
+    pub fn send(&self, req: &Request<'_>) -> Result<Response, RegistryError> {
+        self.exchange(req, true, |r| {
+            self.send_once(r, true).map(|resp| (resp, ()))
+        })
+        .map(|(resp, ())| resp)
+    }
+
+    /// GET `url` and hash a 200's body as it streams past (at most `max` bytes are read: more
+    /// gives a length over `max`); another status comes back with its capped body.
+    pub fn digest_of(&self, url: String, max: u64) -> Result<Streamed, RegistryError> {
+        let req = Request::new(Method::GET, url);
+        let (resp, got) = self.exchange(&req, true, |r| {
+            let resp = self.run(r, true)?;
+            if resp.status().as_u16() != 200 {
+                return self.read_capped(resp).map(|r| (r, None));
+            }
+            let head = Response {
+                status: 200,
+                headers: resp.headers().clone(),
+                body: Vec::new(),
+            };
+            let got = self.stream(resp, max)?;
+            Ok((head, Some(got)))
+        })?;
+        Ok(match got {
+            Some((digest, len)) => Streamed::Body(digest, len),
+            None => Streamed::Other(resp),
+        })
+    }
+
+    /// Send without the session's own Authorization (the token endpoint), with retries; a
+    /// 401 is the caller's to judge.
+    pub(super) fn send_plain(&self, req: &Request<'_>) -> Result<Response, RegistryError> {
+        self.exchange(req, false, |r| {
+            self.send_once(r, false).map(|resp| (resp, ()))
+        })
+        .map(|(resp, ())| resp)
+    }
+
+    /// The retry loop: `once` is one attempt; a 401 is answered (when `challenges`) by
+    /// authenticating once; statuses and failures a retry may cure are tried again after a
+    /// backoff, within the attempts and the push's deadline.
+    fn exchange<X>(
+        &self,
+        req: &Request<'_>,
+        challenges: bool,
+        once: impl Fn(&Request<'_>) -> Result<(Response, X), SendFailure>,
+    ) -> Result<(Response, X), RegistryError> {
+        let mut attempt = 0;
+        let mut authenticated = false;
+        let attempts = self.limits.attempts.max(1);
+        loop {
+            attempt += 1;
+            let wait = self.limits.backoff_before(attempt);
+            if Instant::now() + wait >= self.budget.deadline {
+                return Err(self.failed(req, SendFailure::Deadline, attempt));
+            }
+            std::thread::sleep(wait);
+            let again = req.retry && attempt < attempts;
+            match once(req) {
+                Ok((resp, _)) if challenges && resp.status == 401 && !authenticated => {
+                    authenticated = true;
+                    self.authenticate(&resp)?;
+                    attempt -= 1;
+                }
+                Ok((resp, _)) if challenges && resp.status == 401 => {
+                    return Err(self.refused(&resp));
+                }
+                Ok((resp, _)) if retryable(resp.status) && again => {}
+                Ok(answer) => return Ok(answer),
+                Err(SendFailure::Net(_) | SendFailure::Slow(_)) if again => {}
+                Err(f) => return Err(self.failed(req, f, attempt)),
+            }
+        }
+    }
+
+    /// The error for a request that failed for good.
+    fn failed(&self, req: &Request<'_>, f: SendFailure, attempts: u32) -> RegistryError {
+        let registry = self.registry.clone();
+        let what = format!("{} {}", req.method, path_of(&req.url));
+        match f {
+            SendFailure::Net(reason) => RegistryError::Network {
+                registry,
+                what,
+                reason,
+            },
+            SendFailure::NoAnswer => RegistryError::NoAnswer {
+                registry,
+                what,
+                secs: secs(self.limits.response),
+            },
+            SendFailure::Slow(measured) => RegistryError::TooSlow {
+                registry,
+                what,
+                measured,
+                min_rate: self.limits.min_rate,
+                window: secs(self.limits.window),
+                attempts,
+            },
+            SendFailure::Deadline => RegistryError::Deadline {
+                registry,
+                what,
+                secs: secs(self.limits.deadline(self.budget.bytes)),
+                bytes: self.budget.bytes,
+                min_rate: self.limits.min_rate,
+                slack: secs(self.limits.slack),
+            },
+            SendFailure::Registry(e) => e,
+        }
+    }
+
+    /// One attempt: send, then read the (capped) body.
+    fn send_once(&self, req: &Request<'_>, session_auth: bool) -> Result<Response, SendFailure> {
+        let resp = self.run(req, session_auth)?;
+        self.read_capped(resp)
+    }
+
+    /// Send `req` (its body too) and wait for the response head, within the push's deadline.
+    fn run(
+        &self,
+        req: &Request<'_>,
+        session_auth: bool,
+    ) -> Result<ureq::http::Response<ureq::Body>, SendFailure> {
+        let left = self
+            .budget
+            .deadline
+            .saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(SendFailure::Deadline);
+        }
         let mut b = ureq::http::Request::builder()
             .method(req.method.clone())
             .uri(&req.url);
@@ -218,26 +369,19 @@ impl Session {
         // Credentials only ever go to the registry itself: a Location elsewhere gets none.
         if let Some(a) = self
             .authorization()
-            .filter(|_| same_origin(&self.base, &req.url))
+            .filter(|_| session_auth && same_origin(&self.base, &req.url))
         {
             b = b.header("Authorization", a);
         }
-        let net = |e: ureq::Error| SendFailure::Net(e.to_string());
-        let resp = match &req.body {
-            Body::Empty => {
-                let r = b
-                    .header("Content-Length", "0")
-                    .body(())
-                    .map_err(|e| SendFailure::Net(e.to_string()))?;
-                self.agent.run(r).map_err(net)?
-            }
-            Body::Bytes(bytes) => {
-                let r = b
-                    .header("Content-Length", bytes.len().to_string())
+        let bad = |e: ureq::http::Error| SendFailure::Net(e.to_string());
+        match &req.body {
+            Body::Empty => self.go(b.header("Content-Length", "0").body(()).map_err(bad)?, left),
+            Body::Bytes(bytes) => self.go(
+                b.header("Content-Length", bytes.len().to_string())
                     .body(*bytes)
-                    .map_err(|e| SendFailure::Net(e.to_string()))?;
-                self.agent.run(r).map_err(net)?
-            }
+                    .map_err(bad)?,
+                left,
+            ),
             Body::File {
                 path,
                 start,
@@ -257,257 +401,152 @@ impl Session {
                     inner: f.take(*len),
                     sent: 0,
                     progress: *progress,
+                    meter: self.limits.meter(),
+                    slow: None,
                 };
                 let body = ureq::SendBody::from_reader(&mut reader);
                 let r = b
                     .header("Content-Length", len.to_string())
                     .body(body)
-                    .map_err(|e| SendFailure::Net(e.to_string()))?;
-                let resp = self.agent.run(r).map_err(net)?;
+                    .map_err(bad)?;
+                let result = self.go(r, left);
+                if let Some(s) = reader.slow {
+                    return Err(SendFailure::Slow(format!("the upload moved {s}")));
+                }
+                let resp = result?;
                 if reader.sent != *len {
                     return Err(SendFailure::Net(format!(
                         "the file gave {} of {len} bytes",
                         reader.sent
                     )));
                 }
-                resp
+                Ok(resp)
             }
-        };
-        read_response(resp).map_err(SendFailure::Net)
+        }
     }
 
-    fn authorization(&self) -> Option<String> {
+    /// Run one request, all of it within `left`.
+    fn go<S: ureq::AsSendBody>(
+        &self,
+        r: ureq::http::Request<S>,
+        left: std::time::Duration,
+    ) -> Result<ureq::http::Response<ureq::Body>, SendFailure> {
+        r.with_agent(&self.agent)
+            .configure()
+            .timeout_global(Some(left))
+            .run()
+            .map_err(|e| self.transport(e, true))
+    }
+
+    /// What a transport error means: the push's deadline, no answer in time, a stall, or
+    /// something a retry may cure. `head`: the request was sent or waited for its response
+    /// head (a read that timed out there is no answer, whichever timer fired first).
+    fn transport(&self, e: ureq::Error, head: bool) -> SendFailure {
+        use ureq::Timeout;
+        match e {
+            ureq::Error::Timeout(Timeout::Global) => SendFailure::Deadline,
+            _ if Instant::now() >= self.budget.deadline => SendFailure::Deadline,
+            ureq::Error::Timeout(Timeout::RecvResponse) => SendFailure::NoAnswer,
+            ureq::Error::Timeout(Timeout::PerRead) if head => SendFailure::NoAnswer,
+            ureq::Error::Timeout(Timeout::Connect) => SendFailure::Net(format!(
+                "no connection within {} s",
+                secs(self.limits.window)
+            )),
+            ureq::Error::Timeout(t) => {
+                SendFailure::Slow(format!("nothing for {} s ({t})", secs(self.stall())))
+            }
+            e => SendFailure::Net(e.to_string()),
+        }
+    }
+
+    /// How long one read or write may wait: the longer of the window and the response
+    /// deadline (a response head is a read too).
+    pub(super) fn stall(&self) -> std::time::Duration {
+        self.limits.window.max(self.limits.response)
+    }
+
+    /// Read a response's body into memory: at most [`MAX_RESPONSE`] bytes, at the minimum rate.
+    fn read_capped(
+        &self,
+        mut resp: ureq::http::Response<ureq::Body>,
+    ) -> Result<Response, SendFailure> {
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let mut body = Vec::new();
+        self.pump(&mut resp, MAX_RESPONSE, &mut body)?;
+        if body.len() as u64 > MAX_RESPONSE {
+            return Err(SendFailure::Net(format!(
+                "the response is larger than {MAX_RESPONSE} bytes"
+            )));
+        }
+        Ok(Response {
+            status,
+            headers,
+            body,
+        })
+    }
+
+    /// Hash a body as it streams past: its digest and length (at most `max` + 1 bytes read).
+    fn stream(
+        &self,
+        mut resp: ureq::http::Response<ureq::Body>,
+        max: u64,
+    ) -> Result<(Digest, u64), SendFailure> {
+        let mut w = HashingWriter::new(std::io::sink());
+        self.pump(&mut resp, max, &mut w)?;
+        let (_, digest, len) = w.finish();
+        Ok((digest, len))
+    }
+
+    /// Copy at most `max` + 1 bytes of the body into `out`, never slower than the minimum
+    /// rate over a window.
+    fn pump(
+        &self,
+        resp: &mut ureq::http::Response<ureq::Body>,
+        max: u64,
+        out: &mut dyn Write,
+    ) -> Result<(), SendFailure> {
+        let mut meter = self.limits.meter();
+        let mut reader = resp.body_mut().as_reader();
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut count = 0u64;
+        loop {
+            let room = max.saturating_add(1).saturating_sub(count);
+            let room = usize::try_from(room).unwrap_or(usize::MAX).min(buf.len());
+            if room == 0 {
+                return Ok(());
+            }
+            let n = match reader.read(&mut buf[..room]) {
+                Ok(0) => return Ok(()),
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    return Err(match self.transport(ureq::Error::from(e), false) {
+                        SendFailure::Net(m) => SendFailure::Net(format!("{m} after {count} bytes")),
+                        SendFailure::Slow(_) => SendFailure::Slow(format!(
+                            "the response moved {}",
+                            meter.stalled(Instant::now(), count)
+                        )),
+                        f => f,
+                    })
+                }
+            };
+            count += n as u64;
+            out.write_all(&buf[..n])
+                .map_err(|e| SendFailure::Net(e.to_string()))?;
+            meter
+                .check(Instant::now(), count)
+                .map_err(|s| SendFailure::Slow(format!("the response moved {s}")))?;
+        }
+    }
+
+    pub(super) fn authorization(&self) -> Option<String> {
         match &*self.auth.lock().unwrap_or_else(|e| e.into_inner()) {
             Auth::None => None,
             Auth::Basic(h) => Some(h.clone()),
             Auth::Bearer(t) => Some(format!("Bearer {t}")),
         }
     }
-
-    /// Answer a 401's challenge: Basic with the credentials, or a token from the realm.
-    fn authenticate(&self, resp: &Response) -> Result<(), RegistryError> {
-        let header = resp.header("www-authenticate").unwrap_or("");
-        let Some(ch) = challenge::parse(header) else {
-            return Err(RegistryError::Protocol {
-                registry: self.registry.clone(),
-                reason: format!(
-                    "it answered 401 without a usable WWW-Authenticate challenge (`{}`)",
-                    header.chars().take(120).collect::<String>()
-                ),
-            });
-        };
-        let new = match ch.scheme.as_str() {
-            "basic" => {
-                let c = self.needs_credentials()?;
-                match c.basic_header() {
-                    Some(h) => Auth::Basic(h),
-                    None => {
-                        return Err(RegistryError::Protocol {
-                            registry: self.registry.clone(),
-                            reason: format!(
-                                "it asks for Basic auth, and {} holds an identity token",
-                                c.source
-                            ),
-                        })
-                    }
-                }
-            }
-            "bearer" => {
-                // The scopes the registry names (a mount's source, say) join the push's own.
-                if let Some(scope) = ch.param("scope") {
-                    for s in scope.split(' ').filter(|s| !s.is_empty()) {
-                        self.add_scope(s.to_string());
-                    }
-                }
-                Auth::Bearer(self.token(&ch)?)
-            }
-            other => {
-                return Err(RegistryError::Protocol {
-                    registry: self.registry.clone(),
-                    reason: format!("it asks for the `{other}` auth scheme, which gpuimg does not speak (Basic and Bearer)"),
-                })
-            }
-        };
-        *self.auth.lock().unwrap_or_else(|e| e.into_inner()) = new;
-        Ok(())
-    }
-
-    fn needs_credentials(&self) -> Result<&Credentials, RegistryError> {
-        self.credentials
-            .as_ref()
-            .ok_or_else(|| RegistryError::NoCredentials {
-                registry: self.registry.clone(),
-            })
-    }
-
-    /// A bearer token for the push's scopes from the challenge's realm (RFC 6750 / the
-    /// distribution token spec): GET with Basic credentials, or the OAuth2 POST for an
-    /// identity token.
-    fn token(&self, ch: &Challenge) -> Result<String, RegistryError> {
-        let realm = ch.param("realm").ok_or_else(|| RegistryError::Protocol {
-            registry: self.registry.clone(),
-            reason: "its Bearer challenge names no realm".into(),
-        })?;
-        let mut url = url::Url::parse(realm).map_err(|e| RegistryError::Protocol {
-            registry: self.registry.clone(),
-            reason: format!("its token realm `{realm}` is not a URL: {e}"),
-        })?;
-        let plain_ok = self.plain_http || url.host_str().is_some_and(super::is_loopback);
-        if url.scheme() != "https" && !(url.scheme() == "http" && plain_ok) {
-            return Err(RegistryError::Protocol {
-                registry: self.registry.clone(),
-                reason: format!(
-                    "its token realm `{realm}` is not HTTPS; credentials go over plain HTTP only to loopback or with `--plain-http`"
-                ),
-            });
-        }
-        let scopes = self
-            .scopes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        let service = ch.param("service").map(String::from);
-        let resp = match self.credentials.as_ref().map(|c| &c.secret) {
-            Some(Secret::IdentityToken(t)) => {
-                let mut form = url::form_urlencoded::Serializer::new(String::new());
-                form.append_pair("grant_type", "refresh_token")
-                    .append_pair("refresh_token", t)
-                    .append_pair("client_id", "gpuimg");
-                if let Some(s) = &service {
-                    form.append_pair("service", s);
-                }
-                form.append_pair("scope", &scopes.join(" "));
-                let body = form.finish();
-                let req = Request::new(Method::POST, url.to_string())
-                    .header("Content-Type", "application/x-www-form-urlencoded")
-                    .body(Body::Bytes(body.as_bytes()));
-                self.send_plain(&req)?
-            }
-            other => {
-                {
-                    let mut q = url.query_pairs_mut();
-                    if let Some(s) = &service {
-                        q.append_pair("service", s);
-                    }
-                    for s in &scopes {
-                        q.append_pair("scope", s);
-                    }
-                }
-                let mut req = Request::new(Method::GET, url.to_string());
-                if let (Some(Secret::Basic { .. }), Some(c)) = (other, &self.credentials) {
-                    if let Some(h) = c.basic_header() {
-                        req = req.header("Authorization", h);
-                    }
-                }
-                self.send_plain(&req)?
-            }
-        };
-        if resp.status == 401 || resp.status == 403 {
-            return Err(self.refused(&resp));
-        }
-        if resp.status != 200 {
-            return Err(RegistryError::Status {
-                registry: self.registry.clone(),
-                what: "token request".into(),
-                status: resp.status,
-                message: resp.error_text(),
-            });
-        }
-        #[derive(serde::Deserialize)]
-        struct Token {
-            #[serde(default)]
-            token: Option<String>,
-            #[serde(default)]
-            access_token: Option<String>,
-        }
-        let t: Token = serde_json::from_slice(&resp.body).map_err(|e| RegistryError::Protocol {
-            registry: self.registry.clone(),
-            reason: format!("its token answer is not JSON: {e}"),
-        })?;
-        t.token
-            .or(t.access_token)
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| RegistryError::Protocol {
-                registry: self.registry.clone(),
-                reason: "its token answer holds no token".into(),
-            })
-    }
-
-    /// Send without the session's own Authorization (the token endpoint), with retries.
-    fn send_plain(&self, req: &Request<'_>) -> Result<Response, RegistryError> {
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let mut b = ureq::http::Request::builder()
-                .method(req.method.clone())
-                .uri(&req.url);
-            for (k, v) in &req.headers {
-                b = b.header(*k, v.as_str());
-            }
-            let body: &[u8] = match &req.body {
-                Body::Bytes(b) => b,
-                _ => &[],
-            };
-            let r = b
-                .header("Content-Length", body.len().to_string())
-                .body(body)
-                .map_err(|e| RegistryError::Protocol {
-                    registry: self.registry.clone(),
-                    reason: e.to_string(),
-                })?;
-            let out = self
-                .agent
-                .run(r)
-                .map_err(|e| e.to_string())
-                .and_then(read_response);
-            match out {
-                Ok(resp) if retryable(resp.status) && attempt < ATTEMPTS => {}
-                Ok(resp) => return Ok(resp),
-                Err(_) if attempt < ATTEMPTS => {}
-                Err(e) => {
-                    return Err(RegistryError::Network {
-                        registry: self.registry.clone(),
-                        what: format!("the token request to {}", path_of(&req.url)),
-                        reason: e,
-                    })
-                }
-            }
-            std::thread::sleep(FIRST_BACKOFF * 2u32.pow(attempt - 1));
-        }
-    }
-
-    fn refused(&self, resp: &Response) -> RegistryError {
-        match &self.credentials {
-            None => RegistryError::NoCredentials {
-                registry: self.registry.clone(),
-            },
-            Some(c) => RegistryError::Refused {
-                registry: self.registry.clone(),
-                user: c.user().to_string(),
-                source_name: c.source.clone(),
-                status: resp.status,
-            },
-        }
-    }
-}
-
-fn read_response(mut resp: ureq::http::Response<ureq::Body>) -> Result<Response, String> {
-    let status = resp.status().as_u16();
-    let headers = resp.headers().clone();
-    let mut body = Vec::new();
-    resp.body_mut()
-        .as_reader()
-        .take(MAX_RESPONSE + 1)
-        .read_to_end(&mut body)
-        .map_err(|e| e.to_string())?;
-    if body.len() as u64 > MAX_RESPONSE {
-        return Err(format!("the response is larger than {MAX_RESPONSE} bytes"));
-    }
-    Ok(Response {
-        status,
-        headers,
-        body,
-    })
 }
 
 /// Statuses a later attempt may not see: server errors, timeouts, rate limiting.
@@ -531,14 +570,25 @@ pub fn path_of(url: &str) -> String {
     }
 }
 
+/// An upload's body: counts what was taken, tells `progress`, and stops the request when the
+/// registry takes it slower than the minimum rate (`slow` says what was measured).
 struct Counting<'a, R> {
     inner: R,
     sent: u64,
     progress: &'a (dyn Fn(u64) + Sync),
+    meter: crate::fetch::Meter,
+    slow: Option<Slow>,
 }
 
 impl<R: Read> Read for Counting<'_, R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if let Err(s) = self.meter.check(Instant::now(), self.sent) {
+            self.slow = Some(s);
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("the upload moved {s}"),
+            ));
+        }
         let n = self.inner.read(buf)?;
         self.sent += n as u64;
         (self.progress)(self.sent);

@@ -3,16 +3,23 @@
 //! before, else an upload session: one PUT for a blob up to a chunk, PATCH chunks and a
 //! closing PUT for larger ones. A failed upload starts its blob again, a bounded number of
 //! times; the registry drops abandoned sessions itself.
+//!
+//! A `HEAD` 200 or a mount's 201 only says the registry claims to hold the blob. With `verify`
+//! (`--verify`) such a blob is read back (a GET, following redirects to the registry's storage,
+//! which get no credentials), hashed as it streams past, never held whole, and must be exactly
+//! the blob's size and digest.
 
 use ureq::http::Method;
 
 use super::known;
-use super::session::{path_of, Body, Request, Session};
+use super::session::{path_of, Body, Request, Session, Streamed};
 use super::{Blob, BlobSource, RegistryError};
 use crate::cache::Cache;
 
 /// How often one blob's upload is started over after a failure.
 const BLOB_ATTEMPTS: u32 = 3;
+/// Redirects a blob's GET may take (registries send it to their storage).
+const MAX_REDIRECTS: usize = 5;
 
 /// How a blob got there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +35,8 @@ pub struct Uploader<'a> {
     pub chunk: u64,
     /// Where the mount hints are kept.
     pub cache: &'a Cache,
+    /// Read back every blob the registry claims to hold and check it (`--verify`).
+    pub verify: bool,
 }
 
 impl Uploader<'_> {
@@ -66,6 +75,7 @@ impl Uploader<'_> {
         progress: &(dyn Fn(u64) + Sync),
     ) -> Result<Outcome, RegistryError> {
         if self.exists(blob)? {
+            self.check_claim(blob)?;
             progress(blob.size);
             return Ok(Outcome::Existing);
         }
@@ -80,6 +90,7 @@ impl Uploader<'_> {
             };
             let location = match started {
                 Start::Mounted => {
+                    self.check_claim(blob)?;
                     progress(blob.size);
                     return Ok(Outcome::Mounted);
                 }
@@ -91,7 +102,11 @@ impl Uploader<'_> {
                 Ok(()) => return Ok(Outcome::Uploaded),
                 Err(e) if attempt < BLOB_ATTEMPTS && e.is_transient() => {
                     progress(0);
-                    std::thread::sleep(std::time::Duration::from_millis(500 << attempt));
+                    let wait = self.session.limits.backoff.saturating_mul(2 << attempt);
+                    if std::time::Instant::now() + wait >= self.session.budget.deadline {
+                        return Err(e);
+                    }
+                    std::thread::sleep(wait);
                 }
                 Err(e) => return Err(e),
             }
@@ -214,6 +229,64 @@ impl Uploader<'_> {
             }
         }
         Ok(())
+    }
+
+    /// With `verify`: read the blob the registry claims to hold back and check its size and
+    /// digest as it streams past.
+    fn check_claim(&self, blob: &Blob) -> Result<(), RegistryError> {
+        if !self.verify {
+            return Ok(());
+        }
+        let lie = |reason: String| RegistryError::Unverified {
+            registry: self.session.registry.clone(),
+            repo: self.repo.to_string(),
+            digest: blob.digest.to_string(),
+            reason,
+        };
+        let mut url = self
+            .session
+            .url(&format!("/v2/{}/blobs/{}", self.repo, blob.digest));
+        for _ in 0..=MAX_REDIRECTS {
+            let resp = match self.session.digest_of(url.clone(), blob.size)? {
+                Streamed::Body(_, len) if len > blob.size => {
+                    return Err(lie(format!(
+                        "its GET served more than the blob's {} bytes",
+                        blob.size
+                    )))
+                }
+                Streamed::Body(_, len) if len < blob.size => {
+                    return Err(lie(format!(
+                        "its GET served {len} of the blob's {} bytes",
+                        blob.size
+                    )))
+                }
+                Streamed::Body(d, _) if d != blob.digest => {
+                    return Err(lie(format!("its GET served bytes whose digest is `{d}`")))
+                }
+                Streamed::Body(..) => return Ok(()),
+                Streamed::Other(resp) => resp,
+            };
+            let location = resp
+                .header("location")
+                .filter(|_| matches!(resp.status, 301 | 302 | 303 | 307 | 308));
+            let Some(location) = location else {
+                return Err(lie(format!(
+                    "its GET answered HTTP {}: {}",
+                    resp.status,
+                    resp.error_text()
+                )));
+            };
+            url = url::Url::parse(&url)
+                .and_then(|u| u.join(location))
+                .map(String::from)
+                .map_err(|e| RegistryError::Protocol {
+                    registry: self.session.registry.clone(),
+                    reason: format!("the redirect of blob {} is not a URL: {e}", blob.digest),
+                })?;
+        }
+        Err(lie(format!(
+            "its GET took more than {MAX_REDIRECTS} redirects"
+        )))
     }
 
     fn status(&self, what: &str, status: u16, resp: &super::session::Response) -> RegistryError {

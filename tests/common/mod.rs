@@ -6,12 +6,16 @@
 //! Python package index (wheels and pages) for `http` to serve;
 //! `wheel` writes single wheels, truthful or lying, for the installer; `registry` runs a real
 //! OCI registry (plain, TLS with htpasswd, or token auth) and `proxy` a TCP proxy that stalls
-//! after so many bytes, for the push tests.
+//! after so many bytes, for the push tests; `fake_registry` a hostile one whose every answer
+//! the test chooses (silence and drips too), and `hostile_push` what the tests against it
+//! share (a tiny image, a library push with chosen limits).
 #![allow(dead_code, unused_imports)]
 
 pub mod apt_repo;
 pub mod cmd;
+pub mod fake_registry;
 pub mod fs;
+pub mod hostile_push;
 pub mod http;
 pub mod image;
 pub mod proxy;
@@ -22,7 +26,9 @@ pub mod wheel;
 
 pub use apt_repo::*;
 pub use cmd::*;
+pub use fake_registry::*;
 pub use fs::*;
+pub use hostile_push::*;
 pub use http::*;
 pub use image::*;
 pub use proxy::*;

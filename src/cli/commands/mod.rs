@@ -35,7 +35,8 @@ impl CatalogArgs {
     }
 }
 
-/// How to reach a registry: `--ca FILE` and `--plain-http`, flattened into `build` and `push`.
+/// How to reach a registry: `--ca FILE`, `--plain-http`, `--verify` and `--verbose`, flattened
+/// into `build` and `push`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RegistryArgs {
     /// Trust this CA certificate (PEM) for the registry, besides the system store (repeatable).
@@ -44,6 +45,13 @@ pub struct RegistryArgs {
     /// Allow plain HTTP to a registry that is not on loopback (credentials travel unencrypted).
     #[arg(long)]
     pub plain_http: bool,
+    /// Read back every blob the registry claims to hold already (its HEAD answered 200, or it
+    /// mounted it) and check its digest before the tag is put.
+    #[arg(long)]
+    pub verify: bool,
+    /// Tell which hosts received the registry credentials (the registry, a token realm).
+    #[arg(long)]
+    pub verbose: bool,
 }
 
 impl RegistryArgs {
@@ -52,6 +60,8 @@ impl RegistryArgs {
         for (set, flag) in [
             (!self.ca.is_empty(), "--ca"),
             (self.plain_http, "--plain-http"),
+            (self.verify, "--verify"),
+            (self.verbose, "--verbose"),
         ] {
             if set {
                 return Err(CliError::msg(
@@ -84,6 +94,9 @@ impl RegistryArgs {
             trust,
             plain_http: self.plain_http,
             auth: settings.registry_auth_files(),
+            limits: registry::PushLimits::default(),
+            verify: self.verify,
+            verbose: self.verbose,
         })
     }
 }

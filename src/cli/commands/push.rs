@@ -1,5 +1,5 @@
 //! `gpuimg push IMAGE registry:HOST[:PORT]/REPO[:TAG] [--sbom FILE] [--ca FILE] [--plain-http]
-//! [--json]`: put an image gpuimg (or any tool) wrote as a layout or oci-archive into a
+//! [--verify] [--verbose] [--json]`: put an image gpuimg (or any tool) wrote as a layout or oci-archive into a
 //! registry, exactly as `build -o registry:…` pushes a fresh one: the manifest's own bytes, so
 //! the digest is the same; with `--sbom`, that SPDX document attached as its referrer.
 
@@ -117,12 +117,17 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
         print_stdout(&format!("{v}\n"));
     } else if !settings.quiet {
         eprintln!(
-            "pushed {} → {} ({} blobs uploaded, {} already there, {} mounted)",
+            "pushed {} → {} ({} blobs uploaded, {} already there, {} mounted{})",
             pushed.digest,
             pushed.reference,
             pushed.blobs_uploaded,
             pushed.blobs_existing,
-            pushed.blobs_mounted
+            pushed.blobs_mounted,
+            if args.registry.verify {
+                format!(", {} read back and checked", pushed.blobs_verified)
+            } else {
+                String::new()
+            }
         );
     }
     Ok(0)

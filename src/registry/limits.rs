@@ -1,0 +1,108 @@
+//! Bounds on one push ([`PushLimits`]): the response deadline of every request, the
+//! minimum-progress rule of every body sent or read (the window and rate the apt and index
+//! downloads use: `crate::fetch`'s `WINDOW` and `MIN_RATE`), the retries, and the deadline of
+//! the whole push: the bytes it may move at the minimum rate plus a fixed slack. The defaults
+//! are the constants below; tests shorten them. Must never let a bound depend on what the
+//! registry says.
+
+use std::time::{Duration, Instant};
+
+use crate::fetch::{FetchLimits, Meter, MIN_RATE, WINDOW};
+
+/// The longest wait for a response's head once its request (and body) went out.
+pub const RESPONSE: Duration = Duration::from_secs(60);
+/// The fixed part of a push's deadline (connections, the token, manifests, retries).
+pub const SLACK: Duration = Duration::from_secs(300);
+/// Attempts of a request a retry may cure, and the first backoff (doubling each time).
+pub const ATTEMPTS: u32 = 5;
+pub const BACKOFF: Duration = Duration::from_millis(300);
+
+/// How long and how slowly one push may run. The defaults are the constants of this module and
+/// of `crate::fetch`; tests shorten them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PushLimits {
+    /// The longest wait for a response's head after its request was sent.
+    pub response: Duration,
+    /// The minimum-progress window: also the longest a connection, a read or a write may stall.
+    pub window: Duration,
+    /// Bytes per second a body (sent or read) must move over each window.
+    pub min_rate: u64,
+    /// Deadline of the whole push: `slack` + its bytes at `min_rate`.
+    pub slack: Duration,
+    /// Attempts of a request a retry may cure, at least 1.
+    pub attempts: u32,
+    /// The first wait between attempts, doubled each time.
+    pub backoff: Duration,
+}
+
+impl Default for PushLimits {
+    fn default() -> Self {
+        PushLimits {
+            response: RESPONSE,
+            window: WINDOW,
+            min_rate: MIN_RATE,
+            slack: SLACK,
+            attempts: ATTEMPTS,
+            backoff: BACKOFF,
+        }
+    }
+}
+
+impl PushLimits {
+    /// The deadline of a push that may move `bytes` bytes.
+    pub fn deadline(&self, bytes: u64) -> Duration {
+        let rate = self.min_rate.max(1);
+        let secs = Duration::from_secs(bytes / rate)
+            .saturating_add(Duration::from_secs_f64((bytes % rate) as f64 / rate as f64));
+        self.slack.saturating_add(secs)
+    }
+
+    /// The wait before attempt `attempt` (1-based; the first waits nothing).
+    pub fn backoff_before(&self, attempt: u32) -> Duration {
+        match attempt {
+            0 | 1 => Duration::ZERO,
+            n => self.backoff.saturating_mul(1 << (n - 2).min(16)),
+        }
+    }
+
+    /// The minimum-progress meter of one body, started now.
+    pub fn meter(&self) -> Meter {
+        let f = FetchLimits {
+            window: self.window,
+            min_rate: self.min_rate,
+            ..FetchLimits::default()
+        };
+        Meter::new(Instant::now(), &f)
+    }
+}
+
+/// `now + d`, or far in the future when that overflows.
+pub fn later(now: Instant, d: Duration) -> Instant {
+    now.checked_add(d)
+        .unwrap_or_else(|| now + Duration::from_secs(1 << 40))
+}
+
+/// Seconds for messages: `60`, `0.3`.
+pub fn secs(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1000.0).round() / 1000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_deadline_is_the_bytes_at_the_minimum_rate_plus_slack() {
+        let l = PushLimits::default();
+        assert_eq!(l.deadline(0), SLACK);
+        assert_eq!(l.deadline(MIN_RATE * 100), SLACK + Duration::from_secs(100));
+        assert!(l.deadline(u64::MAX) > Duration::from_secs(1 << 40));
+        assert_eq!(l.backoff_before(1), Duration::ZERO);
+        assert_eq!(l.backoff_before(2), BACKOFF);
+        assert_eq!(l.backoff_before(4), BACKOFF * 4);
+        let now = Instant::now();
+        assert!(later(now, Duration::MAX) > now);
+        assert_eq!(secs(Duration::from_millis(300)), 0.3);
+        assert_eq!(format!("{}", secs(RESPONSE)), "60");
+    }
+}
