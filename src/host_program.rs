@@ -32,11 +32,6 @@ pub fn find_in(name: &str, dirs: &[PathBuf]) -> Option<PathBuf> {
     })
 }
 
-/// `name` found in this process's `PATH` (absolute entries only).
-pub fn find(name: &str) -> Option<PathBuf> {
-    find_in(name, &search_dirs(std::env::var_os("PATH").as_deref()))
-}
-
 /// A fresh empty directory (mode 0700, removed when dropped) that programs are started from.
 pub struct Isolated {
     dir: tempfile::TempDir,

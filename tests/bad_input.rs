@@ -64,6 +64,14 @@ fn unknown_key_names_line_column_and_key() {
         "profile.yaml:4:3:",
     );
     assert!(e.contains("`wokdir`"), "{e}");
+    // Issue 34, item 8: the nearest key is suggested.
+    assert!(e.contains("did you mean `workdir`?"), "{e}");
+    let e = fails_cleanly(
+        &t,
+        "name: demo\nstak:\n  cuda: \"12.4\"\n",
+        "profile.yaml:2:1:",
+    );
+    assert!(e.contains("did you mean `stack`?"), "{e}");
 }
 
 #[test]

@@ -228,7 +228,10 @@ impl Settings {
             )),
             (None, None) => {}
         }
-        crate::registry::AuthFiles { files }
+        crate::registry::AuthFiles {
+            files,
+            helper_dirs: self.host_path(),
+        }
     }
 
     /// What the host says about Python package indexes (see the table above).
@@ -292,7 +295,8 @@ impl Settings {
                 .get("NETRC")
                 .map(PathBuf::from)
                 .or_else(|| home.map(|h| h.join(".netrc"))),
-            python: Some(PathBuf::from("python3")),
+            // Found now, in `PATH`'s absolute directories only; `None` when there is none.
+            python: crate::host_program::find_in("python3", &self.host_path()),
             trust: self.trust(),
         }
     }

@@ -59,6 +59,30 @@ impl de::Error for DeError {
             path: None,
         }
     }
+
+    /// An unknown key, with the nearest known one when one is close (a typo), then the list.
+    fn unknown_field(field: &str, expected: &'static [&'static str]) -> Self {
+        let near = expected
+            .iter()
+            .map(|k| (strsim::damerau_levenshtein(field, k), *k))
+            .filter(|(d, k)| *d <= 2.max(k.len() / 3))
+            .min()
+            .map(|(_, k)| format!(" (did you mean `{k}`?)"))
+            .unwrap_or_default();
+        let known = match expected {
+            [] => "there are no fields".to_string(),
+            [one] => format!("expected `{one}`"),
+            many => format!(
+                "expected one of {}",
+                many.iter()
+                    .map(|k| format!("`{k}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        // serde's own wording, with the suggestion after the key.
+        de::Error::custom(format!("unknown field `{field}`{near}, {known}"))
+    }
 }
 
 impl fmt::Display for DeError {

@@ -27,6 +27,9 @@ const MAX_HELPER_OUTPUT: u64 = 1 << 20;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AuthFiles {
     pub files: Vec<(PathBuf, String)>,
+    /// Where `docker-credential-NAME` helpers are looked for: the absolute directories of the
+    /// host's `PATH` (never the working directory).
+    pub helper_dirs: Vec<PathBuf>,
 }
 
 /// What a registry is sent.
@@ -114,13 +117,13 @@ pub fn find(
             continue;
         };
         if let Some(helper) = file.cred_helpers.get(registry) {
-            return run_helper(helper, registry, path);
+            return run_helper(helper, registry, path, &files.helper_dirs);
         }
         if let Some((key, entry)) = best_entry(&file, registry, repo) {
             return decode_entry(entry, path, &key).map(Some);
         }
         if let Some(store) = &file.creds_store {
-            if let Some(c) = run_helper(store, registry, path)? {
+            if let Some(c) = run_helper(store, registry, path, &files.helper_dirs)? {
                 return Ok(Some(c));
             }
         }
@@ -242,6 +245,7 @@ fn run_helper(
     name: &str,
     registry: &str,
     file: &Path,
+    dirs: &[PathBuf],
 ) -> Result<Option<Credentials>, RegistryError> {
     let program = format!("docker-credential-{name}");
     let fail = |reason: String| RegistryError::Helper {
@@ -260,7 +264,7 @@ fn run_helper(
     }
     // The user's environment is kept (a helper needs `HOME`, `PATH`, cloud profiles), but the
     // helper is found only in `PATH`'s absolute directories and started from an empty one.
-    let path = crate::host_program::find(&program)
+    let path = crate::host_program::find_in(&program, dirs)
         .ok_or_else(|| fail("it is not in an absolute directory of `PATH`".into()))?;
     let iso = crate::host_program::Isolated::new()
         .map_err(|e| fail(format!("no empty directory to start it from: {e}")))?;
@@ -345,6 +349,7 @@ mod tests {
                 (dir.join("missing.json"), "REGISTRY_AUTH_FILE".into()),
                 (p, "~/.docker/config.json".into()),
             ],
+            helper_dirs: Vec::new(),
         }
     }
 

@@ -119,6 +119,7 @@ pub fn connection(limits: PushLimits, auth: Option<&Path>) -> Connection {
                 .map(|p| (p.to_path_buf(), "REGISTRY_AUTH_FILE".to_string()))
                 .into_iter()
                 .collect(),
+            helper_dirs: Vec::new(),
         },
         limits,
         verbose: true,

@@ -206,17 +206,12 @@ fn default_in_help(help: &str) -> Option<String> {
 fn run(python: &Path, args: &[&str]) -> Result<String, String> {
     use std::io::Read;
     let shown = format!("{} {}", python.display(), args.join(" "));
-    // Found by name only in `PATH`'s absolute directories, started from an empty directory
-    // (with `-I`, nothing of the working directory is imported either).
-    let program = match python.to_str() {
-        Some(name) if !name.contains('/') => crate::host_program::find(name)
-            .ok_or_else(|| format!("`{name}` is not in an absolute directory of `PATH`"))?,
-        _ => python.to_path_buf(),
-    };
+    // An absolute path (the settings found it in `PATH`'s absolute directories), started from
+    // an empty directory (with `-I`, nothing of the working directory is imported either).
     let iso = crate::host_program::Isolated::new()
         .map_err(|e| format!("`{shown}`: no empty directory to start it from: {e}"))?;
     let mut child = iso
-        .command(&program)
+        .command(python)
         .ok_or_else(|| format!("`{}` is not an absolute path", python.display()))?
         .args(args)
         .stdin(Stdio::null())
