@@ -1,11 +1,15 @@
 //! Explaining a resolution that has no answer: pubgrub's derivation (each step names the two
 //! facts it joins), then, for every package the derivation says has no usable version, why
 //! the versions in that range are not candidates (source only, wheels for other platforms,
-//! `Requires-Python`, yanked, refused by `--hash`), then where the profile's requirements
-//! were written.
+//! `Requires-Python`, yanked, refused by `--hash`, skipped for unusable metadata: counted,
+//! with one example), then where the profile's requirements were written.
+//! A derivation of more than [`MAX_FACTS`] facts is summarised (per package: how many facts,
+//! the versions' span, one example), so the message stays small whatever an index lists.
 //! Must never invent a reason: every note comes from what the index listed.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
+use std::ops::Bound;
 
 use pubgrub::{DefaultStringReporter, DerivationTree, External, Reporter};
 
@@ -13,12 +17,22 @@ use super::solver::{Pkg, Provider, Range, ROOT};
 
 /// How many versions of one package the notes name.
 const NOTED_VERSIONS: usize = 3;
+/// The most facts a derivation is shown with in full; a longer one is summarised.
+pub const MAX_FACTS: usize = 40;
+/// The most segments a range is shown with; a longer one reads as its span and count.
+const SHOWN_SEGMENTS: usize = 4;
 
 pub fn explain(tree: &DerivationTree<Pkg, Range, String>, provider: &Provider<'_, '_>) -> String {
-    let mut text = tidy(&DefaultStringReporter::report(tree));
+    let mut facts = Vec::new();
+    walk(tree, &mut |e| facts.push(e.clone()));
+    let mut text = if facts.len() > MAX_FACTS {
+        summary(&facts)
+    } else {
+        tidy(&DefaultStringReporter::report(tree))
+    };
     let mut missing: Vec<(Pkg, Range)> = Vec::new();
     let mut mentioned = Vec::new();
-    walk(tree, &mut |e| match e {
+    facts.iter().for_each(|e| match e {
         External::NoVersions(p, r) => missing.push((p.clone(), r.clone())),
         External::FromDependencyOf(p, _, d, _) => {
             mentioned.extend(p.name().cloned());
@@ -74,6 +88,19 @@ pub fn explain(tree: &DerivationTree<Pkg, Range, String>, provider: &Provider<'_
                 ));
             }
         }
+        if let Some(sk) = provider.skipped.borrow().get(name) {
+            let mut in_range = sk.versions.iter().filter(|(v, _)| range.contains(v));
+            if let Some((newest, why)) = in_range.next_back() {
+                let oldest = in_range.next().map(|(v, _)| v);
+                let n = 1 + in_range.count() + usize::from(oldest.is_some());
+                notes.push(match oldest {
+                    None => format!("{name} {newest} was skipped: {why}"),
+                    Some(o) => format!(
+                        "{n} versions of {name} ({o} to {newest}) were skipped for unusable metadata; {name} {newest}: {why}"
+                    ),
+                });
+            }
+        }
         for cand in c.versions.iter().filter(|c| range.contains(&c.version)) {
             if cand.yanked {
                 notes.push(format!(
@@ -107,13 +134,89 @@ pub fn explain(tree: &DerivationTree<Pkg, Range, String>, provider: &Provider<'_
     text
 }
 
+/// Each external fact of the tree once (a shared subtree is walked once).
 fn walk(t: &DerivationTree<Pkg, Range, String>, f: &mut dyn FnMut(&External<Pkg, Range, String>)) {
-    match t {
-        DerivationTree::External(e) => f(e),
-        DerivationTree::Derived(d) => {
-            walk(&d.cause1, f);
-            walk(&d.cause2, f);
+    fn go(
+        t: &DerivationTree<Pkg, Range, String>,
+        seen: &mut BTreeSet<usize>,
+        f: &mut dyn FnMut(&External<Pkg, Range, String>),
+    ) {
+        match t {
+            DerivationTree::External(e) => f(e),
+            DerivationTree::Derived(d) => {
+                if d.shared_id.is_some_and(|id| !seen.insert(id)) {
+                    return;
+                }
+                go(&d.cause1, seen, f);
+                go(&d.cause2, seen, f);
+            }
         }
+    }
+    go(t, &mut BTreeSet::new(), f)
+}
+
+/// A long derivation in a few lines: per package and kind of fact, how many there are, the
+/// versions they span, and one of them.
+fn summary(facts: &[External<Pkg, Range, String>]) -> String {
+    // (package, kind) → (count, union of the package's ranges, an example).
+    let mut groups: BTreeMap<(Pkg, u8), (usize, Range, String)> = BTreeMap::new();
+    for e in facts {
+        let (p, kind, r, example) = match e {
+            External::NotRoot(..) => continue,
+            External::NoVersions(p, r) => (p, 0, r, format!("no version of {p} fits {}", brief(r))),
+            External::FromDependencyOf(p, r, d, dr) => (
+                p,
+                1,
+                r,
+                format!("{p} {} depends on {d} {}", brief(r), brief(dr)),
+            ),
+            External::Custom(p, r, why) => {
+                (p, 2, r, format!("{p} {} is unusable: {why}", brief(r)))
+            }
+        };
+        let g = groups
+            .entry((p.clone(), kind))
+            .or_insert_with(|| (0, Range::empty(), example));
+        g.0 += 1;
+        g.1 = g.1.union(r);
+    }
+    let mut out = format!("the derivation has {} facts; in summary:", facts.len());
+    for ((p, kind), (n, r, example)) in &groups {
+        let what = match kind {
+            0 => "had no version left",
+            1 => "depended on other packages",
+            _ => "were unusable",
+        };
+        let _ = write!(
+            out,
+            "\n  {n} fact{} on {p} {} ({what}), e.g. {example}",
+            if *n == 1 { "" } else { "s" },
+            brief(r)
+        );
+    }
+    tidy(&out)
+}
+
+/// A range as written, or, with more than a few segments, its span and how many.
+fn brief(r: &Range) -> String {
+    let segments = r.iter().count();
+    if segments <= SHOWN_SEGMENTS {
+        return r.to_string();
+    }
+    let show = |b: Bound<&pep440_rs::Version>, lower: bool| match (b, lower) {
+        (Bound::Included(v), true) => format!(">={v}"),
+        (Bound::Excluded(v), true) => format!(">{v}"),
+        (Bound::Included(v), false) => format!("<={v}"),
+        (Bound::Excluded(v), false) => format!("<{v}"),
+        (Bound::Unbounded, _) => "any".into(),
+    };
+    match r.bounding_range() {
+        Some((lo, hi)) => format!(
+            "({segments} ranges within {}, {})",
+            show(lo, true),
+            show(hi, false)
+        ),
+        None => "(no versions)".into(),
     }
 }
 

@@ -6,6 +6,10 @@
 //! `==` pin, and only files whose sha256 a `--hash` allows when the requirement has hashes.
 //! Dependencies come from each chosen wheel's metadata (never its body), markers evaluated
 //! for the image; constraints narrow whatever requires their package.
+//! A version is chosen only once its metadata is read and usable (it names the version and
+//! admits the image's Python): one that is not is skipped and counted ([`Skipped`]), never
+//! made a fact of the derivation, so what a hostile index lists costs one metadata read per
+//! version, within the resolution's [`Meter`] (reads and wall time).
 //! Must never pick a file the image cannot install, and never build from source.
 
 use std::cell::RefCell;
@@ -18,6 +22,7 @@ use pep508_rs::{ExtraName, PackageName, VersionOrUrl};
 use pubgrub::{Dependencies, DependencyProvider, PackageResolutionStatistics};
 use version_ranges::Ranges;
 
+use super::budget::Meter;
 use super::client::{Client, Project};
 use super::filename::{sdist_version, WheelName};
 use super::metadata::CoreMetadata;
@@ -95,6 +100,12 @@ pub struct Candidates {
     pub listed: usize,
 }
 
+/// The versions of one project skipped because their metadata is unusable, with why.
+#[derive(Debug, Clone, Default)]
+pub struct Skipped {
+    pub versions: BTreeMap<Version, String>,
+}
+
 pub struct Provider<'p, 'a> {
     pub client: &'p Client<'a>,
     pub target: &'p Target,
@@ -109,6 +120,10 @@ pub struct Provider<'p, 'a> {
     pre: BTreeSet<PackageName>,
     candidates: RefCell<HashMap<PackageName, Rc<Candidates>>>,
     pub metadata: RefCell<HashMap<(PackageName, Version), Rc<Meta>>>,
+    /// Versions skipped for unusable metadata, by project.
+    pub skipped: RefCell<HashMap<PackageName, Skipped>>,
+    /// What the resolution has spent of its budget.
+    pub meter: Meter,
     order: RefCell<HashMap<Pkg, usize>>,
 }
 
@@ -208,6 +223,8 @@ impl<'p, 'a> Provider<'p, 'a> {
             pre,
             candidates: RefCell::default(),
             metadata: RefCell::default(),
+            skipped: RefCell::default(),
+            meter: Meter::new(request.budget),
             order: RefCell::default(),
         })
     }
@@ -348,6 +365,65 @@ impl<'p, 'a> Provider<'p, 'a> {
         Ok(m)
     }
 
+    /// Whether `name`'s candidate `version` has usable metadata: read (one read of the budget
+    /// when not read before), naming that version, admitting the image's Python. An unusable
+    /// one is recorded in [`Provider::skipped`]; `Err` only when the budget is spent.
+    fn usable(&self, name: &PackageName, version: &Version) -> Result<bool, PypiError> {
+        if self
+            .skipped
+            .borrow()
+            .get(name)
+            .is_some_and(|s| s.versions.contains_key(version))
+        {
+            return Ok(false);
+        }
+        let known = self
+            .metadata
+            .borrow()
+            .contains_key(&(name.clone(), version.clone()));
+        if !known {
+            self.meter.spend_read()?;
+        }
+        let why = match self.metadata_of(name, version) {
+            Err(why) => Some(why),
+            Ok(m) => self.unusable(name, version, &m.0),
+        };
+        match why {
+            None => Ok(true),
+            Some(why) => {
+                self.skipped
+                    .borrow_mut()
+                    .entry(name.clone())
+                    .or_default()
+                    .versions
+                    .insert(version.clone(), why);
+                Ok(false)
+            }
+        }
+    }
+
+    /// Why the metadata read for `name` `version` rules that version out, if it does.
+    fn unusable(
+        &self,
+        name: &PackageName,
+        version: &Version,
+        meta: &CoreMetadata,
+    ) -> Option<String> {
+        if &meta.name != name || &meta.version != version {
+            return Some(format!(
+                "its metadata names `{} {}`",
+                meta.name, meta.version
+            ));
+        }
+        match &meta.requires_python {
+            Some(rp) if !rp.contains(&self.target.python) => Some(format!(
+                "it requires Python {rp} and the image has {}",
+                self.target.python
+            )),
+            _ => None,
+        }
+    }
+
     /// Whether a yanked `version` of `name` may be chosen (the profile pins it exactly).
     fn yank_ok(&self, name: &PackageName, version: &Version) -> bool {
         self.exact.get(name).is_some_and(|vs| {
@@ -422,18 +498,21 @@ impl DependencyProvider for Provider<'_, '_> {
         let usable = |c: &&Candidate| {
             range.contains(&c.version) && (!c.yanked || self.yank_ok(name, &c.version))
         };
-        let fin = cands
-            .versions
-            .iter()
-            .filter(usable)
-            .find(|c| !c.version.any_prerelease());
+        // Newest first; final releases before pre-releases unless pre-releases are asked for.
         let allow_pre = self.request.pre || self.pre.contains(name);
-        let pick = if allow_pre {
-            cands.versions.iter().find(usable)
-        } else {
-            fin.or_else(|| cands.versions.iter().find(usable))
-        };
-        Ok(pick.map(|c| c.version.clone()))
+        let in_range = || cands.versions.iter().filter(usable);
+        let finals = in_range().filter(|c| allow_pre || !c.version.any_prerelease());
+        let pres = in_range().filter(|c| !allow_pre && c.version.any_prerelease());
+        for c in finals.chain(pres) {
+            if self.usable(name, &c.version)? {
+                return Ok(Some(c.version.clone()));
+            }
+        }
+        Ok(None)
+    }
+
+    fn should_cancel(&self) -> Result<(), PypiError> {
+        self.meter.check_time()
     }
 
     fn get_dependencies(
@@ -467,19 +546,8 @@ impl DependencyProvider for Provider<'_, '_> {
             Err(why) => return Ok(Dependencies::Unavailable(why)),
         };
         let (meta, _) = &*meta;
-        if &meta.name != name || &meta.version != version {
-            return Ok(Dependencies::Unavailable(format!(
-                "its metadata names `{} {}`",
-                meta.name, meta.version
-            )));
-        }
-        if let Some(rp) = &meta.requires_python {
-            if !rp.contains(&self.target.python) {
-                return Ok(Dependencies::Unavailable(format!(
-                    "it requires Python {rp} and the image has {}",
-                    self.target.python
-                )));
-            }
+        if let Some(why) = self.unusable(name, version, meta) {
+            return Ok(Dependencies::Unavailable(why));
         }
         let env = &self.target.markers;
         match extra {
