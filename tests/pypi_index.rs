@@ -746,7 +746,14 @@ fn a_claimed_wheel_size_over_the_maximum_is_refused_before_any_byte() {
         requested: true,
         required_by: vec![],
     };
-    let e = pypi::fetch(&[pin.clone()], &req, &idx.cache, &mut Silent, false).unwrap_err();
+    let e = pypi::fetch(
+        std::slice::from_ref(&pin),
+        &req,
+        &idx.cache,
+        &mut Silent,
+        false,
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("over the"), "{e}");
     assert_eq!(idx.server.hits_of(&wheel), 0);
     // At its true size, an endless body is cut at that size: nothing past it is written.

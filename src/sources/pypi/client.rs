@@ -295,7 +295,7 @@ impl<'a> Client<'a> {
     pub fn metadata(&self, file: &DistFile) -> Result<(CoreMetadata, Option<u64>), String> {
         if let Some(path) = local_path(&file.url) {
             let (f, size) =
-                local::open_regular(&path).map_err(|e| format!("`{}` {e}", path.display()))?;
+                local::open_regular(&path).map_err(|e| format!("`{}`: {e}", path.display()))?;
             self.request
                 .budget
                 .check_wheel_size(&file.filename, size)
