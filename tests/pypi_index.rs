@@ -595,6 +595,17 @@ fn a_derivation_of_many_facts_is_summarised() {
         e.contains("in summary") && e.contains("facts on wide"),
         "{e}"
     );
+    // Ruling versions out one by one grows what pubgrub holds with the square of their
+    // number: the ranges chosen from have a budget too, named when spent (exit 2).
+    let mut req = idx.request(&["wide"]);
+    req.budget.range_segments = 200;
+    let e = pypi::resolve(&req, &image(11, "x86_64"), &idx.cache, &mut Silent, false).unwrap_err();
+    assert_eq!(e.exit_code(), 2, "{e}");
+    let s = e.to_string();
+    assert!(
+        s.contains(pypi::budget::SEGMENTS_VAR) && s.contains("of wide"),
+        "{s}"
+    );
 }
 
 #[test]

@@ -97,6 +97,7 @@ fn a_malformed_budget_variable_is_refused_naming_it() {
         ("GPUIMG_PYTHON_MAX_WHEEL_SIZE", "8 parsecs"),
         ("GPUIMG_PYTHON_METADATA_READS", "lots"),
         ("GPUIMG_PYTHON_RESOLVE_SECONDS", "-5"),
+        ("GPUIMG_PYTHON_RANGE_SEGMENTS", "1e6"),
     ] {
         let out = run(t.gpuimg().env(var, value).arg("lock").arg(&p));
         let stderr = String::from_utf8_lossy(&out.stderr);

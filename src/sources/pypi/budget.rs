@@ -1,8 +1,11 @@
 //! Bounds on what an index can make resolution cost, whatever it serves: how many wheels'
 //! metadata one resolution reads ([`DEFAULT_METADATA_READS`]), how long it runs
-//! ([`DEFAULT_RESOLVE_SECONDS`]), and the largest wheel size a page may claim
-//! ([`DEFAULT_MAX_WHEEL_BYTES`]). Each is raised (or lowered) by a variable the settings phase
-//! passes in ([`READS_VAR`], [`SECONDS_VAR`], [`MAX_WHEEL_VAR`]).
+//! ([`DEFAULT_RESOLVE_SECONDS`]), how much version-range work it does
+//! ([`DEFAULT_RANGE_SEGMENTS`]: the segments of the ranges versions are chosen from, summed;
+//! what pubgrub holds grows with it, quadratically in the versions of one package ruled out
+//! one by one), and the largest wheel size a page may claim ([`DEFAULT_MAX_WHEEL_BYTES`]).
+//! Each is raised (or lowered) by a variable the settings phase passes in ([`READS_VAR`],
+//! [`SECONDS_VAR`], [`SEGMENTS_VAR`], [`MAX_WHEEL_VAR`]).
 //! Must never cap the versions *tried* by count alone (that could turn a true answer into a
 //! false "no"): a budget that runs out is an error naming it, never a conflict.
 
@@ -15,11 +18,15 @@ use super::PypiError;
 pub const DEFAULT_METADATA_READS: u64 = 10_000;
 /// Wall time of one resolution, in seconds.
 pub const DEFAULT_RESOLVE_SECONDS: u64 = 900;
+/// Segments of the version ranges chosen from, summed over one resolution (~100 bytes each
+/// of pubgrub's memory at most: some 2,000 versions of one package ruled out one by one).
+pub const DEFAULT_RANGE_SEGMENTS: u64 = 2_000_000;
 /// The largest wheel a page may claim (8 GiB; the largest real wheels are under 4 GiB).
 pub const DEFAULT_MAX_WHEEL_BYTES: u64 = 8 << 30;
 
 pub const READS_VAR: &str = "GPUIMG_PYTHON_METADATA_READS";
 pub const SECONDS_VAR: &str = "GPUIMG_PYTHON_RESOLVE_SECONDS";
+pub const SEGMENTS_VAR: &str = "GPUIMG_PYTHON_RANGE_SEGMENTS";
 pub const MAX_WHEEL_VAR: &str = "GPUIMG_PYTHON_MAX_WHEEL_SIZE";
 
 /// The bounds of one resolution and its downloads.
@@ -29,6 +36,8 @@ pub struct Budget {
     pub metadata_reads: u64,
     /// How long one resolution may run.
     pub wall: Duration,
+    /// Segments of the version ranges one resolution may choose from, summed.
+    pub range_segments: u64,
     /// The largest wheel, in bytes, a page (or lock) may claim; a larger one is refused before
     /// any byte of it is fetched.
     pub max_wheel_bytes: u64,
@@ -39,6 +48,7 @@ impl Default for Budget {
         Budget {
             metadata_reads: DEFAULT_METADATA_READS,
             wall: Duration::from_secs(DEFAULT_RESOLVE_SECONDS),
+            range_segments: DEFAULT_RANGE_SEGMENTS,
             max_wheel_bytes: DEFAULT_MAX_WHEEL_BYTES,
         }
     }
@@ -59,6 +69,7 @@ impl Budget {
             match name.as_str() {
                 READS_VAR => b.metadata_reads = whole()?,
                 SECONDS_VAR => b.wall = Duration::from_secs(whole()?),
+                SEGMENTS_VAR => b.range_segments = whole()?,
                 MAX_WHEEL_VAR => {
                     b.max_wheel_bytes = bytes(value).ok_or_else(|| {
                         PypiError::bad(
@@ -109,6 +120,7 @@ pub struct Meter {
     budget: Budget,
     start: Instant,
     reads: Cell<u64>,
+    segments: Cell<u64>,
 }
 
 impl Meter {
@@ -117,6 +129,7 @@ impl Meter {
             budget,
             start: Instant::now(),
             reads: Cell::new(0),
+            segments: Cell::new(0),
         }
     }
 
@@ -148,6 +161,23 @@ impl Meter {
         self.reads.set(n + 1);
         Ok(())
     }
+
+    /// Count a range of `segments` that a version of `package` is chosen from: `Err` when the
+    /// ranges so far pass the budget.
+    pub fn spend_range(&self, package: &str, segments: u64) -> Result<(), PypiError> {
+        let total = self.segments.get().saturating_add(segments);
+        self.segments.set(total);
+        if total > self.budget.range_segments {
+            return Err(PypiError::Budget {
+                what: format!(
+                    "the version ranges it chose from reached {} segments (the last, of {package}, had {segments})",
+                    self.budget.range_segments
+                ),
+                setting: SEGMENTS_VAR,
+            });
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -167,11 +197,13 @@ mod tests {
         let b = Budget::from_vars(&vars(&[
             (READS_VAR, "12"),
             (SECONDS_VAR, " 30 "),
+            (SEGMENTS_VAR, "7"),
             (MAX_WHEEL_VAR, "1GiB"),
         ]))
         .unwrap();
         assert_eq!(b.metadata_reads, 12);
         assert_eq!(b.wall, Duration::from_secs(30));
+        assert_eq!(b.range_segments, 7);
         assert_eq!(b.max_wheel_bytes, 1 << 30);
         for (k, v) in [
             (READS_VAR, "many"),

@@ -48,7 +48,7 @@ pub struct HostSettings {
     /// `SSL_CERT_FILE` and `SSL_CERT_DIR`.
     pub trust: Trust,
     /// Set budget variables (`GPUIMG_PYTHON_METADATA_READS`, `GPUIMG_PYTHON_RESOLVE_SECONDS`,
-    /// `GPUIMG_PYTHON_MAX_WHEEL_SIZE`): `(name, value)`.
+    /// `GPUIMG_PYTHON_RANGE_SEGMENTS`, `GPUIMG_PYTHON_MAX_WHEEL_SIZE`): `(name, value)`.
     pub budget_vars: Vec<(String, String)>,
 }
 

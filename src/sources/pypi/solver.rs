@@ -9,7 +9,8 @@
 //! A version is chosen only once its metadata is read and usable (it names the version and
 //! admits the image's Python): one that is not is skipped and counted ([`Skipped`]), never
 //! made a fact of the derivation, so what a hostile index lists costs one metadata read per
-//! version, within the resolution's [`Meter`] (reads and wall time).
+//! version, within the resolution's [`Meter`] (reads, wall time, and the segments of the
+//! ranges versions are chosen from: pubgrub's memory grows with them).
 //! Must never pick a file the image cannot install, and never build from source.
 
 use std::cell::RefCell;
@@ -494,6 +495,8 @@ impl DependencyProvider for Provider<'_, '_> {
         let Some(name) = package.name() else {
             return Ok(Some(Version::new([0])));
         };
+        self.meter
+            .spend_range(name.as_ref(), range.iter().count() as u64)?;
         let cands = self.candidates(name)?;
         let usable = |c: &&Candidate| {
             range.contains(&c.version) && (!c.yanked || self.yank_ok(name, &c.version))
