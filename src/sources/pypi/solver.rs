@@ -99,6 +99,8 @@ pub struct Candidates {
     pub excluded: BTreeMap<Version, Excluded>,
     pub searched: Vec<String>,
     pub listed: usize,
+    /// Versions (without a local part) that candidates with a local part extend.
+    pub with_local: BTreeSet<Version>,
 }
 
 /// The versions of one project skipped because their metadata is unusable, with why.
@@ -239,11 +241,8 @@ impl<'p, 'a> Provider<'p, 'a> {
     fn range(&self, r: &pep508_rs::Requirement) -> Result<Range, String> {
         no_url(r)?;
         let has_local = |v: &Version| {
-            self.candidates(&r.name).is_ok_and(|c| {
-                c.versions
-                    .iter()
-                    .any(|c| c.version.is_local() && &c.version.clone().without_local() == v)
-            })
+            self.candidates(&r.name)
+                .is_ok_and(|c| c.with_local.contains(v))
         };
         let mut range = match &r.version_or_url {
             Some(VersionOrUrl::VersionSpecifier(s)) => range_of(s, &has_local),
@@ -338,7 +337,13 @@ impl<'p, 'a> Provider<'p, 'a> {
                 e.sdist_only = false;
             }
         }
+        let with_local = best
+            .keys()
+            .filter(|v| v.is_local())
+            .map(|v| v.clone().without_local())
+            .collect();
         Candidates {
+            with_local,
             versions: best.into_values().rev().map(|(_, _, c)| c).collect(),
             excluded,
             searched: project.searched.clone(),
@@ -349,7 +354,12 @@ impl<'p, 'a> Provider<'p, 'a> {
     /// The candidate of `name` at `version`.
     pub fn candidate(&self, name: &PackageName, version: &Version) -> Option<Candidate> {
         let c = self.candidates.borrow().get(name)?.clone();
-        c.versions.iter().find(|c| &c.version == version).cloned()
+        // Newest first, one candidate per version.
+        let i = c
+            .versions
+            .binary_search_by(|x| version.cmp(&x.version))
+            .ok()?;
+        c.versions.get(i).cloned()
     }
 
     /// Metadata of `name`'s candidate `version` (memoised).
