@@ -138,7 +138,7 @@ impl Meter {
         if self.start.elapsed() >= self.budget.wall {
             return Err(PypiError::Budget {
                 what: format!(
-                    "it ran for its {} s (after reading the metadata of {} wheels)",
+                    "it ran for {} s (reading the metadata of {} wheels)",
                     self.budget.wall.as_secs(),
                     self.reads.get()
                 ),
