@@ -21,7 +21,7 @@ pub const DEFAULT_RESOLVE_SECONDS: u64 = 900;
 /// Segments of the version ranges chosen from, summed over one resolution (~100 bytes each
 /// of pubgrub's memory at most: some 2,000 versions of one package ruled out one by one).
 pub const DEFAULT_RANGE_SEGMENTS: u64 = 2_000_000;
-/// The largest wheel a page may claim (8 GiB; the largest real wheels are under 4 GiB).
+/// The largest wheel a page (or a lock) may claim: 8 GiB.
 pub const DEFAULT_MAX_WHEEL_BYTES: u64 = 8 << 30;
 
 pub const READS_VAR: &str = "GPUIMG_PYTHON_METADATA_READS";
