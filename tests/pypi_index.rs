@@ -2,12 +2,15 @@
 //! (PEP 503 HTML and PEP 691 JSON pages, real wheels): markers and tags follow the image, not
 //! the host; yanked files, source-only packages, conflicts and hash mismatches are refused
 //! with messages that say why; metadata comes from PEP 658 files (or range reads), never a
-//! wheel's body; `--offline` works from the cache alone.
+//! wheel's body; `--offline` works from the cache alone. A hostile index (thousands of
+//! unreadable versions, lying metadata files, links to host files, FIFOs, absurd sizes) costs
+//! bounded work and gets one clear refusal.
 
 mod common;
 
 use std::path::Path;
 
+use common::hostile_index;
 use common::pyindex::{write_index, Dist, Pages};
 use gpuimg::cache::Cache;
 use gpuimg::observe::Silent;
@@ -537,4 +540,242 @@ fn a_pylock_toml_as_requirements_gives_exactly_its_wheels() {
         false,
     ));
     assert!(e.contains("leaf") && e.contains("hashes allow"), "{e}");
+}
+
+#[test]
+fn a_page_of_thousands_of_unreadable_versions_costs_one_read_each_and_a_short_message() {
+    let idx = Index::new(&[Dist::wheel("other", "1.0")], JSON_658);
+    hostile_index::many_missing_versions(&idx.root(), "many", 1500);
+    let e = no_solution(idx.resolve(&["many"]));
+    // Skipped and counted, not one fact per version.
+    assert!(e.len() < 2_000, "{} bytes:\n{}", e.len(), &e[..2_000]);
+    assert!(
+        e.contains("1500 versions of many (1.0 to 1.1499) were skipped"),
+        "{e}"
+    );
+    assert!(e.contains("answers HTTP 404"), "{e}");
+    let wheels = idx
+        .server
+        .hits
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|h| h.ends_with(".whl"))
+        .count();
+    assert_eq!(wheels, 1500, "one read per version");
+    // A budget of reads stops it, naming the budget (not a conflict: exit 2).
+    let mut req = idx.request(&["many"]);
+    req.budget.metadata_reads = 100;
+    let fresh = Cache::open(&idx.dir.path().join("cache-2")).unwrap();
+    let e = pypi::resolve(&req, &image(11, "x86_64"), &fresh, &mut Silent, false).unwrap_err();
+    assert_eq!(e.exit_code(), 2, "{e}");
+    let s = e.to_string();
+    assert!(
+        s.contains(pypi::budget::READS_VAR) && s.contains("100 wheels"),
+        "{s}"
+    );
+    // So does its time, checked before anything is read.
+    req.budget.metadata_reads = u64::MAX;
+    req.budget.wall = std::time::Duration::ZERO;
+    let e = pypi::resolve(&req, &image(11, "x86_64"), &fresh, &mut Silent, false).unwrap_err();
+    assert!(e.to_string().contains(pypi::budget::SECONDS_VAR), "{e}");
+}
+
+#[test]
+fn a_derivation_of_many_facts_is_summarised() {
+    // Every version of `wide` needs a version of `narrow` that does not exist.
+    let mut dists: Vec<Dist> = (0..60)
+        .map(|i| Dist::wheel("wide", &format!("1.{i}")).requires(&format!("narrow=={i}.5")))
+        .collect();
+    dists.push(Dist::wheel("narrow", "0.1"));
+    let idx = Index::new(&dists, JSON_658);
+    let e = no_solution(idx.resolve(&["wide"]));
+    assert!(e.lines().count() < 20, "{} lines:\n{e}", e.lines().count());
+    assert!(
+        e.contains("in summary") && e.contains("facts on wide"),
+        "{e}"
+    );
+    // Ruling versions out one by one grows what pubgrub holds with the square of their
+    // number: the ranges chosen from have a budget too, named when spent (exit 2).
+    let mut req = idx.request(&["wide"]);
+    req.budget.range_segments = 200;
+    let e = pypi::resolve(&req, &image(11, "x86_64"), &idx.cache, &mut Silent, false).unwrap_err();
+    assert_eq!(e.exit_code(), 2, "{e}");
+    let s = e.to_string();
+    assert!(
+        s.contains(pypi::budget::SEGMENTS_VAR) && s.contains("of wide"),
+        "{s}"
+    );
+}
+
+#[test]
+fn metadata_read_from_one_index_never_answers_for_another() {
+    let dists = [Dist::wheel("top", "1.0"), Dist::wheel("evil", "1.0")];
+    let honest = Index::new(&dists, JSON_658);
+    // The same wheel (same bytes, same sha256) on a hostile index whose PEP 658 file adds a
+    // dependency, its announced sha256 matching the lie.
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    common::pyindex::write_index(&root, &dists, JSON_658);
+    let top = dists[0].filename();
+    let lie = format!("{}Requires-Dist: evil\n", dists[0].metadata());
+    hostile_index::swap_metadata_file(&root, "top", &top, &lie);
+    let hostile = common::serve(&root);
+    // `lock` against the hostile index, on the cache the honest build uses.
+    let req =
+        PythonRequest::from_parts(&["top"], &[("index", &format!("{}/simple/", hostile.url))])
+            .unwrap();
+    let pins = pypi::resolve(
+        &req,
+        &image(11, "x86_64"),
+        &honest.cache,
+        &mut Silent,
+        false,
+    )
+    .unwrap();
+    assert_eq!(names(&pins), ["evil 1.0", "top 1.0"]);
+    // The honest index is asked for its own metadata file, and its answer stands.
+    assert_eq!(names(&honest.resolve(&["top"]).unwrap()), ["top 1.0"]);
+    assert_eq!(honest.server.hits_of(&format!("/files/{top}.metadata")), 1);
+    // Read by ranges from one server, metadata does not answer for another either.
+    let ranged = Index::new(
+        &dists,
+        Pages {
+            json: true,
+            metadata_files: false,
+        },
+    );
+    let cache = Cache::open(&ranged.dir.path().join("cache-2")).unwrap();
+    pypi::resolve(&req, &image(11, "x86_64"), &cache, &mut Silent, false).unwrap();
+    let again = ranged.request(&["top"]);
+    let pins = pypi::resolve(&again, &image(11, "x86_64"), &cache, &mut Silent, false).unwrap();
+    assert_eq!(names(&pins), ["top 1.0"]);
+    assert!(!ranged.server.ranges.lock().unwrap().is_empty());
+}
+
+#[test]
+fn an_http_page_names_no_file_of_the_build_host() {
+    let idx = Index::new(&[Dist::wheel("other", "1.0")], JSON_658);
+    // A real wheel on the host, linked by absolute `file:` URLs from the page.
+    let host = idx.dir.path().join("host");
+    std::fs::create_dir_all(&host).unwrap();
+    let d = Dist::wheel("secret", "1.0");
+    std::fs::write(host.join(d.filename()), d.bytes()).unwrap();
+    let page = idx.root().join("simple/secret");
+    std::fs::create_dir_all(&page).unwrap();
+    let link = url::Url::from_file_path(host.join(d.filename())).unwrap();
+    std::fs::write(
+        page.join("index.html"),
+        format!("<a href=\"{link}\">{}</a>", d.filename()),
+    )
+    .unwrap();
+    let e = no_solution(idx.resolve(&["secret"]));
+    assert!(
+        e.contains("`secret` is on none of the indexes searched"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_local_index_reads_only_regular_files_and_never_blocks() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    common::pyindex::write_index(&root, &[Dist::wheel("fine", "1.0")], JSON_658);
+    // A project page that is a FIFO.
+    hostile_index::fifo(&root.join("simple/piped/index.json"));
+    // A page linking to a FIFO named like a wheel.
+    let stuck = "stuck-1.0-py3-none-any.whl";
+    hostile_index::fifo(&root.join("files").join(stuck));
+    std::fs::create_dir_all(root.join("simple/stuck")).unwrap();
+    std::fs::write(
+        root.join("simple/stuck/index.html"),
+        format!("<a href=\"../../files/{stuck}\">{stuck}</a>"),
+    )
+    .unwrap();
+    let index = url::Url::from_directory_path(root.join("simple"))
+        .unwrap()
+        .to_string();
+    let cache = Cache::open(&dir.path().join("cache")).unwrap();
+    let resolve = move |p: &'static str| {
+        let (index, cache) = (index.clone(), cache.clone());
+        hostile_index::within_a_minute(p, move || {
+            let req = PythonRequest::from_parts(&[p], &[("index", &index)]).unwrap();
+            pypi::resolve(&req, &image(11, "x86_64"), &cache, &mut Silent, false)
+        })
+    };
+    let e = resolve("piped").unwrap_err();
+    assert_eq!(e.exit_code(), 2);
+    let chain = format!(
+        "{e}: {}",
+        std::error::Error::source(&e)
+            .map(|s| s.to_string())
+            .unwrap_or_default()
+    );
+    assert!(
+        chain.contains("piped/index.json") && chain.contains("not a regular file"),
+        "{chain}"
+    );
+    let e = no_solution(resolve("stuck"));
+    assert!(
+        e.contains("stuck 1.0 was skipped") && e.contains("not a regular file"),
+        "{e}"
+    );
+    assert_eq!(names(&resolve("fine").unwrap()), ["fine 1.0"]);
+}
+
+#[test]
+fn a_claimed_wheel_size_over_the_maximum_is_refused_before_any_byte() {
+    let d = Dist::wheel("huge", "1.0");
+    let idx = Index::new(std::slice::from_ref(&d), JSON_658);
+    let real = d.bytes().len();
+    let claimed = 50u64 << 30;
+    hostile_index::rewrite_pages(
+        &idx.root(),
+        "huge",
+        &format!("\"size\":{real}"),
+        &format!("\"size\":{claimed}"),
+    );
+    let wheel = format!("/files/{}", d.filename());
+    idx.server.fault(&wheel, common::Fault::Endless);
+    let e = idx.resolve(&["huge"]).unwrap_err();
+    assert_eq!(e.exit_code(), 2);
+    let s = e.to_string();
+    assert!(
+        s.contains(&d.filename()) && s.contains(&claimed.to_string()),
+        "{s}"
+    );
+    assert!(s.contains(pypi::budget::MAX_WHEEL_VAR), "{s}");
+    // A lock that claims it is refused the same way, before a request.
+    let req = idx.request(&["huge"]);
+    let pin = PinnedWheel {
+        name: "huge".into(),
+        version: "1.0".into(),
+        filename: d.filename(),
+        sha256: gpuimg::digest::Digest::of(&d.bytes()),
+        size: claimed,
+        index: "index".into(),
+        requested: true,
+        required_by: vec![],
+    };
+    let e = pypi::fetch(
+        std::slice::from_ref(&pin),
+        &req,
+        &idx.cache,
+        &mut Silent,
+        false,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("over the"), "{e}");
+    assert_eq!(idx.server.hits_of(&wheel), 0);
+    // At its true size, an endless body is cut at that size: nothing past it is written.
+    let pin = PinnedWheel {
+        size: real as u64,
+        ..pin
+    };
+    let e = pypi::fetch(&[pin], &req, &idx.cache, &mut Silent, false).unwrap_err();
+    assert!(
+        e.to_string().contains(&format!("more than {real} bytes")),
+        "{e}"
+    );
+    assert_eq!(idx.server.hits_of(&wheel), 1, "not retried");
 }

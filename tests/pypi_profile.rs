@@ -1,5 +1,6 @@
 //! Bad `python:` keys, requirement strings, URLs and paths: one line naming file:line:column
-//! and the key, exit 2, nothing written, whichever command loads the profile.
+//! and the key, exit 2, nothing written, whichever command loads the profile; a malformed
+//! resolution budget variable: one line naming it.
 
 mod common;
 
@@ -82,4 +83,29 @@ fn requirements_and_find_links_stay_in_the_context() {
         "name: x\npython:\n  find-links: [./requirements.txt]\n",
         "is not a directory",
     );
+}
+
+#[test]
+fn a_malformed_budget_variable_is_refused_naming_it() {
+    let t = Sandbox::new();
+    let p = t.join("p.yaml");
+    write(
+        &p,
+        "name: x\npython:\n  packages: [a]\n  index: http://127.0.0.1:9/simple\n",
+    );
+    for (var, value) in [
+        ("GPUIMG_PYTHON_MAX_WHEEL_SIZE", "8 parsecs"),
+        ("GPUIMG_PYTHON_METADATA_READS", "lots"),
+        ("GPUIMG_PYTHON_RESOLVE_SECONDS", "-5"),
+        ("GPUIMG_PYTHON_RANGE_SEGMENTS", "1e6"),
+    ] {
+        let out = run(t.gpuimg().env(var, value).arg("lock").arg(&p));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{var}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "not one line: {stderr}");
+        assert!(
+            stderr.contains(var) && stderr.contains(value),
+            "{var}: {stderr}"
+        );
+    }
 }

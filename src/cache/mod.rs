@@ -25,8 +25,10 @@
 //! ├── indexes-v1/sha256/<hex>         Indexes: package indexes as downloaded (compressed) and
 //! │                                   decompressed, each named by the sha256 its Release gives
 //! ├── wheels-v1/sha256/<hex>          Wheels: downloaded Python wheels, named by their sha256
-//! ├── wheel-metadata-v1/<key>.json    WheelMetadata: a wheel (its sha256) → its METADATA and size,
-//! │                                   from a PEP 658 file or range reads (`sources::pypi`);
+//! ├── wheel-metadata-v1/<key>.json    WheelMetadata: a wheel (its sha256) and what its METADATA
+//! │                                   was read from (the PEP 658 file's announced sha256, or
+//! │                                   the wheel's URL for range reads) → METADATA and size
+//! │                                   (`sources::pypi`);
 //! │                                   and → its shared libraries' paths and ELF facts
 //! │                                   (`sources::wheel::library_reads`, `ops`); and → its
 //! │                                   SBOM supplier and licence (`ops::python::wheel_facts`)

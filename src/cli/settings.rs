@@ -28,6 +28,8 @@
 //! | index credentials | — | `NETRC` (else `~/.netrc`) | the URL's user part | none |
 //! | registry credentials | — | `REGISTRY_AUTH_FILE`, `XDG_RUNTIME_DIR`, `XDG_CONFIG_HOME`, `DOCKER_CONFIG`, `HOME` | — | `$XDG_RUNTIME_DIR/containers/auth.json`, `~/.config/containers/auth.json`, `~/.docker/config.json` (first that knows the registry) |
 //! | registry CAs | `--ca FILE` (added) | `SSL_CERT_FILE`, `SSL_CERT_DIR` | — | the system store |
+//! | Python resolution budget | — | `GPUIMG_PYTHON_METADATA_READS`, `GPUIMG_PYTHON_RESOLVE_SECONDS`, `GPUIMG_PYTHON_RANGE_SEGMENTS` | — | 10,000 metadata reads, 900 s, 2,000,000 range segments |
+//! | largest wheel taken | — | `GPUIMG_PYTHON_MAX_WHEEL_SIZE` (bytes, or `KiB`…`TiB`) | — | 8 GiB |
 //! | `.pyc` compiler | — | `PATH` (`python3.X`, then `python3`) | profile `python.compile` | none |
 //!
 //! An empty variable counts as unset. A malformed `SOURCE_DATE_EPOCH` is bad input, exit 2,
@@ -41,7 +43,7 @@ use crate::catalog::{Catalog, CatalogError};
 use crate::cli::CliError;
 use crate::fetch::{Trust, TrustSource};
 use crate::profile::{Profile, ProfileError};
-use crate::sources::pypi::HostSettings;
+use crate::sources::pypi::{budget, HostSettings};
 
 /// A snapshot of the process environment (names that are not UTF-8 are left out).
 #[derive(Debug, Clone, Default)]
@@ -298,6 +300,12 @@ impl Settings {
             // Found now, in `PATH`'s absolute directories only; `None` when there is none.
             python: crate::host_program::find_in("python3", &self.host_path()),
             trust: self.trust(),
+            budget_vars: set(&[
+                budget::READS_VAR,
+                budget::SECONDS_VAR,
+                budget::SEGMENTS_VAR,
+                budget::MAX_WHEEL_VAR,
+            ]),
         }
     }
 

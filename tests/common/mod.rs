@@ -3,7 +3,8 @@
 //! configuration, cache and epoch); `cmd` runs any command with failure messages that name
 //! it; `fs` writes, reads and lists files; `image` makes root filesystems and checks images;
 //! `apt_repo` and `http` make and serve a signed fixture apt repository; `pyindex` writes a
-//! Python package index (wheels and pages) for `http` to serve;
+//! Python package index (wheels and pages) for `http` to serve, `hostile_index` what a hostile
+//! one serves;
 //! `wheel` writes single wheels, truthful or lying, for the installer; `registry` runs a real
 //! OCI registry (plain, TLS with htpasswd, or token auth) and `proxy` a TCP proxy that stalls
 //! after so many bytes, for the push tests; `fake_registry` a hostile one whose every answer
@@ -15,6 +16,7 @@ pub mod apt_repo;
 pub mod cmd;
 pub mod fake_registry;
 pub mod fs;
+pub mod hostile_index;
 pub mod hostile_push;
 pub mod http;
 pub mod image;

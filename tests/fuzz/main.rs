@@ -18,6 +18,7 @@ mod targets {
     pub mod packages;
     pub mod profile;
     pub mod pypi;
+    pub mod pypi_pages;
     pub mod release;
     pub mod require;
     pub mod tarball;
@@ -60,6 +61,11 @@ fn fuzz_require() {
 #[test]
 fn fuzz_pypi() {
     harness::run(&targets::pypi::TARGET);
+}
+
+#[test]
+fn fuzz_pypi_pages() {
+    harness::run(&targets::pypi_pages::TARGET);
 }
 
 #[test]

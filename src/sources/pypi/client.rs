@@ -5,9 +5,13 @@
 //!
 //! Cache: every project page fetched is kept as the last copy of its URL (`roots-v1`, with its
 //! media type and final URL), the only copy `--offline` reads; metadata is kept per wheel in
-//! `wheel-metadata-v1` (keyed by the wheel's sha256, checked against the metadata file's
-//! sha256 when the index gives one).
-//! Must never download a wheel's body to resolve, and never ask the network when offline.
+//! `wheel-metadata-v1`, keyed by what it was read from — the wheel's sha256 (else URL) with the
+//! PEP 658 file's sha256 as the page announces it (else the file's URL), or with the wheel's
+//! URL when read from the wheel by ranges — never by the wheel's hash alone.
+//! `file:` indexes and find-links directories are read through `local` (regular files only,
+//! capped like remote pages and wheels).
+//! Must never download a wheel's body to resolve, never ask the network when offline, and
+//! never let one index's metadata answer for another's wheel.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -19,6 +23,7 @@ use crate::cache::{Bucket, Key};
 use crate::digest::Digest;
 use crate::fetch::{ByteRange, Fetched, Fetcher, Get};
 
+use super::local;
 use super::metadata::{self, CoreMetadata};
 use super::page::{self, DistFile};
 use super::request::{Index, Links, PythonRequest};
@@ -207,9 +212,15 @@ impl<'a> Client<'a> {
         let cache = self.fetcher.cache();
         let tmp = cache.temp()?;
         let mut w = crate::digest::HashingWriter::new(tmp);
-        let f = fs_err::File::open(path).map_err(read_err)?;
-        std::io::copy(&mut f.take(pin.size.saturating_add(1)), &mut w).map_err(read_err)?;
+        self.request
+            .budget
+            .check_wheel_size(&pin.filename, pin.size)?;
+        let (mut f, _) = local::open_regular(path).map_err(read_err)?;
+        // Never more than the promised size is written; a byte past it is an error.
+        std::io::copy(&mut (&mut f).take(pin.size), &mut w).map_err(read_err)?;
+        let longer = f.read(&mut [0u8; 1]).map_err(read_err)? > 0;
         let (tmp, digest, size) = w.finish();
+        let size = size + u64::from(longer);
         if digest != pin.sha256 || size != pin.size {
             return Err(PypiError::HashMismatch {
                 filename: path.display().to_string(),
@@ -283,19 +294,18 @@ impl<'a> Client<'a> {
     /// when learnt on the way.
     pub fn metadata(&self, file: &DistFile) -> Result<(CoreMetadata, Option<u64>), String> {
         if let Some(path) = local_path(&file.url) {
-            let f = std::fs::File::open(&path).map_err(|e| format!("`{}`: {e}", path.display()))?;
-            let size = f.metadata().map_err(|e| e.to_string())?.len();
+            let (f, size) =
+                local::open_regular(&path).map_err(|e| format!("`{}`: {e}", path.display()))?;
+            self.request
+                .budget
+                .check_wheel_size(&file.filename, size)
+                .map_err(|e| e.to_string())?;
             let bytes = zipdir::metadata(&mut zipdir::LocalFile { file: f, size })?;
             return Ok((metadata::parse(&bytes)?, Some(size)));
         }
-        let key = meta_key(file);
         let cache = self.fetcher.cache().shared();
-        if let Ok(Some(rec)) = cache.read_record(Bucket::WheelMetadata, &key) {
-            if rec.trusted || self.offline {
-                if let Ok(r) = serde_json::from_slice::<MetaRecord>(&rec.bytes) {
-                    return Ok((metadata::parse(r.metadata.as_bytes())?, r.size));
-                }
-            }
+        if let Some((_, r)) = self.kept_metadata(file) {
+            return Ok((metadata::parse(r.metadata.as_bytes())?, r.size));
         }
         if self.offline {
             return Err(format!(
@@ -307,15 +317,16 @@ impl<'a> Client<'a> {
             Some(hash) => self.metadata_file(file, hash.as_ref())?,
             None => None,
         };
-        let (bytes, size) = match announced {
-            Some(b) => (b, file.size),
+        let (bytes, size, key) = match announced {
+            Some(b) => (b, file.size, meta_keys(file).0),
             // No metadata file (or one announced but not served): range reads of the wheel.
             None => {
                 let mut r = HttpRange::new(self, &file.url, file.size)?;
                 let bytes = zipdir::metadata(&mut r)?;
-                (bytes, Some(r.size))
+                (bytes, Some(r.size), None)
             }
         };
+        let key = key.unwrap_or(meta_keys(file).1);
         let parsed = metadata::parse(&bytes)?;
         let rec = MetaRecord {
             metadata: String::from_utf8_lossy(&bytes).into_owned(),
@@ -324,6 +335,23 @@ impl<'a> Client<'a> {
         // Only saves fetching it again: failing to record is no error.
         let _ = cache.put_record(Bucket::WheelMetadata, &key, &rec);
         Ok((parsed, size))
+    }
+
+    /// The cached metadata of `file` read from the same source it would be read from now (its
+    /// key, and the record); only a record the cache trusts, unless offline.
+    fn kept_metadata(&self, file: &DistFile) -> Option<(Digest, MetaRecord)> {
+        let cache = self.fetcher.cache().shared();
+        let (announced, wheel) = meta_keys(file);
+        for key in announced.into_iter().chain([wheel]) {
+            if let Ok(Some(rec)) = cache.read_record(Bucket::WheelMetadata, &key) {
+                if rec.trusted || self.offline {
+                    if let Ok(r) = serde_json::from_slice::<MetaRecord>(&rec.bytes) {
+                        return Some((key, r));
+                    }
+                }
+            }
+        }
+        None
     }
 
     /// The PEP 658 file beside the wheel, checked against its sha256 when the page gives one;
@@ -390,26 +418,41 @@ impl<'a> Client<'a> {
             .get(ByteRange::Suffix(1))?
             .1
             .ok_or_else(|| format!("the server gives no size for `{}`", file.url))?;
-        let key = meta_key(file);
-        let cache = self.fetcher.cache().shared();
-        if let Ok(Some(rec)) = cache.read_record(Bucket::WheelMetadata, &key) {
-            if let Ok(mut m) = serde_json::from_slice::<MetaRecord>(&rec.bytes) {
-                m.size = Some(size);
-                let _ = cache.put_record(Bucket::WheelMetadata, &key, &m);
-            }
+        if let Some((key, mut m)) = self.kept_metadata(file) {
+            m.size = Some(size);
+            let cache = self.fetcher.cache().shared();
+            let _ = cache.put_record(Bucket::WheelMetadata, &key, &m);
         }
         Ok(size)
     }
 }
 
-/// The metadata record's key: the wheel's sha256 (or, without one, its URL).
-fn meta_key(file: &DistFile) -> Digest {
-    let mut k = Key::new("wheel-metadata-v1");
-    match &file.sha256 {
-        Some(d) => k.str("sha256").digest(d),
-        None => k.str("url").str(&file.url),
+/// The metadata record's keys, by what the metadata is read from, each with the wheel's
+/// sha256 (or, without one, its URL), never the wheel's hash alone: the PEP 658 file the page
+/// announces (by the sha256 it announces, else by the file's URL), when it does; and the wheel
+/// itself, read by ranges at its URL (a page's metadata never answers for another index's).
+fn meta_keys(file: &DistFile) -> (Option<Digest>, Digest) {
+    let wheel = |k: &mut Key| {
+        match &file.sha256 {
+            Some(d) => k.str("sha256").digest(d),
+            None => k.str("url").str(&file.url),
+        };
     };
-    k.finish()
+    let announced = file.metadata.as_ref().map(|hash| {
+        let mut k = Key::new("wheel-metadata-v2");
+        wheel(&mut k);
+        match hash {
+            Some(h) => k.str("metadata-file-sha256").digest(h),
+            None => k
+                .str("metadata-file-url")
+                .str(&format!("{}.metadata", file.url)),
+        };
+        k.finish()
+    });
+    let mut k = Key::new("wheel-metadata-v2");
+    wheel(&mut k);
+    k.str("read-from-wheel-at").str(&file.url);
+    (announced, k.finish())
 }
 
 /// `status`, media type and final URL, then the body.
@@ -464,15 +507,24 @@ fn local_page(url: &url::Url) -> Result<Option<Vec<DistFile>>, PypiError> {
     };
     for (name, ct) in [("index.json", Some(page::JSON)), ("index.html", None)] {
         let path = dir.join(name);
-        if let Ok(body) = fs_err::read(&path) {
-            let base = url::Url::from_file_path(&path).unwrap_or_else(|_| url.clone());
-            return page::parse(&body, ct, &base)
-                .map(Some)
-                .map_err(|message| PypiError::BadPage {
-                    url: path.display().to_string(),
-                    message,
-                });
-        }
+        let body = match local::read_capped(&path, MAX_PAGE_BYTES) {
+            Ok(b) => b,
+            // No such page (or no such project directory): the index does not list it.
+            Err(e)
+                if e.kind() == std::io::ErrorKind::NotFound
+                    || e.raw_os_error() == Some(rustix::io::Errno::NOTDIR.raw_os_error()) =>
+            {
+                continue
+            }
+            Err(source) => return Err(PypiError::Read { path, source }),
+        };
+        let base = url::Url::from_file_path(&path).unwrap_or_else(|_| url.clone());
+        return page::parse(&body, ct, &base)
+            .map(Some)
+            .map_err(|message| PypiError::BadPage {
+                url: path.display().to_string(),
+                message,
+            });
     }
     Ok(None)
 }

@@ -49,6 +49,21 @@ pub enum PypiError {
         expected: String,
         actual: String,
     },
+    /// A page or lock claims a wheel larger than the maximum: refused before any byte of it.
+    #[error(
+        "`{filename}` is listed as {size} bytes, over the {max} bytes a wheel may have (`{setting}` raises it)"
+    )]
+    WheelTooLarge {
+        filename: String,
+        size: u64,
+        max: u64,
+        setting: &'static str,
+    },
+    /// Resolution ran out of its budget before an answer (not a conflict: exit 2).
+    #[error(
+        "Python resolution stopped before an answer: {what}, its budget (`{setting}` raises it)"
+    )]
+    Budget { what: String, setting: &'static str },
     #[error(transparent)]
     Fetch(#[from] FetchError),
 }

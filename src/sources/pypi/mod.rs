@@ -12,11 +12,13 @@
 //! [`PinnedWheel`].
 
 mod auth;
+pub mod budget;
 mod client;
 mod error;
 mod export;
 mod filename;
 mod hostconf;
+mod local;
 mod metadata;
 mod page;
 mod pylock;
@@ -36,10 +38,12 @@ pub use export::pylock;
 /// The parsers of untrusted bytes, for the fuzz targets (tests/fuzz); not a stable API.
 #[doc(hidden)]
 pub mod parsers {
+    pub use super::client::MAX_PAGE_BYTES;
     pub use super::metadata::{headers as metadata_headers, parse as parse_metadata, CoreMetadata};
-    pub use super::page::{parse as parse_page, DistFile, JSON};
+    pub use super::page::{may_link, parse as parse_page, DistFile, JSON, MAX_FILES};
     pub use super::zipdir::{metadata as zip_metadata, LocalFile, Ranged, MAX_METADATA_BYTES};
 }
+pub use budget::Budget;
 pub use request::{HostSettings, Index, Links, PythonRequest, Requirement};
 
 use crate::cache::{Bucket, Cache};
@@ -145,14 +149,16 @@ fn pins(
         let size = client
             .size_of(&cand.file, size_known)
             .map_err(|m| metadata_error(name, version, m))?;
+        request.budget.check_wheel_size(&cand.file.filename, size)?;
         let sha256 = match (cand.file.sha256, client::local_path(&cand.file.url)) {
             (Some(d), _) => d,
             (None, Some(path)) => {
-                let f = fs_err::File::open(&path).map_err(|source| PypiError::Read {
+                let (f, _) = local::open_regular(&path).map_err(|source| PypiError::Read {
                     path: path.clone(),
                     source,
                 })?;
-                crate::digest::hash_reader(std::io::BufReader::new(f))
+                use std::io::Read as _;
+                crate::digest::hash_reader(std::io::BufReader::new(f.take(size)))
                     .map_err(|source| PypiError::Read { path, source })?
                     .0
             }
@@ -229,6 +235,10 @@ pub fn fetch_each(
     offline: bool,
     each: &(dyn Fn(usize, FetchedWheel) + Sync),
 ) -> Result<Vec<FetchedWheel>, PypiError> {
+    // A claimed size over the maximum is refused before any byte of any wheel is fetched.
+    for pin in pins {
+        request.budget.check_wheel_size(&pin.filename, pin.size)?;
+    }
     let client = Client::new(request, cache.root(), offline)?;
     let store = cache.store(Bucket::Wheels);
     // The index lookups of the wheels not in the cache, several at a time.

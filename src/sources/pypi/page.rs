@@ -1,9 +1,11 @@
 //! A project's page on a simple index, parsed: PEP 691 JSON, or PEP 503 HTML (the anchors'
 //! `href` with its `#sha256=` fragment, `data-requires-python`, `data-yanked`,
 //! `data-dist-info-metadata`/`data-core-metadata` of PEP 658/714). Links resolve against the
-//! page's own URL (after redirects).
+//! page's own URL (after redirects); an HTTP(S) page's links must be `http:`/`https:` (other
+//! hosts allowed), a `file:` page's `file:`, `http:` or `https:` — any other link is skipped.
 //! Must never trust a page for more than what it lists: hashes it gives are checked on every
-//! download, and a malformed entry is skipped, not guessed at.
+//! download, and a malformed entry is skipped, not guessed at; never let a remote page name a
+//! file of the build host.
 
 use std::str::FromStr;
 
@@ -11,6 +13,10 @@ use pep440_rs::VersionSpecifiers;
 use serde::Deserialize;
 
 use crate::digest::Digest;
+
+/// The most files one page may list (a 64 MiB page of real entries holds ~150,000): what a
+/// page costs in memory is linear in what it lists, and an endless list is refused.
+pub const MAX_FILES: usize = 200_000;
 
 /// The JSON media type of PEP 691.
 pub const JSON: &str = "application/vnd.pypi.simple.v1+json";
@@ -34,6 +40,17 @@ pub struct DistFile {
     pub size: Option<u64>,
 }
 
+/// Whether a page at `base` may link to `link`: the web links only to the web; a local
+/// index also to local files.
+pub fn may_link(base: &url::Url, link: &url::Url) -> bool {
+    let web = |u: &url::Url| matches!(u.scheme(), "http" | "https");
+    match base.scheme() {
+        "http" | "https" => web(link),
+        "file" => web(link) || link.scheme() == "file",
+        _ => false,
+    }
+}
+
 /// Parse a page by its media type (`None`: HTML).
 pub fn parse(
     body: &[u8],
@@ -44,13 +61,43 @@ pub fn parse(
         json(body, base)
     } else {
         let text = std::str::from_utf8(body).map_err(|e| format!("not UTF-8: {e}"))?;
-        Ok(html(text, base))
+        html(text, base)
     }
+}
+
+fn too_many() -> String {
+    format!("it lists more than {MAX_FILES} files")
 }
 
 #[derive(Deserialize)]
 struct JsonPage {
+    #[serde(deserialize_with = "capped_files")]
     files: Vec<JsonFile>,
+}
+
+/// The `files` list, refused past [`MAX_FILES`] entries (before they are all held).
+fn capped_files<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<JsonFile>, D::Error> {
+    struct Files;
+    impl<'de> serde::de::Visitor<'de> for Files {
+        type Value = Vec<JsonFile>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "a list of at most {MAX_FILES} files")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some(f) = seq.next_element()? {
+                if out.len() == MAX_FILES {
+                    return Err(serde::de::Error::custom(too_many()));
+                }
+                out.push(f);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_seq(Files)
 }
 
 #[derive(Deserialize)]
@@ -90,7 +137,7 @@ fn json(body: &[u8], base: &url::Url) -> Result<Vec<DistFile>, String> {
         .files
         .into_iter()
         .filter_map(|f| {
-            let url = base.join(&f.url).ok()?;
+            let url = base.join(&f.url).ok().filter(|u| may_link(base, u))?;
             Some(DistFile {
                 sha256: f
                     .hashes
@@ -127,7 +174,7 @@ fn without_fragment(mut u: url::Url) -> String {
 }
 
 /// The anchors of a PEP 503 page.
-fn html(text: &str, base: &url::Url) -> Vec<DistFile> {
+fn html(text: &str, base: &url::Url) -> Result<Vec<DistFile>, String> {
     let mut out = Vec::new();
     let lower = text.to_ascii_lowercase();
     let mut at = 0;
@@ -144,7 +191,9 @@ fn html(text: &str, base: &url::Url) -> Vec<DistFile> {
         at = start + end;
         let get = |k: &str| attrs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
         let Some(href) = get("href") else { continue };
-        let Ok(url) = base.join(href) else { continue };
+        let Some(url) = base.join(href).ok().filter(|u| may_link(base, u)) else {
+            continue;
+        };
         let sha256 = url
             .fragment()
             .and_then(|f| f.strip_prefix("sha256="))
@@ -163,6 +212,9 @@ fn html(text: &str, base: &url::Url) -> Vec<DistFile> {
                 v.strip_prefix("sha256=")
                     .and_then(|h| Digest::from_hex(h).ok())
             });
+        if out.len() == MAX_FILES {
+            return Err(too_many());
+        }
         out.push(DistFile {
             filename,
             sha256,
@@ -173,7 +225,7 @@ fn html(text: &str, base: &url::Url) -> Vec<DistFile> {
             url: without_fragment(url),
         });
     }
-    out
+    Ok(out)
 }
 
 /// The offset of the `>` closing a tag, quotes respected.
@@ -328,6 +380,26 @@ mod tests {
         assert_eq!(files[1].yanked.as_deref(), Some(""));
         assert_eq!(files[2].filename, "demo+1-2.0-py3-none-any.whl");
         assert_eq!(files[2].yanked.as_deref(), Some("broken & bad"));
+    }
+
+    #[test]
+    fn a_web_page_links_only_to_the_web() {
+        let base = url::Url::parse("http://idx.invalid/simple/demo/").unwrap();
+        let html = "<a href=\"file:///etc/demo-1.0-py3-none-any.whl\">x</a><a href=\"ftp://h/demo-2.0-py3-none-any.whl\">y</a><a href=\"https://cdn.invalid/demo-3.0-py3-none-any.whl\">z</a>";
+        let files = parse(html.as_bytes(), None, &base).unwrap();
+        assert_eq!(files.len(), 1, "{files:#?}");
+        assert!(files[0].url.starts_with("https://cdn.invalid/"));
+        let json = r#"{"files":[{"filename":"demo-1.0-py3-none-any.whl","url":"file:///etc/demo-1.0-py3-none-any.whl"},{"filename":"demo-3.0-py3-none-any.whl","url":"/f/demo-3.0-py3-none-any.whl"}]}"#;
+        let files = parse(json.as_bytes(), Some(JSON), &base).unwrap();
+        assert_eq!(files.len(), 1, "{files:#?}");
+        assert_eq!(
+            files[0].url,
+            "http://idx.invalid/f/demo-3.0-py3-none-any.whl"
+        );
+        // A local index may name local files.
+        let local = url::Url::parse("file:///srv/simple/demo/").unwrap();
+        let files = parse(html.as_bytes(), None, &local).unwrap();
+        assert_eq!(files.len(), 2, "{files:#?}");
     }
 
     #[test]

@@ -20,6 +20,7 @@ use crate::digest::Digest;
 use crate::fetch::{Credential, FetchLimits, Trust, TrustSource};
 use crate::profile::{FindLink, Located, Profile};
 
+use super::budget::Budget;
 use super::{auth, hostconf, pylock, requirements, PypiError};
 
 /// Values from the host's environment and files, gathered by the settings phase. Empty
@@ -46,6 +47,9 @@ pub struct HostSettings {
     pub python: Option<PathBuf>,
     /// `SSL_CERT_FILE` and `SSL_CERT_DIR`.
     pub trust: Trust,
+    /// Set budget variables (`GPUIMG_PYTHON_METADATA_READS`, `GPUIMG_PYTHON_RESOLVE_SECONDS`,
+    /// `GPUIMG_PYTHON_RANGE_SEGMENTS`, `GPUIMG_PYTHON_MAX_WHEEL_SIZE`): `(name, value)`.
+    pub budget_vars: Vec<(String, String)>,
 }
 
 /// One index, by its name in the lock (`host`, `index`, an extra's name).
@@ -96,6 +100,8 @@ pub struct PythonRequest {
     /// Certificate authorities: the system's, `SSL_CERT_*`, pip's `cert`.
     pub trust: Trust,
     pub limits: FetchLimits,
+    /// What one resolution may cost, and the largest wheel taken (`budget.rs`).
+    pub budget: Budget,
     /// Parallel downloads.
     pub jobs: usize,
 }
@@ -291,6 +297,7 @@ impl PythonRequest {
         if let Some((path, setting)) = cert {
             trust.files.push(TrustSource { setting, path });
         }
+        let budget = Budget::from_vars(&host.budget_vars)?;
         Ok(Some(PythonRequest {
             requirements,
             constraints,
@@ -302,6 +309,7 @@ impl PythonRequest {
             credentials,
             trust,
             limits: FetchLimits::default(),
+            budget,
             jobs: 8,
         }))
     }
@@ -347,6 +355,7 @@ impl PythonRequest {
             credentials,
             trust: Trust::default(),
             limits: FetchLimits::default(),
+            budget: Budget::default(),
             jobs: 8,
         })
     }

@@ -6,6 +6,11 @@
 //! `==` pin, and only files whose sha256 a `--hash` allows when the requirement has hashes.
 //! Dependencies come from each chosen wheel's metadata (never its body), markers evaluated
 //! for the image; constraints narrow whatever requires their package.
+//! A version is chosen only once its metadata is read and usable (it names the version and
+//! admits the image's Python): one that is not is skipped and counted ([`Skipped`]), never
+//! made a fact of the derivation, so what a hostile index lists costs one metadata read per
+//! version, within the resolution's [`Meter`] (reads, wall time, and the segments of the
+//! ranges versions are chosen from: pubgrub's memory grows with them).
 //! Must never pick a file the image cannot install, and never build from source.
 
 use std::cell::RefCell;
@@ -18,6 +23,7 @@ use pep508_rs::{ExtraName, PackageName, VersionOrUrl};
 use pubgrub::{Dependencies, DependencyProvider, PackageResolutionStatistics};
 use version_ranges::Ranges;
 
+use super::budget::Meter;
 use super::client::{Client, Project};
 use super::filename::{sdist_version, WheelName};
 use super::metadata::CoreMetadata;
@@ -93,6 +99,14 @@ pub struct Candidates {
     pub excluded: BTreeMap<Version, Excluded>,
     pub searched: Vec<String>,
     pub listed: usize,
+    /// Versions (without a local part) that candidates with a local part extend.
+    pub with_local: BTreeSet<Version>,
+}
+
+/// The versions of one project skipped because their metadata is unusable, with why.
+#[derive(Debug, Clone, Default)]
+pub struct Skipped {
+    pub versions: BTreeMap<Version, String>,
 }
 
 pub struct Provider<'p, 'a> {
@@ -109,6 +123,10 @@ pub struct Provider<'p, 'a> {
     pre: BTreeSet<PackageName>,
     candidates: RefCell<HashMap<PackageName, Rc<Candidates>>>,
     pub metadata: RefCell<HashMap<(PackageName, Version), Rc<Meta>>>,
+    /// Versions skipped for unusable metadata, by project.
+    pub skipped: RefCell<HashMap<PackageName, Skipped>>,
+    /// What the resolution has spent of its budget.
+    pub meter: Meter,
     order: RefCell<HashMap<Pkg, usize>>,
 }
 
@@ -208,6 +226,8 @@ impl<'p, 'a> Provider<'p, 'a> {
             pre,
             candidates: RefCell::default(),
             metadata: RefCell::default(),
+            skipped: RefCell::default(),
+            meter: Meter::new(request.budget),
             order: RefCell::default(),
         })
     }
@@ -221,11 +241,8 @@ impl<'p, 'a> Provider<'p, 'a> {
     fn range(&self, r: &pep508_rs::Requirement) -> Result<Range, String> {
         no_url(r)?;
         let has_local = |v: &Version| {
-            self.candidates(&r.name).is_ok_and(|c| {
-                c.versions
-                    .iter()
-                    .any(|c| c.version.is_local() && &c.version.clone().without_local() == v)
-            })
+            self.candidates(&r.name)
+                .is_ok_and(|c| c.with_local.contains(v))
         };
         let mut range = match &r.version_or_url {
             Some(VersionOrUrl::VersionSpecifier(s)) => range_of(s, &has_local),
@@ -320,7 +337,13 @@ impl<'p, 'a> Provider<'p, 'a> {
                 e.sdist_only = false;
             }
         }
+        let with_local = best
+            .keys()
+            .filter(|v| v.is_local())
+            .map(|v| v.clone().without_local())
+            .collect();
         Candidates {
+            with_local,
             versions: best.into_values().rev().map(|(_, _, c)| c).collect(),
             excluded,
             searched: project.searched.clone(),
@@ -331,7 +354,12 @@ impl<'p, 'a> Provider<'p, 'a> {
     /// The candidate of `name` at `version`.
     pub fn candidate(&self, name: &PackageName, version: &Version) -> Option<Candidate> {
         let c = self.candidates.borrow().get(name)?.clone();
-        c.versions.iter().find(|c| &c.version == version).cloned()
+        // Newest first, one candidate per version.
+        let i = c
+            .versions
+            .binary_search_by(|x| version.cmp(&x.version))
+            .ok()?;
+        c.versions.get(i).cloned()
     }
 
     /// Metadata of `name`'s candidate `version` (memoised).
@@ -346,6 +374,65 @@ impl<'p, 'a> Provider<'p, 'a> {
         let m = Rc::new(self.client.metadata(&cand.file)?);
         self.metadata.borrow_mut().insert(key, m.clone());
         Ok(m)
+    }
+
+    /// Whether `name`'s candidate `version` has usable metadata: read (one read of the budget
+    /// when not read before), naming that version, admitting the image's Python. An unusable
+    /// one is recorded in [`Provider::skipped`]; `Err` only when the budget is spent.
+    fn usable(&self, name: &PackageName, version: &Version) -> Result<bool, PypiError> {
+        if self
+            .skipped
+            .borrow()
+            .get(name)
+            .is_some_and(|s| s.versions.contains_key(version))
+        {
+            return Ok(false);
+        }
+        let known = self
+            .metadata
+            .borrow()
+            .contains_key(&(name.clone(), version.clone()));
+        if !known {
+            self.meter.spend_read()?;
+        }
+        let why = match self.metadata_of(name, version) {
+            Err(why) => Some(why),
+            Ok(m) => self.unusable(name, version, &m.0),
+        };
+        match why {
+            None => Ok(true),
+            Some(why) => {
+                self.skipped
+                    .borrow_mut()
+                    .entry(name.clone())
+                    .or_default()
+                    .versions
+                    .insert(version.clone(), why);
+                Ok(false)
+            }
+        }
+    }
+
+    /// Why the metadata read for `name` `version` rules that version out, if it does.
+    fn unusable(
+        &self,
+        name: &PackageName,
+        version: &Version,
+        meta: &CoreMetadata,
+    ) -> Option<String> {
+        if &meta.name != name || &meta.version != version {
+            return Some(format!(
+                "its metadata names `{} {}`",
+                meta.name, meta.version
+            ));
+        }
+        match &meta.requires_python {
+            Some(rp) if !rp.contains(&self.target.python) => Some(format!(
+                "it requires Python {rp} and the image has {}",
+                self.target.python
+            )),
+            _ => None,
+        }
     }
 
     /// Whether a yanked `version` of `name` may be chosen (the profile pins it exactly).
@@ -418,22 +505,27 @@ impl DependencyProvider for Provider<'_, '_> {
         let Some(name) = package.name() else {
             return Ok(Some(Version::new([0])));
         };
+        self.meter
+            .spend_range(name.as_ref(), range.iter().count() as u64)?;
         let cands = self.candidates(name)?;
         let usable = |c: &&Candidate| {
             range.contains(&c.version) && (!c.yanked || self.yank_ok(name, &c.version))
         };
-        let fin = cands
-            .versions
-            .iter()
-            .filter(usable)
-            .find(|c| !c.version.any_prerelease());
+        // Newest first; final releases before pre-releases unless pre-releases are asked for.
         let allow_pre = self.request.pre || self.pre.contains(name);
-        let pick = if allow_pre {
-            cands.versions.iter().find(usable)
-        } else {
-            fin.or_else(|| cands.versions.iter().find(usable))
-        };
-        Ok(pick.map(|c| c.version.clone()))
+        let in_range = || cands.versions.iter().filter(usable);
+        let finals = in_range().filter(|c| allow_pre || !c.version.any_prerelease());
+        let pres = in_range().filter(|c| !allow_pre && c.version.any_prerelease());
+        for c in finals.chain(pres) {
+            if self.usable(name, &c.version)? {
+                return Ok(Some(c.version.clone()));
+            }
+        }
+        Ok(None)
+    }
+
+    fn should_cancel(&self) -> Result<(), PypiError> {
+        self.meter.check_time()
     }
 
     fn get_dependencies(
@@ -467,19 +559,8 @@ impl DependencyProvider for Provider<'_, '_> {
             Err(why) => return Ok(Dependencies::Unavailable(why)),
         };
         let (meta, _) = &*meta;
-        if &meta.name != name || &meta.version != version {
-            return Ok(Dependencies::Unavailable(format!(
-                "its metadata names `{} {}`",
-                meta.name, meta.version
-            )));
-        }
-        if let Some(rp) = &meta.requires_python {
-            if !rp.contains(&self.target.python) {
-                return Ok(Dependencies::Unavailable(format!(
-                    "it requires Python {rp} and the image has {}",
-                    self.target.python
-                )));
-            }
+        if let Some(why) = self.unusable(name, version, meta) {
+            return Ok(Dependencies::Unavailable(why));
         }
         let env = &self.target.markers;
         match extra {

@@ -6,16 +6,18 @@
 //! of each kind with every attribute the client reads, a METADATA file, and wheels whose
 //! METADATA is stored or deflated; half the mutations of a wheel are directory edits
 //! (`zip_edit`: end records claiming millions of entries or gigabytes of directory, an entry
-//! repeated or renamed to another's name). Properties: every file a page yields has an
-//! absolute URL without a fragment and a non-empty name; a wheel's METADATA is never larger
-//! than the cap, every range the reader asks for lies inside the file and is no longer than
-//! the directory cap, and a wheel whose directory names a path twice yields no METADATA.
+//! repeated or renamed to another's name). Properties ([`check_page`], shared with
+//! `pypi_pages`): every file a page yields has an absolute URL without a fragment and a
+//! non-empty name, a web page's files are on the web (never `file:`), a page yields at most
+//! `MAX_FILES` files and what it yields is linear in its size; a wheel's METADATA is never
+//! larger than the cap, every range the reader asks for lies inside the file and is no longer
+//! than the directory cap, and a wheel whose directory names a path twice yields no METADATA.
 
 use std::io::Write as _;
 
 use arbitrary::{Result, Unstructured};
 use gpuimg::sources::pypi::parsers::{
-    parse_metadata, parse_page, zip_metadata, Ranged, JSON, MAX_METADATA_BYTES,
+    parse_metadata, parse_page, zip_metadata, Ranged, JSON, MAX_FILES, MAX_METADATA_BYTES,
 };
 
 /// The most directory bytes the reader may ask for at once (`zipdir::MAX_DIRECTORY_BYTES`).
@@ -181,29 +183,52 @@ impl Ranged for Mem<'_> {
     }
 }
 
+/// Parse a project page (JSON or HTML) served over HTTPS and check what it yields.
+pub fn check_page(body: &[u8], json: bool) -> Verdict {
+    let base = url::Url::parse("https://index.invalid/simple/demo/").map_err(|e| e.to_string())?;
+    let ct = json.then_some(JSON);
+    let Ok(files) = parse_page(body, ct, &base) else {
+        return Ok("refused");
+    };
+    if files.len() > MAX_FILES {
+        return Err(format!("{} files, over the cap", files.len()));
+    }
+    let mut held = 0usize;
+    for f in &files {
+        let u = url::Url::parse(&f.url).map_err(|e| format!("{}: {e}", f.url))?;
+        if u.fragment().is_some() || f.filename.is_empty() {
+            return Err(format!("a file with a fragment or no name: {f:?}"));
+        }
+        if !matches!(u.scheme(), "http" | "https") {
+            return Err(format!(
+                "a web page names a `{}` file: {}",
+                u.scheme(),
+                f.url
+            ));
+        }
+        held += f.url.len() + f.filename.len() + f.yanked.as_ref().map_or(0, String::len);
+    }
+    // Percent-encoding at most triples a byte; each file may repeat the base.
+    let bound = 8 * body.len() + files.len() * 2 * base.as_str().len();
+    if held > bound {
+        return Err(format!(
+            "{held} bytes of files from a {}-byte page",
+            body.len()
+        ));
+    }
+    Ok(if files.is_empty() {
+        "no files"
+    } else {
+        "files"
+    })
+}
+
 fn check(input: &[u8]) -> Verdict {
     let Some((&tag, body)) = input.split_first() else {
         return Ok("empty");
     };
-    let base = url::Url::parse("https://index.invalid/simple/demo/").map_err(|e| e.to_string())?;
     match tag {
-        HTML | JSON_PAGE => {
-            let ct = (tag == JSON_PAGE).then_some(JSON);
-            let Ok(files) = parse_page(body, ct, &base) else {
-                return Ok("refused");
-            };
-            for f in &files {
-                let u = url::Url::parse(&f.url).map_err(|e| format!("{}: {e}", f.url))?;
-                if u.fragment().is_some() || f.filename.is_empty() {
-                    return Err(format!("a file with a fragment or no name: {f:?}"));
-                }
-            }
-            Ok(if files.is_empty() {
-                "no files"
-            } else {
-                "files"
-            })
-        }
+        HTML | JSON_PAGE => check_page(body, tag == JSON_PAGE),
         META => Ok(match parse_metadata(body) {
             Ok(_) => "accepted",
             Err(_) => "refused",
