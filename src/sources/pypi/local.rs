@@ -4,24 +4,25 @@
 //! Must never block on, or read without a cap from, a path an index names.
 
 use std::io::{self, Read};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-/// Open `path` for reading if it is a regular file: the file and its size. Anything else (a
-/// FIFO, a device, a directory) is an `InvalidInput` error, never a wait.
+/// Open `path` for reading if it is a regular file on a real file system (the one rule of
+/// `user_file`): the file and its size. Anything else (a FIFO, a device, a directory, procfs)
+/// is an `InvalidInput` error, never a wait.
 pub fn open_regular(path: &Path) -> io::Result<(std::fs::File, u64)> {
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-        .open(path)?;
-    let meta = f.metadata()?;
-    if !meta.is_file() {
-        return Err(io::Error::new(
+    use crate::user_file::UserFileError;
+    let f = crate::user_file::open_regular(path).map_err(|e| match e {
+        UserFileError::Open { source, .. } => source,
+        UserFileError::NotRegular { kind, .. } => io::Error::new(
             io::ErrorKind::InvalidInput,
-            "is not a regular file",
-        ));
-    }
-    Ok((f, meta.len()))
+            format!("is a {kind}, not a regular file"),
+        ),
+        UserFileError::Pseudo { fs, .. } => {
+            io::Error::new(io::ErrorKind::InvalidInput, format!("is on {fs}"))
+        }
+    })?;
+    let size = f.metadata()?.len();
+    Ok((f, size))
 }
 
 /// The bytes of the regular file `path`, at most `cap` of them (more is `InvalidData`).
