@@ -209,6 +209,38 @@ fn staging_root_modules_use_only_the_confined_api() {
     }
 }
 
+/// Issue 33, class 1: every program gpuimg starts is started through `host_program` (found in
+/// `PATH`'s absolute directories, run from an empty directory); the self-test's hand-off to the
+/// image's own entrypoint (`selftest/exec.rs`, inside the container) is the one other place.
+#[test]
+fn programs_are_started_only_through_host_program() {
+    let allowed = ["src/host_program.rs", "src/selftest/exec.rs"];
+    let mut sources = Vec::new();
+    files(&root().join("src"), &["rs"], &mut sources);
+    for path in sources {
+        let rel = path
+            .strip_prefix(root())
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        if allowed.contains(&rel.as_str()) || rel.ends_with("tests.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        // Test code (`tests.rs`, `*_tests.rs`, and from the first `#[cfg(test)]` on) may start
+        // what it likes.
+        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        for (n, line) in code.lines().enumerate() {
+            let line = line.split("//").next().unwrap_or("");
+            assert!(
+                !line.contains("Command::new"),
+                "{rel}:{}: a program started by bare `Command::new` may be found through the working directory; use `host_program::Isolated::command`",
+                n + 1
+            );
+        }
+    }
+}
+
 /// The `| module | may use |` table of ARCHITECTURE.md's "Module dependencies" section.
 fn allowed_dependencies() -> std::collections::BTreeMap<String, Vec<String>> {
     let text = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();

@@ -12,6 +12,8 @@ mod common;
 mod thread_peak;
 #[path = "common/wheel_zip.rs"]
 mod wheel_zip;
+#[path = "common/zip64_end.rs"]
+mod zip64_end;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -65,19 +65,7 @@ pub fn with_more_entries(z: &[u8], n: u32) -> Vec<u8> {
         out.extend_from_slice(&[0u8; 16]);
         out.extend_from_slice(format!("{i:07}").as_bytes());
     }
-    let rec_at = out.len() as u64;
     let total = count + u64::from(n);
-    out.extend_from_slice(b"PK\x06\x06");
-    out.extend_from_slice(&44u64.to_le_bytes());
-    out.extend_from_slice(&[45, 3, 45, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
-    for v in [total, total, size + u64::from(n) * 53, offset] {
-        out.extend_from_slice(&v.to_le_bytes());
-    }
-    out.extend_from_slice(b"PK\x06\x07\0\0\0\0");
-    out.extend_from_slice(&rec_at.to_le_bytes());
-    out.extend_from_slice(&1u32.to_le_bytes());
-    out.extend_from_slice(b"PK\x05\x06\0\0\0\0");
-    out.extend_from_slice(&[0xff; 12]);
-    out.extend_from_slice(&[0, 0]);
+    crate::zip64_end::push_zip64_end(&mut out, total, size + u64::from(n) * 53, offset);
     out
 }

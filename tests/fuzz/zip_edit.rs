@@ -6,6 +6,9 @@
 
 use arbitrary::{Arbitrary, Result, Unstructured};
 
+#[path = "../common/zip64_end.rs"]
+mod zip64_end;
+
 /// Entry counts an end record may claim: past the cap (500,000), past 16 and 32 bits.
 const COUNTS: &[u64] = &[
     0,
@@ -104,19 +107,7 @@ fn rebuild(z: &[u8], l: &Layout, cd: &[u8], count: u64, size: u64) -> Vec<u8> {
     let mut out = Vec::with_capacity(l.cd_offset + cd.len() + 98);
     out.extend_from_slice(&z[..l.cd_offset]);
     out.extend_from_slice(cd);
-    let rec_at = out.len() as u64;
-    out.extend_from_slice(b"PK\x06\x06");
-    out.extend_from_slice(&44u64.to_le_bytes());
-    out.extend_from_slice(&[45, 3, 45, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
-    for v in [count, count, size, l.cd_offset as u64] {
-        out.extend_from_slice(&v.to_le_bytes());
-    }
-    out.extend_from_slice(b"PK\x06\x07\0\0\0\0");
-    out.extend_from_slice(&rec_at.to_le_bytes());
-    out.extend_from_slice(&1u32.to_le_bytes());
-    out.extend_from_slice(b"PK\x05\x06\0\0\0\0");
-    out.extend_from_slice(&[0xff; 12]);
-    out.extend_from_slice(&[0, 0]);
+    zip64_end::push_zip64_end(&mut out, count, size, l.cd_offset as u64);
     out
 }
 
