@@ -244,6 +244,38 @@ fn missing_dependency_names_the_chain() {
         c.resolve().unwrap_err().to_string(),
         "Package `nosuch` is not in any configured repository"
     );
+    // Issue 34, item 8: a typo gets the nearest names of the indexes.
+    let c = case("stable", "neds-ghost", "");
+    assert_eq!(
+        c.resolve().unwrap_err().to_string(),
+        "Package `neds-ghost` is not in any configured repository (did you mean `needs-ghost`?)"
+    );
+}
+
+/// Issue 34, item 8, through the CLI: the unknown package is reported at its entry in the
+/// profile (`file:line:column`), with the nearest names, exit 2.
+#[test]
+fn an_unknown_package_is_placed_at_its_entry_with_the_nearest_names() {
+    let f = fixture();
+    let sb = Sandbox::new();
+    std::fs::copy(&f.key, sb.join("repo.gpg")).unwrap();
+    write(
+        &sb.join("t.yaml"),
+        "name: t\nbase:\n  apt:\n    mirror: ${REPO}\n    suite: stable\n    packages: [alt-b, neds-ghost]\n    keyring: repo.gpg\n",
+    );
+    let o = run(sb
+        .gpuimg()
+        .env("REPO", &f.url)
+        .arg("lock")
+        .arg(sb.join("t.yaml")));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{err}");
+    assert!(
+        errors[0].contains("t.yaml:6:23: base.apt.packages: Package `neds-ghost` is not in any configured repository (did you mean `needs-ghost`?)"),
+        "{err}"
+    );
 }
 
 #[test]

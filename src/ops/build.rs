@@ -280,7 +280,8 @@ fn apt_facts(
     aopts.prefer = prefer.to_vec();
     let mut packages = match &settled.debs {
         Some(d) => d.clone(),
-        None => apt::resolve(spec, &profile.platform, &profile.dir, &aopts, obs)?,
+        None => apt::resolve(spec, &profile.platform, &profile.dir, &aopts, obs)
+            .map_err(|e| super::apt_error_at(profile, e))?,
     };
     packages.sort_by(|a, b| (&a.name, &a.architecture).cmp(&(&b.name, &b.architecture)));
     let cache = Cache::open(&req.options.cache_root).map_err(|source| BuildError::Cache {

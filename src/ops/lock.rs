@@ -67,7 +67,8 @@ pub fn lock(
             &profile.dir,
             &aopts,
             obs,
-        )?;
+        )
+        .map_err(|e| super::apt_error_at(profile, e))?;
         super::stack::check_apt_agreement(profile, &roots, &resolved)?;
         debs = Some(resolved);
     }

@@ -142,3 +142,22 @@ impl OpsError {
         }
     }
 }
+
+/// An apt error, placed at the profile entry it is about where there is one: a package no
+/// repository has is reported at its `base.apt.packages` entry (`file:line:column`).
+pub(crate) fn apt_error_at(profile: &crate::profile::Profile, e: AptError) -> OpsError {
+    if let (AptError::UnknownPackage { name, .. }, crate::profile::Base::Apt(spec)) =
+        (&e, &profile.base)
+    {
+        if let Some(at) = spec.packages.iter().find(|p| &p.value == name) {
+            return OpsError::Profile(ProfileError::Invalid {
+                file: profile.file.clone(),
+                line: at.line,
+                column: at.column,
+                key: "base.apt.packages".into(),
+                message: e.to_string(),
+            });
+        }
+    }
+    OpsError::Apt(e)
+}

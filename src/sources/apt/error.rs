@@ -40,8 +40,11 @@ pub enum AptError {
     },
     #[error("Invalid package index `{url}`: {message}")]
     InvalidIndex { url: String, message: String },
-    #[error("Package `{name}` is not in any configured repository")]
-    UnknownPackage { name: String },
+    #[error(
+        "Package `{name}` is not in any configured repository{}",
+        did_you_mean(near)
+    )]
+    UnknownPackage { name: String, near: Vec<String> },
     #[error("`{text}` is not a package to install ({message}): write `name`, `name=version`, `name (>= version)` or `a | b`")]
     InvalidRoot { text: String, message: String },
     #[error("Cannot install `{root}`: {chain}")]
@@ -99,5 +102,20 @@ impl AptError {
             path,
             source,
         }
+    }
+}
+
+/// ` (did you mean `a` or `b`?)` for the nearest names, or nothing.
+fn did_you_mean(near: &[String]) -> String {
+    match near {
+        [] => String::new(),
+        [one] => format!(" (did you mean `{one}`?)"),
+        many => format!(
+            " (did you mean {}?)",
+            many.iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(" or ")
+        ),
     }
 }

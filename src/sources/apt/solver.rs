@@ -66,7 +66,13 @@ pub fn solve_preferring<'u>(
             .iter()
             .all(|r| u.named(&r.name).is_empty() && u.providers(&r.name).is_empty())
         {
-            return Err(AptError::UnknownPackage { name: name.clone() });
+            return Err(AptError::UnknownPackage {
+                name: name.clone(),
+                near: group
+                    .first()
+                    .map(|r| u.nearest_names(&r.name))
+                    .unwrap_or_default(),
+            });
         }
         match st.choose(&group)? {
             Ok(id) => {

@@ -241,6 +241,33 @@ impl Universe {
         out
     }
 
+    /// Up to three package names of the indexes nearest to `name` (a typo: at most two edits,
+    /// or a third of the name), nearest first, then by name. Only asked on an error: it scans
+    /// every name once.
+    pub fn nearest_names(&self, name: &str) -> Vec<String> {
+        let limit = 2.max(name.len() / 3);
+        let mut near: Vec<(usize, String)> = Vec::new();
+        let mut consider = |cand: &str| {
+            if cand != name && cand.len().abs_diff(name.len()) <= limit {
+                let d = strsim::damerau_levenshtein(name, cand);
+                if d <= limit {
+                    near.push((d, cand.to_string()));
+                }
+            }
+        };
+        for n in self.by_name.keys().chain(self.providers.keys()) {
+            consider(n);
+        }
+        for m in &self.mapped {
+            for &i in &m.map.by_name {
+                consider(m.name(i));
+            }
+        }
+        near.sort();
+        near.dedup();
+        near.into_iter().take(3).map(|(_, n)| n).collect()
+    }
+
     /// Stanza ids of packages that provide `name` (once per `Provides` entry), in index order.
     pub fn providers(&self, name: &str) -> Vec<usize> {
         let mut out = self.providers.get(name).cloned().unwrap_or_default();
