@@ -248,3 +248,34 @@ fn quoted_input_is_capped_and_escaped_and_procfs_is_never_read() {
     assert!(!e.trim_end().chars().any(char::is_control), "{e:?}");
     assert!(e.contains("\\u{1b}[31m"), "{e}");
 }
+
+/// Issue 34, item 1 (the self-test's part): an image whose entrypoint cannot start on its
+/// platform is never built. `platform: linux/arm64`, `gpus: [GH200]` with the (x86_64)
+/// self-test is refused naming the binary, its machine and the platform; without the
+/// self-test it builds.
+#[test]
+fn a_selftest_for_another_machine_is_refused_naming_both() {
+    let dir = Sandbox::new();
+    write(&dir.join("rootfs/etc/hostname"), "t\n");
+    let e = fails_cleanly(
+        &dir,
+        "name: t\nplatform: linux/arm64\nbase:\n  rootfs: ./rootfs\nhost:\n  gpus: [GH200]\n",
+        "cannot start on `linux/arm64`",
+    );
+    assert!(
+        e.contains("gpuimg-selftest") && e.contains("an ELF file for x86_64"),
+        "{e}"
+    );
+    let p = dir.join("profile.yaml");
+    write(
+        &p,
+        "name: t\nplatform: linux/arm64\nbase:\n  rootfs: ./rootfs\nhost:\n  gpus: [GH200]\nselftest: {enabled: false}\n",
+    );
+    run_ok(
+        dir.gpuimg()
+            .arg("build")
+            .arg(&p)
+            .arg("-o")
+            .arg(dir.join("out")),
+    );
+}

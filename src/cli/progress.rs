@@ -82,7 +82,8 @@ impl Observer for Progress {
         if !self.warnings {
             return;
         }
-        self.above(&format!("warning: {text}"));
+        // Bounded as errors are: quoted input capped, control characters escaped.
+        self.above(&format!("warning: {}", crate::error_line::bounded(text)));
     }
 
     fn task_start(&mut self, label: &str, total_bytes: Option<u64>) {

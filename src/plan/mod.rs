@@ -630,11 +630,7 @@ fn loader(
 
 /// The ELF machine number of a platform machine name (`x86_64` → 62).
 fn machine(name: &str) -> u16 {
-    match name {
-        "x86_64" => 62,
-        "aarch64" => 183,
-        _ => 0,
-    }
+    crate::elf::machine::of_name(name)
 }
 
 #[cfg(test)]
