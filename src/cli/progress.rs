@@ -189,13 +189,24 @@ fn done_line(label: &str, bytes: u64, secs: f64, summary: &str) -> String {
         }
         return format!("{label:>12} cached ({summary})");
     }
-    let secs = secs.max(1e-6);
+    // A rate is shown only where it was measured over a time worth the name; sizes in the
+    // unit that keeps them readable (never "0.0 MB", "0 MB/s").
+    if secs < 0.1 {
+        return format!(
+            "{label:>12} {summary} ({} in {secs:.2}s)",
+            human(bytes as f64)
+        );
+    }
     format!(
-        "{label:>12} {summary} ({:.1} MB in {:.2}s, {:.0} MB/s)",
-        bytes as f64 / 1e6,
-        secs,
-        bytes as f64 / secs / 1e6
+        "{label:>12} {summary} ({} in {secs:.2}s, {}/s)",
+        human(bytes as f64),
+        human(bytes as f64 / secs)
     )
+}
+
+/// `bytes` in decimal units (`512 B`, `12.3 kB`, `25.0 MB`, `1.20 GB`).
+fn human(bytes: f64) -> String {
+    crate::byte_size::ByteSize(bytes as u64).to_string()
 }
 
 #[cfg(test)]
@@ -229,9 +240,16 @@ mod tests {
     fn a_task_that_moved_bytes_reports_size_time_and_rate() {
         assert_eq!(
             done_line("packages", 25_000_000, 2.0, "12 files"),
-            "    packages 12 files (25.0 MB in 2.00s, 12 MB/s)"
+            "    packages 12 files (25.0 MB in 2.00s, 12.5 MB/s)"
         );
-        // A task too fast to time still prints a finite rate.
-        assert!(!done_line("indexes", 1_000, 0.0, "1 files").contains("inf"));
+        // Issue 34, item 9: a task too fast to time prints no rate, small sizes their unit.
+        assert_eq!(
+            done_line("base", 1_234, 0.04, "d75b03454461 → 1 files"),
+            "        base d75b03454461 → 1 files (1.2 kB in 0.04s)"
+        );
+        assert_eq!(
+            done_line("indexes", 512, 0.5, "1 files"),
+            "     indexes 1 files (512 B in 0.50s, 1.0 kB/s)"
+        );
     }
 }

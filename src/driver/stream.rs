@@ -211,10 +211,10 @@ impl<'a> Streams<'a> {
         }
         let blob = writer.finish(self.cache, tree, None)?;
         obs.message(&format!(
-            "{component:>12} {} → {:.1} MB ({:.1} MB, {})",
+            "{component:>12} {} → {} ({}, {})",
             &blob.digest.hex()[..12],
-            blob.size as f64 / 1e6,
-            blob.uncompressed_size as f64 / 1e6,
+            crate::byte_size::ByteSize(blob.size),
+            crate::byte_size::ByteSize(blob.uncompressed_size),
             if again {
                 "written after the unpack"
             } else {

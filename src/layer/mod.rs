@@ -19,6 +19,7 @@ mod sizes;
 mod stream;
 mod tar_writer;
 
+use crate::byte_size::ByteSize;
 use std::collections::BTreeMap;
 use std::io;
 
@@ -125,17 +126,17 @@ pub fn write_layer(
         uncompressed_size,
         ..
     } = rec.clone();
-    let mut detail = format!("{} → {:.1} MB", short(&digest), size as f64 / 1e6);
+    let mut detail = format!("{} → {}", short(&digest), ByteSize(size));
     if outcome.reused_bytes > 0 {
         detail.push_str(&format!(
-            ", {:.1} MB of compressed blocks reused",
-            outcome.reused_bytes as f64 / 1e6
+            ", {} of compressed blocks reused",
+            ByteSize(outcome.reused_bytes)
         ));
     }
     if outcome.streamed_bytes > 0 {
         detail.push_str(&format!(
-            ", {:.1} MB copied as the wheels' deflate streams",
-            outcome.streamed_bytes as f64 / 1e6
+            ", {} copied as the wheels' deflate streams",
+            ByteSize(outcome.streamed_bytes)
         ));
     }
     obs.task_done(component, uncompressed_size, &detail);
