@@ -257,3 +257,39 @@ fn catalog_overlay_flag_and_config_dir() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Issue 34, item 9: the shipped profiles and the template resolve without a warning, but for
+/// the one that is built to run by minor-version compatibility on the lent GPU machine's 580
+/// driver (`pytorch-h200`: CUDA 13.2 needs 595), whose warnings are listed here.
+#[test]
+fn shipped_profiles_resolve_without_warnings() {
+    let sb = Sandbox::new();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(root.join("profiles"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    paths.push(root.join("templates/profile.yaml"));
+    paths.sort();
+    assert!(paths.len() >= 6, "{paths:?}");
+    for p in paths {
+        let o = common::run(sb.gpuimg().args(["resolve", "--json"]).arg(&p));
+        assert_eq!(o.status.code(), Some(0), "{}: {o:?}", p.display());
+        let warnings: Vec<String> = json(&o)["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w.as_str().unwrap().to_string())
+            .collect();
+        if p.ends_with("pytorch-h200.yaml") {
+            assert!(
+                warnings.iter().all(|w| w.contains("minor-version compatibility")
+                    || w.contains("Unverified fact")),
+                "{warnings:?}"
+            );
+        } else {
+            assert!(warnings.is_empty(), "{}: {warnings:?}", p.display());
+        }
+    }
+}
