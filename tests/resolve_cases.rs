@@ -14,6 +14,8 @@ enum Expect {
     Host(&'static str, Option<&'static str>),
     /// Resolves and warns with text containing this.
     Warn(&'static str),
+    /// Resolves with this kernel-module flavour (`open`, `proprietary`, `any`).
+    Module(&'static str),
     /// Says "no"; the explanation contains each of these.
     No(&'static [&'static str]),
 }
@@ -97,6 +99,8 @@ const CASES: &[Case] = &[
     // A GPU whose first driver no source gives is never "any driver": strict admits only the
     // releases known to drive it, minor and forward say it is unknown when the answer reaches below.
     c("nv-ogkm", "host: {gpus: [H200], driver: '<535'}\nstack: {cuda: '12.4'}", Warn("Unverified fact decides part of this answer: H200's first driver is not known; the first release known to drive it is 550.40.65, the first open kernel module that lists it")),
+    c("nv-ogkm", "host: {gpus: [H200], driver: '<535'}\nstack: {cuda: '12.4'}", Module("proprietary")),
+    c("nv-ogkm", "host: {gpus: [H200]}\nstack: {cuda: '12.4'}", Module("any")),
     c("nv-ogkm", "compat: forward\nhost: {gpus: [H200], driver: '<535'}\nstack: {cuda: '12.4'}", Warn("H200's first driver is not known")),
     c("nv-ogkm", "compat: strict\nhost: {gpus: [H200], driver: '<535'}\nstack: {cuda: '12.4'}", No(&["H200's first driver is not known; the first release known to drive it is 550.40.65", "compat is strict", "host.driver is `<535`"])),
     c("nv-ogkm", "compat: strict\nhost: {gpus: [H200], driver: '<535'}", No(&["H200's first driver is not known", "(unverified)"])),
@@ -186,6 +190,13 @@ fn run(case: &Case, catalog: &Catalog) -> Result<(), String> {
                 }
             }
             Ok(())
+        }
+        (Module(m), Ok(r)) => {
+            let have = format!("{:?}", r.host.kernel_module).to_lowercase();
+            match have == *m {
+                true => Ok(()),
+                false => Err(format!("kernel module: want {m}, got {have}")),
+            }
         }
         (Warn(w), Ok(r)) => match r.warnings.iter().any(|x| x.contains(w)) {
             true => Ok(()),

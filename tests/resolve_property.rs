@@ -404,6 +404,15 @@ proptest! {
                     let ok = driver_ok(c, &req, &ch, &d);
                     prop_assert_eq!(inside, ok, "driver {} (range {}) for {:?}", d, res.host.driver, res.components);
                 }
+                // A range wholly below a GPU's first open-module listing is the proprietary module's.
+                let inside: Vec<Version> = driver_points(c).into_iter().filter(|d| res.host.driver.contains(d)).collect();
+                for g in gpus_of(&req) {
+                    if let Some(m) = &g.open_min_driver {
+                        if !inside.is_empty() && inside.iter().all(|d| d < m) {
+                            prop_assert_eq!(res.host.kernel_module, KernelModule::Proprietary, "{} below {} in {}", g.name, m, res.host.driver);
+                        }
+                    }
+                }
                 // Minor and forward: a GPU whose first driver is unknown, in a range reaching
                 // below the releases known to drive it, is said to be unknown.
                 for g in gpus_of(&req) {

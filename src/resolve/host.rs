@@ -440,6 +440,16 @@ pub(super) fn host_range(
             );
         }
     }
+    // The open module lists a GPU from its `open_min_driver` on: a range wholly below it is
+    // driven by the proprietary module only.
+    let mut flavours = flavours;
+    for gpu in req.gpus.iter().filter_map(GpuTarget::gpu) {
+        if let (true, Some(m)) = (flavours.len() > 1, &gpu.open_min_driver) {
+            if !driver.overlaps(&VersionSet::at_least(m)) {
+                flavours.retain(|f| *f != ModuleFlavour::Open);
+            }
+        }
+    }
     let module = match flavours.as_slice() {
         [ModuleFlavour::Open] => KernelModule::Open,
         [ModuleFlavour::Proprietary] => KernelModule::Proprietary,
