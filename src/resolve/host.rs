@@ -3,7 +3,10 @@
 //!
 //! A GPU whose first driver is `unknown` is never read as "any driver": `compat: strict` admits
 //! only the releases known to drive it (none known: "no"), `minor` and `forward` warn when the
-//! answer reaches below them. When the driver range becomes empty, the conflict names the requirement that emptied it and
+//! answer reaches below them. A range wholly below a GPU's first open-module listing is the
+//! proprietary module's.
+//!
+//! When the driver range becomes empty, the conflict names the requirement that emptied it and
 //! the earlier one it collides with. Pure: reads the catalog, the request and the pick only.
 
 use crate::catalog::{BranchKind, Catalog, DriverBranch, DriverFloor, Gpu, ModuleFlavour};
