@@ -1,7 +1,7 @@
 //! The embedded catalog loads and holds together: references resolve, no duplicate versions,
 //! versions parse; overlays add and replace records; broken overlays fail with the file named.
 
-use gpuimg::catalog::{Catalog, CatalogError};
+use gpuimg::catalog::{Catalog, CatalogError, DriverFloor};
 
 #[test]
 fn embedded_catalog_is_valid() {
@@ -79,8 +79,8 @@ fn overlay_adds_and_replaces_records() {
     std::fs::write(
         &p,
         "sources:\n- {id: site, url: 'https://example.invalid/notes'}\n\
-         gpus:\n- {name: H100, cc: '9.0', arch: hopper, datacenter: true, modules: [open], source: [site]}\n\
-         - {name: Site GPU, cc: '9.0', arch: hopper, datacenter: true, modules: [open], source: [site]}\n",
+         gpus:\n- {name: H100, cc: '9.0', arch: hopper, datacenter: true, modules: [open], min_driver: unknown, source: [site]}\n\
+         - {name: Site GPU, cc: '9.0', arch: hopper, datacenter: true, modules: [open], min_driver: '560', source: [site]}\n",
     )
     .unwrap();
     let c = Catalog::load_exactly(&[p]).unwrap();
@@ -104,4 +104,36 @@ fn broken_overlays_name_the_file() {
     std::fs::write(&p, "gpus:\n- {name: X, cc: '9.0', arch: a, datacenter: true, modules: [open], source: [nowhere]}\n").unwrap();
     let e = Catalog::load_exactly(&[p]).unwrap_err().to_string();
     assert!(e.contains("unknown source `nowhere`"), "{e}");
+}
+
+/// A GPU's first driver is a version or `unknown`, said so; a record with neither would read as
+/// "any driver drives it" and is refused, the file and the GPU named.
+#[test]
+fn an_overlay_gpu_must_state_its_first_driver() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("site.yaml");
+    std::fs::write(&p, "gpus:\n- {name: X, cc: '9.0', arch: hopper, datacenter: true, modules: [open], source: [nv-cuda-gpus]}\n").unwrap();
+    let e = Catalog::load_exactly(std::slice::from_ref(&p))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("GPU X states no `min_driver` (its first driver, or `unknown`)"),
+        "{e}"
+    );
+
+    std::fs::write(&p, "gpus:\n- {name: X, cc: '9.0', arch: hopper, datacenter: true, modules: [open], min_driver: soon, source: [nv-cuda-gpus]}\n").unwrap();
+    let e = Catalog::load_exactly(std::slice::from_ref(&p)).unwrap_err();
+    assert!(matches!(e, CatalogError::Parse { .. }), "{e}");
+    assert!(
+        e.to_string()
+            .contains("`min_driver` is a version or `unknown`"),
+        "{e}"
+    );
+
+    std::fs::write(&p, "gpus:\n- {name: X, cc: '9.0', arch: hopper, datacenter: true, modules: [open], min_driver: unknown, source: [nv-cuda-gpus]}\n").unwrap();
+    let c = Catalog::load_exactly(&[p]).expect("`unknown` is a stated first driver");
+    assert_eq!(
+        c.gpu("X").and_then(|g| g.min_driver.clone()),
+        Some(DriverFloor::Unknown)
+    );
 }

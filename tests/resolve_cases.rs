@@ -14,6 +14,8 @@ enum Expect {
     Host(&'static str, Option<&'static str>),
     /// Resolves and warns with text containing this.
     Warn(&'static str),
+    /// Resolves with this kernel-module flavour (`open`, `proprietary`, `any`).
+    Module(&'static str),
     /// Says "no"; the explanation contains each of these.
     No(&'static [&'static str]),
 }
@@ -94,6 +96,20 @@ const CASES: &[Case] = &[
     c("nv-blog-open-modules", "host: {gpus: [V100, B200]}", No(&["no kernel-module flavour drives every listed GPU"])),
     c("nv-ogkm", "host: {gpus: [H200], kernel_module: open}\nstack: {cuda: '12.4'}", Host(">=550.40.65", None)),
     c("nv-ogkm", "host: {gpus: [H200]}\nstack: {cuda: '12.4'}", Host(">=525.60.13", None)),
+    // A GPU whose first driver no source gives is never "any driver": strict admits only the
+    // releases known to drive it, minor and forward say it is unknown when the answer reaches below.
+    c("nv-ogkm", "host: {gpus: [H200], driver: '<535'}\nstack: {cuda: '12.4'}", Warn("Unverified fact decides part of this answer: H200's first driver is not known; the first release known to drive it is 550.40.65, the first open kernel module that lists it")),
+    c("nv-ogkm", "host: {gpus: [H200], driver: '<535'}\nstack: {cuda: '12.4'}", Module("proprietary")),
+    c("nv-ogkm", "host: {gpus: [H200]}\nstack: {cuda: '12.4'}", Module("any")),
+    c("nv-ogkm", "compat: forward\nhost: {gpus: [H200], driver: '<535'}\nstack: {cuda: '12.4'}", Warn("H200's first driver is not known")),
+    c("nv-ogkm", "compat: strict\nhost: {gpus: [H200], driver: '<535'}\nstack: {cuda: '12.4'}", No(&["H200's first driver is not known; the first release known to drive it is 550.40.65", "compat is strict", "host.driver is `<535`"])),
+    c("nv-ogkm", "compat: strict\nhost: {gpus: [H200], driver: '<535'}", No(&["H200's first driver is not known", "(unverified)"])),
+    c("nv-ogkm", "compat: strict\nhost: {gpus: [H200]}\nstack: {cuda: '12.4'}", Host(">=550.54.15", None)),
+    c("nv-ogkm", "compat: strict\nhost: {gpus: [L40S]}\nstack: {cuda: '12.0'}", Host(">=535.43.09", None)),
+    c("nv-dc-arch-matrix", "compat: strict\nhost: {gpus: [V100]}\nstack: {cuda: '12'}", Host(">=580,<581", None)),
+    c("nv-dc-arch-matrix", "host: {gpus: [V100]}\nstack: {cuda: '12'}", Warn("V100's first driver is not known; the first release known to drive it is R580, its last branch")),
+    c("nv-cuda-gpus", "compat: strict\nhost: {gpus: [GB10]}\nstack: {cuda: '12.9'}", No(&["GB10's first driver is not known", "compat: strict cannot be met on GB10"])),
+    c("nv-cuda-gpus", "host: {gpus: [GB10]}\nstack: {cuda: '12.9'}", Warn("GB10's first driver is not known [nv-cuda-gpus] (unverified)")),
     // Minimum kernel per branch (open-gpu-kernel-modules README).
     c("nv-ogkm", "host: {gpus: [H200], kernel: '<4'}\nstack: {cuda: '12.4'}", Host(">=525.60.13,<555", Some(">=3.10,<4"))),
     c("nv-ogkm", "host: {gpus: [H200], kernel: '<4'}\nstack: {cuda: '13.0'}", No(&["need Linux >= 4.15", "host.kernel is `<4`"])),
@@ -174,6 +190,13 @@ fn run(case: &Case, catalog: &Catalog) -> Result<(), String> {
                 }
             }
             Ok(())
+        }
+        (Module(m), Ok(r)) => {
+            let have = format!("{:?}", r.host.kernel_module).to_lowercase();
+            match have == *m {
+                true => Ok(()),
+                false => Err(format!("kernel module: want {m}, got {have}")),
+            }
         }
         (Warn(w), Ok(r)) => match r.warnings.iter().any(|x| x.contains(w)) {
             true => Ok(()),

@@ -52,6 +52,33 @@ fn compatible_profile_exits_0_with_documented_json() {
     assert_eq!(keys, ["components", "host", "ok", "warnings"]);
 }
 
+/// A GPU whose first driver no source gives (H200's) is never read as "any driver": minor says
+/// so and names the only module flavour the catalog lists there; strict says no (exit 1).
+#[test]
+fn unknown_first_driver_is_said_not_assumed() {
+    let d = Sandbox::new();
+    let body = "host:\n  gpus: [H200]\n  driver: \"<535\"\nstack:\n  cuda: \"12.4\"\n";
+    let p = profile(d.path(), "p.yaml", body);
+    let out = gpuimg(&["resolve", p.to_str().unwrap()], &d);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("  host module proprietary\n"), "{text}");
+    assert!(
+        text.contains("warning: Unverified fact decides part of this answer: H200's first driver is not known; the first release known to drive it is 550.40.65"),
+        "{text}"
+    );
+    let p = profile(d.path(), "s.yaml", &format!("compat: strict\n{body}"));
+    let out = gpuimg(&["resolve", p.to_str().unwrap()], &d);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.starts_with("no: ")
+            && text.contains("H200's first driver is not known")
+            && text.contains("compat is strict [profile]"),
+        "{text}"
+    );
+}
+
 #[test]
 fn incompatible_profile_exits_1_with_explanation() {
     let d = Sandbox::new();

@@ -2,7 +2,9 @@
 //! constraint when checked by an independent checker written here (point by point, not with
 //! interval sets), and when it says "no", brute force over the catalog finds nothing either.
 
-use gpuimg::catalog::{Catalog, CudaRelease, Gpu, ModuleFlavour, PytorchRelease, PytorchVariant};
+use gpuimg::catalog::{
+    Catalog, CudaRelease, DriverFloor, Gpu, ModuleFlavour, PytorchRelease, PytorchVariant,
+};
 use gpuimg::profile::{CompatMode, KernelModule};
 use gpuimg::resolve::{resolve_request, Component, GpuTarget, Request, ResolveError};
 use gpuimg::version::{Constraint, Version};
@@ -157,6 +159,12 @@ fn flavours(req: &Request) -> Vec<ModuleFlavour> {
         .collect()
 }
 
+/// The lowest release the catalog says drives `g`: its first open-module listing or its last branch.
+fn first_known_driver(g: &Gpu) -> Option<Version> {
+    let last = g.last_branch.map(|b| Version::from_fields(&[b]));
+    g.open_min_driver.iter().cloned().chain(last).min()
+}
+
 /// One driver version `d`, checked rule by rule.
 fn driver_ok(c: &Catalog, req: &Request, ch: &Choice, d: &Version) -> bool {
     if req.driver.as_ref().is_some_and(|k| !k.matches(d)) {
@@ -184,7 +192,14 @@ fn driver_ok(c: &Catalog, req: &Request, ch: &Choice, d: &Version) -> bool {
     }
     let open_only = flavours(req) == [ModuleFlavour::Open];
     for g in gpus_of(req) {
-        if g.min_driver.as_ref().is_some_and(|m| d < m) || g.last_branch.is_some_and(|l| major > l)
+        let floor = g.min_driver.as_ref().and_then(DriverFloor::known);
+        if floor.is_some_and(|m| d < m) || g.last_branch.is_some_and(|l| major > l) {
+            return false;
+        }
+        // First driver unknown: strict admits only the releases known to drive it.
+        if floor.is_none()
+            && req.compat == CompatMode::Strict
+            && first_known_driver(g).is_none_or(|k| d < &k)
         {
             return false;
         }
@@ -239,7 +254,7 @@ fn driver_points(c: &Catalog) -> Vec<Version> {
             .map(|f| f.minor_compat_driver.clone()),
     );
     for g in &c.gpus {
-        pts.extend(g.min_driver.iter().cloned());
+        pts.extend(g.min_driver.as_ref().and_then(DriverFloor::known).cloned());
         pts.extend(g.open_min_driver.iter().cloned());
     }
     for r in &c.cudnn {
@@ -388,6 +403,28 @@ proptest! {
                     let inside = res.host.driver.contains(&d);
                     let ok = driver_ok(c, &req, &ch, &d);
                     prop_assert_eq!(inside, ok, "driver {} (range {}) for {:?}", d, res.host.driver, res.components);
+                }
+                // A range wholly below a GPU's first open-module listing is the proprietary module's.
+                let inside: Vec<Version> = driver_points(c).into_iter().filter(|d| res.host.driver.contains(d)).collect();
+                for g in gpus_of(&req) {
+                    if let Some(m) = &g.open_min_driver {
+                        if !inside.is_empty() && inside.iter().all(|d| d < m) {
+                            prop_assert_eq!(res.host.kernel_module, KernelModule::Proprietary, "{} below {} in {}", g.name, m, res.host.driver);
+                        }
+                    }
+                }
+                // Minor and forward: a GPU whose first driver is unknown, in a range reaching
+                // below the releases known to drive it, is said to be unknown.
+                for g in gpus_of(&req) {
+                    if req.compat == CompatMode::Strict || g.min_driver.as_ref().and_then(DriverFloor::known).is_some() {
+                        continue;
+                    }
+                    let below = match first_known_driver(g) {
+                        Some(k) => driver_points(c).iter().any(|d| d < &k && res.host.driver.contains(d)),
+                        None => true,
+                    };
+                    let said = res.warnings.iter().any(|w| w.contains(&format!("{}'s first driver is not known", g.name)));
+                    prop_assert!(!below || said, "no warning for {} in {}: {:?}", g.name, res.host.driver, res.warnings);
                 }
             }
             Err(ResolveError::Incompatible(e)) => {

@@ -27,8 +27,9 @@ pub use libraries::{
 };
 pub use records::{
     BranchKind, CatalogFile, CcSupport, CudaFamily, CudaRelease, CudnnBuild, CudnnRelease,
-    DriverBranch, Gpu, JaxRelease, JaxVariant, ModuleFlavour, NcclRelease, PythonRelease,
-    PytorchRelease, PytorchVariant, Source, StackDebs, StackWheels, TensorflowRelease,
+    DriverBranch, DriverFloor, Gpu, JaxRelease, JaxVariant, ModuleFlavour, NcclRelease,
+    PythonRelease, PytorchRelease, PytorchVariant, Source, StackDebs, StackWheels,
+    TensorflowRelease,
 };
 pub use strip_table::{
     strip_table, strip_table_text, FileTerms, GpuFile, PackageKind, PackageStrip, StripTableError,

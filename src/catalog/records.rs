@@ -160,9 +160,10 @@ pub struct Gpu {
     pub datacenter: bool,
     /// Kernel-module flavours that drive it.
     pub modules: Vec<ModuleFlavour>,
-    /// First driver known to support it (any flavour).
+    /// First driver known to support it (any flavour), or `unknown` where no source gives it.
+    /// Required: a record without it is refused by validation (absent is never "any driver").
     #[serde(default)]
-    pub min_driver: Option<Version>,
+    pub min_driver: Option<DriverFloor>,
     /// First open-module release that lists it.
     #[serde(default)]
     pub open_min_driver: Option<Version>,
@@ -177,6 +178,43 @@ pub struct Gpu {
     pub unverified: Vec<String>,
     #[serde(default)]
     pub note: Option<String>,
+}
+
+/// A GPU's first driver: a version a source gives, or `unknown`, stated as such.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DriverFloor {
+    Known(Version),
+    Unknown,
+}
+
+impl DriverFloor {
+    pub fn known(&self) -> Option<&Version> {
+        match self {
+            DriverFloor::Known(v) => Some(v),
+            DriverFloor::Unknown => None,
+        }
+    }
+}
+
+impl Serialize for DriverFloor {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            DriverFloor::Known(v) => v.serialize(s),
+            DriverFloor::Unknown => s.serialize_str("unknown"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for DriverFloor {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        if s == "unknown" {
+            return Ok(DriverFloor::Unknown);
+        }
+        s.parse().map(DriverFloor::Known).map_err(|e| {
+            serde::de::Error::custom(format!("`min_driver` is a version or `unknown`: {e}"))
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]

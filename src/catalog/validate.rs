@@ -1,6 +1,7 @@
 //! Checks that the merged catalog holds together, one named check per rule: every source id
 //! resolves, every pinned cuDNN/NCCL version has a record, every CUDA release has a family,
-//! every GPU's compute capability is known, `unverified` names a fact the record has.
+//! every GPU's compute capability is known, every GPU states its first driver (a version or
+//! `unknown`: absent is never "any driver"), `unverified` names a fact the record has.
 
 use std::collections::BTreeSet;
 
@@ -25,6 +26,7 @@ pub(super) fn validate(c: &Catalog) -> Result<(), CatalogError> {
     pins_have_records(c, &mut problems);
     families_and_ccs_exist(c, &mut problems);
     gpu_names_unique(c, &mut problems);
+    gpu_floors_stated(c, &mut problems);
     if problems.is_empty() {
         Ok(())
     } else {
@@ -201,5 +203,64 @@ fn gpu_names_unique(c: &Catalog, problems: &mut Vec<String>) {
                 problems.push(format!("GPU name or alias `{n}` is used twice"));
             }
         }
+    }
+}
+
+/// A GPU's first driver is a fact or explicitly `unknown`; a record that says neither would
+/// read as "any driver drives it".
+fn gpu_floors_stated(c: &Catalog, problems: &mut Vec<String>) {
+    for g in &c.gpus {
+        if g.min_driver.is_none() {
+            problems.push(format!(
+                "GPU {} states no `min_driver` (its first driver, or `unknown`)",
+                g.name
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::DriverFloor;
+
+    #[test]
+    fn every_embedded_gpu_states_its_first_driver() {
+        let c = Catalog::embedded().expect("embedded catalog");
+        for g in &c.gpus {
+            assert!(
+                g.min_driver.is_some(),
+                "GPU {} states no min_driver",
+                g.name
+            );
+        }
+        // nv-gpuop-b200 gives B200's; no source gives H200's.
+        let b200 = c.gpu("B200").and_then(|g| g.min_driver.clone());
+        assert_eq!(
+            b200.as_ref()
+                .and_then(DriverFloor::known)
+                .map(|v| v.to_string()),
+            Some("570.133.20".to_string())
+        );
+        assert_eq!(
+            c.gpu("H200").and_then(|g| g.min_driver.clone()),
+            Some(DriverFloor::Unknown)
+        );
+    }
+
+    #[test]
+    fn a_gpu_without_a_first_driver_is_refused() {
+        let mut c = Catalog::embedded().expect("embedded catalog");
+        let Some(h200) = c.gpus.iter_mut().find(|g| g.name == "H200") else {
+            panic!("H200 in the catalog");
+        };
+        h200.min_driver = None;
+        let e = validate(&c)
+            .expect_err("a GPU without min_driver validated")
+            .to_string();
+        assert!(
+            e.contains("GPU H200 states no `min_driver` (its first driver, or `unknown`)"),
+            "{e}"
+        );
     }
 }

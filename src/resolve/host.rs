@@ -1,10 +1,15 @@
 //! The host side of a pick: the admissible driver and kernel ranges and the kernel-module
 //! flavour, as intersections of requirements that each carry the facts they rest on.
 //!
+//! A GPU whose first driver is `unknown` is never read as "any driver": `compat: strict` admits
+//! only the releases known to drive it (none known: "no"), `minor` and `forward` warn when the
+//! answer reaches below them. A range wholly below a GPU's first open-module listing is the
+//! proprietary module's.
+//!
 //! When the driver range becomes empty, the conflict names the requirement that emptied it and
 //! the earlier one it collides with. Pure: reads the catalog, the request and the pick only.
 
-use crate::catalog::{BranchKind, Catalog, DriverBranch, ModuleFlavour};
+use crate::catalog::{BranchKind, Catalog, DriverBranch, DriverFloor, Gpu, ModuleFlavour};
 use crate::profile::{CompatMode, KernelModule};
 use crate::version::{Version, VersionSet};
 
@@ -54,6 +59,33 @@ fn excluded_names(cat: &Catalog, keep: impl Fn(&DriverBranch) -> bool) -> (Strin
         _ => String::new(),
     };
     (names, sources)
+}
+
+/// For a GPU whose first driver no source gives: the fact saying so, and the lowest release
+/// the catalog knows to drive it (the first open-module release listing it, or its last branch).
+fn unknown_floor(gpu: &Gpu) -> (Fact, Option<Version>) {
+    let open = gpu.open_min_driver.as_ref().map(|v| {
+        (
+            v.clone(),
+            format!("{v}, the first open kernel module that lists it"),
+        )
+    });
+    let last = gpu
+        .last_branch
+        .map(|b| (Version::from_fields(&[b]), format!("R{b}, its last branch")));
+    let known = match (open, last) {
+        (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
+        (a, b) => a.or(b),
+    };
+    let text = match &known {
+        Some((_, what)) => format!(
+            "{}'s first driver is not known; the first release known to drive it is {what}",
+            gpu.name
+        ),
+        None => format!("{}'s first driver is not known", gpu.name),
+    };
+    let fact = Fact::new(text, &cc_sources(gpu)).unverified_if(true);
+    (fact, known.map(|(v, _)| v))
 }
 
 fn gpu_fact(g: &GpuTarget) -> Fact {
@@ -141,16 +173,36 @@ pub(super) fn host_range(
         });
     }
     // GPUs: first driver, open-module listing, last branch, branches that drive their compute capability.
+    let mut unknown_floors: Vec<(Fact, Option<Version>)> = Vec::new();
     for g in &req.gpus {
         if let Some(gpu) = g.gpu() {
-            if let Some(m) = &gpu.min_driver {
-                reqs.push(Req {
+            match gpu.min_driver.as_ref().and_then(DriverFloor::known) {
+                Some(m) => reqs.push(Req {
                     set: VersionSet::at_least(m),
                     facts: vec![Fact::new(
                         format!("{} needs driver >= {m}", gpu.name),
                         &cc_sources(gpu),
                     )],
-                });
+                }),
+                // Unknown: strict admits only releases known to drive it; minor and forward
+                // warn below when the answer reaches under them.
+                None => {
+                    let (fact, known) = unknown_floor(gpu);
+                    let facts = vec![fact.clone(), Fact::profile("compat is strict")];
+                    match (req.compat, known) {
+                        (CompatMode::Strict, Some(k)) => reqs.push(Req {
+                            set: VersionSet::at_least(&k),
+                            facts,
+                        }),
+                        (CompatMode::Strict, None) => {
+                            return Err(Conflict::new(
+                                facts,
+                                format!("compat: strict cannot be met on {}", gpu.name),
+                            ))
+                        }
+                        (_, known) => unknown_floors.push((fact, known)),
+                    }
+                }
             }
             if let (true, Some(m)) = (open_only, &gpu.open_min_driver) {
                 let unv = gpu.unverified.iter().any(|u| u == "open_min_driver");
@@ -355,6 +407,13 @@ pub(super) fn host_range(
         driver = next;
     }
 
+    // A GPU whose first driver is unknown, in an answer reaching below the releases known to drive it.
+    for (fact, known) in unknown_floors {
+        if known.is_none_or(|k| driver.min().is_none_or(|lo| lo < &k)) {
+            relied.push(fact);
+        }
+    }
+
     // Kernel: the lowest minimum among the branches still admissible.
     let min_kernel = cat
         .drivers
@@ -382,6 +441,16 @@ pub(super) fn host_range(
                 )
                 .unverified_if(true),
             );
+        }
+    }
+    // The open module lists a GPU from its `open_min_driver` on: a range wholly below it is
+    // driven by the proprietary module only.
+    let mut flavours = flavours;
+    for gpu in req.gpus.iter().filter_map(GpuTarget::gpu) {
+        if let (true, Some(m)) = (flavours.len() > 1, &gpu.open_min_driver) {
+            if !driver.overlaps(&VersionSet::at_least(m)) {
+                flavours.retain(|f| *f != ModuleFlavour::Open);
+            }
         }
     }
     let module = match flavours.as_slice() {

@@ -16,6 +16,7 @@ use serde_json::json;
 
 use super::CatalogArgs;
 use crate::cli::{CliError, Settings};
+use crate::profile::KernelModule;
 use crate::resolve::{Resolution, ResolveError};
 
 #[derive(Debug, clap::Args)]
@@ -107,6 +108,11 @@ fn print_text(r: &Resolution) {
     if !r.is_empty() {
         outln!("  host driver {}", r.host.driver);
         outln!("  host kernel {}", r.host.kernel);
+        match r.host.kernel_module {
+            KernelModule::Open => outln!("  host module open"),
+            KernelModule::Proprietary => outln!("  host module proprietary"),
+            KernelModule::Any => {}
+        }
         let names: Vec<&str> = r.host.gpus.iter().map(|g| g.name.as_str()).collect();
         if !names.is_empty() {
             outln!("  host gpus   {}", names.join(", "));
