@@ -187,11 +187,11 @@ pub(super) fn bucket_table(
     before: &BTreeMap<Bucket, Usage>,
     after: Option<&BTreeMap<Bucket, Usage>>,
 ) -> String {
-    let cell = |u: &Usage| format!("{} {}", count(u.entries, "entry"), human(u.bytes));
-    let mut s = format!("{:<18} {:<31} {:<24}", "bucket", "holds", "entries, bytes");
-    if after.is_some() {
-        s.push_str(" after");
-    }
+    let cell = |u: &Usage| format!("{}, {}", count(u.entries, "entry"), human(u.bytes));
+    let s = match after {
+        None => format!("{:<18} {:<31} entries, bytes", "bucket", "holds"),
+        Some(_) => format!("{:<18} {:<31} {:<24} after", "bucket", "holds", "before"),
+    };
     let mut s = vec![s.trim_end().to_string()];
     for (b, u) in before {
         let mut line = format!("{:<18} {:<31} {:<24}", b.dir(), b.holds(), cell(u));
