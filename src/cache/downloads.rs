@@ -88,10 +88,8 @@ impl DownloadPolicy {
         let mut kept = Vec::new();
         for d in downloads {
             let age = now.duration_since(d.last_use).unwrap_or_default();
-            let pinned = match &self.keep_only {
-                None => None,
-                Some(keep) => Some(d.digest().is_some_and(|g| keep.contains(&g))),
-            };
+            let pinned =
+                (self.keep_only.as_ref()).map(|keep| d.digest().is_some_and(|g| keep.contains(&g)));
             match (pinned, self.older_than) {
                 (Some(true), _) => {}
                 (Some(false), _) => out.push((d.clone(), Why::Unpinned)),

@@ -142,8 +142,6 @@ pub fn exec(args: PruneArgs, settings: &Settings) -> Result<u8, CliError> {
             .map(|(b, u)| (*b, u.less(p.gone.get(b).copied().unwrap_or_default())))
             .collect()
     } else {
-        // Stamps whose download just went.
-        p.stamps += cache.sweep_stamps().map_err(failed)?;
         cache.usage().map_err(failed)?
     };
     let dl_freed: u64 = (doomed.iter())
