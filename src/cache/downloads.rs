@@ -10,8 +10,9 @@
 //! `noatime` the age counts from the download. `cache verify` reads without moving the access
 //! time (`trust::open_entry_unused`), so checking is no use.
 //!
-//! Must never remove anything itself: it lists and chooses; the caller removes, holding the
-//! cache's exclusive lock (no build is running), through [`Cache::remove_download`].
+//! Listing and choosing remove nothing and open no entry; a download goes only through
+//! [`Cache::remove_download`], called by `gpuimg cache prune` while it holds the cache's
+//! exclusive lock (no build is running, none starts).
 
 use std::collections::BTreeSet;
 use std::io;
