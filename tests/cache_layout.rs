@@ -2,7 +2,8 @@
 //! fixture repository into one cache use every bucket, and the directories they leave are
 //! exactly those the `src/cache/mod.rs` drawing and `cache::Bucket` declare;
 //! `cache verify` covers the downloads, `cache prune` removes earlier layouts' directories,
-//! and an offline rebuild is served from the buckets alone.
+//! and an offline rebuild is served from the buckets alone; `cache prune`'s download policies
+//! keep the downloads in bounds, and both commands say what each bucket holds.
 
 mod common;
 
@@ -278,4 +279,172 @@ fn prune_removes_earlier_layouts_and_keeps_the_current_one() {
     );
     s.build("apt.yaml", "out-apt-2", &["--offline"]);
     s.assert_layout();
+}
+
+/// The files under `dir`, sorted by name.
+fn entries(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = match std::fs::read_dir(dir) {
+        Ok(rd) => rd.map(|e| e.unwrap().path()).collect(),
+        Err(_) => Vec::new(),
+    };
+    v.sort();
+    v
+}
+
+/// Set a download's last use (access and modification time) to `days` ago.
+fn used_days_ago(path: &Path, days: u64) {
+    let t = std::time::SystemTime::now() - std::time::Duration::from_secs(days * 86_400);
+    let f = std::fs::File::options().write(true).open(path).unwrap();
+    f.set_times(std::fs::FileTimes::new().set_accessed(t).set_modified(t))
+        .unwrap();
+}
+
+fn hex_of(path: &Path) -> String {
+    path.file_name().unwrap().to_string_lossy().into_owned()
+}
+
+/// Downloads are kept in bounds by the policies `cache prune` is given (issue 34, item 12),
+/// and only by them: a plain prune keeps every download and says so; `--older-than` removes
+/// those unused for longer (a dry run first lists them and removes nothing), `--max-size` the
+/// least recently used until the downloads fit, `--keep-locked` all a real lock does not pin;
+/// an unreadable lock removes nothing (exit 2), nor does a prune while a build holds the cache;
+/// `cache verify` reading every download is no use of it. Each prints what each bucket holds
+/// before and after, as `cache verify` prints what each holds. Nothing pinned is lost: the
+/// locked build is still served.
+#[test]
+fn prune_policies_keep_the_downloads_in_bounds() {
+    let s = setup();
+    let first = s.build("apt.yaml", "out-apt", &[]);
+    let debs = entries(&s.cache.join("debs-v1/sha256"));
+    let indexes = entries(&s.cache.join("indexes-v1/sha256"));
+    assert_eq!(debs.len(), 2);
+    assert!(!indexes.is_empty());
+
+    let out = s.cache_cmd(&["verify"]);
+    let row = |out: &str, dir: &str| -> String {
+        out.lines()
+            .find(|l| l.starts_with(&format!("{dir} ")))
+            .unwrap_or_else(|| panic!("no row for {dir}:\n{out}"))
+            .to_string()
+    };
+    let debs_row = row(&out, "debs-v1");
+    assert!(
+        debs_row.contains("downloaded .deb packages") && debs_row.contains(" 2 entries, "),
+        "{out}"
+    );
+
+    let out = s.cache_cmd(&["prune"]);
+    assert!(out.contains("downloads are kept"), "{out}");
+    assert_eq!(entries(&s.cache.join("debs-v1/sha256")), debs, "{out}");
+
+    // Last use set explicitly: one deb unused for 40 days, every other download for 10.
+    for p in debs.iter().chain(&indexes) {
+        used_days_ago(p, 10);
+    }
+    used_days_ago(&debs[0], 40);
+    let old = format!("debs-v1/sha256/{}", hex_of(&debs[0]));
+    // Checking every download in full is no use of it: the ages stay.
+    assert!(s.cache_cmd(&["verify"]).contains("all good"));
+    let out = s.cache_cmd(&["prune", "--older-than", "30d", "--dry-run"]);
+    assert!(
+        out.contains(&format!("would remove {old} (")) && out.contains("last used 40 days ago"),
+        "{out}"
+    );
+    assert!(out.contains("would prune 1 download: would free "), "{out}");
+    let projected = row(&out, "debs-v1");
+    assert!(
+        projected.contains(" 2 entries, ") && projected.contains(" 1 entry, "),
+        "before and after: {out}"
+    );
+    assert!(debs[0].exists(), "a dry run removed it");
+
+    // While a build holds the cache (its shared lock, taken here as a build takes it), a
+    // prune refuses and removes nothing; a dry run runs beside it.
+    {
+        let _build = gpuimg::cache::Cache::open(&s.cache).unwrap();
+        let refused = common::run(s.t.gpuimg_with_cache(&s.cache).args([
+            "cache",
+            "prune",
+            "--older-than",
+            "30d",
+        ]));
+        let stderr = String::from_utf8_lossy(&refused.stderr).into_owned();
+        assert_eq!(refused.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("in use by a running build"), "{stderr}");
+        assert!(debs[0].exists(), "removed under a running build");
+        let out = s.cache_cmd(&["prune", "--older-than", "30d", "--dry-run"]);
+        assert!(out.contains(&format!("would remove {old} (")), "{out}");
+    }
+
+    let out = s.cache_cmd(&["prune", "--older-than", "30d", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["dry_run"], false);
+    let gone = v["downloads"].as_array().unwrap();
+    assert_eq!(gone.len(), 1, "{out}");
+    assert_eq!(gone[0]["entry"], old.as_str());
+    assert_eq!(gone[0]["why"], "unused");
+    let size1 = std::fs::metadata(&debs[1]).unwrap().len();
+    let b = &v["buckets"]["debs-v1"];
+    assert_eq!(b["before"]["entries"], 2, "{out}");
+    assert_eq!(
+        (&b["after"]["entries"], &b["after"]["bytes"]),
+        (&1.into(), &size1.into())
+    );
+    assert!(!debs[0].exists() && debs[1].exists());
+    assert!(!s
+        .cache
+        .join("trust-v2/debs-v1")
+        .join(format!("{}.json", hex_of(&debs[0])))
+        .exists());
+
+    // The indexes are used less recently than the deb left: they go until the deb fits.
+    used_days_ago(&debs[1], 5);
+    let out = s.cache_cmd(&["prune", "--max-size", &size1.to_string()]);
+    assert!(out.contains("past --max-size"), "{out}");
+    assert!(
+        entries(&s.cache.join("indexes-v1/sha256")).is_empty(),
+        "{out}"
+    );
+    assert!(debs[1].exists(), "{out}");
+
+    // A real lock pins both debs; an unpinned download (a stray wheel) and the indexes the
+    // lock fetched again go, the pinned deb stays however old it is.
+    let lock: serde_json::Value = serde_json::from_str(&common::run_ok(
+        s.t.gpuimg_with_cache(&s.cache)
+            .env("REPO", &s.repo_url)
+            .args(["lock", "--json"])
+            .arg(s.t.path().join("apt.yaml")),
+    ))
+    .unwrap();
+    let lock_path = lock["lock"].as_str().unwrap().to_string();
+    let wheel_bytes = b"not really a wheel";
+    let wheel = s
+        .cache
+        .join("wheels-v1/sha256")
+        .join(gpuimg::digest::Digest::of(wheel_bytes).hex());
+    common::write(&wheel, std::str::from_utf8(wheel_bytes).unwrap());
+    used_days_ago(&debs[1], 400);
+    let missing = s.t.path().join("missing.lock.json");
+    let refused = common::run(
+        s.t.gpuimg_with_cache(&s.cache)
+            .args(["cache", "prune", "--keep-locked", &lock_path])
+            .arg(&missing),
+    );
+    let stderr = String::from_utf8_lossy(&refused.stderr).into_owned();
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("Failed to read lock"), "{stderr}");
+    assert!(wheel.exists(), "an unreadable lock removed something");
+    let out = s.cache_cmd(&["prune", "--keep-locked", &lock_path, "--older-than", "1d"]);
+    assert!(out.contains("a download no given lock pins"), "{out}");
+    assert!(!wheel.exists() && debs[1].exists(), "{out}");
+    assert!(
+        entries(&s.cache.join("indexes-v1/sha256")).is_empty(),
+        "{out}"
+    );
+    assert!(row(&out, "wheels-v1").contains(" 0 entries, "), "{out}");
+
+    // What went comes back on demand; the image is the same.
+    let again = s.build("apt.yaml", "out-apt-2", &[]);
+    assert_eq!(again["manifest_digest"], first["manifest_digest"]);
+    assert!(s.cache_cmd(&["verify"]).contains("all good"));
 }

@@ -68,11 +68,18 @@
 //! hard-links a blob keeps its bytes whatever later happens to the cache entry.
 //! Must never hand out an entry whose bytes were not checked, either now or under an unchanged
 //! identity.
+//!
+//! Size: [`Cache::usage`] counts what each bucket holds (`usage.rs`); the downloads (`debs-v1`,
+//! `indexes-v1`, `wheels-v1`) are listed with their last use and chosen for removal by a
+//! [`DownloadPolicy`] (`downloads.rs`: age, total size, the locks that pin them), for
+//! `gpuimg cache prune` under the exclusive lock.
 
+mod downloads;
 mod key;
 mod record;
 mod store;
 pub mod trust;
+mod usage;
 mod write_through;
 
 use std::fs::File;
@@ -80,10 +87,12 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub use downloads::{Download, DownloadPolicy, Pinned, Why, DOWNLOADS};
 pub use key::{serde_name, Key, KEY_FORMAT};
 pub use record::RecordRead;
 pub use store::{BlobWriter, Store};
 pub use trust::{BlobFacts, Identity};
+pub use usage::Usage;
 
 /// A named part of the cache. Each maps to one directory under the root ([`Bucket::dir`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -216,6 +225,28 @@ impl Bucket {
     pub const fn stamped(self) -> bool {
         !matches!(self.shape(), Shape::Other)
     }
+
+    /// What the bucket holds, in a few words (`cache verify` and `cache prune` print it).
+    pub const fn holds(self) -> &'static str {
+        match self {
+            Bucket::Blobs => "compressed layer blobs",
+            Bucket::Layers => "layer records (key to blob)",
+            Bucket::Listings => "layer listings",
+            Bucket::Fragments => "gzip block records",
+            Bucket::Controls => "apt control fields",
+            Bucket::Resolutions => "apt resolutions",
+            Bucket::Sketches => "apt package sketches",
+            Bucket::IndexMaps => "apt index maps",
+            Bucket::Debs => "downloaded .deb packages",
+            Bucket::Indexes => "downloaded package indexes",
+            Bucket::Wheels => "downloaded Python wheels",
+            Bucket::WheelMetadata => "wheel metadata and facts",
+            Bucket::Pushed => "push mount hints",
+            Bucket::Roots => "unpinned roots, library copies",
+            Bucket::Trust => "trust stamps",
+            Bucket::Tmp => "staging files",
+        }
+    }
 }
 
 impl std::fmt::Display for Bucket {
@@ -280,6 +311,12 @@ impl Cache {
     /// The directory of `bucket` (which may not exist yet: buckets appear on first write).
     pub fn dir(&self, bucket: Bucket) -> PathBuf {
         self.root.join(bucket.dir())
+    }
+
+    /// The stamp of entry `d` of the stamped `bucket` (`trust-v2/<dir>/<hex>.json`), whether
+    /// or not there is one.
+    pub fn stamp_path(&self, bucket: Bucket, d: &crate::digest::Digest) -> PathBuf {
+        self.stamp_dir(bucket).join(format!("{}.json", d.hex()))
     }
 
     /// The directory holding the stamps of `bucket`'s entries.

@@ -144,6 +144,14 @@ impl<'a> Store<'a> {
         Ok(Some((file, trust::identity(&meta))))
     }
 
+    /// [`Store::open`] for a check that is no use: the access time stays (see `downloads.rs`).
+    pub fn open_unused(&self, d: &Digest) -> io::Result<Option<(File, Identity)>> {
+        let Some((file, meta)) = trust::open_entry_unused(&self.path(d))? else {
+            return Ok(None);
+        };
+        Ok(Some((file, trust::identity(&meta))))
+    }
+
     /// Stamp entry `d` as checked: `id` is the identity of the file whose bytes were checked.
     pub fn stamp(&self, d: &Digest, id: Identity, facts: &BlobFacts) -> io::Result<()> {
         let path = self.stamp_path(d);
@@ -214,7 +222,8 @@ impl<'a> Store<'a> {
         Ok(path)
     }
 
-    /// Hash every entry against its name, ignoring stamps (`gpuimg cache verify`). Returns how
+    /// Hash every entry against its name, ignoring stamps (`gpuimg cache verify`), leaving
+    /// each one's access time (its last use) as it was. Returns how
     /// many were checked and the bad ones. With `repair`, bad entries are removed and good ones
     /// stamped. For buckets whose entries need no facts beyond their size (downloads).
     pub fn verify_all(&self, repair: bool) -> io::Result<(usize, Vec<Finding>)> {
@@ -253,7 +262,7 @@ impl<'a> Store<'a> {
                 Ok(())
             }
         };
-        let (file, id) = match self.open(d) {
+        let (file, id) = match self.open_unused(d) {
             Ok(Some(f)) => f,
             Ok(None) => return Ok(None),
             Err(e) => return Ok(Some((e.to_string(), remove(None)))),

@@ -104,10 +104,30 @@ pub fn write_stamp<F: Serialize>(
 /// Open a cache entry for reading without following a symlink: `Ok(None)` when absent,
 /// `InvalidData` when a symlink or anything but a regular file stands there.
 pub fn open_entry(path: &Path) -> io::Result<Option<(std::fs::File, std::fs::Metadata)>> {
+    open_entry_with(path, rustix::fs::OFlags::empty())
+}
+
+/// [`open_entry`] for a check that is no use of the entry (`gpuimg cache verify`): reading it
+/// leaves its access time, the downloads' last use, as it was. Where `O_NOATIME` is refused
+/// (the caller neither owns the file nor is privileged), it is opened as usual.
+pub fn open_entry_unused(path: &Path) -> io::Result<Option<(std::fs::File, std::fs::Metadata)>> {
+    match open_entry_with(path, rustix::fs::OFlags::NOATIME) {
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::PERM.raw_os_error()) => {
+            open_entry(path)
+        }
+        r => r,
+    }
+}
+
+fn open_entry_with(
+    path: &Path,
+    extra: rustix::fs::OFlags,
+) -> io::Result<Option<(std::fs::File, std::fs::Metadata)>> {
     use std::os::unix::fs::OpenOptionsExt;
+    let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK | extra;
     let file = match std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32)
+        .custom_flags(flags.bits() as i32)
         .open(path)
     {
         Ok(f) => f,

@@ -55,7 +55,8 @@ enum Command {
     Catalog(commands::catalog::Command),
     /// Run the self-test checks for a profile or lock directly on this host.
     VerifyHost(commands::verify_host::Args),
-    /// Check the cache in full (`verify`) or remove unreferenced blobs (`prune`).
+    /// Check the cache in full (`verify`) or remove unreferenced blobs and, by policy, downloads
+    /// (`prune`).
     #[command(subcommand)]
     Cache(commands::cache::Command),
     /// List or prune the device code (cubins, PTX) in a CUDA shared object.

@@ -15,15 +15,18 @@
 //! entries that are gone, and the directories of earlier layouts (`cache::RETIRED`, e.g. the
 //! old `apt-v1/` download cache), and the pruned device-code copies under
 //! `roots-v1/device-code-v1/` (derived from wheels; the next build that needs one prunes
-//! again) and the push mount hints (`pushed-v1/`; the next push records what it pushes). Downloads and the other roots stay: they serve `--offline`. Verify hashes each
+//! again) and the push mount hints (`pushed-v1/`; the next push records what it pushes). Downloads and the other roots stay: they serve `--offline` (the download policies of
+//! `cache prune` are the caller's, `cache::DownloadPolicy`). A dry run removes nothing and
+//! reports the same, with what each bucket would lose. Verify hashes each
 //! pruned copy against the sha256 recorded beside it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
+use std::path::Path;
 
 use super::record::{check, facts_of, inspect, Decoded, Verdict};
 use super::{Compression, LayerBlob};
-use crate::cache::{trust, Bucket, Cache, Finding, Identity, RecordRead, LAYERS, RETIRED};
+use crate::cache::{trust, Bucket, Cache, Finding, Identity, RecordRead, Usage, LAYERS, RETIRED};
 use crate::digest::Digest;
 
 /// What `verify` checked and what it found bad.
@@ -57,6 +60,9 @@ pub struct Pruned {
     pub derived: Vec<(String, u64)>,
     /// Mount hints removed (`pushed-v1/`).
     pub hints: usize,
+    /// What each bucket lost (or would lose, in a dry run), the stamps of removed entries
+    /// under `trust-v2`.
+    pub gone: BTreeMap<Bucket, Usage>,
 }
 
 impl Pruned {
@@ -292,9 +298,21 @@ fn record_problem(rec: &LayerBlob, size: u64, decoded: &Decoded) -> Option<Strin
     }
 }
 
+/// Count entry `name` of `bucket` (of `bytes`) and its stamp, if it has one, as gone.
+fn note(cache: &Cache, gone: &mut BTreeMap<Bucket, Usage>, bucket: Bucket, name: &str, bytes: u64) {
+    gone.entry(bucket).or_default().add(bytes);
+    let hex = name.strip_suffix(".json").unwrap_or(name);
+    if let (true, Ok(d)) = (bucket.stamped(), Digest::from_hex(hex)) {
+        if let Ok(m) = std::fs::symlink_metadata(cache.stamp_path(bucket, &d)) {
+            gone.entry(Bucket::Trust).or_default().add(m.len());
+        }
+    }
+}
+
 /// Remove every blob no layer record references (records that do not parse reference
-/// nothing), then the stamps whose entry is gone. The caller holds the exclusive lock.
-pub fn prune(cache: &Cache) -> io::Result<Pruned> {
+/// nothing), then the stamps whose entry is gone. The caller holds the exclusive lock;
+/// `dry_run`: remove nothing, report what would go (the shared lock is enough).
+pub fn prune(cache: &Cache, dry_run: bool) -> io::Result<Pruned> {
     use std::os::unix::fs::MetadataExt;
     let mut referenced = BTreeSet::new();
     let mut layers = BTreeSet::new();
@@ -324,35 +342,51 @@ pub fn prune(cache: &Cache) -> io::Result<Pruned> {
         let Ok(meta) = std::fs::symlink_metadata(&path) else {
             continue;
         };
+        note(cache, &mut out.gone, Bucket::Blobs, &name, meta.len());
         match digest {
+            _ if dry_run => {}
             Some(d) => cache.remove_blob(&d, None)?,
             None if meta.is_dir() => fs_err::remove_dir_all(&path)?,
             None => trust::remove_if_present(&path)?,
         }
         out.removed.push((entry, meta.len(), meta.nlink() > 1));
     }
-    out.listings = remove_records(cache, Bucket::Listings, |d| layers.contains(d))?;
-    out.fragments = remove_records(cache, Bucket::Fragments, |d| referenced.contains(d))?;
+    let gone = &mut out.gone;
+    out.listings = remove_records(cache, Bucket::Listings, dry_run, gone, |d| {
+        layers.contains(d)
+    })?;
+    out.fragments = remove_records(cache, Bucket::Fragments, dry_run, gone, |d| {
+        referenced.contains(d)
+    })?;
     for old in RETIRED {
         let path = cache.root().join(old);
         if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
-            let size = disk_usage(&path);
-            fs_err::remove_dir_all(&path)?;
+            let size = disk_usage(&path).bytes;
+            if !dry_run {
+                fs_err::remove_dir_all(&path)?;
+            }
             out.retired.push((format!("{old}/"), size));
         }
     }
     // Mount hints name blobs gpuimg pushed; a blob pruned here may be gone from the
     // registries too, and a later push records again what it pushes.
-    out.hints = remove_records(cache, Bucket::Pushed, |_| false)?;
+    out.hints = remove_records(cache, Bucket::Pushed, dry_run, gone, |_| false)?;
     for kind in COPIES {
         let copies = copies_dir(cache, kind);
         if std::fs::symlink_metadata(&copies).is_ok_and(|m| m.is_dir()) {
             let size = disk_usage(&copies);
-            fs_err::remove_dir_all(&copies)?;
-            out.derived.push((copies_entry(kind, ""), size));
+            if !dry_run {
+                fs_err::remove_dir_all(&copies)?;
+            }
+            let roots = out.gone.entry(Bucket::Roots).or_default();
+            roots.entries += size.entries;
+            roots.bytes += size.bytes;
+            out.derived.push((copies_entry(kind, ""), size.bytes));
         }
     }
-    out.stamps = cache.sweep_stamps()?;
+    if !dry_run {
+        out.stamps = cache.sweep_stamps()?;
+    }
     Ok(out)
 }
 
@@ -417,35 +451,48 @@ fn verify_copies(cache: &Cache, kind: &str, repair: bool, out: &mut Verified) ->
     Ok(())
 }
 
-/// The bytes of the regular files under `dir` (not following symlinks); unreadable parts
+/// The regular files under `dir` and their bytes (not following symlinks); unreadable parts
 /// count as nothing.
-fn disk_usage(dir: &std::path::Path) -> u64 {
+fn disk_usage(dir: &Path) -> Usage {
+    let mut u = Usage::default();
     let Ok(rd) = std::fs::read_dir(dir) else {
-        return 0;
+        return u;
     };
-    rd.flatten()
-        .map(|e| match e.file_type() {
-            Ok(t) if t.is_dir() => disk_usage(&e.path()),
-            Ok(t) if t.is_file() => e.metadata().map_or(0, |m| m.len()),
-            _ => 0,
-        })
-        .sum()
+    for e in rd.flatten() {
+        match e.file_type() {
+            Ok(t) if t.is_dir() => {
+                let inner = disk_usage(&e.path());
+                u.entries += inner.entries;
+                u.bytes += inner.bytes;
+            }
+            Ok(t) if t.is_file() => u.add(e.metadata().map_or(0, |m| m.len())),
+            _ => {}
+        }
+    }
+    u
 }
 
 /// Remove the records of `bucket` whose key `keep` rejects, and files not named like a
-/// record; how many went.
+/// record (`dry_run`: only count them); how many went, each noted in `gone`.
 fn remove_records(
     cache: &Cache,
     bucket: Bucket,
+    dry_run: bool,
+    gone: &mut BTreeMap<Bucket, Usage>,
     keep: impl Fn(&Digest) -> bool,
 ) -> io::Result<usize> {
     let mut removed = 0;
     for name in cache.record_names(bucket)? {
-        match name
+        let key = name
             .strip_suffix(".json")
-            .and_then(|h| Digest::from_hex(h).ok())
-        {
-            Some(d) if keep(&d) => continue,
+            .and_then(|h| Digest::from_hex(h).ok());
+        if key.as_ref().is_some_and(&keep) {
+            continue;
+        }
+        let size = std::fs::symlink_metadata(cache.dir(bucket).join(&name)).map_or(0, |m| m.len());
+        note(cache, gone, bucket, &name, size);
+        match key {
+            _ if dry_run => {}
             Some(d) => cache.remove_record(bucket, &d, None)?,
             None => cache.remove_stray(bucket, &name)?,
         }

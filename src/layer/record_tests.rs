@@ -385,9 +385,23 @@ fn prune_removes_only_unreferenced_blobs_and_stale_stamps() {
     let key = crate::layer::layer_key(&t, OPTS.compression, OPTS.epoch);
     std::fs::remove_file(f.cache.root().join(Cache::record_name(LAYERS, &key))).unwrap();
     std::fs::write(f.cache.root().join("blobs-v1/sha256/junk"), b"12345").unwrap();
-    let p = prune(&f.cache).unwrap();
-    let removed: Vec<&str> = p.removed.iter().map(|r| r.0.as_str()).collect();
     let drop_entry = format!("blobs-v1/sha256/{}", dropped.digest.hex());
+    // A dry run says the same and removes nothing.
+    let dry = prune(&f.cache, true).unwrap();
+    let would: Vec<&str> = dry.removed.iter().map(|r| r.0.as_str()).collect();
+    assert_eq!(would, [drop_entry.as_str(), "blobs-v1/sha256/junk"]);
+    let blobs = dry.gone[&crate::cache::Bucket::Blobs];
+    assert_eq!((blobs.entries, blobs.bytes), (2, dropped.size + 5));
+    assert_eq!(dry.listings, 1, "the dropped layer's listing");
+    assert_eq!(
+        dry.gone[&crate::cache::Bucket::Trust].entries,
+        2,
+        "the stamps of the dropped blob and of its listing"
+    );
+    assert!(f.cache.root().join("blobs-v1/sha256/junk").exists());
+    assert!(f.cache.trusted_blob(&dropped.digest).is_some());
+    let p = prune(&f.cache, false).unwrap();
+    let removed: Vec<&str> = p.removed.iter().map(|r| r.0.as_str()).collect();
     assert_eq!(removed, [drop_entry.as_str(), "blobs-v1/sha256/junk"]);
     assert_eq!(p.kept, 1);
     assert_eq!(p.freed(), dropped.size + 5);
@@ -395,7 +409,7 @@ fn prune_removes_only_unreferenced_blobs_and_stale_stamps() {
     assert!(f.cache.trusted_blob(&dropped.digest).is_none());
     assert!(f.blob_path().exists());
     assert_eq!(f.lookup(), (Some(f.blob.clone()), vec![]));
-    let p = prune(&f.cache).unwrap();
+    let p = prune(&f.cache, false).unwrap();
     assert!(p.removed.is_empty() && p.stamps == 0);
 }
 
@@ -437,7 +451,7 @@ fn pruned_device_code_copies_are_verified_and_pruned() {
             &serde_json::json!({"repo": "a/b"}),
         )
         .unwrap();
-    let p = prune(&f.cache).unwrap();
+    let p = prune(&f.cache, false).unwrap();
     assert_eq!(p.hints, 1);
     assert!(!f.cache.has_record(crate::cache::Bucket::Pushed, &hint));
     assert_eq!(

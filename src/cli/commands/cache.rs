@@ -1,5 +1,6 @@
 //! `gpuimg cache verify [--repair]` and `gpuimg cache prune`: check every cache entry in full,
-//! and remove the layer blobs no record references.
+//! and remove the layer blobs no record references (and the downloads a policy names: the
+//! prune command is `cache_prune.rs`).
 //!
 //! verify: every layer blob is hashed against its name, every layer record's claims (digest,
 //! size, diff_id, uncompressed size) are checked by decompressing its blob, every download
@@ -7,17 +8,18 @@
 //! (`roots-v1/device-code-v1/`, against the sha256 beside it) is hashed; stamps are ignored. Each bad entry is one line on stdout; exit 1
 //! when any was bad, 0 when all were good. `--repair` also removes the bad entries (a later
 //! build rebuilds or downloads them again) and re-stamps the good ones; the exit code still
-//! says whether anything was bad. It runs beside builds.
-//! Both take `--json` (one object on stdout; the exit code is the same).
-//! prune: takes the cache's exclusive lock, so it refuses (exit 2) while a build runs; also
-//! removes the directories of earlier cache layouts (e.g. `apt-v1/`) and the pruned
-//! device-code copies (derived data, made again by the next build that needs one).
+//! says whether anything was bad. It runs beside builds, and reading a download for the check
+//! is not a use of it (its access time, the last use `prune --older-than` reads, stays).
+//! Both print what each bucket holds (entries and bytes) and take `--json` (one object on
+//! stdout; the exit code is the same).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use crate::cache::{Cache, Finding};
+use super::cache_prune::{self, PruneArgs};
+use crate::cache::{Bucket, Cache, Finding, Usage};
 use crate::cli::{print_stdout, CliError, Settings};
 
 #[derive(Debug, clap::Subcommand)]
@@ -35,18 +37,10 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         cache: Option<PathBuf>,
     },
-    /// Remove the layer blobs no layer record references and the pruned device-code copies,
-    /// and print what was freed.
-    Prune {
-        /// Print one JSON object: `removed` (`entry`, `size`, `linked`), `retired` and
-        /// `derived` (`dir`, `size`), `hints`, `freed` and `kept`.
-        #[arg(long)]
-        json: bool,
-        /// Cache directory (default $GPUIMG_CACHE, else $XDG_CACHE_HOME/gpuimg, else
-        /// ~/.cache/gpuimg).
-        #[arg(long, value_name = "DIR")]
-        cache: Option<PathBuf>,
-    },
+    /// Remove the layer blobs no layer record references, the pruned device-code copies and
+    /// the downloads a policy names (--older-than, --max-size, --keep-locked), and print what
+    /// was freed and what each bucket holds.
+    Prune(PruneArgs),
 }
 
 pub fn exec(cmd: Command, settings: &Settings) -> Result<u8, CliError> {
@@ -61,16 +55,14 @@ pub fn exec(cmd: Command, settings: &Settings) -> Result<u8, CliError> {
             json,
             settings,
         ),
-        Command::Prune { json, cache } => {
-            prune(&settings.cache_root(cache.as_deref()), json, settings)
-        }
+        Command::Prune(args) => cache_prune::exec(args, settings),
     }
 }
 
 /// `Ok(false)`: there is no cache at `root` (nothing to do). A directory that is neither empty
 /// nor tagged as a gpuimg cache is refused, so a mistyped `--cache` never gets cache
 /// directories created in it.
-fn is_cache(root: &Path) -> Result<bool, CliError> {
+pub(super) fn is_cache(root: &Path) -> Result<bool, CliError> {
     match std::fs::read_dir(root) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(CliError::msg(
@@ -98,7 +90,7 @@ fn is_cache(root: &Path) -> Result<bool, CliError> {
     }
 }
 
-fn open_err(root: &Path) -> impl Fn(std::io::Error) -> CliError + '_ {
+pub(super) fn open_err(root: &Path) -> impl Fn(std::io::Error) -> CliError + '_ {
     move |e| {
         CliError::msg(
             2,
@@ -120,22 +112,26 @@ fn verify(root: &Path, repair: bool, json: bool, settings: &Settings) -> Result<
         return Ok(0);
     }
     let cache = Cache::open(root).map_err(open_err(root))?;
-    let layers = crate::layer::verify(&cache, repair).map_err(|e| {
+    let failed = |e: std::io::Error| {
         CliError::msg(
             2,
             format!("Failed to verify the cache `{}`: {e}", root.display()),
         )
-    })?;
+    };
+    let layers = crate::layer::verify(&cache, repair).map_err(failed)?;
+    let usage = cache.usage().map_err(failed)?;
     let bad: Vec<Finding> = layers.bad;
     let code = if bad.is_empty() { 0 } else { 1 };
     if json {
-        print_json(&verify_json(
+        let mut v = verify_json(
             &bad,
             layers.blobs,
             layers.records,
             layers.downloads,
             layers.derived,
-        ));
+        );
+        v["buckets"] = buckets_json(&usage, None);
+        print_json(&v);
         return Ok(code);
     }
     let mut s = String::new();
@@ -144,6 +140,7 @@ fn verify(root: &Path, repair: bool, json: bool, settings: &Settings) -> Result<
         s.push_str(&format!("bad: {}: {}{removed}\n", f.entry, f.problem));
     }
     if !settings.quiet {
+        s.push_str(&bucket_table(&usage, None));
         s.push_str(&format!(
             "checked {}, {}, {}{}: {}\n",
             count(layers.blobs, "layer blob"),
@@ -180,122 +177,68 @@ fn verify_json(
         "ok": bad.is_empty(),
         "bad": bad,
         "checked": {"layer_blobs": blobs, "layer_records": records, "downloads": downloads, "device_code_copies": derived},
+        "buckets": {},
     })
 }
 
-fn print_json(v: &Value) {
+/// What each bucket holds, one line each under a header; with `after`, what it holds after
+/// the prune (or would, in a dry run) beside it.
+pub(super) fn bucket_table(
+    before: &BTreeMap<Bucket, Usage>,
+    after: Option<&BTreeMap<Bucket, Usage>>,
+) -> String {
+    let cell = |u: &Usage| format!("{}, {}", count(u.entries, "entry"), human(u.bytes));
+    let s = match after {
+        None => format!("{:<18} {:<31} entries, bytes", "bucket", "holds"),
+        Some(_) => format!("{:<18} {:<31} {:<24} after", "bucket", "holds", "before"),
+    };
+    let mut s = vec![s.trim_end().to_string()];
+    for (b, u) in before {
+        let mut line = format!("{:<18} {:<31} {:<24}", b.dir(), b.holds(), cell(u));
+        if let Some(a) = after.and_then(|a| a.get(b)) {
+            line.push_str(&format!(" {}", cell(a)));
+        }
+        s.push(line.trim_end().to_string());
+    }
+    s.join("\n") + "\n"
+}
+
+/// `{"<bucket dir>": {"holds", "entries", "bytes"}}`, or with `after`,
+/// `{"<bucket dir>": {"holds", "before": {"entries", "bytes"}, "after": {...}}}`.
+pub(super) fn buckets_json(
+    before: &BTreeMap<Bucket, Usage>,
+    after: Option<&BTreeMap<Bucket, Usage>>,
+) -> Value {
+    let usage = |u: &Usage| json!({"entries": u.entries, "bytes": u.bytes});
+    let mut m = serde_json::Map::new();
+    for (b, u) in before {
+        let v = match after {
+            None => json!({"holds": b.holds(), "entries": u.entries, "bytes": u.bytes}),
+            Some(a) => json!({
+                "holds": b.holds(),
+                "before": usage(u),
+                "after": usage(&a.get(b).copied().unwrap_or_default()),
+            }),
+        };
+        m.insert(b.dir().to_string(), v);
+    }
+    Value::Object(m)
+}
+
+pub(super) fn print_json(v: &Value) {
     print_stdout(&format!("{}\n", crate::lock::canonical_json(v)));
 }
 
-fn prune(root: &Path, json: bool, settings: &Settings) -> Result<u8, CliError> {
-    if !is_cache(root)? {
-        if json {
-            print_json(
-                &json!({"removed": [], "retired": [], "derived": [], "hints": 0, "freed": 0, "kept": 0}),
-            );
-        } else if !settings.quiet {
-            eprintln!(
-                "nothing to prune: there is no cache at `{}`",
-                root.display()
-            );
-        }
-        return Ok(0);
+pub(super) fn count(n: usize, what: &str) -> String {
+    match (n, what.strip_suffix("ry")) {
+        (1, _) => format!("1 {what}"),
+        (_, Some(stem)) => format!("{n} {stem}ries"),
+        _ => format!("{n} {what}s"),
     }
-    let cache = Cache::open_exclusive(root).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::WouldBlock {
-            CliError::msg(
-                2,
-                format!(
-                    "The cache `{}` is in use by a running build",
-                    root.display()
-                ),
-            )
-            .with_hint("run `gpuimg cache prune` again when no build is using the cache")
-        } else {
-            open_err(root)(e)
-        }
-    })?;
-    let p = crate::layer::prune(&cache).map_err(|e| {
-        CliError::msg(
-            2,
-            format!("Failed to prune the cache `{}`: {e}", root.display()),
-        )
-    })?;
-    if json {
-        let removed: Vec<Value> = (p.removed.iter())
-            .map(|(e, size, linked)| json!({"entry": e, "size": size, "linked": linked}))
-            .collect();
-        let retired: Vec<Value> = (p.retired.iter())
-            .map(|(d, size)| json!({"dir": d, "size": size}))
-            .collect();
-        let derived: Vec<Value> = (p.derived.iter())
-            .map(|(d, size)| json!({"dir": d, "size": size}))
-            .collect();
-        print_json(&json!({
-            "removed": removed,
-            "retired": retired,
-            "derived": derived,
-            "hints": p.hints,
-            "freed": p.freed(),
-            "kept": p.kept,
-        }));
-        return Ok(0);
-    }
-    if settings.quiet {
-        return Ok(0);
-    }
-    let mut s = String::new();
-    for (entry, size, linked) in &p.removed {
-        let note = if *linked {
-            ", still linked from an output"
-        } else {
-            ""
-        };
-        s.push_str(&format!("removed {entry} ({}{note})\n", human(*size)));
-    }
-    for (dir, size) in &p.retired {
-        s.push_str(&format!(
-            "removed {dir} (an earlier cache layout, {})\n",
-            human(*size)
-        ));
-    }
-    for (dir, size) in &p.derived {
-        s.push_str(&format!(
-            "removed {dir} (pruned device-code copies, made again when a build needs them, {})\n",
-            human(*size)
-        ));
-    }
-    if p.hints > 0 {
-        s.push_str(&format!(
-            "removed {} (the next push records again what it pushes)\n",
-            count(p.hints, "push mount hint")
-        ));
-    }
-    let held: u64 = p.removed.iter().filter(|r| r.2).map(|r| r.1).sum();
-    s.push_str(&format!(
-        "pruned {}: freed {}{}; kept {} referenced\n",
-        count(p.removed.len(), "unreferenced blob"),
-        human(p.freed()),
-        if held > 0 {
-            format!(
-                " ({} more stays in use by outputs that hard-link it)",
-                human(held)
-            )
-        } else {
-            String::new()
-        },
-        count(p.kept, "blob"),
-    ));
-    print_stdout(&s);
-    Ok(0)
-}
-
-fn count(n: usize, what: &str) -> String {
-    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }
 
 /// A byte count for people: bytes, kB, MB or GB (powers of ten, one decimal).
-fn human(b: u64) -> String {
+pub(super) fn human(b: u64) -> String {
     match b {
         0..1_000 => format!("{b} bytes"),
         1_000..1_000_000 => format!("{:.1} kB", b as f64 / 1e3),
@@ -314,5 +257,6 @@ mod tests {
         assert_eq!(super::human(4_200_000_000), "4.2 GB");
         assert_eq!(super::count(1, "blob"), "1 blob");
         assert_eq!(super::count(2, "blob"), "2 blobs");
+        assert_eq!(super::count(0, "entry"), "0 entries");
     }
 }

@@ -9,6 +9,7 @@ use crate::registry;
 
 pub mod build;
 pub mod cache;
+mod cache_prune;
 pub mod catalog;
 pub mod completions;
 pub mod device_code;
