@@ -311,8 +311,10 @@ fn shipped_profiles_resolve_without_warnings() {
             .collect();
         if p.ends_with("pytorch-h200.yaml") {
             assert!(
-                warnings.iter().all(|w| w.contains("minor-version compatibility")
-                    || w.contains("Unverified fact")),
+                warnings
+                    .iter()
+                    .all(|w| w.contains("minor-version compatibility")
+                        || w.contains("Unverified fact")),
                 "{warnings:?}"
             );
         } else {
