@@ -13,7 +13,7 @@ use std::io::Read;
 use std::path::Path;
 
 /// How much of a file is read for its ELF header and program header table.
-pub const HEAD_BYTES: u64 = 64 * 1024;
+pub const HEAD_BYTES: u64 = 16 * 1024;
 
 const PT_LOAD: u32 = 1;
 
