@@ -37,6 +37,10 @@ pub enum Unmappable {
 /// Check the file at `path`: `Ok` when every loadable segment lies inside it, or when it is
 /// not an ELF file this reader knows (then `dlopen` reports what it is).
 pub fn check(path: &Path) -> Result<(), Unmappable> {
+    // Only a regular file is opened (a FIFO would block the open).
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return Ok(());
+    }
     let Ok(f) = File::open(path) else {
         return Ok(());
     };
@@ -57,6 +61,10 @@ pub fn check_bytes(head: &[u8], size: u64) -> Result<(), Unmappable> {
         return Ok(());
     };
     let (phoff, entsize, count) = layout.table(head)?;
+    if count == 0 {
+        // Nothing to map: `dlopen` refuses it ("no loadable segments").
+        return Ok(());
+    }
     let table_end = u64::from(entsize)
         .checked_mul(u64::from(count))
         .and_then(|n| n.checked_add(phoff))
@@ -247,6 +255,10 @@ mod tests {
     fn what_is_not_elf_is_left_to_dlopen() {
         assert_eq!(check_bytes(b"#!/bin/sh\n", 10), Ok(()));
         assert_eq!(check_bytes(b"", 0), Ok(()));
+        let mut none = elf64(&[]);
+        none[0x20..0x28].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert_eq!(check_bytes(&none, 64), Ok(()));
+        assert_eq!(check(Path::new("/dev/null")), Ok(()));
         assert_eq!(check(Path::new("/nonexistent/gpuimg/libx.so")), Ok(()));
     }
 }
