@@ -80,6 +80,7 @@ fn main() -> ExitCode {
                     source: value("--device-code-source")
                         .cloned()
                         .unwrap_or_else(|| "given on the command line".into()),
+                    ptx_bytes: None,
                 }),
                 Err(e) => {
                     eprintln!("error: {e}");

@@ -6,8 +6,8 @@
 mod selftest_fixture;
 
 use gpuimg::expect::{KernelModule, SelftestLevel};
-use gpuimg::selftest::{InitOutcome, Measurements, Status, Verdict};
-use selftest_fixture::{failed, h200, matching, run, status, UUID};
+use gpuimg::selftest::{InitOutcome, LoadError, Measurements, Status, Verdict};
+use selftest_fixture::{check, failed, h200, matching, run, status, UUID};
 
 #[test]
 fn matching_host_passes_both_levels() {
@@ -258,4 +258,54 @@ fn json_report_has_the_contract_fields() {
         "{text}"
     );
     assert!(text.contains("GPU 0: NVIDIA H200"), "{text}");
+}
+
+#[test]
+fn a_libcuda_that_lacks_a_function_is_named_with_it_not_reported_missing() {
+    let lacks = LoadError::Symbol {
+        library: "libcuda.so.1".into(),
+        symbol: "cuInit".into(),
+    };
+    // NVML answers; libcuda is there but lacks cuInit.
+    let mut m = h200();
+    m.cuda_loaded = false;
+    m.cuda_load_error = Some(lacks.clone());
+    m.cuda_init = InitOutcome::NotCalled;
+    m.cuda_driver_version = None;
+    m.cuda_devices.clear();
+    let r = run(&matching(), &m, SelftestLevel::Quick);
+    let c = check(&r, "cuda-init");
+    assert_eq!(c.status, Status::Fail);
+    assert_eq!(c.measured.as_deref(), Some("`libcuda.so.1` lacks `cuInit`"));
+    let d = c.detail.as_deref().unwrap_or_default();
+    assert!(d.contains("was found but lacks `cuInit`"), "{d}");
+    assert!(!d.contains("did not inject"), "{d}");
+    // No file at all: the container runtime did not inject it.
+    m.cuda_load_error = Some(LoadError::NotFound {
+        library: "libcuda.so.1".into(),
+    });
+    let r = run(&matching(), &m, SelftestLevel::Quick);
+    let c = check(&r, "cuda-init");
+    assert_eq!(c.measured.as_deref(), Some("`libcuda.so.1` not found"));
+    assert!(c
+        .detail
+        .as_deref()
+        .unwrap_or_default()
+        .contains("did not inject"));
+    // Neither driver library loads, one of them for want of a function: not "not found".
+    let m = Measurements {
+        nvml_load_error: Some(LoadError::NotFound {
+            library: "libnvidia-ml.so.1".into(),
+        }),
+        cuda_load_error: Some(lacks),
+        ..Measurements::default()
+    };
+    let r = run(&matching(), &m, SelftestLevel::Quick);
+    assert_eq!(r.verdict, Verdict::NoGpu);
+    assert_eq!(
+        r.message.as_deref(),
+        Some(
+            "No usable NVIDIA driver: `libnvidia-ml.so.1` not found; `libcuda.so.1` lacks `cuInit`"
+        )
+    );
 }

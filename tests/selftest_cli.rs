@@ -1,7 +1,9 @@
 //! `gpuimg-selftest` and `gpuimg verify-host` as built binaries, on a machine without a GPU (CI).
 //!
 //! Covers the no-GPU path (one line, exit 4), bad input, `--report`, and the exec hand-off:
-//! arguments, exit status, PID and signals pass through to the wrapped command.
+//! arguments, exit status, PID and signals pass through to the wrapped command; and the
+//! loading paths against `gcc`-built fakes (`common::fake_cuda`): a library cut in half fails
+//! its check instead of killing the process, a `libcuda.so.1` lacking a function is named.
 
 mod common;
 
@@ -10,7 +12,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use common::Sandbox;
+use common::{fake_cuda, Sandbox};
 
 /// These tests describe a host the self-test finds no GPU on. The precondition is the product's
 /// own rule (`selftest::run` → `no-gpu`: no driver library loads, or the driver shows no
@@ -285,4 +287,114 @@ fn verify_host_runs_the_same_checks() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("bad.yaml:3:"), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}
+
+/// The self-test's JSON report of a run against `expect` with `LD_LIBRARY_PATH=lib_dir`, and
+/// its exit status (a signal fails the test: the self-test must answer, never die).
+fn run_with_driver_in(dir: &Sandbox, lib_dir: &Path, expect: &Path) -> (i32, serde_json::Value) {
+    let out = dir
+        .selftest()
+        .env("LD_LIBRARY_PATH", lib_dir)
+        .args(["--json", "--expect"])
+        .arg(expect)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let Some(code) = out.status.code() else {
+        panic!(
+            "the self-test died of signal {:?} instead of answering: {stderr}",
+            out.status.signal()
+        );
+    };
+    let report = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no JSON report ({e}), exit {code}: {stderr}"));
+    (code, report)
+}
+
+#[test]
+fn a_library_cut_in_half_fails_its_check_instead_of_killing_the_self_test() {
+    let dir = Sandbox::new();
+    let driver = dir.path().join("driver");
+    let image = dir.path().join("image");
+    std::fs::create_dir_all(&driver).unwrap();
+    std::fs::create_dir_all(&image).unwrap();
+    fake_cuda::libcuda(&driver, None);
+    let cudart = fake_cuda::cudart(&image, "libcudart.so.13");
+    fake_cuda::cudart(&image, "libcudnn.so.9");
+    let library = |name: &str, soname: &str, call: &str| {
+        serde_json::json!({
+            "name": name, "soname": soname, "dir": image, "version": "13.0.96",
+            "provider": format!("wheel {name}"), "cuda_major": 13, "call": call,
+        })
+    };
+    let e = dir.path().join("e.json");
+    let expectation = serde_json::json!({"format": 2, "libraries": [
+        library("cudart", "libcudart.so.13", "cudaRuntimeGetVersion"),
+        library("cudnn", "libcudnn.so.9", "cudaRuntimeGetVersion"),
+    ]});
+    std::fs::write(&e, expectation.to_string()).unwrap();
+    let check = |report: &serde_json::Value, name: &str| {
+        report["checks"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["name"] == name).cloned())
+            .unwrap_or_else(|| panic!("no `{name}` check: {report}"))
+    };
+
+    // Whole, the fake driver's one device is seen and the library answers.
+    let (_, report) = run_with_driver_in(&dir, &driver, &e);
+    assert_eq!(
+        check(&report, "library[cudart]")["status"],
+        "pass",
+        "{report}"
+    );
+
+    // Cut in half: the check fails with the cause, the process answers with exit 1.
+    let size = std::fs::metadata(&cudart).unwrap().len();
+    let half = fake_cuda::cut_in_half(&cudart);
+    let (code, report) = run_with_driver_in(&dir, &driver, &e);
+    assert_eq!(code, 1, "{report}");
+    assert_eq!(report["verdict"], "fail");
+    let c = check(&report, "library[cudart]");
+    assert_eq!(c["status"], "fail", "{c}");
+    let measured = c["measured"].as_str().unwrap_or_default();
+    assert!(
+        measured.starts_with("Truncated: loadable segment")
+            && measured.contains(&format!("the file has {half} bytes"))
+            && half < size,
+        "{c}"
+    );
+    // The others of the image are not loaded beside it, and say why.
+    let other = check(&report, "library[cudnn]");
+    assert_eq!(other["status"], "fail");
+    assert!(
+        other["measured"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("Not loaded: `libcudart.so.13` (cudart) of this image is truncated"),
+        "{other}"
+    );
+}
+
+#[test]
+fn a_libcuda_lacking_a_function_is_named_with_it_not_reported_missing() {
+    require_no_gpu();
+    let dir = Sandbox::new();
+    let driver = dir.path().join("driver");
+    std::fs::create_dir_all(&driver).unwrap();
+    fake_cuda::libcuda(&driver, Some("cuInit"));
+    let e = write(dir.path(), "e.json", r#"{"format": 1}"#);
+    let out = dir
+        .selftest()
+        .env("LD_LIBRARY_PATH", &driver)
+        .arg("--expect")
+        .arg(&e)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // No NVML here either: no usable driver, said with what was measured.
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert_eq!(
+        stderr.trim_end(),
+        "gpuimg-selftest: No usable NVIDIA driver: `libnvidia-ml.so.1` not found; `libcuda.so.1` lacks `cuInit`"
+    );
 }

@@ -176,6 +176,7 @@ fn device_code_that_does_not_cover_the_gpu_fails_naming_the_coverage() {
     let code = |targets: &[&str]| DeviceCode {
         targets: targets.iter().map(|t| t.parse().unwrap()).collect(),
         source: "catalog: test".into(),
+        ptx_bytes: None,
     };
     e.device_code = Some(code(&["sm_80", "sm_86"]));
     let r = run(&e, &m, SelftestLevel::Quick);
@@ -212,6 +213,7 @@ fn a_format_2_expectation_round_trips_through_its_file() {
     e.device_code = Some(DeviceCode {
         targets: vec!["sm_90".parse().unwrap(), "compute_90".parse().unwrap()],
         source: "catalog".into(),
+        ptx_bytes: Some(41_234_567),
     });
     let json = e.to_json();
     assert!(json.contains("\"format\": 2"), "{json}");
@@ -220,5 +222,43 @@ fn a_format_2_expectation_round_trips_through_its_file() {
         "{json}"
     );
     assert!(json.contains("\"compute_90\""), "{json}");
+    assert!(json.contains("\"ptx_bytes\": 41234567"), "{json}");
     assert_eq!(Expectation::from_json(&json, "e").unwrap(), e);
+}
+
+#[test]
+fn a_gpu_covered_only_by_ptx_passes_saying_its_size_and_the_first_start_jit() {
+    let (mut e, m) = image();
+    let code = |targets: &[&str], ptx_bytes| DeviceCode {
+        targets: targets.iter().map(|t| t.parse().unwrap()).collect(),
+        source: "catalog: test".into(),
+        ptx_bytes,
+    };
+    // The H200 (cc 9.0) with cubins for Ampere only and PTX for compute_80.
+    e.device_code = Some(code(&["sm_80", "sm_86", "compute_80"], Some(412_345_678)));
+    let r = run(&e, &m, SelftestLevel::Quick);
+    assert_eq!(r.verdict, Verdict::Pass, "{}", r.to_text());
+    let c = check(&r, "device-code[0]");
+    assert_eq!(c.status, Status::Pass);
+    let d = c.detail.as_deref().unwrap_or_default();
+    assert!(
+        d.starts_with("Covered by PTX only (compute_80, 412.3 MB of PTX): no cubin for cc 9.0, so the first start JIT-compiles it"),
+        "{d}"
+    );
+    assert!(d.contains("the driver caches the result afterwards"), "{d}");
+    // An image whose build did not measure the PTX says so rather than a size.
+    e.device_code = Some(code(&["sm_80", "compute_80"], None));
+    let r = run(&e, &m, SelftestLevel::Quick);
+    let d = check(&r, "device-code[0]")
+        .detail
+        .clone()
+        .unwrap_or_default();
+    assert!(
+        d.starts_with("Covered by PTX only (compute_80, its size is not recorded)"),
+        "{d}"
+    );
+    // A cubin for the GPU: no JIT, nothing to say.
+    e.device_code = Some(code(&["sm_90", "compute_90"], Some(412_345_678)));
+    let r = run(&e, &m, SelftestLevel::Quick);
+    assert_eq!(check(&r, "device-code[0]").detail, None);
 }

@@ -136,12 +136,33 @@ pub struct DeviceCode {
     pub targets: Vec<DeviceTarget>,
     /// Where the list comes from (`catalog: pytorch 2.11.0 cu130 [wheel-inspection]`).
     pub source: String,
+    /// Bytes of PTX the device code carries, when the build measured them (the self-test
+    /// names them when a GPU has no cubin and runs the PTX, JIT-compiled at the first start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ptx_bytes: Option<u64>,
 }
 
 impl DeviceCode {
     /// Whether a GPU of compute capability `major.minor` can run this code.
     pub fn covers(&self, major: u32, minor: u32) -> bool {
         self.targets.iter().any(|t| t.runs_on(major, minor))
+    }
+
+    /// The PTX target a GPU of compute capability `major.minor` runs when no cubin of this
+    /// code covers it (the highest PTX at or below it); `None` when a cubin does, or nothing.
+    pub fn ptx_only(&self, major: u32, minor: u32) -> Option<DeviceTarget> {
+        let binary = self
+            .targets
+            .iter()
+            .any(|t| t.kind != TargetKind::Ptx && t.runs_on(major, minor));
+        if binary {
+            return None;
+        }
+        self.targets
+            .iter()
+            .filter(|t| t.kind == TargetKind::Ptx && t.runs_on(major, minor))
+            .max()
+            .copied()
     }
 
     pub fn describe(&self) -> String {
@@ -298,10 +319,20 @@ mod tests {
         let code = DeviceCode {
             targets: vec![t("sm_80"), t("sm_86")],
             source: "test".into(),
+            ptx_bytes: None,
         };
         assert!(!code.covers(9, 0));
         assert!(code.covers(8, 9));
         assert_eq!(code.describe(), "sm_80 sm_86 (test)");
+        let code = DeviceCode {
+            targets: vec![t("sm_80"), t("compute_80"), t("compute_90")],
+            source: "test".into(),
+            ptx_bytes: None,
+        };
+        assert_eq!(code.ptx_only(8, 6), None, "the sm_80 cubin runs");
+        assert_eq!(code.ptx_only(9, 0), Some(t("compute_90")));
+        assert_eq!(code.ptx_only(12, 0), Some(t("compute_90")));
+        assert_eq!(code.ptx_only(7, 5), None, "nothing runs");
     }
 
     #[test]

@@ -55,6 +55,7 @@ pub fn expect_device_code(d: &crate::catalog::DeviceCode) -> DeviceCode {
     DeviceCode {
         targets: sm.chain(ptx).collect(),
         source: source.join("; "),
+        ptx_bytes: None,
     }
 }
 

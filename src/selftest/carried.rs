@@ -3,11 +3,12 @@
 //!
 //! Pure functions of the expectation and the measurements, like `checks`. A library fails
 //! naming itself (key, soname, provider); the coverage check names the image's targets and
-//! their source, so "no kernel image is available" is caught at start.
+//! their source, so "no kernel image is available" is caught at start, and a GPU that runs
+//! only PTX passes saying so (its size, and that the first start JIT-compiles it).
 
 use super::check::{Because, Check, Status};
 use super::data::Measurements;
-use crate::expect::{leading_fields, Expectation, LibraryExpectation, SelftestLevel};
+use crate::expect::{leading_fields, DeviceTarget, Expectation, LibraryExpectation, SelftestLevel};
 
 /// The `probe-timeout` stage name of the library probe.
 pub const LIBRARIES_STAGE: &str = "libraries";
@@ -144,7 +145,9 @@ pub fn device_code(e: &Expectation, m: &Measurements) -> Vec<Check> {
                 .detail("Compute capability not reported"),
                 Some(f) => {
                     let (major, minor) = (f[0] as u32, f[1] as u32);
-                    if code.covers(major, minor) {
+                    if let Some(ptx) = code.ptx_only(major, minor) {
+                        c.detail(ptx_only(ptx, code.ptx_bytes, &cc))
+                    } else if code.covers(major, minor) {
                         c
                     } else if code.source.contains("pruned for") {
                         c.fail().detail(format!(
@@ -161,6 +164,18 @@ pub fn device_code(e: &Expectation, m: &Measurements) -> Vec<Check> {
             }
         })
         .collect()
+}
+
+/// The detail of a GPU that has no cubin and runs the image's PTX `ptx`.
+fn ptx_only(ptx: DeviceTarget, bytes: Option<u64>, cc: &str) -> String {
+    let size = match bytes {
+        // One decimal of a megabyte (10^6 bytes), in integers.
+        Some(b) => format!("{}.{} MB of PTX", b / 1_000_000, (b % 1_000_000) / 100_000),
+        None => "its size is not recorded".to_string(),
+    };
+    format!(
+        "Covered by PTX only ({ptx}, {size}): no cubin for cc {cc}, so the first start JIT-compiles it (the README gives seconds per MB); the driver caches the result afterwards (CUDA_CACHE_PATH, up to CUDA_CACHE_MAXSIZE)"
+    )
 }
 
 trait Fail {

@@ -12,7 +12,7 @@ use super::carried;
 use super::cause;
 use super::check::{Because, Check, Status, Verdict};
 use super::crosscheck::{self, pair};
-use super::data::{CudaDeviceResult, GpuInfo, Measurements, ModuleFlavour};
+use super::data::{CudaDeviceResult, GpuInfo, LoadError, Measurements, ModuleFlavour};
 use super::require::{self, Outcome, RequireFacts};
 use crate::expect::{default_host_device_floor, Expectation, VersionRange};
 use crate::expect::{KernelModule, SelftestLevel};
@@ -31,9 +31,21 @@ const BAD_THROTTLE: [&str; 4] = [
 /// Why the host counts as having no usable GPU, or `None` when checks should run.
 pub fn no_gpu_reason(m: &Measurements) -> Option<String> {
     if !m.nvml_loaded && !m.cuda_loaded {
-        return Some(
-            "No NVIDIA driver: `libnvidia-ml.so.1` and `libcuda.so.1` not found".to_string(),
-        );
+        let found = |e: &Option<LoadError>| !matches!(e, None | Some(LoadError::NotFound { .. }));
+        if !found(&m.nvml_load_error) && !found(&m.cuda_load_error) {
+            return Some(
+                "No NVIDIA driver: `libnvidia-ml.so.1` and `libcuda.so.1` not found".to_string(),
+            );
+        }
+        let say = |e: &Option<LoadError>, lib: &str| {
+            e.as_ref()
+                .map_or_else(|| format!("`{lib}` not found"), LoadError::to_string)
+        };
+        return Some(format!(
+            "No usable NVIDIA driver: {}; {}",
+            say(&m.nvml_load_error, "libnvidia-ml.so.1"),
+            say(&m.cuda_load_error, "libcuda.so.1")
+        ));
     }
     let mismatch = m
         .nvml_error
@@ -235,9 +247,18 @@ fn cuda_driver(e: &Expectation, m: &Measurements) -> Check {
 
 fn cuda_init(m: &Measurements) -> Check {
     if !m.cuda_loaded {
-        return Check::new("cuda-init", Status::Fail)
-            .measured("`libcuda.so.1` not found")
-            .detail("The container runtime did not inject the driver's libcuda");
+        let c = Check::new("cuda-init", Status::Fail);
+        return match &m.cuda_load_error {
+            None | Some(LoadError::NotFound { .. }) => c
+                .measured("`libcuda.so.1` not found")
+                .detail("The container runtime did not inject the driver's libcuda"),
+            Some(e @ LoadError::Symbol { library, symbol }) => c.measured(e.to_string()).detail(
+                format!("`{library}` was found but lacks `{symbol}`, which the self-test calls: it is not a driver's libcuda (a stub, or one baked into the image?); cuInit never ran"),
+            ),
+            Some(e @ LoadError::Refused { library, .. }) => c
+                .measured(e.to_string())
+                .detail(format!("`{library}` was found but `dlopen` refused it; cuInit never ran")),
+        };
     }
     match (&m.cuda_error, cause::cuda(m)) {
         (_, Some(Because::CuinitTimedOut)) => Check::new("cuda-init", Status::Fail)

@@ -67,8 +67,11 @@ pub fn collect(level: SelftestLevel, libs: &[LibraryExpectation]) -> Measurement
         module: procfs::nvidia_module(),
         ..Measurements::default()
     };
-    let nvml: Option<&'static Nvml> = Nvml::load().ok().map(|n| &*Box::leak(Box::new(n)));
-    let cuda: Option<&'static Cuda> = Cuda::load().ok().map(|c| &*Box::leak(Box::new(c)));
+    let (nvml, cuda) = (Nvml::load(), Cuda::load());
+    m.nvml_load_error = nvml.as_ref().err().cloned();
+    m.cuda_load_error = cuda.as_ref().err().cloned();
+    let nvml: Option<&'static Nvml> = nvml.ok().map(|n| &*Box::leak(Box::new(n)));
+    let cuda: Option<&'static Cuda> = cuda.ok().map(|c| &*Box::leak(Box::new(c)));
     m.nvml_loaded = nvml.is_some();
     m.cuda_loaded = cuda.is_some();
     let wanted: Vec<LibraryExpectation> = libs

@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use super::dl::LoadError;
 pub use super::libraries::LibraryProbe;
 
 /// Kernel module flavour from `/proc/driver/nvidia/version`.
@@ -48,6 +49,12 @@ pub struct Measurements {
     /// Whether `libnvidia-ml.so.1` / `libcuda.so.1` could be loaded.
     pub nvml_loaded: bool,
     pub cuda_loaded: bool,
+    /// Why `libnvidia-ml.so.1` / `libcuda.so.1` was not loaded: no file, a file `dlopen`
+    /// refused, or a function it lacks (`None` when it loaded, and in older recordings).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvml_load_error: Option<LoadError>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_load_error: Option<LoadError>,
     /// User-space driver version from NVML (`580.159.04`).
     pub driver_version: Option<String>,
     /// NVML initialisation failure, by name (`NVML_ERROR_LIB_RM_VERSION_MISMATCH`).

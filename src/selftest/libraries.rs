@@ -4,14 +4,19 @@
 //! Returns what each reported (the fields of its version) or why it could not be loaded or
 //! asked; pass/fail is decided in `carried`. Loaded libraries stay loaded for the life of the
 //! process (unloading CUDA libraries is unsafe with their threads); nothing is called but the
-//! version functions, which need no driver and no GPU.
+//! version functions, which need no driver and no GPU. Before any is mapped, every file of the
+//! list (and its companions) has its program headers checked against its size (`segments`):
+//! when one is cut short, none is loaded (a library maps its dependencies, others of the list,
+//! when it loads) and the probe says why, instead of the process dying of SIGBUS.
 
 use std::ffi::{c_int, c_uint};
+use std::path::Path;
 use std::time::Instant;
 
 use libloading::Library;
 use serde::{Deserialize, Serialize};
 
+use super::segments;
 use crate::expect::{LibraryExpectation, VersionCall};
 
 /// What loading one library and calling its version function gave.
@@ -31,9 +36,41 @@ pub struct LibraryProbe {
     pub ms: f64,
 }
 
-/// Load each library in order and ask its version.
+/// Load each library in order and ask its version; when the program headers of any of them
+/// (or of a companion) reach past the end of its file, load none of them.
 pub fn probe_all(libs: &[LibraryExpectation]) -> Vec<LibraryProbe> {
-    libs.iter().map(probe).collect()
+    let cut: Vec<Option<String>> = libs.iter().map(unmappable).collect();
+    let first = libs.iter().zip(&cut).find(|(_, c)| c.is_some());
+    let Some((bad, _)) = first else {
+        return libs.iter().map(probe).collect();
+    };
+    libs.iter()
+        .zip(cut)
+        .map(|(lib, why)| LibraryProbe {
+            name: lib.name.clone(),
+            path: lib.path(),
+            error: Some(why.unwrap_or_else(|| {
+                format!(
+                    "Not loaded: `{}` ({}) of this image is truncated, and loading this library could map it",
+                    bad.soname, bad.name
+                )
+            })),
+            ..LibraryProbe::default()
+        })
+        .collect()
+}
+
+/// Why `lib` or one of its companions must not be mapped (`segments::check`), if so.
+fn unmappable(lib: &LibraryExpectation) -> Option<String> {
+    if let Err(e) = segments::check(Path::new(&lib.path())) {
+        return Some(e.to_string());
+    }
+    lib.companions.iter().find_map(|name| {
+        let path = format!("{}/{name}", lib.dir.trim_end_matches('/'));
+        segments::check(Path::new(&path))
+            .err()
+            .map(|e| format!("`{name}`, which it loads at run time: {e}"))
+    })
 }
 
 fn probe(lib: &LibraryExpectation) -> LibraryProbe {

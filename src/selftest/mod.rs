@@ -24,6 +24,7 @@ mod procfs;
 mod ptx;
 mod report;
 mod require;
+mod segments;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -36,8 +37,8 @@ pub use crosscheck::{
     MEMORY_TOLERANCE_PERCENT,
 };
 pub use data::{
-    Bandwidth, CudaDeviceResult, EccHealth, GpuInfo, InitOutcome, LibraryProbe, Measurements,
-    MigDevice, ModuleFlavour, ModuleInfo, PcieLink,
+    Bandwidth, CudaDeviceResult, EccHealth, GpuInfo, InitOutcome, LibraryProbe, LoadError,
+    Measurements, MigDevice, ModuleFlavour, ModuleInfo, PcieLink,
 };
 pub use exec::{exec, ExecError};
 pub use libraries::probe_all as probe_libraries;

@@ -9,11 +9,13 @@
 //! OCI registry (plain, TLS with htpasswd, or token auth) and `proxy` a TCP proxy that stalls
 //! after so many bytes, for the push tests; `fake_registry` a hostile one whose every answer
 //! the test chooses (silence and drips too), and `hostile_push` what the tests against it
-//! share (a tiny image, a library push with chosen limits).
+//! share (a tiny image, a library push with chosen limits); `fake_cuda` builds a fake
+//! `libcuda.so.1` and a small CUDA library with `gcc` for the self-test's loading paths.
 #![allow(dead_code, unused_imports)]
 
 pub mod apt_repo;
 pub mod cmd;
+pub mod fake_cuda;
 pub mod fake_registry;
 pub mod fs;
 pub mod hostile_index;

@@ -28,6 +28,8 @@ pub fn h200() -> Measurements {
         }),
         nvml_loaded: true,
         cuda_loaded: true,
+        nvml_load_error: None,
+        cuda_load_error: None,
         driver_version: Some("580.159.04".into()),
         nvml_error: None,
         cuda_driver_version: Some("13.0".into()),
