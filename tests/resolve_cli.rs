@@ -322,3 +322,34 @@ fn shipped_profiles_resolve_without_warnings() {
         }
     }
 }
+
+/// Issue 34, item 8: a version the catalog has never heard of is bad input (exit 2) at its
+/// position, naming the known releases, not a "no" (exit 1) with a hint to another version.
+#[test]
+fn a_version_that_does_not_exist_is_bad_input_naming_the_known_ones() {
+    let d = Sandbox::new();
+    for (body, at, what, known) in [
+        (
+            "stack:\n  cuda: \"12.99\"\n",
+            "p.yaml:3:9:",
+            "matches no cuda release",
+            "12.4",
+        ),
+        (
+            "stack:\n  python: \"3.11\"\n  pytorch: \"3.7\"\n",
+            "p.yaml:4:12:",
+            "matches no pytorch release",
+            "2.5",
+        ),
+    ] {
+        let p = profile(d.path(), "p.yaml", body);
+        let out = gpuimg(&["resolve", p.to_str().unwrap()], &d);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{body}: {err}");
+        assert!(err.contains(at) && err.contains(what), "{body}: {err}");
+        assert!(
+            err.contains("known: ") && err.contains(known),
+            "{body}: {err}"
+        );
+    }
+}

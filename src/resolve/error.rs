@@ -24,6 +24,16 @@ pub enum ResolveError {
         name: String,
         suggestion: Option<String>,
     },
+    #[error("{file}:{line}:{column}: `{key}: {value}` matches no {component} release the catalog knows (known: {known}); pick one of those, or add the release with a catalog overlay (`--catalog FILE`)")]
+    UnknownVersion {
+        file: String,
+        line: u32,
+        column: u32,
+        key: String,
+        value: String,
+        component: String,
+        known: String,
+    },
     #[error("{file}:{line}:{column}: `{key}: {value}` can match no version at all")]
     ConflictingPins {
         file: String,

@@ -166,7 +166,23 @@ impl Request {
             (Component::Jax, &s.jax),
         ] {
             if let Some(l) = v {
-                stack.insert(comp, parse(&format!("stack.{comp}"), l)?);
+                let key = format!("stack.{comp}");
+                let c = parse(&key, l)?;
+                // A version the catalog has never heard of is bad input, not a "no".
+                if let Some(known) = known_versions(catalog, comp) {
+                    if !known.iter().any(|v| c.matches(v)) {
+                        return Err(ResolveError::UnknownVersion {
+                            file: file.clone(),
+                            line: l.line,
+                            column: l.column,
+                            key,
+                            value: l.value.clone(),
+                            component: comp.to_string(),
+                            known: summarise(&known),
+                        });
+                    }
+                }
+                stack.insert(comp, c);
             }
         }
         Ok(Request {
@@ -187,6 +203,41 @@ impl Request {
             stack,
             compat: profile.compat,
         })
+    }
+}
+
+/// The releases the catalog lists for `comp`, where every candidate of the search is one of
+/// them (cuDNN and NCCL are also reached through a framework's pins: not checked here).
+fn known_versions(catalog: &Catalog, comp: Component) -> Option<Vec<crate::version::Version>> {
+    let v: Vec<_> = match comp {
+        Component::Cuda => catalog.cuda.iter().map(|r| r.version.clone()).collect(),
+        Component::Python => catalog.python.iter().map(|r| r.version.clone()).collect(),
+        Component::Pytorch => catalog.pytorch.iter().map(|r| r.version.clone()).collect(),
+        Component::Tensorflow => catalog
+            .tensorflow
+            .iter()
+            .map(|r| r.version.clone())
+            .collect(),
+        Component::Jax => catalog.jax.iter().map(|r| r.version.clone()).collect(),
+        _ => return None,
+    };
+    (!v.is_empty()).then_some(v)
+}
+
+/// The known releases by major.minor, oldest first (`11.8, 12.0, …, 13.5`), at most 24 named.
+fn summarise(versions: &[crate::version::Version]) -> String {
+    let mut minors: Vec<crate::version::Version> = versions.iter().map(|v| v.truncate(2)).collect();
+    minors.sort();
+    minors.dedup();
+    let shown: Vec<String> = minors.iter().map(|v| v.to_string()).collect();
+    if shown.len() <= 24 {
+        shown.join(", ")
+    } else {
+        format!(
+            "{}, …, {}",
+            shown[..4].join(", "),
+            shown[shown.len() - 19..].join(", ")
+        )
     }
 }
 
