@@ -24,15 +24,13 @@ pub enum ResolveError {
         name: String,
         suggestion: Option<String>,
     },
-    #[error("{file}:{line}:{column}: `{key}: {value}` matches no {component} release the catalog knows (known: {known}); pick one of those, or add the release with a catalog overlay (`--catalog FILE`)")]
+    /// A stack version the catalog has never heard of (bad input, not a "no").
+    #[error("{file}:{line}:{column}: {message}")]
     UnknownVersion {
         file: String,
         line: u32,
         column: u32,
-        key: String,
-        value: String,
-        component: String,
-        known: String,
+        message: String,
     },
     #[error("{file}:{line}:{column}: `{key}: {value}` can match no version at all")]
     ConflictingPins {

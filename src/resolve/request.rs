@@ -175,10 +175,11 @@ impl Request {
                             file: file.clone(),
                             line: l.line,
                             column: l.column,
-                            key,
-                            value: l.value.clone(),
-                            component: comp.to_string(),
-                            known: summarise(&known),
+                            message: format!(
+                                "`{key}: {}` matches no {comp} release the catalog knows (known: {}); pick one of those, or add the release with a catalog overlay (`--catalog FILE`)",
+                                l.value,
+                                summarise(&known)
+                            ),
                         });
                     }
                 }
