@@ -25,6 +25,21 @@ pub enum UserFileError {
     Pseudo { path: PathBuf, fs: &'static str },
 }
 
+impl UserFileError {
+    /// The refusal as an I/O error that does not repeat the path (for callers whose own
+    /// error names it): an open failure as it was, a refusal as `InvalidInput`.
+    pub fn into_io(self) -> std::io::Error {
+        let why = match self {
+            UserFileError::Open { source, .. } => return source,
+            UserFileError::NotRegular { kind, .. } => format!("is a {kind}, not a regular file"),
+            UserFileError::Pseudo { fs, .. } => {
+                format!("is on {fs}, whose files are the kernel's state")
+            }
+        };
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, why)
+    }
+}
+
 /// Pseudo file systems by `statfs` `f_type` (linux/magic.h).
 const PSEUDO: &[(u64, &str)] = &[
     (0x9fa0, "procfs"),

@@ -6,6 +6,7 @@
 //! On a terminal a task's named items (downloads) each get a bar of their own while they move
 //! bytes, under the task's total bar; elsewhere each prints one line when done.
 
+use crate::byte_size::ByteSize;
 use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::time::Instant;
@@ -192,21 +193,13 @@ fn done_line(label: &str, bytes: u64, secs: f64, summary: &str) -> String {
     // A rate is shown only where it was measured over a time worth the name; sizes in the
     // unit that keeps them readable (never "0.0 MB", "0 MB/s").
     if secs < 0.1 {
-        return format!(
-            "{label:>12} {summary} ({} in {secs:.2}s)",
-            human(bytes as f64)
-        );
+        return format!("{label:>12} {summary} ({} in {secs:.2}s)", ByteSize(bytes));
     }
     format!(
         "{label:>12} {summary} ({} in {secs:.2}s, {}/s)",
-        human(bytes as f64),
-        human(bytes as f64 / secs)
+        ByteSize(bytes),
+        ByteSize((bytes as f64 / secs) as u64)
     )
-}
-
-/// `bytes` in decimal units (`512 B`, `12.3 kB`, `25.0 MB`, `1.20 GB`).
-fn human(bytes: f64) -> String {
-    crate::byte_size::ByteSize(bytes as u64).to_string()
 }
 
 #[cfg(test)]

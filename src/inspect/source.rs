@@ -239,23 +239,7 @@ fn describe(kind: tar::EntryType) -> &'static str {
 /// `path` opened when it is a regular file on a real file system; the refusal as an I/O error
 /// (`InspectError::Read` names the path).
 fn regular(path: &Path) -> io::Result<std::fs::File> {
-    crate::user_file::open_regular(path).map_err(|e| match e {
-        crate::user_file::UserFileError::Open { source, .. } => source,
-        refused => io::Error::new(io::ErrorKind::InvalidInput, refusal(&refused)),
-    })
-}
-
-/// What a refusal says without the path (the caller names it).
-fn refusal(e: &crate::user_file::UserFileError) -> String {
-    match e {
-        crate::user_file::UserFileError::NotRegular { kind, .. } => {
-            format!("it is a {kind}, not a regular file")
-        }
-        crate::user_file::UserFileError::Pseudo { fs, .. } => {
-            format!("it is on {fs}, whose files are the kernel's state")
-        }
-        crate::user_file::UserFileError::Open { source, .. } => source.to_string(),
-    }
+    crate::user_file::open_regular(path).map_err(crate::user_file::UserFileError::into_io)
 }
 
 #[cfg(test)]

@@ -93,7 +93,7 @@ pub(super) fn source_for(
     }
     let meta = std::fs::symlink_metadata(&real)
         .map_err(|e| err(format!("Failed to read {shown}: {e}")))?;
-    if let Some(kind) = special(&meta.file_type()) {
+    if let Some(kind) = crate::user_file::special_kind(&meta.file_type()) {
         return Err(err(format!("{shown} is a {kind}; {COPIES}")));
     }
     if let Some(fs) = crate::user_file::pseudo_fs(&real).map_err(|e| err(e.to_string()))? {
@@ -115,10 +115,6 @@ pub(super) fn source_for(
 
 const COPIES: &str = "`files:` copies only regular files, directories and symlinks";
 
-fn special(t: &std::fs::FileType) -> Option<&'static str> {
-    crate::user_file::special_kind(t)
-}
-
 /// The first special file under `root` (lstat only, symlinks not followed), in name order.
 fn special_inside(root: &Path) -> Result<Option<(PathBuf, &'static str)>, std::io::Error> {
     let mut stack = vec![root.to_path_buf()];
@@ -127,7 +123,7 @@ fn special_inside(root: &Path) -> Result<Option<(PathBuf, &'static str)>, std::i
         entries.sort_by_key(|e| e.file_name());
         for e in entries.iter().rev() {
             let t = e.file_type()?;
-            if let Some(kind) = special(&t) {
+            if let Some(kind) = crate::user_file::special_kind(&t) {
                 return Ok(Some((e.path(), kind)));
             }
             if t.is_dir() {

@@ -49,30 +49,32 @@ impl Default for PushLimits {
 }
 
 impl PushLimits {
+    /// The same bounds in the fetch module's terms, whose arithmetic (deadline at a rate,
+    /// doubling backoff, the progress meter) the push shares rather than repeats.
+    fn as_fetch(&self) -> FetchLimits {
+        FetchLimits {
+            window: self.window,
+            min_rate: self.min_rate,
+            deadline_base: self.slack,
+            deadline_rate: self.min_rate,
+            attempts: self.attempts,
+            backoff: self.backoff,
+        }
+    }
+
     /// The deadline of a push that may move `bytes` bytes.
     pub fn deadline(&self, bytes: u64) -> Duration {
-        let rate = self.min_rate.max(1);
-        let secs = Duration::from_secs(bytes / rate)
-            .saturating_add(Duration::from_secs_f64((bytes % rate) as f64 / rate as f64));
-        self.slack.saturating_add(secs)
+        self.as_fetch().deadline(bytes)
     }
 
     /// The wait before attempt `attempt` (1-based; the first waits nothing).
     pub fn backoff_before(&self, attempt: u32) -> Duration {
-        match attempt {
-            0 | 1 => Duration::ZERO,
-            n => self.backoff.saturating_mul(1 << (n - 2).min(16)),
-        }
+        self.as_fetch().backoff_before(attempt.saturating_sub(1))
     }
 
     /// The minimum-progress meter of one body, started now.
     pub fn meter(&self) -> Meter {
-        let f = FetchLimits {
-            window: self.window,
-            min_rate: self.min_rate,
-            ..FetchLimits::default()
-        };
-        Meter::new(Instant::now(), &f)
+        Meter::new(Instant::now(), &self.as_fetch())
     }
 }
 

@@ -10,17 +10,8 @@ use std::path::Path;
 /// `user_file`): the file and its size. Anything else (a FIFO, a device, a directory, procfs)
 /// is an `InvalidInput` error, never a wait.
 pub fn open_regular(path: &Path) -> io::Result<(std::fs::File, u64)> {
-    use crate::user_file::UserFileError;
-    let f = crate::user_file::open_regular(path).map_err(|e| match e {
-        UserFileError::Open { source, .. } => source,
-        UserFileError::NotRegular { kind, .. } => io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("is a {kind}, not a regular file"),
-        ),
-        UserFileError::Pseudo { fs, .. } => {
-            io::Error::new(io::ErrorKind::InvalidInput, format!("is on {fs}"))
-        }
-    })?;
+    let f =
+        crate::user_file::open_regular(path).map_err(crate::user_file::UserFileError::into_io)?;
     let size = f.metadata()?.len();
     Ok((f, size))
 }
