@@ -368,3 +368,91 @@ fn a_stack_pin_without_python_is_a_warning_naming_it() {
         "{err}"
     );
 }
+
+/// Issue 34, item 2: with `pytorch: "2.14"` and `driver: "<550"` the catalog picks cu126, but
+/// an index that serves only the default build installs cu130. The "no" cites the index for
+/// the CUDA it forces (never `stack.cuda … [profile]`, which the profile does not set), offers
+/// no `stack.cuda` hint (it cannot change what the index serves), and every hint it prints,
+/// followed as printed, locks: the profile's own keys, and an index serving cu126.
+#[test]
+fn a_no_caused_by_the_index_cites_the_index_and_every_hint_it_prints_works() {
+    let sb = Sandbox::new();
+    write(&sb.join("rootfs/var/lib/dpkg/status"), STATUS);
+    let default = vec![
+        WheelSpec::new("nvidia-cuda-runtime", "13.0.96")
+            .file("nvidia/cu13/lib/libcudart.so.13", "13.0\n"),
+        WheelSpec::new("nvidia-cuda-runtime-cu12", "12.6.77")
+            .file("nvidia/cuda_runtime/lib/libcudart.so.12", "12.6\n"),
+        WheelSpec::new("torch", "2.14.1")
+            .file("torch/__init__.py", "")
+            .requires("nvidia-cuda-runtime==13.0.96"),
+    ];
+    let cu126 = vec![WheelSpec::new("torch", "2.14.1+cu126")
+        .file("torch/__init__.py", "")
+        .requires("nvidia-cuda-runtime-cu12==12.6.77")];
+    let a = serve(&wheel_index(&sb.join("a"), &default));
+    let b = serve(&wheel_index(&sb.join("b"), &cu126));
+    let profile = |driver: &str, compat: &str, extra: &str| {
+        let p = sb.join("stack.yaml");
+        write(
+            &p,
+            &format!(
+                "name: stack\nbase:\n  rootfs: ./rootfs\nhost:\n  gpus: [H100]\n  driver: \"{driver}\"\nstack:\n  pytorch: \"2.14\"\n  python: \"3.11\"\ncompat: {compat}\nselftest: {{enabled: false}}\npython:\n  index: {}/simple/\n{extra}",
+                a.url
+            ),
+        );
+        p
+    };
+    let lock = |p: &Path| run(sb.gpuimg().arg("lock").arg(p));
+
+    let out = lock(&profile("<550", "minor", ""));
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("the configured index installs torch 2.14.1 (cu130, CUDA 13.0)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("the index installs torch 2.14.1 (cu130), built for CUDA 13.0 [index]"),
+        "{err}"
+    );
+    assert!(!err.contains("stack.cuda is"), "blames the profile: {err}");
+    let hints: Vec<&str> = err
+        .lines()
+        .filter_map(|l| l.strip_prefix("hint: "))
+        .collect();
+    assert!(hints.len() >= 2, "{err}");
+    assert!(
+        hints.iter().all(|h| !h.starts_with("`stack.cuda")),
+        "{hints:?}"
+    );
+    for hint in hints {
+        let (driver, compat, extra) = if let Some(rest) = hint.strip_prefix("`host.driver: \"") {
+            (
+                rest.split('"').next().unwrap().to_string(),
+                "minor",
+                String::new(),
+            )
+        } else if let Some(rest) = hint.strip_prefix("`compat: ") {
+            (
+                "<550".into(),
+                rest.split('`').next().unwrap(),
+                String::new(),
+            )
+        } else if hint.starts_with("an index that serves torch 2.14.1 (cu126) would work") {
+            (
+                "<550".into(),
+                "minor",
+                format!("  extra-indexes: [\"{}/simple/\"]\n", b.url),
+            )
+        } else {
+            panic!("a hint this test cannot follow: {hint}");
+        };
+        let out = lock(&profile(&driver, compat, &extra));
+        assert!(
+            out.status.success(),
+            "hint `{hint}` followed, and: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

@@ -244,3 +244,86 @@ fn table_of_facts() {
         failures.join("\n")
     );
 }
+
+/// Issue 34, item 2: a hint is printed only when following it works. Every hint every "no"
+/// case prints is applied to that case's profile, exactly as printed, and the profile must then
+/// resolve.
+#[test]
+fn every_hint_the_cases_print_works_when_followed() {
+    let catalog = Catalog::embedded().unwrap();
+    let mut followed = 0;
+    let mut failures = Vec::new();
+    for case in CASES.iter().filter(|c| matches!(c.expect, No(_))) {
+        let text = format!("name: t\n{}\n", case.profile);
+        let profile = gpuimg::profile::parse(&text, "case.yaml", Path::new("."), &|_| None)
+            .unwrap_or_else(|e| panic!("{}: {e}", case.profile));
+        let Err(ResolveError::Incompatible(e)) = resolve(&profile, &catalog) else {
+            continue;
+        };
+        for hint in &e.suggestions {
+            let mut p = profile.clone();
+            follow(&mut p, hint);
+            followed += 1;
+            if let Err(err) = resolve(&p, &catalog) {
+                failures.push(format!(
+                    "`{}` hint `{hint}`: {err}",
+                    case.profile.replace('\n', " ")
+                ));
+            }
+        }
+    }
+    assert!(followed >= 20, "only {followed} hints followed");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Apply a printed hint (`` `KEY: VALUE` would work ``, ``leaving `GPU` out of host.gpus``)
+/// to `p`; a hint of another shape fails the test, so each new kind is followed here too.
+fn follow(p: &mut gpuimg::profile::Profile, hint: &str) {
+    use gpuimg::profile::{CompatMode, KernelModule, Located};
+    if let Some(rest) = hint.strip_prefix("leaving `") {
+        let gpu = rest.split('`').next().unwrap_or_default();
+        let gpu = gpu.strip_prefix("compute capability ").unwrap_or(gpu);
+        let before = p.host.gpus.len();
+        p.host.gpus.retain(|g| g.value != gpu);
+        assert_eq!(
+            p.host.gpus.len() + 1,
+            before,
+            "hint `{hint}` names no listed GPU"
+        );
+        return;
+    }
+    let stated = hint
+        .strip_prefix('`')
+        .and_then(|h| h.split_once('`'))
+        .map(|(s, _)| s)
+        .unwrap_or_else(|| panic!("a hint this test cannot follow: `{hint}`"));
+    let (key, value) = stated
+        .split_once(": ")
+        .unwrap_or_else(|| panic!("a hint this test cannot follow: `{hint}`"));
+    let value = value.trim_matches('"').to_string();
+    let set = Some(Located::synthetic(value.clone()));
+    match key {
+        "compat" => {
+            p.compat = match value.as_str() {
+                "strict" => CompatMode::Strict,
+                "minor" => CompatMode::Minor,
+                "forward" => CompatMode::Forward,
+                v => panic!("hint `{hint}`: compat `{v}`"),
+            }
+        }
+        "host.driver" => p.host.driver = set,
+        "host.kernel" => p.host.kernel = set,
+        "host.kernel_module" => {
+            assert_eq!(value, "any", "{hint}");
+            p.host.kernel_module = KernelModule::Any;
+        }
+        "stack.cuda" => p.stack.cuda = set,
+        "stack.cudnn" => p.stack.cudnn = set,
+        "stack.nccl" => p.stack.nccl = set,
+        "stack.python" => p.stack.python = set,
+        "stack.pytorch" => p.stack.pytorch = set,
+        "stack.tensorflow" => p.stack.tensorflow = set,
+        "stack.jax" => p.stack.jax = set,
+        k => panic!("hint `{hint}` sets `{k}`, which this test cannot follow"),
+    }
+}

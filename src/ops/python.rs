@@ -127,8 +127,16 @@ pub fn settle_base_python(
         want.field(0),
         want.field(1)
     );
-    let pin = |stack: &mut crate::profile::StackSpec| {
-        stack.python = Some(crate::profile::Located::synthetic(format!("{a}.{b}")));
+    let pin = |req: &mut crate::resolve::Request| {
+        let v = crate::version::Version::from_fields(&[u64::from(a), u64::from(b)]);
+        req.pin(
+            Component::Python,
+            crate::version::Constraint::from_prefix(&v),
+            crate::resolve::Origin {
+                text: format!("the base installs Python {a}.{b} (`{}`)", base.package),
+                source: "base".into(),
+            },
+        );
     };
     let r2 = super::settle::refine(profile, catalog, r, pin, &said, obs).map_err(|e| {
         OpsError::Incompatible(format!(

@@ -4,8 +4,8 @@
 use crate::catalog::Catalog;
 use crate::lock::{self, Lock, LockedPackage, LockedWheel};
 use crate::observe::Observer;
-use crate::profile::{Base, Profile, StackSpec};
-use crate::resolve::{Resolution, ResolveError};
+use crate::profile::{Base, Profile};
+use crate::resolve::{Request, Resolution, ResolveError};
 
 use super::OpsError;
 
@@ -67,19 +67,21 @@ pub fn from_lock(profile: &Profile, lock: Lock) -> Result<Settled, OpsError> {
 }
 
 /// A fresh resolution refined by a fact the packages state (the base's Python, the framework
-/// variant the index installs): the profile resolved again with `pin` applied to its stack.
+/// variant the index installs): the profile's request resolved again with `pin` applied, each
+/// pinned constraint citing its [`crate::resolve::Origin`] (never `profile`, so a "no" names
+/// the true source and no hint asks the profile to change it).
 /// Says `said` and the new resolution's warnings that `first` did not give.
 pub fn refine(
     profile: &Profile,
     catalog: &Catalog,
     first: &Resolution,
-    pin: impl FnOnce(&mut StackSpec),
+    pin: impl FnOnce(&mut Request),
     said: &str,
     obs: &mut dyn Observer,
 ) -> Result<Resolution, ResolveError> {
-    let mut again = profile.clone();
-    pin(&mut again.stack);
-    let r = crate::resolve::resolve(&again, catalog)?;
+    let mut req = Request::from_profile(profile, catalog)?;
+    pin(&mut req);
+    let r = crate::resolve::resolve_request(&req, catalog)?;
     obs.message(said);
     for w in r.warnings.iter().filter(|w| !first.warnings.contains(w)) {
         obs.warn(w);

@@ -399,21 +399,34 @@ pub fn settle_installed(
         "the Python packages install PyTorch's {installed} variant, not {chosen}: resolved again for it (cuda {})",
         variant.cuda
     );
-    let pin = |stack: &mut crate::profile::StackSpec| {
-        stack.cuda = Some(Located {
-            value: variant.cuda.to_string(),
-            ..at.clone()
-        });
-        stack.pytorch = Some(Located {
-            value: format!("={version}"),
-            ..at.clone()
-        });
+    let cuda = variant.cuda.clone();
+    let installs = format!("the index installs torch {version} ({installed})");
+    let pin = |req: &mut crate::resolve::Request| {
+        req.pin(
+            Component::Pytorch,
+            crate::version::Constraint::exact(&version),
+            crate::resolve::Origin {
+                text: installs.clone(),
+                source: "index".into(),
+            },
+        );
+        req.pin(
+            Component::Cuda,
+            crate::version::Constraint::from_prefix(&cuda),
+            crate::resolve::Origin {
+                text: format!("{installs}, built for CUDA {cuda}"),
+                source: "index".into(),
+            },
+        );
     };
     super::settle::refine(profile, catalog, resolution, pin, &said, obs)
         .map(Some)
         .map_err(|e| {
+            // The profile's own resolution, `chosen`, works: an index serving that build is
+            // the change that makes the two agree (hints for the profile's other keys were
+            // checked against the installed variant by the resolver).
             OpsError::Incompatible(format!(
-                "`stack.pytorch: \"{}\"` ({}:{}:{}) resolved to {chosen}, the variant the default index serves, but the Python packages install torch {version} {installed} (CUDA {}), and that does not fit: {e}",
+                "`stack.pytorch: \"{}\"` ({}:{}:{}) resolved to torch {version} ({chosen}), but the configured index installs torch {version} ({installed}, CUDA {}), which does not fit: {e}\nhint: an index that serves torch {version} ({chosen}) would work: add it to `python.extra-indexes` (searched before `index`); `stack.cuda` cannot change what the index serves",
                 at.value, profile.file, at.line, at.column, variant.cuda
             ))
         })

@@ -27,10 +27,6 @@ fn gpu_fact(g: &GpuTarget) -> Fact {
     }
 }
 
-fn profile_fact(comp: Component, c: &Constraint) -> Fact {
-    Fact::profile(format!("stack.{comp} is `{c}`"))
-}
-
 fn binary_compat_fact() -> Fact {
     Fact::new(
         "a cubin for X.y runs only on X.z with z >= y, PTX on newer GPUs",
@@ -63,7 +59,7 @@ impl<'c> Ctx<'c> {
             })
             .collect();
         if let Some(c) = self.want(Component::Python) {
-            facts.push(profile_fact(Component::Python, c));
+            facts.push(self.req.stack_fact(Component::Python, c));
         }
         Err(Conflict::new(facts, "no Python version fits"))
     }
@@ -72,7 +68,7 @@ impl<'c> Ctx<'c> {
     fn cuda_exists(&self, pick: &Pick) -> Check {
         let mut reqs: Vec<(Constraint, Fact)> = Vec::new();
         if let Some(c) = self.want(Component::Cuda) {
-            reqs.push((c.clone(), profile_fact(Component::Cuda, c)));
+            reqs.push((c.clone(), self.req.stack_fact(Component::Cuda, c)));
         }
         reqs.extend(framework_cuda_reqs(pick));
         if self
@@ -93,7 +89,7 @@ impl<'c> Ctx<'c> {
     fn pin_fits(&self, comp: Component, pin: &Version, who: Fact, pick: &Pick) -> Check {
         let mut others: Vec<(Constraint, Fact)> = Vec::new();
         if let Some(c) = self.want(comp) {
-            others.push((c.clone(), profile_fact(comp, c)));
+            others.push((c.clone(), self.req.stack_fact(comp, c)));
         }
         let fw = |c: Option<&Constraint>, f: Fact, o: &mut Vec<(Constraint, Fact)>| {
             if let Some(c) = c {
@@ -409,7 +405,7 @@ impl<'c> Ctx<'c> {
         if let Some(want) = self.want(Component::Cudnn) {
             if !want.matches(c.version) {
                 return Err(Conflict::new(
-                    vec![profile_fact(Component::Cudnn, want)],
+                    vec![self.req.stack_fact(Component::Cudnn, want)],
                     format!("cuDNN {} is ruled out", c.version),
                 ));
             }
@@ -498,7 +494,7 @@ impl<'c> Ctx<'c> {
         if let Some(want) = self.want(Component::Nccl) {
             if !want.matches(&n.version) {
                 return Err(Conflict::new(
-                    vec![profile_fact(Component::Nccl, want)],
+                    vec![self.req.stack_fact(Component::Nccl, want)],
                     format!("NCCL {} is ruled out", n.version),
                 ));
             }

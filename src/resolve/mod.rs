@@ -24,7 +24,7 @@ use crate::version::{Constraint, Version};
 pub use error::ResolveError;
 pub use explain::{Explanation, Reason};
 pub use fact::{Conflict, Fact};
-pub use request::{lookup_gpu, Component, GpuTarget, Request};
+pub use request::{lookup_gpu, Component, GpuTarget, Origin, Request};
 pub use resolution::{HostRequirements, Resolution, ResolvedGpu};
 
 use checks::Ctx;
@@ -66,7 +66,7 @@ fn summary(req: &Request) -> String {
     let mut parts: Vec<String> = req
         .stack
         .iter()
-        .map(|(c, k)| format!("{c} `{k}`"))
+        .map(|(c, k)| req.stack_label(*c, k))
         .collect();
     if !req.gpus.is_empty() {
         let names: Vec<String> = req.gpus.iter().map(GpuTarget::label).collect();
@@ -222,26 +222,38 @@ fn stack_ccs(req: &Request, catalog: &Catalog, p: &search_pick::Pick) -> Vec<Ver
 
 use pick as search_pick;
 
-/// Single changes to the request that resolve, nearest first.
+/// Single changes to the profile that resolve, nearest first. Each is checked as stated: the
+/// request with exactly the printed value resolves (a hint that does not work is never
+/// printed). Constraints the profile does not state (a fact the packages pinned: see
+/// [`Request::origins`]) are never offered for change.
 fn suggest(req: &Request, catalog: &Catalog) -> Vec<String> {
     let mut out = Vec::new();
+    let works = |r: &Request| attempt(r, catalog).is_ok();
+    let with_stack = |comp: Component, c: Constraint| {
+        let mut r = req.clone();
+        r.stack.insert(comp, c);
+        r
+    };
     for (comp, k) in &req.stack {
-        if k.is_any() {
+        if k.is_any() || !req.profile_states(*comp) {
             continue;
         }
-        let mut r = req.clone();
-        r.stack.insert(*comp, Constraint::any());
-        if let Ok(res) = attempt(&r, catalog) {
-            if let Some(v) = res.version(*comp) {
-                let pin = if *comp == Component::Python {
-                    v.clone()
-                } else {
-                    v.truncate(2)
-                };
-                out.push(format!(
-                    "`stack.{comp}: \"{pin}\"` would work (resolves {comp} {v})"
-                ));
-            }
+        let Ok(res) = attempt(&with_stack(*comp, Constraint::any()), catalog) else {
+            continue;
+        };
+        let Some(v) = res.version(*comp) else {
+            continue;
+        };
+        let pin = if *comp == Component::Python {
+            v.clone()
+        } else {
+            v.truncate(2)
+        };
+        let stated = pin.to_string().parse::<Constraint>().ok();
+        if stated.is_some_and(|c| works(&with_stack(*comp, c))) {
+            out.push(format!(
+                "`stack.{comp}: \"{pin}\"` would work (resolves {comp} {v})"
+            ));
         }
     }
     if req.compat != CompatMode::Forward {
@@ -251,7 +263,7 @@ fn suggest(req: &Request, catalog: &Catalog) -> Vec<String> {
         } else {
             CompatMode::Forward
         };
-        if attempt(&r, catalog).is_ok() {
+        if works(&r) {
             let m = if r.compat == CompatMode::Minor {
                 "minor"
             } else {
@@ -260,30 +272,38 @@ fn suggest(req: &Request, catalog: &Catalog) -> Vec<String> {
             out.push(format!("`compat: {m}` would work"));
         }
     }
+    // A host range: the range the request resolves to without the pin, stated as the pin.
+    let host_hint = |key: &str, unpinned: Request, set: fn(&mut Request, Constraint)| {
+        let res = attempt(&unpinned, catalog).ok()?;
+        let range = match key {
+            "driver" => res.host.driver,
+            _ => res.host.kernel,
+        };
+        let c: Constraint = range.to_string().parse().ok()?;
+        let mut r = req.clone();
+        set(&mut r, c);
+        works(&r).then(|| format!("`host.{key}: \"{range}\"` would work"))
+    };
     if req.driver.is_some() {
         let r = Request {
             driver: None,
             ..req.clone()
         };
-        if let Ok(res) = attempt(&r, catalog) {
-            out.push(format!("`host.driver: \"{}\"` would work", res.host.driver));
-        }
+        out.extend(host_hint("driver", r, |r, c| r.driver = Some(c)));
     }
     if req.kernel.is_some() {
         let r = Request {
             kernel: None,
             ..req.clone()
         };
-        if let Ok(res) = attempt(&r, catalog) {
-            out.push(format!("`host.kernel: \"{}\"` would work", res.host.kernel));
-        }
+        out.extend(host_hint("kernel", r, |r, c| r.kernel = Some(c)));
     }
     if req.kernel_module != KernelModule::Any {
         let r = Request {
             kernel_module: KernelModule::Any,
             ..req.clone()
         };
-        if attempt(&r, catalog).is_ok() {
+        if works(&r) {
             out.push("`host.kernel_module: any` would work".to_string());
         }
     }
@@ -291,7 +311,7 @@ fn suggest(req: &Request, catalog: &Catalog) -> Vec<String> {
         for (i, g) in req.gpus.iter().enumerate() {
             let mut r = req.clone();
             r.gpus.remove(i);
-            if attempt(&r, catalog).is_ok() {
+            if works(&r) {
                 out.push(format!(
                     "leaving `{}` out of host.gpus would work",
                     g.label()

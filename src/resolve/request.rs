@@ -112,9 +112,51 @@ pub struct Request {
     pub driver: Option<Constraint>,
     pub kernel: Option<Constraint>,
     pub kernel_module: KernelModule,
-    /// Only the components the profile names.
+    /// Only the components the profile names (or a later fact pins: see `origins`).
     pub stack: BTreeMap<Component, Constraint>,
+    /// Where a `stack` constraint comes from, when not from the profile: a fact the
+    /// packages state (the framework variant the index installs, the base's Python).
+    pub origins: BTreeMap<Component, Origin>,
     pub compat: CompatMode,
+}
+
+/// A stack constraint the profile does not state: what states it, and the source to cite
+/// (`index`, `base`), so that a "no" never blames the profile for it and no hint asks the
+/// profile to change it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    /// The statement, as a fact reads (`the index installs torch 2.14.1 cu130, built for CUDA 13.0`).
+    pub text: String,
+    pub source: String,
+}
+
+impl Request {
+    /// Pin `comp` to `c` because of `origin` (not the profile).
+    pub fn pin(&mut self, comp: Component, c: Constraint, origin: Origin) {
+        self.stack.insert(comp, c);
+        self.origins.insert(comp, origin);
+    }
+
+    /// True when the profile states `comp`'s constraint (a hint may change it).
+    pub fn profile_states(&self, comp: Component) -> bool {
+        self.stack.contains_key(&comp) && !self.origins.contains_key(&comp)
+    }
+
+    /// The fact that `comp` is constrained to `c`, citing where the constraint comes from.
+    pub(super) fn stack_fact(&self, comp: Component, c: &Constraint) -> super::Fact {
+        match self.origins.get(&comp) {
+            Some(o) => super::Fact::new(o.text.clone(), std::slice::from_ref(&o.source)),
+            None => super::Fact::profile(format!("stack.{comp} is `{c}`")),
+        }
+    }
+
+    /// `comp`'s constraint as the summary of a "no" names it.
+    pub(super) fn stack_label(&self, comp: Component, c: &Constraint) -> String {
+        match self.origins.get(&comp) {
+            Some(o) => format!("{comp} `{c}` ({})", o.source),
+            None => format!("{comp} `{c}`"),
+        }
+    }
 }
 
 impl Request {
@@ -202,6 +244,7 @@ impl Request {
                 .transpose()?,
             kernel_module: profile.host.kernel_module,
             stack,
+            origins: BTreeMap::new(),
             compat: profile.compat,
         })
     }

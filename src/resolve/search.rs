@@ -6,6 +6,7 @@
 //! the explanation when nothing works. Pure: no I/O.
 
 use crate::catalog::CudnnRelease;
+use crate::version::Constraint;
 
 use super::checks::Ctx;
 use super::fact::{Conflict, Fact};
@@ -352,10 +353,10 @@ impl<'c> Search<'c> {
             .req
             .stack
             .get(&comp)
-            .map(|c| c.to_string())
-            .unwrap_or_else(|| "*".into());
+            .cloned()
+            .unwrap_or_else(Constraint::any);
         Conflict::new(
-            vec![Fact::profile(format!("stack.{comp} is `{want}`"))],
+            vec![self.ctx.req.stack_fact(comp, &want)],
             format!("the catalog has no {comp} release matching `{want}`"),
         )
     }

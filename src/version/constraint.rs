@@ -74,6 +74,14 @@ impl Constraint {
         }
     }
 
+    /// The constraint `=v`: exactly this version.
+    pub fn exact(v: &Version) -> Constraint {
+        Constraint {
+            terms: vec![Term::Cmp(Op::Eq, v.clone())],
+            text: format!("={v}"),
+        }
+    }
+
     /// The prefix constraint `v` (what a bare version means).
     pub fn from_prefix(v: &Version) -> Constraint {
         Constraint {
