@@ -285,9 +285,7 @@ fn catalog_overlay_flag_and_config_dir() {
     );
 }
 
-/// Issue 34, item 9: the shipped profiles and the template resolve without a warning, but for
-/// the one that is built to run by minor-version compatibility on the lent GPU machine's 580
-/// driver (`pytorch-h200`: CUDA 13.2 needs 595), whose warnings are listed here.
+/// Issue 34, item 9: the shipped profiles and the template resolve without a warning.
 #[test]
 fn shipped_profiles_resolve_without_warnings() {
     let sb = Sandbox::new();
@@ -309,17 +307,7 @@ fn shipped_profiles_resolve_without_warnings() {
             .iter()
             .map(|w| w.as_str().unwrap().to_string())
             .collect();
-        if p.ends_with("pytorch-h200.yaml") {
-            assert!(
-                warnings
-                    .iter()
-                    .all(|w| w.contains("minor-version compatibility")
-                        || w.contains("Unverified fact")),
-                "{warnings:?}"
-            );
-        } else {
-            assert!(warnings.is_empty(), "{}: {warnings:?}", p.display());
-        }
+        assert!(warnings.is_empty(), "{}: {warnings:?}", p.display());
     }
 }
 
