@@ -184,15 +184,17 @@ impl Observer for Progress {
 /// had nothing to do): it says `cached`, keeping a non-empty summary (`12 files`) but no
 /// meaningless rate.
 fn done_line(label: &str, bytes: u64, secs: f64, summary: &str) -> String {
+    const RATED_BYTES: u64 = 1_000_000;
     if bytes == 0 {
         if summary.is_empty() || summary.starts_with("0 ") {
             return format!("{label:>12} cached");
         }
         return format!("{label:>12} cached ({summary})");
     }
-    // A rate is shown only where it was measured over a time worth the name; sizes in the
-    // unit that keeps them readable (never "0.0 MB", "0 MB/s").
-    if secs < 0.1 {
+    // A rate is shown only where it measures throughput: over a time worth the name and at
+    // least a megabyte (a few bytes over a long wait measure the wait: "42 B in 47.91s,
+    // 0 B/s"); sizes in the unit that keeps them readable (never "0.0 MB", "0 MB/s").
+    if secs < 0.1 || bytes < RATED_BYTES {
         return format!("{label:>12} {summary} ({} in {secs:.2}s)", ByteSize(bytes));
     }
     format!(
@@ -240,9 +242,19 @@ mod tests {
             done_line("base", 1_234, 0.04, "d75b03454461 → 1 files"),
             "        base d75b03454461 → 1 files (1.2 kB in 0.04s)"
         );
+        // Nor one that moved too little for a rate to mean throughput.
         assert_eq!(
             done_line("indexes", 512, 0.5, "1 files"),
-            "     indexes 1 files (512 B in 0.50s, 1.0 kB/s)"
+            "     indexes 1 files (512 B in 0.50s)"
+        );
+        assert_eq!(
+            done_line(
+                "unpack wheels",
+                42,
+                47.91,
+                "6 files, 70 left in their wheels"
+            ),
+            "unpack wheels 6 files, 70 left in their wheels (42 B in 47.91s)"
         );
     }
 }
