@@ -30,6 +30,7 @@ mod release;
 mod repo;
 mod sketch;
 mod solver;
+mod sonames;
 mod status;
 mod universe;
 mod unpack;
@@ -52,6 +53,7 @@ pub use prefer::Preference;
 pub use provenance::{stamp_packages, AptRoot, GENERATED_BY};
 pub use prune::prune_lists;
 pub use solver::root_relations;
+pub use sonames::{soname_hint, soname_packages};
 pub use status::installed_packages;
 pub use version::Version;
 
