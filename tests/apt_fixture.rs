@@ -278,6 +278,46 @@ fn an_unknown_package_is_placed_at_its_entry_with_the_nearest_names() {
     );
 }
 
+/// Issue 34, item 8: a suite the repository does not have (no `dists/<suite>/InRelease` or
+/// `Release`: a 404) is bad input at its `suite:` entry, naming the nearest known suites and
+/// where they come from; so is a suite the host's apt sources do not list (`mirror: host`).
+#[test]
+fn an_unknown_suite_is_placed_at_its_entry_with_the_nearest_suites() {
+    let f = fixture();
+    let sb = Sandbox::new();
+    std::fs::copy(&f.key, sb.join("repo.gpg")).unwrap();
+    let cases = [
+        (
+            "mirror: ${REPO}",
+            format!(
+                "t.yaml:5:12: base.apt.suite: Repository `{}` has no suite `bookwrom` (no `dists/bookwrom/InRelease` or `Release`) (did you mean `bookworm`? from Debian's suite names and the host's apt sources)",
+                f.url.trim_end_matches('/')
+            ),
+        ),
+        (
+            "mirror: host",
+            "t.yaml:5:12: base.apt.suite: The host's apt sources (`/etc/apt`) have no `deb` entry for suite `bookwrom` (did you mean `bookworm`? from Debian's suite names and the host's apt sources)".to_string(),
+        ),
+    ];
+    for (mirror, want) in cases {
+        write(
+            &sb.join("t.yaml"),
+            &format!("name: t\nbase:\n  apt:\n    {mirror}\n    suite: bookwrom\n    packages: [alt-b]\n    keyring: repo.gpg\n"),
+        );
+        let o = run(sb
+            .gpuimg()
+            .env("REPO", &f.url)
+            .arg("lock")
+            .arg(sb.join("t.yaml")));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+        assert_eq!(errors.len(), 1, "{err}");
+        assert!(errors[0].contains(&want), "want {want}\n{err}");
+        assert!(!sb.join("t.lock.json").exists());
+    }
+}
+
 #[test]
 fn any_qualifier_needs_multi_arch_allowed() {
     let c = case("stable", "bad-any", "");

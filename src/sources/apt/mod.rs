@@ -31,6 +31,7 @@ mod repo;
 mod sketch;
 mod solver;
 mod sonames;
+mod suites;
 mod status;
 mod universe;
 mod unpack;
@@ -292,7 +293,8 @@ fn resolve_with(
             obs.warn(&w);
             warnings.push(w);
         }
-        for f in release::index_files(r, &rel?, arch)? {
+        let rel = rel.map_err(|e| suites::with_nearest(e, &opts.apt_dir))?;
+        for f in release::index_files(r, &rel, arch)? {
             indexes.push((i, f));
         }
     }
