@@ -424,6 +424,36 @@ fn trusted_opt_out_warns() {
     );
 }
 
+/// Issue 34, item 9: a build says each warning once. The `trusted: true` warnings are said
+/// while the packages are resolved and installed, and the install's record of them
+/// (`Installed::warnings`) was said again by the driver.
+#[test]
+fn a_build_says_each_warning_once() {
+    let f = fixture();
+    let sb = Sandbox::new();
+    write(
+        &sb.join("t.yaml"),
+        "name: t\nbase:\n  apt:\n    mirror: ${REPO}\n    suite: unsigned\n    packages: [alt-b]\n    trusted: true\nselftest: {enabled: false}\n",
+    );
+    let o = run(sb
+        .gpuimg()
+        .env("REPO", &f.url)
+        .args(["build", "-o"])
+        .arg(sb.join("out"))
+        .arg(sb.join("t.yaml")));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let warnings: Vec<&str> = err.lines().filter(|l| l.starts_with("warning:")).collect();
+    assert!(
+        warnings.iter().any(|w| w.contains("`trusted: true`")),
+        "{err}"
+    );
+    let mut once = warnings.clone();
+    once.sort_unstable();
+    once.dedup();
+    assert_eq!(once.len(), warnings.len(), "a warning repeats:\n{err}");
+}
+
 #[test]
 fn wrong_key_is_refused() {
     let c = case("stable", "app", "");

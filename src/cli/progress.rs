@@ -2,12 +2,13 @@
 //! (warnings still show) and nothing at all with `-q`.
 //!
 //! Stages report through the [`crate::observe::Observer`] trait; only this file knows indicatif.
+//! A warning prints once per run: the same text said again (by a later stage) is dropped.
 //! A finished task prints one line: its size, time and rate, or `cached` when it moved nothing.
 //! On a terminal a task's named items (downloads) each get a bar of their own while they move
 //! bytes, under the task's total bar; elsewhere each prints one line when done.
 
 use crate::byte_size::ByteSize;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::IsTerminal;
 use std::time::Instant;
 
@@ -24,6 +25,8 @@ pub struct Progress {
     multi: Option<MultiProgress>,
     items: HashMap<String, ProgressBar>,
     started: Instant,
+    /// The warnings printed so far: each prints once per run, however many stages say it.
+    warned: HashSet<String>,
 }
 
 /// Bars shown at once for items, at most (the rest just count in the total).
@@ -53,6 +56,7 @@ impl Progress {
             multi: None,
             items: HashMap::new(),
             started: Instant::now(),
+            warned: HashSet::new(),
         }
     }
 
@@ -80,7 +84,7 @@ impl Observer for Progress {
     }
 
     fn warn(&mut self, text: &str) {
-        if !self.warnings {
+        if !self.warnings || !self.warned.insert(text.to_string()) {
             return;
         }
         // Bounded as errors are: quoted input capped, control characters escaped.

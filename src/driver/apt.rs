@@ -238,9 +238,6 @@ pub fn install_and_split(
         (Err(apt::AptError::Consumer { .. }), Some(e)) => return Err(e),
         (r, _) => r?,
     };
-    for w in &installed.warnings {
-        obs.warn(w);
-    }
     check_libraries(&installed, install)?;
     check_needs(&installed, install, obs);
     let mut tree = apt::AptRoot {

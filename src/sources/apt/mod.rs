@@ -129,6 +129,8 @@ impl AptOptions {
 pub struct Installed {
     /// Every installed package, sorted by name then architecture.
     pub packages: Vec<LockedPackage>,
+    /// Every warning the install gave, each already said to its observer (a record: callers
+    /// do not say them again).
     pub warnings: Vec<String>,
     /// Provenance: each path a package wrote in the root (as it really lies there, e.g.
     /// `usr/bin/ls`) → the packages that ship it, in unpack order (the last one's bytes are
@@ -632,6 +634,9 @@ pub fn install_replaying(
     );
     match result {
         Ok(u) => {
+            for w in &u.warnings {
+                obs.warn(w);
+            }
             warnings.extend(u.warnings);
             Ok(Installed {
                 packages,
