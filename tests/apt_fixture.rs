@@ -424,9 +424,10 @@ fn trusted_opt_out_warns() {
     );
 }
 
-/// Issue 34, item 9: a build says each warning once. The `trusted: true` warnings are said
-/// while the packages are resolved and installed, and the install's record of them
-/// (`Installed::warnings`) was said again by the driver.
+/// Issue 34, item 9: a build says each warning and each progress line once. The
+/// `trusted: true` warnings are said while the packages are resolved and installed, and the
+/// install's record of them (`Installed::warnings`) was said again by the driver; the
+/// packages are fetched for their control files, then found in the cache for the install.
 #[test]
 fn a_build_says_each_warning_once() {
     let f = fixture();
@@ -452,6 +453,21 @@ fn a_build_says_each_warning_once() {
     once.sort_unstable();
     once.dedup();
     assert_eq!(once.len(), warnings.len(), "a warning repeats:\n{err}");
+    // Nor does a progress line: the packages the build reads again for the install were
+    // counted as downloaded twice (`packages 1 files (... in 0.00s)`).
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    // The fetch tasks' lines (`packages 1 files (...)`, `indexes cached (1 files)`), not the
+    // layers' (a component may be named `packages`).
+    let labels: Vec<&str> = lines
+        .iter()
+        .filter(|l| l.ends_with(" files)") || l.contains(" files ("))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert!(labels.contains(&"packages"), "{err}");
+    let mut distinct = labels.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), labels.len(), "a progress line repeats:\n{err}");
 }
 
 #[test]

@@ -2,7 +2,8 @@
 //! (warnings still show) and nothing at all with `-q`.
 //!
 //! Stages report through the [`crate::observe::Observer`] trait; only this file knows indicatif.
-//! A warning prints once per run: the same text said again (by a later stage) is dropped.
+//! A warning prints once per run: the same text said again (by a later stage) is dropped; so
+//! is the line of a task that moved nothing under a label that already printed one.
 //! A finished task prints one line: its size, time and rate, or `cached` when it moved nothing.
 //! On a terminal a task's named items (downloads) each get a bar of their own while they move
 //! bytes, under the task's total bar; elsewhere each prints one line when done.
@@ -27,6 +28,8 @@ pub struct Progress {
     started: Instant,
     /// The warnings printed so far: each prints once per run, however many stages say it.
     warned: HashSet<String>,
+    /// The labels of the tasks whose line printed so far.
+    finished: HashSet<String>,
 }
 
 /// Bars shown at once for items, at most (the rest just count in the total).
@@ -57,6 +60,7 @@ impl Progress {
             items: HashMap::new(),
             started: Instant::now(),
             warned: HashSet::new(),
+            finished: HashSet::new(),
         }
     }
 
@@ -134,7 +138,10 @@ impl Observer for Progress {
         if let Some(m) = self.multi.take() {
             let _ = m.clear();
         }
-        if self.mode == Mode::Quiet {
+        // A task that moved nothing under a label already reported (the packages a build
+        // reads again from the cache for the install) adds no line.
+        let again = !self.finished.insert(label.to_string());
+        if self.mode == Mode::Quiet || (again && bytes == 0) {
             return;
         }
         eprintln!("{}", done_line(label, bytes, secs, summary));
