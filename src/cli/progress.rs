@@ -3,7 +3,8 @@
 //!
 //! Stages report through the [`crate::observe::Observer`] trait; only this file knows indicatif.
 //! A warning prints once per run: the same text said again (by a later stage) is dropped; so
-//! is the line of a task that moved nothing under a label that already printed one.
+//! is the line of a task (or a named item) that moved nothing under a label (a name) that
+//! already printed one.
 //! A finished task prints one line: its size, time and rate, or `cached` when it moved nothing.
 //! On a terminal a task's named items (downloads) each get a bar of their own while they move
 //! bytes, under the task's total bar; elsewhere each prints one line when done.
@@ -28,8 +29,9 @@ pub struct Progress {
     started: Instant,
     /// The warnings printed so far: each prints once per run, however many stages say it.
     warned: HashSet<String>,
-    /// The labels of the tasks whose line printed so far.
+    /// The labels of the tasks, and the names of the items, whose line printed so far.
     finished: HashSet<String>,
+    items_done: HashSet<String>,
 }
 
 /// Bars shown at once for items, at most (the rest just count in the total).
@@ -61,6 +63,7 @@ impl Progress {
             started: Instant::now(),
             warned: HashSet::new(),
             finished: HashSet::new(),
+            items_done: HashSet::new(),
         }
     }
 
@@ -158,6 +161,11 @@ impl Observer for Progress {
             if let Some(m) = &self.multi {
                 m.remove(&b);
             }
+        }
+        // An item the cache serves again (a wheel read for its layer after its download)
+        // adds no line.
+        if !self.items_done.insert(item.to_string()) && bytes == 0 {
+            return;
         }
         match self.mode {
             Mode::Quiet => {}
