@@ -286,23 +286,29 @@ fn an_unknown_suite_is_placed_at_its_entry_with_the_nearest_suites() {
     let f = fixture();
     let sb = Sandbox::new();
     std::fs::copy(&f.key, sb.join("repo.gpg")).unwrap();
+    let url = f.url.trim_end_matches('/');
     let cases = [
         (
-            "mirror: ${REPO}",
+            "mirror: ${REPO}\n    suite: bookwrom\n".to_string(),
             format!(
-                "t.yaml:5:12: base.apt.suite: Repository `{}` has no suite `bookwrom` (no `dists/bookwrom/InRelease` or `Release`) (did you mean `bookworm`? from Debian's suite names and the host's apt sources)",
-                f.url.trim_end_matches('/')
+                "t.yaml:5:12: base.apt.suite: Repository `{url}` has no suite `bookwrom` (no `dists/bookwrom/InRelease` or `Release`) (did you mean `bookworm`? from Debian's suite names and the host's apt sources)"
             ),
         ),
         (
-            "mirror: host",
+            "mirror: host\n    suite: bookwrom\n".to_string(),
             "t.yaml:5:12: base.apt.suite: The host's apt sources (`/etc/apt`) have no `deb` entry for suite `bookwrom` (did you mean `bookworm`? from Debian's suite names and the host's apt sources)".to_string(),
         ),
+        (
+            "mirror: ${REPO}\n    suite: stable\n    repositories:\n      - url: ${REPO}\n        suite: stabel\n        keyring: repo.gpg\n".to_string(),
+            format!(
+                "t.yaml:8:16: base.apt.repositories.suite: Repository `{url}` has no suite `stabel` (no `dists/stabel/InRelease` or `Release`) (did you mean `stable`? from Debian's suite names and the host's apt sources)"
+            ),
+        ),
     ];
-    for (mirror, want) in cases {
+    for (apt, want) in cases {
         write(
             &sb.join("t.yaml"),
-            &format!("name: t\nbase:\n  apt:\n    {mirror}\n    suite: bookwrom\n    packages: [alt-b]\n    keyring: repo.gpg\n"),
+            &format!("name: t\nbase:\n  apt:\n    {apt}    packages: [alt-b]\n    keyring: repo.gpg\n"),
         );
         let o = run(sb
             .gpuimg()
