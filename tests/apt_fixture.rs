@@ -308,7 +308,9 @@ fn an_unknown_suite_is_placed_at_its_entry_with_the_nearest_suites() {
     for (apt, want) in cases {
         write(
             &sb.join("t.yaml"),
-            &format!("name: t\nbase:\n  apt:\n    {apt}    packages: [alt-b]\n    keyring: repo.gpg\n"),
+            &format!(
+                "name: t\nbase:\n  apt:\n    {apt}    packages: [alt-b]\n    keyring: repo.gpg\n"
+            ),
         );
         let o = run(sb
             .gpuimg()
@@ -473,7 +475,11 @@ fn a_build_says_each_warning_once() {
     let mut distinct = labels.clone();
     distinct.sort_unstable();
     distinct.dedup();
-    assert_eq!(distinct.len(), labels.len(), "a progress line repeats:\n{err}");
+    assert_eq!(
+        distinct.len(),
+        labels.len(),
+        "a progress line repeats:\n{err}"
+    );
 }
 
 #[test]

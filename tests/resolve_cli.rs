@@ -155,13 +155,11 @@ fn incompatible_json_gives_structured_reasons_and_hints() {
             facts.push((f["fact"].as_str().unwrap().to_string(), sources.join(",")));
         }
     }
+    assert!(facts.iter().any(|(f, _)| f == "V100 is sm_70"), "{facts:?}");
     assert!(
-        facts.iter().any(|(f, _)| f == "V100 is sm_70"),
-        "{facts:?}"
-    );
-    assert!(
-        facts.iter().any(|(f, s)| f.contains("wheels carry code for")
-            && s.contains("wheel-inspection")),
+        facts
+            .iter()
+            .any(|(f, s)| f.contains("wheels carry code for") && s.contains("wheel-inspection")),
         "{facts:?}"
     );
     // The human answer is unchanged: one `no:` text, the hints as `hint:` lines.
