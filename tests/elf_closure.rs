@@ -297,3 +297,49 @@ fn unused_libraries_are_stripped_and_the_module_still_loads() {
     );
     assert_eq!(said.trim(), "core 2");
 }
+
+/// Issue 34, item 9: a runtime library a wheel needs and no package brings is named with the
+/// Debian package that ships it (from `data/soname-packages.yaml`), in the build's warning and
+/// in `inspect --unused`.
+#[test]
+fn a_missing_runtime_library_names_the_debian_package_that_ships_it() {
+    let sb = Sandbox::new();
+    let build = sb.join("cc");
+    std::fs::create_dir_all(&build).unwrap();
+    // `libgomp.so.1` is the compiler's (Debian's `libgomp1`); the base does not install it.
+    let omp = cc(
+        &build,
+        "int omp_get_max_threads(void);\nint threads(void) { return omp_get_max_threads(); }\n",
+        "_omp.so",
+        &["-L/usr/lib/x86_64-linux-gnu", "-l:libgomp.so.1"],
+    );
+    let wheel = WheelSpec::new("fakeomp", "1.0")
+        .file("fakeomp/__init__.py", "")
+        .file_mode("fakeomp/_omp.so", &omp, 0o755);
+    let server = serve(&wheel_index(sb.path(), &[wheel]));
+    let profile = sb.join("omp.yaml");
+    write(
+        &profile,
+        &format!(
+            "name: omp\n{APT}python:\n  index: {}/simple/\n  packages: [fakeomp]\n",
+            server.url
+        ),
+    );
+    let out = sb.join("out");
+    let o = run(sb.gpuimg().args(["build", "-o"]).arg(&out).arg(&profile));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains(&format!(
+            "`libgomp.so.1`, needed by `{SITE}/fakeomp/_omp.so`, is provided by nothing in the image: loading it fails until a package in `base.apt.packages` (or a wheel) brings it: add `libgomp1` (the Debian package that ships it in bookworm and trixie, by `data/soname-packages.yaml`, from the suites' Contents indexes)"
+        )),
+        "{err}"
+    );
+    let text = run_ok(sb.gpuimg().args(["inspect", "--unused"]).arg(&out));
+    assert!(
+        text.contains(&format!(
+            "  libgomp.so.1  (needed by {SITE}/fakeomp/_omp.so; add `libgomp1` (the Debian package that ships it in bookworm and trixie"
+        )),
+        "{text}"
+    );
+}

@@ -226,6 +226,27 @@ fn locked_wheels_build_into_their_own_layer_installed_for_the_images_python() {
     );
 }
 
+/// Issue 34, item 9: a build prints each line once. The wheels are fetched for the lock's
+/// resolution, then read from the cache for their layer and again for the install: each
+/// read printed its wheels' `cached` lines and a `wheels cached` line again.
+#[test]
+fn a_python_build_prints_each_line_once() {
+    let s = setup(BOOKWORM_STATUS, "", "");
+    let o = run(s
+        .sb
+        .gpuimg()
+        .args(["build", "-o"])
+        .arg(s.sb.join("out"))
+        .arg(&s.profile));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("dep_lib-2.1-py3-none-any.whl"), "{err}");
+    let mut seen = std::collections::HashSet::new();
+    for l in err.lines().filter(|l| !l.trim().is_empty()) {
+        assert!(seen.insert(l), "`{l}` repeats:\n{err}");
+    }
+}
+
 fn describe_out(o: &std::process::Output) -> String {
     format!(
         "stdout: {}\nstderr: {}",

@@ -106,6 +106,73 @@ fn incompatible_profile_exits_1_with_explanation() {
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("no: "));
 }
 
+/// Issue 34, item 8: a "no" in `--json` is data: each candidate ruled out (`value`) with the
+/// facts that rule it out (`fact`, `source`) and their conclusion, and the hints as a list.
+#[test]
+fn incompatible_json_gives_structured_reasons_and_hints() {
+    let d = Sandbox::new();
+    let p = profile(
+        d.path(),
+        "p.yaml",
+        "host:\n  gpus: [V100]\nstack:\n  pytorch: \"=2.15.0\"\n",
+    );
+    let out = gpuimg(&["resolve", p.to_str().unwrap(), "--json"], &d);
+    assert_eq!(out.status.code(), Some(1));
+    let j = json(&out);
+    assert_eq!(j["ok"], false);
+    assert!(j["summary"].as_str().is_some_and(|s| !s.is_empty()), "{j}");
+    let hints = j["hints"].as_array().unwrap();
+    assert_eq!(hints.len(), 1, "{j}");
+    assert!(
+        hints[0]
+            .as_str()
+            .unwrap()
+            .starts_with("`stack.pytorch: \"2.14\"` would work"),
+        "{j}"
+    );
+    let reasons = j["reasons"].as_array().unwrap();
+    assert!(!reasons.is_empty(), "{j}");
+    let mut facts = Vec::new();
+    for r in reasons {
+        let value = r["value"].as_str().unwrap();
+        assert!(value.starts_with("pytorch 2.15.0"), "{r}");
+        assert!(
+            r["conclusion"]
+                .as_str()
+                .is_some_and(|c| c.contains("cannot run on V100")),
+            "{r}"
+        );
+        assert!(r["unverified"].is_boolean(), "{r}");
+        for f in r["facts"].as_array().unwrap() {
+            let keys: Vec<&String> = f.as_object().unwrap().keys().collect();
+            assert_eq!(keys, ["fact", "source", "unverified"], "{f}");
+            let sources: Vec<&str> = f["source"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s.as_str().unwrap())
+                .collect();
+            facts.push((f["fact"].as_str().unwrap().to_string(), sources.join(",")));
+        }
+    }
+    assert!(facts.iter().any(|(f, _)| f == "V100 is sm_70"), "{facts:?}");
+    assert!(
+        facts
+            .iter()
+            .any(|(f, s)| f.contains("wheels carry code for") && s.contains("wheel-inspection")),
+        "{facts:?}"
+    );
+    // The human answer is unchanged: one `no:` text, the hints as `hint:` lines.
+    let text = gpuimg(&["resolve", p.to_str().unwrap()], &d);
+    assert_eq!(text.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&text.stdout);
+    assert_eq!(
+        said.trim_end(),
+        format!("no: {}", j["explanation"].as_str().unwrap()),
+        "{said}"
+    );
+}
+
 #[test]
 fn bad_input_exits_2_with_one_clear_line() {
     let d = Sandbox::new();

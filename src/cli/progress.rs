@@ -2,12 +2,15 @@
 //! (warnings still show) and nothing at all with `-q`.
 //!
 //! Stages report through the [`crate::observe::Observer`] trait; only this file knows indicatif.
+//! A warning prints once per run: the same text said again (by a later stage) is dropped; so
+//! is the line of a task (or a named item) that moved nothing under a label (a name) that
+//! already printed one.
 //! A finished task prints one line: its size, time and rate, or `cached` when it moved nothing.
 //! On a terminal a task's named items (downloads) each get a bar of their own while they move
 //! bytes, under the task's total bar; elsewhere each prints one line when done.
 
 use crate::byte_size::ByteSize;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::IsTerminal;
 use std::time::Instant;
 
@@ -24,6 +27,11 @@ pub struct Progress {
     multi: Option<MultiProgress>,
     items: HashMap<String, ProgressBar>,
     started: Instant,
+    /// The warnings printed so far: each prints once per run, however many stages say it.
+    warned: HashSet<String>,
+    /// The labels of the tasks, and the names of the items, whose line printed so far.
+    finished: HashSet<String>,
+    items_done: HashSet<String>,
 }
 
 /// Bars shown at once for items, at most (the rest just count in the total).
@@ -53,6 +61,9 @@ impl Progress {
             multi: None,
             items: HashMap::new(),
             started: Instant::now(),
+            warned: HashSet::new(),
+            finished: HashSet::new(),
+            items_done: HashSet::new(),
         }
     }
 
@@ -80,7 +91,7 @@ impl Observer for Progress {
     }
 
     fn warn(&mut self, text: &str) {
-        if !self.warnings {
+        if !self.warnings || !self.warned.insert(text.to_string()) {
             return;
         }
         // Bounded as errors are: quoted input capped, control characters escaped.
@@ -130,7 +141,10 @@ impl Observer for Progress {
         if let Some(m) = self.multi.take() {
             let _ = m.clear();
         }
-        if self.mode == Mode::Quiet {
+        // A task that moved nothing under a label already reported (the packages a build
+        // reads again from the cache for the install) adds no line.
+        let again = !self.finished.insert(label.to_string());
+        if self.mode == Mode::Quiet || (again && bytes == 0) {
             return;
         }
         eprintln!("{}", done_line(label, bytes, secs, summary));
@@ -147,6 +161,11 @@ impl Observer for Progress {
             if let Some(m) = &self.multi {
                 m.remove(&b);
             }
+        }
+        // An item the cache serves again (a wheel read for its layer after its download)
+        // adds no line.
+        if !self.items_done.insert(item.to_string()) && bytes == 0 {
+            return;
         }
         match self.mode {
             Mode::Quiet => {}

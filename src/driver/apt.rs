@@ -140,10 +140,18 @@ fn check_needs(installed: &apt::Installed, install: &AptInstall, obs: &mut dyn O
             n => format!(" and {} other file(s)", n - 1),
         };
         obs.warn(&format!(
-            "`{name}`, needed by `/{}`{more}, is provided by nothing in the image: loading it fails until a package in `base.packages` (or a wheel) brings it",
-            objects[0]
+            "`{name}`, needed by `/{}`{more}, is provided by nothing in the image: loading it fails until a package in `base.apt.packages` (or a wheel) brings it{}",
+            objects[0],
+            missing_hint(name)
         ));
     }
+}
+
+/// `: add `libstdc++6` (...)` where the SONAME table knows the Debian package that ships it.
+fn missing_hint(name: &str) -> String {
+    apt::soname_hint(name)
+        .map(|h| format!(": add {h}"))
+        .unwrap_or_default()
 }
 
 /// What the install gave the plan's apt layers.
@@ -230,9 +238,6 @@ pub fn install_and_split(
         (Err(apt::AptError::Consumer { .. }), Some(e)) => return Err(e),
         (r, _) => r?,
     };
-    for w in &installed.warnings {
-        obs.warn(w);
-    }
     check_libraries(&installed, install)?;
     check_needs(&installed, install, obs);
     let mut tree = apt::AptRoot {

@@ -82,14 +82,14 @@ impl Fetcher {
                         let corrupted = |url: &str| {
                             let _ = tx.send(Event::Corrupted(url.to_string()));
                         };
-                        // Only named items report whether they were cached (a stamp read).
-                        let hit = names.is_some()
-                            && self
-                                .cache
-                                .shared()
-                                .store(a.bucket)
-                                .trusted(&a.sha256)
-                                .is_some();
+                        // Whether it was cached (a stamp read): what the cache serves moves
+                        // nothing, so the summary line does not count it as downloaded.
+                        let hit = self
+                            .cache
+                            .shared()
+                            .store(a.bucket)
+                            .trusted(&a.sha256)
+                            .is_some();
                         let r = self.fetch(a, &progress, &corrupted);
                         if let Ok(path) = &r {
                             each(i, path);

@@ -149,21 +149,46 @@ impl OpsError {
     }
 }
 
-/// An apt error, placed at the profile entry it is about where there is one: a package no
-/// repository has is reported at its `base.apt.packages` entry (`file:line:column`).
+/// An apt error, placed at the profile entry it is about where there is one (`file:line:column`):
+/// a package no repository has at its `base.apt.packages` entry, a suite the repository (or
+/// the host's apt sources) does not have at the `suite:` that names it.
 pub(crate) fn apt_error_at(profile: &crate::profile::Profile, e: AptError) -> OpsError {
-    if let (AptError::UnknownPackage { name, .. }, crate::profile::Base::Apt(spec)) =
-        (&e, &profile.base)
-    {
-        if let Some(at) = spec.packages.iter().find(|p| &p.value == name) {
-            return OpsError::Profile(ProfileError::Invalid {
-                file: profile.file.clone(),
-                line: at.line,
-                column: at.column,
-                key: "base.apt.packages".into(),
-                message: e.to_string(),
-            });
+    let crate::profile::Base::Apt(spec) = &profile.base else {
+        return OpsError::Apt(e);
+    };
+    let same_url = |a: &str, b: &str| a.trim_end_matches('/') == b.trim_end_matches('/');
+    let at: Option<(&crate::profile::Located<String>, &str)> = match &e {
+        AptError::UnknownPackage { name, .. } => spec
+            .packages
+            .iter()
+            .find(|p| &p.value == name)
+            .map(|p| (p, "base.apt.packages")),
+        AptError::NoHostSources { suite, .. } => {
+            (&spec.suite.value == suite).then_some((&spec.suite, "base.apt.suite"))
         }
+        AptError::UnknownSuite { suite, url, .. } => {
+            let main = &spec.suite.value == suite
+                && (spec.mirror.value == "host" || same_url(&spec.mirror.value, url));
+            if main {
+                Some((&spec.suite, "base.apt.suite"))
+            } else {
+                spec.repositories
+                    .iter()
+                    .map(|r| &r.value)
+                    .find(|r| &r.suite.value == suite && same_url(&r.url.value, url))
+                    .map(|r| (&r.suite, "base.apt.repositories.suite"))
+            }
+        }
+        _ => None,
+    };
+    match at {
+        Some((at, key)) => OpsError::Profile(ProfileError::Invalid {
+            file: profile.file.clone(),
+            line: at.line,
+            column: at.column,
+            key: key.into(),
+            message: e.to_string(),
+        }),
+        None => OpsError::Apt(e),
     }
-    OpsError::Apt(e)
 }

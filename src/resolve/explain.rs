@@ -4,7 +4,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::fact::Conflict;
+use super::fact::{Conflict, Fact};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reason {
@@ -13,6 +13,10 @@ pub struct Reason {
     /// "A [source]; B [source]; so C".
     pub because: String,
     pub unverified: bool,
+    /// The facts `because` states, each with its sources.
+    pub facts: Vec<Fact>,
+    /// What they rule out (`pytorch 2.11.0 (cu130) cannot run on V100`).
+    pub conclusion: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,6 +41,8 @@ impl Explanation {
                 candidate,
                 unverified: c.rests_on_unverified(),
                 because: c.render(),
+                facts: c.facts,
+                conclusion: c.conclusion,
             })
             .collect();
         Explanation {

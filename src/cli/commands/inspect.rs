@@ -225,7 +225,10 @@ fn unused_text(r: &crate::inspect::UnusedReport) -> String {
         r.missing.len()
     ));
     for m in &r.missing {
-        s.push_str(&format!("  {}  (needed by {})\n", m.needed, m.by));
+        let add = crate::sources::apt::soname_hint(&m.needed)
+            .map(|h| format!("; add {h}"))
+            .unwrap_or_default();
+        s.push_str(&format!("  {}  (needed by {}{add})\n", m.needed, m.by));
     }
     s
 }

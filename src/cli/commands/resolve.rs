@@ -17,7 +17,7 @@ use serde_json::json;
 use super::CatalogArgs;
 use crate::cli::{CliError, Settings};
 use crate::profile::KernelModule;
-use crate::resolve::{Resolution, ResolveError};
+use crate::resolve::{Explanation, Resolution, ResolveError};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -61,6 +61,39 @@ pub fn resolution_json(r: &Resolution) -> serde_json::Value {
     })
 }
 
+/// The JSON for an answer of "no": `ok: false`, the `summary`, `reasons` (each candidate ruled
+/// out as `value`, with the `facts` that rule it out, each `fact` with its `source` ids and
+/// whether it is `unverified`, and their `conclusion`), `more` (candidates ruled out but not
+/// listed), `hints` (single changes to the profile that resolve) and the text answer as
+/// `explanation`. A contract scripts read, as [`resolution_json`] is.
+pub fn incompatible_json(e: &Explanation) -> serde_json::Value {
+    let reasons: Vec<serde_json::Value> = e
+        .reasons
+        .iter()
+        .map(|r| {
+            let facts: Vec<serde_json::Value> = r
+                .facts
+                .iter()
+                .map(|f| json!({"fact": f.text, "source": f.sources, "unverified": f.unverified}))
+                .collect();
+            json!({
+                "value": r.candidate,
+                "facts": facts,
+                "conclusion": r.conclusion,
+                "unverified": r.unverified,
+            })
+        })
+        .collect();
+    json!({
+        "ok": false,
+        "summary": e.summary,
+        "reasons": reasons,
+        "more": e.more,
+        "hints": e.suggestions,
+        "explanation": e.to_string(),
+    })
+}
+
 /// Prints an answer (yes with versions, no with the explanation) and picks the exit code.
 pub fn answer(
     result: Result<Resolution, ResolveError>,
@@ -78,12 +111,7 @@ pub fn answer(
         }
         Err(ResolveError::Incompatible(e)) => {
             if json_out {
-                outln!(
-                    "{}",
-                    crate::lock::canonical_json(
-                        &json!({"ok": false, "explanation": e.to_string()})
-                    )
-                );
+                outln!("{}", crate::lock::canonical_json(&incompatible_json(&e)));
             } else {
                 outln!("no: {e}");
             }

@@ -18,8 +18,25 @@ pub enum AptError {
         line: usize,
         message: String,
     },
-    #[error("The host's apt sources (`{dir}`) have no `deb` entry for suite `{suite}`")]
-    NoHostSources { dir: String, suite: String },
+    #[error(
+        "The host's apt sources (`{dir}`) have no `deb` entry for suite `{suite}`{}",
+        suites_meant(near)
+    )]
+    NoHostSources {
+        dir: String,
+        suite: String,
+        near: Vec<String>,
+    },
+    /// The repository has neither `InRelease` nor `Release` under `dists/<suite>/`.
+    #[error(
+        "Repository `{url}` has no suite `{suite}` (no `dists/{suite}/InRelease` or `Release`){}",
+        suites_meant(near)
+    )]
+    UnknownSuite {
+        suite: String,
+        url: String,
+        near: Vec<String>,
+    },
     #[error("Keyring `{}` holds no usable OpenPGP public key: {message}", path.display())]
     InvalidKeyring { path: PathBuf, message: String },
     #[error("No keyring to verify `{url}`: give `keyring:` or configure trusted keys on the host")]
@@ -117,5 +134,13 @@ fn did_you_mean(near: &[String]) -> String {
                 .collect::<Vec<_>>()
                 .join(" or ")
         ),
+    }
+}
+
+/// ` (did you mean `a`? from Debian's suite names and the host's apt sources)`, or nothing.
+fn suites_meant(near: &[String]) -> String {
+    match did_you_mean(near).strip_suffix(')') {
+        Some(s) => format!("{s} from {})", super::suites::KNOWN_SUITES),
+        None => String::new(),
     }
 }

@@ -30,7 +30,9 @@ mod release;
 mod repo;
 mod sketch;
 mod solver;
+mod sonames;
 mod status;
+mod suites;
 mod universe;
 mod unpack;
 mod version;
@@ -52,6 +54,7 @@ pub use prefer::Preference;
 pub use provenance::{stamp_packages, AptRoot, GENERATED_BY};
 pub use prune::prune_lists;
 pub use solver::root_relations;
+pub use sonames::{soname_hint, soname_packages};
 pub use status::installed_packages;
 pub use version::Version;
 
@@ -126,6 +129,8 @@ impl AptOptions {
 pub struct Installed {
     /// Every installed package, sorted by name then architecture.
     pub packages: Vec<LockedPackage>,
+    /// Every warning the install gave, each already said to its observer (a record: callers
+    /// do not say them again).
     pub warnings: Vec<String>,
     /// Provenance: each path a package wrote in the root (as it really lies there, e.g.
     /// `usr/bin/ls`) → the packages that ship it, in unpack order (the last one's bytes are
@@ -290,7 +295,8 @@ fn resolve_with(
             obs.warn(&w);
             warnings.push(w);
         }
-        for f in release::index_files(r, &rel?, arch)? {
+        let rel = rel.map_err(|e| suites::with_nearest(e, &opts.apt_dir))?;
+        for f in release::index_files(r, &rel, arch)? {
             indexes.push((i, f));
         }
     }
@@ -628,6 +634,9 @@ pub fn install_replaying(
     );
     match result {
         Ok(u) => {
+            for w in &u.warnings {
+                obs.warn(w);
+            }
             warnings.extend(u.warnings);
             Ok(Installed {
                 packages,

@@ -60,7 +60,16 @@ pub fn fetch_release(
                 Ok(Some(b)) => b,
                 Ok(None) => {
                     first?;
-                    return Err(AptError::NoRelease { url: dist });
+                    // A suite the repository does not have: bad input, named with the
+                    // nearest known suites by the caller (`suites::with_nearest`).
+                    return Err(match &repo.dist {
+                        Dist::Suite(suite) => AptError::UnknownSuite {
+                            suite: suite.clone(),
+                            url: repo.base.clone(),
+                            near: Vec::new(),
+                        },
+                        Dist::Flat(_) => AptError::NoRelease { url: dist },
+                    });
                 }
                 Err(e) => {
                     first?;

@@ -137,6 +137,7 @@ pub fn repos_from_spec(
         if out.is_empty() {
             return Err(AptError::NoHostSources {
                 dir: apt_dir.display().to_string(),
+                near: super::suites::nearest_suites(&suite, apt_dir),
                 suite,
             });
         }
@@ -186,6 +187,7 @@ pub fn base_url(lock_id: &str, apt_dir: &Path) -> Result<String, AptError> {
         .ok_or_else(|| AptError::NoHostSources {
             dir: apt_dir.display().to_string(),
             suite: suite.to_string(),
+            near: super::suites::nearest_suites(suite, apt_dir),
         })
 }
 

@@ -122,7 +122,7 @@ pub fn extract(
             std::thread::sleep(Duration::from_millis(50));
             let now = done.load(Ordering::Relaxed);
             if now > reported {
-                obs.task_progress(now - reported);
+                obs.task_progress(now);
                 reported = now;
             }
         }
