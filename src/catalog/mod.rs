@@ -26,15 +26,15 @@ pub use libraries::{
     WheelLibrary, WheelRecord,
 };
 pub use records::{
-    BranchKind, CatalogFile, CcSupport, CudaFamily, CudaRelease, CudnnBuild, CudnnRelease,
-    DriverBranch, DriverFloor, Gpu, JaxRelease, JaxVariant, ModuleFlavour, NcclRelease,
-    PythonRelease, PytorchRelease, PytorchVariant, Source, StackDebs, StackWheels,
+    BranchKind, CatalogFile, CcSupport, CudaComponents, CudaFamily, CudaRelease, CudnnBuild,
+    CudnnRelease, DriverBranch, DriverFloor, Gpu, JaxRelease, JaxVariant, ModuleFlavour,
+    NcclRelease, PythonRelease, PytorchRelease, PytorchVariant, Source, StackDebs, StackWheels,
     TensorflowRelease,
 };
 pub use strip_table::{
     strip_table, strip_table_text, FileTerms, GpuFile, PackageKind, PackageStrip, StripTableError,
 };
-pub use wheels::StackRequirements;
+pub use wheels::{CudaConstraints, StackRequirements};
 
 /// The embedded catalog files, in merge order.
 const EMBEDDED: &[(&str, &str)] = &[
@@ -91,6 +91,8 @@ pub struct Catalog {
     pub nccl: Vec<NcclRelease>,
     pub stack_wheels: Vec<StackWheels>,
     pub stack_debs: Vec<StackDebs>,
+    /// NVIDIA's CUDA component wheels per CUDA major (`wheels.rs`).
+    pub cuda_components: Vec<CudaComponents>,
     /// Where each overlay came from, in merge order (empty: embedded only).
     pub overlays: Vec<PathBuf>,
 }

@@ -39,6 +39,22 @@ pub struct CatalogFile {
     pub stack_wheels: Vec<StackWheels>,
     #[serde(default)]
     pub stack_debs: Vec<StackDebs>,
+    #[serde(default)]
+    pub cuda_components: Vec<CudaComponents>,
+}
+
+/// NVIDIA's CUDA component wheels of one CUDA major (`catalog/wheels.yaml`): `toolkit`, the
+/// wheels versioned as the toolkit itself (`nvidia-cublas-cu12 12.8.4.1` in CUDA 12.8), which
+/// a `stack.cuda` pin holds to its minor; `own`, those with a numbering of their own that no
+/// sourced table maps to a CUDA minor (left unconstrained, and said). Names normalised.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CudaComponents {
+    pub cuda_major: u64,
+    pub toolkit: Vec<String>,
+    #[serde(default)]
+    pub own: Vec<String>,
+    pub source: Vec<String>,
 }
 
 /// The Python requirements a stack component's pin becomes (`catalog/wheels.yaml`):

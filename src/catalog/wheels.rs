@@ -1,6 +1,8 @@
 //! The Python requirements a stack pin becomes (`catalog/wheels.yaml`): `torch==2.15.0` for
 //! `pytorch`, NVIDIA's runtime, cuDNN and NCCL wheels (`-cu12` for CUDA 12, none for 13) for
-//! `cuda`, `cudnn` and `nccl`, with the sources of each record. Must never decide whether
+//! `cuda`, `cudnn` and `nccl`, with the sources of each record; and NVIDIA's CUDA component
+//! wheels per major (`cuda_components`): the constraints a resolved CUDA minor puts on those
+//! versioned as the toolkit, and which are numbered on their own. Must never decide whether
 //! they fit together: the package resolver and the caller's checks do.
 
 use crate::version::Version;
@@ -15,7 +17,51 @@ pub struct StackRequirements {
     pub sources: Vec<String>,
 }
 
+/// What a resolved CUDA version asks of NVIDIA's component wheels of its major.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CudaConstraints {
+    /// One PEP 508 constraint per wheel versioned as the toolkit (`nvidia-cublas-cu12==12.8.*`).
+    pub constraints: Vec<String>,
+    /// The wheels numbered on their own, which no constraint holds.
+    pub unconstrained: Vec<String>,
+    pub sources: Vec<String>,
+}
+
 impl Catalog {
+    /// The constraints CUDA `cuda` (its major.minor) puts on the component wheels of its major;
+    /// `None` when the catalog records none for that major.
+    pub fn cuda_constraints(&self, cuda: &Version) -> Option<CudaConstraints> {
+        let (major, minor) = (cuda.field(0), cuda.field(1));
+        let rec = self
+            .cuda_components
+            .iter()
+            .find(|r| r.cuda_major == major)?;
+        Some(CudaConstraints {
+            constraints: rec
+                .toolkit
+                .iter()
+                .map(|n| format!("{n}=={major}.{minor}.*"))
+                .collect(),
+            unconstrained: rec.own.clone(),
+            sources: rec.source.clone(),
+        })
+    }
+
+    /// The CUDA major of `name` (normalised) when it is a wheel versioned as the toolkit.
+    pub fn toolkit_wheel_major(&self, name: &str) -> Option<u64> {
+        self.cuda_components
+            .iter()
+            .find(|r| r.toolkit.iter().any(|n| n == name))
+            .map(|r| r.cuda_major)
+    }
+
+    /// Whether `name` (normalised) is a CUDA component wheel numbered on its own.
+    pub fn own_numbered_wheel(&self, name: &str) -> bool {
+        self.cuda_components
+            .iter()
+            .any(|r| r.own.iter().any(|n| n == name))
+    }
+
     /// The requirements `component` (`pytorch`, `cuda`, `cudnn`, `nccl`) at the resolved
     /// `version` becomes, for an image whose CUDA major is `cuda_major` (the wheels' suffix);
     /// `None` when the catalog records none.
@@ -87,5 +133,26 @@ mod tests {
             .stack_requirements("tensorflow", &v("2.21.0"), Some(12))
             .unwrap();
         assert_eq!(r.requirements, ["tensorflow[and-cuda]==2.21.0"]);
+    }
+
+    #[test]
+    fn a_cuda_minor_constrains_the_wheels_versioned_as_the_toolkit() {
+        let c = Catalog::embedded().unwrap();
+        let r = c.cuda_constraints(&v("12.8.1")).unwrap();
+        assert!(r
+            .constraints
+            .iter()
+            .any(|t| t == "nvidia-cublas-cu12==12.8.*"));
+        assert!(r
+            .constraints
+            .iter()
+            .any(|t| t == "nvidia-cuda-runtime-cu12==12.8.*"));
+        assert!(r.unconstrained.iter().any(|n| n == "nvidia-cufft-cu12"));
+        let r = c.cuda_constraints(&v("13.2")).unwrap();
+        assert!(r.constraints.iter().any(|t| t == "nvidia-cublas==13.2.*"));
+        assert_eq!(c.cuda_constraints(&v("11.8")), None);
+        assert_eq!(c.toolkit_wheel_major("nvidia-cuda-nvrtc-cu12"), Some(12));
+        assert_eq!(c.toolkit_wheel_major("nvidia-cufft-cu12"), None);
+        assert!(c.own_numbered_wheel("nvidia-cufft"));
     }
 }

@@ -88,8 +88,16 @@ pub fn lock(
             let image = python::image_python(profile, Some(&resolution), packages.as_deref())?;
             let wheels = python::wheels(&request, &image, None, cache_root, offline, obs)?;
             super::stack::check_agreement(profile, &wheels)?;
+            if let Some(line) = super::cuda_minor::unheld(profile, &resolution, catalog, &wheels) {
+                obs.message(&line);
+            }
             if let Some(r) =
                 super::stack::settle_installed(profile, catalog, &resolution, &wheels, obs)?
+            {
+                resolution = r;
+            }
+            if let Some(r) =
+                super::cuda_minor::settle_needed(profile, catalog, &resolution, &wheels, obs)?
             {
                 resolution = r;
             }

@@ -204,7 +204,8 @@ pub fn wheels(
 }
 
 /// The request of `profile`'s `python:` (`None` without one), with the stack's pins made
-/// requirements (`ops::stack`) when there is a resolution.
+/// requirements (`ops::stack`) and a pinned CUDA minor made constraints (`ops::cuda_minor`)
+/// when there is a resolution.
 pub fn request(
     profile: &Profile,
     host: &PythonHost,
@@ -215,6 +216,7 @@ pub fn request(
     };
     if let Some((resolution, catalog)) = stack {
         super::stack::add_to(&mut request, profile, resolution, catalog)?;
+        super::cuda_minor::add_to(&mut request, profile, resolution, catalog)?;
     }
     Ok(Some(request))
 }
@@ -245,6 +247,11 @@ pub fn install(
     };
     let wheels = wheels(&request, &python, locked, cache_root, offline, obs)?;
     super::stack::check_agreement(profile, &wheels)?;
+    if let (None, Some(r)) = (locked, resolution) {
+        if let Some(line) = super::cuda_minor::unheld(profile, r, catalog, &wheels) {
+            obs.message(&line);
+        }
+    }
     // Without a strip class that needs every library's facts before a wheel layer is written,
     // the facts the cache has no record of are taken while those layers are written.
     let needs_all = profile

@@ -1,0 +1,199 @@
+//! One CUDA minor per image, or said out loud. With `stack.cuda` pinned, NVIDIA's component
+//! wheels versioned as the toolkit (`catalog/wheels.yaml` `cuda_components`: cudart, NVRTC,
+//! cuBLAS, …) are held to the resolved minor as constraints of the Python resolution: they
+//! narrow a package only when something requires it, and a requirement no wheel of that minor
+//! meets is a "no" naming it, its requirer and the pin. The wheels numbered on their own
+//! (cuFFT, cuRAND, …) have no sourced table of versions per CUDA minor: they are left free,
+//! and the build says so. Without the pin, the highest minor the resolved toolkit-versioned
+//! wheels carry (not the newest the catalog knows) is what the image needs from the driver:
+//! the stack is resolved again for it
+//! ([`super::settle::refine`]) and says so, so the lock, `CUDA_VERSION` and
+//! `NVIDIA_REQUIRE_CUDA` state it.
+//! Must never hold a wheel the catalog does not name, nor invent a version mapping.
+
+use super::OpsError;
+use crate::catalog::Catalog;
+use crate::lock::LockedWheel;
+use crate::observe::Observer;
+use crate::profile::{Located, Profile};
+use crate::resolve::{Component, Resolution};
+use crate::sources::pypi::PythonRequest;
+use crate::version::Version;
+
+/// The constraints (text, origin) a pinned `stack.cuda` puts on the component wheels of its
+/// major, at the resolved minor; none without the pin or a record for the major.
+pub fn constraints(
+    profile: &Profile,
+    resolution: &Resolution,
+    catalog: &Catalog,
+) -> Vec<(String, String)> {
+    let (Some(at), Some(v)) = (&profile.stack.cuda, resolution.version(Component::Cuda)) else {
+        return Vec::new();
+    };
+    let Some(c) = catalog.cuda_constraints(v) else {
+        return Vec::new();
+    };
+    let origin = format!(
+        "{}:{}:{} (`stack.cuda: \"{}\"` resolved to {v}: one CUDA minor per image; catalog/wheels.yaml cuda_components [{}])",
+        profile.file,
+        at.line,
+        at.column,
+        at.value,
+        c.sources.join(", ")
+    );
+    c.constraints
+        .into_iter()
+        .map(|t| (t, origin.clone()))
+        .collect()
+}
+
+/// Add the [`constraints`] to `request`.
+pub fn add_to(
+    request: &mut PythonRequest,
+    profile: &Profile,
+    resolution: &Resolution,
+    catalog: &Catalog,
+) -> Result<(), OpsError> {
+    for (text, origin) in constraints(profile, resolution, catalog) {
+        request.add_constraint(&text, origin)?;
+    }
+    Ok(())
+}
+
+/// One line naming the resolved component wheels a pinned `stack.cuda` could not hold to its
+/// minor (numbered on their own, with no sourced table); `None` when there are none.
+pub fn unheld(
+    profile: &Profile,
+    resolution: &Resolution,
+    catalog: &Catalog,
+    wheels: &[LockedWheel],
+) -> Option<String> {
+    let (Some(_), Some(v)) = (&profile.stack.cuda, resolution.version(Component::Cuda)) else {
+        return None;
+    };
+    let free: Vec<String> = wheels
+        .iter()
+        .filter(|w| catalog.own_numbered_wheel(&w.name))
+        .map(|w| format!("`{} {}`", w.name, w.version))
+        .collect();
+    if free.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "not held to CUDA {}.{} (numbered on their own; the catalog has no sourced table of their versions per CUDA minor): {}",
+        v.field(0),
+        v.field(1),
+        free.join(", ")
+    ))
+}
+
+/// The highest CUDA major.minor among the toolkit-versioned wheels of CUDA major `major`,
+/// with the wheel that carries it (the first such, by name).
+pub fn needed<'w>(
+    catalog: &Catalog,
+    wheels: &'w [LockedWheel],
+    major: u64,
+) -> Option<(Version, &'w LockedWheel)> {
+    let mut best: Option<(Version, &LockedWheel)> = None;
+    for w in wheels {
+        if catalog.toolkit_wheel_major(&w.name) != Some(major) {
+            continue;
+        }
+        let Ok(v) = w.version.parse::<Version>() else {
+            continue;
+        };
+        if v.field(0) != major {
+            continue;
+        }
+        let mm = v.truncate(2);
+        if best.as_ref().is_none_or(|(b, _)| mm > *b) {
+            best = Some((mm, w));
+        }
+    }
+    best
+}
+
+/// The resolution again, when `stack.cuda` is not pinned and the highest minor the resolved
+/// toolkit-versioned wheels of the resolved CUDA major carry is another than the resolution
+/// took (the newest the catalog knows, or a framework variant's): that minor is what the image
+/// needs from the driver. `None` when they agree, when no such wheel is installed, or when
+/// `stack.cuda` is pinned (its constraints hold the wheels to it). The base's Python the
+/// resolution took stays.
+pub fn settle_needed(
+    profile: &Profile,
+    catalog: &Catalog,
+    resolution: &Resolution,
+    wheels: &[LockedWheel],
+    obs: &mut dyn Observer,
+) -> Result<Option<Resolution>, OpsError> {
+    if profile.stack.cuda.is_some() {
+        return Ok(None);
+    }
+    let Some(took) = resolution.version(Component::Cuda) else {
+        return Ok(None);
+    };
+    let Some((need, w)) = needed(catalog, wheels, took.field(0)) else {
+        return Ok(None);
+    };
+    if need == took.truncate(2) {
+        return Ok(None);
+    }
+    let by = if w.required_by.is_empty() {
+        String::new()
+    } else {
+        format!(", required by {}", w.required_by.join(", "))
+    };
+    let why = format!(
+        "the Python packages need CUDA {need} (`{} {}`{by}), not the {} the stack resolved to without `stack.cuda`",
+        w.name,
+        w.version,
+        took.truncate(2)
+    );
+    let said = format!("{why}: resolved again for CUDA {need}");
+    let python = resolution
+        .version(Component::Python)
+        .map(|p| p.truncate(2).to_string());
+    let pin = |stack: &mut crate::profile::StackSpec| {
+        stack.cuda = Some(Located::synthetic(need.to_string()));
+        if stack.python.is_none() {
+            stack.python = python.map(Located::synthetic);
+        }
+    };
+    super::settle::refine(profile, catalog, resolution, pin, &said, obs)
+        .map(Some)
+        .map_err(|e| OpsError::Incompatible(format!("{why}, and resolved again for it: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wheel(name: &str, version: &str) -> LockedWheel {
+        LockedWheel {
+            name: name.into(),
+            version: version.into(),
+            filename: format!("{name}-{version}-py3-none-any.whl"),
+            sha256: crate::digest::Digest::of(name.as_bytes()),
+            size: 1,
+            index: "host".into(),
+            requested: false,
+            required_by: vec!["nvidia-cudnn-cu12 9.10.2.21".into()],
+        }
+    }
+
+    #[test]
+    fn the_highest_toolkit_minor_is_what_the_wheels_need() {
+        let c = Catalog::embedded().unwrap();
+        let wheels = [
+            wheel("nvidia-cuda-runtime-cu12", "12.8.90"),
+            wheel("nvidia-cublas-cu12", "12.9.1.4"),
+            // Numbered on its own: 11.x says nothing of the CUDA minor.
+            wheel("nvidia-cufft-cu12", "11.4.1.4"),
+            wheel("nvidia-cublas", "13.0.0.19"),
+        ];
+        let (v, w) = needed(&c, &wheels, 12).unwrap();
+        assert_eq!(v.to_string(), "12.9");
+        assert_eq!(w.name, "nvidia-cublas-cu12");
+        assert!(needed(&c, &wheels, 11).is_none());
+    }
+}
