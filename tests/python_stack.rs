@@ -528,3 +528,26 @@ fn without_a_cuda_pin_the_image_states_the_minor_its_wheels_need() {
         "{env:?}"
     );
 }
+
+/// The profile's own requirement, not a package's: the "no" names it the same way.
+#[test]
+fn a_profile_requirement_the_pinned_minor_rules_out_is_a_no_naming_it() {
+    let s = cuda_minor_setup("nvidia-cublas-cu12");
+    let p = s.profile("  cuda: \"12.8\"\n");
+    write(
+        &p,
+        &read(&p).replace(
+            "python:\n",
+            "python:\n  packages: [\"nvidia-cublas-cu12>=12.9\"]\n",
+        ),
+    );
+    let out = run(s.sb.gpuimg().arg("lock").arg(&p));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("dependencies of the profile are unavailable because its requirement `nvidia-cublas-cu12>=12.9`"),
+        "{err}"
+    );
+    assert!(err.contains("`nvidia-cublas-cu12==12.8.*`"), "{err}");
+    assert!(!s.sb.join("stack.lock.json").exists());
+}

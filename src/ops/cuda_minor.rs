@@ -1,13 +1,13 @@
-//! One CUDA minor per image, or said out loud. With `stack.cuda` pinned, NVIDIA's component
-//! wheels versioned as the toolkit (`catalog/wheels.yaml` `cuda_components`: cudart, NVRTC,
-//! cuBLAS, …) are held to the resolved minor as constraints of the Python resolution: they
-//! narrow a package only when something requires it, and a requirement no wheel of that minor
-//! meets is a "no" naming it, its requirer and the pin. The wheels numbered on their own
-//! (cuFFT, cuRAND, …) have no sourced table of versions per CUDA minor: they are left free,
-//! and the build says so. Without the pin, the highest minor the resolved toolkit-versioned
-//! wheels carry (not the newest the catalog knows) is what the image needs from the driver:
-//! the stack is resolved again for it
-//! ([`super::settle::refine`]) and says so, so the lock, `CUDA_VERSION` and
+//! One CUDA minor per image, or said out loud. With `stack.cuda` pinned to one minor
+//! (`"12.8"`; `"12"` or `">=12.4"` leave the minor open), NVIDIA's component wheels versioned
+//! as the toolkit (`catalog/wheels.yaml` `cuda_components`: cudart, NVRTC, cuBLAS, …) are held
+//! to that minor as constraints of the Python resolution: they narrow a package only when
+//! something requires it, and a requirement no wheel of that minor meets is a "no" naming it,
+//! its requirer and the pin. The wheels numbered on their own (cuFFT, cuRAND, …) have no
+//! sourced table of versions per CUDA minor: they are left free, and the build says so. With
+//! the minor open, the highest minor the resolved toolkit-versioned wheels carry (not the
+//! newest the catalog knows) is what the image needs from the driver: the stack is resolved
+//! again for it ([`super::settle::refine`]) and says so, so the lock, `CUDA_VERSION` and
 //! `NVIDIA_REQUIRE_CUDA` state it.
 //! Must never hold a wheel the catalog does not name, nor invent a version mapping.
 
@@ -18,16 +18,39 @@ use crate::observe::Observer;
 use crate::profile::{Located, Profile};
 use crate::resolve::{Component, Resolution};
 use crate::sources::pypi::PythonRequest;
-use crate::version::Version;
+use crate::version::{Constraint, Version};
 
-/// The constraints (text, origin) a pinned `stack.cuda` puts on the component wheels of its
-/// major, at the resolved minor; none without the pin or a record for the major.
+/// The resolved CUDA version when `stack.cuda` pins one minor: of the catalog's releases of
+/// the resolved major, the pin admits those of one minor only (`"12.8"`, `"=12.8.1"`; not
+/// `"12"` or `">=12.4"`, which leave the minor to the packages).
+pub fn pinned_minor<'r>(
+    profile: &Profile,
+    resolution: &'r Resolution,
+    catalog: &Catalog,
+) -> Option<&'r Version> {
+    let at = profile.stack.cuda.as_ref()?;
+    let v = resolution.version(Component::Cuda)?;
+    let pin = at.value.parse::<Constraint>().ok()?;
+    let mut minors = catalog
+        .cuda
+        .iter()
+        .filter(|r| r.version.field(0) == v.field(0) && pin.matches(&r.version))
+        .map(|r| r.version.field(1));
+    let first = minors.next()?;
+    minors.all(|m| m == first).then_some(v)
+}
+
+/// The constraints (text, origin) a `stack.cuda` pinned to one minor ([`pinned_minor`]) puts
+/// on the component wheels of its major; none without such a pin or a record for the major.
 pub fn constraints(
     profile: &Profile,
     resolution: &Resolution,
     catalog: &Catalog,
 ) -> Vec<(String, String)> {
-    let (Some(at), Some(v)) = (&profile.stack.cuda, resolution.version(Component::Cuda)) else {
+    let (Some(at), Some(v)) = (
+        &profile.stack.cuda,
+        pinned_minor(profile, resolution, catalog),
+    ) else {
         return Vec::new();
     };
     let Some(c) = catalog.cuda_constraints(v) else {
@@ -60,17 +83,15 @@ pub fn add_to(
     Ok(())
 }
 
-/// One line naming the resolved component wheels a pinned `stack.cuda` could not hold to its
-/// minor (numbered on their own, with no sourced table); `None` when there are none.
+/// One line naming the resolved component wheels a `stack.cuda` pinned to one minor could not
+/// hold to it (numbered on their own, with no sourced table); `None` when there are none.
 pub fn unheld(
     profile: &Profile,
     resolution: &Resolution,
     catalog: &Catalog,
     wheels: &[LockedWheel],
 ) -> Option<String> {
-    let (Some(_), Some(v)) = (&profile.stack.cuda, resolution.version(Component::Cuda)) else {
-        return None;
-    };
+    let v = pinned_minor(profile, resolution, catalog)?;
     let free: Vec<String> = wheels
         .iter()
         .filter(|w| catalog.own_numbered_wheel(&w.name))
@@ -113,11 +134,12 @@ pub fn needed<'w>(
     best
 }
 
-/// The resolution again, when `stack.cuda` is not pinned and the highest minor the resolved
-/// toolkit-versioned wheels of the resolved CUDA major carry is another than the resolution
-/// took (the newest the catalog knows, or a framework variant's): that minor is what the image
-/// needs from the driver. `None` when they agree, when no such wheel is installed, or when
-/// `stack.cuda` is pinned (its constraints hold the wheels to it). The base's Python the
+/// The resolution again, when `stack.cuda` leaves the minor open (unpinned, or `"12"`) and
+/// the highest minor the resolved toolkit-versioned wheels of the resolved CUDA major carry is
+/// another than the resolution took (the newest the catalog knows, or a framework variant's):
+/// that minor is what the image needs from the driver. `None` when they agree, when no such
+/// wheel is installed, or when `stack.cuda` pins one minor (its constraints hold the wheels to
+/// it). A minor the open pin does not admit is a "no" naming both. The base's Python the
 /// resolution took stays.
 pub fn settle_needed(
     profile: &Profile,
@@ -126,7 +148,7 @@ pub fn settle_needed(
     wheels: &[LockedWheel],
     obs: &mut dyn Observer,
 ) -> Result<Option<Resolution>, OpsError> {
-    if profile.stack.cuda.is_some() {
+    if pinned_minor(profile, resolution, catalog).is_some() {
         return Ok(None);
     }
     let Some(took) = resolution.version(Component::Cuda) else {
@@ -143,18 +165,43 @@ pub fn settle_needed(
     } else {
         format!(", required by {}", w.required_by.join(", "))
     };
+    let carried = format!("`{} {}`{by}", w.name, w.version);
+    let at = profile.stack.cuda.as_ref();
+    if let Some(at) = at {
+        let admits = at.value.parse::<Constraint>().is_ok_and(|pin| {
+            catalog
+                .cuda
+                .iter()
+                .any(|r| r.version.truncate(2) == need && pin.matches(&r.version))
+        });
+        if !admits {
+            return Err(OpsError::Incompatible(format!(
+                "`stack.cuda: \"{}\"` ({}:{}:{}) admits no CUDA {need} release, but the Python packages need CUDA {need} ({carried})",
+                at.value, profile.file, at.line, at.column
+            )));
+        }
+    }
+    let without = match at {
+        Some(at) => format!("for `stack.cuda: \"{}\"`", at.value),
+        None => "without `stack.cuda`".to_string(),
+    };
     let why = format!(
-        "the Python packages need CUDA {need} (`{} {}`{by}), not the {} the stack resolved to without `stack.cuda`",
-        w.name,
-        w.version,
+        "the Python packages need CUDA {need} ({carried}), not the {} the stack resolved to {without}",
         took.truncate(2)
     );
     let said = format!("{why}: resolved again for CUDA {need}");
     let python = resolution
         .version(Component::Python)
         .map(|p| p.truncate(2).to_string());
+    let cuda = match at {
+        Some(at) => Located {
+            value: need.to_string(),
+            ..at.clone()
+        },
+        None => Located::synthetic(need.to_string()),
+    };
     let pin = |stack: &mut crate::profile::StackSpec| {
-        stack.cuda = Some(Located::synthetic(need.to_string()));
+        stack.cuda = Some(cuda);
         if stack.python.is_none() {
             stack.python = python.map(Located::synthetic);
         }
@@ -195,5 +242,26 @@ mod tests {
         assert_eq!(v.to_string(), "12.9");
         assert_eq!(w.name, "nvidia-cublas-cu12");
         assert!(needed(&c, &wheels, 11).is_none());
+    }
+
+    #[test]
+    fn only_a_pin_of_one_minor_holds_the_wheels() {
+        let c = Catalog::embedded().unwrap();
+        let held = |cuda: &str| {
+            let p = crate::profile::parse(
+                &format!("name: x\nhost: {{gpus: [H200]}}\nstack: {{cuda: \"{cuda}\"}}\n"),
+                "p.yaml",
+                std::path::Path::new("/x"),
+                &|_| None,
+            )
+            .unwrap();
+            let r = crate::resolve::resolve(&p, &c).unwrap();
+            pinned_minor(&p, &r, &c).map(|v| v.truncate(2).to_string())
+        };
+        assert_eq!(held("12.8").as_deref(), Some("12.8"));
+        assert_eq!(held("=12.8.1").as_deref(), Some("12.8"));
+        assert_eq!(held(">=12.4,<12.5").as_deref(), Some("12.4"));
+        assert_eq!(held("12"), None);
+        assert_eq!(held(">=12.4"), None);
     }
 }

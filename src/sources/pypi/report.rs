@@ -330,5 +330,9 @@ mod tests {
             tidy("the profile 0 depends on a >=1.0, <1.0.post0.dev0 and b >=2, <3."),
             "the profile depends on a ==1.0 and b >=2, <3."
         );
+        assert_eq!(
+            tidy("dependencies of the profile at version 0 are unavailable because x"),
+            "dependencies of the profile are unavailable because x"
+        );
     }
 }
