@@ -245,6 +245,39 @@ mod tests {
     }
 
     #[test]
+    fn an_open_pin_follows_the_wheels_within_itself() {
+        let c = Catalog::embedded().unwrap();
+        let settle = |cuda: &str, cublas: &str| {
+            let wheels = [wheel("nvidia-cublas-cu12", cublas)];
+            let p = crate::profile::parse(
+                &format!("name: x\nhost: {{gpus: [H200]}}\nstack: {{cuda: \"{cuda}\"}}\n"),
+                "p.yaml",
+                std::path::Path::new("/x"),
+                &|_| None,
+            )
+            .unwrap();
+            let r = crate::resolve::resolve(&p, &c).unwrap();
+            settle_needed(&p, &c, &r, &wheels, &mut crate::observe::Silent)
+                .map(|r| r.and_then(|r| r.version(Component::Cuda).map(|v| v.truncate(2))))
+                .map_err(|e| e.to_string())
+        };
+        // `"12"` resolves to the newest 12.x; the wheels need 12.8.
+        assert_eq!(
+            settle("12", "12.8.4.1")
+                .unwrap()
+                .map(|v| v.to_string())
+                .as_deref(),
+            Some("12.8")
+        );
+        // One minor pinned: its constraints hold the wheels, nothing to settle.
+        assert_eq!(settle("12.8", "12.8.4.1").unwrap(), None);
+        // An open pin that does not admit what the wheels need: a "no" naming both.
+        let e = settle(">=12.6,<13", "12.4.5.8").unwrap_err();
+        assert!(e.contains("`stack.cuda: \">=12.6,<13\"` (p.yaml:3:"), "{e}");
+        assert!(e.contains("`nvidia-cublas-cu12 12.4.5.8`"), "{e}");
+    }
+
+    #[test]
     fn only_a_pin_of_one_minor_holds_the_wheels() {
         let c = Catalog::embedded().unwrap();
         let held = |cuda: &str| {
