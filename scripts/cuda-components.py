@@ -61,7 +61,7 @@ def main():
             if not pins:
                 continue
             body = ", ".join(f"{k}: '{pins[k]}'" for k in sorted(pins))
-            print(f"- {{cuda: '{v}', wheels: {{{body}}}}}")
+            print(f"- {{cuda: '{v}', source: [pypi-cuda-toolkit], wheels: {{{body}}}}}")
 
 
 if __name__ == "__main__":

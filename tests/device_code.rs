@@ -402,7 +402,7 @@ stack:
   cuda: \"13.0\"
 compat: minor
 python:
-  packages: [\"nvidia-nccl-cu13==2.32.3\", \"nvidia-curand==10.4.2.51\"]
+  packages: [\"nvidia-nccl-cu13==2.32.3\", \"nvidia-curand==10.4.0.35\"]
 strip: [docs, man, locales, device-code]
 selftest:
   enabled: false

@@ -5,6 +5,10 @@
 //! locks `torch` at the resolved version; a `stack.cuda` that the framework's own pins
 //! contradict is a "no" (exit 1) naming the pin and the wheel with what required it; without
 //! `python:` a pinned stack is a warning saying the image carries none of it.
+//! One CUDA minor per image: `stack.cuda: "12.8"` holds cuBLAS and NVRTC, which cuDNN requires
+//! unpinned, to 12.8 (the catalog's `cuda_components`), says which wheels it cannot hold, and
+//! a cuDNN that needs a newer cuBLAS is a "no" naming that requirement; without the pin, the
+//! image states the minor its wheels need, not the newest the catalog knows.
 
 mod common;
 
@@ -25,9 +29,7 @@ struct Setup {
 }
 
 fn setup() -> Setup {
-    let sb = Sandbox::new();
-    write(&sb.join("rootfs/var/lib/dpkg/status"), STATUS);
-    let wheels = vec![
+    setup_with(vec![
         WheelSpec::new("nvidia-cuda-runtime-cu12", "12.4.127")
             .file("nvidia/cuda_runtime/lib/libcudart.so.12", "12.4\n"),
         WheelSpec::new("nvidia-cuda-runtime-cu12", "12.6.77")
@@ -42,7 +44,13 @@ fn setup() -> Setup {
         WheelSpec::new("torch", "2.14.1+cu126")
             .file("torch/__init__.py", "")
             .requires("nvidia-cuda-runtime-cu12==12.6.77"),
-    ];
+    ])
+}
+
+/// A rootfs with Python 3.11 and a loopback index of `wheels`.
+fn setup_with(wheels: Vec<WheelSpec>) -> Setup {
+    let sb = Sandbox::new();
+    write(&sb.join("rootfs/var/lib/dpkg/status"), STATUS);
     let server = serve(&wheel_index(sb.path(), &wheels));
     let url = format!("{}/simple/", server.url);
     Setup {
@@ -455,4 +463,186 @@ fn a_no_caused_by_the_index_cites_the_index_and_every_hint_it_prints_works() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+/// NVIDIA's CUDA 12 wheels at 12.8 and 12.9, and cuDNN requiring cuBLAS as `cublas` says.
+fn cuda_minor_setup(cublas: &str) -> Setup {
+    let lib =
+        |name: &str, version: &str, path: &str| WheelSpec::new(name, version).file(path, "x\n");
+    setup_with(vec![
+        lib(
+            "nvidia-cuda-runtime-cu12",
+            "12.8.90",
+            "nvidia/cuda_runtime/lib/libcudart.so.12",
+        ),
+        lib(
+            "nvidia-cuda-runtime-cu12",
+            "12.9.79",
+            "nvidia/cuda_runtime/lib/libcudart.so.12",
+        ),
+        lib(
+            "nvidia-cublas-cu12",
+            "12.8.4.1",
+            "nvidia/cublas/lib/libcublas.so.12",
+        ),
+        lib(
+            "nvidia-cublas-cu12",
+            "12.9.1.4",
+            "nvidia/cublas/lib/libcublas.so.12",
+        ),
+        lib(
+            "nvidia-cuda-nvrtc-cu12",
+            "12.8.93",
+            "nvidia/cuda_nvrtc/lib/libnvrtc.so.12",
+        ),
+        lib(
+            "nvidia-cuda-nvrtc-cu12",
+            "12.9.86",
+            "nvidia/cuda_nvrtc/lib/libnvrtc.so.12",
+        ),
+        lib(
+            "nvidia-cufft-cu12",
+            "11.3.3.83",
+            "nvidia/cufft/lib/libcufft.so.11",
+        ),
+        // cuFFT is numbered on its own: 11.4.1.4 is CUDA 12.9's (cuda-toolkit 12.9.1).
+        lib(
+            "nvidia-cufft-cu12",
+            "11.4.1.4",
+            "nvidia/cufft/lib/libcufft.so.11",
+        ),
+        lib(
+            "nvidia-cudnn-cu12",
+            "9.10.2.21",
+            "nvidia/cudnn/lib/libcudnn.so.9",
+        )
+        .requires(cublas)
+        .requires("nvidia-cuda-nvrtc-cu12")
+        .requires("nvidia-cufft-cu12"),
+    ])
+}
+
+#[test]
+fn a_cuda_pin_holds_the_wheels_cudnn_pulls_to_its_minor() {
+    let s = cuda_minor_setup("nvidia-cublas-cu12");
+    let p = s.profile("  cuda: \"12.8\"\n  cudnn: \"9.10\"\n");
+    let err = s.lock_ok(&p);
+    let wheels = s.locked_wheels();
+    for (name, version) in [
+        ("nvidia-cuda-runtime-cu12", "12.8.90"),
+        ("nvidia-cublas-cu12", "12.8.4.1"),
+        ("nvidia-cuda-nvrtc-cu12", "12.8.93"),
+        ("nvidia-cudnn-cu12", "9.10.2.21"),
+        // Numbered on its own, held all the same: the toolkit's metapackage says which.
+        ("nvidia-cufft-cu12", "11.3.3.83"),
+    ] {
+        assert!(
+            wheels.contains(&(name.to_string(), version.to_string())),
+            "{name} {version} not in {wheels:?}: {err}"
+        );
+    }
+
+    s.build_locked(&p);
+    let info = inspect(&s.sb, &s.sb.join("out"));
+    let env = env_of(&info);
+    assert_eq!(
+        env.get("CUDA_VERSION").map(String::as_str),
+        Some("12.8.90"),
+        "{env:?}"
+    );
+    let ann = annotations_of(&info);
+    assert_eq!(
+        ann.get("io.gpuimg.cuda-library.nvidia-cublas-cu12")
+            .map(String::as_str),
+        Some("12.8.4.1"),
+        "{ann:?}"
+    );
+}
+
+#[test]
+fn a_requirement_no_wheel_of_the_pinned_minor_meets_is_a_no_naming_it() {
+    let s = cuda_minor_setup("nvidia-cublas-cu12>=12.9");
+    let p = s.profile("  cuda: \"12.8\"\n  cudnn: \"9.10\"\n");
+    let out = run(s.sb.gpuimg().arg("lock").arg(&p));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    // The requirement, its requirer, what the index has, and the pin that rules it out.
+    assert!(err.contains("`nvidia-cublas-cu12>=12.9`"), "{err}");
+    assert!(
+        err.contains("nvidia-cudnn-cu12 at version 9.10.2.21"),
+        "{err}"
+    );
+    assert!(err.contains("`nvidia-cublas-cu12 12.9.1.4`"), "{err}");
+    assert!(
+        err.contains("`nvidia-cublas-cu12>=12.8.3.14,<=12.8.5.5`"),
+        "{err}"
+    );
+    assert!(err.contains("`stack.cuda: \"12.8\"` resolved to"), "{err}");
+    assert!(!s.sb.join("stack.lock.json").exists());
+}
+
+/// Without `stack.cuda` the resolution takes the newest CUDA 12 the catalog knows (12.9), but
+/// the wheels cuDNN pulls are all 12.8: the image needs 12.8 from the driver, and says so.
+#[test]
+fn without_a_cuda_pin_the_image_states_the_minor_its_wheels_need() {
+    let s = setup_with(vec![
+        WheelSpec::new("nvidia-cublas-cu12", "12.8.4.1")
+            .file("nvidia/cublas/lib/libcublas.so.12", "x\n"),
+        WheelSpec::new("nvidia-cuda-nvrtc-cu12", "12.8.93")
+            .file("nvidia/cuda_nvrtc/lib/libnvrtc.so.12", "x\n"),
+        WheelSpec::new("nvidia-cudnn-cu12", "9.10.2.21")
+            .file("nvidia/cudnn/lib/libcudnn.so.9", "x\n")
+            .requires("nvidia-cublas-cu12")
+            .requires("nvidia-cuda-nvrtc-cu12"),
+    ]);
+    // `compat: strict`: the driver floor is the minor itself.
+    let p = s.profile("  cudnn: \"9.10\"\ncompat: strict\n");
+    let err = s.lock_ok(&p);
+    assert!(
+        err.contains("the Python packages need CUDA 12.8 (`nvidia-cublas-cu12 12.8.4.1`"),
+        "{err}"
+    );
+    let lock = s.lock_json();
+    let cuda = lock["resolution"]["components"]["cuda"].as_str().unwrap();
+    assert!(cuda.starts_with("12.8."), "{lock}");
+    assert_eq!(lock["resolution"]["cuda_driver_floor"], "12.8", "{lock}");
+
+    s.build_locked(&p);
+    let env = env_of(&inspect(&s.sb, &s.sb.join("out")));
+    assert!(
+        env.get("CUDA_VERSION")
+            .is_some_and(|v| v.starts_with("12.8")),
+        "{env:?}"
+    );
+    assert_eq!(
+        env.get("NVIDIA_REQUIRE_CUDA").map(String::as_str),
+        Some("cuda>=12.8,arch>=9.0"),
+        "{env:?}"
+    );
+}
+
+/// The profile's own requirement, not a package's: the "no" names it the same way.
+#[test]
+fn a_profile_requirement_the_pinned_minor_rules_out_is_a_no_naming_it() {
+    let s = cuda_minor_setup("nvidia-cublas-cu12");
+    let p = s.profile("  cuda: \"12.8\"\n");
+    write(
+        &p,
+        &read(&p).replace(
+            "python:\n",
+            "python:\n  packages: [\"nvidia-cublas-cu12>=12.9\"]\n",
+        ),
+    );
+    let out = run(s.sb.gpuimg().arg("lock").arg(&p));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("dependencies of the profile are unavailable because its requirement `nvidia-cublas-cu12>=12.9`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("`nvidia-cublas-cu12>=12.8.3.14,<=12.8.5.5`"),
+        "{err}"
+    );
+    assert!(!s.sb.join("stack.lock.json").exists());
 }

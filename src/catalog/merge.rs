@@ -147,6 +147,14 @@ pub(super) fn merge(files: Vec<(String, CatalogFile)>) -> Result<Catalog, Catalo
             "stack packages",
             p,
         );
+        upsert(
+            &mut c.cuda_components,
+            f.cuda_components,
+            |r| r.cuda.clone(),
+            &name,
+            "CUDA components of release",
+            p,
+        );
     }
     if !problems.is_empty() {
         return Err(CatalogError::Invalid { problems });

@@ -26,15 +26,15 @@ pub use libraries::{
     WheelLibrary, WheelRecord,
 };
 pub use records::{
-    BranchKind, CatalogFile, CcSupport, CudaFamily, CudaRelease, CudnnBuild, CudnnRelease,
-    DriverBranch, DriverFloor, Gpu, JaxRelease, JaxVariant, ModuleFlavour, NcclRelease,
-    PythonRelease, PytorchRelease, PytorchVariant, Source, StackDebs, StackWheels,
+    BranchKind, CatalogFile, CcSupport, CudaComponents, CudaFamily, CudaRelease, CudnnBuild,
+    CudnnRelease, DriverBranch, DriverFloor, Gpu, JaxRelease, JaxVariant, ModuleFlavour,
+    NcclRelease, PythonRelease, PytorchRelease, PytorchVariant, Source, StackDebs, StackWheels,
     TensorflowRelease,
 };
 pub use strip_table::{
     strip_table, strip_table_text, FileTerms, GpuFile, PackageKind, PackageStrip, StripTableError,
 };
-pub use wheels::StackRequirements;
+pub use wheels::{CudaConstraints, StackRequirements};
 
 /// The embedded catalog files, in merge order.
 const EMBEDDED: &[(&str, &str)] = &[
@@ -43,6 +43,10 @@ const EMBEDDED: &[(&str, &str)] = &[
         include_str!("../../catalog/sources.yaml"),
     ),
     ("catalog/cuda.yaml", include_str!("../../catalog/cuda.yaml")),
+    (
+        "catalog/cuda-components.yaml",
+        include_str!("../../catalog/cuda-components.yaml"),
+    ),
     ("catalog/gpus.yaml", include_str!("../../catalog/gpus.yaml")),
     (
         "catalog/drivers.yaml",
@@ -91,6 +95,8 @@ pub struct Catalog {
     pub nccl: Vec<NcclRelease>,
     pub stack_wheels: Vec<StackWheels>,
     pub stack_debs: Vec<StackDebs>,
+    /// Each CUDA toolkit release's component wheel versions (`wheels.rs`).
+    pub cuda_components: Vec<CudaComponents>,
     /// Where each overlay came from, in merge order (empty: embedded only).
     pub overlays: Vec<PathBuf>,
 }

@@ -1,7 +1,8 @@
 //! Checks that the merged catalog holds together, one named check per rule: every source id
 //! resolves, every pinned cuDNN/NCCL version has a record, every CUDA release has a family,
 //! every GPU's compute capability is known, every GPU states its first driver (a version or
-//! `unknown`: absent is never "any driver"), `unverified` names a fact the record has.
+//! `unknown`: absent is never "any driver"), `unverified` names a fact the record has, every
+//! CUDA component wheel is named as normalised.
 
 use std::collections::BTreeSet;
 
@@ -27,10 +28,29 @@ pub(super) fn validate(c: &Catalog) -> Result<(), CatalogError> {
     families_and_ccs_exist(c, &mut problems);
     gpu_names_unique(c, &mut problems);
     gpu_floors_stated(c, &mut problems);
+    cuda_component_names(c, &mut problems);
     if problems.is_empty() {
         Ok(())
     } else {
         Err(CatalogError::Invalid { problems })
+    }
+}
+
+/// A CUDA component wheel is named as normalised (`nvidia-cublas-cu12`: the resolver compares
+/// normalised names).
+fn cuda_component_names(c: &Catalog, problems: &mut Vec<String>) {
+    for r in &c.cuda_components {
+        for n in r.wheels.keys() {
+            let normal = !n.is_empty()
+                && n.chars()
+                    .all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '-');
+            if !normal {
+                problems.push(format!(
+                    "CUDA {} components: `{n}` is not a normalised wheel name",
+                    r.cuda
+                ));
+            }
+        }
     }
 }
 
@@ -54,6 +74,9 @@ fn sources_resolve(c: &Catalog, problems: &mut Vec<String>) {
     }
     for r in &c.stack_debs {
         check(format!("stack packages of {}", r.component), &r.source);
+    }
+    for r in &c.cuda_components {
+        check(format!("CUDA {} components", r.cuda), &r.source);
     }
     for r in &c.compute_capabilities {
         check(format!("compute capability {}", r.cc), &r.source);

@@ -221,6 +221,13 @@ fn gather(
                     resolution = Some(again);
                 }
             }
+            if let Some(r) = resolution.as_ref().filter(|_| resolving) {
+                if let Some(again) =
+                    super::cuda_minor::settle_needed(profile, catalog, r, &install.wheels, obs)?
+                {
+                    resolution = Some(again);
+                }
+            }
             facts.device_code = plan::installed::device_code(&install.wheels, catalog);
             facts.wheel_facts = python::wheel_facts(
                 &install.wheels,

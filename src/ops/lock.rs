@@ -93,6 +93,11 @@ pub fn lock(
             {
                 resolution = r;
             }
+            if let Some(r) =
+                super::cuda_minor::settle_needed(profile, catalog, &resolution, &wheels, obs)?
+            {
+                resolution = r;
+            }
             if export == Some(Export::Pylock) {
                 pylock = Some(python::pylock(
                     &request, &image, &wheels, cache_root, offline,

@@ -9,6 +9,7 @@
 //! `Observer` it is given.
 
 pub mod build;
+pub mod cuda_minor;
 pub mod lock;
 pub mod python;
 pub mod settle;

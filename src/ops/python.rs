@@ -212,7 +212,8 @@ pub fn wheels(
 }
 
 /// The request of `profile`'s `python:` (`None` without one), with the stack's pins made
-/// requirements (`ops::stack`) when there is a resolution.
+/// requirements (`ops::stack`) and a pinned CUDA minor made constraints (`ops::cuda_minor`)
+/// when there is a resolution.
 pub fn request(
     profile: &Profile,
     host: &PythonHost,
@@ -223,6 +224,7 @@ pub fn request(
     };
     if let Some((resolution, catalog)) = stack {
         super::stack::add_to(&mut request, profile, resolution, catalog)?;
+        super::cuda_minor::add_to(&mut request, profile, resolution, catalog)?;
     }
     Ok(Some(request))
 }

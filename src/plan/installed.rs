@@ -1,6 +1,7 @@
 //! What the locked wheels say about the image's CUDA, for its config and annotations: the
 //! runtime's version (`CUDA_VERSION`, and `NVIDIA_REQUIRE_CUDA`'s `cuda>=` per the compat
-//! mode, from the installed cudart wheel rather than the request), `arch>=` as the lowest
+//! mode, from the installed cudart wheel rather than the request; the resolution's minor
+//! where the other CUDA wheels need a higher one than cudart's), `arch>=` as the lowest
 //! target GPU the framework's device code covers, each CUDA library wheel's version and the
 //! covered SMs (`io.gpuimg.*`), and the CUDA libraries' files for the self-test's
 //! expectation. The CUDA libraries of apt packages (`providers: {cuda: apt}`) count the same
@@ -14,7 +15,7 @@ use crate::catalog::{Catalog, DeviceCode};
 use crate::image::annotations::*;
 use crate::lock::{LockedPackage, LockedWheel};
 use crate::profile::CompatMode;
-use crate::resolve::Resolution;
+use crate::resolve::{Component, Resolution};
 use crate::version::Version;
 
 /// The wheel components that hold NVIDIA's CUDA libraries.
@@ -169,6 +170,12 @@ pub fn apply(
         .find(|(_, _, libs)| libs.iter().any(|l| l.key == "cudart"))
         .map(|(_, v, _)| v.clone());
     if let Some(v) = runtime(wheels).map(|(_, v)| v).or(deb_runtime) {
+        // The runtime's version, unless other CUDA libraries need a higher minor of its major
+        // from the driver: the resolution was made for that minor then (`ops::cuda_minor`).
+        let v = match r.version(Component::Cuda) {
+            Some(c) if c.field(0) == v.field(0) && c.truncate(2) > v.truncate(2) => c.truncate(2),
+            _ => v,
+        };
         env.insert("CUDA_VERSION".into(), v.to_string());
         r.cuda_driver_floor = Some(match r.compat {
             CompatMode::Strict => v.truncate(2),
@@ -228,6 +235,14 @@ mod tests {
             );
             assert!(!ann.contains_key("io.gpuimg.cuda-library.numpy"));
         }
+        // Made for the CUDA 12.9 the other wheels need (cuBLAS 12.9): that minor, not cudart's.
+        let r =
+            resolved("name: x\nhost: {gpus: [H200]}\nstack: {cuda: \"12.9\"}\ncompat: strict\n");
+        let wheels = [wheel("nvidia-cuda-runtime-cu12", "12.8.90")];
+        let (mut env, mut ann) = (r.image_env(), BTreeMap::new());
+        apply(&r, &wheels, &[], None, &mut env, &mut ann);
+        assert_eq!(env["CUDA_VERSION"], "12.9");
+        assert_eq!(env["NVIDIA_REQUIRE_CUDA"], "cuda>=12.9,arch>=9.0");
     }
 
     #[test]

@@ -322,7 +322,9 @@ mod tests {
             text.push_str(if inside { &line[2..] } else { line });
             text.push('\n');
         }
-        let p = super::super::parse(&text, "t.yaml", Path::new("/nonexistent"), &|_| None).unwrap();
+        // The template's live `python:` section resolves its context: its own directory.
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("templates");
+        let p = super::super::parse(&text, "t.yaml", &dir, &|_| None).unwrap();
         assert_eq!(
             names(&p.layers),
             [("tools", vec!["xz-utils", "zstd"]), ("os", vec!["libfoo1"])]

@@ -2,7 +2,8 @@
 //! facts it joins), then, for every package the derivation says has no usable version, why
 //! the versions in that range are not candidates (source only, wheels for other platforms,
 //! `Requires-Python`, yanked, refused by `--hash`, skipped for unusable metadata: counted,
-//! with one example), then where the profile's requirements were written.
+//! with one example), then where the profile's requirements and the constraints on the
+//! packages it names were written.
 //! A derivation of more than [`MAX_FACTS`] facts is summarised (per package: how many facts,
 //! the versions' span, one example), so the message stays small whatever an index lists.
 //! Must never invent a reason: every note comes from what the index listed.
@@ -148,6 +149,11 @@ pub fn explain(tree: &DerivationTree<Pkg, Range, String>, provider: &Provider<'_
             notes.push(format!("{ROOT} asks `{}` ({})", r.text, r.origin));
         }
     }
+    for c in &provider.request.constraints {
+        if mentioned.contains(&c.requirement.name) {
+            notes.push(format!("the constraint `{}` ({})", c.text, c.origin));
+        }
+    }
     notes.dedup();
     for n in notes {
         let _ = write!(text, "\nnote: {n}");
@@ -278,6 +284,7 @@ fn brief(r: &Range) -> String {
 /// `==V` that admits local versions reads as a range) is `==V`.
 pub fn tidy(report: &str) -> String {
     let mut s = report.replace(&format!("{ROOT} 0 "), &format!("{ROOT} "));
+    s = s.replace(&format!("{ROOT} at version 0 "), &format!("{ROOT} "));
     s = s.replace(&format!("{ROOT} 0,"), &format!("{ROOT},"));
     let mut out = String::with_capacity(s.len());
     let mut rest = s.as_str();
@@ -322,6 +329,10 @@ mod tests {
         assert_eq!(
             tidy("the profile 0 depends on a >=1.0, <1.0.post0.dev0 and b >=2, <3."),
             "the profile depends on a ==1.0 and b >=2, <3."
+        );
+        assert_eq!(
+            tidy("dependencies of the profile at version 0 are unavailable because x"),
+            "dependencies of the profile are unavailable because x"
         );
     }
 }

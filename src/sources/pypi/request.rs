@@ -124,6 +124,24 @@ impl PythonRequest {
         Ok(())
     }
 
+    /// Add a constraint that does not come from the profile's requirements file (the catalog's
+    /// hold of NVIDIA's CUDA wheels on a pinned CUDA minor, `origin` saying so): it narrows a
+    /// package only when something requires it.
+    pub fn add_constraint(&mut self, text: &str, origin: String) -> Result<(), PypiError> {
+        let requirement = pep508_rs::Requirement::from_str(text).map_err(|e| {
+            PypiError::bad(
+                &origin,
+                format!("`{text}` is not a PEP 508 requirement: {e}"),
+            )
+        })?;
+        self.constraints.push(Requirement {
+            requirement,
+            text: text.to_string(),
+            origin,
+        });
+        Ok(())
+    }
+
     /// The request of `profile`'s `python:` section (`None` without one), its indexes found as
     /// the module doc says.
     pub fn new(profile: &Profile, host: &HostSettings) -> Result<Option<PythonRequest>, PypiError> {

@@ -5,7 +5,9 @@
 //! or a specifier naming one, or where nothing else fits), yanked files only for an exact
 //! `==` pin, and only files whose sha256 a `--hash` allows when the requirement has hashes.
 //! Dependencies come from each chosen wheel's metadata (never its body), markers evaluated
-//! for the image; constraints narrow whatever requires their package.
+//! for the image; constraints narrow whatever requires their package, and a requirement whose
+//! versions on the index a constraint rules out every one of makes its requirer unusable with
+//! a fact naming both (the requirement, the constraint and where it was written).
 //! A version is chosen only once its metadata is read and usable (it names the version and
 //! admits the image's Python): one that is not is skipped and counted ([`Skipped`]), never
 //! made a fact of the derivation, so what a hostile index lists costs one metadata read per
@@ -28,7 +30,7 @@ use super::client::{Client, Project};
 use super::filename::{sdist_version, WheelName};
 use super::metadata::CoreMetadata;
 use super::page::DistFile;
-use super::request::PythonRequest;
+use super::request::{PythonRequest, Requirement};
 use super::target::Target;
 use super::PypiError;
 
@@ -45,6 +47,9 @@ pub enum Pkg {
     Dist(PackageName),
     Extra(PackageName, ExtraName),
 }
+
+/// How many versions a fact about a constraint names.
+const NAMED_VERSIONS: usize = 3;
 
 /// How the root reads in explanations.
 pub const ROOT: &str = "the profile";
@@ -116,7 +121,7 @@ pub struct Provider<'p, 'a> {
     /// The profile's requirements whose markers hold for the image.
     root: Vec<&'a pep508_rs::Requirement>,
     /// Constraints whose markers hold, by package.
-    constraints: HashMap<PackageName, Vec<&'a pep508_rs::Requirement>>,
+    constraints: HashMap<PackageName, Vec<&'a Requirement>>,
     /// Versions the profile pins with `==` (yanked files are candidates for them).
     exact: HashMap<PackageName, BTreeSet<Version>>,
     /// Packages whose specifiers name a pre-release.
@@ -204,7 +209,7 @@ impl<'p, 'a> Provider<'p, 'a> {
             }
             root.push(req);
         }
-        let mut constraints: HashMap<PackageName, Vec<&pep508_rs::Requirement>> = HashMap::new();
+        let mut constraints: HashMap<PackageName, Vec<&Requirement>> = HashMap::new();
         for c in &request.constraints {
             let req = &c.requirement;
             if !req.evaluate_markers(&target.markers, &[]) {
@@ -214,7 +219,7 @@ impl<'p, 'a> Provider<'p, 'a> {
             if names_prerelease(req) {
                 pre.insert(req.name.clone());
             }
-            constraints.entry(req.name.clone()).or_default().push(req);
+            constraints.entry(req.name.clone()).or_default().push(c);
         }
         Ok(Provider {
             client,
@@ -239,21 +244,68 @@ impl<'p, 'a> Provider<'p, 'a> {
 
     /// The range `r` asks for, narrowed by the constraints on its package.
     fn range(&self, r: &pep508_rs::Requirement) -> Result<Range, String> {
-        no_url(r)?;
-        let has_local = |v: &Version| {
-            self.candidates(&r.name)
-                .is_ok_and(|c| c.with_local.contains(v))
-        };
-        let mut range = match &r.version_or_url {
-            Some(VersionOrUrl::VersionSpecifier(s)) => range_of(s, &has_local),
-            _ => Range::full(),
-        };
+        let mut range = self.own_range(r)?;
         for c in self.constraints.get(&r.name).into_iter().flatten() {
-            if let Some(VersionOrUrl::VersionSpecifier(s)) = &c.version_or_url {
-                range = range.intersection(&range_of(s, &has_local));
+            if let Some(VersionOrUrl::VersionSpecifier(s)) = &c.requirement.version_or_url {
+                range = range.intersection(&range_of(s, &|v| self.has_local(&r.name, v)));
             }
         }
         Ok(range)
+    }
+
+    /// The range `r` asks for by itself.
+    fn own_range(&self, r: &pep508_rs::Requirement) -> Result<Range, String> {
+        no_url(r)?;
+        Ok(match &r.version_or_url {
+            Some(VersionOrUrl::VersionSpecifier(s)) => range_of(s, &|v| self.has_local(&r.name, v)),
+            _ => Range::full(),
+        })
+    }
+
+    fn has_local(&self, name: &PackageName, v: &Version) -> bool {
+        self.candidates(name)
+            .is_ok_and(|c| c.with_local.contains(v))
+    }
+
+    /// Why `r` cannot be met under the constraints on its package, when the index has versions
+    /// `r` admits and the constraints rule out every one of them: the requirement, those
+    /// versions (newest first, a few) and each constraint with where it was written.
+    fn ruled_out(&self, r: &pep508_rs::Requirement) -> Result<Option<String>, PypiError> {
+        let Some(cs) = self.constraints.get(&r.name) else {
+            return Ok(None);
+        };
+        let (Ok(own), Ok(narrowed)) = (self.own_range(r), self.range(r)) else {
+            return Ok(None);
+        };
+        let cands = self.candidates(&r.name)?;
+        let takes = |c: &&Candidate| !c.yanked || self.yank_ok(&r.name, &c.version);
+        let admitted: Vec<&Version> = cands
+            .versions
+            .iter()
+            .filter(takes)
+            .filter(|c| own.contains(&c.version))
+            .map(|c| &c.version)
+            .collect();
+        if admitted.is_empty() || admitted.iter().any(|v| narrowed.contains(v)) {
+            return Ok(None);
+        }
+        let mut shown: Vec<String> = admitted
+            .iter()
+            .take(NAMED_VERSIONS)
+            .map(|v| format!("`{} {v}`", r.name))
+            .collect();
+        if admitted.len() > NAMED_VERSIONS {
+            shown.push(format!("{} more", admitted.len() - NAMED_VERSIONS));
+        }
+        let constraints: Vec<String> = cs
+            .iter()
+            .map(|c| format!("`{}` ({})", c.text, c.origin))
+            .collect();
+        Ok(Some(format!(
+            "because its requirement `{r}` admits only {} on the index, and the constraint {} rules out every one",
+            shown.join(", "),
+            constraints.join(" and ")
+        )))
     }
 
     /// `name`'s candidates (memoised).
@@ -539,6 +591,9 @@ impl DependencyProvider for Provider<'_, '_> {
                 let names = self.root_packages();
                 self.client.prefetch(&names);
                 for r in &self.root {
+                    if let Some(why) = self.ruled_out(r)? {
+                        return Ok(Dependencies::Unavailable(why));
+                    }
                     let range = self.range(r).map_err(|m| PypiError::bad(ROOT, m))?;
                     let mut add = |p: Pkg| {
                         let e = out.entry(p).or_insert_with(Range::full);
@@ -563,27 +618,31 @@ impl DependencyProvider for Provider<'_, '_> {
             return Ok(Dependencies::Unavailable(why));
         }
         let env = &self.target.markers;
-        match extra {
-            None => {
-                for r in &meta.requires_dist {
-                    if r.evaluate_markers(env, &[]) {
-                        if let Err(m) = self.add_requirement(&mut out, r, name) {
-                            return Ok(Dependencies::Unavailable(m));
-                        }
-                    }
-                }
+        let extras: Vec<ExtraName> = extra.into_iter().cloned().collect();
+        // Without an extra, the requirements without one; with one, those it adds.
+        let applies = |r: &&pep508_rs::Requirement| match extra {
+            None => r.evaluate_markers(env, &[]),
+            Some(_) => r.evaluate_markers(env, &extras) && !r.evaluate_markers(env, &[]),
+        };
+        let requirements: Vec<&pep508_rs::Requirement> =
+            meta.requires_dist.iter().filter(applies).collect();
+        // The pages of the constrained ones are read now, to check them against their
+        // constraints; the rest after, all several at a time.
+        let constrained: Vec<PackageName> = requirements
+            .iter()
+            .filter(|r| self.constraints.contains_key(&r.name))
+            .map(|r| r.name.clone())
+            .collect();
+        self.client.prefetch(&constrained);
+        if extra.is_some() {
+            out.insert(Pkg::Dist(name.clone()), Range::singleton(version.clone()));
+        }
+        for r in requirements {
+            if let Some(why) = self.ruled_out(r)? {
+                return Ok(Dependencies::Unavailable(why));
             }
-            Some(e) => {
-                let single = Range::singleton(version.clone());
-                out.insert(Pkg::Dist(name.clone()), single);
-                let extras = [e.clone()];
-                for r in &meta.requires_dist {
-                    if r.evaluate_markers(env, &extras) && !r.evaluate_markers(env, &[]) {
-                        if let Err(m) = self.add_requirement(&mut out, r, name) {
-                            return Ok(Dependencies::Unavailable(m));
-                        }
-                    }
-                }
+            if let Err(m) = self.add_requirement(&mut out, r, name) {
+                return Ok(Dependencies::Unavailable(m));
             }
         }
         let names: Vec<PackageName> = out.keys().filter_map(|p| p.name().cloned()).collect();
