@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 mod apt;
 mod device_code;
+mod machines;
 mod prewrite;
 mod python;
 mod stream;
@@ -182,6 +183,46 @@ pub enum BuildError {
         #[source]
         source: std::io::Error,
     },
+    #[error("Failed to read the ELF files of layer `{layer}`: {source}")]
+    Machines {
+        layer: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// An ELF file the image would run or load is for another machine: bad input, nothing
+    /// written.
+    #[error(
+        "`{path}` is {} {machine} ELF file, but the image's platform is `{platform}`{}: the image \
+         would run or load it and could not; give it built for `{platform}` (the package, \
+         wheel, `files:` entry or base it comes from), or keep data for other processors \
+         outside `PATH`, the loader's directories and the Python packages; nothing was written",
+        article(.machine),
+        also(*.others)
+    )]
+    ForeignMachine {
+        path: String,
+        machine: String,
+        platform: String,
+        /// How many more such files there are.
+        others: usize,
+    },
+}
+
+/// `a` or `an` before a machine's name.
+fn article(name: &str) -> &'static str {
+    if name.starts_with(['a', 'e', 'i', 'o', 'x']) || name.starts_with("s390") {
+        "an"
+    } else {
+        "a"
+    }
+}
+
+fn also(n: usize) -> String {
+    match n {
+        0 => String::new(),
+        1 => " (and 1 more file the image would run or load is for another machine)".into(),
+        n => format!(" (and {n} more files the image would run or load are for other machines)"),
+    }
 }
 
 impl From<crate::plan::libraries::LibraryError> for BuildError {
@@ -377,6 +418,7 @@ fn run(
                 // Written this build, before the plan was complete: checked as it would
                 // have been then.
                 check_over_lower(&cache, &layers, &p.tree)?;
+                machines::remember(&cache, component, &p.blob, &p.tree)?;
                 if let Some(k) = &lp.key {
                     layer::remember(&cache, k, &p.blob)?;
                 }
@@ -531,6 +573,7 @@ fn run(
                 ),
             };
             let (mut blob, cached) = layer::write_layer(component, &tree, lopts, &cache, obs)?;
+            machines::remember(&cache, component, &blob, &tree)?;
             if matches!(lp.inputs, Inputs::Wheels { .. }) {
                 // Unlinking thousands of files waits on the file system for seconds; the next
                 // layer need not wait for it (the scope joins it before the build ends).
@@ -593,6 +636,19 @@ fn run(
         epoch: opts.epoch,
     };
     let json = image::build_image(&spec, &layers)?;
+    // Every ELF file the image would run or load is for its platform's machine.
+    let library_dirs: Vec<String> = plan
+        .apt
+        .iter()
+        .flat_map(|a| a.loader.dirs.iter().cloned())
+        .collect();
+    machines::check(
+        &cache,
+        &layers,
+        &json.config.1,
+        &profile.platform,
+        &library_dirs,
+    )?;
     let size = ByteSize(
         json.manifest.1.len() as u64
             + json.config.1.len() as u64

@@ -141,11 +141,23 @@ mod tests {
         assert_eq!(elf_name(243), "riscv");
         assert_eq!(elf_name(999), "machine 999");
         h[16] = 3;
-        assert_eq!(head(&h), Some(Head { machine: 183, kind: 3 }));
+        assert_eq!(
+            head(&h),
+            Some(Head {
+                machine: 183,
+                kind: 3
+            })
+        );
         let mut be = h.clone();
         be[5] = 2;
         be[16..20].copy_from_slice(&[0, 2, 0, 22]);
-        assert_eq!(head(&be), Some(Head { machine: 22, kind: 2 }));
+        assert_eq!(
+            head(&be),
+            Some(Head {
+                machine: 22,
+                kind: 2
+            })
+        );
         assert_eq!(head(&h[..10]), None);
         assert_eq!(triplet(183), Some("aarch64-linux-gnu"));
         assert_eq!(triplet(190), None);

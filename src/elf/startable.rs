@@ -298,7 +298,9 @@ mod tests {
     #[test]
     fn loader_configuration_lists_directories() {
         assert_eq!(
-            conf_dirs("# CUDA\n/usr/local/cuda/lib64\ninclude /etc/ld.so.conf.d/*.conf\n /opt/x/ # y\n"),
+            conf_dirs(
+                "# CUDA\n/usr/local/cuda/lib64\ninclude /etc/ld.so.conf.d/*.conf\n /opt/x/ # y\n"
+            ),
             ["usr/local/cuda/lib64", "opt/x"]
         );
     }
