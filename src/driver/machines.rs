@@ -181,15 +181,32 @@ fn started(config: &[u8]) -> (String, Option<String>) {
     (path, program.filter(|p| p.starts_with('/')))
 }
 
+/// `a` or `an` before a machine's name.
+pub(super) fn article(name: &str) -> &'static str {
+    if name.starts_with(['a', 'e', 'i', 'o', 'x']) || name.starts_with("s390") {
+        "an"
+    } else {
+        "a"
+    }
+}
+
+pub(super) fn also(n: usize) -> String {
+    match n {
+        0 => String::new(),
+        1 => " (and 1 more file the image would run or load is for another machine)".into(),
+        n => format!(" (and {n} more files the image would run or load are for other machines)"),
+    }
+}
+
 /// Fail when an ELF file the image of `layers` (config `config`) would run or load is not for
-/// `platform`'s machine. `library_dirs`: the loader directories the build adds besides the
-/// image's `ld.so.conf`.
+/// `platform`'s machine. Besides the image's `ld.so.conf`, the loader searches the wheels'
+/// library directories `plan` gives it.
 pub fn check(
     cache: &Cache,
     layers: &[ImageLayer],
     config: &[u8],
     platform: &crate::profile::Platform,
-    library_dirs: &[String],
+    plan: &crate::plan::Plan,
 ) -> Result<(), BuildError> {
     let Some(want) = machine::of_architecture(&platform.architecture) else {
         return Ok(());
@@ -216,7 +233,7 @@ pub fn check(
         .values()
         .flat_map(|t| startable::conf_dirs(t))
         .collect();
-    dirs.extend(library_dirs.iter().cloned());
+    dirs.extend(plan.apt.iter().flat_map(|a| a.loader.dirs.iter().cloned()));
     let image = Image {
         elves: &elves,
         links: &links,
