@@ -26,7 +26,7 @@ const BUCKET: Bucket = Bucket::Machines;
 const MAX_CONF: u64 = 64 << 10;
 
 /// What one layer holds that the machine check reads.
-#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LayerMachines {
     /// Each regular file that is an ELF file (or a hard link to one), by path.
     elves: BTreeMap<String, Head>,
@@ -312,5 +312,65 @@ mod tests {
             }
         );
         assert_eq!(m.conf["etc/ld.so.conf.d/x.conf"], "/opt/x\n");
+    }
+
+    /// A layer's blob says what its tree says: ELF files (one stored as a hard link to an
+    /// identical one), the loader configuration; both compressions.
+    #[test]
+    fn the_blob_says_what_the_tree_says() {
+        use crate::assemble::{DataSource, Entry};
+        use std::sync::Arc;
+        let t = tempfile::tempdir().unwrap();
+        let cache = Cache::open(t.path()).unwrap();
+        let mut elf = vec![7u8; layer::DEDUP_MIN_BYTES as usize + 10];
+        elf[..20].copy_from_slice(b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0\x03\0\xb7\0");
+        let mut tree = Tree::new("t");
+        for (path, bytes) in [
+            ("usr/lib/a.so", elf.clone()),
+            ("opt/b.so", elf.clone()),
+            ("etc/ld.so.conf.d/x.conf", b"/opt\n".to_vec()),
+            (
+                "usr/share/doc",
+                b"not an ELF file, long enough to be read".to_vec(),
+            ),
+        ] {
+            tree.insert(Entry {
+                path: path.into(),
+                kind: EntryKind::File {
+                    size: bytes.len() as u64,
+                    data: DataSource::Bytes(Arc::new(bytes)),
+                },
+                mode: 0o644,
+                uid: 0,
+                gid: 0,
+            });
+        }
+        tree.add_missing_parents();
+        let from_tree = of_tree(&tree).unwrap();
+        assert_eq!(
+            from_tree.elves.keys().collect::<Vec<_>>(),
+            ["opt/b.so", "usr/lib/a.so"]
+        );
+        assert_eq!(
+            from_tree.elves["opt/b.so"],
+            Head {
+                machine: 183,
+                kind: 3
+            }
+        );
+        assert_eq!(from_tree.conf.len(), 1);
+        for compression in [Compression::Gzip, Compression::Zstd] {
+            let opts = layer::LayerOptions {
+                compression,
+                epoch: 0,
+            };
+            let (blob, _) =
+                layer::write_layer("t", &tree, opts, &cache, &mut crate::observe::Silent).unwrap();
+            assert!(!blob.linked.is_empty(), "one file stored as a link");
+            assert_eq!(of_blob(&cache, &blob).unwrap(), from_tree);
+            // Recorded once, then read from the record.
+            remember(&cache, "t", &blob, &tree).unwrap();
+            assert_eq!(recorded(&cache, &blob.diff_id), Some(from_tree.clone()));
+        }
     }
 }
