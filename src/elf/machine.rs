@@ -111,6 +111,12 @@ pub fn head(bytes: &[u8]) -> Option<Head> {
     Some(Head { machine, kind })
 }
 
+/// Whether code for `machine` runs on a `platform` machine: its own, and 32-bit x86 on x86-64
+/// (the kernel's IA-32 emulation; Debian's `i386` multiarch packages rely on it).
+pub fn runs_on(machine: u16, platform: u16) -> bool {
+    machine == platform || (machine, platform) == (3, 62)
+}
+
 /// A machine's name for messages (`x86_64`, or `machine 999`).
 pub fn name(machine: u16) -> String {
     MACHINES
@@ -160,6 +166,8 @@ mod tests {
         );
         assert_eq!(head(&h[..10]), None);
         assert_eq!(triplet(183), Some("aarch64-linux-gnu"));
+        assert!(runs_on(3, 62) && runs_on(183, 183));
+        assert!(!runs_on(62, 183) && !runs_on(40, 183) && !runs_on(62, 3));
         assert_eq!(triplet(190), None);
     }
 }

@@ -1,11 +1,11 @@
 //! The image's machine rule: every ELF file the image would run or load must be for the
-//! platform's machine. Which files those are is decided by path alone: the programs it starts
+//! platform's machine (or one it runs: 32-bit x86 on x86-64, `machine::runs_on`). Which files those are is decided by path alone: the programs it starts
 //! (entrypoint, `cmd`, the self-test), the files of its `PATH` directories, of the loader's
 //! directories (`/lib`, `/usr/lib`, `/lib64`, `/usr/lib64`, `/usr/local/lib`, the platform's
 //! multiarch directories, the `ld.so.conf` ones), Python extension modules and the libraries
 //! beside them (`*.so`, `*.so.*` under `site-packages`, `dist-packages`, `lib-dynload`) and
-//! kernel modules (`*.ko`, `*.ko.*` under `/lib/modules`, `/usr/lib/modules`). Every other
-//! ELF file is data: GPU code, firmware for other processors, BPF objects, cross toolchains.
+//! kernel modules (`*.ko`, `*.ko.*` under `/lib/modules`, `/usr/lib/modules`); relocatable
+//! objects and core files count only as kernel modules. Every other ELF file is data: GPU code, firmware for other processors, BPF objects, cross toolchains.
 //! A symlink in one of those places makes its target one of them; directories are compared
 //! after following the image's symlinks (`/bin -> usr/bin`).
 //!
@@ -16,7 +16,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::closure::{normalize, DEFAULT_DIRS};
-use super::machine::{triplet, Head};
+use super::machine::{runs_on, triplet, Head};
 
 /// How many symlinks one path may pass through (the kernel's limit).
 const MAX_LINKS: usize = 40;
@@ -100,9 +100,13 @@ fn is_python_object(real: &str) -> bool {
     under && (name.ends_with(".so") || name.contains(".so."))
 }
 
-/// The ELF files of `image` it would run or load whose machine is not `machine`, sorted by
-/// path, each real file once.
+/// The ELF files of `image` it would run or load whose machine does not run on `machine`
+/// ([`runs_on`]), sorted by path, each real file once.
 pub fn foreign(image: &Image, machine: u16) -> Vec<Foreign> {
+    let alien = |h: &Head| !runs_on(h.machine, machine);
+    if !image.elves.values().any(alien) {
+        return Vec::new();
+    }
     let links = image.links;
     let reals: RefCell<HashMap<String, String>> = RefCell::default();
     let real_dir = |dir: &str| -> String {
@@ -135,7 +139,7 @@ pub fn foreign(image: &Image, machine: u16) -> Vec<Foreign> {
         programs.contains(real) || is_python_object(real) || runs.contains(&real_dir(split(real).0))
     };
     let mut found: BTreeMap<String, Foreign> = BTreeMap::new();
-    for (path, head) in image.elves.iter().filter(|(_, h)| h.machine != machine) {
+    for (path, head) in image.elves.iter().filter(|(_, h)| alien(h)) {
         let at = format!("{}/{}", real_dir(split(path).0), split(path).1);
         let at = at.trim_start_matches('/').to_string();
         if counts(&at, head) {
@@ -148,7 +152,7 @@ pub fn foreign(image: &Image, machine: u16) -> Vec<Foreign> {
     // A symlink in one of those places (or a program named through one) runs its target.
     for link in links.keys() {
         let target = real(links, link);
-        let Some(head) = image.elves.get(&target).filter(|h| h.machine != machine) else {
+        let Some(head) = image.elves.get(&target).filter(|h| alien(h)) else {
             continue;
         };
         if found.contains_key(&target) {
@@ -293,6 +297,28 @@ mod tests {
             real(&[("a".to_string(), "a".to_string())].into(), "a/b"),
             "a/b"
         );
+    }
+
+    #[test]
+    fn thirty_two_bit_x86_runs_on_x86_64() {
+        let i386 = Head {
+            machine: 3,
+            kind: 3,
+        };
+        let elves = [
+            ("usr/lib/i386-linux-gnu/libc.so.6".to_string(), i386),
+            ("usr/bin/tool".to_string(), X86),
+        ]
+        .into();
+        let image = Image {
+            elves: &elves,
+            links: &BTreeMap::new(),
+            programs: Vec::new(),
+            path_dirs: vec!["/usr/bin".into()],
+            library_dirs: vec!["/usr/lib/i386-linux-gnu".into()],
+        };
+        assert_eq!(foreign(&image, 62), []);
+        assert_eq!(foreign(&image, 183).len(), 2);
     }
 
     #[test]
