@@ -4,8 +4,9 @@
 //! are). What each layer holds of it, its ELF files' heads and its loader configuration, is
 //! recorded beside its blob (`machines-v1/<diff_id>.json`, [`LayerMachines`]): made from the
 //! tree a build wrote the layer from, or, for a layer reused without a record, read once from
-//! its blob. Reads each file's first bytes only (the loader configuration whole, capped);
-//! must never write anything but that record.
+//! its blob. Reads the first bytes of the files that may be run or loaded only (executable,
+//! or named `*.so*`, `*.ko*`), and the loader configuration whole (capped); must never write
+//! anything but that record.
 
 use std::collections::BTreeMap;
 use std::io::{self, Read};
@@ -28,10 +29,19 @@ const MAX_CONF: u64 = 64 << 10;
 /// What one layer holds that the machine check reads.
 #[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LayerMachines {
-    /// Each regular file that is an ELF file (or a hard link to one), by path.
+    /// Each regular file that is an ELF file (or a hard link to one) and may be run or loaded
+    /// ([`may_run`]), by path.
     elves: BTreeMap<String, Head>,
     /// `/etc/ld.so.conf` and `/etc/ld.so.conf.d/*.conf`, by path.
     conf: BTreeMap<String, String>,
+}
+
+/// Whether the file at `path` (mode `mode`) may be one the image runs or loads: executable, or
+/// named like a shared object or a kernel module. Only those are read (a wheel's thousands of
+/// `.py` files are not opened).
+fn may_run(path: &str, mode: u32) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    mode & 0o111 != 0 || name.contains(".so") || name.contains(".ko")
 }
 
 fn is_conf(path: &str) -> bool {
@@ -74,17 +84,18 @@ impl LayerMachines {
 fn of_tree(tree: &Tree) -> io::Result<LayerMachines> {
     let mut m = LayerMachines::default();
     for e in tree.iter() {
-        if let EntryKind::File { size, .. } = &e.kind {
-            if *size >= HEAD_BYTES as u64 || is_conf(&e.path) {
-                let cap = if is_conf(&e.path) {
-                    MAX_CONF
-                } else {
-                    HEAD_BYTES as u64
-                };
-                if let Some(bytes) = tree.read_head(&e.path, cap)? {
-                    m.file(&e.path, &mut &bytes[..])?;
-                }
-            }
+        let EntryKind::File { size, .. } = &e.kind else {
+            continue;
+        };
+        let wanted = if is_conf(&e.path) {
+            MAX_CONF
+        } else if *size >= HEAD_BYTES as u64 && may_run(&e.path, e.mode) {
+            HEAD_BYTES as u64
+        } else {
+            continue;
+        };
+        if let Some(bytes) = tree.read_head(&e.path, wanted)? {
+            m.file(&e.path, &mut &bytes[..])?;
         }
     }
     for e in tree.iter() {
@@ -109,7 +120,11 @@ fn of_blob(cache: &Cache, blob: &LayerBlob) -> io::Result<LayerMachines> {
         let mut entry = entry?;
         let path = norm(&entry.path()?.to_string_lossy());
         match entry.header().entry_type() {
-            tar::EntryType::Regular | tar::EntryType::Continuous => m.file(&path, &mut entry)?,
+            tar::EntryType::Regular | tar::EntryType::Continuous => {
+                if is_conf(&path) || may_run(&path, entry.header().mode()?) {
+                    m.file(&path, &mut entry)?;
+                }
+            }
             tar::EntryType::Link => {
                 if let Some(t) = entry.link_name()? {
                     m.link(&path, &norm(&t.to_string_lossy()));
