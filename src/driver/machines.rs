@@ -120,10 +120,10 @@ fn of_blob(cache: &Cache, blob: &LayerBlob) -> io::Result<LayerMachines> {
         let mut entry = entry?;
         let path = norm(&entry.path()?.to_string_lossy());
         match entry.header().entry_type() {
-            tar::EntryType::Regular | tar::EntryType::Continuous => {
-                if is_conf(&path) || may_run(&path, entry.header().mode()?) {
-                    m.file(&path, &mut entry)?;
-                }
+            tar::EntryType::Regular | tar::EntryType::Continuous
+                if is_conf(&path) || may_run(&path, entry.header().mode()?) =>
+            {
+                m.file(&path, &mut entry)?
             }
             tar::EntryType::Link => {
                 if let Some(t) = entry.link_name()? {
@@ -301,7 +301,7 @@ mod tests {
 
     #[test]
     fn hard_links_share_their_files_head() {
-        let mut elf = vec![0u8; 64];
+        let mut elf = [0u8; 64];
         elf[..4].copy_from_slice(b"\x7fELF");
         elf[4] = 2;
         elf[5] = 1;
