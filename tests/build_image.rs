@@ -256,6 +256,16 @@ fn an_elf_file_the_image_would_run_for_another_machine_is_refused() {
     );
     let e = refused(&t, &profile("arm64"), "out-arm");
     assert!(e.contains(want), "{e}");
+    // Refused over the amd64 image: that image is left as it was.
+    let index = std::fs::read(t.join("out-amd/index.json")).unwrap();
+    let o = run(t
+        .gpuimg()
+        .args(["-q", "build"])
+        .arg(t.join("p.yaml"))
+        .arg("-o")
+        .arg(t.join("out-amd")));
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(std::fs::read(t.join("out-amd/index.json")).unwrap(), index);
     // The layers' records of their ELF files gone: read from the blobs, the same answer.
     std::fs::remove_dir_all(t.cache().join("machines-v1")).unwrap();
     let e = refused(&t, &profile("arm64"), "out-arm");
