@@ -220,4 +220,219 @@ fn the_template_and_every_shipped_profile_build_as_shipped_without_a_warning() {
         std::fs::remove_dir_all(&layout).unwrap();
         std::fs::remove_dir_all(sb.join(format!("bundle-{name}"))).unwrap();
     }
+/// The first 64 bytes of a 64-bit little-endian ELF file of type `kind` (2 executable, 3
+/// shared object, 1 relocatable) for `machine` (62 x86-64, 183 aarch64, 243 RISC-V).
+fn elf(machine: u16, kind: u16) -> Vec<u8> {
+    let mut b = vec![0u8; 64];
+    b[..4].copy_from_slice(b"\x7fELF");
+    b[4] = 2;
+    b[5] = 1;
+    b[6] = 1;
+    b[16..18].copy_from_slice(&kind.to_le_bytes());
+    b[18..20].copy_from_slice(&machine.to_le_bytes());
+    b[20] = 1;
+    b
+}
+
+fn put(root: &std::path::Path, rel: &str, bytes: &[u8], mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(&p, bytes).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// Build `profile` (written as `p.yaml`) into `out`: refused with exit 2 in one line, the
+/// output never written; returns the line.
+fn refused(t: &Sandbox, profile: &str, out: &str) -> String {
+    write(&t.join("p.yaml"), profile);
+    let o = run(t
+        .gpuimg()
+        .args(["-q", "build"])
+        .arg(t.join("p.yaml"))
+        .arg("-o")
+        .arg(t.join(out)));
+    let e = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert_eq!(e.lines().count(), 1, "not one line: {e}");
+    assert!(e.starts_with("error: "), "{e}");
+    assert!(
+        !t.join(out).exists(),
+        "output written despite the refusal: {e}"
+    );
+    e
+}
+
+/// Issue 34, item 1: no image that cannot start. An x86-64 program in `/usr/bin` of a
+/// `linux/arm64` image is refused naming the file, its machine and the platform, both when
+/// its layer is written and when it is reused from an amd64 build (with and without the
+/// layer's record of its ELF files); the same bytes as data, and RISC-V firmware, build.
+#[test]
+fn an_elf_file_the_image_would_run_for_another_machine_is_refused() {
+    let t = Sandbox::new();
+    let root = t.join("rootfs");
+    write(&root.join("etc/hostname"), "t\n");
+    put(&root, "usr/bin/tool", &elf(62, 2), 0o755);
+    let profile = |arch: &str| {
+        format!("name: m\nplatform: linux/{arch}\nbase:\n  rootfs: ./rootfs\nselftest: {{enabled: false}}\n")
+    };
+    let want = "`/usr/bin/tool` is an x86-64 ELF file, but the image's platform is `linux/arm64`";
+    // Written for arm64: refused.
+    let e = refused(&t, &profile("arm64"), "out-arm");
+    assert!(e.contains(want), "{e}");
+    assert!(!e.contains("more file"), "{e}");
+    // Built for amd64 (its program's machine), then for arm64 from the cache: refused.
+    write(&t.join("p.yaml"), &profile("amd64"));
+    run_ok(
+        t.gpuimg()
+            .arg("build")
+            .arg(t.join("p.yaml"))
+            .arg("-o")
+            .arg(t.join("out-amd")),
+    );
+    let e = refused(&t, &profile("arm64"), "out-arm");
+    assert!(e.contains(want), "{e}");
+    // Refused over the amd64 image: that image is left as it was.
+    let index = std::fs::read(t.join("out-amd/index.json")).unwrap();
+    let o = run(t
+        .gpuimg()
+        .args(["-q", "build"])
+        .arg(t.join("p.yaml"))
+        .arg("-o")
+        .arg(t.join("out-amd")));
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(std::fs::read(t.join("out-amd/index.json")).unwrap(), index);
+    // The layers' records of their ELF files gone: read from the blobs, the same answer.
+    std::fs::remove_dir_all(t.cache().join("machines-v1")).unwrap();
+    let e = refused(&t, &profile("arm64"), "out-arm");
+    assert!(e.contains(want), "{e}");
+    // Two more it would load: a library in the loader's directory, a Python extension; the
+    // first is named, the others counted.
+    put(&root, "usr/lib/libfoo.so.1", &elf(62, 3), 0o644);
+    put(
+        &root,
+        "usr/lib/python3/dist-packages/m/_c.cpython-311-x86_64-linux-gnu.so",
+        &elf(62, 3),
+        0o644,
+    );
+    let e = refused(&t, &profile("arm64"), "out-arm");
+    assert!(e.contains(want), "{e}");
+    assert!(
+        e.contains("(and 2 more files the image would run or load are for other machines)"),
+        "{e}"
+    );
+    // The same bytes as data (a cross toolchain, an object file in a loader directory) and
+    // the GPU's RISC-V firmware: built, and `inspect --files` shows their machines.
+    for p in [
+        "usr/bin/tool",
+        "usr/lib/libfoo.so.1",
+        "usr/lib/python3/dist-packages/m/_c.cpython-311-x86_64-linux-gnu.so",
+    ] {
+        std::fs::remove_file(root.join(p)).unwrap();
+    }
+    put(&root, "opt/cross/x86_64/bin/tool", &elf(62, 2), 0o755);
+    put(
+        &root,
+        "usr/lib/aarch64-linux-gnu/crt1.o",
+        &elf(62, 1),
+        0o644,
+    );
+    put(
+        &root,
+        "usr/lib/firmware/nvidia/gsp.bin",
+        &elf(243, 2),
+        0o644,
+    );
+    put(&root, "usr/bin/ok", &elf(183, 3), 0o755);
+    write(&t.join("p.yaml"), &profile("arm64"));
+    run_ok(
+        t.gpuimg()
+            .arg("build")
+            .arg(t.join("p.yaml"))
+            .arg("-o")
+            .arg(t.join("out-arm")),
+    );
+    let json = run_ok(
+        t.gpuimg()
+            .args(["inspect", "--files", "--json"])
+            .arg(t.join("out-arm")),
+    );
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let machine = |path: &str| {
+        v["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["path"] == path)
+            .unwrap_or_else(|| panic!("`{path}` not listed: {json}"))
+            .get("machine")
+            .cloned()
+    };
+    assert_eq!(machine("/opt/cross/x86_64/bin/tool"), Some("x86-64".into()));
+    assert_eq!(
+        machine("/usr/lib/aarch64-linux-gnu/crt1.o"),
+        Some("x86-64".into())
+    );
+    assert_eq!(
+        machine("/usr/lib/firmware/nvidia/gsp.bin"),
+        Some("riscv".into())
+    );
+    assert_eq!(machine("/usr/bin/ok"), Some("aarch64".into()));
+    assert_eq!(machine("/etc/hostname"), None);
+}
+
+/// Issue 34, item 1: an `linux/amd64` image with an aarch64 shared object where it would be
+/// loaded, from `files:` (a loader directory listed in `ld.so.conf.d`, a Python extension),
+/// is refused; a symlink in `PATH` to an aarch64 program elsewhere too.
+#[test]
+fn an_amd64_image_loading_an_aarch64_object_is_refused() {
+    let t = Sandbox::new();
+    let root = t.join("rootfs");
+    write(&root.join("etc/hostname"), "t\n");
+    write(
+        &root.join("etc/ld.so.conf.d/vendor.conf"),
+        "/opt/vendor/lib\n",
+    );
+    put(&t.path().join("src"), "libv.so.1", &elf(183, 3), 0o644);
+    put(&t.path().join("src"), "_ext.so", &elf(183, 3), 0o644);
+    put(&t.path().join("src"), "app", &elf(183, 2), 0o755);
+    let profile = |dst: &str, name: &str| {
+        format!("name: m\nplatform: linux/amd64\nbase:\n  rootfs: ./rootfs\nfiles:\n  - {{src: ./src/{name}, dst: {dst}}}\nselftest: {{enabled: false}}\n")
+    };
+    for (dst, name) in [
+        ("/opt/vendor/lib/libv.so.1", "libv.so.1"),
+        (
+            "/usr/local/lib/python3.11/dist-packages/pkg/_ext.so",
+            "_ext.so",
+        ),
+        ("/usr/lib/x86_64-linux-gnu/libv.so.1", "libv.so.1"),
+    ] {
+        let e = refused(&t, &profile(dst, name), "out");
+        assert!(
+            e.contains(&format!(
+                "`{dst}` is an aarch64 ELF file, but the image's platform is `linux/amd64`"
+            )),
+            "{e}"
+        );
+    }
+    // Data: the same library outside every loader directory builds.
+    write(
+        &t.join("p.yaml"),
+        &profile("/opt/other/libv.so.1", "libv.so.1"),
+    );
+    run_ok(
+        t.gpuimg()
+            .arg("build")
+            .arg(t.join("p.yaml"))
+            .arg("-o")
+            .arg(t.join("out")),
+    );
+    // A program elsewhere, run through a symlink in `PATH`.
+    std::fs::create_dir_all(root.join("usr/local/bin")).unwrap();
+    std::os::unix::fs::symlink("../../../opt/app/app", root.join("usr/local/bin/app")).unwrap();
+    let e = refused(&t, &profile("/opt/app/app", "app"), "out2");
+    assert!(
+        e.contains("`/usr/local/bin/app` is an aarch64 ELF file"),
+        "{e}"
+    );
 }

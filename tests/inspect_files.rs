@@ -1,8 +1,9 @@
 //! `gpuimg inspect --files` on real images: one built from a fixture apt repository plus
 //! `files:` (every packaged path owned by its package, `/bin` paths found under merged-/usr,
 //! `files:` paths in layer `files`, the JSON sorted and complete against `umoci unpack`), one
-//! from a root filesystem without a dpkg database (owners `-`; the self-test's layers owned by their component), and damaged layer blobs
-//! (exit 2, one line, nothing on stdout).
+//! from a root filesystem without a dpkg database (owners `-`; the self-test's layers owned by
+//! their component), damaged layer blobs (exit 2, one line, nothing on stdout), and each ELF
+//! file's machine (a package's library for another machine in a loader directory refused).
 
 mod common;
 
@@ -183,7 +184,10 @@ fn every_packaged_path_is_owned_by_its_package_and_files_by_files() {
     let lines: Vec<&str> = table.lines().collect();
     assert_eq!(lines.len(), files.len() + 1);
     let cols = |l: &str| l.split_whitespace().map(str::to_string).collect::<Vec<_>>();
-    assert_eq!(cols(lines[0]), ["MODE", "SIZE", "LAYER", "OWNER", "PATH"]);
+    assert_eq!(
+        cols(lines[0]),
+        ["MODE", "SIZE", "LAYER", "OWNER", "MACHINE", "PATH"]
+    );
     let row = |path: &str| {
         lines
             .iter()
@@ -196,8 +200,9 @@ fn every_packaged_path_is_owned_by_its_package_and_files_by_files() {
     assert_eq!(row("/usr/bin/legacy")[3], "tools");
     assert_eq!(row("/opt/app/hello.sh")[2..4], ["files", "files"]);
     assert_eq!(row("/var/lib/dpkg/status")[3], "-");
+    assert_eq!(row("/usr/bin/tool-link")[4], "-");
     assert_eq!(
-        row("/usr/bin/tool-link")[4..],
+        row("/usr/bin/tool-link")[5..],
         ["/usr/bin/tool-link", "->", "tool"]
     );
 }
@@ -341,4 +346,94 @@ fn a_damaged_layer_blob_is_refused_in_one_line() {
     assert_refused(&t, &out, &blob.file_name().unwrap().to_string_lossy());
     // The undamaged image still lists.
     assert!(!listing(&t, &good).is_empty());
+}
+
+/// The first 64 bytes of a 64-bit little-endian ELF file of type `kind` (2 executable, 3
+/// shared object) for `machine` (62 x86-64, 183 aarch64, 243 RISC-V).
+const fn elf(machine: u16, kind: u16) -> [u8; 64] {
+    let mut b = [0u8; 64];
+    b[0] = 0x7f;
+    b[1] = b'E';
+    b[2] = b'L';
+    b[3] = b'F';
+    b[4] = 2;
+    b[5] = 1;
+    b[6] = 1;
+    b[16] = kind as u8;
+    b[18] = machine as u8;
+    b[19] = (machine >> 8) as u8;
+    b[20] = 1;
+    b
+}
+
+static ARM_LIB: [u8; 64] = elf(183, 3);
+static X86_PROGRAM: [u8; 64] = elf(62, 2);
+static GSP: [u8; 64] = elf(243, 2);
+
+/// Issue 34, item 1: an amd64 image whose package puts an aarch64 library in the loader's
+/// multiarch directory is refused (exit 2, one line naming the file, its machine and the
+/// platform, nothing written); a package with the GPU's RISC-V firmware builds, and
+/// `inspect --files` shows every ELF file's machine (a column, a JSON field).
+#[test]
+fn elf_files_show_their_machine_and_a_foreign_library_is_refused() {
+    let mut lib = pkg("libarm", "1.0");
+    lib.files = vec![("/usr/lib/x86_64-linux-gnu/libarm.so.1", &ARM_LIB, 0o644)];
+    let mut fw = pkg("gpufw", "1.0");
+    fw.files = vec![
+        ("/usr/lib/firmware/nvidia/gsp.bin", &GSP, 0o644),
+        ("/usr/bin/native", &X86_PROGRAM, 0o755),
+    ];
+    fw.hardlinks = vec![("/usr/bin/native-too", "/usr/bin/native")];
+    let repo = signed_repo(&[("stable", vec![&lib, &fw])]);
+    let t = Sandbox::new();
+    repo.keyring_into(t.path());
+    let profile = |package: &str| {
+        format!("name: m\nplatform: linux/amd64\nbase:\n  apt:\n    mirror: ${{REPO}}\n    suite: stable\n    packages: [{package}]\n    keyring: repo.gpg\n")
+    };
+    write(&t.join("p.yaml"), &profile("libarm"));
+    let o = run(t
+        .gpuimg()
+        .env("REPO", &repo.url)
+        .args(["-q", "build"])
+        .arg(t.join("p.yaml"))
+        .arg("-o")
+        .arg(t.join("out")));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(
+        e.contains("`/usr/lib/x86_64-linux-gnu/libarm.so.1` is an aarch64 ELF file, but the image's platform is `linux/amd64`"),
+        "{e}"
+    );
+    assert!(!t.join("out").exists());
+
+    write(&t.join("p.yaml"), &profile("gpufw"));
+    run_ok(
+        t.gpuimg()
+            .env("REPO", &repo.url)
+            .arg("build")
+            .arg(t.join("p.yaml"))
+            .arg("-o")
+            .arg(t.join("out")),
+    );
+    let files = listing(&t, &t.join("out"));
+    assert_eq!(
+        find(&files, "/usr/lib/firmware/nvidia/gsp.bin")["machine"],
+        "riscv"
+    );
+    assert_eq!(find(&files, "/usr/bin/native")["machine"], "x86-64");
+    assert_eq!(find(&files, "/usr/bin/native-too")["machine"], "x86-64");
+    // Only ELF files have one.
+    assert_eq!(find(&files, "/var/lib/dpkg/status").get("machine"), None);
+    assert_eq!(find(&files, "/usr/bin").get("machine"), None);
+    let table = run_ok(t.gpuimg().args(["inspect", "--files"]).arg(t.join("out")));
+    let row = |path: &str| {
+        table
+            .lines()
+            .find(|l| l.ends_with(&format!(" {path}")))
+            .map(|l| l.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+            .unwrap_or_else(|| panic!("no row for `{path}`:\n{table}"))
+    };
+    assert_eq!(row("/usr/lib/firmware/nvidia/gsp.bin")[4], "riscv");
+    assert_eq!(row("/var/lib/dpkg/status")[4], "-");
 }

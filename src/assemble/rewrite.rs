@@ -1,5 +1,5 @@
-//! Reading a small file of a tree back and putting new bytes in its place: how the records
-//! that describe a tree (a wheel's `RECORD`, dpkg's file lists) are kept true after entries
+//! Reading a file of a tree back (a small one whole, any one's first bytes) and putting new
+//! bytes in its place: how the records that describe a tree (a wheel's `RECORD`, dpkg's file lists) are kept true after entries
 //! were removed. Reads are capped; the entry keeps its path, mode, owners, attributes and
 //! provenance. A file on disk is read only if it is still the one the tree recorded.
 
@@ -46,6 +46,37 @@ impl Tree {
                 io::ErrorKind::UnexpectedEof,
                 format!("`/{path}` is shorter than when it was read"),
             ));
+        }
+        Ok(Some(buf))
+    }
+
+    /// The first `n` bytes (fewer for a shorter file) of the regular file at `path`, when it is
+    /// one.
+    pub fn read_head(&self, path: &str, n: u64) -> io::Result<Option<Vec<u8>>> {
+        let Some(EntryKind::File { size, data }) = self.get(path).map(|e| &e.kind) else {
+            return Ok(None);
+        };
+        let n = n.min(*size);
+        let mut buf = Vec::with_capacity(n as usize);
+        match data {
+            DataSource::Bytes(b) => buf.extend_from_slice(&b[..b.len().min(n as usize)]),
+            DataSource::Path {
+                path: p, identity, ..
+            } => {
+                super::open_same_file(p, identity)?
+                    .take(n)
+                    .read_to_end(&mut buf)?;
+            }
+            DataSource::TarSpan {
+                tarball, offset, ..
+            } => {
+                let mut f = fs_err::File::open(tarball.as_path())?;
+                f.seek(SeekFrom::Start(*offset))?;
+                f.take(n).read_to_end(&mut buf)?;
+            }
+            DataSource::Archived(a) => {
+                a.open()?.take(n).read_to_end(&mut buf)?;
+            }
         }
         Ok(Some(buf))
     }

@@ -8,6 +8,8 @@
 //! ├── layers-v2/<key>.json            Layers: layer key (`Key`) → digest, size, diff_id,
 //! │                                   uncompressed size, compression
 //! ├── listings-v1/<diff_id>.json      Listings: a layer's non-directory paths (`layer::listing`)
+//! ├── machines-v1/<diff_id>.json      Machines: a layer's ELF files' machines and types and its
+//! │                                   loader configuration (`driver::machines`)
 //! ├── fragments-v1/<digest>.json      Fragments: a gzip layer blob → the key (sha256 of the
 //! │                                   uncompressed bytes) and place of each block of its large
 //! │                                   files, reused once inflated back (`layer::fragments`)
@@ -41,7 +43,7 @@
 //! │                                   of CUDA libraries (`strip: [device-code]`) with the
 //! │                                   sha256 of their bytes, derived data `cache prune` removes
 //! ├── trust-v2/<bucket>/<hex>.json    Trust: one stamp per entry of a stamped bucket (blobs-v1,
-//! │                                   layers-v2, listings-v1, fragments-v1, controls-v1,
+//! │                                   layers-v2, listings-v1, machines-v1, fragments-v1, controls-v1,
 //! │                                   resolutions-v1, sketches-v1, index-maps-v1, debs-v1,
 //! │                                   indexes-v1, wheels-v1, wheel-metadata-v1, pushed-v1)
 //! └── tmp/                            Tmp: staging files (`crate::staging`), every partial write
@@ -103,6 +105,9 @@ pub enum Bucket {
     Layers,
     /// Layer listings: `listings-v1/<diff_id>.json`.
     Listings,
+    /// A layer's ELF files' machines and its loader configuration:
+    /// `machines-v1/<diff_id>.json`.
+    Machines,
     /// Compressed blocks of large files in gzip blobs: `fragments-v1/<blob digest>.json`.
     Fragments,
     /// Apt control fields: a package set → each package's Essential, Priority and Section
@@ -164,10 +169,11 @@ pub const LAYERS: Bucket = Bucket::Layers;
 
 impl Bucket {
     /// Every bucket, in the order the layout drawing lists them.
-    pub const ALL: [Bucket; 16] = [
+    pub const ALL: [Bucket; 17] = [
         Bucket::Blobs,
         Bucket::Layers,
         Bucket::Listings,
+        Bucket::Machines,
         Bucket::Fragments,
         Bucket::Controls,
         Bucket::Resolutions,
@@ -189,6 +195,7 @@ impl Bucket {
             Bucket::Blobs => "blobs-v1",
             Bucket::Layers => "layers-v2",
             Bucket::Listings => "listings-v1",
+            Bucket::Machines => "machines-v1",
             Bucket::Fragments => "fragments-v1",
             Bucket::Controls => "controls-v1",
             Bucket::Resolutions => "resolutions-v1",
@@ -210,6 +217,7 @@ impl Bucket {
             Bucket::Blobs | Bucket::Debs | Bucket::Indexes | Bucket::Wheels => Shape::Content,
             Bucket::Layers
             | Bucket::Listings
+            | Bucket::Machines
             | Bucket::Fragments
             | Bucket::Controls
             | Bucket::Resolutions
@@ -232,6 +240,7 @@ impl Bucket {
             Bucket::Blobs => "compressed layer blobs",
             Bucket::Layers => "layer records (key to blob)",
             Bucket::Listings => "layer listings",
+            Bucket::Machines => "layer ELF machines",
             Bucket::Fragments => "gzip block records",
             Bucket::Controls => "apt control fields",
             Bucket::Resolutions => "apt resolutions",

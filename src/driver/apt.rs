@@ -293,7 +293,9 @@ pub fn install_and_split(
         let t = trees
             .remove(c)
             .unwrap_or_else(|| Tree::new(format!("`the apt packages` layer `{c}`")));
-        written.insert(c.clone(), streams.finish(c, &t, &rank, obs)?);
+        let blob = streams.finish(c, &t, &rank, obs)?;
+        super::machines::remember(cache, c, &blob, &t)?;
+        written.insert(c.clone(), blob);
     }
     Ok(AptLayers {
         written,

@@ -8,8 +8,9 @@
 //! image config additions all come from the plan (the one rule it applies, which component
 //! a path of the shared apt install goes to, is `apt.rs`'s, fixed by the plan's package
 //! assignment); it only sequences stage entry points. It adds what strip removed to each
-//! layer's size record, and checks `--max-size` before anything is exported. A cold build may
-//! write its wheel layers first, from a plan still without some wheels' libraries
+//! layer's size record, and checks before anything is exported that every ELF file the image
+//! would run or load is for its platform's machine (`machines.rs`), and `--max-size`. A cold
+//! build may write its wheel layers first, from a plan still without some wheels' libraries
 //! ([`prewrite_wheels`], `prewrite.rs`): those layers' writing takes the libraries' facts, and
 //! the complete plan's [`execute`] takes each such layer only where it is the one it would
 //! write.
@@ -20,6 +21,8 @@ use std::sync::Arc;
 
 mod apt;
 mod device_code;
+mod generated;
+mod machines;
 mod prewrite;
 mod python;
 mod stream;
@@ -29,11 +32,11 @@ mod strip_sections;
 pub use apt::apt_options;
 pub use prewrite::Prewritten;
 
-use crate::assemble::{self, DataSource, Entry, EntryKind, Provenance, Tree};
+use crate::assemble::{self, DataSource, Tree};
 use crate::byte_size::ByteSize;
 use crate::cache::{serde_name, Cache};
 use crate::digest::Digest;
-use crate::expect::{BINARY_PATH, DEFAULT_PATH};
+use crate::expect::DEFAULT_PATH;
 use crate::export::{self, Replace, Target};
 use crate::image::{self, ImageLayer, ImageSpec};
 use crate::layer::{self, Compression, LayerOptions};
@@ -181,6 +184,29 @@ pub enum BuildError {
         path: String,
         #[source]
         source: std::io::Error,
+    },
+    #[error("Failed to read the ELF files of layer `{layer}`: {source}")]
+    Machines {
+        layer: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// An ELF file the image would run or load is for another machine: bad input, nothing
+    /// written.
+    #[error(
+        "`{path}` is {} {machine} ELF file, but the image's platform is `{platform}`{}: the image \
+         would run or load it and could not; give it built for `{platform}` (the package, \
+         wheel, `files:` entry or base it comes from), or keep data for other processors \
+         outside `PATH`, the loader's directories and the Python packages; nothing was written",
+        machines::article(.machine),
+        machines::also(*.others)
+    )]
+    ForeignMachine {
+        path: String,
+        machine: String,
+        platform: String,
+        /// How many more such files there are.
+        others: usize,
     },
 }
 
@@ -377,6 +403,7 @@ fn run(
                 // Written this build, before the plan was complete: checked as it would
                 // have been then.
                 check_over_lower(&cache, &layers, &p.tree)?;
+                machines::remember(&cache, component, &p.blob, &p.tree)?;
                 if let Some(k) = &lp.key {
                     layer::remember(&cache, k, &p.blob)?;
                 }
@@ -514,15 +541,15 @@ fn run(
                     check_over_lower(&cache, &layers, &tree)?;
                     tree
                 }
-                Inputs::Selftest { binary } => selftest_tree(binary)?,
-                Inputs::Expect { json } => file_tree(
+                Inputs::Selftest { binary } => generated::selftest_tree(binary)?,
+                Inputs::Expect { json } => generated::file_tree(
                     "expect",
                     DEFAULT_PATH,
                     DataSource::Bytes(Arc::new(json.clone().into_bytes())),
                     json.len() as u64,
                     0o644,
                 ),
-                Inputs::Sbom { json } => file_tree(
+                Inputs::Sbom { json } => generated::file_tree(
                     "sbom",
                     SBOM_PATH,
                     DataSource::Bytes(Arc::new(json.clone())),
@@ -531,6 +558,7 @@ fn run(
                 ),
             };
             let (mut blob, cached) = layer::write_layer(component, &tree, lopts, &cache, obs)?;
+            machines::remember(&cache, component, &blob, &tree)?;
             if matches!(lp.inputs, Inputs::Wheels { .. }) {
                 // Unlinking thousands of files waits on the file system for seconds; the next
                 // layer need not wait for it (the scope joins it before the build ends).
@@ -593,6 +621,8 @@ fn run(
         epoch: opts.epoch,
     };
     let json = image::build_image(&spec, &layers)?;
+    // Every ELF file the image would run or load is for its platform's machine.
+    machines::check(&cache, &layers, &json.config.1, &profile.platform, plan)?;
     let size = ByteSize(
         json.manifest.1.len() as u64
             + json.config.1.len() as u64
@@ -736,36 +766,4 @@ fn report_reused(reused: &[(String, Digest, bool)], plan: &Plan, obs: &mut dyn O
     for (c, d, _) in reused.iter().filter(|(_, _, a)| !*a) {
         obs.message(&format!("{c:>12} unchanged, reused {}", &d.hex()[..12]));
     }
-}
-
-/// A tree holding one root-owned file at `path` (and its parent directories).
-fn file_tree(origin: &str, path: &str, data: DataSource, size: u64, mode: u32) -> Tree {
-    let mut t = Tree::new(origin);
-    t.insert_with(
-        Entry {
-            path: path.trim_start_matches('/').to_string(),
-            kind: EntryKind::File { size, data },
-            mode,
-            uid: 0,
-            gid: 0,
-        },
-        Provenance::generated(origin),
-    );
-    t.add_missing_parents();
-    t
-}
-
-/// The `gpuimg-selftest` binary at its fixed path.
-fn selftest_tree(binary: &std::path::Path) -> Result<Tree, BuildError> {
-    let meta = std::fs::metadata(binary).map_err(|source| BuildError::SelftestRead {
-        path: binary.display().to_string(),
-        source,
-    })?;
-    Ok(file_tree(
-        "selftest",
-        BINARY_PATH,
-        DataSource::file(binary.to_path_buf(), &meta),
-        meta.len(),
-        0o755,
-    ))
 }

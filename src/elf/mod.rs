@@ -11,6 +11,7 @@ pub mod capture;
 pub mod closure;
 pub mod keep;
 pub mod machine;
+pub mod startable;
 pub mod strip;
 
 /// What the loader needs to know about a shared object.

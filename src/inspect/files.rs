@@ -1,4 +1,5 @@
-//! `inspect --files`: every path of an image with its type, mode, size, layer and owner.
+//! `inspect --files`: every path of an image with its type, mode, size, layer and owner, and
+//! each ELF file's machine (read from its first bytes).
 //!
 //! Layers are read streaming (gzip, zstd or plain tar), hashing the compressed bytes as they
 //! pass; a blob whose digest or size differs from its descriptor fails the whole listing, so
@@ -16,6 +17,7 @@ use super::owners::{component_owner, owner_readers, Claims, ImageView, OwnerRead
 use super::unused::Elves;
 use super::{blob_name, select, Image, InspectError};
 use crate::digest::Digest;
+use crate::elf::{self, machine::HEAD_BYTES};
 use crate::image::ANN_COMPONENT;
 
 /// Bytes read from one ownership record (a dpkg `.list`); larger records fail the listing.
@@ -55,6 +57,10 @@ pub struct FileEntry {
     /// A symlink's target as stored, or the absolute path a hard link points at.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub link: Option<String>,
+    /// An ELF file's machine as ELF names it (`x86-64`, `aarch64`, `riscv`, `cuda`); a hard
+    /// link's is its file's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
 }
 
 fn octal<S: serde::Serializer>(mode: &u32, s: S) -> Result<S::Ok, S::Error> {
@@ -233,13 +239,21 @@ fn read_tar(
         if let Some(elves) = elves.as_deref_mut() {
             elves.forget(&path);
         }
+        let mut machine = None;
         if kind == FileKind::File {
+            // The ELF header's first bytes, read here and handed on before the rest.
+            let mut head = Vec::new();
+            if let Err(e) = (&mut entry).take(HEAD_BYTES as u64).read_to_end(&mut head) {
+                return Ok(Err(e));
+            }
+            machine = elf::machine::head(&head).map(|h| elf::machine::elf_name(h.machine));
+            let mut data = (&head[..]).chain(&mut entry);
             if let Some(reader) = records.reader_for(&path) {
-                if let Err(e) = records.keep(&path, layer, reader, &mut entry)? {
+                if let Err(e) = records.keep(&path, layer, reader, &mut data)? {
                     return Ok(Err(e));
                 }
             } else if let Some(elves) = elves.as_deref_mut() {
-                if let Err(e) = elves.read(&path, mode, &mut entry) {
+                if let Err(e) = elves.read(&path, mode, &mut data) {
                     return Ok(Err(e));
                 }
             }
@@ -254,6 +268,7 @@ fn read_tar(
                 layer: layer.to_string(),
                 owner: None,
                 link,
+                machine,
             },
         );
     }
@@ -373,10 +388,10 @@ pub(super) fn listing(
             readers[*reader].claim(path, data, &view, &mut claims);
         }
     }
-    let sizes: BTreeMap<String, u64> = tree
+    let sizes: BTreeMap<String, (u64, Option<String>)> = tree
         .values()
         .filter(|e| e.kind == FileKind::File)
-        .map(|e| (e.path.clone(), e.size))
+        .map(|e| (e.path.clone(), (e.size, e.machine.clone())))
         .collect();
     let files = tree
         .into_iter()
@@ -386,12 +401,9 @@ pub(super) fn listing(
                 None => claims.owner_of(&rel),
             };
             if e.kind == FileKind::Hardlink {
-                e.size = e
-                    .link
-                    .as_ref()
-                    .and_then(|l| sizes.get(l))
-                    .copied()
-                    .unwrap_or(0);
+                let file = e.link.as_ref().and_then(|l| sizes.get(l));
+                e.size = file.map_or(0, |f| f.0);
+                e.machine = file.and_then(|f| f.1.clone());
             }
             e
         })
@@ -412,6 +424,7 @@ mod tests {
             layer: layer.into(),
             owner: None,
             link: None,
+            machine: None,
         }
     }
 

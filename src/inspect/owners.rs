@@ -215,6 +215,7 @@ mod tests {
             layer: "os".into(),
             owner: None,
             link: link.map(str::to_string),
+            machine: None,
         }
     }
 

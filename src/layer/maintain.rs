@@ -50,7 +50,7 @@ pub struct Pruned {
     pub kept: usize,
     /// Stamps removed because their entry is gone.
     pub stamps: usize,
-    /// Listings removed because no layer record names their layer.
+    /// Listings and machine records removed because no layer record names their layer.
     pub listings: usize,
     /// Block records (`fragments-v1/`) removed because their blob is gone.
     pub fragments: usize,
@@ -353,6 +353,9 @@ pub fn prune(cache: &Cache, dry_run: bool) -> io::Result<Pruned> {
     }
     let gone = &mut out.gone;
     out.listings = remove_records(cache, Bucket::Listings, dry_run, gone, |d| {
+        layers.contains(d)
+    })?;
+    out.listings += remove_records(cache, Bucket::Machines, dry_run, gone, |d| {
         layers.contains(d)
     })?;
     out.fragments = remove_records(cache, Bucket::Fragments, dry_run, gone, |d| {

@@ -1,8 +1,8 @@
 //! `gpuimg inspect IMAGE [--tag T] [--json] [--files | --sizes | --unused]`: tag, digest,
-//! config, layers and sizes; with `--files`, every path with its mode, size, layer and owning
-//! package; with `--sizes`, the size report (`size_table.rs`); with `--unused`, the ELF
-//! closure report (`inspect::inspect_unused`). IMAGE is a layout (`DIR`, `oci:DIR[:TAG]`) or
-//! an oci-archive (`oci-archive:FILE[:TAG]`, read in place).
+//! config, layers and sizes; with `--files`, every path with its mode, size, layer, owning
+//! package and an ELF file's machine; with `--sizes`, the size report (`size_table.rs`); with
+//! `--unused`, the ELF closure report (`inspect::inspect_unused`). IMAGE is a layout (`DIR`,
+//! `oci:DIR[:TAG]`) or an oci-archive (`oci-archive:FILE[:TAG]`, read in place).
 
 use crate::cli::{print_result, print_stdout, CliError, Settings};
 use crate::inspect::{FileEntry, FileKind, Image};
@@ -18,7 +18,8 @@ pub struct Args {
     /// Print JSON on stdout.
     #[arg(long)]
     pub json: bool,
-    /// List every path of the image with its mode, size, layer and owner (reads every layer).
+    /// List every path of the image with its mode, size, layer, owner and, for an ELF file, its
+    /// machine (reads every layer).
     #[arg(long, conflicts_with_all = ["sizes", "unused"])]
     pub files: bool,
     /// Where the image's bytes are: per layer, component, strip class and package, before
@@ -233,9 +234,10 @@ fn unused_text(r: &crate::inspect::UnusedReport) -> String {
     s
 }
 
-/// The `--files` table: mode, size, layer, owner, then the path (and a link's target).
+/// The `--files` table: mode, size, layer, owner, an ELF file's machine, then the path (and
+/// a link's target).
 fn files_table(files: &[FileEntry]) -> String {
-    let rows: Vec<[String; 5]> = files
+    let rows: Vec<[String; 6]> = files
         .iter()
         .map(|f| {
             let path = match (&f.link, f.kind) {
@@ -248,12 +250,13 @@ fn files_table(files: &[FileEntry]) -> String {
                 f.size.to_string(),
                 f.layer.clone(),
                 short_owner(f.owner.as_deref()),
+                f.machine.clone().unwrap_or_else(|| "-".into()),
                 path,
             ]
         })
         .collect();
-    let head = ["MODE", "SIZE", "LAYER", "OWNER", "PATH"].map(String::from);
-    let mut width = [0usize; 4];
+    let head = ["MODE", "SIZE", "LAYER", "OWNER", "MACHINE", "PATH"].map(String::from);
+    let mut width = [0usize; 5];
     for r in rows.iter().chain(std::iter::once(&head)) {
         for (w, c) in width.iter_mut().zip(r) {
             *w = (*w).max(c.chars().count());
@@ -262,16 +265,18 @@ fn files_table(files: &[FileEntry]) -> String {
     let mut s = String::new();
     for r in std::iter::once(&head).chain(&rows) {
         s.push_str(&format!(
-            "{:<w0$}  {:>w1$}  {:<w2$}  {:<w3$}  {}\n",
+            "{:<w0$}  {:>w1$}  {:<w2$}  {:<w3$}  {:<w4$}  {}\n",
             r[0],
             r[1],
             r[2],
             r[3],
             r[4],
+            r[5],
             w0 = width[0],
             w1 = width[1],
             w2 = width[2],
             w3 = width[3],
+            w4 = width[4],
         ));
     }
     s
