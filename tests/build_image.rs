@@ -220,6 +220,8 @@ fn the_template_and_every_shipped_profile_build_as_shipped_without_a_warning() {
         std::fs::remove_dir_all(&layout).unwrap();
         std::fs::remove_dir_all(sb.join(format!("bundle-{name}"))).unwrap();
     }
+}
+
 /// The first 64 bytes of a 64-bit little-endian ELF file of type `kind` (2 executable, 3
 /// shared object, 1 relocatable) for `machine` (62 x86-64, 183 aarch64, 243 RISC-V).
 fn elf(machine: u16, kind: u16) -> Vec<u8> {
