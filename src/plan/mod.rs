@@ -268,7 +268,8 @@ pub fn plan(
     strip_rules
         .remove
         .extend(strip_rules::gpu_files_removed(&device_code_gpus)?);
-    let mut loader = Some(loader(profile, python.as_ref(), &strip_rules)?);
+    let selftest = wants_selftest(profile, resolution);
+    let mut loader = Some(loader(profile, python.as_ref(), selftest, &strip_rules)?);
     if let Some(l) = &loader {
         strip_rules.unused = l.unused.clone();
     }
@@ -530,6 +531,7 @@ fn plan_wheels(
 fn loader(
     profile: &Profile,
     python: Option<&PythonInstall>,
+    selftest: bool,
     rules: &crate::strip::Rules,
 ) -> Result<Loader, PlanError> {
     let forward = profile.compat == CompatMode::Forward;
@@ -582,15 +584,16 @@ fn loader(
         }
         (LOADER_CONF.to_string(), text)
     });
-    // The CUDA libraries the self-test loads at boot are used.
+    // The CUDA libraries the self-test loads at boot are used, where the image carries it (its
+    // expectation lists them, for `inspect --unused` to read).
     let roots = match python {
-        Some(p) => unused::selftest_roots(&expectation::wheel_library_expectations(
+        Some(p) if selftest => unused::selftest_roots(&expectation::wheel_library_expectations(
             &p.python.site_dir,
             p.wheels
                 .iter()
                 .map(|w| (w.name.as_str(), w.version.as_str())),
         )?),
-        None => Vec::new(),
+        _ => Vec::new(),
     };
     let unused = match python {
         Some(_) if profile.strip.contains(&StripClass::UnusedLibraries) => {
