@@ -305,8 +305,7 @@ fn unused_libraries_are_stripped_and_the_module_still_loads() {
 /// orphan and the unused library, never the plugin; `strip: [unused-libraries]` removes
 /// exactly what the preview listed.
 #[test]
-fn a_library_named_in_a_reached_librarys_strings_is_used_and_the_preview_is_what_strip_removes()
-{
+fn a_library_named_in_a_reached_librarys_strings_is_used_and_the_preview_is_what_strip_removes() {
     let sb = Sandbox::new();
     let Objects { unused, .. } = objects(&sb);
     let build = sb.join("cc");
@@ -402,17 +401,16 @@ fn a_library_named_in_a_reached_librarys_strings_is_used_and_the_preview_is_what
         .filter(|p| p.contains(".so"))
         .cloned()
         .collect();
-    assert_eq!(removed, preview, "what strip removes is what the preview lists");
+    assert_eq!(
+        removed, preview,
+        "what strip removes is what the preview lists"
+    );
     assert!(unused_paths(&sb, &stripped).is_empty());
 }
 
 /// The library paths `inspect --unused` lists for the image `out`, sorted.
 fn unused_paths(sb: &Sandbox, out: &Path) -> Vec<String> {
-    let json = run_ok(
-        sb.gpuimg()
-            .args(["inspect", "--unused", "--json"])
-            .arg(out),
-    );
+    let json = run_ok(sb.gpuimg().args(["inspect", "--unused", "--json"]).arg(out));
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     let mut paths: Vec<String> = v["unused"]
         .as_array()

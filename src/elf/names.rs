@@ -162,10 +162,11 @@ mod tests {
 
     #[test]
     fn names_are_found_whatever_the_pieces() {
-        let mut bytes = b"libfirst.so.1\0\x01\x02libcublasLt.so.12\0cannot load libcudnn_ops.so.9. \
+        let mut bytes =
+            b"libfirst.so.1\0\x01\x02libcublasLt.so.12\0cannot load libcudnn_ops.so.9. \
             /usr/lib/x86_64-linux-gnu/libibverbs.so.1\0libstdc++.so.6\0xlibnot.so\0lib.so\0\
             libnot.so.x\0libnotso\0libfmt.so.%d\0libtoo"
-            .to_vec();
+                .to_vec();
         bytes.extend(std::iter::repeat_n(b'a', MAX_NAME));
         bytes.extend(b".so\0\xfflibend.so");
         let want = [

@@ -105,7 +105,10 @@ mod tests {
         );
         add("x/lib/libcublasLt.so.12", so(&[], &["libplugin.so.2"]));
         add("x/lib/libplugin.so.1", so(&["libquadmath.so.0"], &[]));
-        add("x/lib/libunused.so.1", so(&["libgone.so.1"], &["libnamed.so.1"]));
+        add(
+            "x/lib/libunused.so.1",
+            so(&["libgone.so.1"], &["libnamed.so.1"]),
+        );
         add("x/lib/libnamed.so.1", so(&[], &[]));
         let r = reach(&v, []);
         let short = |s: &BTreeSet<String>| -> Vec<String> {
