@@ -43,11 +43,10 @@ pub fn file_name(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
-/// Whether a file name is one a shared library has (`lib*.so`, `lib*.so.N…`).
+/// Whether a file name is one a shared library has (`lib*.so`, `lib*.so.N…`): the rule
+/// `elf::reach` judges libraries by.
 pub fn is_library_name(name: &str) -> bool {
-    name.starts_with("lib")
-        && (name.ends_with(".so") || name.contains(".so."))
-        && !name.ends_with(".py")
+    crate::elf::reach::is_library_name(name)
 }
 
 /// Whether a file name is a Python extension module's (`*.so` that is no `lib*` library).
