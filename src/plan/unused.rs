@@ -89,5 +89,13 @@ mod tests {
         // A library the self-test loads is a root.
         let extra = [format!("{site}/nvidia/cusolver/lib/libcusolverMg.so.12")];
         assert!(unused_libraries(&objects, &dirs, &extra).is_empty());
+        // A library a reached library names in its strings (cuDNN loads it by name) is used.
+        let mut objects = objects;
+        if let Some(cudnn) = objects.get_mut(&format!("{site}/nvidia/cudnn/lib/libcudnn_ops.so.9"))
+        {
+            cudnn.named = vec!["libcusolverMg.so.12".into()];
+        }
+        let dirs = vec![dirs[0].clone(), format!("{site}/nvidia/cusolver/lib")];
+        assert!(unused_libraries(&objects, &dirs, &[]).is_empty());
     }
 }
