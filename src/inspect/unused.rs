@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use super::files::{listing, FileKind};
 use super::{parse, read_blob, select, Image, InspectError};
 use crate::elf::closure::LoaderView;
+use crate::elf::names::{NameScan, Scanning};
 use crate::elf::{self, reach, SharedObject};
 
 /// Bytes of a file's beginning kept while reading it, for its string table.
@@ -157,13 +158,28 @@ impl Elves {
             return Ok(());
         }
         let kept = Rc::new(RefCell::new(Kept::default()));
-        let mut seen = Seen {
-            inner: data,
-            kept: Rc::clone(&kept),
+        let mut scan = NameScan::new();
+        let so = {
+            let mut seen = Seen {
+                inner: &mut *data,
+                kept: Rc::clone(&kept),
+            };
+            let mut again = |off: u64, len: u64| kept.borrow().range(off, len);
+            let mut scanning = Scanning {
+                inner: &mut seen,
+                scan: &mut scan,
+            };
+            elf::parse_stream(&mut scanning, &mut again)
         };
-        let mut again = |off: u64, len: u64| kept.borrow().range(off, len);
-        if let Some(so) = elf::parse_stream_named(&mut seen, &mut again) {
-            self.objects.insert(path.to_string(), so);
+        // The rest of the file passes by the scan alone: nothing more is kept.
+        if let Some(so) = so {
+            let mut rest = Scanning {
+                inner: data,
+                scan: &mut scan,
+            };
+            io::copy(&mut rest, &mut io::sink())?;
+            self.objects
+                .insert(path.to_string(), so.with_names(scan.finish()));
         }
         Ok(())
     }
