@@ -57,10 +57,12 @@ impl NameScan {
         self.scanned
     }
 
-    /// Bytes it may hold: the names found and room for the unfinished run. Never shrinks as
-    /// more is fed (the build's taps count what they hold by its growth).
+    /// Bytes it may hold: the names found and, once fed, room for the unfinished run. Starts
+    /// at 0 and never shrinks as more is fed (the build's taps count what they hold by its
+    /// growth).
     pub fn held(&self) -> u64 {
-        (self.names.iter().map(String::len).sum::<usize>() + MAX_NAME + 1) as u64
+        let run = if self.scanned > 0 { MAX_NAME + 1 } else { 0 };
+        (self.names.iter().map(String::len).sum::<usize>() + run) as u64
     }
 
     fn extend_run(&mut self, bytes: &[u8]) {
@@ -197,6 +199,7 @@ mod tests {
         // A run of name bytes far longer than a name is held only in part; what it holds
         // never shrinks as more is fed.
         let mut s = NameScan::new();
+        assert_eq!(s.held(), 0);
         let mut held = s.held();
         for piece in [&b"aaaa"[..], b"\0libx.so.1\0", b"libx"] {
             for _ in 0..100 {
