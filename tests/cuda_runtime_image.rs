@@ -1,7 +1,8 @@
 //! `profiles/cuda-runtime.yaml` from the real index (through the build host's pip
 //! configuration), run under podman on this GPU-less machine: the image's expectation (format
 //! 2) lists libcudart and libnvrtc with the versions the installed wheels' `METADATA` give
-//! (read by the test from the unpacked image) and their files lie where it says;
+//! (read by the test from the unpacked image) and their files lie where it says, and
+//! `inspect --unused` counts them used (the self-test loads them by name);
 //! the self-test's own library probe loads both from the unpacked image on this host (no
 //! driver needed) and reads 12.4 through `cudaRuntimeGetVersion` and `nvrtcVersion`;
 //! `gpuimg-selftest` run directly exits with the no-GPU code (4); the wrapped entrypoint with
@@ -122,6 +123,21 @@ fn cuda_runtime_profile_lists_its_libraries_and_runs_under_podman_without_a_gpu(
         }
         let file = rootfs.join(SITE).join(dir).join(soname);
         assert!(file.is_file(), "{} is not in the image", file.display());
+    }
+
+    // `inspect --unused`: what the self-test loads by name is used, though nothing links it
+    // (as `strip: [unused-libraries]` counts it).
+    let report: serde_json::Value = serde_json::from_str(&run_ok(
+        sb.gpuimg()
+            .args(["inspect", "--unused", "--json"])
+            .arg(sb.join("out")),
+    ))
+    .unwrap();
+    for used in ["libcudart.so.12", "libnvrtc.so.12"] {
+        assert!(
+            !report["unused"].to_string().contains(used),
+            "{used} is used: {report}"
+        );
     }
 
     // The self-test's probe, on the image's own files (re-rooted under the unpacked bundle):

@@ -343,3 +343,127 @@ fn a_missing_runtime_library_names_the_debian_package_that_ships_it() {
         "{text}"
     );
 }
+
+/// What a reached library loads by name counts as used, and what nothing loads is not judged:
+/// `libfakeloader.so.1` (needed by the extension module) holds the string
+/// `libfakeplugin.so.1`, which nothing links; `libfakeorphan.so.1` needs a library the image
+/// lacks but nothing loads it. The build warns about nothing; `inspect --unused` lists the
+/// orphan and the unused library, never the plugin; `strip: [unused-libraries]` removes
+/// exactly what the preview listed.
+#[test]
+fn a_library_named_in_a_reached_librarys_strings_is_used_and_the_preview_is_what_strip_removes() {
+    let sb = Sandbox::new();
+    let Objects { unused, .. } = objects(&sb);
+    let build = sb.join("cc");
+    let plugin = cc(
+        &build,
+        "int plugin(void) { return 5; }\n",
+        "libfakeplugin.so.1",
+        &["-Wl,-soname,libfakeplugin.so.1"],
+    );
+    let loader = cc(
+        &build,
+        "const char *plugin_name(void) { return \"libfakeplugin.so.1\"; }\n",
+        "libfakeloader.so.1",
+        &["-Wl,-soname,libfakeloader.so.1", "-Wl,-rpath,$ORIGIN"],
+    );
+    cc(
+        &build,
+        "int gone(void) { return 6; }\n",
+        "libfakegone.so.1",
+        &["-Wl,-soname,libfakegone.so.1"],
+    );
+    let orphan = cc(
+        &build,
+        "int gone(void);\nint orphan(void) { return gone(); }\n",
+        "libfakeorphan.so.1",
+        &[
+            "-Wl,-soname,libfakeorphan.so.1",
+            "-L.",
+            "-l:libfakegone.so.1",
+        ],
+    );
+    let core = cc(
+        &build,
+        "const char *plugin_name(void);\nconst char *core(void) { return plugin_name(); }\n",
+        "_core2.so",
+        &[
+            "-L.",
+            "-l:libfakeloader.so.1",
+            "-Wl,--disable-new-dtags,-rpath,$ORIGIN/lib",
+        ],
+    );
+    let wheel = WheelSpec::new("fakeext", "1.2")
+        .file("fakeext/__init__.py", "")
+        .file_mode("fakeext/_core.so", &core, 0o755)
+        .file_mode("fakeext/lib/libfakeloader.so.1", &loader, 0o755)
+        .file_mode("fakeext/lib/libfakeplugin.so.1", &plugin, 0o755)
+        .file_mode("fakeext/lib/libfakeorphan.so.1", &orphan, 0o755)
+        .file_mode("fakeext/lib/libfakeunused.so.1", &unused, 0o755);
+    let server = serve(&wheel_index(sb.path(), &[wheel]));
+    let profile = |name: &str, strip: &str| {
+        let path = sb.join(format!("{name}.yaml"));
+        write(
+            &path,
+            &format!(
+                "name: ext\n{APT}strip: [{strip}]\npython:\n  index: {}/simple/\n  packages: [fakeext]\n",
+                server.url
+            ),
+        );
+        path
+    };
+    let build_image = |name: &str, strip: &str| {
+        let out = sb.join(name);
+        let o = run(sb
+            .gpuimg()
+            .args(["build", "-o"])
+            .arg(&out)
+            .arg(profile(name, strip)));
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(0), "{err}");
+        (out, err)
+    };
+    // The orphan's missing need is no warning: nothing loads the orphan.
+    let (plain, err) = build_image("plain", "docs");
+    assert!(!err.contains("is provided by nothing"), "{err}");
+    let preview = unused_paths(&sb, &plain);
+    let lib = |n: &str| format!("{SITE}/fakeext/lib/{n}");
+    assert_eq!(
+        preview,
+        [lib("libfakeorphan.so.1"), lib("libfakeunused.so.1")],
+        "the plugin is loaded by name"
+    );
+
+    let (stripped, _) = build_image("stripped", "docs, unused-libraries");
+    let files = |out: &Path| -> std::collections::BTreeSet<String> {
+        let json = run_ok(sb.gpuimg().args(["inspect", "--files", "--json"]).arg(out));
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        (v["files"].as_array().unwrap().iter())
+            .map(|f| f["path"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let removed: Vec<String> = files(&plain)
+        .difference(&files(&stripped))
+        .filter(|p| p.contains(".so"))
+        .cloned()
+        .collect();
+    assert_eq!(
+        removed, preview,
+        "what strip removes is what the preview lists"
+    );
+    assert!(unused_paths(&sb, &stripped).is_empty());
+}
+
+/// The library paths `inspect --unused` lists for the image `out`, sorted.
+fn unused_paths(sb: &Sandbox, out: &Path) -> Vec<String> {
+    let json = run_ok(sb.gpuimg().args(["inspect", "--unused", "--json"]).arg(out));
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let mut paths: Vec<String> = v["unused"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["path"].as_str().unwrap().to_string())
+        .collect();
+    paths.sort();
+    paths
+}

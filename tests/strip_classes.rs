@@ -9,6 +9,8 @@
 //! lists exactly the files of its distribution (hashes checked in the container), dpkg's lists
 //! and md5sums name only files that exist (`dpkg-query -L` and `dpkg --verify` on the
 //! unpacked root), `ldconfig -p` only libraries that exist, and every package stays recorded.
+//! `unused-libraries` on the real PyTorch stack from the host's index: `inspect --unused`
+//! previews exactly what the class removes, and counts what is loaded by name as used.
 //! On rootfs bases (no network): each class alone removes its own samples and no other's; a
 //! rootfs's RECORD and dpkg lists are kept true too; `device-code` without `host.gpus` is
 //! refused with one line, exit 2.
@@ -619,4 +621,77 @@ fn each_class_alone_removes_its_own_files_and_no_other() {
         let want: BTreeSet<String> = own.iter().cloned().collect();
         assert_eq!(gone, want, "`strip: [{class}]`");
     }
+}
+
+/// `unused-libraries` on the real PyTorch stack from the host's index (torch 2.9.1, CUDA 12.8,
+/// with NVIDIA's CUDA, cuDNN, cuBLAS and NCCL wheels; the self-test on), one cache for every
+/// build: `inspect --unused` on the unstripped image lists exactly what the class removes;
+/// neither the CUDA runtime nor cuBLAS(Lt) is among them; the build warns about no library
+/// only plugins need (`libibverbs`, `libquadmath`). cuDNN and cuBLAS alone, without the
+/// self-test: cuBLASLt is used (cuDNN's engines load it by name).
+#[test]
+fn unused_libraries_of_the_real_pytorch_stack_are_what_inspect_previews() {
+    let sb = Sandbox::new();
+    let base = "base:\n  apt:\n    mirror: host\n    suite: bookworm\n    packages: [base-files, base-passwd, libc6, libstdc++6, python3]\n";
+    let build = |name: &str, rest: &str| -> (PathBuf, String) {
+        let profile = sb.join(format!("{name}.yaml"));
+        write(&profile, &format!("name: {name}\n{base}{rest}"));
+        let out = sb.join(name);
+        let mut cmd = with_host_index(sb.gpuimg_with_cache(&sb.join("cache")));
+        cmd.args(["build", "-o"]).arg(&out).arg(&profile);
+        let ran = run(&mut cmd);
+        assert!(ran.status.success(), "{}", describe(&cmd, &ran));
+        (out, String::from_utf8_lossy(&ran.stderr).into_owned())
+    };
+    let torch = |strip: &str| {
+        format!("host:\n  gpus: [H100]\n  driver: \">=580\"\nstack:\n  pytorch: \"2.9.1\"\n  python: \"3.11\"\npython:\n  packages: []\nselftest: {{level: quick}}\nstrip: [{strip}]\n")
+    };
+    let unused = |out: &Path| -> (BTreeSet<String>, serde_json::Value) {
+        let json = run_ok(sb.gpuimg().args(["inspect", "--unused", "--json"]).arg(out));
+        let report: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let paths = (report["unused"].as_array().unwrap().iter())
+            .map(|u| u["path"].as_str().unwrap().to_string())
+            .collect();
+        (paths, report)
+    };
+    let listed = |paths: &BTreeSet<String>, name: &str| {
+        paths.iter().any(|p| p.ends_with(&format!("/{name}")))
+    };
+    let (plain, log) = build("plain", &torch("docs"));
+    for name in ["libibverbs", "libquadmath"] {
+        assert!(!log.contains(&format!("`{name}")), "{log}");
+    }
+    let (preview, report) = unused(&plain);
+    for used in ["libcudart.so.12", "libcublasLt.so.12", "libcublas.so.12"] {
+        assert!(!listed(&preview, used), "{used} is used: {report}");
+    }
+    let missing = report["missing"].to_string();
+    assert!(
+        !missing.contains("libibverbs") && !missing.contains("libquadmath"),
+        "{report}"
+    );
+
+    let (stripped, _) = build("stripped", &torch("docs, unused-libraries"));
+    let files = |out: &Path| -> BTreeSet<String> {
+        let json = run_ok(sb.gpuimg().args(["inspect", "--files", "--json"]).arg(out));
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        (v["files"].as_array().unwrap().iter())
+            .map(|f| f["path"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let removed: BTreeSet<String> = files(&plain)
+        .difference(&files(&stripped))
+        .cloned()
+        .collect();
+    assert_eq!(
+        removed, preview,
+        "what strip removes is what the preview lists"
+    );
+
+    let (cudnn, _) = build(
+        "cudnn",
+        "python:\n  packages: [\"nvidia-cudnn-cu12==9.10.2.21\", \"nvidia-cublas-cu12==12.8.4.1\"]\nselftest: {enabled: false}\nstrip: [docs]\n",
+    );
+    let (preview, report) = unused(&cudnn);
+    assert!(!listed(&preview, "libcublasLt.so.12"), "{report}");
 }

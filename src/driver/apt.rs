@@ -105,11 +105,12 @@ fn check_libraries(installed: &apt::Installed, install: &AptInstall) -> Result<(
     Ok(())
 }
 
-/// Warn about each library name a wheel's shared object needs that nothing in the image
-/// provides (torch's `libstdc++.so.6` on a base without `libstdc++6`): the loader's search
-/// done statically (`elf::closure`) over the wheels' objects, their directories in
-/// `ld.so.cache` and the apt packages' SONAMEs; the driver's libraries count as provided
-/// (the container runtime injects them).
+/// Warn about each library name a wheel's shared object that something loads needs and
+/// nothing in the image provides (torch's `libstdc++.so.6` on a base without `libstdc++6`):
+/// `elf::reach` (the reach `inspect --unused` and `unused-libraries` compute) over the wheels'
+/// objects, their directories in `ld.so.cache` and the apt packages' SONAMEs; a library
+/// nothing loads is not judged (a plugin for InfiniBand needs `libibverbs`), and the driver's
+/// libraries count as provided (the container runtime injects them).
 fn check_needs(installed: &apt::Installed, install: &AptInstall, obs: &mut dyn Observer) {
     let loader = &install.loader;
     if loader.objects.is_empty() {
@@ -124,14 +125,10 @@ fn check_needs(installed: &apt::Installed, install: &AptInstall, obs: &mut dyn O
         known_sonames: installed.libraries.iter().map(|(s, _)| s.clone()).collect(),
         ..Default::default()
     };
-    let closure = view.closure(view.objects.keys().cloned(), &|name| {
-        libraries::is_driver_library(name)
-    });
+    let reach = crate::elf::reach::reach(&view, loader.roots.iter().cloned());
     let mut by_name: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for (object, name) in &closure.unresolved {
-        if crate::elf::keep::is_optional(object) {
-            continue;
-        }
+    let missing = (reach.missing.iter()).filter(|(_, name)| !libraries::is_driver_library(name));
+    for (object, name) in missing {
         by_name.entry(name).or_default().push(object);
     }
     for (name, objects) in by_name {

@@ -4,11 +4,14 @@
 //! program headers, the dynamic section and, when it lies behind that section (where
 //! `patchelf` moves a table it grows), the span of the string table the names lie in, each
 //! at most [`MAX_STREAM_PART`]. A string table before the dynamic section is read again from
-//! the file's start, as `parse_stream` does. [`Capture::finish`]
-//! then gives what `parse_stream` gives over the same bytes, or says it cannot (a layout the
-//! front-to-back pass does not cover, or bytes it never saw), so the caller reads the file
-//! itself. Holds no more than those parts; never trusts an offset without bounds checks.
+//! the file's start, as `parse_stream` does. Every byte also passes through a
+//! [`NameScan`] for the library names the file's strings hold. [`Capture::finish`]
+//! then gives what `parse_stream_named` gives over the same bytes, or says it cannot (a
+//! layout the front-to-back pass does not cover, or bytes it never saw), so the caller reads
+//! the file itself. Holds no more than those parts and the scan's names; never trusts an
+//! offset without bounds checks.
 
+use super::names::NameScan;
 use super::{facts, header, segments, string_span, Header, SharedObject, MAX_STREAM_PART};
 
 /// The ELF header's bytes `parse_stream` reads first.
@@ -86,6 +89,8 @@ pub struct Capture {
     strings: Option<Part>,
     /// How far the stream went (the end of the furthest piece fed).
     seen: u64,
+    /// The library names of every byte fed in order; `None` after a gap.
+    names: Option<NameScan>,
 }
 
 impl Default for Capture {
@@ -97,6 +102,7 @@ impl Default for Capture {
             dynamic: None,
             strings: None,
             seen: 0,
+            names: Some(NameScan::new()),
         }
     }
 }
@@ -112,6 +118,13 @@ impl Capture {
         // A piece that does not continue what was seen (a gap) takes the stream no further.
         if at <= self.seen {
             self.seen = self.seen.max(at.saturating_add(piece.len() as u64));
+        }
+        if let Some(scan) = &mut self.names {
+            match usize::try_from(scan.scanned().saturating_sub(at)) {
+                Ok(done) if at <= scan.scanned() => scan.feed(piece.get(done..).unwrap_or(&[])),
+                // A gap: the names are not known.
+                _ => self.names = None,
+            }
         }
         let seen = self.seen;
         // Finishing one part may want more of this same piece.
@@ -196,7 +209,8 @@ impl Capture {
         .into_iter()
         .flatten()
         .map(|p| p.bytes.len() as u64)
-        .sum()
+        .sum::<u64>()
+            + self.names.as_ref().map_or(0, NameScan::held)
     }
 
     /// Hold nothing more and leave the answer to the caller.
@@ -204,6 +218,7 @@ impl Capture {
         *self = Capture {
             stage: Stage::Other,
             head: Part::new(0, 0),
+            names: None,
             ..Capture::default()
         };
     }
@@ -212,12 +227,13 @@ impl Capture {
         header(&self.head.bytes)
     }
 
-    /// What [`super::parse_stream`] says of the same bytes (`Some(None)`: not a shared object
-    /// gpuimg reads), with `again` reading a range from a fresh stream of them
+    /// What [`super::parse_stream_named`] says of the same `len` bytes (`Some(None)`: not a
+    /// shared object gpuimg reads), with `again` reading a range from a fresh stream of them
     /// ([`super::range_at`]) for the string table; `None` when the capture cannot say (a
-    /// layout it does not take, or a part whose bytes it did not see in full).
+    /// layout it does not take, or bytes it did not see: a part's, or any for the names).
     pub fn finish(
         &self,
+        len: u64,
         again: &mut dyn FnMut(u64, u64) -> Option<Vec<u8>>,
     ) -> Option<Option<SharedObject>> {
         match &self.stage {
@@ -225,6 +241,7 @@ impl Capture {
             Stage::Head | Stage::Programs | Stage::Dynamic(_) | Stage::Other => None,
             // The string span unseen in full is read again: the same bytes either way.
             Stage::Held(loads) | Stage::Strings(loads) => {
+                let names = self.names.clone().filter(|n| n.scanned() == len)?;
                 let h = self.header()?;
                 let dynamic = self.dynamic.as_ref().map_or(&[][..], |d| &d.bytes[..]);
                 let held = self.strings.as_ref().filter(|p| p.complete(self.seen));
@@ -233,7 +250,8 @@ impl Capture {
                     _ => again(off, len),
                 };
                 // Without a dynamic section `parse_stream` reads no strings either.
-                Some(facts(&h, loads, dynamic, &mut strings))
+                let so = facts(&h, loads, dynamic, &mut strings);
+                Some(so.map(|so| so.with_names(names.finish())))
             }
         }
     }
@@ -241,7 +259,7 @@ impl Capture {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{parse, parse_stream, range_at};
+    use super::super::{parse, parse_stream, parse_stream_named, range_at};
     use super::*;
 
     use super::super::tests::host_libc as libc;
@@ -260,21 +278,23 @@ mod tests {
     fn fed_in_any_pieces_it_says_what_the_stream_parser_says() {
         let bytes = libc();
         let again = |off: u64, len: u64| range_at(&mut &bytes[..], off, len);
-        let streamed = parse_stream(&mut &bytes[..], &mut again.clone());
+        let streamed = parse_stream_named(&mut &bytes[..], &mut again.clone());
         assert!(streamed.as_ref().is_some_and(|s| s.soname.is_some()));
-        assert_eq!(streamed, parse(&bytes));
+        // The C library names the libraries it loads by name (its name-service modules').
+        assert!(streamed.as_ref().is_some_and(|s| !s.named.is_empty()));
+        let plain = parse_stream(&mut &bytes[..], &mut again.clone());
+        assert_eq!(plain, parse(&bytes));
+        assert_eq!(streamed.clone().map(|s| s.with_names(Vec::new())), plain);
+        let len = bytes.len() as u64;
         for piece in [1, 7, 64, 4096, 256 << 10, bytes.len()] {
             let c = fed(&bytes, piece);
             assert_eq!(
-                c.finish(&mut again.clone()),
+                c.finish(len, &mut again.clone()),
                 Some(streamed.clone()),
                 "pieces of {piece}"
             );
             // It holds the parts, not the file.
-            let held = c.head.bytes.len()
-                + c.programs.as_ref().map_or(0, |p| p.bytes.len())
-                + c.dynamic.as_ref().map_or(0, |p| p.bytes.len())
-                + c.strings.as_ref().map_or(0, |p| p.bytes.len());
+            let held = c.held();
             assert!(held < 64 << 10, "{held} bytes held");
         }
         // A second pass over the same bytes changes nothing.
@@ -282,22 +302,25 @@ mod tests {
         for (i, p) in bytes.chunks(1000).enumerate() {
             c.feed((i * 1000) as u64, p);
         }
-        assert_eq!(c.finish(&mut again.clone()), Some(streamed));
+        assert_eq!(c.finish(len, &mut again.clone()), Some(streamed));
     }
 
     #[test]
     fn bytes_it_did_not_see_leave_the_answer_to_the_caller() {
         let bytes = libc();
         let mut again = |off: u64, len: u64| range_at(&mut &bytes[..], off, len);
-        // Nothing, or the stream stopped before the dynamic section.
-        assert_eq!(Capture::new().finish(&mut again), None);
+        let len = bytes.len() as u64;
+        // Nothing, or the stream stopped before its end (the names need every byte).
+        assert_eq!(Capture::new().finish(len, &mut again), None);
         let half = fed(&bytes[..bytes.len() / 2], 4096);
-        assert_eq!(half.finish(&mut again), None);
+        assert_eq!(half.finish(len, &mut again), None);
         // A piece skipped (a gap) is never papered over.
         let mut gap = Capture::new();
         gap.feed(0, &bytes[..32]);
         gap.feed(40, &bytes[40..]);
-        assert_eq!(gap.finish(&mut again), None);
+        assert_eq!(gap.finish(len, &mut again), None);
+        // All of it, but said to be longer: the same.
+        assert_eq!(fed(&bytes, 4096).finish(len + 1, &mut again), None);
     }
 
     /// A shared object laid out as `patchelf` leaves one: its string table at the end, behind
@@ -346,19 +369,20 @@ mod tests {
                 parse_stream(&mut &bytes[..], &mut again.clone()),
                 Some(whole.clone())
             );
+            let len = bytes.len() as u64;
             for piece in [1, 100, 4096, 1 << 20] {
                 // No second read: the strings were kept as they went by.
                 let c = fed(&bytes, piece);
                 let mut none = |_: u64, _: u64| -> Option<Vec<u8>> { None };
                 assert_eq!(
-                    c.finish(&mut none),
+                    c.finish(len, &mut none),
                     Some(Some(whole.clone())),
                     "{filler} {piece}"
                 );
             }
-            // Stopped before the strings: they are read again, to the same answer.
+            // Stopped before the strings: the names are not known, the caller reads the file.
             let c = fed(&bytes[..bytes.len() - 10], 4096);
-            assert_eq!(c.finish(&mut again.clone()), Some(Some(whole)));
+            assert_eq!(c.finish(len, &mut again.clone()), None);
         }
     }
 
@@ -366,15 +390,16 @@ mod tests {
     fn not_an_elf_and_unusual_layouts() {
         let mut none = |_: u64, _: u64| -> Option<Vec<u8>> { None };
         let script = b"#!/bin/sh\n".repeat(20);
-        assert_eq!(fed(&script, 16).finish(&mut none), Some(None));
+        assert_eq!(fed(&script, 16).finish(200, &mut none), Some(None));
         // Program headers said to start inside the ELF header: not taken, the caller reads.
         let mut bytes = libc();
+        let len = bytes.len() as u64;
         bytes[32..40].copy_from_slice(&16u64.to_le_bytes());
-        assert_eq!(fed(&bytes, 4096).finish(&mut none), None);
+        assert_eq!(fed(&bytes, 4096).finish(len, &mut none), None);
         // Too many program headers for the cap: the same.
         let mut bytes = libc();
         bytes[56..58].copy_from_slice(&u16::MAX.to_le_bytes());
         bytes[54..56].copy_from_slice(&u16::MAX.to_le_bytes());
-        assert_eq!(fed(&bytes, 4096).finish(&mut none), None);
+        assert_eq!(fed(&bytes, 4096).finish(len, &mut none), None);
     }
 }

@@ -2,7 +2,9 @@
 //! `DT_NEEDED` name of a shared object resolves to (its `DT_RPATH` and its loaders', then
 //! `LD_LIBRARY_PATH`, its `DT_RUNPATH`, the `ld.so.cache` directories by SONAME, then the
 //! default directories, with `$ORIGIN` expanded), what a set of roots reaches, and which
-//! names nothing in the image provides.
+//! names nothing in the image provides. The library names an object's strings hold
+//! (`SharedObject::named`, what it may `dlopen`) are looked up the same way and followed,
+//! to a fixed point; one the image lacks is no missing need.
 //!
 //! Pure: the caller hands in the image's shared objects, symlinks and directories; paths are
 //! relative to the image root (no leading `/`). Must never touch the file system.
@@ -154,7 +156,10 @@ impl LoaderView {
             } else {
                 Vec::new()
             };
-            for name in &obj.needed {
+            // A name its strings hold is looked up as its `dlopen` would be, and is no
+            // need: one nothing provides is not reported.
+            let needed = obj.needed.iter().map(|n| (n, true));
+            for (name, needs) in needed.chain(obj.named.iter().map(|n| (n, false))) {
                 let found = if name.contains('/') {
                     Self::expand(&path, std::slice::from_ref(name))
                         .first()
@@ -172,7 +177,7 @@ impl LoaderView {
                             queue.push_back((real, rpath_chain.clone()));
                         }
                     }
-                    None if host(name) || self.known_sonames.contains(name) => {}
+                    None if !needs || host(name) || self.known_sonames.contains(name) => {}
                     None => {
                         unresolved.insert((path.clone(), name.clone()));
                     }
@@ -197,6 +202,7 @@ mod tests {
             needed: v(needed),
             rpath: v(rpath),
             runpath: v(runpath),
+            named: Vec::new(),
         }
     }
 

@@ -80,6 +80,9 @@ mod tests {
         assert!(is_optional(
             "usr/local/lib/python3.11/dist-packages/nvidia/nvshmem/lib/nvshmem_transport_ucx.so.6"
         ));
+        assert!(is_optional(
+            "usr/local/lib/python3.11/dist-packages/nvidia/cufile/lib/libcufile_rdma.so.1"
+        ));
         assert!(is_importable("libtriton.so") && !is_importable("libcusolverMg.so.12"));
     }
 }

@@ -11,6 +11,8 @@ pub mod capture;
 pub mod closure;
 pub mod keep;
 pub mod machine;
+pub mod names;
+pub mod reach;
 pub mod startable;
 pub mod strip;
 
@@ -29,6 +31,22 @@ pub struct SharedObject {
     /// `DT_RUNPATH`'s directories (searched after `LD_LIBRARY_PATH`, for its own needs only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub runpath: Vec<String>,
+    /// The library names its bytes hold as strings besides its own and `DT_NEEDED`'s
+    /// (`names`): what it may load by name with `dlopen`. Filled where the whole file passes
+    /// by ([`parse_stream_named`], `capture`); empty from [`parse`] and [`parse_stream`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub named: Vec<String>,
+}
+
+impl SharedObject {
+    /// Set [`SharedObject::named`] from the names a scan of the whole file found.
+    pub fn with_names(mut self, names: Vec<String>) -> Self {
+        self.named = names
+            .into_iter()
+            .filter(|n| self.soname.as_ref() != Some(n) && !self.needed.contains(n))
+            .collect();
+        self
+    }
 }
 
 // Offsets come from the file: every sum is checked (an overflow is "not an ELF we read").
@@ -221,6 +239,7 @@ fn facts(
         needed: Vec::new(),
         rpath: Vec::new(),
         runpath: Vec::new(),
+        named: Vec::new(),
     };
     let (strtab, strsz, refs) = dynamic_refs(h, dynamic)?;
     let (Some(strtab), false) = (strtab, refs.is_empty()) else {
@@ -364,6 +383,22 @@ pub fn parse_stream(
         }
     };
     facts(&h, &loads, &dynamic, &mut strings)
+}
+
+/// [`parse_stream`] that reads on to the stream's end, with [`SharedObject::named`] filled
+/// from every byte (`names`); `again` as there.
+pub fn parse_stream_named(
+    r: &mut dyn std::io::Read,
+    again: &mut dyn FnMut(u64, u64) -> Option<Vec<u8>>,
+) -> Option<SharedObject> {
+    let mut scan = names::NameScan::new();
+    let mut scanning = names::Scanning {
+        inner: r,
+        scan: &mut scan,
+    };
+    let so = parse_stream(&mut scanning, again)?;
+    std::io::copy(&mut scanning, &mut std::io::sink()).ok()?;
+    Some(so.with_names(scan.finish()))
 }
 
 #[cfg(test)]

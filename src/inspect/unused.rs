@@ -1,13 +1,17 @@
-//! `inspect --unused`: the ELF closure of an image read back from its layers. Roots are the
-//! ELF files in the `PATH` directories, the entrypoint, every Python extension module and the
-//! files `data/dlopen.yaml` says are loaded by name; from them `DT_NEEDED` is followed as the
-//! loader would (`elf::closure`). Reported: the Python packages' shared libraries nothing
-//! reaches (Debian packages' libraries are never judged: glibc, PAM and others load theirs
-//! by name), and each needed name nothing in the image provides.
+//! `inspect --unused`: what `elf::reach` (the one computation `strip: [unused-libraries]`
+//! makes over the wheels before the layers are written) says of an image read back from its
+//! layers. Its extra roots are the ELF files in the `PATH` directories, the entrypoint, and the
+//! libraries the self-test's expectation (`/etc/gpuimg/expect.json`) says it loads by name;
+//! with the extension modules and `data/dlopen.yaml`'s files, `DT_NEEDED` and the library
+//! names in each reached object's strings are followed. Reported: the Python packages' shared
+//! libraries nothing reaches (Debian packages' libraries are never judged: glibc, PAM and
+//! others load theirs by name), and each needed name of a reached object nothing in the image
+//! provides.
 //!
-//! Reads each ELF file's headers, dynamic section and names only (its first [`HEAD`] bytes
-//! and the last [`WINDOW`] before the read position are kept, to reread what lies before its
-//! dynamic section). Must never modify the image.
+//! Reads each ELF file's headers, dynamic section and names (its first [`HEAD`] bytes and the
+//! last [`WINDOW`] before the read position are kept, to reread what lies before its dynamic
+//! section), and scans its bytes as they pass for library names (`elf::names`). Must never
+//! modify the image.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -15,23 +19,58 @@ use std::io::{self, Read};
 use std::rc::Rc;
 
 use oci_spec::image::ImageConfiguration;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::files::{listing, FileKind};
 use super::{parse, read_blob, select, Image, InspectError};
 use crate::elf::closure::LoaderView;
-use crate::elf::{self, keep, SharedObject};
+use crate::elf::names::{NameScan, Scanning};
+use crate::elf::{self, reach, SharedObject};
 
 /// Bytes of a file's beginning kept while reading it, for its string table.
 pub const HEAD: usize = 32 << 20;
 /// Bytes read of one loader configuration file.
 const MAX_CONF: u64 = 64 << 10;
+/// Bytes read of the self-test's expectation.
+const MAX_EXPECT: u64 = 1 << 20;
+/// Where the self-test's expectation lies (`expect::DEFAULT_PATH`, no leading `/`).
+const EXPECT_PATH: &str = "etc/gpuimg/expect.json";
 
 /// The ELF facts and loader configuration collected while the layers are read.
 #[derive(Debug, Default)]
 pub struct Elves {
     objects: BTreeMap<String, SharedObject>,
     conf: BTreeMap<String, Vec<u8>>,
+    expect: Option<Vec<u8>>,
+}
+
+/// What `inspect` reads of the self-test's expectation (the `expect` module owns its format):
+/// the libraries it loads by name at boot, each with the companions it loads after it.
+#[derive(Debug, Default, Deserialize)]
+struct Loads {
+    #[serde(default)]
+    libraries: Vec<Loaded>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Loaded {
+    soname: String,
+    dir: String,
+    #[serde(default)]
+    companions: Vec<String>,
+}
+
+impl Loads {
+    /// The image paths loaded (no leading `/`), as `plan::unused::selftest_roots` has them.
+    fn paths(&self) -> Vec<String> {
+        (self.libraries.iter())
+            .flat_map(|l| {
+                std::iter::once(&l.soname)
+                    .chain(&l.companions)
+                    .map(|n| format!("{}/{n}", l.dir.trim_start_matches('/')))
+            })
+            .collect()
+    }
 }
 
 /// What a [`Seen`] reader kept: the file's first [`HEAD`] bytes, and the last [`WINDOW`]
@@ -94,6 +133,9 @@ impl Elves {
     pub(super) fn forget(&mut self, path: &str) {
         self.objects.remove(path);
         self.conf.remove(path);
+        if path == EXPECT_PATH {
+            self.expect = None;
+        }
     }
 
     /// Read the regular file `path` (mode `mode`) from `data` if it may be an ELF object or
@@ -105,18 +147,39 @@ impl Elves {
             self.conf.insert(path.to_string(), bytes);
             return Ok(());
         }
+        if path == EXPECT_PATH {
+            let mut bytes = Vec::new();
+            data.take(MAX_EXPECT).read_to_end(&mut bytes)?;
+            self.expect = Some(bytes);
+            return Ok(());
+        }
         let name = path.rsplit('/').next().unwrap_or(path);
         if !(name.contains(".so") || mode & 0o111 != 0) {
             return Ok(());
         }
         let kept = Rc::new(RefCell::new(Kept::default()));
-        let mut seen = Seen {
-            inner: data,
-            kept: Rc::clone(&kept),
+        let mut scan = NameScan::new();
+        let so = {
+            let mut seen = Seen {
+                inner: &mut *data,
+                kept: Rc::clone(&kept),
+            };
+            let mut again = |off: u64, len: u64| kept.borrow().range(off, len);
+            let mut scanning = Scanning {
+                inner: &mut seen,
+                scan: &mut scan,
+            };
+            elf::parse_stream(&mut scanning, &mut again)
         };
-        let mut again = |off: u64, len: u64| kept.borrow().range(off, len);
-        if let Some(so) = elf::parse_stream(&mut seen, &mut again) {
-            self.objects.insert(path.to_string(), so);
+        // The rest of the file passes by the scan alone: nothing more is kept.
+        if let Some(so) = so {
+            let mut rest = Scanning {
+                inner: data,
+                scan: &mut scan,
+            };
+            io::copy(&mut rest, &mut io::sink())?;
+            self.objects
+                .insert(path.to_string(), so.with_names(scan.finish()));
         }
         Ok(())
     }
@@ -179,14 +242,6 @@ pub struct UnusedReport {
     pub missing: Vec<MissingLibrary>,
 }
 
-fn in_site(path: &str) -> bool {
-    path.contains("/dist-packages/") || path.contains("/site-packages/")
-}
-
-fn is_library(name: &str) -> bool {
-    name.starts_with("lib") && (name.ends_with(".so") || name.contains(".so."))
-}
-
 /// The ELF closure of the image tagged `tag` (or the first) in `img`.
 pub fn inspect_unused(img: &Image, tag: Option<&str>) -> Result<UnusedReport, InspectError> {
     let selected = select(img, tag)?;
@@ -237,15 +292,8 @@ pub fn inspect_unused(img: &Image, tag: Option<&str>) -> Result<UnusedReport, In
         .map(|s| s.to_string())
         .collect();
     path_dirs.extend(dirs(var("PATH")));
-    let mut roots: Vec<String> = view
-        .objects
-        .keys()
-        .filter(|p| {
-            let (dir, name) = p.rsplit_once('/').unwrap_or(("", p));
-            path_dirs.contains(dir)
-                || (keep::is_importable(name) && (in_site(p) || p.contains("/lib-dynload/")))
-                || keep::is_dlopened(p)
-        })
+    let mut roots: Vec<String> = (view.objects.keys())
+        .filter(|p| path_dirs.contains(p.rsplit_once('/').map_or("", |(d, _)| d)))
         .cloned()
         .collect();
     let entry = config.config().as_ref().and_then(|c| {
@@ -257,28 +305,28 @@ pub fn inspect_unused(img: &Image, tag: Option<&str>) -> Result<UnusedReport, In
     if let Some(e) = entry.filter(|e| e.starts_with('/')) {
         roots.push(e);
     }
-    let closure = view.closure(roots, &keep::is_host_library);
-    let mut unused = Vec::new();
-    for p in view.objects.keys() {
-        let name = p.rsplit('/').next().unwrap_or(p);
-        if in_site(p) && is_library(name) && !closure.reached.contains(p) {
+    // An expectation that does not read (an older format, a damaged file) loads nothing more.
+    let loads: Loads = (elves.expect.as_deref())
+        .and_then(|b| serde_json::from_slice(b).ok())
+        .unwrap_or_default();
+    roots.extend(loads.paths());
+    let reach = reach::reach(&view, roots);
+    let unused: Vec<UnusedLibrary> = (reach.unused.iter())
+        .map(|p| {
             let (size, owner) = sizes.get(p).cloned().unwrap_or((0, None));
-            unused.push(UnusedLibrary {
+            UnusedLibrary {
                 path: format!("/{p}"),
                 size,
                 owner,
-            });
-        }
-    }
+            }
+        })
+        .collect();
     Ok(UnusedReport {
         objects: view.objects.len(),
-        reached: closure.reached.len(),
+        reached: reach.reached.len(),
         unused_bytes: unused.iter().map(|u| u.size).sum(),
         unused,
-        missing: closure
-            .unresolved
-            .into_iter()
-            .filter(|(by, _)| !keep::is_optional(by))
+        missing: (reach.missing.into_iter())
             .map(|(by, needed)| MissingLibrary {
                 needed,
                 by: format!("/{by}"),

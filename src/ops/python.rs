@@ -293,7 +293,7 @@ pub enum LibraryFacts<'a> {
 
 /// The key of a wheel's shared libraries as installed for `python` (the scheme places them).
 fn libraries_key(wheel: &LockedWheel, python: &ImagePython) -> Digest {
-    let mut k = Key::new("wheel-libraries-v2").tool_version();
+    let mut k = Key::new("wheel-libraries-v3").tool_version();
     k.digest(&wheel.sha256)
         .str(&python.site_dir)
         .str(&python.scripts_dir);

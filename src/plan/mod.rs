@@ -118,6 +118,9 @@ pub struct Loader {
     pub objects: BTreeMap<String, SharedObject>,
     /// The wheels' directories `conf` lists (no leading `/`).
     pub dirs: Vec<String>,
+    /// The wheels' libraries the self-test loads by name (image paths, no leading `/`): roots
+    /// of `elf::reach` besides the extension modules and `data/dlopen.yaml`'s.
+    pub roots: Vec<String>,
     /// With `strip: [unused-libraries]`, the wheels' libraries the ELF closure does not
     /// reach (`unused.rs`); they are left out of `found` too.
     pub unused: BTreeSet<String>,
@@ -265,7 +268,8 @@ pub fn plan(
     strip_rules
         .remove
         .extend(strip_rules::gpu_files_removed(&device_code_gpus)?);
-    let mut loader = Some(loader(profile, python.as_ref(), &strip_rules)?);
+    let selftest = wants_selftest(profile, resolution);
+    let mut loader = Some(loader(profile, python.as_ref(), selftest, &strip_rules)?);
     if let Some(l) = &loader {
         strip_rules.unused = l.unused.clone();
     }
@@ -527,6 +531,7 @@ fn plan_wheels(
 fn loader(
     profile: &Profile,
     python: Option<&PythonInstall>,
+    selftest: bool,
     rules: &crate::strip::Rules,
 ) -> Result<Loader, PlanError> {
     let forward = profile.compat == CompatMode::Forward;
@@ -579,23 +584,19 @@ fn loader(
         }
         (LOADER_CONF.to_string(), text)
     });
-    let unused = match python {
-        Some(p) if profile.strip.contains(&StripClass::UnusedLibraries) => {
-            // The CUDA libraries the self-test loads at boot are used.
-            let checked = expectation::wheel_library_expectations(
-                &p.python.site_dir,
-                p.wheels
-                    .iter()
-                    .map(|w| (w.name.as_str(), w.version.as_str())),
-            )?;
-            let roots: Vec<String> = checked
+    // The CUDA libraries the self-test loads at boot are used, where the image carries it (its
+    // expectation lists them, for `inspect --unused` to read).
+    let roots = match python {
+        Some(p) if selftest => unused::selftest_roots(&expectation::wheel_library_expectations(
+            &p.python.site_dir,
+            p.wheels
                 .iter()
-                .flat_map(|l| {
-                    std::iter::once(&l.soname)
-                        .chain(&l.companions)
-                        .map(|n| format!("{}/{n}", l.dir.trim_start_matches('/')))
-                })
-                .collect();
+                .map(|w| (w.name.as_str(), w.version.as_str())),
+        )?),
+        _ => Vec::new(),
+    };
+    let unused = match python {
+        Some(_) if profile.strip.contains(&StripClass::UnusedLibraries) => {
             unused::unused_libraries(&objects, &dirs, &roots)
         }
         _ => BTreeSet::new(),
@@ -624,6 +625,7 @@ fn loader(
         forward,
         objects,
         dirs,
+        roots,
         unused,
     })
 }

@@ -1,17 +1,28 @@
-//! `strip: [unused-libraries]`: the wheels' shared libraries that nothing loads. The roots are
-//! every file Python may import as an extension module (any `*.so`, `lib`-prefixed too:
-//! Triton's `_C/libtriton.so`), every library `data/dlopen.yaml` says
-//! programs load by name, and the CUDA libraries the self-test loads at boot (the caller's
-//! `extra` roots); from them `DT_NEEDED` is followed as ld.so would
-//! (`elf::closure`), through the objects' RPATH/RUNPATH (`$ORIGIN`) and the wheels'
-//! `ld.so.conf` directories. Pure: a function of the wheels' ELF facts and the table, so the
-//! same wheels always lose the same files.
+//! `strip: [unused-libraries]`: the wheels' shared libraries that nothing loads, as
+//! `elf::reach` computes them (the one computation `inspect --unused` and the build's
+//! missing-library warning make too) over the wheels' ELF facts, their directories in
+//! `ld.so.cache`, and the self-test's libraries as more roots (it loads them by name at
+//! boot). Pure: a function of the wheels' ELF facts and the table, so the same wheels always
+//! lose the same files.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::elf::closure::LoaderView;
-use crate::elf::{keep, SharedObject};
-use crate::sources::wheel::{file_name, is_library_name};
+use crate::elf::{reach, SharedObject};
+use crate::expect::LibraryExpectation;
+
+/// The image paths (no leading `/`) the self-test loads by name: each checked library and the
+/// companions it loads after it.
+pub fn selftest_roots(checked: &[LibraryExpectation]) -> Vec<String> {
+    checked
+        .iter()
+        .flat_map(|l| {
+            std::iter::once(&l.soname)
+                .chain(&l.companions)
+                .map(|n| format!("{}/{n}", l.dir.trim_start_matches('/')))
+        })
+        .collect()
+}
 
 /// The library paths among `objects` (every wheel object, by image path) that no root
 /// reaches; `dirs` are the wheel directories the loader's cache lists, `extra` more roots.
@@ -25,17 +36,7 @@ pub fn unused_libraries(
         conf_dirs: dirs.to_vec(),
         ..Default::default()
     };
-    let roots = objects
-        .keys()
-        .filter(|p| keep::is_importable(file_name(p)) || keep::is_dlopened(p))
-        .cloned()
-        .chain(extra.iter().cloned());
-    let closure = view.closure(roots, &keep::is_host_library);
-    objects
-        .keys()
-        .filter(|p| is_library_name(file_name(p)) && !closure.reached.contains(*p))
-        .cloned()
-        .collect()
+    reach::reach(&view, extra.iter().cloned()).unused
 }
 
 #[cfg(test)]
@@ -88,5 +89,13 @@ mod tests {
         // A library the self-test loads is a root.
         let extra = [format!("{site}/nvidia/cusolver/lib/libcusolverMg.so.12")];
         assert!(unused_libraries(&objects, &dirs, &extra).is_empty());
+        // A library a reached library names in its strings (cuDNN loads it by name) is used.
+        let mut objects = objects;
+        if let Some(cudnn) = objects.get_mut(&format!("{site}/nvidia/cudnn/lib/libcudnn_ops.so.9"))
+        {
+            cudnn.named = vec!["libcusolverMg.so.12".into()];
+        }
+        let dirs = vec![dirs[0].clone(), format!("{site}/nvidia/cusolver/lib")];
+        assert!(unused_libraries(&objects, &dirs, &[]).is_empty());
     }
 }

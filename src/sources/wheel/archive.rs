@@ -282,14 +282,15 @@ impl Archive {
     }
 
     /// The ELF facts of entry `m` (`None` when it is no shared object gpuimg reads), from
-    /// its bytes decompressed as a stream, at most twice, never held whole.
+    /// its bytes decompressed as a stream (to its end, for the library names its strings
+    /// hold), at most twice, never held whole.
     pub fn elf_facts(&self, m: &Member) -> Result<Option<crate::elf::SharedObject>, WheelError> {
         let mut f = self.member(m);
         let mut again = |off: u64, len: u64| {
             let mut g = self.member(m);
             crate::elf::range_at(&mut (&mut g).take(m.size), off, len)
         };
-        Ok(crate::elf::parse_stream(
+        Ok(crate::elf::parse_stream_named(
             &mut (&mut f).take(m.size),
             &mut again,
         ))
@@ -306,7 +307,7 @@ impl Archive {
             let mut g = self.member(m);
             crate::elf::range_at(&mut (&mut g).take(m.size), off, len)
         };
-        Ok(capture.finish(&mut again))
+        Ok(capture.finish(m.size, &mut again))
     }
 
     /// Where `m`'s bytes also lie as one raw deflate stream (when the entry is deflated),

@@ -43,11 +43,10 @@ pub fn file_name(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
-/// Whether a file name is one a shared library has (`lib*.so`, `lib*.so.N…`).
+/// Whether a file name is one a shared library has (`lib*.so`, `lib*.so.N…`): the rule
+/// `elf::reach` judges libraries by.
 pub fn is_library_name(name: &str) -> bool {
-    name.starts_with("lib")
-        && (name.ends_with(".so") || name.contains(".so."))
-        && !name.ends_with(".py")
+    crate::elf::reach::is_library_name(name)
 }
 
 /// Whether a file name is a Python extension module's (`*.so` that is no `lib*` library).
@@ -200,6 +199,7 @@ mod tests {
         // Only this test makes taps in this process: what they hold is all that is held.
         let start = HELD.load(std::sync::atomic::Ordering::Relaxed);
         let bytes = with_dynamic(crate::elf::MAX_STREAM_PART as usize);
+        let len = bytes.len() as u64;
         let mut none = |_: u64, _: u64| -> Option<Vec<u8>> { None };
         let n = (MAX_HELD / crate::elf::MAX_STREAM_PART) as usize + 8;
         let taps: Vec<LibraryTap> = (0..n).map(|_| LibraryTap::default()).collect();
@@ -212,14 +212,14 @@ mod tests {
         assert!(held <= MAX_HELD, "{held} bytes held");
         let answered = taps
             .iter()
-            .filter(|t| t.capture().unwrap().finish(&mut none).is_some())
+            .filter(|t| t.capture().unwrap().finish(len, &mut none).is_some())
             .count();
         // The first ones answer; those past the cap leave it to the caller.
         assert!(answered > 0 && answered < n, "{answered} of {n} answered");
         let first = taps[0]
             .capture()
             .unwrap()
-            .finish(&mut none)
+            .finish(len, &mut none)
             .unwrap()
             .unwrap();
         assert_eq!((first.is_64, first.machine, first.soname), (true, 62, None));

@@ -7,7 +7,8 @@
 //! stream reader (`gpuimg::elf::parse_stream`, for wheel members) never disagrees with the
 //! whole-file reader when both read the file; and the capture the layer writer feeds
 //! (`gpuimg::elf::capture`), fed in pieces of any size, either leaves the answer to its
-//! caller or gives exactly what the stream reader gives; and the section stripper
+//! caller or gives exactly what the stream reader gives when it reads on to the end for the
+//! library names the file holds (`parse_stream_named`); and the section stripper
 //! (`gpuimg::elf::strip`, for `strip: [debug-symbols]`) either leaves a file alone or writes
 //! one of the planned, smaller size that reads the same to the ELF reader and has nothing
 //! left to strip.
@@ -53,6 +54,9 @@ fn check(b: &[u8]) -> Verdict {
     let streamed = gpuimg::elf::parse_stream(&mut &b[..], &mut |off, len| {
         gpuimg::elf::range_at(&mut &b[..], off, len)
     });
+    let named = gpuimg::elf::parse_stream_named(&mut &b[..], &mut |off, len| {
+        gpuimg::elf::range_at(&mut &b[..], off, len)
+    });
     // Pieces of a size the input picks (1 to 4096 bytes), and the whole file at once.
     let piece = b.get(7).map_or(1, |&x| usize::from(x) * 16 + 1);
     for size in [piece, b.len().max(1)] {
@@ -61,10 +65,10 @@ fn check(b: &[u8]) -> Verdict {
             c.feed((i * size) as u64, p);
         }
         let mut again = |off, len| gpuimg::elf::range_at(&mut &b[..], off, len);
-        if let Some(taken) = c.finish(&mut again) {
-            if taken != streamed {
+        if let Some(taken) = c.finish(b.len() as u64, &mut again) {
+            if taken != named {
                 return Err(format!(
-                    "the capture (pieces of {size}) says {taken:?}, the stream reader {streamed:?}"
+                    "the capture (pieces of {size}) says {taken:?}, the stream reader {named:?}"
                 ));
             }
         }
