@@ -210,6 +210,20 @@ pub enum BuildError {
     },
 }
 
+impl BuildError {
+    /// 1 for an answer of "no" (over `--max-size`; the Python packages' "no"), 3 for a broken
+    /// internal rule, 2 for everything else; a wrapped error keeps its own code.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            BuildError::TooLarge { .. } => 1,
+            BuildError::Internal(_) | BuildError::Unplanned(_) => 3,
+            BuildError::Wheel(e) => e.exit_code(),
+            BuildError::Pypi(e) => e.exit_code(),
+            _ => 2,
+        }
+    }
+}
+
 impl From<crate::plan::libraries::LibraryError> for BuildError {
     fn from(e: crate::plan::libraries::LibraryError) -> Self {
         BuildError::Library(Box::new(e))

@@ -108,27 +108,17 @@ impl From<ResolveError> for OpsError {
 }
 
 impl OpsError {
-    /// 1 for an answer of "no" (an incompatible stack, an image over `--max-size`), 3 for a broken internal rule, 2 for everything else (bad
-    /// input, usage, I/O).
+    /// 1 for an answer of "no" (an incompatible stack, an image over `--max-size`), 3 for a
+    /// broken internal rule, 2 for everything else (bad input, usage, I/O). The code is the
+    /// wrapped error's own (`WheelError::exit_code`, `BuildError::exit_code`, …): an error exits
+    /// the same whichever wrapper it travelled through.
     pub fn exit_code(&self) -> u8 {
         match self {
             OpsError::Incompatible(_) => 1,
-            OpsError::Build(e) if matches!(**e, BuildError::TooLarge { .. }) => 1,
             OpsError::Pypi(e) => e.exit_code(),
-            OpsError::Plan(
-                PlanError::Library(_) | PlanError::LayerKinds(_) | PlanError::DeviceCodeWithoutGpus,
-            ) => 2,
-            OpsError::Plan(_) => 3,
-            OpsError::Build(e)
-                if matches!(
-                    **e,
-                    BuildError::Internal(_)
-                        | BuildError::Unplanned(_)
-                        | BuildError::Wheel(WheelError::Internal(_))
-                ) =>
-            {
-                3
-            }
+            OpsError::Plan(e) => e.exit_code(),
+            OpsError::Build(e) => e.exit_code(),
+            OpsError::Wheel(e) => e.exit_code(),
             _ => 2,
         }
     }
@@ -191,5 +181,31 @@ pub(crate) fn apt_error_at(profile: &crate::profile::Profile, e: AptError) -> Op
             message: e.to_string(),
         }),
         None => OpsError::Apt(e),
+    }
+}
+
+#[cfg(test)]
+mod exit_code_tests {
+    use super::*;
+    use crate::sources::pypi::PypiError;
+
+    /// Issue 35, item 4: an error's code is decided by what it is, never by the wrapper it
+    /// travelled through (`OpsError::Wheel(WheelError::Internal)` exited 2, the build path's
+    /// `OpsError::Build(BuildError::Wheel(…))` 3; a Python "no" inside the build exited 2).
+    #[test]
+    fn an_error_exits_the_same_through_every_wrapper() {
+        let internal = || WheelError::Internal("rule");
+        assert_eq!(OpsError::Wheel(internal()).exit_code(), 3);
+        assert_eq!(OpsError::from(BuildError::Wheel(internal())).exit_code(), 3);
+        let no = || PypiError::NoSolution {
+            explanation: "x".into(),
+        };
+        assert_eq!(OpsError::Pypi(no()).exit_code(), 1);
+        assert_eq!(OpsError::from(BuildError::Pypi(no())).exit_code(), 1);
+        assert_eq!(
+            OpsError::from(PlanError::DeviceCodeWithoutGpus).exit_code(),
+            2
+        );
+        assert_eq!(OpsError::from(PlanError::Facts("x")).exit_code(), 3);
     }
 }

@@ -234,6 +234,19 @@ pub enum PlanError {
     Sbom(#[source] serde_json::Error),
 }
 
+impl PlanError {
+    /// 2 for what the profile asks that cannot be (bad input), 3 for a plan that breaks its
+    /// own rules or tables that do not hold (a bug in gpuimg).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            PlanError::Library(_) | PlanError::LayerKinds(_) | PlanError::DeviceCodeWithoutGpus => {
+                2
+            }
+            _ => 3,
+        }
+    }
+}
+
 impl From<libraries::LibraryError> for PlanError {
     fn from(e: libraries::LibraryError) -> Self {
         PlanError::Library(Box::new(e))

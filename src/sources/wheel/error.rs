@@ -176,3 +176,13 @@ pub enum WheelError {
     #[error("Internal error in the wheel installer: {0}")]
     Internal(&'static str),
 }
+
+impl WheelError {
+    /// 3 for a broken rule of the installer, 2 for everything else (bad input, I/O).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            WheelError::Internal(_) => 3,
+            _ => 2,
+        }
+    }
+}
