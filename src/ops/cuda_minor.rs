@@ -219,19 +219,25 @@ mod tests {
         assert!(needed(&c, &wheels, 11).is_none());
     }
 
+    /// An H200 profile with `stack.cuda: CUDA`, and its resolution.
+    fn resolved(c: &Catalog, cuda: &str) -> (Profile, Resolution) {
+        let p = crate::profile::parse(
+            &format!("name: x\nhost: {{gpus: [H200]}}\nstack: {{cuda: \"{cuda}\"}}\n"),
+            "p.yaml",
+            std::path::Path::new("/x"),
+            &|_| None,
+        )
+        .unwrap();
+        let r = crate::resolve::resolve(&p, c).unwrap();
+        (p, r)
+    }
+
     #[test]
     fn an_open_pin_follows_the_wheels_within_itself() {
         let c = Catalog::embedded().unwrap();
         let settle = |cuda: &str, cublas: &str| {
             let wheels = [wheel("nvidia-cublas-cu12", cublas)];
-            let p = crate::profile::parse(
-                &format!("name: x\nhost: {{gpus: [H200]}}\nstack: {{cuda: \"{cuda}\"}}\n"),
-                "p.yaml",
-                std::path::Path::new("/x"),
-                &|_| None,
-            )
-            .unwrap();
-            let r = crate::resolve::resolve(&p, &c).unwrap();
+            let (p, r) = resolved(&c, cuda);
             settle_needed(&p, &c, &r, &wheels, &mut crate::observe::Silent)
                 .map(|r| r.and_then(|r| r.version(Component::Cuda).map(|v| v.truncate(2))))
                 .map_err(|e| e.to_string())
@@ -256,14 +262,7 @@ mod tests {
     fn only_a_pin_of_one_minor_holds_the_wheels() {
         let c = Catalog::embedded().unwrap();
         let held = |cuda: &str| {
-            let p = crate::profile::parse(
-                &format!("name: x\nhost: {{gpus: [H200]}}\nstack: {{cuda: \"{cuda}\"}}\n"),
-                "p.yaml",
-                std::path::Path::new("/x"),
-                &|_| None,
-            )
-            .unwrap();
-            let r = crate::resolve::resolve(&p, &c).unwrap();
+            let (p, r) = resolved(&c, cuda);
             pinned_minor(&p, &r, &c).map(|v| v.truncate(2).to_string())
         };
         assert_eq!(held("12.8").as_deref(), Some("12.8"));
