@@ -20,27 +20,7 @@ impl Tree {
                 format!("`/{path}` is {size} bytes, more than the {cap} read back"),
             ));
         }
-        let mut buf = Vec::with_capacity(*size as usize);
-        match data {
-            DataSource::Bytes(b) => buf.extend_from_slice(b),
-            DataSource::Path {
-                path: p, identity, ..
-            } => {
-                super::open_same_file(p, identity)?
-                    .take(*size)
-                    .read_to_end(&mut buf)?;
-            }
-            DataSource::TarSpan {
-                tarball, offset, ..
-            } => {
-                let mut f = fs_err::File::open(tarball.as_path())?;
-                f.seek(SeekFrom::Start(*offset))?;
-                f.take(*size).read_to_end(&mut buf)?;
-            }
-            DataSource::Archived(a) => {
-                a.open()?.take(*size).read_to_end(&mut buf)?;
-            }
-        }
+        let buf = read_prefix(data, *size)?;
         if buf.len() as u64 != *size {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
@@ -56,29 +36,7 @@ impl Tree {
         let Some(EntryKind::File { size, data }) = self.get(path).map(|e| &e.kind) else {
             return Ok(None);
         };
-        let n = n.min(*size);
-        let mut buf = Vec::with_capacity(n as usize);
-        match data {
-            DataSource::Bytes(b) => buf.extend_from_slice(&b[..b.len().min(n as usize)]),
-            DataSource::Path {
-                path: p, identity, ..
-            } => {
-                super::open_same_file(p, identity)?
-                    .take(n)
-                    .read_to_end(&mut buf)?;
-            }
-            DataSource::TarSpan {
-                tarball, offset, ..
-            } => {
-                let mut f = fs_err::File::open(tarball.as_path())?;
-                f.seek(SeekFrom::Start(*offset))?;
-                f.take(n).read_to_end(&mut buf)?;
-            }
-            DataSource::Archived(a) => {
-                a.open()?.take(n).read_to_end(&mut buf)?;
-            }
-        }
-        Ok(Some(buf))
+        read_prefix(data, n.min(*size)).map(Some)
     }
 
     /// Give the regular file at `path` the bytes `data` (everything else about it stays);
@@ -110,6 +68,33 @@ impl Tree {
         }
         true
     }
+}
+
+/// The first `n` bytes of `data` (fewer when it is shorter): the one reader of a tree file's
+/// bytes for `read_file` and `read_head`.
+fn read_prefix(data: &DataSource, n: u64) -> io::Result<Vec<u8>> {
+    let mut buf = Vec::with_capacity(n as usize);
+    match data {
+        DataSource::Bytes(b) => buf.extend_from_slice(&b[..b.len().min(n as usize)]),
+        DataSource::Path {
+            path: p, identity, ..
+        } => {
+            super::open_same_file(p, identity)?
+                .take(n)
+                .read_to_end(&mut buf)?;
+        }
+        DataSource::TarSpan {
+            tarball, offset, ..
+        } => {
+            let mut f = fs_err::File::open(tarball.as_path())?;
+            f.seek(SeekFrom::Start(*offset))?;
+            f.take(n).read_to_end(&mut buf)?;
+        }
+        DataSource::Archived(a) => {
+            a.open()?.take(n).read_to_end(&mut buf)?;
+        }
+    }
+    Ok(buf)
 }
 
 #[cfg(test)]
