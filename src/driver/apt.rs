@@ -21,8 +21,8 @@ use crate::layer::LayerBlob;
 use crate::observe::Observer;
 use crate::plan::components::{self, Assignment};
 use crate::plan::libraries::{self, Library, Provider};
-use crate::plan::{split, AptInstall, METADATA};
-use crate::profile::{Base, Platform, Profile};
+use crate::plan::{split, AptInstall, Loader, METADATA};
+use crate::profile::Platform;
 use crate::sources::apt::{self, AptOptions};
 use crate::sources::Source;
 use crate::staging::Staged;
@@ -65,17 +65,17 @@ fn owners(
 }
 
 /// `opts` with what the wheels add for the loader (the plan's [`crate::plan::Loader`]).
-fn loader_options(mut opts: AptOptions, install: &AptInstall) -> AptOptions {
+fn loader_options(mut opts: AptOptions, loader: &Loader) -> AptOptions {
     opts.loader = apt::LoaderExtra {
-        conf: install.loader.conf.clone(),
-        libraries: install.loader.found.clone(),
+        conf: loader.conf.clone(),
+        libraries: loader.found.clone(),
     };
     opts
 }
 
 /// The image's libraries, apt packages' and wheels' together: no driver library among the
 /// packages' files, and one provider per SONAME (see `plan::libraries`).
-fn check_libraries(installed: &apt::Installed, install: &AptInstall) -> Result<(), BuildError> {
+fn check_libraries(installed: &apt::Installed, loader: &Loader) -> Result<(), BuildError> {
     let owner = |path: &str| {
         installed
             .owners
@@ -88,7 +88,7 @@ fn check_libraries(installed: &apt::Installed, install: &AptInstall) -> Result<(
         .iter()
         .filter_map(|(path, pkgs)| Some((path.as_str(), Provider::Deb(pkgs.last()?.clone()))))
         .collect();
-    libraries::check_driver_files(files.iter().map(|(p, o)| (*p, o)), install.loader.forward)?;
+    libraries::check_driver_files(files.iter().map(|(p, o)| (*p, o)), loader.forward)?;
     let mut all: Vec<Library> = installed
         .libraries
         .iter()
@@ -100,8 +100,8 @@ fn check_libraries(installed: &apt::Installed, install: &AptInstall) -> Result<(
             })
         })
         .collect();
-    all.extend(install.loader.wheel_libraries.iter().cloned());
-    libraries::check_providers(&all, &install.loader.picks)?;
+    all.extend(loader.wheel_libraries.iter().cloned());
+    libraries::check_providers(&all, &loader.picks)?;
     Ok(())
 }
 
@@ -111,8 +111,7 @@ fn check_libraries(installed: &apt::Installed, install: &AptInstall) -> Result<(
 /// objects, their directories in `ld.so.cache` and the apt packages' SONAMEs; a library
 /// nothing loads is not judged (a plugin for InfiniBand needs `libibverbs`), and the driver's
 /// libraries count as provided (the container runtime injects them).
-fn check_needs(installed: &apt::Installed, install: &AptInstall, obs: &mut dyn Observer) {
-    let loader = &install.loader;
+fn check_needs(installed: &apt::Installed, loader: &Loader, obs: &mut dyn Observer) {
     if loader.objects.is_empty() {
         return;
     }
@@ -170,8 +169,9 @@ pub struct AptLayers {
 #[allow(clippy::too_many_arguments)]
 pub fn install_and_split(
     install: &AptInstall,
+    loader: &Loader,
     rules: &Rules,
-    profile: &Profile,
+    platform: &Platform,
     opts: &BuildOptions,
     scratch: &Staged,
     cached: &BTreeSet<String>,
@@ -179,19 +179,12 @@ pub fn install_and_split(
     cache: &Cache,
     obs: &mut dyn Observer,
 ) -> Result<AptLayers, BuildError> {
-    let Base::Apt(spec) = &profile.base else {
-        return Ok(AptLayers {
-            written: BTreeMap::new(),
-            trees: BTreeMap::new(),
-            stripped: BTreeMap::new(),
-        });
-    };
     let root = scratch
         .new_subdir("apt-root")
         .map_err(assemble::AssembleError::Io)?;
     let front = BTreeMap::from([(
         components::OS.to_string(),
-        apt::merged_usr_links(profile.platform.debian_arch())
+        apt::merged_usr_links(platform.debian_arch())
             .into_iter()
             .map(str::to_string)
             .collect(),
@@ -208,12 +201,12 @@ pub fn install_and_split(
     );
     let mut failed: Option<BuildError> = None;
     let installed = apt::install_replaying(
-        spec,
-        &profile.platform,
-        &profile.dir,
+        &install.spec,
+        platform,
+        &install.dir,
         &loader_options(
             apt_options(&opts.cache_root, opts.offline, &opts.trust),
-            install,
+            loader,
         ),
         Some(&install.packages),
         &|package: &str| {
@@ -235,8 +228,8 @@ pub fn install_and_split(
         (Err(apt::AptError::Consumer { .. }), Some(e)) => return Err(e),
         (r, _) => r?,
     };
-    check_libraries(&installed, install)?;
-    check_needs(&installed, install, obs);
+    check_libraries(&installed, loader)?;
+    check_needs(&installed, loader, obs);
     let mut tree = apt::AptRoot {
         root: &root,
         installed: &installed,
@@ -267,7 +260,7 @@ pub fn install_and_split(
             .by_class
             .insert((class, owner), r);
     }
-    let owner = owners(&installed, &install.assignment, &profile.platform, &tree);
+    let owner = owners(&installed, &install.assignment, platform, &tree);
     let parts = split::split(tree, &owner, install.assignment.order(), METADATA)?;
     let mut trees: BTreeMap<String, Tree> = parts.into_iter().collect();
     // The unpack order: packages sorted by name, then architecture.

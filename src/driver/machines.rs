@@ -215,13 +215,13 @@ pub(super) fn also(n: usize) -> String {
 
 /// Fail when an ELF file the image of `layers` (config `config`) would run or load is not for
 /// `platform`'s machine. Besides the image's `ld.so.conf`, the loader searches the wheels'
-/// library directories `plan` gives it.
+/// library directories `loader_dirs` (the plan's, with an apt base).
 pub fn check(
     cache: &Cache,
     layers: &[ImageLayer],
     config: &[u8],
     platform: &crate::profile::Platform,
-    plan: &crate::plan::Plan,
+    loader_dirs: &[String],
 ) -> Result<(), BuildError> {
     let Some(want) = machine::of_architecture(&platform.architecture) else {
         return Ok(());
@@ -248,7 +248,7 @@ pub fn check(
         .values()
         .flat_map(|t| startable::conf_dirs(t))
         .collect();
-    dirs.extend(plan.apt.iter().flat_map(|a| a.loader.dirs.iter().cloned()));
+    dirs.extend(loader_dirs.iter().cloned());
     let image = Image {
         elves: &elves,
         links: &links,

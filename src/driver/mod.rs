@@ -15,43 +15,34 @@
 //! the complete plan's [`execute`] takes each such layer only where it is the one it would
 //! write.
 
-use std::collections::{BTreeSet, HashSet};
 use std::path::PathBuf;
-use std::sync::Arc;
 
 mod apt;
 mod device_code;
 mod generated;
 mod machines;
-mod prewrite;
+mod jobs;
 mod python;
+mod schedule;
 mod stream;
 mod strip;
 mod strip_sections;
 
 pub use apt::apt_options;
-pub use prewrite::Prewritten;
 
-use crate::assemble::{self, DataSource, Tree};
+use crate::assemble::{self, Tree};
 use crate::byte_size::ByteSize;
 use crate::cache::{serde_name, Cache};
 use crate::digest::Digest;
-use crate::expect::DEFAULT_PATH;
 use crate::export::{self, Replace, Target};
 use crate::image::{self, ImageLayer, ImageSpec};
 use crate::layer::{self, Compression, LayerOptions};
 use crate::lock::{LockedPackage, LockedWheel};
-use crate::observe::{Observer, Recorded};
+use crate::observe::Observer;
 use crate::plan::{Inputs, Plan};
-use crate::profile::Profile;
 use crate::reference::{RegistryRef, Tag};
 use crate::registry::{self, Pushed};
-use crate::sbom::SBOM_PATH;
-use crate::sources::files::Files;
 use crate::sources::pypi::PythonRequest;
-use crate::sources::rootfs::Rootfs;
-use crate::sources::wheel;
-use crate::sources::Source;
 use crate::staging::{self, Staged};
 
 /// Where the built image goes.
@@ -94,6 +85,8 @@ pub struct BuildOptions {
     pub max_size: Option<ByteSize>,
     /// Also write the image's SBOM here (`--sbom FILE`).
     pub sbom: Option<PathBuf>,
+    /// How many layer jobs run at once (`--jobs`, at least 1).
+    pub jobs: usize,
 }
 
 impl BuildOptions {
@@ -165,6 +158,10 @@ pub enum BuildError {
     Wheel(#[from] crate::sources::wheel::WheelError),
     #[error(transparent)]
     Library(Box<crate::plan::libraries::LibraryError>),
+    /// What the facts the jobs produced make of the plan (a driver library among the wheels,
+    /// two providers of one library).
+    #[error(transparent)]
+    Plan(Box<crate::plan::PlanError>),
     /// A plan that breaks its own rules: a bug in gpuimg.
     #[error("Internal error: {0}")]
     Internal(&'static str),
@@ -219,8 +216,24 @@ impl BuildError {
             BuildError::Internal(_) | BuildError::Unplanned(_) => 3,
             BuildError::Wheel(e) => e.exit_code(),
             BuildError::Pypi(e) => e.exit_code(),
+            BuildError::Plan(e) => e.exit_code(),
             _ => 2,
         }
+    }
+}
+
+impl From<crate::sources::wheel::facts::FactsError> for BuildError {
+    fn from(e: crate::sources::wheel::facts::FactsError) -> Self {
+        match e {
+            crate::sources::wheel::facts::FactsError::Pypi(e) => BuildError::Pypi(e),
+            crate::sources::wheel::facts::FactsError::Wheel(e) => BuildError::Wheel(e),
+        }
+    }
+}
+
+impl From<crate::plan::PlanError> for BuildError {
+    fn from(e: crate::plan::PlanError) -> Self {
+        BuildError::Plan(Box::new(e))
     }
 }
 
@@ -230,57 +243,14 @@ impl From<crate::plan::libraries::LibraryError> for BuildError {
     }
 }
 
-/// Execute `plan` for `profile`: write its image to the target. `python` says where the
-/// plan's wheels come from (the profile's indexes, for wheels not in the cache).
+/// Execute `plan`: write its image to the target. `python` says where the plan's wheels come
+/// from (the profile's indexes, for wheels not in the cache).
 pub fn execute(
     plan: &Plan,
-    profile: &Profile,
     opts: &BuildOptions,
     python: Option<&PythonRequest>,
-    prewritten: Option<&Prewritten>,
     obs: &mut dyn Observer,
 ) -> Result<BuildOutcome, BuildError> {
-    run(plan, profile, opts, python, Pass::Image(prewritten), obs)?.ok_or(BuildError::Internal(
-        "the image pass of a build ended without an image",
-    ))
-}
-
-/// Write the wheel layers of `plan` that are not cached, before the rest of the build is
-/// planned: `plan` was made without the libraries of some wheels (`PythonInstall::
-/// libraries_complete`), which their layers' writing takes (`Prewritten::taps`). The layers
-/// are stripped without protecting any library and are not recorded under their keys: the
-/// complete plan's [`execute`] takes each one whose key it plans too and which its own
-/// protected libraries would have left as it is, else writes it again.
-pub fn prewrite_wheels(
-    plan: &Plan,
-    profile: &Profile,
-    opts: &BuildOptions,
-    python: Option<&PythonRequest>,
-    obs: &mut dyn Observer,
-) -> Result<Prewritten, BuildError> {
-    let mut out = Prewritten::default();
-    run(plan, profile, opts, python, Pass::Wheels(&mut out), obs)?;
-    Ok(out)
-}
-
-/// What one run over a plan's layers does.
-enum Pass<'a> {
-    /// Every layer, then the image and its output; the wheel layers written before the plan
-    /// was complete are taken from here.
-    Image(Option<&'a Prewritten>),
-    /// The wheel layers only, into here (see [`prewrite_wheels`]).
-    Wheels(&'a mut Prewritten),
-}
-
-fn run(
-    plan: &Plan,
-    profile: &Profile,
-    opts: &BuildOptions,
-    python: Option<&PythonRequest>,
-    mut pass: Pass<'_>,
-    obs: &mut dyn Observer,
-) -> Result<Option<BuildOutcome>, BuildError> {
-    let wheels_only = matches!(pass, Pass::Wheels(_));
     let replace = if opts.force {
         Replace::Force
     } else {
@@ -307,328 +277,38 @@ fn run(
         })?;
     // The roots unpacked under it get block groups of their own (thousands of files each).
     scratch.spread_subdirs();
-    let lopts = opts.layer_options();
+    let ctx = schedule::Ctx {
+        plan,
+        opts,
+        python,
+        cache: &cache,
+        scratch: &scratch,
+    };
+    let ran = schedule::run(&ctx, obs)?;
+    finish(plan, opts, replace, &cache, ran, obs)
+}
 
-    let mut layers: Vec<ImageLayer> = Vec::new();
-    // (component, digest, whether it is an apt layer)
-    let mut reused: Vec<(String, Digest, bool)> = Vec::new();
-    // The libraries' taps of the wheel layers written (kept by the wheels pass).
-    let mut taps = wheel::Taps::new();
-    // Every planned layer's cached blob, looked up once: the apt install needs to know which
-    // components it must write in full.
-    let mut found: Vec<Option<layer::LayerBlob>> = plan
-        .layers
-        .iter()
-        .map(|lp| {
-            let wanted = !wheels_only || matches!(lp.inputs, Inputs::Wheels { .. });
-            lp.key
-                .as_ref()
-                .filter(|_| wanted)
-                .and_then(|k| layer::lookup(&cache, k, obs))
-        })
-        .collect();
-    // The wheels' libraries `ld.so.cache` indexes stay.
-    let protect: HashSet<String> = plan
-        .apt
-        .iter()
-        .flat_map(|a| a.loader.found.iter().map(|(p, _)| p.clone()))
-        .collect();
-    // The wheel layers written before the plan was complete, where this plan takes them.
-    let pre: Vec<Option<&prewrite::PrewrittenLayer>> = plan
-        .layers
-        .iter()
-        .zip(&found)
-        .map(|(lp, f)| match (&pass, &lp.inputs, &lp.key, f) {
-            (Pass::Image(Some(p)), Inputs::Wheels { .. }, Some(k), None) => p.take(k, &protect),
-            _ => None,
-        })
-        .collect();
-    // (The apt layers' only: a wheel layer may bear the name of an apt component.)
-    let cached: BTreeSet<String> = plan
-        .layers
-        .iter()
-        .zip(&found)
-        .filter(|(lp, f)| {
-            f.is_some() && matches!(lp.inputs, Inputs::Debs { .. } | Inputs::AptMetadata)
-        })
-        .map(|(lp, _)| lp.component.clone())
-        .collect();
-    // The apt package components not in the cache are written while unpacking.
-    let stream: BTreeSet<String> = plan
-        .layers
-        .iter()
-        .filter(|lp| matches!(lp.inputs, Inputs::Debs { .. }) && !cached.contains(&lp.component))
-        .map(|lp| lp.component.clone())
-        .collect();
-    // The apt layers, made on the first apt layer not in the cache.
-    let mut apt_layers: Option<apt::AptLayers> = None;
-    // The wheel layers not in the cache are installed on a thread of their own, one ahead of
-    // the layer being written (unzipping the next overlaps compressing this one); what that
-    // thread reports is told in order when its tree is taken.
-    let ahead: Vec<(&str, &[String])> = plan
-        .layers
-        .iter()
-        .zip(&found)
-        .zip(&pre)
-        .filter_map(|((lp, f), p)| match (&lp.inputs, f, p) {
-            (Inputs::Wheels { names }, None, None) => {
-                Some((lp.component.as_str(), names.as_slice()))
-            }
-            _ => None,
-        })
-        .collect();
-    std::thread::scope(|s| -> Result<(), BuildError> {
-        let (ahead_tx, ahead_rx) =
-            std::sync::mpsc::sync_channel::<(Result<(Tree, wheel::Taps), BuildError>, Recorded)>(0);
-        if !ahead.is_empty() {
-            let (cache, scratch) = (&cache, scratch.path());
-            s.spawn(move || {
-                for (component, names) in ahead {
-                    let mut rec = Recorded::default();
-                    let installed = match plan.python.as_ref() {
-                        Some(install) => python::install(
-                            install,
-                            names,
-                            component,
-                            python,
-                            opts,
-                            cache,
-                            scratch,
-                            wheels_only,
-                            &mut rec,
-                        ),
-                        None => Err(BuildError::Internal(
-                            "a python-packages layer was planned without its wheels",
-                        )),
-                    };
-                    let failed = installed.is_err();
-                    if ahead_tx.send((installed, rec)).is_err() || failed {
-                        return;
-                    }
-                }
-            });
-        }
-        for ((lp, found), pre) in plan.layers.iter().zip(found.iter_mut()).zip(&pre) {
-            let component = lp.component.as_str();
-            if wheels_only && !matches!(lp.inputs, Inputs::Wheels { .. }) {
-                continue;
-            }
-            if let Some(p) = pre {
-                // Written this build, before the plan was complete: checked as it would
-                // have been then.
-                check_over_lower(&cache, &layers, &p.tree)?;
-                machines::remember(&cache, component, &p.blob, &p.tree)?;
-                if let Some(k) = &lp.key {
-                    layer::remember(&cache, k, &p.blob)?;
-                }
-                layers.push(ImageLayer {
-                    component: lp.component.clone(),
-                    blob: p.blob.clone(),
-                });
-                continue;
-            }
-            if let Some(blob) = found.take() {
-                reused.push((lp.component.clone(), blob.digest, is_apt(lp)));
-                layers.push(ImageLayer {
-                    component: lp.component.clone(),
-                    blob,
-                });
-                continue;
-            }
-            // What strip removed from this layer's input, for its sizes.
-            let mut stripped: Option<crate::strip::Stripped> = None;
-            // The libraries `device-code` pruned, for its sizes.
-            let mut pruned: Vec<device_code::PrunedFile> = Vec::new();
-            // The libraries whose debug sections `debug-symbols` cut, for its sizes.
-            let mut sections: Vec<strip_sections::StrippedFile> = Vec::new();
-            let tree = match &lp.inputs {
-                Inputs::Rootfs {
-                    path,
-                    allow_special,
-                } => {
-                    let mut tree = Rootfs {
-                        path: path.clone(),
-                        allow_special: *allow_special,
-                    }
-                    .tree(scratch.path())?;
-                    for w in tree.warnings() {
-                        obs.warn(&w);
-                    }
-                    stripped = Some(strip::strip_tree(
-                        &mut tree,
-                        &lp.strip,
-                        &plan.strip_rules_for(lp),
-                        &HashSet::new(),
-                        "the base",
-                        obs,
-                    )?);
-                    tree
-                }
-                Inputs::Debs { .. } | Inputs::AptMetadata => {
-                    let made = match &mut apt_layers {
-                        Some(t) => t,
-                        None => {
-                            let install = plan.apt.as_ref().ok_or(BuildError::Internal(
-                                "an apt layer was planned without its install",
-                            ))?;
-                            apt_layers.insert(apt::install_and_split(
-                                install,
-                                &plan.strip_rules_for(lp),
-                                profile,
-                                opts,
-                                &scratch,
-                                &cached,
-                                &stream,
-                                &cache,
-                                obs,
-                            )?)
-                        }
-                    };
-                    stripped = made.stripped.remove(component);
-                    if let Some(mut blob) = made.written.remove(component) {
-                        add_stripped(&mut blob.sizes, stripped.as_ref());
-                        if let Some(k) = &lp.key {
-                            layer::remember(&cache, k, &blob)?;
-                        }
-                        layers.push(ImageLayer {
-                            component: lp.component.clone(),
-                            blob,
-                        });
-                        continue;
-                    }
-                    // Stripped with the whole install; a component that received nothing is an
-                    // empty layer (the plan promised it).
-                    made.trees.remove(component).unwrap_or_else(|| {
-                        Tree::new(format!("`the apt packages` layer `{component}`"))
-                    })
-                }
-                Inputs::Wheels { .. } => {
-                    let (installed, recorded) = ahead_rx
-                        .recv()
-                        .map_err(|_| BuildError::Internal("the wheel installs stopped early"))?;
-                    recorded.replay(obs);
-                    let (mut tree, layer_taps) = installed?;
-                    taps.extend(layer_taps);
-                    let rules = plan.strip_rules_for(lp);
-                    // A prewritten layer protects nothing (see `prewrite_wheels`).
-                    let none = HashSet::new();
-                    stripped = Some(strip::strip_tree(
-                        &mut tree,
-                        &lp.strip,
-                        &rules,
-                        if wheels_only { &none } else { &protect },
-                        &format!("the `{component}` wheels"),
-                        obs,
-                    )?);
-                    if lp.strip.contains(&crate::profile::StripClass::DeviceCode) {
-                        pruned = device_code::prune_tree(
-                            &mut tree,
-                            &plan.device_code_gpus,
-                            &rules,
-                            &cache,
-                            &format!("the `{component}` wheels"),
-                            obs,
-                        )?;
-                    }
-                    if lp.strip.contains(&crate::profile::StripClass::DebugSymbols) {
-                        sections = strip_sections::strip_sections_tree(
-                            &mut tree,
-                            &rules,
-                            &cache,
-                            &format!("the `{component}` wheels"),
-                            obs,
-                        )?;
-                    }
-                    if !wheels_only {
-                        check_over_lower(&cache, &layers, &tree)?;
-                    }
-                    tree
-                }
-                Inputs::Files(files) => {
-                    let tree = Files {
-                        entries: files.clone(),
-                    }
-                    .tree(scratch.path())?;
-                    for w in tree.warnings() {
-                        obs.warn(&w);
-                    }
-                    check_over_lower(&cache, &layers, &tree)?;
-                    tree
-                }
-                Inputs::Selftest { binary } => generated::selftest_tree(binary)?,
-                Inputs::Expect { json } => generated::file_tree(
-                    "expect",
-                    DEFAULT_PATH,
-                    DataSource::Bytes(Arc::new(json.clone().into_bytes())),
-                    json.len() as u64,
-                    0o644,
-                ),
-                Inputs::Sbom { json } => generated::file_tree(
-                    "sbom",
-                    SBOM_PATH,
-                    DataSource::Bytes(Arc::new(json.clone())),
-                    json.len() as u64,
-                    0o644,
-                ),
-            };
-            let (mut blob, cached) = layer::write_layer(component, &tree, lopts, &cache, obs)?;
-            machines::remember(&cache, component, &blob, &tree)?;
-            if matches!(lp.inputs, Inputs::Wheels { .. }) {
-                // Unlinking thousands of files waits on the file system for seconds; the next
-                // layer need not wait for it (the scope joins it before the build ends).
-                let scratch = scratch.path();
-                s.spawn(move || python::discard(scratch, component));
-            }
-            add_stripped(&mut blob.sizes, stripped.as_ref());
-            device_code::add_sizes(&mut blob.sizes, &pruned);
-            strip_sections::add_sizes(&mut blob.sizes, &sections);
-            if let Pass::Wheels(out) = &mut pass {
-                if let Some(k) = &lp.key {
-                    out.add(
-                        k,
-                        &blob,
-                        tree,
-                        stripped.map(|s| s.removed).unwrap_or_default(),
-                    );
-                }
-                continue;
-            }
-            if let Some(k) = &lp.key {
-                layer::remember(&cache, k, &blob)?;
-            }
-            if cached {
-                reused.push((lp.component.clone(), blob.digest, is_apt(lp)));
-            }
-            layers.push(ImageLayer {
-                component: lp.component.clone(),
-                blob,
-            });
-        }
-        Ok(())
-    })?;
-    if let Pass::Wheels(out) = &mut pass {
-        out.taps.extend(taps);
-        return Ok(None);
-    }
-    // The split's trees add up to the install: a tree for a component the plan has no layer
-    // for would lose files (trees of reused layers are left over, as they should be).
-    if let Some(left) = apt_layers {
-        let planned = |c: &str| plan.layers.iter().any(|l| l.component == c);
-        if let Some((c, _)) = left
-            .trees
-            .iter()
-            .find(|(c, t)| !t.is_empty() && !planned(c))
-        {
-            return Err(BuildError::Unplanned(c.clone()));
-        }
-    }
+/// The image config and manifest of the written layers, checked (machines, `--max-size`,
+/// the blobs intact) and written to the output.
+fn finish(
+    plan: &Plan,
+    opts: &BuildOptions,
+    replace: Replace<'_>,
+    cache: &Cache,
+    ran: schedule::Ran,
+    obs: &mut dyn Observer,
+) -> Result<BuildOutcome, BuildError> {
+    let schedule::Ran {
+        layers,
+        reused,
+        derived,
+    } = ran;
     report_reused(&reused, plan, obs);
-
     let spec = ImageSpec {
-        name: &profile.name,
+        name: &plan.image.name,
         tag: &opts.tag,
-        platform: &profile.platform,
-        config: &profile.config,
+        platform: &plan.image.platform,
+        config: &plan.image.config,
         extra_env: plan.image.env.clone(),
         annotations: plan.image.annotations.clone(),
         entrypoint: plan.image.entrypoint.clone(),
@@ -636,7 +316,18 @@ fn run(
     };
     let json = image::build_image(&spec, &layers)?;
     // Every ELF file the image would run or load is for its platform's machine.
-    machines::check(&cache, &layers, &json.config.1, &profile.platform, plan)?;
+    let loader_dirs = if plan.apt.is_some() {
+        derived.loader.dirs.as_slice()
+    } else {
+        &[]
+    };
+    machines::check(
+        cache,
+        &layers,
+        &json.config.1,
+        &plan.image.platform,
+        loader_dirs,
+    )?;
     let size = ByteSize(
         json.manifest.1.len() as u64
             + json.config.1.len() as u64
@@ -647,35 +338,35 @@ fn run(
     }
     // The cache's blobs are linked into the output: each must still be what was checked.
     for l in &layers {
-        layer::ensure_intact(&cache, &l.blob)?;
+        layer::ensure_intact(cache, &l.blob)?;
     }
     let pushed = match &opts.target {
         Output::Disk(t) => {
-            export::export(t, replace, &json, &layers, &cache)?;
+            export::export(t, replace, &json, &layers, cache)?;
             None
         }
         Output::Registry { dest, conn } => {
-            let image = push_image(&json, &layers, &cache);
+            let image = push_image(&json, &layers, cache);
             Some(registry::push(
                 dest,
                 &opts.tag,
                 &image,
-                Some(&plan.sbom),
+                Some(&derived.sbom),
                 conn,
-                &cache,
+                cache,
                 obs,
             )?)
         }
     };
     if let Some(p) = &opts.sbom {
-        export::write_file(p, &plan.sbom)?;
+        export::write_file(p, &derived.sbom)?;
     }
     for l in &layers {
         // Linking (and unlinking the replaced output's links) moved the blobs' ctime. A stamp
         // only saves a re-hash next time, so failing to write one is no error.
         let _ = cache.restamp_linked(&l.blob.digest);
     }
-    Ok(Some(BuildOutcome {
+    Ok(BuildOutcome {
         manifest_digest: json.manifest.0,
         config_digest: json.config.0,
         cached_layers: reused.len(),
@@ -694,7 +385,7 @@ fn run(
             .map(|p| p.wheels.clone())
             .unwrap_or_default(),
         pushed,
-    }))
+    })
 }
 
 /// The image as the registry stage takes it: the manifest's bytes, the config from memory and
@@ -727,7 +418,7 @@ fn push_image(json: &image::ImageJson, layers: &[ImageLayer], cache: &Cache) -> 
 
 /// Count what strip removed from a layer's input into its sizes (the writer measured what it
 /// wrote).
-fn add_stripped(sizes: &mut layer::LayerSizes, stripped: Option<&crate::strip::Stripped>) {
+pub(super) fn add_stripped(sizes: &mut layer::LayerSizes, stripped: Option<&crate::strip::Stripped>) {
     for ((class, owner), r) in stripped.map(|s| &s.by_class).into_iter().flatten() {
         sizes.add_stripped(
             &serde_name(class),
@@ -740,7 +431,7 @@ fn add_stripped(sizes: &mut layer::LayerSizes, stripped: Option<&crate::strip::S
 
 /// A layer's tree must not put an entry under a file or symlink of the layers below it (their
 /// non-directories, later layers over earlier ones).
-fn check_over_lower(cache: &Cache, layers: &[ImageLayer], tree: &Tree) -> Result<(), BuildError> {
+pub(super) fn check_over_lower(cache: &Cache, layers: &[ImageLayer], tree: &Tree) -> Result<(), BuildError> {
     if layers.is_empty() {
         return Ok(());
     }
@@ -758,7 +449,7 @@ fn check_over_lower(cache: &Cache, layers: &[ImageLayer], tree: &Tree) -> Result
 }
 
 /// Whether `lp` is one of the apt install's layers.
-fn is_apt(lp: &crate::plan::LayerPlan) -> bool {
+pub(super) fn is_apt(lp: &crate::plan::LayerJob) -> bool {
     matches!(lp.inputs, Inputs::Debs { .. } | Inputs::AptMetadata)
 }
 

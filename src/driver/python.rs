@@ -1,49 +1,31 @@
-//! One wheel component's tree: its pinned files are fetched (from the cache when there, else
-//! from the index each pin names, `sources::pypi::fetch`) and installed for the image's
-//! interpreter (`sources::wheel::install`) in a scratch directory of its own. Only when that
-//! component's layer is not cached.
+//! One wheel component's tree: its fetched wheels (`schedule.rs` fetches every wheel of the
+//! build at once, and hands each component its files as they arrive) installed for the
+//! image's interpreter (`sources::wheel::install`) in a scratch directory of its own. Only
+//! when that component's layer is not cached.
 
 use std::path::Path;
 
 use super::{BuildError, BuildOptions};
 use crate::assemble::Tree;
-use crate::cache::Cache;
 use crate::layer::Compression;
 use crate::observe::Observer;
 use crate::plan::PythonInstall;
-use crate::sources::pypi::{self, PythonRequest};
-use crate::sources::python::PinnedWheel;
+use crate::sources::python::{FetchedWheel, PinnedWheel};
 use crate::sources::wheel;
 
-/// The pins of the locked wheels named `names`.
-pub fn pins(install: &PythonInstall, names: &[String]) -> Vec<PinnedWheel> {
-    install
-        .wheels
-        .iter()
-        .filter(|w| names.contains(&w.name))
-        .map(PinnedWheel::from)
-        .collect()
-}
-
-/// Fetch and install the plan's wheels `names` (the layer `component`'s) under `scratch`;
-/// with `tap`, each shared object left in its wheel gets a tap that takes its ELF facts as
-/// the layer is written (`wheel::install_tapped`).
+/// Install the fetched wheels `fetched` (the layer `component`'s) under `scratch`; with
+/// `tap`, each shared object left in its wheel gets a tap that takes its ELF facts as the
+/// layer is written (`wheel::install_tapped`).
 #[allow(clippy::too_many_arguments)]
 pub fn install(
     install: &PythonInstall,
-    names: &[String],
+    fetched: &[FetchedWheel],
     component: &str,
-    request: Option<&PythonRequest>,
     opts: &BuildOptions,
-    cache: &Cache,
     scratch: &Path,
     tap: bool,
     obs: &mut dyn Observer,
 ) -> Result<(Tree, wheel::Taps), BuildError> {
-    let request = request.ok_or(BuildError::Internal(
-        "a python-packages layer was planned without its request",
-    ))?;
-    let fetched = pypi::fetch(&pins(install, names), request, cache, obs, opts.offline)?;
     // A fresh name each build: the files go to a block group of their own, not to the one an
     // earlier build's copy of this component was just removed from (see `staging.rs`).
     let staging = crate::staging::fresh_subdir(scratch, &stem(component)).map_err(|source| {
@@ -58,7 +40,7 @@ pub fn install(
     // The whole resolution: a layer's wheels are checked against the edges of all of them.
     let set: Vec<PinnedWheel> = install.wheels.iter().map(PinnedWheel::from).collect();
     let tree = wheel::install_tapped(
-        &fetched,
+        fetched,
         &set,
         &install.python,
         install.compiler.as_ref(),

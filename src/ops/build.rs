@@ -15,7 +15,7 @@ use crate::driver::{self, apt_options, BuildError, BuildOptions, BuildOutcome};
 use crate::lock::LockedPackage;
 use crate::observe::Observer;
 use crate::plan::components::PackageMeta;
-use crate::plan::{self, AptFacts, Facts, PythonInstall, SelftestBinary};
+use crate::plan::{self, AptFacts, Facts, SelftestBinary};
 use crate::profile::{AptSpec, Base, Profile};
 use crate::sources::apt;
 use crate::sources::pypi::PythonRequest;
@@ -56,15 +56,7 @@ pub fn build(
             "`strip: [device-code]` prunes the libraries of the wheel layers; NCCL comes from apt here (`providers.nccl: apt`), and its library is left with the device code of every GPU",
         );
     }
-    let (mut facts, request, resolution) = gather(profile, catalog, &settled, req, obs)?;
-    let prewritten = prewrite(
-        profile,
-        resolution.as_ref(),
-        &mut facts,
-        request.as_ref(),
-        req,
-        obs,
-    )?;
+    let (facts, request, resolution) = gather(profile, catalog, &settled, req, obs)?;
     let plan = plan::plan(
         profile,
         resolution.as_ref(),
@@ -95,53 +87,7 @@ pub fn build(
             ));
         }
     }
-    Ok(driver::execute(
-        &plan,
-        profile,
-        &req.options,
-        request.as_ref(),
-        prewritten.as_ref(),
-        obs,
-    )?)
-}
-
-/// When some wheels' libraries are not known yet (`python::LibraryFacts::Later`): write the
-/// wheel layers first with a plan that lacks them, take the libraries' facts from that
-/// writing, and complete `facts` with them. A wheel's library is then inflated once, by its
-/// layer, instead of once more for its facts.
-fn prewrite(
-    profile: &Profile,
-    resolution: Option<&crate::resolve::Resolution>,
-    facts: &mut Facts,
-    request: Option<&PythonRequest>,
-    req: &BuildRequest,
-    obs: &mut dyn Observer,
-) -> Result<Option<driver::Prewritten>, OpsError> {
-    if facts
-        .python
-        .as_ref()
-        .is_none_or(PythonInstall::libraries_complete)
-    {
-        return Ok(None);
-    }
-    let request = request.ok_or(BuildError::Internal(
-        "the Python packages were gathered without their request",
-    ))?;
-    let partial = plan::plan(profile, resolution, facts, req.options.layer_options())?;
-    let pre = driver::prewrite_wheels(&partial, profile, &req.options, Some(request), obs)?;
-    let Some(install) = facts.python.as_mut() else {
-        return Ok(None);
-    };
-    install.libraries = python::wheel_libraries(
-        &install.wheels,
-        &install.python,
-        request,
-        &req.options.cache_root,
-        req.options.offline,
-        python::LibraryFacts::Taken(&pre.taps),
-        obs,
-    )?;
-    Ok(Some(pre))
+    Ok(driver::execute(&plan, &req.options, request.as_ref(), obs)?)
 }
 
 fn gather(
@@ -229,13 +175,9 @@ fn gather(
                 }
             }
             facts.device_code = plan::installed::device_code(&install.wheels, catalog);
-            facts.wheel_facts = python::wheel_facts(
-                &install.wheels,
-                &r,
-                &req.options.cache_root,
-                req.options.offline,
-                obs,
-            )?;
+            facts.wheel_headers = Cache::open(&req.options.cache_root)
+                .map(|c| crate::sources::wheel::facts::recorded_headers(&c, &install.wheels))
+                .unwrap_or_default();
             facts.python = Some(install);
             request = Some(r);
         }

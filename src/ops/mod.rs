@@ -92,6 +92,15 @@ pub enum OpsError {
     },
 }
 
+impl From<crate::sources::wheel::facts::FactsError> for OpsError {
+    fn from(e: crate::sources::wheel::facts::FactsError) -> Self {
+        match e {
+            crate::sources::wheel::facts::FactsError::Pypi(e) => OpsError::Pypi(e),
+            crate::sources::wheel::facts::FactsError::Wheel(e) => OpsError::Wheel(e),
+        }
+    }
+}
+
 impl From<BuildError> for OpsError {
     fn from(e: BuildError) -> Self {
         OpsError::Build(Box::new(e))

@@ -68,9 +68,10 @@ pub struct Facts {
     /// The device code of the framework among the wheels (`installed::device_code`): the
     /// annotations, `arch>=` and the expectation's coverage check; `None`: not checked.
     pub device_code: Option<crate::catalog::DeviceCode>,
-    /// What each wheel's `METADATA` says of its supplier and licence, by wheel name (for the
-    /// SBOM; a wheel missing here is `NOASSERTION`).
-    pub wheel_facts: BTreeMap<String, PackageFacts>,
+    /// The headers of each wheel's `METADATA` that name its supplier and licence, by wheel
+    /// name (for the SBOM; `sources::wheel::facts`). Complete, or empty when the wheel jobs
+    /// produce them ([`Plan::late`]).
+    pub wheel_headers: BTreeMap<String, Vec<(String, String)>>,
 }
 
 /// The pinned wheels (the lock's, or resolved now, sorted by name), the image's interpreter
@@ -87,9 +88,9 @@ pub struct PythonInstall {
 }
 
 impl PythonInstall {
-    /// Whether `libraries` has every wheel. A plan made without some wheels' libraries is
-    /// good for writing the wheel layers only (`driver::prewrite_wheels`): what the loader
-    /// and the one-provider rule make of the libraries is not known yet.
+    /// Whether `libraries` has every wheel. Without, the wheel jobs produce the libraries'
+    /// facts as they write their layers, and what the loader and the one-provider rule make
+    /// of them is derived then ([`Late::complete`]).
     pub fn libraries_complete(&self) -> bool {
         self.wheels
             .iter()
@@ -141,36 +142,71 @@ pub struct SelftestBinary {
     pub sha256: Digest,
 }
 
-/// A build, layer by layer.
+/// A build as data: one job per layer, in the image's order, each with its inputs, tree
+/// passes, cache key and the facts it needs; the image config; and how the facts the jobs
+/// produce complete what could not be known before them ([`Late`]). The driver runs it and
+/// never sees the profile.
 #[derive(Debug, Clone)]
 pub struct Plan {
-    pub layers: Vec<LayerPlan>,
+    pub layers: Vec<LayerJob>,
     /// The one apt install that the `Debs` and `AptMetadata` layers are cut from.
     pub apt: Option<AptInstall>,
-    /// The wheels of the `Wheels` layer.
+    /// The wheels of the `Wheels` layers.
     pub python: Option<PythonInstall>,
     pub image: ImagePlan,
     /// What the strip classes know from the catalog (every layer's; see `strip::Rules`).
     pub strip_rules: crate::strip::Rules,
-    /// The SPDX document of the image (`crate::sbom`), in its own last layer when the
-    /// image has packages, and for `--sbom FILE`.
-    pub sbom: Vec<u8>,
     /// The compute capabilities `strip: [device-code]` prunes the wheel layers' device code
     /// for (empty: no pruning).
     pub device_code_gpus: Vec<crate::version::Version>,
+    /// What the wheels' libraries and METADATA decide, when the plan had them all: the
+    /// loader's view and the SBOM. `None`: the wheel jobs produce those facts, and
+    /// [`Late::complete`] derives this from them.
+    pub derived: Option<Derived>,
+    /// How to derive [`Derived`] from the facts the wheel jobs produce.
+    pub late: Late,
 }
 
-/// One layer: what it is made from and how it is keyed.
+/// What the wheels' libraries and METADATA decide.
 #[derive(Debug, Clone)]
-pub struct LayerPlan {
+pub struct Derived {
+    /// The wheels' libraries for `ld.so.cache`, and the one-provider rule's inputs.
+    pub loader: Loader,
+    /// The `metadata` layer's cache key (with an apt base).
+    pub metadata_key: Option<Digest>,
+    /// The SPDX document of the image (`crate::sbom`), in its own last layer when the
+    /// image has packages, and for `--sbom FILE`.
+    pub sbom: Vec<u8>,
+    /// The SBOM layer's key.
+    pub sbom_key: Digest,
+}
+
+/// A fact a job needs before it can run, beyond its inputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// [`Derived`]: every wheel's libraries and METADATA headers, from the wheel jobs.
+    Derived,
+}
+
+/// One layer's job: what it is made from, how its tree is changed, how it is keyed, and what
+/// it needs.
+#[derive(Debug, Clone)]
+pub struct LayerJob {
     pub component: String,
     pub inputs: Inputs,
     /// Strip classes applied to the assembled tree.
     pub strip: Vec<StripClass>,
     /// The cache key, when known before reading the inputs: a hit reuses the layer without
-    /// assembling anything. `None`: keyed by the assembled tree's entries (`layer`).
+    /// assembling anything. `None`: keyed by the assembled tree's entries (`layer`), or, for
+    /// the `metadata` and `sbom` layers of a plan whose [`Plan::derived`] is not known yet,
+    /// by [`Derived`].
     pub key: Option<Digest>,
+    /// What must be known before the job runs.
+    pub needs: Vec<Need>,
 }
+
+/// The layer plan's former name.
+pub type LayerPlan = LayerJob;
 
 #[derive(Debug, Clone)]
 pub enum Inputs {
@@ -181,7 +217,8 @@ pub enum Inputs {
     /// What the apt install generated rather than unpacked: the dpkg database, ld.so.cache,
     /// passwd/group, the CA bundle, alternatives.
     AptMetadata,
-    /// These of the plan's Python wheels (names), installed for the image's interpreter.
+    /// These of the plan's Python wheels (names), installed for the image's interpreter; the
+    /// job produces their libraries' facts and METADATA headers when the plan lacks them.
     Wheels { names: Vec<String> },
     /// The profile's `files:`.
     Files(Vec<FileEntry>),
@@ -189,24 +226,29 @@ pub enum Inputs {
     Selftest { binary: PathBuf },
     /// `/etc/gpuimg/expect.json`.
     Expect { json: String },
-    /// The SBOM at `crate::sbom::SBOM_PATH`.
-    Sbom { json: Vec<u8> },
+    /// The SBOM at `crate::sbom::SBOM_PATH` ([`Derived::sbom`]).
+    Sbom,
 }
 
 /// The apt install shared by the apt layers.
 #[derive(Debug, Clone)]
 pub struct AptInstall {
+    /// The repositories and packages asked for, as the profile gives them.
+    pub spec: crate::profile::AptSpec,
+    /// Where the profile's relative paths (keys) are resolved from.
+    pub dir: PathBuf,
     pub packages: Vec<LockedPackage>,
-    /// The wheels' libraries for `ld.so.cache`, and the one-provider rule's inputs.
-    pub loader: Loader,
     pub assignment: Assignment,
     /// Applied to the whole install before it is split (the same classes as each apt layer).
     pub strip: Vec<StripClass>,
 }
 
-/// What the plan adds to the image config.
-#[derive(Debug, Clone, Default)]
+/// The image config: the profile's, and what the plan adds.
+#[derive(Debug, Clone)]
 pub struct ImagePlan {
+    pub name: crate::reference::RepoName,
+    pub platform: crate::profile::Platform,
+    pub config: crate::profile::ConfigSpec,
     /// `CUDA_VERSION`, `NVIDIA_REQUIRE_*` and the like, from the resolution.
     pub env: BTreeMap<String, String>,
     pub annotations: BTreeMap<String, String>,
@@ -282,16 +324,29 @@ pub fn plan(
         .remove
         .extend(strip_rules::gpu_files_removed(&device_code_gpus)?);
     let selftest = wants_selftest(profile, resolution);
-    let mut loader = Some(loader(profile, python.as_ref(), selftest, &strip_rules)?);
-    if let Some(l) = &loader {
-        strip_rules.unused = l.unused.clone();
+    // Whether the wheels' libraries and METADATA are all known now; else the wheel jobs
+    // produce them, and what depends on them waits (`Need::Derived`).
+    let complete = python.as_ref().is_none_or(|p| {
+        p.libraries_complete() && p.wheels.iter().all(|w| facts.wheel_headers.contains_key(&w.name))
+    });
+    if !complete
+        && profile
+            .strip
+            .iter()
+            .any(|c| matches!(c, StripClass::UnusedLibraries | StripClass::DeviceCode))
+    {
+        return Err(PlanError::Facts(
+            "`unused-libraries` and `device-code` need every wheel's libraries before planning",
+        ));
     }
+    let late_needs = if complete { Vec::new() } else { vec![Need::Derived] };
+    let mut set_key = None;
     match &profile.base {
         Base::None => {}
         Base::Rootfs {
             path,
             allow_special_files,
-        } => layers.push(LayerPlan {
+        } => layers.push(LayerJob {
             component: "base".into(),
             inputs: Inputs::Rootfs {
                 path: path.clone(),
@@ -301,8 +356,9 @@ pub fn plan(
             key: facts
                 .rootfs_identity
                 .map(|id| keys::tarball_key(id, *allow_special_files, profile, lopts)),
+            needs: Vec::new(),
         }),
-        Base::Apt(_) => {
+        Base::Apt(spec) => {
             let f = facts
                 .apt
                 .as_ref()
@@ -310,30 +366,26 @@ pub fn plan(
             if f.metas.len() != f.packages.len() {
                 return Err(PlanError::Facts("one set of control fields per package"));
             }
-            let (apt_layers, install) =
-                plan_apt(profile, f, loader.take().unwrap_or_default(), lopts);
+            let (apt_layers, install) = plan_apt(profile, spec, f, &late_needs, lopts);
+            set_key = Some(keys::set_key(&f.packages, profile, lopts));
             layers.extend(apt_layers);
             apt = Some(install);
         }
     }
-    let rootfs_loader = loader;
-    // Without apt packages the wheels are all the image's libraries there are to check; with
-    // them, the install checks both together.
-    if let Some(l) = &rootfs_loader {
-        libraries::check_providers(&l.wheel_libraries, &l.picks)?;
-    }
-    if let Some(p) = &python {
-        layers.extend(plan_wheels(profile, p, &strip_rules.unused, lopts)?);
-    }
+    let wheel_layers = python.as_ref().map(|p| (p, layers.len()));
     if !profile.files.is_empty() {
-        layers.push(LayerPlan {
+        layers.push(LayerJob {
             component: "files".into(),
             inputs: Inputs::Files(profile.files.clone()),
             strip: Vec::new(),
             key: None,
+            needs: Vec::new(),
         });
     }
     let mut image = ImagePlan {
+        name: profile.name.clone(),
+        platform: profile.platform.clone(),
+        config: profile.config.clone(),
         env: resolution.map(Resolution::image_env).unwrap_or_default(),
         annotations: resolution
             .map(annotations::stack_annotations)
@@ -374,7 +426,7 @@ pub fn plan(
             }
         }
     }
-    if wants_selftest(profile, resolution) {
+    if selftest {
         let bin = facts
             .selftest
             .as_ref()
@@ -385,13 +437,14 @@ pub fn plan(
         image.entrypoint = Some(crate::expect::wrap_entrypoint(
             profile.config.entrypoint.as_deref().unwrap_or(&[]),
         ));
-        layers.push(LayerPlan {
+        layers.push(LayerJob {
             component: "selftest".into(),
             inputs: Inputs::Selftest {
                 binary: bin.path.clone(),
             },
             strip: Vec::new(),
             key: None,
+            needs: Vec::new(),
         });
         let mut libraries = expectation::deb_library_expectations(&cuda_debs);
         if let Some(p) = &python {
@@ -408,24 +461,55 @@ pub fn plan(
             libraries,
             device_code.as_ref().map(expect_device_code),
         );
-        layers.push(LayerPlan {
+        layers.push(LayerJob {
             component: "expect".into(),
             inputs: Inputs::Expect {
                 json: expect.to_json(),
             },
             strip: Vec::new(),
             key: None,
+            needs: Vec::new(),
         });
     }
-    let inventory = sbom::inventory(profile, facts, python.as_ref(), &image, lopts.epoch);
-    let sbom = crate::sbom::document(&inventory).map_err(PlanError::Sbom)?;
+    let late = Late {
+        profile: profile.clone(),
+        selftest,
+        rules: strip_rules.clone(),
+        set_key,
+        facts: Facts {
+            python: None,
+            ..facts.clone()
+        },
+        python: python.clone(),
+        image: image.clone(),
+        lopts,
+    };
+    let derived = if complete {
+        let libraries = python.as_ref().map(|p| p.libraries.clone()).unwrap_or_default();
+        Some(late.complete(&libraries, &facts.wheel_headers)?)
+    } else {
+        None
+    };
+    if let Some(d) = &derived {
+        strip_rules.unused = d.loader.unused.clone();
+    }
+    if let Some((p, at)) = wheel_layers {
+        let jobs = plan_wheels(profile, p, &strip_rules.unused, lopts)?;
+        layers.splice(at..at, jobs);
+    }
+    if let Some(d) = &derived {
+        if let Some(l) = layers.iter_mut().find(|l| matches!(l.inputs, Inputs::AptMetadata)) {
+            l.key = d.metadata_key;
+        }
+    }
     // Last, so that a change of any package or GPU fact leaves every other layer as it is.
-    if !inventory.packages.is_empty() {
-        layers.push(LayerPlan {
+    if late.has_sbom_layer() {
+        layers.push(LayerJob {
             component: "sbom".into(),
-            key: Some(keys::sbom_key(&sbom, lopts)),
-            inputs: Inputs::Sbom { json: sbom.clone() },
+            key: derived.as_ref().map(|d| d.sbom_key),
+            inputs: Inputs::Sbom,
             strip: Vec::new(),
+            needs: late_needs,
         });
     }
     Ok(Plan {
@@ -434,9 +518,82 @@ pub fn plan(
         python,
         image,
         strip_rules,
-        sbom,
         device_code_gpus,
+        derived,
+        late,
     })
+}
+
+/// What a plan needs to derive [`Derived`] once the wheels' libraries and METADATA headers
+/// are known (at planning, from the cache's records; else from the wheel jobs).
+#[derive(Debug, Clone)]
+pub struct Late {
+    profile: Profile,
+    selftest: bool,
+    /// The strip rules before the unused libraries are known.
+    rules: crate::strip::Rules,
+    /// The apt package set's key (an apt base).
+    set_key: Option<Digest>,
+    /// The facts planned from, without the wheels.
+    facts: Facts,
+    python: Option<PythonInstall>,
+    image: ImagePlan,
+    lopts: LayerOptions,
+}
+
+impl Late {
+    /// The wheels' METADATA headers known at planning, by wheel name.
+    pub fn headers(&self) -> &BTreeMap<String, Vec<(String, String)>> {
+        &self.facts.wheel_headers
+    }
+
+    /// Whether the image carries the SBOM in a layer of its own (it has packages).
+    fn has_sbom_layer(&self) -> bool {
+        self.facts.apt.as_ref().is_some_and(|a| !a.packages.is_empty())
+            || self.python.as_ref().is_some_and(|p| !p.wheels.is_empty())
+    }
+
+    /// The loader's view of the wheels' `libraries`, the `metadata` layer's key and the SBOM
+    /// with the wheels' METADATA `headers` (both by wheel name). Refuses what the loader
+    /// refuses (a driver library among the wheels, two providers of one library).
+    pub fn complete(
+        &self,
+        libraries: &BTreeMap<String, Vec<WheelLibrary>>,
+        headers: &BTreeMap<String, Vec<(String, String)>>,
+    ) -> Result<Derived, PlanError> {
+        let python = self.python.as_ref().map(|p| PythonInstall {
+            libraries: libraries.clone(),
+            ..p.clone()
+        });
+        let loader = loader(&self.profile, python.as_ref(), self.selftest, &self.rules)?;
+        // Without apt packages the wheels are all the image's libraries there are to check;
+        // with them, the install checks both together.
+        if self.set_key.is_none() {
+            libraries::check_providers(&loader.wheel_libraries, &loader.picks)?;
+        }
+        let metadata_key = self
+            .set_key
+            .map(|set| keys::component_key(METADATA, &keys::metadata_key(&set, &loader)));
+        let facts = Facts {
+            wheel_headers: headers.clone(),
+            ..self.facts.clone()
+        };
+        let inventory = sbom::inventory(
+            &self.profile,
+            &facts,
+            python.as_ref(),
+            &self.image,
+            self.lopts.epoch,
+        );
+        let sbom = crate::sbom::document(&inventory).map_err(PlanError::Sbom)?;
+        let sbom_key = keys::sbom_key(&sbom, self.lopts);
+        Ok(Derived {
+            loader,
+            metadata_key,
+            sbom,
+            sbom_key,
+        })
+    }
 }
 
 /// One layer per component that received packages, in the components' order, then
@@ -444,10 +601,11 @@ pub fn plan(
 /// even when no package went to it.
 fn plan_apt(
     profile: &Profile,
+    spec: &crate::profile::AptSpec,
     f: &AptFacts,
-    loader: Loader,
+    needs: &[Need],
     lopts: LayerOptions,
-) -> (Vec<LayerPlan>, AptInstall) {
+) -> (Vec<LayerJob>, AptInstall) {
     let assignment = components::assign(&f.metas, &LayerOverrides::from_profile(&profile.layers));
     let mut layers = Vec::new();
     for component in assignment.order() {
@@ -460,7 +618,7 @@ fn plan_apt(
             .iter()
             .filter(|p| names.contains(&p.name.as_str()))
             .collect();
-        layers.push(LayerPlan {
+        layers.push(LayerJob {
             component: component.clone(),
             inputs: Inputs::Debs {
                 packages: names.iter().map(|n| n.to_string()).collect(),
@@ -470,20 +628,22 @@ fn plan_apt(
                 component,
                 &keys::debs_key(&subset, profile, lopts),
             )),
+            // The one install writes `ld.so.cache` with the wheels' libraries.
+            needs: needs.to_vec(),
         });
     }
-    layers.push(LayerPlan {
+    layers.push(LayerJob {
         component: METADATA.into(),
         inputs: Inputs::AptMetadata,
         strip: profile.strip.clone(),
-        key: Some(keys::component_key(
-            METADATA,
-            &keys::metadata_key(&keys::set_key(&f.packages, profile, lopts), &loader),
-        )),
+        // `Derived::metadata_key`.
+        key: None,
+        needs: needs.to_vec(),
     });
     let install = AptInstall {
+        spec: spec.clone(),
+        dir: profile.dir.clone(),
         packages: f.packages.clone(),
-        loader,
         assignment,
         strip: profile.strip.clone(),
     };
@@ -497,7 +657,7 @@ fn plan_wheels(
     p: &PythonInstall,
     unused: &BTreeSet<String>,
     lopts: LayerOptions,
-) -> Result<Vec<LayerPlan>, PlanError> {
+) -> Result<Vec<LayerJob>, PlanError> {
     let overrides: Vec<(String, Vec<String>)> = profile
         .layers
         .iter()
@@ -528,11 +688,12 @@ fn plan_wheels(
             continue;
         }
         let key = keys::wheels_key(p, &component, &names, profile, unused, lopts);
-        layers.push(LayerPlan {
+        layers.push(LayerJob {
             component,
             inputs: Inputs::Wheels { names },
             strip: profile.strip.clone(),
             key: Some(key),
+            needs: Vec::new(),
         });
     }
     Ok(layers)

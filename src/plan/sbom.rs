@@ -1,5 +1,6 @@
 //! The SBOM's inventory from the plan's facts: every apt package (its lock entry and control
-//! file's `Maintainer`), every wheel (its lock entry and `METADATA` facts), and the GPU facts
+//! file's `Maintainer`), every wheel (its lock entry and the supplier and licence its `METADATA`
+//! headers name), and the GPU facts
 //! the image config carries (`io.gpuimg.*` annotations, the CUDA and NVIDIA environment).
 
 use std::collections::BTreeMap;
@@ -64,7 +65,11 @@ pub fn inventory(
             download: None,
             sha256: w.sha256,
             filename: w.filename.clone(),
-            facts: facts.wheel_facts.get(&w.name).cloned().unwrap_or_default(),
+            facts: facts
+                .wheel_headers
+                .get(&w.name)
+                .map(|h| facts_of(h))
+                .unwrap_or_default(),
         });
     }
     let mut gpu: BTreeMap<String, String> = image
@@ -83,5 +88,84 @@ pub fn inventory(
         created: rfc3339(epoch),
         packages,
         facts: gpu,
+    }
+}
+
+/// The longest licence text kept (a legacy `License:` may hold a whole licence).
+const MAX_LICENSE_TEXT: usize = 300;
+
+/// Supplier and licence from METADATA headers: `Maintainer`/`Author` (or their `-email`),
+/// `License-Expression` (PEP 639, an SPDX expression) when it is one, else the legacy
+/// `License:` as text.
+fn facts_of(headers: &[(String, String)]) -> PackageFacts {
+    let one = |k: &str| {
+        headers
+            .iter()
+            .find(|(n, v)| n == k && !v.trim().is_empty() && v.trim() != "UNKNOWN")
+            .map(|(_, v)| v.trim().to_string())
+    };
+    let supplier = match (one("maintainer"), one("maintainer-email")) {
+        (Some(n), Some(e)) if !e.contains('<') => Some(format!("{n} <{e}>")),
+        (n, e) if n.is_some() || e.is_some() => e.or(n),
+        _ => match (one("author"), one("author-email")) {
+            (Some(n), Some(e)) if !e.contains('<') => Some(format!("{n} <{e}>")),
+            (n, e) => e.or(n),
+        },
+    };
+    let expression = one("license-expression");
+    let spdx_like = |s: &str| {
+        s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || " .-+:()".contains(c))
+    };
+    let (license_expression, text) = match expression {
+        Some(e) if spdx_like(&e) => (Some(e), None),
+        other => (None, other.or_else(|| one("license"))),
+    };
+    let license_text = text.map(|t| {
+        let t: String = t
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        match t.char_indices().nth(MAX_LICENSE_TEXT) {
+            Some((i, _)) => format!("{}…", &t[..i]),
+            None => t,
+        }
+    });
+    PackageFacts {
+        supplier,
+        license_expression,
+        license_text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(v: &[(&str, &str)]) -> Vec<(String, String)> {
+        v.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn licence_and_supplier_from_metadata() {
+        let f = facts_of(&h(&[
+            ("author-email", "Jane <jane@example.org>"),
+            ("license-expression", "MIT OR Apache-2.0"),
+            ("license", "ignored"),
+        ]));
+        assert_eq!(f.supplier.as_deref(), Some("Jane <jane@example.org>"));
+        assert_eq!(f.license_expression.as_deref(), Some("MIT OR Apache-2.0"));
+        assert_eq!(f.license_text, None);
+        let f = facts_of(&h(&[
+            ("author", "Bob"),
+            ("author-email", "bob@example.org"),
+            ("license", "BSD, see LICENSE"),
+        ]));
+        assert_eq!(f.supplier.as_deref(), Some("Bob <bob@example.org>"));
+        assert_eq!(f.license_expression, None);
+        assert_eq!(f.license_text.as_deref(), Some("BSD, see LICENSE"));
+        assert_eq!(facts_of(&[]), PackageFacts::default());
     }
 }

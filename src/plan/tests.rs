@@ -260,7 +260,10 @@ fn wheel(name: &str, version: &str, requested: bool) -> crate::lock::LockedWheel
     }
 }
 
+/// Facts with `wheels` whose libraries (none) and METADATA headers (none) are known.
 fn with_wheels(mut f: Facts, wheels: Vec<crate::lock::LockedWheel>) -> Facts {
+    f.wheel_headers = wheels.iter().map(|w| (w.name.clone(), Vec::new())).collect();
+    let libraries = wheels.iter().map(|w| (w.name.clone(), Vec::new())).collect();
     f.python = Some(PythonInstall {
         wheels,
         python: crate::sources::python::ImagePython {
@@ -273,9 +276,54 @@ fn with_wheels(mut f: Facts, wheels: Vec<crate::lock::LockedWheel>) -> Facts {
             machine: "x86_64".into(),
         },
         compiler: None,
-        libraries: Default::default(),
+        libraries,
     });
     f
+}
+
+#[test]
+fn facts_the_wheel_jobs_produce_complete_the_plan_as_if_it_had_them() {
+    let d = tempfile::tempdir().unwrap();
+    let p = py_profile(d.path(), "curl", "python:\n  packages: [requests]\n");
+    let set = vec![
+        wheel("requests", "2.32.3", true),
+        wheel("idna", "3.7", false),
+    ];
+    let known = with_wheels(facts(BASE), set.clone());
+    let complete = plan(&p, None, &known, LOPTS).unwrap();
+    let mut later = known.clone();
+    later.wheel_headers.clear();
+    if let Some(py) = later.python.as_mut() {
+        py.libraries.clear();
+    }
+    let deferred = plan(&p, None, &later, LOPTS).unwrap();
+    assert!(complete.derived.is_some() && deferred.derived.is_none());
+    // The layers that wait are the apt install's (it writes `ld.so.cache`) and the SBOM;
+    // every other key is known up front, and the same.
+    for (a, b) in complete.layers.iter().zip(&deferred.layers) {
+        assert_eq!(a.component, b.component);
+        let waits = matches!(b.inputs, Inputs::Debs { .. } | Inputs::AptMetadata | Inputs::Sbom);
+        assert_eq!(b.needs.contains(&Need::Derived), waits, "{}", b.component);
+        match b.inputs {
+            Inputs::AptMetadata | Inputs::Sbom => assert_eq!(b.key, None),
+            _ => assert_eq!(a.key, b.key, "{}", b.component),
+        }
+    }
+    let py = known.python.as_ref().unwrap();
+    let derived = deferred
+        .late
+        .complete(&py.libraries, &known.wheel_headers)
+        .unwrap();
+    let want = complete.derived.as_ref().unwrap();
+    assert_eq!(derived.metadata_key, want.metadata_key);
+    assert_eq!(derived.sbom, want.sbom);
+    assert_eq!(derived.sbom_key, want.sbom_key);
+    let metadata = complete
+        .layers
+        .iter()
+        .find(|l| matches!(l.inputs, Inputs::AptMetadata))
+        .unwrap();
+    assert_eq!(metadata.key, derived.metadata_key);
 }
 
 #[test]
@@ -465,11 +513,10 @@ fn the_sbom_lists_every_package_and_comes_last_only_when_there_are_packages() {
     let pl = plan(&p, None, &facts(BASE), LOPTS).unwrap();
     let last = pl.layers.last().unwrap();
     assert_eq!(last.component, "sbom");
-    match &last.inputs {
-        Inputs::Sbom { json } => assert_eq!(json, &pl.sbom),
-        other => panic!("{other:?}"),
-    }
-    let doc: serde_json::Value = serde_json::from_slice(&pl.sbom).unwrap();
+    assert!(matches!(last.inputs, Inputs::Sbom), "{:?}", last.inputs);
+    let derived = pl.derived.as_ref().unwrap();
+    assert_eq!(last.key, Some(derived.sbom_key));
+    let doc: serde_json::Value = serde_json::from_slice(&derived.sbom).unwrap();
     let names: Vec<&str> = doc["packages"]
         .as_array()
         .unwrap()
@@ -481,5 +528,5 @@ fn the_sbom_lists_every_package_and_comes_last_only_when_there_are_packages() {
     // Nothing to list: no layer (the image is as it was), the document still exists.
     let pl = plan(&profile("name: t\n"), None, &Facts::default(), LOPTS).unwrap();
     assert!(pl.layers.iter().all(|l| l.component != "sbom"));
-    assert!(!pl.sbom.is_empty());
+    assert!(!pl.derived.unwrap().sbom.is_empty());
 }

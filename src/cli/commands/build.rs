@@ -57,6 +57,10 @@ pub struct Args {
     /// /usr/share/gpuimg/sbom.spdx.json) to FILE; replaces only a regular file.
     #[arg(long, value_name = "FILE")]
     pub sbom: Option<PathBuf>,
+    /// How many layer jobs run at once (default: the CPUs). Each layer's compression uses
+    /// every CPU in any case; more jobs overlap installing and downloading with it.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub jobs: Option<u16>,
     #[command(flatten)]
     pub registry: RegistryArgs,
     /// Print a JSON summary on stdout.
@@ -169,6 +173,10 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
             trust: settings.trust(),
             max_size: args.max_size,
             sbom: args.sbom.clone(),
+            jobs: args.jobs.map_or_else(
+                || std::thread::available_parallelism().map_or(1, |n| n.get()),
+                usize::from,
+            ),
         },
         python: settings.python(),
     };

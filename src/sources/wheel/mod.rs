@@ -23,6 +23,7 @@ mod record;
 mod resolved;
 mod scheme;
 mod wheel_file;
+pub mod facts;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
