@@ -14,8 +14,9 @@ use common::hostile_index;
 use common::pyindex::{write_index, Dist, Pages};
 use gpuimg::cache::Cache;
 use gpuimg::observe::Silent;
+use gpuimg::sources::image_interpreter::ImagePython;
+use gpuimg::sources::pinned_wheels::PinnedWheel;
 use gpuimg::sources::pypi::{self, HostSettings, PypiError, PythonRequest};
-use gpuimg::sources::python::{ImagePython, PinnedWheel};
 
 fn image(minor: u32, machine: &str) -> ImagePython {
     ImagePython {

@@ -237,7 +237,7 @@ pub fn install_and_split(
     };
     check_libraries(&installed, install)?;
     check_needs(&installed, install, obs);
-    let mut tree = apt::AptRoot {
+    let mut tree = apt::InstalledRoot {
         root: &root,
         installed: &installed,
     }

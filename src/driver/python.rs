@@ -11,8 +11,8 @@ use crate::cache::Cache;
 use crate::layer::Compression;
 use crate::observe::Observer;
 use crate::plan::PythonInstall;
+use crate::sources::pinned_wheels::PinnedWheel;
 use crate::sources::pypi::{self, PythonRequest};
-use crate::sources::python::PinnedWheel;
 use crate::sources::wheel;
 
 /// The pins of the locked wheels named `names`.

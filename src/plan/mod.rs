@@ -40,7 +40,7 @@ use crate::lock::{LockedPackage, LockedWheel};
 use crate::profile::CompatMode;
 use crate::profile::{Base, FileEntry, Profile, StripClass};
 use crate::resolve::Resolution;
-use crate::sources::python::ImagePython;
+use crate::sources::image_interpreter::ImagePython;
 use crate::sources::wheel::{HostPython, WheelLibrary};
 use components::{Assignment, LayerOverrides, PackageMeta};
 

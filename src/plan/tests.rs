@@ -263,7 +263,7 @@ fn wheel(name: &str, version: &str, requested: bool) -> crate::lock::LockedWheel
 fn with_wheels(mut f: Facts, wheels: Vec<crate::lock::LockedWheel>) -> Facts {
     f.python = Some(PythonInstall {
         wheels,
-        python: crate::sources::python::ImagePython {
+        python: crate::sources::image_interpreter::ImagePython {
             version: (3, 11),
             full_version: "3.11.2".into(),
             interpreter: "/usr/bin/python3.11".into(),

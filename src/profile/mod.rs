@@ -13,7 +13,7 @@ mod expand;
 mod layers;
 mod located;
 mod node;
-mod python;
+mod python_section;
 mod schema;
 mod sources;
 mod validate;
@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 pub use error::ProfileError;
 pub use layers::{Layer, RESERVED_LAYER_NAMES};
 pub use located::Located;
-pub use python::{
+pub use python_section::{
     index_url, requirement as check_requirement, FindLink, Python, RESERVED_INDEX_NAMES,
 };
 pub use schema::{

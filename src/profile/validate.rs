@@ -223,7 +223,12 @@ pub(super) fn validate(
         }
     }
     let python = match &raw.python {
-        Some(p) => Some(super::python::validate(p, raw.context.as_ref(), file, dir)?),
+        Some(p) => Some(super::python_section::validate(
+            p,
+            raw.context.as_ref(),
+            file,
+            dir,
+        )?),
         None => None,
     };
 

@@ -4,7 +4,7 @@
 //! Entry points: [`resolve`] (indexes only: the package set for `lock` and `build`),
 //! [`describe`] (each package's control fields, for the plan), [`install`] and
 //! [`install_replaying`] (the set into a root, for `build`; the latter replays packages whose
-//! layers are cached from their sketches, `sketch.rs`); [`AptRoot`] reads the installed root
+//! layers are cached from their sketches, `sketch.rs`); [`InstalledRoot`] reads the installed root
 //! as a `Source`, each path stamped with its package.
 //! Must never trust an unsigned index (unless `trusted: true`, with a warning every time), nor
 //! a byte whose sha256 the signed chain did not give, nor write outside `dest`.
@@ -51,7 +51,7 @@ pub use error::AptError;
 pub use fixups::merged_usr_links;
 pub use ldcache::write_ld_cache;
 pub use prefer::Preference;
-pub use provenance::{stamp_packages, AptRoot, GENERATED_BY};
+pub use provenance::{stamp_packages, InstalledRoot, GENERATED_BY};
 pub use prune::prune_lists;
 pub use solver::root_relations;
 pub use sonames::{soname_hint, soname_packages};

@@ -49,7 +49,8 @@ pub use request::{HostSettings, Index, Links, PythonRequest, Requirement};
 use crate::cache::{Bucket, Cache};
 use crate::fetch::Artifact;
 use crate::observe::Observer;
-use crate::sources::python::{FetchedWheel, ImagePython, PinnedWheel};
+use crate::sources::image_interpreter::ImagePython;
+use crate::sources::pinned_wheels::{FetchedWheel, PinnedWheel};
 
 use client::Client;
 use solver::{Pkg, Provider};

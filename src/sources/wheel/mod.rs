@@ -45,7 +45,8 @@ use crate::assemble::{
 };
 use crate::confined::Root;
 use crate::observe::Observer;
-use crate::sources::python::{FetchedWheel, ImagePython, PinnedWheel};
+use crate::sources::image_interpreter::ImagePython;
+use crate::sources::pinned_wheels::{FetchedWheel, PinnedWheel};
 use prepare::Prepared;
 use record::{Hasher, Row};
 use scheme::{Role, Scheme};
