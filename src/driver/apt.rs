@@ -21,7 +21,7 @@ use crate::layer::LayerBlob;
 use crate::observe::Observer;
 use crate::plan::components::{self, Assignment};
 use crate::plan::libraries::{self, Library, Provider};
-use crate::plan::{split, AptInstall, METADATA};
+use crate::plan::{source_specs, split, AptInstall, METADATA};
 use crate::profile::{Base, Platform, Profile};
 use crate::sources::apt::{self, AptOptions};
 use crate::sources::Source;
@@ -58,7 +58,7 @@ fn owners(
             out.insert(path.clone(), c.to_string());
         }
     }
-    for link in apt::merged_usr_links(platform.debian_arch()) {
+    for link in apt::merged_usr_links(source_specs::architecture(platform).debian()) {
         out.insert(link.to_string(), components::OS.to_string());
     }
     out
@@ -191,7 +191,7 @@ pub fn install_and_split(
         .map_err(assemble::AssembleError::Io)?;
     let front = BTreeMap::from([(
         components::OS.to_string(),
-        apt::merged_usr_links(profile.platform.debian_arch())
+        apt::merged_usr_links(source_specs::architecture(&profile.platform).debian())
             .into_iter()
             .map(str::to_string)
             .collect(),
@@ -208,9 +208,8 @@ pub fn install_and_split(
     );
     let mut failed: Option<BuildError> = None;
     let installed = apt::install_replaying(
-        spec,
-        &profile.platform,
-        &profile.dir,
+        &source_specs::apt_packages(spec, &profile.dir),
+        &source_specs::architecture(&profile.platform),
         &loader_options(
             apt_options(&opts.cache_root, opts.offline, &opts.trust),
             install,

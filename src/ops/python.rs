@@ -11,7 +11,7 @@ use crate::catalog::Catalog;
 use crate::digest::Digest;
 use crate::lock::{LockedPackage, LockedWheel};
 use crate::observe::Observer;
-use crate::plan::{PackageFacts, PythonInstall};
+use crate::plan::{source_specs, PackageFacts, PythonInstall};
 use crate::profile::{Base, Profile, StripClass};
 use crate::resolve::{Component, Resolution};
 use crate::sources::image_interpreter;
@@ -171,7 +171,12 @@ pub fn image_python(
                 u32::try_from(v.field(1)).ok()?,
             ))
         });
-    image_interpreter::image_python(packages, &profile.platform, want).map_err(OpsError::BasePython)
+    image_interpreter::image_python(
+        packages,
+        &source_specs::architecture(&profile.platform),
+        want,
+    )
+    .map_err(OpsError::BasePython)
 }
 
 /// `wheels` as a PEP 751 lock for `python`, each located on the index it was locked from.
@@ -222,9 +227,10 @@ pub fn request(
     host: &PythonHost,
     stack: Option<(&Resolution, &Catalog)>,
 ) -> Result<Option<PythonRequest>, OpsError> {
-    let Some(mut request) = PythonRequest::new(profile, &host.settings)? else {
+    let Some(spec) = source_specs::python_request(profile) else {
         return Ok(None);
     };
+    let mut request = PythonRequest::new(&spec, &host.settings)?;
     if let Some((resolution, catalog)) = stack {
         super::stack::add_to(&mut request, profile, resolution, catalog)?;
         super::cuda_minor::add_to(&mut request, profile, resolution, catalog)?;

@@ -21,6 +21,7 @@ pub mod installed;
 pub mod keys;
 pub mod libraries;
 mod sbom;
+pub mod source_specs;
 pub mod split;
 mod strip_rules;
 mod unused;
@@ -38,7 +39,7 @@ use crate::elf::SharedObject;
 use crate::layer::LayerOptions;
 use crate::lock::{LockedPackage, LockedWheel};
 use crate::profile::CompatMode;
-use crate::profile::{Base, FileEntry, Profile, StripClass};
+use crate::profile::{Base, Profile, StripClass};
 use crate::resolve::Resolution;
 use crate::sources::image_interpreter::ImagePython;
 use crate::sources::wheel::{HostPython, WheelLibrary};
@@ -184,7 +185,7 @@ pub enum Inputs {
     /// These of the plan's Python wheels (names), installed for the image's interpreter.
     Wheels { names: Vec<String> },
     /// The profile's `files:`.
-    Files(Vec<FileEntry>),
+    Files(Vec<crate::sources::files::FileSpec>),
     /// The `gpuimg-selftest` binary at its fixed path.
     Selftest { binary: PathBuf },
     /// `/etc/gpuimg/expect.json`.
@@ -328,7 +329,7 @@ pub fn plan(
     if !profile.files.is_empty() {
         layers.push(LayerPlan {
             component: "files".into(),
-            inputs: Inputs::Files(profile.files.clone()),
+            inputs: Inputs::Files(source_specs::files(&profile.files)),
             strip: Vec::new(),
             key: None,
         });
@@ -343,7 +344,10 @@ pub fn plan(
     // What the locked wheels and packages install decides the CUDA metadata, not the request
     // alone.
     let cuda_debs = facts.apt.as_ref().map_or(Vec::new(), |a| {
-        installed::cuda_debs(&a.packages, profile.platform.debian_arch())
+        installed::cuda_debs(
+            &a.packages,
+            source_specs::architecture(&profile.platform).debian(),
+        )
     });
     let wheels = python.as_ref().map_or(&[][..], |p| p.wheels.as_slice());
     if let Some(r) = resolution

@@ -9,9 +9,12 @@
 //! packages); `pinned_wheels` holds what resolution hands the installer.
 //! The walking and indexing stay in `assemble`; sources decide what an input is and where
 //! each entry came from.
+//! Sources take plain specs (`apt::PackagesSpec`, `files::FileSpec`, `pypi::RequestSpec`,
+//! [`Architecture`]), never the profile's types: the plan converts (`plan::source_specs`).
 //! Must never run code from a package (no maintainer scripts, no chroot).
 
 pub mod apt;
+mod architecture;
 pub mod files;
 pub mod image_interpreter;
 pub mod pinned_wheels;
@@ -22,6 +25,8 @@ pub mod wheel;
 use std::path::Path;
 
 use crate::assemble::{AssembleError, Tree};
+
+pub use architecture::Architecture;
 
 /// One input of a component layer.
 pub trait Source {

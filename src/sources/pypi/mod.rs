@@ -44,7 +44,9 @@ pub mod parsers {
     pub use super::zipdir::{metadata as zip_metadata, LocalFile, Ranged, MAX_METADATA_BYTES};
 }
 pub use budget::Budget;
-pub use request::{HostSettings, Index, Links, PythonRequest, Requirement};
+pub use request::{
+    FindLinkSpec, HostSettings, Index, Links, PythonRequest, RequestSpec, Requirement,
+};
 
 use crate::cache::{Bucket, Cache};
 use crate::fetch::Artifact;
