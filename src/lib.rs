@@ -22,6 +22,7 @@ pub mod host_program;
 pub mod profile;
 pub mod raw_deflate;
 pub mod reference;
+pub mod requirement;
 pub mod staging;
 pub mod user_file;
 

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use gpuimg::observe::Silent;
+use gpuimg::plan::source_specs;
 use gpuimg::profile::{self, Base};
 use gpuimg::sources::apt::{self, AptOptions};
 
@@ -20,28 +21,16 @@ fn bench_essential_install() {
     let Base::Apt(spec) = p.base else {
         panic!("no apt base")
     };
+    let (spec, arch) = (
+        source_specs::apt_packages(&spec, std::path::Path::new(".")),
+        source_specs::architecture(&p.platform),
+    );
     let opts = AptOptions::new(&cache);
     std::fs::create_dir_all(&dest).unwrap();
     let t = Instant::now();
-    let locked = apt::resolve(
-        &spec,
-        &p.platform,
-        std::path::Path::new("."),
-        &opts,
-        &mut Silent,
-    )
-    .unwrap();
+    let locked = apt::resolve(&spec, &arch, &opts, &mut Silent).unwrap();
     let resolve_s = t.elapsed().as_secs_f64();
-    let installed = apt::install(
-        &spec,
-        &p.platform,
-        std::path::Path::new("."),
-        &opts,
-        Some(&locked),
-        &dest,
-        &mut Silent,
-    )
-    .unwrap();
+    let installed = apt::install(&spec, &arch, &opts, Some(&locked), &dest, &mut Silent).unwrap();
     let total_s = t.elapsed().as_secs_f64();
     let bytes: u64 = locked.iter().map(|p| p.size).sum();
     println!(

@@ -11,8 +11,10 @@ use std::sync::OnceLock;
 use common::*;
 use gpuimg::lock::LockedPackage;
 use gpuimg::observe::Observer;
-use gpuimg::profile::{self, AptSpec, Base, Platform};
-use gpuimg::sources::apt::{self, AptError, AptOptions};
+use gpuimg::plan::source_specs;
+use gpuimg::profile::{self, Base};
+use gpuimg::sources::apt::{self, AptError, AptOptions, PackagesSpec};
+use gpuimg::sources::Architecture;
 
 struct Fixture {
     _dir: tempfile::TempDir,
@@ -121,8 +123,8 @@ impl Observer for Record {
 }
 
 struct Case {
-    spec: Box<AptSpec>,
-    platform: Platform,
+    spec: PackagesSpec,
+    arch: Architecture,
     dir: PathBuf,
     opts: AptOptions,
     _tmp: tempfile::TempDir,
@@ -148,8 +150,8 @@ fn case(suite: &str, packages: &str, extra: &str) -> Case {
     let mut opts = AptOptions::new(tmp.path().join("cache"));
     opts.apt_dir = tmp.path().join("no-host-apt");
     Case {
-        spec,
-        platform: p.platform,
+        spec: source_specs::apt_packages(&spec, tmp.path()),
+        arch: source_specs::architecture(&p.platform),
         dir: tmp.path().to_path_buf(),
         opts,
         _tmp: tmp,
@@ -158,13 +160,7 @@ fn case(suite: &str, packages: &str, extra: &str) -> Case {
 
 impl Case {
     fn resolve(&self) -> Result<Vec<LockedPackage>, AptError> {
-        apt::resolve(
-            &self.spec,
-            &self.platform,
-            &self.dir,
-            &self.opts,
-            &mut Record::default(),
-        )
+        apt::resolve(&self.spec, &self.arch, &self.opts, &mut Record::default())
     }
 
     fn install(
@@ -175,8 +171,7 @@ impl Case {
         std::fs::create_dir(&dest).unwrap();
         let r = apt::install(
             &self.spec,
-            &self.platform,
-            &self.dir,
+            &self.arch,
             &self.opts,
             locked,
             &dest,
@@ -219,7 +214,7 @@ fn resolves_alternatives_virtuals_versions_predepends_multiarch_conflicts() {
         ]
     );
     let p = &got[1];
-    assert_eq!(p.repository, c.spec.mirror.value);
+    assert_eq!(p.repository, c.spec.mirror.to_string());
     assert_eq!(p.filename, "pool/main/app_1.0_amd64.deb");
     // Deterministic: the same input gives the same set.
     assert_eq!(c.resolve().unwrap(), got);
@@ -422,7 +417,7 @@ fn unsigned_repository_is_refused() {
 fn trusted_opt_out_warns() {
     let c = case("unsigned", "alt-b", "    trusted: true\n");
     let mut rec = Record::default();
-    let got = apt::resolve(&c.spec, &c.platform, &c.dir, &c.opts, &mut rec).unwrap();
+    let got = apt::resolve(&c.spec, &c.arch, &c.opts, &mut rec).unwrap();
     assert_eq!(names(&got), ["alt-b 1.0"]);
     assert_eq!(rec.warnings.len(), 1);
     assert!(
@@ -486,8 +481,8 @@ fn a_build_says_each_warning_once() {
 fn wrong_key_is_refused() {
     let c = case("stable", "app", "");
     let mut spec = c.spec.clone();
-    spec.keyring = Some(profile::Located::synthetic("wrong.gpg".into()));
-    let e = apt::resolve(&spec, &c.platform, &c.dir, &c.opts, &mut Record::default())
+    spec.keyring = Some(c.dir.join("wrong.gpg"));
+    let e = apt::resolve(&spec, &c.arch, &c.opts, &mut Record::default())
         .unwrap_err()
         .to_string();
     assert!(
@@ -581,16 +576,7 @@ fn locked_offline_and_corrupted_cache() {
     let mut rec = Record::default();
     let dest = c.dir.join("root-refetch");
     std::fs::create_dir(&dest).unwrap();
-    apt::install(
-        &c.spec,
-        &c.platform,
-        &c.dir,
-        &c.opts,
-        Some(&locked),
-        &dest,
-        &mut rec,
-    )
-    .unwrap();
+    apt::install(&c.spec, &c.arch, &c.opts, Some(&locked), &dest, &mut rec).unwrap();
     assert!(
         rec.warnings.iter().any(|w| w.contains("was corrupted")),
         "{:?}",

@@ -10,27 +10,31 @@ use std::process::Command;
 
 use common::run_ok;
 use gpuimg::observe::Silent;
+use gpuimg::plan::source_specs;
 use gpuimg::profile::{self, Base};
 use gpuimg::sources::apt::{self, AptOptions};
 
-fn spec(packages: &str) -> (Box<gpuimg::profile::AptSpec>, gpuimg::profile::Platform) {
+fn spec(packages: &str) -> (apt::PackagesSpec, gpuimg::sources::Architecture) {
     let yaml = format!(
         "name: t\nbase:\n  apt:\n    mirror: host\n    suite: bookworm\n    packages: [{packages}]\n"
     );
     let p = profile::parse(&yaml, "t.yaml", Path::new("."), &|_| None).unwrap();
     match p.base {
-        Base::Apt(s) => (s, p.platform),
+        Base::Apt(s) => (
+            source_specs::apt_packages(&s, Path::new(".")),
+            source_specs::architecture(&p.platform),
+        ),
         other => panic!("expected an apt base, got {other:?}"),
     }
 }
 
 #[test]
 fn host_mirror_python_image() {
-    let (spec, platform) = spec("base-files, base-passwd, libc6, python3-minimal, ca-certificates");
+    let (spec, arch) = spec("base-files, base-passwd, libc6, python3-minimal, ca-certificates");
     let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("apt-host-cache");
     let opts = AptOptions::new(&cache);
     let dest = tempfile::tempdir().unwrap();
-    let locked = apt::resolve(&spec, &platform, Path::new("."), &opts, &mut Silent).unwrap();
+    let locked = apt::resolve(&spec, &arch, &opts, &mut Silent).unwrap();
     let names: Vec<&str> = locked.iter().map(|p| p.name.as_str()).collect();
     assert!(locked
         .iter()
@@ -38,16 +42,8 @@ fn host_mirror_python_image() {
     for want in ["base-files", "libc6", "python3.11-minimal", "zlib1g"] {
         assert!(names.contains(&want), "{want} missing from {names:?}");
     }
-    let installed = apt::install(
-        &spec,
-        &platform,
-        Path::new("."),
-        &opts,
-        Some(&locked),
-        dest.path(),
-        &mut Silent,
-    )
-    .unwrap();
+    let installed =
+        apt::install(&spec, &arch, &opts, Some(&locked), dest.path(), &mut Silent).unwrap();
     assert_eq!(installed.packages, locked);
     let root = dest.path();
 
@@ -94,8 +90,7 @@ fn host_mirror_python_image() {
     let dest2 = tempfile::tempdir().unwrap();
     apt::install(
         &spec,
-        &platform,
-        Path::new("."),
+        &arch,
         &AptOptions::new(cache2.path()),
         Some(&locked),
         dest2.path(),
@@ -137,7 +132,7 @@ fn host_mirror_python_image() {
         "python3 ran without libz in a known path"
     );
     let confined = gpuimg::confined::Root::open(root).unwrap();
-    apt::write_ld_cache(&confined, platform.debian_arch(), &Default::default(), &[]).unwrap();
+    apt::write_ld_cache(&confined, arch.debian(), &Default::default(), &[]).unwrap();
     let out = run_ok(Command::new("chroot").arg(root).args([
         "/usr/bin/python3",
         "-c",

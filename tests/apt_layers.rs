@@ -243,6 +243,7 @@ fn lock_package_names(lock: &serde_json::Value) -> Vec<String> {
 /// Install `packages` from the host's mirror into `dest` in one piece, with the library.
 fn install_into(dest: &Path, packages: &str) {
     use gpuimg::observe::Silent;
+    use gpuimg::plan::source_specs;
     use gpuimg::profile::{self, Base};
     use gpuimg::sources::apt::{self, AptOptions};
     let yaml = format!(
@@ -252,17 +253,12 @@ fn install_into(dest: &Path, packages: &str) {
     let Base::Apt(spec) = p.base else {
         panic!("no apt base")
     };
+    let (spec, arch) = (
+        source_specs::apt_packages(&spec, Path::new(".")),
+        source_specs::architecture(&p.platform),
+    );
     let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("apt-layers-cache");
     let opts = AptOptions::new(&cache);
-    let locked = apt::resolve(&spec, &p.platform, Path::new("."), &opts, &mut Silent).unwrap();
-    apt::install(
-        &spec,
-        &p.platform,
-        Path::new("."),
-        &opts,
-        Some(&locked),
-        dest,
-        &mut Silent,
-    )
-    .unwrap();
+    let locked = apt::resolve(&spec, &arch, &opts, &mut Silent).unwrap();
+    apt::install(&spec, &arch, &opts, Some(&locked), dest, &mut Silent).unwrap();
 }

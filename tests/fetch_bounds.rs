@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use gpuimg::fetch::{FetchLimits, MAX_ROOT_BYTES};
 use gpuimg::observe::Observer;
+use gpuimg::plan::source_specs;
 use gpuimg::profile::{self, Base};
 use gpuimg::sources::apt::{self, AptOptions};
 
@@ -198,9 +199,8 @@ fn install(
     std::fs::create_dir(&dest).unwrap();
     let start = Instant::now();
     let r = apt::install(
-        &spec,
-        &p.platform,
-        tmp.path(),
+        &source_specs::apt_packages(&spec, tmp.path()),
+        &source_specs::architecture(&p.platform),
         &opts,
         None,
         &dest,

@@ -9,8 +9,8 @@ use std::time::Instant;
 
 use gpuimg::cache::Cache;
 use gpuimg::observe::Silent;
+use gpuimg::sources::image_interpreter::ImagePython;
 use gpuimg::sources::pypi::{self, PythonRequest};
-use gpuimg::sources::python::ImagePython;
 
 #[test]
 #[ignore = "benchmark driver, run by scripts/bench-pypi-resolve.sh"]

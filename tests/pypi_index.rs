@@ -14,8 +14,18 @@ use common::hostile_index;
 use common::pyindex::{write_index, Dist, Pages};
 use gpuimg::cache::Cache;
 use gpuimg::observe::Silent;
+use gpuimg::sources::image_interpreter::ImagePython;
+use gpuimg::sources::pinned_wheels::PinnedWheel;
 use gpuimg::sources::pypi::{self, HostSettings, PypiError, PythonRequest};
-use gpuimg::sources::python::{ImagePython, PinnedWheel};
+
+/// The request of a loaded profile's `python:`, through the plan's conversion.
+fn request_of(
+    p: &gpuimg::profile::Profile,
+    host: &HostSettings,
+) -> Result<PythonRequest, PypiError> {
+    let spec = gpuimg::plan::source_specs::python_request(p).expect("a `python:` section");
+    PythonRequest::new(&spec, host)
+}
 
 fn image(minor: u32, machine: &str) -> ImagePython {
     ImagePython {
@@ -390,9 +400,7 @@ fn requirements_hashes_are_enforced() {
             idx.url()
         );
         let p = gpuimg::profile::parse(&yaml, "p.yaml", dir.path(), &|_| None).unwrap();
-        PythonRequest::new(&p, &HostSettings::default())
-            .unwrap()
-            .unwrap()
+        request_of(&p, &HostSettings::default()).unwrap()
     };
     // The hash allows 0.9 only: the newer 1.0 is not a candidate.
     let req = profile(&format!("solo --hash=sha256:{good}\n"));
@@ -419,7 +427,7 @@ fn with_nothing_configured_and_no_python_to_ask_one_line_says_what_to_set() {
         &|_| None,
     )
     .unwrap();
-    let e = PythonRequest::new(&p, &HostSettings::default()).unwrap_err();
+    let e = request_of(&p, &HostSettings::default()).unwrap_err();
     assert_eq!(e.exit_code(), 2);
     let s = e.to_string();
     assert!(
@@ -432,7 +440,7 @@ fn with_nothing_configured_and_no_python_to_ask_one_line_says_what_to_set() {
         python: Some(Path::new("/nonexistent/python3").to_path_buf()),
         ..HostSettings::default()
     };
-    let s = PythonRequest::new(&p, &host).unwrap_err().to_string();
+    let s = request_of(&p, &host).unwrap_err().to_string();
     assert!(
         s.contains("/nonexistent/python3") && s.contains("PIP_INDEX_URL"),
         "{s}"
@@ -458,7 +466,7 @@ fn index_discovery_follows_the_documented_order() {
         ..HostSettings::default()
     };
     let first = |yaml: &str, host: &HostSettings| {
-        let r = PythonRequest::new(&load(yaml), host).unwrap().unwrap();
+        let r = request_of(&load(yaml), host).unwrap();
         let main = r.indexes.last().unwrap().clone();
         (main.name, main.url.to_string(), r)
     };
@@ -522,9 +530,7 @@ fn a_pylock_toml_as_requirements_gives_exactly_its_wheels() {
             idx.url()
         );
         let p = gpuimg::profile::parse(&yaml, "p.yaml", dir.path(), &|_| None).unwrap();
-        PythonRequest::new(&p, &HostSettings::default())
-            .unwrap()
-            .unwrap()
+        request_of(&p, &HostSettings::default()).unwrap()
     };
     // The older leaf, as locked, not the newest.
     let req = request(&lock(&dists[2]));

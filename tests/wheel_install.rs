@@ -21,7 +21,8 @@ use std::path::{Path, PathBuf};
 use common::*;
 use gpuimg::assemble::{DataSource, EntryKind, Tree};
 use gpuimg::observe::Observer;
-use gpuimg::sources::python::{FetchedWheel, ImagePython, PinnedWheel};
+use gpuimg::sources::image_interpreter::ImagePython;
+use gpuimg::sources::pinned_wheels::{FetchedWheel, PinnedWheel};
 use gpuimg::sources::wheel::{self, HostPython, WheelError};
 
 const SITE: &str = "usr/local/lib/python3.11/dist-packages";

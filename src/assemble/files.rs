@@ -6,14 +6,24 @@
 //! device since is refused here, and never opened.
 
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::dir::{walk_into, WalkOptions};
 use super::tree::{DataSource, Entry, EntryKind, Tree};
 use super::{AssembleError, Provenance};
-use crate::profile::FileEntry;
 
-pub fn collect(entries: &[FileEntry]) -> Result<Tree, AssembleError> {
+/// One `files:` entry as plain values (the plan converts the profile's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileSpec {
+    /// The source in the build context (canonical: no symlink on its path).
+    pub src: PathBuf,
+    /// Its image path, no leading `/`.
+    pub dst: String,
+    /// The mode it gets (default: the source's).
+    pub mode: Option<u32>,
+}
+
+pub fn collect(entries: &[FileSpec]) -> Result<Tree, AssembleError> {
     let mut tree = Tree::new("files");
     for f in entries {
         // `src` is canonical (no symlinks), so lstat sees the source itself.
@@ -96,8 +106,8 @@ mod tests {
 
     use super::*;
 
-    fn entry(src: &Path) -> FileEntry {
-        FileEntry {
+    fn entry(src: &Path) -> FileSpec {
+        FileSpec {
             src: src.to_path_buf(),
             dst: "opt/x".into(),
             mode: None,

@@ -23,14 +23,13 @@ pub mod xattr;
 
 pub use archived::{ArchivedFile, ArchivedReader, Tap, TapRef};
 pub use error::AssembleError;
+pub use files::FileSpec;
 pub use provenance::{PackageKind, Provenance};
 pub use same_file::open_same_file;
 pub use tarball::read_member as read_tarball_member;
 pub use tree::{identity, DataSource, Deflated, Entry, EntryKind, Tree, Xattrs};
 
 use std::path::Path;
-
-use crate::profile::FileEntry;
 
 /// What one component layer is made from.
 #[derive(Debug, Clone)]
@@ -45,7 +44,7 @@ pub enum Input<'a> {
         allow_special: bool,
     },
     /// The profile's `files:` entries, owned by root.
-    Files(&'a [FileEntry]),
+    Files(&'a [FileSpec]),
 }
 
 /// Build the sorted tree for one input. `scratch` holds decompressed tarballs. Entries are

@@ -74,10 +74,12 @@
 //! Size: [`Cache::usage`] counts what each bucket holds (`usage.rs`); the downloads (`debs-v1`,
 //! `indexes-v1`, `wheels-v1`) are listed with their last use and chosen for removal by a
 //! [`DownloadPolicy`] (`downloads.rs`: age, total size, the locks that pin them), for
-//! `gpuimg cache prune` under the exclusive lock.
+//! `gpuimg cache prune` under the exclusive lock. `cache verify` and `cache prune` themselves
+//! are the cache's (`maintain.rs`), told what a layer record names by `layer::Records`.
 
 mod downloads;
 mod key;
+pub mod maintain;
 mod record;
 mod store;
 pub mod trust;

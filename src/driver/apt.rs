@@ -21,7 +21,7 @@ use crate::layer::LayerBlob;
 use crate::observe::Observer;
 use crate::plan::components::{self, Assignment};
 use crate::plan::libraries::{self, Library, Provider};
-use crate::plan::{split, AptInstall, Loader, METADATA};
+use crate::plan::{source_specs, split, AptInstall, Loader, METADATA};
 use crate::profile::Platform;
 use crate::sources::apt::{self, AptOptions};
 use crate::sources::Source;
@@ -58,7 +58,7 @@ fn owners(
             out.insert(path.clone(), c.to_string());
         }
     }
-    for link in apt::merged_usr_links(platform.debian_arch()) {
+    for link in apt::merged_usr_links(source_specs::architecture(platform).debian()) {
         out.insert(link.to_string(), components::OS.to_string());
     }
     out
@@ -184,7 +184,7 @@ pub fn install_and_split(
         .map_err(assemble::AssembleError::Io)?;
     let front = BTreeMap::from([(
         components::OS.to_string(),
-        apt::merged_usr_links(platform.debian_arch())
+        apt::merged_usr_links(install.architecture.debian())
             .into_iter()
             .map(str::to_string)
             .collect(),
@@ -202,8 +202,7 @@ pub fn install_and_split(
     let mut failed: Option<BuildError> = None;
     let installed = apt::install_replaying(
         &install.spec,
-        platform,
-        &install.dir,
+        &install.architecture,
         &loader_options(
             apt_options(&opts.cache_root, opts.offline, &opts.trust),
             loader,
@@ -230,7 +229,7 @@ pub fn install_and_split(
     };
     check_libraries(&installed, loader)?;
     check_needs(&installed, loader, obs);
-    let mut tree = apt::AptRoot {
+    let mut tree = apt::InstalledRoot {
         root: &root,
         installed: &installed,
     }

@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
 use super::schedule::Ctx;
-use super::{apt, device_code, generated, machines, python, strip, strip_sections};
 use super::{add_stripped, BuildError};
+use super::{apt, device_code, generated, machines, python, strip, strip_sections};
 use crate::assemble::{DataSource, Tree};
 use crate::expect::DEFAULT_PATH;
 use crate::layer::{self, LayerBlob};
@@ -18,7 +18,7 @@ use crate::plan::{Inputs, Loader};
 use crate::profile::StripClass;
 use crate::sbom::SBOM_PATH;
 use crate::sources::files::Files;
-use crate::sources::python::FetchedWheel;
+use crate::sources::pinned_wheels::FetchedWheel;
 use crate::sources::rootfs::Rootfs;
 use crate::sources::wheel::{self, WheelLibrary};
 use crate::sources::Source;
@@ -158,7 +158,9 @@ pub(super) fn wheel_layer<'s, 'e>(
         "a python-packages layer was planned without its wheels",
     ))?;
     let Inputs::Wheels { names } = &lp.inputs else {
-        return Err(BuildError::Internal("a wheel job for another kind of layer"));
+        return Err(BuildError::Internal(
+            "a wheel job for another kind of layer",
+        ));
     };
     let wheels: Vec<&crate::lock::LockedWheel> = install
         .wheels
@@ -227,14 +229,9 @@ pub(super) fn wheel_layer<'s, 'e>(
         });
     }
     if job.facts {
-        done.libraries = wheel::facts::taken_libraries(
-            &wheels,
-            &job.files,
-            &install.python,
-            &taps,
-            ctx.cache,
-        )
-        .map_err(BuildError::from)?;
+        done.libraries =
+            wheel::facts::taken_libraries(&wheels, &job.files, &install.python, &taps, ctx.cache)
+                .map_err(BuildError::from)?;
         let mut recorded = wheel::facts::recorded_headers(
             ctx.cache,
             &wheels.iter().map(|w| (*w).clone()).collect::<Vec<_>>(),

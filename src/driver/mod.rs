@@ -20,8 +20,8 @@ use std::path::PathBuf;
 mod apt;
 mod device_code;
 mod generated;
-mod machines;
 mod jobs;
+mod machines;
 mod python;
 mod schedule;
 mod stream;
@@ -418,7 +418,10 @@ fn push_image(json: &image::ImageJson, layers: &[ImageLayer], cache: &Cache) -> 
 
 /// Count what strip removed from a layer's input into its sizes (the writer measured what it
 /// wrote).
-pub(super) fn add_stripped(sizes: &mut layer::LayerSizes, stripped: Option<&crate::strip::Stripped>) {
+pub(super) fn add_stripped(
+    sizes: &mut layer::LayerSizes,
+    stripped: Option<&crate::strip::Stripped>,
+) {
     for ((class, owner), r) in stripped.map(|s| &s.by_class).into_iter().flatten() {
         sizes.add_stripped(
             &serde_name(class),
@@ -431,7 +434,11 @@ pub(super) fn add_stripped(sizes: &mut layer::LayerSizes, stripped: Option<&crat
 
 /// A layer's tree must not put an entry under a file or symlink of the layers below it (their
 /// non-directories, later layers over earlier ones).
-pub(super) fn check_over_lower(cache: &Cache, layers: &[ImageLayer], tree: &Tree) -> Result<(), BuildError> {
+pub(super) fn check_over_lower(
+    cache: &Cache,
+    layers: &[ImageLayer],
+    tree: &Tree,
+) -> Result<(), BuildError> {
     if layers.is_empty() {
         return Ok(());
     }

@@ -10,7 +10,7 @@ use crate::assemble::Tree;
 use crate::layer::Compression;
 use crate::observe::Observer;
 use crate::plan::PythonInstall;
-use crate::sources::python::{FetchedWheel, PinnedWheel};
+use crate::sources::pinned_wheels::{FetchedWheel, PinnedWheel};
 use crate::sources::wheel;
 
 /// Install the fetched wheels `fetched` (the layer `component`'s) under `scratch`; with

@@ -22,8 +22,8 @@ use crate::image::ImageLayer;
 use crate::layer::{self, LayerBlob};
 use crate::observe::{Observer, Recorded};
 use crate::plan::{Derived, Inputs, Need, Plan};
+use crate::sources::pinned_wheels::{FetchedWheel, PinnedWheel};
 use crate::sources::pypi::{self, PythonRequest};
-use crate::sources::python::{FetchedWheel, PinnedWheel};
 use crate::staging::Staged;
 
 /// What every job reads.
@@ -74,9 +74,16 @@ pub(super) fn run(ctx: &Ctx<'_>, obs: &mut dyn Observer) -> Result<Ran, BuildErr
     let mut found: Vec<Option<LayerBlob>> = plan
         .layers
         .iter()
-        .map(|lp| lp.key.as_ref().and_then(|k| layer::lookup(ctx.cache, k, obs)))
+        .map(|lp| {
+            lp.key
+                .as_ref()
+                .and_then(|k| layer::lookup(ctx.cache, k, obs))
+        })
         .collect();
-    let wheels = plan.python.as_ref().map_or(&[][..], |p| p.wheels.as_slice());
+    let wheels = plan
+        .python
+        .as_ref()
+        .map_or(&[][..], |p| p.wheels.as_slice());
     let mut libraries = plan
         .python
         .as_ref()
@@ -136,7 +143,10 @@ pub(super) fn run(ctx: &Ctx<'_>, obs: &mut dyn Observer) -> Result<Ran, BuildErr
             let request = ctx.python.ok_or(BuildError::Internal(
                 "a python-packages layer was planned without its request",
             ))?;
-            let pins: Vec<PinnedWheel> = fetch.iter().map(|w| PinnedWheel::from(&wheels[*w])).collect();
+            let pins: Vec<PinnedWheel> = fetch
+                .iter()
+                .map(|w| PinnedWheel::from(&wheels[*w]))
+                .collect();
             let tx = tx.clone();
             let order = fetch.clone();
             let (cache, offline) = (ctx.cache, ctx.opts.offline);
@@ -159,7 +169,10 @@ pub(super) fn run(ctx: &Ctx<'_>, obs: &mut dyn Observer) -> Result<Ran, BuildErr
         }
         let mut running = 0usize;
         loop {
-            if derived.get().is_none() && wheels.iter().all(|w| facts_known(&w.name, &libraries, &headers))
+            if derived.get().is_none()
+                && wheels
+                    .iter()
+                    .all(|w| facts_known(&w.name, &libraries, &headers))
             {
                 let d = plan.late.complete(&libraries, &headers)?;
                 check_unprotected(&unprotected, &d)?;
@@ -223,7 +236,8 @@ pub(super) fn run(ctx: &Ctx<'_>, obs: &mut dyn Observer) -> Result<Ran, BuildErr
                             .loader;
                         s.spawn(move || {
                             let mut rec = Recorded::default();
-                            let r = guarded(|| jobs::apt_layers(ctx, loader, &apt, &cached, &mut rec));
+                            let r =
+                                guarded(|| jobs::apt_layers(ctx, loader, &apt, &cached, &mut rec));
                             let _ = tx.send(Event::Done(r, rec));
                         })
                     }
@@ -254,7 +268,8 @@ pub(super) fn run(ctx: &Ctx<'_>, obs: &mut dyn Observer) -> Result<Ran, BuildErr
                         let sbom = derived.get().map(|d| d.sbom.clone());
                         s.spawn(move || {
                             let mut rec = Recorded::default();
-                            let r = guarded(|| jobs::other_layer(ctx, i, sbom.as_deref(), &mut rec));
+                            let r =
+                                guarded(|| jobs::other_layer(ctx, i, sbom.as_deref(), &mut rec));
                             let _ = tx.send(Event::Done(r, rec));
                         })
                     }

@@ -14,7 +14,7 @@ pub const ANN_LAYER_SIZES: &str = "io.gpuimg.layer.sizes";
 pub const ANN_REF_NAME: &str = "org.opencontainers.image.ref.name";
 /// Manifest: `SOURCE_DATE_EPOCH` as RFC 3339.
 pub const ANN_CREATED: &str = "org.opencontainers.image.created";
-/// Manifest: the profile's `name`.
+/// Manifest: the profile's `name`; on the SBOM referrer's layer: the document's file name.
 pub const ANN_TITLE: &str = "org.opencontainers.image.title";
 /// Manifest: the resolved stack in words (`cuda 12.4.1, python 3.11`).
 pub const ANN_DESCRIPTION: &str = "org.opencontainers.image.description";

@@ -22,6 +22,7 @@ use crate::layer::LayerBlob;
 use crate::profile::{ConfigSpec, Platform};
 
 pub mod annotations;
+pub mod referrer;
 
 pub use annotations::{ANN_COMPONENT, ANN_LAYER_SIZES, ANN_REF_NAME, ANN_UNCOMPRESSED_SIZE};
 
@@ -50,6 +51,8 @@ pub struct ImageSpec<'a> {
 
 /// The media type of the manifest [`build_image`] writes.
 pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
+/// The media type of an image index (the OCI layout's, a referrers index).
+pub const INDEX_MEDIA_TYPE: &str = "application/vnd.oci.image.index.v1+json";
 
 /// The JSON blobs of one image.
 #[derive(Debug, Clone)]

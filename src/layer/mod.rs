@@ -12,7 +12,6 @@ mod dedup;
 pub mod fragments;
 mod key;
 pub mod listing;
-mod maintain;
 mod pgzip;
 mod record;
 mod sizes;
@@ -28,8 +27,7 @@ use serde::{Deserialize, Serialize};
 pub use compression::{Compression, Encoder, GzipOutcome, Streams, GZIP_LEVEL, ZSTD_LEVEL};
 pub use dedup::MIN_BYTES as DEDUP_MIN_BYTES;
 pub use key::layer_key;
-pub use maintain::{prune, verify, Pruned, Verified};
-pub use record::{ensure_intact, lookup, remember};
+pub use record::{ensure_intact, lookup, remember, Records};
 pub use sizes::{owner_name, Bytes, Counted, LayerSizes};
 pub use stream::LayerStream;
 

@@ -9,6 +9,9 @@
 //! - anything else (record changed, no stamps, stamps disagree): the blob is hashed and
 //!   decompressed, and digest, size, diff_id and uncompressed size must all match the record.
 //!
+//! [`Records`] tells the cache's own maintenance (`cache verify`, `cache prune`) what a record
+//! names and how its blob is checked.
+//!
 //! A failed check is a miss: the bad record (and a corrupt blob) is removed, never rewritten
 //! in place, and a warning names it.
 
@@ -280,6 +283,75 @@ pub fn ensure_intact(cache: &Cache, blob: &LayerBlob) -> Result<(), LayerError> 
             Err(changed(why))
         }
         Verdict::RecordWrong(why) => Err(changed(why)),
+    }
+}
+
+/// The layer records as `gpuimg cache verify` and `cache prune` read them
+/// ([`crate::cache::maintain`]): what each names and how its blob is checked.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Records;
+
+impl crate::cache::maintain::LayerRecords for Records {
+    type Record = LayerBlob;
+    type Compression = Compression;
+    type Decoded = Decoded;
+
+    fn parse(&self, bytes: &[u8]) -> Result<LayerBlob, String> {
+        serde_json::from_slice(bytes).map_err(|e| e.to_string())
+    }
+
+    fn blob(&self, rec: &LayerBlob) -> Digest {
+        rec.digest
+    }
+
+    fn layer(&self, rec: &LayerBlob) -> Digest {
+        rec.diff_id
+    }
+
+    fn compression(&self, rec: &LayerBlob) -> Compression {
+        rec.compression
+    }
+
+    fn facts(&self, rec: &LayerBlob) -> BlobFacts {
+        facts_of(rec)
+    }
+
+    fn read_blob(
+        &self,
+        file: std::fs::File,
+        compression: Option<Compression>,
+    ) -> io::Result<(Digest, u64, Option<Decoded>)> {
+        let got = inspect(file, compression)?;
+        Ok((got.digest, got.size, got.decoded))
+    }
+
+    fn problem(&self, rec: &LayerBlob, size: u64, decoded: &Decoded) -> Option<String> {
+        if size != rec.size {
+            return Some(format!("it says {} bytes, its blob is {size}", rec.size));
+        }
+        match decoded {
+            Err(e) => Some(format!(
+                "its blob does not decompress as {:?} ({e})",
+                rec.compression
+            )),
+            Ok((d, _)) if *d != rec.diff_id => Some(format!(
+                "it says diff_id `{}`, its blob decompresses to `{d}`",
+                rec.diff_id
+            )),
+            Ok((_, n)) if *n != rec.uncompressed_size => Some(format!(
+                "it says {} bytes uncompressed, its blob decompresses to {n}",
+                rec.uncompressed_size
+            )),
+            Ok(_) => None,
+        }
+    }
+
+    fn check(&self, cache: &Cache, rec: &LayerBlob) -> io::Result<Option<String>> {
+        Ok(match check(cache, rec, true)? {
+            Verdict::Good(_) => None,
+            Verdict::BlobMissing => Some("its blob vanished during the check".into()),
+            Verdict::BlobBad(w, _) | Verdict::RecordWrong(w) => Some(w),
+        })
     }
 }
 

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use super::*;
 use crate::assemble::{DataSource, Entry, EntryKind, Tree};
-use crate::layer::{prune, verify, write_layer, LayerOptions};
+use crate::cache::maintain::{Pruned, Verified};
+use crate::layer::{write_layer, LayerOptions};
 use crate::observe::Silent;
 
 thread_local! {
@@ -19,6 +20,16 @@ pub(super) fn count_check(decompress: bool) {
         let (h, d) = c.get();
         c.set(if decompress { (h, d + 1) } else { (h + 1, d) });
     });
+}
+
+/// The cache's `verify`, over these layer records.
+fn verify(cache: &Cache, repair: bool) -> io::Result<Verified> {
+    crate::cache::maintain::verify(cache, &Records, repair)
+}
+
+/// The cache's `prune`, over these layer records.
+fn prune(cache: &Cache, dry_run: bool) -> io::Result<Pruned> {
+    crate::cache::maintain::prune(cache, &Records, dry_run)
 }
 
 fn checks() -> (u32, u32) {

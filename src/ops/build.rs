@@ -15,7 +15,7 @@ use crate::driver::{self, apt_options, BuildError, BuildOptions, BuildOutcome};
 use crate::lock::LockedPackage;
 use crate::observe::Observer;
 use crate::plan::components::PackageMeta;
-use crate::plan::{self, AptFacts, Facts, SelftestBinary};
+use crate::plan::{self, source_specs, AptFacts, Facts, SelftestBinary};
 use crate::profile::{AptSpec, Base, Profile};
 use crate::sources::apt;
 use crate::sources::pypi::PythonRequest;
@@ -229,8 +229,13 @@ fn apt_facts(
     aopts.prefer = prefer.to_vec();
     let mut packages = match &settled.debs {
         Some(d) => d.clone(),
-        None => apt::resolve(spec, &profile.platform, &profile.dir, &aopts, obs)
-            .map_err(|e| super::apt_error_at(profile, e))?,
+        None => apt::resolve(
+            &source_specs::apt_packages(spec, &profile.dir),
+            &source_specs::architecture(&profile.platform),
+            &aopts,
+            obs,
+        )
+        .map_err(|e| super::apt_error_at(profile, e))?,
     };
     packages.sort_by(|a, b| (&a.name, &a.architecture).cmp(&(&b.name, &b.architecture)));
     let cache = Cache::open(&req.options.cache_root).map_err(|source| BuildError::Cache {

@@ -13,6 +13,7 @@ use crate::driver::apt_options;
 use crate::fetch::Trust;
 use crate::lock::{self, Lock};
 use crate::observe::Observer;
+use crate::plan::source_specs;
 use crate::profile::{Base, Profile};
 use crate::resolve::Component;
 
@@ -62,9 +63,8 @@ pub fn lock(
         let mut aopts = apt_options(cache_root, offline, trust);
         aopts.prefer = super::stack::apt_preferences(profile, &roots);
         let resolved = crate::sources::apt::resolve(
-            &super::stack::apt_spec(spec, &roots),
-            &profile.platform,
-            &profile.dir,
+            &source_specs::apt_packages(&super::stack::apt_spec(spec, &roots), &profile.dir),
+            &source_specs::architecture(&profile.platform),
             &aopts,
             obs,
         )

@@ -24,7 +24,7 @@ use crate::plan::PlanError;
 use crate::profile::ProfileError;
 use crate::resolve::ResolveError;
 use crate::sources::apt::AptError;
-use crate::sources::base_python::BasePythonError;
+use crate::sources::image_interpreter::BasePythonError;
 use crate::sources::pypi::PypiError;
 use crate::sources::wheel::WheelError;
 

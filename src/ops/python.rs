@@ -9,12 +9,12 @@ use crate::cache::Cache;
 use crate::catalog::Catalog;
 use crate::lock::{LockedPackage, LockedWheel};
 use crate::observe::Observer;
-use crate::plan::PythonInstall;
+use crate::plan::{source_specs, PythonInstall};
 use crate::profile::{Base, Profile, StripClass};
 use crate::resolve::{Component, Resolution};
-use crate::sources::base_python;
+use crate::sources::image_interpreter;
+use crate::sources::image_interpreter::ImagePython;
 use crate::sources::pypi::{self, HostSettings, PythonRequest};
-use crate::sources::python::ImagePython;
 use crate::sources::rootfs::{self, DPKG_STATUS};
 use crate::sources::wheel::{self, HostPython};
 
@@ -70,14 +70,14 @@ pub fn check_stack_python(
         return Ok(());
     };
     let want_mm = (want.field(0), want.field(1));
-    let all = base_python::base_pythons(packages).map_err(OpsError::BasePython)?;
+    let all = image_interpreter::base_pythons(packages).map_err(OpsError::BasePython)?;
     if all
         .keys()
         .any(|(a, b)| (u64::from(*a), u64::from(*b)) == want_mm)
     {
         return Ok(());
     }
-    let has = match base_python::default_python(packages).map_err(OpsError::BasePython)? {
+    let has = match image_interpreter::default_python(packages).map_err(OpsError::BasePython)? {
         Some(p) => format!("Python {}.{} (`{}`)", p.version.0, p.version.1, p.package),
         None if all.is_empty() => "no Python".to_string(),
         None => all
@@ -113,7 +113,8 @@ pub fn settle_base_python(
     if profile.stack.python.is_some() {
         return Ok(None);
     }
-    let Some(base) = base_python::default_python(packages).map_err(OpsError::BasePython)? else {
+    let Some(base) = image_interpreter::default_python(packages).map_err(OpsError::BasePython)?
+    else {
         return Ok(None);
     };
     let (a, b) = base.version;
@@ -167,7 +168,12 @@ pub fn image_python(
                 u32::try_from(v.field(1)).ok()?,
             ))
         });
-    base_python::image_python(packages, &profile.platform, want).map_err(OpsError::BasePython)
+    image_interpreter::image_python(
+        packages,
+        &source_specs::architecture(&profile.platform),
+        want,
+    )
+    .map_err(OpsError::BasePython)
 }
 
 /// `wheels` as a PEP 751 lock for `python`, each located on the index it was locked from.
@@ -182,7 +188,8 @@ pub fn pylock(
         path: cache_root.display().to_string(),
         source,
     })?;
-    let pins: Vec<crate::sources::python::PinnedWheel> = wheels.iter().map(Into::into).collect();
+    let pins: Vec<crate::sources::pinned_wheels::PinnedWheel> =
+        wheels.iter().map(Into::into).collect();
     Ok(pypi::pylock(request, python, &pins, &cache, offline)?)
 }
 
@@ -217,9 +224,10 @@ pub fn request(
     host: &PythonHost,
     stack: Option<(&Resolution, &Catalog)>,
 ) -> Result<Option<PythonRequest>, OpsError> {
-    let Some(mut request) = PythonRequest::new(profile, &host.settings)? else {
+    let Some(spec) = source_specs::python_request(profile) else {
         return Ok(None);
     };
+    let mut request = PythonRequest::new(&spec, &host.settings)?;
     if let Some((resolution, catalog)) = stack {
         super::stack::add_to(&mut request, profile, resolution, catalog)?;
         super::cuda_minor::add_to(&mut request, profile, resolution, catalog)?;
@@ -280,4 +288,3 @@ pub fn install(
         request,
     )))
 }
-

@@ -57,7 +57,7 @@ const APT_COMPONENTS: [Component; 3] = [Component::Cuda, Component::Cudnn, Compo
 /// One apt root the stack's pins become: a relation group, the component it is for, and
 /// whether its package carries the component's version.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AptRoot {
+pub struct ComponentRelation {
     pub group: String,
     pub component: Component,
     pub carrier: bool,
@@ -73,7 +73,7 @@ pub fn apt_roots(
     profile: &Profile,
     resolution: &Resolution,
     catalog: &Catalog,
-) -> Result<Vec<AptRoot>, OpsError> {
+) -> Result<Vec<ComponentRelation>, OpsError> {
     let major = cuda_major(resolution);
     let mut out = Vec::new();
     for c in APT_COMPONENTS {
@@ -98,7 +98,7 @@ pub fn apt_roots(
             )));
         };
         for (i, group) in r.groups.into_iter().enumerate() {
-            out.push(AptRoot {
+            out.push(ComponentRelation {
                 group,
                 component: c,
                 carrier: i == 0,
@@ -115,7 +115,7 @@ pub fn apt_roots(
 /// against) the pinned release, so that NVIDIA's repository, which carries `libnccl2` for every
 /// CUDA line and many releases, gives the one the stack asks for without a version in the
 /// profile. A preference only orders: [`check_apt_agreement`] still names what does not fit.
-pub fn apt_preferences(profile: &Profile, roots: &[AptRoot]) -> Vec<Preference> {
+pub fn apt_preferences(profile: &Profile, roots: &[ComponentRelation]) -> Vec<Preference> {
     let mut out: Vec<Preference> = Vec::new();
     for r in roots {
         let release = if r.carrier {
@@ -184,7 +184,7 @@ pub fn check_base_packages(profile: &Profile, spec: &AptSpec) -> Result<(), OpsE
 }
 
 /// `spec` with the stack's apt roots added to its packages.
-pub fn apt_spec(spec: &AptSpec, roots: &[AptRoot]) -> AptSpec {
+pub fn apt_spec(spec: &AptSpec, roots: &[ComponentRelation]) -> AptSpec {
     let mut spec = spec.clone();
     for r in roots {
         if !spec.packages.iter().any(|p| p.value == r.group) {
@@ -199,7 +199,7 @@ pub fn apt_spec(spec: &AptSpec, roots: &[AptRoot]) -> AptSpec {
 /// package with its repository.
 pub fn check_apt_agreement(
     profile: &Profile,
-    roots: &[AptRoot],
+    roots: &[ComponentRelation],
     debs: &[LockedPackage],
 ) -> Result<(), OpsError> {
     for r in roots.iter().filter(|r| r.carrier) {
@@ -486,7 +486,7 @@ mod tests {
     #[test]
     fn a_package_built_for_another_cuda_major_is_a_no() {
         let p = profile("  nccl: \"2.21\"\n");
-        let root = AptRoot {
+        let root = ComponentRelation {
             group: "libnccl2".into(),
             component: Component::Nccl,
             carrier: true,

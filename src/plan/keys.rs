@@ -18,7 +18,7 @@ use crate::digest::Digest;
 use crate::layer::LayerOptions;
 use crate::lock::LockedPackage;
 use crate::profile::Profile;
-use crate::sources::python::PinnedWheel;
+use crate::sources::pinned_wheels::PinnedWheel;
 use crate::sources::wheel::{dependency_edges, normalize, INSTALLER_VERSION};
 
 use super::PythonInstall;

@@ -19,8 +19,10 @@ pub mod components;
 pub mod expectation;
 pub mod installed;
 pub mod keys;
+mod late;
 pub mod libraries;
 mod sbom;
+pub mod source_specs;
 pub mod split;
 mod strip_rules;
 mod unused;
@@ -37,12 +39,12 @@ use crate::digest::Digest;
 use crate::elf::SharedObject;
 use crate::layer::LayerOptions;
 use crate::lock::{LockedPackage, LockedWheel};
-use crate::profile::CompatMode;
-use crate::profile::{Base, FileEntry, Profile, StripClass};
+use crate::profile::{Base, Profile, StripClass};
 use crate::resolve::Resolution;
-use crate::sources::python::ImagePython;
+use crate::sources::image_interpreter::ImagePython;
 use crate::sources::wheel::{HostPython, WheelLibrary};
 use components::{Assignment, LayerOverrides, PackageMeta};
+pub use late::Late;
 
 /// The component that holds what no apt package owns (dpkg database, ld.so.cache, …).
 pub const METADATA: &str = "metadata";
@@ -221,7 +223,7 @@ pub enum Inputs {
     /// job produces their libraries' facts and METADATA headers when the plan lacks them.
     Wheels { names: Vec<String> },
     /// The profile's `files:`.
-    Files(Vec<FileEntry>),
+    Files(Vec<crate::sources::files::FileSpec>),
     /// The `gpuimg-selftest` binary at its fixed path.
     Selftest { binary: PathBuf },
     /// `/etc/gpuimg/expect.json`.
@@ -233,10 +235,10 @@ pub enum Inputs {
 /// The apt install shared by the apt layers.
 #[derive(Debug, Clone)]
 pub struct AptInstall {
-    /// The repositories and packages asked for, as the profile gives them.
-    pub spec: crate::profile::AptSpec,
-    /// Where the profile's relative paths (keys) are resolved from.
-    pub dir: PathBuf,
+    /// The repositories and packages asked for.
+    pub spec: crate::sources::apt::PackagesSpec,
+    /// The platform's architecture the packages are for.
+    pub architecture: crate::sources::Architecture,
     pub packages: Vec<LockedPackage>,
     pub assignment: Assignment,
     /// Applied to the whole install before it is split (the same classes as each apt layer).
@@ -327,7 +329,10 @@ pub fn plan(
     // Whether the wheels' libraries and METADATA are all known now; else the wheel jobs
     // produce them, and what depends on them waits (`Need::Derived`).
     let complete = python.as_ref().is_none_or(|p| {
-        p.libraries_complete() && p.wheels.iter().all(|w| facts.wheel_headers.contains_key(&w.name))
+        p.libraries_complete()
+            && p.wheels
+                .iter()
+                .all(|w| facts.wheel_headers.contains_key(&w.name))
     });
     if !complete
         && profile
@@ -339,7 +344,11 @@ pub fn plan(
             "`unused-libraries` and `device-code` need every wheel's libraries before planning",
         ));
     }
-    let late_needs = if complete { Vec::new() } else { vec![Need::Derived] };
+    let late_needs = if complete {
+        Vec::new()
+    } else {
+        vec![Need::Derived]
+    };
     let mut set_key = None;
     match &profile.base {
         Base::None => {}
@@ -376,7 +385,7 @@ pub fn plan(
     if !profile.files.is_empty() {
         layers.push(LayerJob {
             component: "files".into(),
-            inputs: Inputs::Files(profile.files.clone()),
+            inputs: Inputs::Files(source_specs::files(&profile.files)),
             strip: Vec::new(),
             key: None,
             needs: Vec::new(),
@@ -395,7 +404,10 @@ pub fn plan(
     // What the locked wheels and packages install decides the CUDA metadata, not the request
     // alone.
     let cuda_debs = facts.apt.as_ref().map_or(Vec::new(), |a| {
-        installed::cuda_debs(&a.packages, profile.platform.debian_arch())
+        installed::cuda_debs(
+            &a.packages,
+            source_specs::architecture(&profile.platform).debian(),
+        )
     });
     let wheels = python.as_ref().map_or(&[][..], |p| p.wheels.as_slice());
     if let Some(r) = resolution
@@ -485,7 +497,10 @@ pub fn plan(
         lopts,
     };
     let derived = if complete {
-        let libraries = python.as_ref().map(|p| p.libraries.clone()).unwrap_or_default();
+        let libraries = python
+            .as_ref()
+            .map(|p| p.libraries.clone())
+            .unwrap_or_default();
         Some(late.complete(&libraries, &facts.wheel_headers)?)
     } else {
         None
@@ -498,7 +513,10 @@ pub fn plan(
         layers.splice(at..at, jobs);
     }
     if let Some(d) = &derived {
-        if let Some(l) = layers.iter_mut().find(|l| matches!(l.inputs, Inputs::AptMetadata)) {
+        if let Some(l) = layers
+            .iter_mut()
+            .find(|l| matches!(l.inputs, Inputs::AptMetadata))
+        {
             l.key = d.metadata_key;
         }
     }
@@ -522,78 +540,6 @@ pub fn plan(
         derived,
         late,
     })
-}
-
-/// What a plan needs to derive [`Derived`] once the wheels' libraries and METADATA headers
-/// are known (at planning, from the cache's records; else from the wheel jobs).
-#[derive(Debug, Clone)]
-pub struct Late {
-    profile: Profile,
-    selftest: bool,
-    /// The strip rules before the unused libraries are known.
-    rules: crate::strip::Rules,
-    /// The apt package set's key (an apt base).
-    set_key: Option<Digest>,
-    /// The facts planned from, without the wheels.
-    facts: Facts,
-    python: Option<PythonInstall>,
-    image: ImagePlan,
-    lopts: LayerOptions,
-}
-
-impl Late {
-    /// The wheels' METADATA headers known at planning, by wheel name.
-    pub fn headers(&self) -> &BTreeMap<String, Vec<(String, String)>> {
-        &self.facts.wheel_headers
-    }
-
-    /// Whether the image carries the SBOM in a layer of its own (it has packages).
-    fn has_sbom_layer(&self) -> bool {
-        self.facts.apt.as_ref().is_some_and(|a| !a.packages.is_empty())
-            || self.python.as_ref().is_some_and(|p| !p.wheels.is_empty())
-    }
-
-    /// The loader's view of the wheels' `libraries`, the `metadata` layer's key and the SBOM
-    /// with the wheels' METADATA `headers` (both by wheel name). Refuses what the loader
-    /// refuses (a driver library among the wheels, two providers of one library).
-    pub fn complete(
-        &self,
-        libraries: &BTreeMap<String, Vec<WheelLibrary>>,
-        headers: &BTreeMap<String, Vec<(String, String)>>,
-    ) -> Result<Derived, PlanError> {
-        let python = self.python.as_ref().map(|p| PythonInstall {
-            libraries: libraries.clone(),
-            ..p.clone()
-        });
-        let loader = loader(&self.profile, python.as_ref(), self.selftest, &self.rules)?;
-        // Without apt packages the wheels are all the image's libraries there are to check;
-        // with them, the install checks both together.
-        if self.set_key.is_none() {
-            libraries::check_providers(&loader.wheel_libraries, &loader.picks)?;
-        }
-        let metadata_key = self
-            .set_key
-            .map(|set| keys::component_key(METADATA, &keys::metadata_key(&set, &loader)));
-        let facts = Facts {
-            wheel_headers: headers.clone(),
-            ..self.facts.clone()
-        };
-        let inventory = sbom::inventory(
-            &self.profile,
-            &facts,
-            python.as_ref(),
-            &self.image,
-            self.lopts.epoch,
-        );
-        let sbom = crate::sbom::document(&inventory).map_err(PlanError::Sbom)?;
-        let sbom_key = keys::sbom_key(&sbom, self.lopts);
-        Ok(Derived {
-            loader,
-            metadata_key,
-            sbom,
-            sbom_key,
-        })
-    }
 }
 
 /// One layer per component that received packages, in the components' order, then
@@ -641,8 +587,8 @@ fn plan_apt(
         needs: needs.to_vec(),
     });
     let install = AptInstall {
-        spec: spec.clone(),
-        dir: profile.dir.clone(),
+        spec: source_specs::apt_packages(spec, &profile.dir),
+        architecture: source_specs::architecture(&profile.platform),
         packages: f.packages.clone(),
         assignment,
         strip: profile.strip.clone(),
@@ -697,116 +643,6 @@ fn plan_wheels(
         });
     }
     Ok(layers)
-}
-
-/// The wheels' libraries as the loader will see them: no driver library among them (refused
-/// here, naming the wheel), the directories for `/etc/ld.so.conf.d/` and the copies
-/// `ld.so.cache` indexes (none private, none a `libraries:` pick passes over).
-fn loader(
-    profile: &Profile,
-    python: Option<&PythonInstall>,
-    selftest: bool,
-    rules: &crate::strip::Rules,
-) -> Result<Loader, PlanError> {
-    let forward = profile.compat == CompatMode::Forward;
-    let mut all = Vec::new();
-    let mut facts = BTreeMap::new();
-    let mut objects = BTreeMap::new();
-    if let Some(p) = python {
-        for (wheel, libs) in &p.libraries {
-            let provider = libraries::Provider::Wheel(wheel.clone());
-            let mine = |e: &&SharedObject| e.is_64 && e.machine == machine(&p.python.machine);
-            for l in libs {
-                if let Some(elf) = l.elf.as_ref().filter(mine) {
-                    objects.insert(l.path.clone(), elf.clone());
-                }
-            }
-            for l in libs.iter().filter(|l| !l.module) {
-                libraries::check_driver_files([(l.path.as_str(), &provider)], forward)?;
-                // Only shared objects for the image's machine are the loader's business.
-                let Some(elf) = l
-                    .elf
-                    .as_ref()
-                    .filter(|e| e.is_64 && e.machine == machine(&p.python.machine))
-                else {
-                    continue;
-                };
-                facts.insert(l.path.clone(), elf.clone());
-                all.push(libraries::Library {
-                    path: l.path.clone(),
-                    soname: l.soname().to_string(),
-                    provider: provider.clone(),
-                });
-            }
-        }
-    }
-    let picks = profile.libraries.clone();
-    let found: Vec<&libraries::Library> = all
-        .iter()
-        .filter(|l| !libraries::is_private(&l.path, &l.provider))
-        .filter(|l| picks.get(&l.soname).is_none_or(|p| p == l.provider.name()))
-        .collect();
-    let dirs = libraries::loader_directories(&all, &found);
-    let conf = (!dirs.is_empty()).then(|| {
-        let mut text = String::from(
-            "# The Python wheels' library directories (written by gpuimg), so that programs find\n# their libraries without LD_LIBRARY_PATH.\n",
-        );
-        for d in &dirs {
-            text.push('/');
-            text.push_str(d);
-            text.push('\n');
-        }
-        (LOADER_CONF.to_string(), text)
-    });
-    // The CUDA libraries the self-test loads at boot are used, where the image carries it (its
-    // expectation lists them, for `inspect --unused` to read).
-    let roots = match python {
-        Some(p) if selftest => unused::selftest_roots(&expectation::wheel_library_expectations(
-            &p.python.site_dir,
-            p.wheels
-                .iter()
-                .map(|w| (w.name.as_str(), w.version.as_str())),
-        )?),
-        _ => Vec::new(),
-    };
-    let unused = match python {
-        Some(_) if profile.strip.contains(&StripClass::UnusedLibraries) => {
-            unused::unused_libraries(&objects, &dirs, &roots)
-        }
-        _ => BTreeSet::new(),
-    };
-    // What the profile's strip classes remove is not in the cache (and so not protected from
-    // them).
-    let no_protect = std::collections::HashSet::new();
-    let found = found
-        .iter()
-        .filter(|l| !unused.contains(&l.path))
-        .filter(|l| !crate::strip::would_remove(&l.path, &profile.strip, rules, &no_protect))
-        .filter(|l| {
-            dirs.iter().any(|d| {
-                l.path
-                    .strip_prefix(d.as_str())
-                    .is_some_and(|r| r.starts_with('/') && !r[1..].contains('/'))
-            })
-        })
-        .filter_map(|l| Some((l.path.clone(), facts.get(&l.path)?.clone())))
-        .collect();
-    Ok(Loader {
-        conf,
-        found,
-        wheel_libraries: all,
-        picks,
-        forward,
-        objects,
-        dirs,
-        roots,
-        unused,
-    })
-}
-
-/// The ELF machine number of a platform machine name (`x86_64` → 62).
-fn machine(name: &str) -> u16 {
-    crate::elf::machine::of_name(name)
 }
 
 #[cfg(test)]

@@ -262,11 +262,17 @@ fn wheel(name: &str, version: &str, requested: bool) -> crate::lock::LockedWheel
 
 /// Facts with `wheels` whose libraries (none) and METADATA headers (none) are known.
 fn with_wheels(mut f: Facts, wheels: Vec<crate::lock::LockedWheel>) -> Facts {
-    f.wheel_headers = wheels.iter().map(|w| (w.name.clone(), Vec::new())).collect();
-    let libraries = wheels.iter().map(|w| (w.name.clone(), Vec::new())).collect();
+    f.wheel_headers = wheels
+        .iter()
+        .map(|w| (w.name.clone(), Vec::new()))
+        .collect();
+    let libraries = wheels
+        .iter()
+        .map(|w| (w.name.clone(), Vec::new()))
+        .collect();
     f.python = Some(PythonInstall {
         wheels,
-        python: crate::sources::python::ImagePython {
+        python: crate::sources::image_interpreter::ImagePython {
             version: (3, 11),
             full_version: "3.11.2".into(),
             interpreter: "/usr/bin/python3.11".into(),
@@ -302,7 +308,10 @@ fn facts_the_wheel_jobs_produce_complete_the_plan_as_if_it_had_them() {
     // every other key is known up front, and the same.
     for (a, b) in complete.layers.iter().zip(&deferred.layers) {
         assert_eq!(a.component, b.component);
-        let waits = matches!(b.inputs, Inputs::Debs { .. } | Inputs::AptMetadata | Inputs::Sbom);
+        let waits = matches!(
+            b.inputs,
+            Inputs::Debs { .. } | Inputs::AptMetadata | Inputs::Sbom
+        );
         assert_eq!(b.needs.contains(&Need::Derived), waits, "{}", b.component);
         match b.inputs {
             Inputs::AptMetadata | Inputs::Sbom => assert_eq!(b.key, None),

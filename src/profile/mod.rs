@@ -13,7 +13,7 @@ mod expand;
 mod layers;
 mod located;
 mod node;
-mod python;
+mod python_section;
 mod schema;
 mod sources;
 mod validate;
@@ -24,9 +24,7 @@ use std::path::{Path, PathBuf};
 pub use error::ProfileError;
 pub use layers::{Layer, RESERVED_LAYER_NAMES};
 pub use located::Located;
-pub use python::{
-    index_url, requirement as check_requirement, FindLink, Python, RESERVED_INDEX_NAMES,
-};
+pub use python_section::{FindLink, Python, RESERVED_INDEX_NAMES};
 pub use schema::{
     AptRepoSpec, AptSpec, BandwidthFloors, CompatMode, ConfigSpec, FileSpec, HostSpec,
     KernelModule, LayerSpec, LayersSpec, OnFailure, ProviderKind, ProvidersSpec, PythonSpec,

@@ -18,18 +18,6 @@ pub struct Platform {
     pub variant: Option<String>,
 }
 
-impl Platform {
-    /// The Debian architecture name for this platform.
-    pub fn debian_arch(&self) -> &str {
-        match self.architecture.as_str() {
-            "amd64" => "amd64",
-            "arm64" => "arm64",
-            "ppc64le" => "ppc64el",
-            other => other,
-        }
-    }
-}
-
 impl std::fmt::Display for Platform {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}/{}", self.os, self.architecture)?;
@@ -223,7 +211,12 @@ pub(super) fn validate(
         }
     }
     let python = match &raw.python {
-        Some(p) => Some(super::python::validate(p, raw.context.as_ref(), file, dir)?),
+        Some(p) => Some(super::python_section::validate(
+            p,
+            raw.context.as_ref(),
+            file,
+            dir,
+        )?),
         None => None,
     };
 

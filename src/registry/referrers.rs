@@ -1,6 +1,6 @@
 //! The SBOM beside the image in the registry: an OCI 1.1 artifact manifest (`artifactType`
 //! `application/spdx+json`, the empty config, the SPDX document as its one layer) whose
-//! `subject` is the image manifest, pushed by digest. A registry with the referrers API says so
+//! `subject` is the image manifest, pushed by digest (`image::referrer` writes its JSON). A registry with the referrers API says so
 //! with `OCI-Subject`; for one without (distribution 2.8), the referrers tag schema's index
 //! (`sha256-<hex of the subject>`) gets the artifact added, keeping what it listed before.
 
@@ -10,11 +10,8 @@ use super::session::{Body, Request};
 use super::upload::{Outcome, Uploader};
 use super::{Blob, BlobSource, RegistryError};
 use crate::digest::Digest;
-
-pub const SPDX_JSON: &str = "application/spdx+json";
-const EMPTY_CONFIG: &str = "application/vnd.oci.empty.v1+json";
-const MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
-const INDEX: &str = "application/vnd.oci.image.index.v1+json";
+use crate::image::referrer::{self, EMPTY_CONFIG};
+use crate::image::{INDEX_MEDIA_TYPE as INDEX, MANIFEST_MEDIA_TYPE as MANIFEST};
 
 /// How the registry lists the artifact among the subject's referrers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,39 +29,6 @@ impl Via {
             Via::TagSchema => "tag-schema",
         }
     }
-}
-
-/// The artifact manifest for `sbom` about `subject` (the image manifest's digest and size).
-pub fn manifest(
-    sbom_digest: &Digest,
-    sbom_size: u64,
-    subject: &Digest,
-    subject_size: u64,
-) -> Vec<u8> {
-    let v = serde_json::json!({
-        "schemaVersion": 2,
-        "mediaType": MANIFEST,
-        "artifactType": SPDX_JSON,
-        "config": {
-            "mediaType": EMPTY_CONFIG,
-            "digest": Digest::of(b"{}").to_string(),
-            "size": 2,
-            "data": "e30=",
-        },
-        "layers": [{
-            "mediaType": SPDX_JSON,
-            "digest": sbom_digest.to_string(),
-            "size": sbom_size,
-            "annotations": {"org.opencontainers.image.title": "sbom.spdx.json"},
-        }],
-        "subject": {
-            "mediaType": MANIFEST,
-            "digest": subject.to_string(),
-            "size": subject_size,
-        },
-    });
-    // serde_json's maps are ordered by key: the bytes are the same on every push.
-    serde_json::to_vec(&v).unwrap_or_default()
 }
 
 /// What attaching the SBOM did.
@@ -88,15 +52,15 @@ pub fn attach(
         source: BlobSource::Bytes(sbom.to_vec()),
     };
     let empty = Blob {
-        digest: Digest::of(b"{}"),
-        size: 2,
-        source: BlobSource::Bytes(b"{}".to_vec()),
+        digest: Digest::of(EMPTY_CONFIG),
+        size: EMPTY_CONFIG.len() as u64,
+        source: BlobSource::Bytes(EMPTY_CONFIG.to_vec()),
     };
     let mut blobs = Vec::new();
     for b in [&empty, &sbom_blob] {
         blobs.push((b.size, up.push_known(b, &|_| {})?));
     }
-    let bytes = manifest(&sbom_blob.digest, sbom_blob.size, subject, subject_size);
+    let bytes = referrer::sbom_manifest(&sbom_blob.digest, sbom_blob.size, subject, subject_size)?;
     let digest = Digest::of(&bytes);
     let s = up.session;
     let url = s.url(&format!("/v2/{}/manifests/{digest}", up.repo));
@@ -145,7 +109,7 @@ fn add_to_tag_index(
                 subject.hex()
             ),
         })?,
-        404 => serde_json::json!({"schemaVersion": 2, "mediaType": INDEX, "manifests": []}),
+        404 => referrer::empty_referrers_index()?,
         st => {
             return Err(RegistryError::Status {
                 registry: s.registry.clone(),
@@ -155,12 +119,7 @@ fn add_to_tag_index(
             })
         }
     };
-    let entry = serde_json::json!({
-        "mediaType": MANIFEST,
-        "digest": artifact.to_string(),
-        "size": size,
-        "artifactType": SPDX_JSON,
-    });
+    let entry = referrer::sbom_index_entry(artifact, size)?;
     let Some(list) = index.get_mut("manifests").and_then(|m| m.as_array_mut()) else {
         return Err(RegistryError::Protocol {
             registry: s.registry.clone(),
@@ -177,7 +136,7 @@ fn add_to_tag_index(
         return Ok(());
     }
     list.push(entry);
-    let bytes = serde_json::to_vec(&index).unwrap_or_default();
+    let bytes = referrer::index_bytes(&index)?;
     let resp = s.send(
         &Request::new(Method::PUT, url)
             .header("Content-Type", INDEX)

@@ -5,15 +5,15 @@
 //! Must never open a special file: sources are checked again with lstat when read.
 
 use super::Source;
+pub use crate::assemble::FileSpec;
 #[cfg(doc)]
 use crate::assemble::Provenance;
 use crate::assemble::{self, AssembleError, Input, Tree};
-use crate::profile::FileEntry;
 
 /// The profile's `files:` entries, in profile order (a later `dst` wins).
 #[derive(Debug, Clone)]
 pub struct Files {
-    pub entries: Vec<FileEntry>,
+    pub entries: Vec<FileSpec>,
 }
 
 impl Source for Files {
@@ -45,7 +45,7 @@ mod tests {
         let dir = t.path().join("tree");
         std::fs::create_dir_all(dir.join("sub")).unwrap();
         std::fs::write(dir.join("sub/f"), b"y").unwrap();
-        let entry = |src: &Path, dst: &str| FileEntry {
+        let entry = |src: &Path, dst: &str| FileSpec {
             src: src.to_path_buf(),
             dst: dst.into(),
             mode: None,
@@ -85,7 +85,7 @@ mod tests {
         std::fs::write(&b, b"b").unwrap();
         let entries = [&a, &b]
             .iter()
-            .map(|src| FileEntry {
+            .map(|src| FileSpec {
                 src: src.to_path_buf(),
                 dst: "etc/x".into(),
                 mode: Some(0o600),

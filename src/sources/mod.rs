@@ -2,25 +2,31 @@
 //!
 //! A [`Source`] reads its input into a [`Tree`] whose entries carry their
 //! [`Provenance`](crate::assemble::Provenance): [`rootfs::Rootfs`] (a base tarball or
-//! directory), [`files::Files`] (the profile's `files:`) and [`apt::AptRoot`] (the root
+//! directory), [`files::Files`] (the profile's `files:`) and [`apt::InstalledRoot`] (the root
 //! [`apt::install`] unpacked, each path stamped with the package that shipped it). `apt` itself
 //! speaks Debian/Ubuntu repositories natively; `pypi` resolves and fetches Python wheels from a
-//! package index for the image's interpreter (`python` holds what it hands the installer).
+//! package index for the image's interpreter (`image_interpreter`, read from the base's
+//! packages); `pinned_wheels` holds what resolution hands the installer.
 //! The walking and indexing stay in `assemble`; sources decide what an input is and where
 //! each entry came from.
+//! Sources take plain specs (`apt::PackagesSpec`, `files::FileSpec`, `pypi::RequestSpec`,
+//! [`Architecture`]), never the profile's types: the plan converts (`plan::source_specs`).
 //! Must never run code from a package (no maintainer scripts, no chroot).
 
 pub mod apt;
-pub mod base_python;
+mod architecture;
 pub mod files;
+pub mod image_interpreter;
+pub mod pinned_wheels;
 pub mod pypi;
-pub mod python;
 pub mod rootfs;
 pub mod wheel;
 
 use std::path::Path;
 
 use crate::assemble::{AssembleError, Tree};
+
+pub use architecture::Architecture;
 
 /// One input of a component layer.
 pub trait Source {

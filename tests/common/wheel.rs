@@ -209,9 +209,9 @@ impl WheelSpec {
     }
 
     /// The pin a resolver would hand over for the wheel written at `path`.
-    pub fn pin(&self, path: &Path, requested: bool) -> gpuimg::sources::python::PinnedWheel {
+    pub fn pin(&self, path: &Path, requested: bool) -> gpuimg::sources::pinned_wheels::PinnedWheel {
         let bytes = std::fs::read(path).unwrap();
-        gpuimg::sources::python::PinnedWheel {
+        gpuimg::sources::pinned_wheels::PinnedWheel {
             name: self.name.to_lowercase().replace(['_', '.'], "-"),
             version: self.version.clone(),
             filename: self.filename(),
@@ -224,9 +224,13 @@ impl WheelSpec {
     }
 
     /// Write the wheel into `dir` and hand it over as fetched.
-    pub fn fetched(&self, dir: &Path, requested: bool) -> gpuimg::sources::python::FetchedWheel {
+    pub fn fetched(
+        &self,
+        dir: &Path,
+        requested: bool,
+    ) -> gpuimg::sources::pinned_wheels::FetchedWheel {
         let path = self.write(dir);
-        gpuimg::sources::python::FetchedWheel {
+        gpuimg::sources::pinned_wheels::FetchedWheel {
             pin: self.pin(&path, requested),
             path,
         }

@@ -118,7 +118,8 @@ fn verify(root: &Path, repair: bool, json: bool, settings: &Settings) -> Result<
             format!("Failed to verify the cache `{}`: {e}", root.display()),
         )
     };
-    let layers = crate::layer::verify(&cache, repair).map_err(failed)?;
+    let layers =
+        crate::cache::maintain::verify(&cache, &crate::layer::Records, repair).map_err(failed)?;
     let usage = cache.usage().map_err(failed)?;
     let bad: Vec<Finding> = layers.bad;
     let code = if bad.is_empty() { 0 } else { 1 };

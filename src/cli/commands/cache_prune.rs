@@ -3,7 +3,7 @@
 //!
 //! Always: the layer blobs no layer record references, the directories of earlier cache
 //! layouts (e.g. `apt-v1/`), the pruned device-code copies and the push mount hints
-//! (`layer::prune`). Downloads (`debs-v1`, `indexes-v1`, `wheels-v1`) only by a policy
+//! (`cache::maintain::prune`). Downloads (`debs-v1`, `indexes-v1`, `wheels-v1`) only by a policy
 //! (`cache::DownloadPolicy`): `--older-than` those not used for longer (last use: the later
 //! of access and modification time, see `src/cache/downloads.rs`), `--max-size` the least
 //! recently used until the downloads' total is at most SIZE, `--keep-locked` every one the
@@ -122,7 +122,8 @@ pub fn exec(args: PruneArgs, settings: &Settings) -> Result<u8, CliError> {
         )
     };
     let before = cache.usage().map_err(failed)?;
-    let mut p = crate::layer::prune(&cache, args.dry_run).map_err(failed)?;
+    let mut p = crate::cache::maintain::prune(&cache, &crate::layer::Records, args.dry_run)
+        .map_err(failed)?;
     let downloads = cache.downloads().map_err(failed)?;
     let now = SystemTime::now();
     let doomed = policy.choose(&downloads, now);

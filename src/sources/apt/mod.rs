@@ -4,7 +4,7 @@
 //! Entry points: [`resolve`] (indexes only: the package set for `lock` and `build`),
 //! [`describe`] (each package's control fields, for the plan), [`install`] and
 //! [`install_replaying`] (the set into a root, for `build`; the latter replays packages whose
-//! layers are cached from their sketches, `sketch.rs`); [`AptRoot`] reads the installed root
+//! layers are cached from their sketches, `sketch.rs`); [`InstalledRoot`] reads the installed root
 //! as a `Source`, each path stamped with its package.
 //! Must never trust an unsigned index (unless `trusted: true`, with a warning every time), nor
 //! a byte whose sha256 the signed chain did not give, nor write outside `dest`.
@@ -31,6 +31,7 @@ mod repo;
 mod sketch;
 mod solver;
 mod sonames;
+mod spec;
 mod status;
 mod suites;
 mod universe;
@@ -45,16 +46,17 @@ use crate::cache::Bucket;
 use crate::fetch::{Artifact, FetchLimits, Fetcher, Trust};
 use crate::lock::LockedPackage;
 use crate::observe::Observer;
-use crate::profile::{AptSpec, Platform};
+use crate::sources::Architecture;
 
 pub use error::AptError;
 pub use fixups::merged_usr_links;
 pub use ldcache::write_ld_cache;
 pub use prefer::Preference;
-pub use provenance::{stamp_packages, AptRoot, GENERATED_BY};
+pub use provenance::{stamp_packages, InstalledRoot, GENERATED_BY};
 pub use prune::prune_lists;
 pub use solver::root_relations;
 pub use sonames::{soname_hint, soname_packages};
+pub use spec::{Mirror, PackagesSpec, RepoSpec};
 pub use status::installed_packages;
 pub use version::Version;
 
@@ -234,22 +236,13 @@ fn deb_artifacts(packages: &[LockedPackage], apt_dir: &Path) -> Result<Vec<Artif
 
 /// Fetch and verify the indexes and resolve the profile's packages to an exact set.
 pub fn resolve(
-    spec: &AptSpec,
-    platform: &Platform,
-    profile_dir: &Path,
+    spec: &PackagesSpec,
+    arch: &Architecture,
     opts: &AptOptions,
     obs: &mut dyn Observer,
 ) -> Result<Vec<LockedPackage>, AptError> {
     let fetcher = fetcher(opts)?;
-    resolve_with(
-        spec,
-        platform,
-        profile_dir,
-        opts,
-        &fetcher,
-        obs,
-        &mut Vec::new(),
-    )
+    resolve_with(spec, arch, opts, &fetcher, obs, &mut Vec::new())
 }
 
 fn fetcher(opts: &AptOptions) -> Result<Fetcher, AptError> {
@@ -263,16 +256,15 @@ fn fetcher(opts: &AptOptions) -> Result<Fetcher, AptError> {
 }
 
 fn resolve_with(
-    spec: &AptSpec,
-    platform: &Platform,
-    profile_dir: &Path,
+    spec: &PackagesSpec,
+    arch: &Architecture,
     opts: &AptOptions,
     fetcher: &Fetcher,
     obs: &mut dyn Observer,
     warnings: &mut Vec<String>,
 ) -> Result<Vec<LockedPackage>, AptError> {
-    let arch = platform.debian_arch();
-    let repos = repo::repos_from_spec(spec, profile_dir, &opts.apt_dir)?;
+    let arch = arch.debian();
+    let repos = repo::repos_from_spec(spec, &opts.apt_dir)?;
     // Every repository's release at once (each is a round trip and a signature check); the
     // warnings and the first error in repository order.
     let releases = decode::map_parallel(&repos, repos.len(), |r| {
@@ -383,8 +375,7 @@ fn resolve_with(
             }
         }
     }
-    let roots: Vec<String> = spec.packages.iter().map(|p| p.value.clone()).collect();
-    let solved = solver::solve_preferring(&universe, &roots, spec.essential, &opts.prefer)?;
+    let solved = solver::solve_preferring(&universe, &spec.packages, spec.essential, &opts.prefer)?;
     obs.message(&format!(
         "Resolved {} packages from {} repositories",
         solved.len(),
@@ -441,7 +432,7 @@ fn mapped_index(
 /// repository as the lock names it) and the sha256 of every index its signed Release lists,
 /// with this gpuimg's version (a solver change resolves again).
 fn resolution_key(
-    spec: &AptSpec,
+    spec: &PackagesSpec,
     prefer: &[Preference],
     arch: &str,
     repos: &[repo::Repo],
@@ -450,7 +441,7 @@ fn resolution_key(
     let mut k = crate::cache::Key::new("apt-resolution-v1").tool_version();
     k.str(arch).bool(spec.essential).count(spec.packages.len());
     for p in &spec.packages {
-        k.str(&p.value);
+        k.str(p);
     }
     k.count(prefer.len());
     for p in prefer {
@@ -529,9 +520,8 @@ fn read_index(path: &Path, name: &str, url: &str, plain: Option<u64>) -> Result<
 /// and hard links are kept. Not checked: `Valid-Until` (a lock must stay buildable later);
 /// only the target architecture is read (no foreign architectures).
 pub fn install(
-    spec: &AptSpec,
-    platform: &Platform,
-    profile_dir: &Path,
+    spec: &PackagesSpec,
+    arch: &Architecture,
     opts: &AptOptions,
     locked: Option<&[LockedPackage]>,
     dest: &Path,
@@ -539,8 +529,7 @@ pub fn install(
 ) -> Result<Installed, AptError> {
     install_replaying(
         spec,
-        platform,
-        profile_dir,
+        arch,
         opts,
         locked,
         &|_| false,
@@ -570,9 +559,8 @@ pub struct UnpackedPackage<'a> {
 /// handed to `each` as soon as it lies in the root; an error there stops the install.
 #[allow(clippy::too_many_arguments)]
 pub fn install_replaying(
-    spec: &AptSpec,
-    platform: &Platform,
-    profile_dir: &Path,
+    spec: &PackagesSpec,
+    arch: &Architecture,
     opts: &AptOptions,
     locked: Option<&[LockedPackage]>,
     replayable: &dyn Fn(&str) -> bool,
@@ -590,12 +578,9 @@ pub fn install_replaying(
     let mut warnings = Vec::new();
     let packages = match locked {
         Some(l) => {
-            let main = spec.trusted.then(|| spec.mirror.value.clone());
-            let extra = spec.repositories.iter().filter(|r| r.value.trusted);
-            for url in main
-                .into_iter()
-                .chain(extra.map(|r| r.value.url.value.clone()))
-            {
+            let main = spec.trusted.then(|| spec.mirror.to_string());
+            let extra = spec.repositories.iter().filter(|r| r.trusted);
+            for url in main.into_iter().chain(extra.map(|r| r.url.clone())) {
                 let w = format!(
                     "Repository `{url}` is marked `trusted: true`: its signature was not checked when locked"
                 );
@@ -606,19 +591,11 @@ pub fn install_replaying(
             l.sort_by(|a, b| (&a.name, &a.architecture).cmp(&(&b.name, &b.architecture)));
             l
         }
-        None => resolve_with(
-            spec,
-            platform,
-            profile_dir,
-            opts,
-            &fetcher,
-            obs,
-            &mut warnings,
-        )?,
+        None => resolve_with(spec, arch, opts, &fetcher, obs, &mut warnings)?,
     };
     let paths = fetcher.fetch_all(&deb_artifacts(&packages, &opts.apt_dir)?, "packages", obs)?;
     let result = install::unpack_all(
-        platform.debian_arch(),
+        arch.debian(),
         &packages,
         &paths,
         dest,

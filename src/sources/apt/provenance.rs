@@ -18,12 +18,12 @@ pub const GENERATED_BY: &str = "apt fix-ups";
 
 /// An apt root [`install`](super::install) filled, with what it says about each path.
 #[derive(Debug, Clone, Copy)]
-pub struct AptRoot<'a> {
+pub struct InstalledRoot<'a> {
     pub root: &'a Path,
     pub installed: &'a Installed,
 }
 
-impl Source for AptRoot<'_> {
+impl Source for InstalledRoot<'_> {
     fn describe(&self) -> String {
         "the apt packages".to_string()
     }

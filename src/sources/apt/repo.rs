@@ -5,9 +5,8 @@
 
 use std::path::Path;
 
-use crate::profile::AptSpec;
-
 use super::hostconf::{host_entries, trusted_keyrings, HostEntry, KeySource};
+use super::spec::{Mirror, PackagesSpec};
 use super::AptError;
 
 /// Where a repository's `Release` lives.
@@ -53,24 +52,26 @@ impl Repo {
 
 /// Every repository the spec names, in priority order (the first wins a tie between equal
 /// versions). `apt_dir` is the host's apt directory (normally `/etc/apt`).
-pub fn repos_from_spec(
-    spec: &AptSpec,
-    profile_dir: &Path,
-    apt_dir: &Path,
-) -> Result<Vec<Repo>, AptError> {
-    let keyring =
-        |k: &Option<crate::profile::Located<String>>| -> Result<Vec<KeySource>, AptError> {
-            match k {
-                Some(p) => Ok(vec![KeySource::File(crate::profile::resolve_path(
-                    profile_dir,
-                    &p.value,
-                ))]),
-                None => trusted_keyrings(apt_dir),
-            }
-        };
-    let suite = spec.suite.value.clone();
+pub fn repos_from_spec(spec: &PackagesSpec, apt_dir: &Path) -> Result<Vec<Repo>, AptError> {
+    let keyring = |k: &Option<std::path::PathBuf>| -> Result<Vec<KeySource>, AptError> {
+        match k {
+            Some(p) => Ok(vec![KeySource::File(p.clone())]),
+            None => trusted_keyrings(apt_dir),
+        }
+    };
+    let suite = spec.suite.clone();
     let mut out = Vec::new();
-    if spec.mirror.value == "host" {
+    if let Mirror::Url(mirror) = &spec.mirror {
+        let base = mirror.trim_end_matches('/').to_string();
+        out.push(Repo {
+            lock_id: base.clone(),
+            base,
+            dist: Dist::Suite(suite),
+            components: spec.components.clone(),
+            keys: keyring(&spec.keyring)?,
+            trusted: spec.trusted,
+        });
+    } else {
         let entries = host_entries(apt_dir)?;
         for e in &entries {
             for s in &e.suites {
@@ -141,28 +142,17 @@ pub fn repos_from_spec(
                 suite,
             });
         }
-    } else {
-        let base = spec.mirror.value.trim_end_matches('/').to_string();
-        out.push(Repo {
-            lock_id: base.clone(),
-            base,
-            dist: Dist::Suite(suite),
-            components: spec.components.clone(),
-            keys: keyring(&spec.keyring)?,
-            trusted: spec.trusted,
-        });
     }
     for r in &spec.repositories {
-        let r = &r.value;
-        let flat = r.suite.value.ends_with('/');
-        let base = r.url.value.trim_end_matches('/').to_string();
+        let flat = r.suite.ends_with('/');
+        let base = r.url.trim_end_matches('/').to_string();
         out.push(Repo {
             lock_id: base.clone(),
             base,
             dist: if flat {
-                Dist::Flat(r.suite.value.clone())
+                Dist::Flat(r.suite.clone())
             } else {
-                Dist::Suite(r.suite.value.clone())
+                Dist::Suite(r.suite.clone())
             },
             components: if flat || !r.components.is_empty() {
                 r.components.clone()
@@ -200,14 +190,16 @@ fn first_for<'a>(entries: &'a [HostEntry], suite: &str) -> Option<&'a HostEntry>
 mod tests {
     use super::*;
 
-    fn spec(components: &str) -> AptSpec {
-        let yaml = format!(
-            "name: t\nbase:\n  apt:\n    mirror: host\n    suite: bookworm\n    components: [{components}]\n"
-        );
-        let p = crate::profile::parse(&yaml, "t.yaml", Path::new("."), &|_| None).unwrap();
-        match p.base {
-            crate::profile::Base::Apt(s) => *s,
-            other => panic!("{other:?}"),
+    fn spec(components: &str) -> PackagesSpec {
+        PackagesSpec {
+            mirror: Mirror::Host,
+            suite: "bookworm".into(),
+            components: components.split(", ").map(str::to_string).collect(),
+            keyring: None,
+            trusted: false,
+            essential: false,
+            packages: Vec::new(),
+            repositories: Vec::new(),
         }
     }
 
@@ -226,8 +218,7 @@ mod tests {
             "Types: deb\nURIs: http://mirror.invalid/debian\nSuites: bookworm bookworm-updates\nComponents: main\nSigned-By: /k.gpg\n\n\
              Types: deb\nURIs: http://mirror.invalid/debian-security\nSuites: bookworm-security\nComponents: main contrib\nSigned-By: /k.gpg\n",
         );
-        let repos =
-            repos_from_spec(&spec("main, contrib, non-free"), Path::new("."), dir.path()).unwrap();
+        let repos = repos_from_spec(&spec("main, contrib, non-free"), dir.path()).unwrap();
         let got: Vec<(String, Vec<String>)> = repos
             .iter()
             .map(|r| (r.lock_id.clone(), r.components.clone()))
@@ -248,7 +239,7 @@ mod tests {
             ]
         );
         // Only a component the host lacks: the suite's own entry alone.
-        let repos = repos_from_spec(&spec("non-free"), Path::new("."), dir.path()).unwrap();
+        let repos = repos_from_spec(&spec("non-free"), dir.path()).unwrap();
         assert_eq!(repos.len(), 1);
         assert_eq!(repos[0].lock_id, "host:bookworm");
         assert_eq!(repos[0].components, ["non-free"]);
@@ -262,7 +253,7 @@ mod tests {
              deb [signed-by=/k.gpg] http://mirror.invalid/debian bookworm-updates main\n\
              deb [signed-by=/v.gpg] http://vendor.invalid/debian/12/prod bookworm main\n",
         );
-        let repos = repos_from_spec(&spec("main"), Path::new("."), dir.path()).unwrap();
+        let repos = repos_from_spec(&spec("main"), dir.path()).unwrap();
         let ids: Vec<&str> = repos.iter().map(|r| r.lock_id.as_str()).collect();
         assert_eq!(
             ids,
@@ -284,7 +275,7 @@ mod tests {
             "deb [signed-by=/v.gpg] http://vendor.invalid/debian bookworm stable\n\
              deb [signed-by=/k.gpg] http://mirror.invalid/debian bookworm main\n",
         );
-        let repos = repos_from_spec(&spec("main"), Path::new("."), dir.path()).unwrap();
+        let repos = repos_from_spec(&spec("main"), dir.path()).unwrap();
         let ids: Vec<&str> = repos.iter().map(|r| r.lock_id.as_str()).collect();
         assert_eq!(ids, ["http://mirror.invalid/debian"]);
         assert_eq!(
@@ -300,7 +291,7 @@ mod tests {
             "deb [signed-by=/d.gpg] http://other.invalid/linux/debian bookworm stable\n\
              deb [signed-by=/k.gpg] http://mirror.invalid/debian bookworm main\n",
         );
-        let repos = repos_from_spec(&spec("main, non-free"), Path::new("."), dir.path()).unwrap();
+        let repos = repos_from_spec(&spec("main, non-free"), dir.path()).unwrap();
         let got: Vec<(&str, &[String])> = repos
             .iter()
             .map(|r| (r.base.as_str(), r.components.as_slice()))

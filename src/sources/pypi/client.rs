@@ -202,7 +202,7 @@ impl<'a> Client<'a> {
     pub fn import_local(
         &self,
         path: &Path,
-        pin: &crate::sources::python::PinnedWheel,
+        pin: &crate::sources::pinned_wheels::PinnedWheel,
     ) -> Result<(), PypiError> {
         use std::io::Read;
         let read_err = |source| PypiError::Read {

@@ -12,7 +12,8 @@ use toml_edit::{value, Array, ArrayOfTables, DocumentMut, InlineTable, Table};
 use super::client::Client;
 use super::{PypiError, PythonRequest};
 use crate::cache::Cache;
-use crate::sources::python::{ImagePython, PinnedWheel};
+use crate::sources::image_interpreter::ImagePython;
+use crate::sources::pinned_wheels::PinnedWheel;
 
 /// The PEP 751 text of `wheels` for the image's interpreter `target`, each wheel located on
 /// the index it was locked from (by its name there: `host` or the profile's).

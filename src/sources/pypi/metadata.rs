@@ -57,8 +57,7 @@ pub fn parse(bytes: &[u8]) -> Result<CoreMetadata, String> {
     for (_, v) in headers.iter().filter(|(n, _)| n == "requires-dist") {
         // pep508_rs 0.9 panics on some text (non-ASCII, a name ending in `.`): the checks
         // the profile's requirements pass come first.
-        crate::profile::check_requirement(v)
-            .map_err(|m| format!("its METADATA `Requires-Dist`: {m}"))?;
+        crate::requirement::check(v).map_err(|m| format!("its METADATA `Requires-Dist`: {m}"))?;
         requires_dist.push(
             Requirement::from_str(v)
                 .map_err(|e| format!("its METADATA `Requires-Dist: {v}` does not parse: {e}"))?,

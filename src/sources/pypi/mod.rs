@@ -44,12 +44,15 @@ pub mod parsers {
     pub use super::zipdir::{metadata as zip_metadata, LocalFile, Ranged, MAX_METADATA_BYTES};
 }
 pub use budget::Budget;
-pub use request::{HostSettings, Index, Links, PythonRequest, Requirement};
+pub use request::{
+    FindLinkSpec, HostSettings, Index, Links, PythonRequest, RequestSpec, Requirement,
+};
 
 use crate::cache::{Bucket, Cache};
 use crate::fetch::Artifact;
 use crate::observe::Observer;
-use crate::sources::python::{FetchedWheel, ImagePython, PinnedWheel};
+use crate::sources::image_interpreter::ImagePython;
+use crate::sources::pinned_wheels::{FetchedWheel, PinnedWheel};
 
 use client::Client;
 use solver::{Pkg, Provider};

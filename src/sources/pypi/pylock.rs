@@ -73,7 +73,7 @@ pub fn read(path: &Path) -> Result<Parsed, PypiError> {
         if let Some(m) = get("marker") {
             text.push_str(&format!("; {m}"));
         }
-        crate::profile::check_requirement(&text).map_err(|m| PypiError::bad(&origin, m))?;
+        crate::requirement::check(&text).map_err(|m| PypiError::bad(&origin, m.to_string()))?;
         let requirement = pep508_rs::Requirement::from_str(&text)
             .map_err(|e| PypiError::bad(&origin, format!("`{text}`: {e}")))?;
         let mut hashes = Vec::new();

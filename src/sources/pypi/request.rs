@@ -18,7 +18,6 @@ use pep508_rs::PackageName;
 
 use crate::digest::Digest;
 use crate::fetch::{Credential, FetchLimits, Trust, TrustSource};
-use crate::profile::{FindLink, Located, Profile};
 
 use super::budget::Budget;
 use super::{auth, hostconf, pylock, requirements, PypiError};
@@ -50,6 +49,35 @@ pub struct HostSettings {
     /// Set budget variables (`GPUIMG_PYTHON_METADATA_READS`, `GPUIMG_PYTHON_RESOLVE_SECONDS`,
     /// `GPUIMG_PYTHON_RANGE_SEGMENTS`, `GPUIMG_PYTHON_MAX_WHEEL_SIZE`): `(name, value)`.
     pub budget_vars: Vec<(String, String)>,
+}
+
+/// What the profile's `python:` asks for, as plain values (the plan converts the profile's
+/// section): the input of [`PythonRequest::new`].
+#[derive(Debug, Clone, Default)]
+pub struct RequestSpec {
+    /// PEP 508 requirement strings as written, each with where (`profile.yaml:12:7`).
+    pub packages: Vec<(String, String)>,
+    /// The requirements file or pylock (canonical, inside `context`).
+    pub requirements: Option<PathBuf>,
+    /// The build context: `-r`/`-c` includes of the requirements file must stay inside it.
+    pub context: PathBuf,
+    /// `python.index`: a URL.
+    pub index: Option<String>,
+    /// `python.extra-indexes`: (name, URL).
+    pub extra_indexes: Vec<(String, String)>,
+    /// `python.find-links`, in the order written.
+    pub find_links: Vec<FindLinkSpec>,
+    /// The profile's directory: a relative `file://` find-links URL is read below it.
+    pub dir: PathBuf,
+}
+
+/// One `python.find-links` entry as the profile wrote it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FindLinkSpec {
+    /// A page listing wheels, or a `file://` URL.
+    Url(String),
+    /// A local directory of wheels (canonical).
+    Dir(PathBuf),
 }
 
 /// One index, by its name in the lock (`host`, `index`, an extra's name).
@@ -142,34 +170,26 @@ impl PythonRequest {
         Ok(())
     }
 
-    /// The request of `profile`'s `python:` section (`None` without one), its indexes found as
-    /// the module doc says.
-    pub fn new(profile: &Profile, host: &HostSettings) -> Result<Option<PythonRequest>, PypiError> {
-        let Some(py) = &profile.python else {
-            return Ok(None);
-        };
-        let at = |l: &Located<String>| format!("{}:{}:{}", profile.file, l.line, l.column);
+    /// The request of a profile's `python:` section, its indexes found as the module doc says.
+    pub fn new(py: &RequestSpec, host: &HostSettings) -> Result<PythonRequest, PypiError> {
         let mut requirements = Vec::new();
-        for p in &py.packages {
-            let requirement = pep508_rs::Requirement::from_str(&p.value).map_err(|e| {
+        for (text, origin) in &py.packages {
+            let requirement = pep508_rs::Requirement::from_str(text).map_err(|e| {
                 PypiError::bad(
-                    at(p),
-                    format!(
-                        "python.packages: `{}` is not a PEP 508 requirement: {e}",
-                        p.value
-                    ),
+                    origin,
+                    format!("python.packages: `{text}` is not a PEP 508 requirement: {e}"),
                 )
             })?;
             requirements.push(Requirement {
                 requirement,
-                text: p.value.clone(),
-                origin: at(p),
+                text: text.clone(),
+                origin: origin.clone(),
             });
         }
         let mut constraints = Vec::new();
         let mut hashes: BTreeMap<PackageName, Vec<Digest>> = BTreeMap::new();
         let (mut require_hashes, mut pre) = (false, false);
-        if let Some((_, path)) = &py.requirements {
+        if let Some(path) = &py.requirements {
             let parsed = if pylock::is_pylock(path) {
                 pylock::read(path)?
             } else {
@@ -209,7 +229,7 @@ impl PythonRequest {
         };
         // The main index.
         let main = if let Some(i) = &py.index {
-            Some(add("index", &i.value, "python.index".into())?)
+            Some(add("index", i, "python.index".into())?)
         } else if let Some((var, v)) = host.index_vars.first() {
             Some(add("host", v, var.clone())?)
         } else if let Some((v, said)) = &files.index {
@@ -221,7 +241,7 @@ impl PythonRequest {
         let mut extras = Vec::new();
         if !py.extra_indexes.is_empty() {
             for (name, u) in &py.extra_indexes {
-                extras.push(add(name, &u.value, "python.extra-indexes".into())?);
+                extras.push(add(name, u, "python.extra-indexes".into())?);
             }
         } else if !host.extra_index_vars.is_empty() {
             for (var, list) in &host.extra_index_vars {
@@ -254,8 +274,8 @@ impl PythonRequest {
         if !py.find_links.is_empty() {
             for f in &py.find_links {
                 find_links.push(match f {
-                    FindLink::Dir(d) => Links::Dir(d.clone()),
-                    FindLink::Url(u) => link(&u.value, "python.find-links", &profile.dir)?,
+                    FindLinkSpec::Dir(d) => Links::Dir(d.clone()),
+                    FindLinkSpec::Url(u) => link(u, "python.find-links", &py.dir)?,
                 });
             }
         } else if !host.find_links_vars.is_empty() {
@@ -316,7 +336,7 @@ impl PythonRequest {
             trust.files.push(TrustSource { setting, path });
         }
         let budget = Budget::from_vars(&host.budget_vars)?;
-        Ok(Some(PythonRequest {
+        Ok(PythonRequest {
             requirements,
             constraints,
             hashes,
@@ -329,7 +349,7 @@ impl PythonRequest {
             limits: FetchLimits::default(),
             budget,
             jobs: 8,
-        }))
+        })
     }
 
     /// A request for these requirement strings from these indexes, nothing else (tests,
@@ -340,8 +360,8 @@ impl PythonRequest {
     ) -> Result<PythonRequest, PypiError> {
         let mut requirements = Vec::new();
         for (n, p) in packages.iter().enumerate() {
-            crate::profile::check_requirement(p)
-                .map_err(|m| PypiError::bad(format!("requirement {}", n + 1), m))?;
+            crate::requirement::check(p)
+                .map_err(|m| PypiError::bad(format!("requirement {}", n + 1), m.to_string()))?;
             let requirement = pep508_rs::Requirement::from_str(p).map_err(|e| {
                 PypiError::bad(format!("requirement {}", n + 1), format!("`{p}`: {e}"))
             })?;
@@ -386,8 +406,8 @@ impl PythonRequest {
 
 /// An index URL checked and made canonical (ending in `/`), its user part split off.
 fn index_url(text: &str, origin: &str) -> Result<(url::Url, Option<Credential>), PypiError> {
-    let u = crate::profile::index_url(&Located::synthetic(text.to_string()))
-        .map_err(|m| PypiError::bad(origin, m))?;
+    let u =
+        crate::requirement::index_url(text).map_err(|m| PypiError::bad(origin, m.to_string()))?;
     let (mut u, cred) = auth::split_userinfo(u);
     if !u.path().ends_with('/') {
         let p = format!("{}/", u.path());

@@ -255,7 +255,7 @@ fn requirement_line(line: &str) -> Result<ReqLine, String> {
         Some(i) => (line[..i].trim(), line[i..].trim()),
         None => (line.trim(), ""),
     };
-    crate::profile::check_requirement(req)?;
+    crate::requirement::check(req).map_err(|e| e.to_string())?;
     let requirement = pep508_rs::Requirement::from_str(req)
         .map_err(|e| format!("`{req}` is not a PEP 508 requirement: {e}"))?;
     let mut hashes = Vec::new();

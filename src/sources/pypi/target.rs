@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use pep440_rs::Version;
 use pep508_rs::{MarkerEnvironment, MarkerEnvironmentBuilder};
 
-use crate::sources::python::ImagePython;
+use crate::sources::image_interpreter::ImagePython;
 
 /// The image's interpreter as resolution sees it.
 #[derive(Debug, Clone)]

@@ -17,8 +17,9 @@ use crate::cache::{Bucket, Cache, Key};
 use crate::digest::Digest;
 use crate::lock::LockedWheel;
 use crate::observe::Observer;
+use crate::sources::image_interpreter::ImagePython;
+use crate::sources::pinned_wheels::{FetchedWheel, PinnedWheel};
 use crate::sources::pypi::{self, PypiError, PythonRequest};
-use crate::sources::python::{FetchedWheel, ImagePython, PinnedWheel};
 
 /// Why a wheel's facts could not be had.
 #[derive(Debug, thiserror::Error)]
@@ -122,8 +123,7 @@ pub fn read_headers(
     let read = || -> Result<Vec<(String, String)>, String> {
         let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
         let size = file.metadata().map_err(|e| e.to_string())?.len();
-        let bytes =
-            pypi::parsers::zip_metadata(&mut pypi::parsers::LocalFile { file, size })?;
+        let bytes = pypi::parsers::zip_metadata(&mut pypi::parsers::LocalFile { file, size })?;
         Ok(pypi::parsers::metadata_headers(&bytes)
             .into_iter()
             .filter(|(k, _)| SBOM_HEADERS.contains(&k.as_str()))

@@ -12,7 +12,8 @@ use super::scheme::Scheme;
 use super::WheelError;
 use crate::elf::capture::Capture;
 use crate::elf::SharedObject;
-use crate::sources::python::{FetchedWheel, ImagePython};
+use crate::sources::image_interpreter::ImagePython;
+use crate::sources::pinned_wheels::FetchedWheel;
 
 /// One shared library a wheel installs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -15,6 +15,7 @@ pub mod compile;
 mod entry_points;
 mod error;
 mod extract;
+pub mod facts;
 mod filename;
 mod libraries;
 mod prepare;
@@ -23,7 +24,6 @@ mod record;
 mod resolved;
 mod scheme;
 mod wheel_file;
-pub mod facts;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -46,7 +46,8 @@ use crate::assemble::{
 };
 use crate::confined::Root;
 use crate::observe::Observer;
-use crate::sources::python::{FetchedWheel, ImagePython, PinnedWheel};
+use crate::sources::image_interpreter::ImagePython;
+use crate::sources::pinned_wheels::{FetchedWheel, PinnedWheel};
 use prepare::Prepared;
 use record::{Hasher, Row};
 use scheme::{Role, Scheme};

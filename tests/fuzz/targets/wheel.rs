@@ -23,7 +23,8 @@ use base64::Engine as _;
 use gpuimg::assemble::{DataSource, EntryKind};
 use gpuimg::digest::Digest;
 use gpuimg::observe::Silent;
-use gpuimg::sources::python::{FetchedWheel, ImagePython, PinnedWheel};
+use gpuimg::sources::image_interpreter::ImagePython;
+use gpuimg::sources::pinned_wheels::{FetchedWheel, PinnedWheel};
 use gpuimg::sources::wheel::WheelError;
 use sha2::Digest as _;
 

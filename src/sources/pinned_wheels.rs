@@ -1,9 +1,9 @@
-//! The hand-off between Python package resolution (`sources::pypi`) and the wheel installer
-//! (`sources::wheel`): a pinned wheel set and the image's interpreter.
+//! The wheels Python package resolution (`sources::pypi`) hands the wheel installer
+//! (`sources::wheel`): a pinned wheel set, then its verified files.
 //!
 //! Plain data only. Resolution produces [`PinnedWheel`]s (what the lock records); fetching turns
-//! them into [`FetchedWheel`]s (a verified file in the cache); the installer reads those for an
-//! [`ImagePython`] read from the base's packages, never from the build host.
+//! them into [`FetchedWheel`]s (a verified file in the cache); the installer reads those for the
+//! image's interpreter (`sources::image_interpreter::ImagePython`).
 //! Must never hold a credential or an index URL: an index is named `host` or by the profile.
 
 use std::path::PathBuf;
@@ -38,25 +38,6 @@ pub struct FetchedWheel {
     pub pin: PinnedWheel,
     /// The verified file in the cache's wheel bucket (never modified in place).
     pub path: PathBuf,
-}
-
-/// The image's Python, as read from the base's packages (Debian's `python3.X`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ImagePython {
-    /// `(3, 11)`.
-    pub version: (u32, u32),
-    /// The full version from the package (`3.11.2`), for `python_full_version` markers.
-    pub full_version: String,
-    /// The interpreter's absolute path in the image (`/usr/bin/python3.11`), for `#!` lines.
-    pub interpreter: String,
-    /// Where purelib and platlib go (`/usr/local/lib/python3.11/dist-packages` on Debian).
-    pub site_dir: String,
-    /// Where scripts go (`/usr/local/bin`).
-    pub scripts_dir: String,
-    /// The base's glibc version (`(2, 36)`), which bounds `manylinux_2_N` tags.
-    pub glibc: (u32, u32),
-    /// `x86_64` or `aarch64`, from the profile's platform.
-    pub machine: String,
 }
 
 impl From<&crate::lock::LockedWheel> for PinnedWheel {

@@ -1,5 +1,5 @@
 //! The image's Python, read from the base's package set (Debian's `python3.X`,
-//! `libpython3.X-stdlib` and `libc6` versions, and the profile's platform), never from the
+//! `libpython3.X-stdlib` and `libc6` versions, and the image's architecture), never from the
 //! build host: the interpreter, its version for markers and `.pyc`, its install scheme, and the
 //! glibc that bounds `manylinux_2_N` wheels.
 //!
@@ -9,8 +9,26 @@
 
 use std::collections::BTreeMap;
 
-use crate::profile::Platform;
-use crate::sources::python::ImagePython;
+use crate::sources::Architecture;
+
+/// The image's Python, as read from the base's packages (Debian's `python3.X`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImagePython {
+    /// `(3, 11)`.
+    pub version: (u32, u32),
+    /// The full version from the package (`3.11.2`), for `python_full_version` markers.
+    pub full_version: String,
+    /// The interpreter's absolute path in the image (`/usr/bin/python3.11`), for `#!` lines.
+    pub interpreter: String,
+    /// Where purelib and platlib go (`/usr/local/lib/python3.11/dist-packages` on Debian).
+    pub site_dir: String,
+    /// Where scripts go (`/usr/local/bin`).
+    pub scripts_dir: String,
+    /// The base's glibc version (`(2, 36)`), which bounds `manylinux_2_N` tags.
+    pub glibc: (u32, u32),
+    /// `x86_64` or `aarch64`, from the image's architecture.
+    pub machine: String,
+}
 
 /// Why the base cannot host Python packages.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -125,10 +143,10 @@ pub fn default_python(
 
 /// The image's Python for installing packages: `want` (`stack.python`, major.minor) or the
 /// base's default, with its full standard library; glibc from `libc6`; the machine from
-/// `platform`.
+/// `arch`.
 pub fn image_python(
     packages: &[(String, String)],
-    platform: &Platform,
+    arch: &Architecture,
     want: Option<(u32, u32)>,
 ) -> Result<ImagePython, BasePythonError> {
     let all = base_pythons(packages)?;
@@ -173,19 +191,8 @@ pub fn image_python(
         site_dir: format!("/usr/local/lib/python{major}.{minor}/dist-packages"),
         scripts_dir: "/usr/local/bin".into(),
         glibc,
-        machine: machine(platform).to_string(),
+        machine: arch.python_machine().to_string(),
     })
-}
-
-/// Python's `platform.machine()` for an OCI architecture.
-pub fn machine(platform: &Platform) -> &str {
-    match platform.architecture.as_str() {
-        "amd64" => "x86_64",
-        "arm64" => "aarch64",
-        "386" => "i686",
-        "arm" => "armv7l",
-        other => other,
-    }
 }
 
 #[cfg(test)]
@@ -198,12 +205,8 @@ mod tests {
             .collect()
     }
 
-    fn amd64() -> Platform {
-        Platform {
-            os: "linux".into(),
-            architecture: "amd64".into(),
-            variant: None,
-        }
+    fn amd64() -> Architecture {
+        Architecture::new("amd64")
     }
 
     const BOOKWORM: &[(&str, &str)] = &[
@@ -228,10 +231,7 @@ mod tests {
         assert_eq!(p.scripts_dir, "/usr/local/bin");
         assert_eq!(p.glibc, (2, 36));
         assert_eq!(p.machine, "x86_64");
-        let arm = Platform {
-            architecture: "arm64".into(),
-            ..amd64()
-        };
+        let arm = Architecture::new("arm64");
         assert_eq!(
             image_python(&pk(BOOKWORM), &arm, None).unwrap().machine,
             "aarch64"

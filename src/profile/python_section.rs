@@ -1,10 +1,11 @@
-//! `python:` checks: every requirement string is PEP 508 (parsed here only to point at a bad
-//! one; `sources::pypi` parses them again for resolution), URLs are http(s) or file URLs, and
+//! `python:` checks: every requirement string is PEP 508 (`crate::requirement`, here only to
+//! point at a bad one; `sources::pypi` parses them again for resolution), URLs are http(s) or file URLs, and
 //! the requirements file and find-links directories lie in the build context.
 //! Must never resolve or fetch anything: the values stay as written, with their positions.
 
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
+
+use crate::requirement;
 
 use super::schema::PythonSpec;
 use super::sources::{build_context, join, source_for};
@@ -51,7 +52,7 @@ pub(super) fn validate(
     let py = &spec.value;
     let err = |at: &Located<String>, key: &str, m: String| ProfileError::invalid(file, at, key, m);
     for p in &py.packages {
-        requirement(p).map_err(|m| err(p, "python.packages", m))?;
+        requirement::check(&p.value).map_err(|m| err(p, "python.packages", m.to_string()))?;
     }
     let context = build_context(context, dir, file)?;
     let requirements = match &py.requirements {
@@ -69,7 +70,7 @@ pub(super) fn validate(
         }
     };
     if let Some(i) = &py.index {
-        index_url(i).map_err(|m| err(i, "python.index", m))?;
+        requirement::index_url(&i.value).map_err(|m| err(i, "python.index", m.to_string()))?;
     }
     let mut extra_indexes: Vec<(String, Located<String>)> = Vec::new();
     for (n, e) in py.extra_indexes.iter().enumerate() {
@@ -87,13 +88,15 @@ pub(super) fn validate(
             line: e.line,
             column: e.column,
         };
-        index_url(&url).map_err(|m| err(e, "python.extra-indexes", m))?;
+        requirement::index_url(&url.value)
+            .map_err(|m| err(e, "python.extra-indexes", m.to_string()))?;
         extra_indexes.push((name, url));
     }
     let mut find_links = Vec::new();
     for f in &py.find_links {
         if f.value.contains("://") {
-            index_url(f).map_err(|m| err(f, "python.find-links", m))?;
+            requirement::index_url(&f.value)
+                .map_err(|m| err(f, "python.find-links", m.to_string()))?;
             find_links.push(FindLink::Url(f.clone()));
         } else {
             let path = source_for("python.find-links", f, dir, &context, file)?;
@@ -118,49 +121,6 @@ pub(super) fn validate(
     })
 }
 
-/// Check one PEP 508 requirement string: its syntax, and that it names no URL (wheels come
-/// from indexes and find-links only).
-pub fn requirement(text: &str) -> Result<(), String> {
-    // pep508_rs 0.9 panics on some non-ASCII text (it slices inside a character); requirements
-    // are ASCII.
-    if !text.is_ascii() {
-        return Err(format!(
-            "`{}` is not a PEP 508 requirement: it holds a non-ASCII character",
-            text.escape_debug()
-        ));
-    }
-    // ... and on a name ending in `.`, `-` or `_` (its parser takes it, its name check panics).
-    let name_end = text
-        .trim_start()
-        .chars()
-        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
-        .last();
-    if matches!(name_end, Some('.' | '-' | '_')) {
-        return Err(format!(
-            "`{}` is not a PEP 508 requirement: a name must end with a letter or digit",
-            text.escape_debug()
-        ));
-    }
-    let r = pep508_rs::Requirement::<pep508_rs::VerbatimUrl>::from_str(text).map_err(|e| {
-        format!(
-            "`{}` is not a PEP 508 requirement: {}",
-            text.escape_debug(),
-            first_line(&e.message.to_string())
-        )
-    })?;
-    if matches!(r.version_or_url, Some(pep508_rs::VersionOrUrl::Url(_))) {
-        return Err(format!(
-            "`{}` names a URL; gpuimg takes wheels from indexes and `python.find-links` only",
-            text.escape_debug()
-        ));
-    }
-    Ok(())
-}
-
-fn first_line(s: &str) -> String {
-    s.lines().next().unwrap_or_default().to_string()
-}
-
 /// `NAME=URL` or `URL`: the name (lowercase letters, digits, `-`; not a reserved one).
 fn split_named(text: &str) -> Result<(Option<&str>, &str), String> {
     let Some((name, url)) = text.split_once('=').filter(|(n, _)| !n.contains('/')) else {
@@ -182,54 +142,12 @@ fn split_named(text: &str) -> Result<(Option<&str>, &str), String> {
     Ok((Some(name), url))
 }
 
-/// An index or find-links URL: http, https or file, with a host for http(s).
-pub fn index_url(at: &Located<String>) -> Result<url::Url, String> {
-    let text = at.value.as_str();
-    let u = url::Url::from_str(text)
-        .map_err(|e| format!("`{}` is not a URL: {e}", text.escape_debug()))?;
-    match u.scheme() {
-        "http" | "https" if u.host_str().is_some_and(|h| !h.is_empty()) => Ok(u),
-        "file" => Ok(u),
-        "http" | "https" => Err(format!("`{}` has no host", text.escape_debug())),
-        other => Err(format!(
-            "`{}`: the scheme `{other}` is not supported (http, https or file)",
-            text.escape_debug()
-        )),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn requirements_are_pep_508_without_urls() {
-        for ok in [
-            "requests",
-            "requests>=2.31,<3",
-            "torch[opt]==2.5.1; platform_machine == \"x86_64\"",
-            "numpy; python_version < \"3.12\"",
-        ] {
-            assert_eq!(requirement(ok), Ok(()), "{ok}");
-        }
-        for bad in [
-            "requests>=>2",
-            "-e .",
-            "numpy; python_version <",
-            "9x =",
-            "socks; extra == 'x'\u{fffd}",
-            "id. <4",
-            "x- ; python_version > '3'",
-        ] {
-            let e = requirement(bad).unwrap_err();
-            assert!(e.contains("is not a PEP 508 requirement"), "{bad}: {e}");
-        }
-        let e = requirement("pkg @ https://example.invalid/pkg.whl").unwrap_err();
-        assert!(e.contains("names a URL"), "{e}");
-    }
-
-    #[test]
-    fn index_names_and_urls() {
+    fn index_names() {
         assert_eq!(
             split_named("https://x/simple"),
             Ok((None, "https://x/simple"))
@@ -240,14 +158,5 @@ mod tests {
         );
         assert!(split_named("Bad Name=https://x").is_err());
         assert!(split_named("host=https://x").is_err());
-        let at = |s: &str| Located::synthetic(s.to_string());
-        assert!(index_url(&at("https://x/simple")).is_ok());
-        assert!(index_url(&at("file:///srv/simple")).is_ok());
-        assert!(index_url(&at("ftp://x/simple"))
-            .unwrap_err()
-            .contains("scheme"));
-        assert!(index_url(&at("not a url"))
-            .unwrap_err()
-            .contains("not a URL"));
     }
 }

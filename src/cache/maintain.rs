@@ -19,15 +19,52 @@
 //! `cache prune` are the caller's, `cache::DownloadPolicy`). A dry run removes nothing and
 //! reports the same, with what each bucket would lose. Verify hashes each
 //! pruned copy against the sha256 recorded beside it.
+//!
+//! These are the cache's own commands: it walks its buckets, removes and stamps. What a layer
+//! record says (the blob it names, its layer, its compression) and how a blob decompresses are
+//! `layer`'s, which writes them: the caller hands them in as [`LayerRecords`] (`layer::Records`).
+//! Must never parse a layer record or decode a blob itself.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::Path;
 
-use super::record::{check, facts_of, inspect, Decoded, Verdict};
-use super::{Compression, LayerBlob};
-use crate::cache::{trust, Bucket, Cache, Finding, Identity, RecordRead, Usage, LAYERS, RETIRED};
+use super::{
+    trust, BlobFacts, Bucket, Cache, Finding, Identity, RecordRead, Usage, LAYERS, RETIRED,
+};
 use crate::digest::Digest;
+
+/// What the maintenance needs to know of the layer records it keeps, from the module that
+/// writes them (`layer::Records`).
+pub trait LayerRecords {
+    /// A parsed record.
+    type Record;
+    /// How a record says its blob is compressed.
+    type Compression: Copy + PartialEq;
+    /// A blob's decompression: its layer digest and size, or why it failed.
+    type Decoded;
+
+    /// The record of these bytes, or why they are none.
+    fn parse(&self, bytes: &[u8]) -> Result<Self::Record, String>;
+    /// The blob a record names.
+    fn blob(&self, rec: &Self::Record) -> Digest;
+    /// The layer (diff_id) a record names.
+    fn layer(&self, rec: &Self::Record) -> Digest;
+    fn compression(&self, rec: &Self::Record) -> Self::Compression;
+    /// What the stamp of a record's blob vouches for.
+    fn facts(&self, rec: &Self::Record) -> BlobFacts;
+    /// Read a blob once: its sha256 and size and, with a compression, its decompression.
+    fn read_blob(
+        &self,
+        file: std::fs::File,
+        compression: Option<Self::Compression>,
+    ) -> io::Result<(Digest, u64, Option<Self::Decoded>)>;
+    /// What is wrong with `rec` against its blob of `size` bytes as decompressed (`None`: good).
+    fn problem(&self, rec: &Self::Record, size: u64, decoded: &Self::Decoded) -> Option<String>;
+    /// `rec`'s own full check against its blob (`None`: good), for a record whose compression
+    /// is not the one the blob was read with.
+    fn check(&self, cache: &Cache, rec: &Self::Record) -> io::Result<Option<String>>;
+}
 
 /// What `verify` checked and what it found bad.
 #[derive(Debug, Default)]
@@ -81,11 +118,11 @@ impl Pruned {
 }
 
 /// A blob after its full read.
-enum BlobState {
+enum BlobState<C, D> {
     /// Intact; `decoded` under the compression its first record claims.
     Good {
         size: u64,
-        decoded: Option<(Compression, Decoded)>,
+        decoded: Option<(C, D)>,
         id: Option<Identity>,
     },
     Bad,
@@ -100,14 +137,14 @@ fn blob_name(name: &str) -> String {
 }
 
 /// Check every layer record and blob in full. `repair`: remove the bad ones.
-pub fn verify(cache: &Cache, repair: bool) -> io::Result<Verified> {
+pub fn verify<L: LayerRecords>(cache: &Cache, layers: &L, repair: bool) -> io::Result<Verified> {
     let mut out = Verified::default();
     let found = |entry: String, problem: String, removed: io::Result<()>| {
         (entry, problem, repair && removed.is_ok())
     };
     let mut bad: Vec<(String, String, bool)> = Vec::new();
 
-    let mut records: Vec<(Digest, RecordRead, LayerBlob)> = Vec::new();
+    let mut records: Vec<(Digest, RecordRead, L::Record)> = Vec::new();
     for name in cache.record_names(LAYERS)? {
         out.records += 1;
         let entry = format!("{}/{name}", LAYERS.dir());
@@ -136,7 +173,7 @@ pub fn verify(cache: &Cache, repair: bool) -> io::Result<Verified> {
                 continue;
             }
         };
-        match serde_json::from_slice::<LayerBlob>(&read.bytes) {
+        match layers.parse(&read.bytes) {
             Ok(rec) => records.push((key, read, rec)),
             Err(e) => {
                 let r = if repair {
@@ -153,11 +190,13 @@ pub fn verify(cache: &Cache, repair: bool) -> io::Result<Verified> {
         }
     }
 
-    let mut claims: BTreeMap<Digest, Compression> = BTreeMap::new();
+    let mut claims: BTreeMap<Digest, L::Compression> = BTreeMap::new();
     for (_, _, rec) in &records {
-        claims.entry(rec.digest).or_insert(rec.compression);
+        claims
+            .entry(layers.blob(rec))
+            .or_insert(layers.compression(rec));
     }
-    let mut blobs: BTreeMap<Digest, BlobState> = BTreeMap::new();
+    let mut blobs: BTreeMap<Digest, BlobState<L::Compression, L::Decoded>> = BTreeMap::new();
     for name in cache.blob_names()? {
         out.blobs += 1;
         let Ok(d) = Digest::from_hex(&name) else {
@@ -175,7 +214,7 @@ pub fn verify(cache: &Cache, repair: bool) -> io::Result<Verified> {
             Ok(Some((file, id))) => {
                 let comp = claims.get(&d).copied();
                 let read = file.try_clone().and_then(|after| {
-                    let got = inspect(file, comp)?;
+                    let got = layers.read_blob(file, comp)?;
                     Ok((got, trust::identity(&after.metadata()?) == id))
                 });
                 let (got, stable) = match read {
@@ -191,10 +230,11 @@ pub fn verify(cache: &Cache, repair: bool) -> io::Result<Verified> {
                         continue;
                     }
                 };
-                if got.digest == d {
+                let (digest, size, decoded) = got;
+                if digest == d {
                     BlobState::Good {
-                        size: got.size,
-                        decoded: comp.zip(got.decoded),
+                        size,
+                        decoded: comp.zip(decoded),
                         id: stable.then_some(id),
                     }
                 } else {
@@ -203,7 +243,7 @@ pub fn verify(cache: &Cache, repair: bool) -> io::Result<Verified> {
                     } else {
                         Ok(())
                     };
-                    let why = format!("its content hashes to `{}`", got.digest);
+                    let why = format!("its content hashes to `{digest}`");
                     bad.push(found(blob_entry(&d), why, r));
                     BlobState::Bad
                 }
@@ -222,24 +262,21 @@ pub fn verify(cache: &Cache, repair: bool) -> io::Result<Verified> {
     }
 
     for (key, read, rec) in &records {
-        let problem = match blobs.get(&rec.digest) {
-            None => Some(format!("names blob `{}`, which is missing", rec.digest)),
-            Some(BlobState::Bad) => Some(format!("names blob `{}`, which is corrupt", rec.digest)),
+        let blob = layers.blob(rec);
+        let problem = match blobs.get(&blob) {
+            None => Some(format!("names blob `{blob}`, which is missing")),
+            Some(BlobState::Bad) => Some(format!("names blob `{blob}`, which is corrupt")),
             Some(BlobState::Good { size, decoded, id }) => {
                 let problem = match decoded {
-                    Some((c, result)) if *c == rec.compression => {
-                        record_problem(rec, *size, result)
+                    Some((c, result)) if *c == layers.compression(rec) => {
+                        layers.problem(rec, *size, result)
                     }
                     // A record claiming another compression than the first: its own check.
-                    _ => match check(cache, rec, true)? {
-                        Verdict::Good(_) => None,
-                        Verdict::BlobMissing => Some("its blob vanished during the check".into()),
-                        Verdict::BlobBad(w, _) | Verdict::RecordWrong(w) => Some(w),
-                    },
+                    _ => layers.check(cache, rec)?,
                 };
                 if problem.is_none() && repair {
                     if let Some(id) = id {
-                        cache.stamp_blob(&rec.digest, *id, &facts_of(rec))?;
+                        cache.stamp_blob(&blob, *id, &layers.facts(rec))?;
                     }
                     cache.stamp_record(LAYERS, key, read)?;
                 }
@@ -277,27 +314,6 @@ pub fn verify(cache: &Cache, repair: bool) -> io::Result<Verified> {
     Ok(out)
 }
 
-fn record_problem(rec: &LayerBlob, size: u64, decoded: &Decoded) -> Option<String> {
-    if size != rec.size {
-        return Some(format!("it says {} bytes, its blob is {size}", rec.size));
-    }
-    match decoded {
-        Err(e) => Some(format!(
-            "its blob does not decompress as {:?} ({e})",
-            rec.compression
-        )),
-        Ok((d, _)) if *d != rec.diff_id => Some(format!(
-            "it says diff_id `{}`, its blob decompresses to `{d}`",
-            rec.diff_id
-        )),
-        Ok((_, n)) if *n != rec.uncompressed_size => Some(format!(
-            "it says {} bytes uncompressed, its blob decompresses to {n}",
-            rec.uncompressed_size
-        )),
-        Ok(_) => None,
-    }
-}
-
 /// Count entry `name` of `bucket` (of `bytes`) and its stamp, if it has one, as gone.
 fn note(cache: &Cache, gone: &mut BTreeMap<Bucket, Usage>, bucket: Bucket, name: &str, bytes: u64) {
     gone.entry(bucket).or_default().add(bytes);
@@ -312,7 +328,7 @@ fn note(cache: &Cache, gone: &mut BTreeMap<Bucket, Usage>, bucket: Bucket, name:
 /// Remove every blob no layer record references (records that do not parse reference
 /// nothing), then the stamps whose entry is gone. The caller holds the exclusive lock;
 /// `dry_run`: remove nothing, report what would go (the shared lock is enough).
-pub fn prune(cache: &Cache, dry_run: bool) -> io::Result<Pruned> {
+pub fn prune<L: LayerRecords>(cache: &Cache, records: &L, dry_run: bool) -> io::Result<Pruned> {
     use std::os::unix::fs::MetadataExt;
     let mut referenced = BTreeSet::new();
     let mut layers = BTreeSet::new();
@@ -324,9 +340,9 @@ pub fn prune(cache: &Cache, dry_run: bool) -> io::Result<Pruned> {
             continue;
         };
         if let Ok(Some(read)) = cache.read_record(LAYERS, &key) {
-            if let Ok(rec) = serde_json::from_slice::<LayerBlob>(&read.bytes) {
-                referenced.insert(rec.digest);
-                layers.insert(rec.diff_id);
+            if let Ok(rec) = records.parse(&read.bytes) {
+                referenced.insert(records.blob(&rec));
+                layers.insert(records.layer(&rec));
             }
         }
     }
@@ -395,10 +411,7 @@ pub fn prune(cache: &Cache, dry_run: bool) -> io::Result<Pruned> {
 
 /// The kinds of rewritten library copies under `roots-v1/`: `device-code`'s pruned ones and
 /// `debug-symbols`' stripped ones.
-const COPIES: [&str; 2] = [
-    crate::cache::DEVICE_CODE_COPIES,
-    crate::cache::SECTION_STRIP_COPIES,
-];
+const COPIES: [&str; 2] = [super::DEVICE_CODE_COPIES, super::SECTION_STRIP_COPIES];
 
 fn copies_dir(cache: &Cache, kind: &str) -> std::path::PathBuf {
     cache.dir(Bucket::Roots).join(kind)
