@@ -188,6 +188,8 @@ fn unchanged_rebuild_reuses_cached_layers() {
 /// build host's apt sources and Python index), into images umoci accepts, and say nothing to
 /// worry about: not one `warning:` line. The template's `python:` section is live (its base
 /// carries `python3`, not `python3-minimal`, which lacks the standard library wheels need).
+/// Issue 35: each build, the cold PyTorch one included (its wheels download while its layers
+/// are written, `--jobs` at its default), stays within 250 MB of memory (`peak_memory`).
 #[test]
 fn the_template_and_every_shipped_profile_build_as_shipped_without_a_warning() {
     require("umoci");
@@ -208,11 +210,21 @@ fn the_template_and_every_shipped_profile_build_as_shipped_without_a_warning() {
         std::fs::copy(&src, &p).unwrap();
         let layout = sb.join(format!("out-{name}"));
         let out = run(with_host_index(sb.gpuimg_with_cache(&cache))
-            .args(["build", "-o"])
+            .args(["build", "--json", "-o"])
             .arg(&layout)
             .arg(&p));
         let err = String::from_utf8_lossy(&out.stderr).into_owned();
         assert!(out.status.success(), "{}: {err}", src.display());
+        let json: serde_json::Value =
+            serde_json::from_slice(&out.stdout).expect("build --json prints one JSON object");
+        let peak = json["peak_memory"]
+            .as_u64()
+            .expect("peak_memory is reported");
+        assert!(
+            peak <= 250_000_000,
+            "{}: peak memory {peak} bytes, over 250 MB",
+            src.display()
+        );
         let warnings: Vec<&str> = err.lines().filter(|l| l.starts_with("warning")).collect();
         assert!(warnings.is_empty(), "{}: {warnings:#?}", src.display());
         umoci_unpack(&layout, &sb.join(format!("bundle-{name}")));

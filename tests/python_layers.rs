@@ -429,3 +429,42 @@ fn a_large_file_whose_record_lies_fails_the_build_as_its_layer_is_written() {
         assert!(!out.exists(), "{} was written", out.display());
     }
 }
+
+/// The build is one plan run by one loop of layer jobs: the image does not depend on how many
+/// run at once, and a wheel layer in the cache whose wheels' facts are not recorded is taken
+/// as it is (its job only reads the facts), with the same image.
+#[test]
+fn the_image_does_not_depend_on_the_jobs_and_a_cached_layer_is_taken_without_its_facts() {
+    let s = setup();
+    let p = s.profile("jobs", &["torch==1.0", "app-a", "dup-a"], "");
+    let build = |cache: &Path, jobs: &str| -> serde_json::Value {
+        let json = run_ok(
+            s.sb.gpuimg_with_cache(cache)
+                .args(["build", "--json", "--force", "--jobs", jobs, "-o"])
+                .arg(s.sb.join(format!("out-{jobs}")))
+                .arg(&p),
+        );
+        serde_json::from_str(json.trim()).unwrap()
+    };
+    let one = build(&s.sb.join("cache-1"), "1");
+    let four = build(&s.sb.join("cache-4"), "4");
+    assert_eq!(one["cached_layers"], 0, "{one}");
+    assert_eq!(four["cached_layers"], 0, "{four}");
+    assert_eq!(one["manifest_digest"], four["manifest_digest"]);
+    assert_eq!(digests(&one), digests(&four));
+
+    // The wheels' records gone, their layers kept: every layer is taken from the cache.
+    let cache = s.sb.join("cache-4");
+    std::fs::remove_dir_all(cache.join("wheel-metadata-v1")).unwrap();
+    let again = build(&cache, "4");
+    let n = again["layers"].as_array().unwrap().len();
+    assert_eq!(again["cached_layers"], n, "{again}");
+    assert_eq!(again["manifest_digest"], one["manifest_digest"]);
+    assert!(
+        !wheel_records(&cache).is_empty(),
+        "the facts were read and recorded again"
+    );
+    // `--jobs 0` is a usage error.
+    let out = run(s.sb.gpuimg().args(["build", "--jobs", "0"]).arg(&p));
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -233,7 +233,7 @@ pub fn install_and_split(
         root: &root,
         installed: &installed,
     }
-    .tree(scratch.path())?;
+    .tree(scratch.path(), obs)?;
     for w in tree.warnings() {
         obs.warn(&w);
     }

@@ -278,7 +278,7 @@ pub(super) fn other_layer(
                 path: path.clone(),
                 allow_special: *allow_special,
             }
-            .tree(ctx.scratch.path())?;
+            .tree(ctx.scratch.path(), obs)?;
             for w in tree.warnings() {
                 obs.warn(&w);
             }
@@ -296,7 +296,7 @@ pub(super) fn other_layer(
             let tree = Files {
                 entries: files.clone(),
             }
-            .tree(ctx.scratch.path())?;
+            .tree(ctx.scratch.path(), obs)?;
             for w in tree.warnings() {
                 obs.warn(&w);
             }

@@ -12,6 +12,7 @@ use crate::observe::Observer;
 use crate::plan::PythonInstall;
 use crate::sources::pinned_wheels::{FetchedWheel, PinnedWheel};
 use crate::sources::wheel;
+use crate::sources::Source;
 
 /// Install the fetched wheels `fetched` (the layer `component`'s) under `scratch`; with
 /// `tap`, each shared object left in its wheel gets a tap that takes its ELF facts as the
@@ -34,21 +35,23 @@ pub fn install(
             source,
         }
     })?;
-    // Only a gzip layer copies the wheels' deflate streams.
-    let walk_streams = opts.compression == Compression::Gzip;
-    let mut taps = wheel::Taps::new();
+    let taps = std::sync::Mutex::new(wheel::Taps::new());
     // The whole resolution: a layer's wheels are checked against the edges of all of them.
     let set: Vec<PinnedWheel> = install.wheels.iter().map(PinnedWheel::from).collect();
-    let tree = wheel::install_tapped(
+    let tree = wheel::Wheels {
         fetched,
-        &set,
-        &install.python,
-        install.compiler.as_ref(),
-        walk_streams,
-        &staging,
-        tap.then_some(&mut taps),
-        obs,
-    )?;
+        set: &set,
+        python: &install.python,
+        compiler: install.compiler.as_ref(),
+        // Only a gzip layer copies the wheels' deflate streams.
+        walk_streams: opts.compression == Compression::Gzip,
+        staging: &staging,
+        taps: tap.then_some(&taps),
+    }
+    .tree(scratch, obs)?;
+    let taps = taps
+        .into_inner()
+        .map_err(|_| BuildError::Internal("the taps' lock was poisoned"))?;
     Ok((tree, taps))
 }
 

@@ -22,6 +22,7 @@ pub mod keys;
 mod late;
 pub mod libraries;
 mod sbom;
+mod shared;
 pub mod source_specs;
 pub mod split;
 mod strip_rules;
@@ -45,6 +46,7 @@ use crate::sources::image_interpreter::ImagePython;
 use crate::sources::wheel::{HostPython, WheelLibrary};
 use components::{Assignment, LayerOverrides, PackageMeta};
 pub use late::Late;
+pub use shared::shared_jobs;
 
 /// The component that holds what no apt package owns (dpkg database, ld.so.cache, …).
 pub const METADATA: &str = "metadata";

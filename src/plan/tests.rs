@@ -539,3 +539,53 @@ fn the_sbom_lists_every_package_and_comes_last_only_when_there_are_packages() {
     assert!(pl.layers.iter().all(|l| l.component != "sbom"));
     assert!(!pl.derived.unwrap().sbom.is_empty());
 }
+
+#[test]
+fn plans_for_two_platforms_share_the_jobs_whose_keys_are_equal() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("rootfs.tar"), b"").unwrap();
+    let for_platform = |arch: &str, machine: &str| {
+        let p = crate::profile::parse(
+            &format!(
+                "name: t\nplatform: linux/{arch}\nbase:\n  rootfs: ./rootfs.tar\nselftest: {{enabled: false}}\npython:\n  packages: [requests]\n"
+            ),
+            "p.yaml",
+            d.path(),
+            &|_| None,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        // A pure-Python wheel is one file for both; a compiled one is each platform's own.
+        let mut numpy = wheel("numpy", "2.1.0", false);
+        numpy.sha256 = Digest::of(format!("numpy for {machine}").as_bytes());
+        let mut f = with_wheels(
+            Facts::default(),
+            vec![numpy, wheel("requests", "2.32.3", true)],
+        );
+        f.rootfs_identity = Some([1, 2, 3, 4, 5]);
+        if let Some(py) = f.python.as_mut() {
+            py.python.machine = machine.into();
+        }
+        plan(&p, None, &f, LOPTS).unwrap()
+    };
+    let amd64 = for_platform("amd64", "x86_64");
+    let arm64 = for_platform("arm64", "aarch64");
+    let shared = shared_jobs(&[&amd64, &arm64]);
+    // The same tarball is the same layer; the wheel layer and the SBOM hold each platform's
+    // own numpy.
+    let components: Vec<&str> = shared
+        .values()
+        .map(|users| amd64.layers[users[0].1].component.as_str())
+        .collect();
+    assert_eq!(components, ["base"], "{shared:?}");
+    assert_eq!(shared.values().next().unwrap(), &vec![(0, 0), (1, 0)]);
+    // A plan shares nothing with itself alone.
+    assert!(shared_jobs(&[&amd64]).is_empty());
+    // Two platforms with the same wheels share those layers too (the same bytes).
+    let pure = |arch: &str| {
+        let mut p = for_platform(arch, "x86_64");
+        p.layers.retain(|l| l.component != "sbom");
+        p
+    };
+    let (a, b) = (pure("amd64"), pure("arm64"));
+    assert_eq!(shared_jobs(&[&a, &b]).len(), 2);
+}

@@ -17,6 +17,8 @@ pub struct Files {
 }
 
 impl Source for Files {
+    type Error = AssembleError;
+
     fn describe(&self) -> String {
         let n = self.entries.len();
         format!(
@@ -25,7 +27,11 @@ impl Source for Files {
         )
     }
 
-    fn tree(&self, scratch: &std::path::Path) -> Result<Tree, AssembleError> {
+    fn tree(
+        &self,
+        scratch: &std::path::Path,
+        _obs: &mut dyn crate::observe::Observer,
+    ) -> Result<Tree, AssembleError> {
         assemble::assemble(&Input::Files(&self.entries), scratch)
     }
 }
@@ -54,7 +60,9 @@ mod tests {
             entries: vec![entry(&single, "etc/app/app.conf"), entry(&dir, "opt/tree")],
         };
         assert_eq!(src.describe(), "`files:` (2 entries)");
-        let tree = src.tree(&t.path().join("scratch")).unwrap();
+        let tree = src
+            .tree(&t.path().join("scratch"), &mut crate::observe::Silent)
+            .unwrap();
         let got: Vec<(String, String)> = tree
             .iter_with_provenance()
             .map(|(e, p)| (e.path.clone(), p.to_string()))
@@ -91,7 +99,9 @@ mod tests {
                 mode: Some(0o600),
             })
             .collect();
-        let tree = Files { entries }.tree(t.path()).unwrap();
+        let tree = Files { entries }
+            .tree(t.path(), &mut crate::observe::Silent)
+            .unwrap();
         assert_eq!(tree.provenance_of("etc/x"), Some(&Provenance::file(&b)));
         assert_eq!(tree.get("etc/x").map(|e| e.mode), Some(0o600));
     }

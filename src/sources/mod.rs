@@ -2,8 +2,9 @@
 //!
 //! A [`Source`] reads its input into a [`Tree`] whose entries carry their
 //! [`Provenance`](crate::assemble::Provenance): [`rootfs::Rootfs`] (a base tarball or
-//! directory), [`files::Files`] (the profile's `files:`) and [`apt::InstalledRoot`] (the root
-//! [`apt::install`] unpacked, each path stamped with the package that shipped it). `apt` itself
+//! directory), [`files::Files`] (the profile's `files:`), [`apt::InstalledRoot`] (the root
+//! [`apt::install`] unpacked, each path stamped with the package that shipped it) and
+//! [`wheel::Wheels`] (one layer's fetched wheels, installed for the image's interpreter). `apt` itself
 //! speaks Debian/Ubuntu repositories natively; `pypi` resolves and fetches Python wheels from a
 //! package index for the image's interpreter (`image_interpreter`, read from the base's
 //! packages); `pinned_wheels` holds what resolution hands the installer.
@@ -24,16 +25,21 @@ pub mod wheel;
 
 use std::path::Path;
 
-use crate::assemble::{AssembleError, Tree};
+use crate::assemble::Tree;
+use crate::observe::Observer;
 
 pub use architecture::Architecture;
 
 /// One input of a component layer.
 pub trait Source {
+    /// Why reading the input failed.
+    type Error;
+
     /// Names the input in messages, e.g. "rootfs `base.tar.zst`".
     fn describe(&self) -> String;
 
     /// Read the input into a sorted, checked tree whose every entry carries its provenance.
-    /// `scratch` holds what reading needs on disk (decompressed tarballs).
-    fn tree(&self, scratch: &Path) -> Result<Tree, AssembleError>;
+    /// `scratch` holds what reading needs on disk (decompressed tarballs, installed wheels);
+    /// progress goes to `obs`, warnings into the tree (`Tree::warnings`) or to `obs`.
+    fn tree(&self, scratch: &Path, obs: &mut dyn Observer) -> Result<Tree, Self::Error>;
 }

@@ -40,11 +40,17 @@ pub fn read_file(path: &Path, member: &str, cap: u64) -> std::io::Result<Option<
 }
 
 impl Source for Rootfs {
+    type Error = AssembleError;
+
     fn describe(&self) -> String {
         format!("rootfs `{}`", self.path.display())
     }
 
-    fn tree(&self, scratch: &std::path::Path) -> Result<Tree, AssembleError> {
+    fn tree(
+        &self,
+        scratch: &std::path::Path,
+        _obs: &mut dyn crate::observe::Observer,
+    ) -> Result<Tree, AssembleError> {
         assemble::assemble(
             &Input::Rootfs {
                 path: &self.path,
@@ -82,7 +88,9 @@ mod tests {
             allow_special: false,
         };
         assert!(src.describe().contains(&root.display().to_string()));
-        let tree = src.tree(&t.path().join("scratch")).unwrap();
+        let tree = src
+            .tree(&t.path().join("scratch"), &mut crate::observe::Silent)
+            .unwrap();
         check(&tree, &["bin", "usr", "usr/bin", "usr/bin/a", "usr/bin/b"]);
         assert!(matches!(
             tree.get("usr/bin/b").map(|e| &e.kind),
@@ -157,7 +165,9 @@ mod tests {
             path,
             allow_special: false,
         };
-        let tree = src.tree(&t.path().join("scratch")).unwrap();
+        let tree = src
+            .tree(&t.path().join("scratch"), &mut crate::observe::Silent)
+            .unwrap();
         // `etc/alias` sorts first: it carries the data, and stays rootfs.
         check(&tree, &["etc", "etc/alias", "etc/hostname"]);
         assert!(matches!(

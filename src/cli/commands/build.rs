@@ -210,6 +210,7 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
             "wheels": out.wheels.len(),
             "sbom": args.sbom.as_ref().map(|p| p.display().to_string()),
             "push": out.pushed,
+            "peak_memory": peak_memory(),
         });
         crate::cli::print_stdout(&format!("{v}\n"));
     } else if let Some(p) = out.pushed.as_ref().filter(|_| !settings.quiet) {
@@ -232,6 +233,20 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
         );
     }
     Ok(0)
+}
+
+/// The build's peak resident memory in bytes (`getrusage`'s `ru_maxrss`), for `--json`: CI
+/// can hold a build to a memory budget.
+fn peak_memory() -> Option<u64> {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes one `rusage` into the pointer it is given, which is valid.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
+    if rc != 0 {
+        return None;
+    }
+    // SAFETY: a return of 0 means the struct was written.
+    let usage = unsafe { usage.assume_init() };
+    u64::try_from(usage.ru_maxrss).ok().map(|kb| kb * 1024)
 }
 
 /// The tag: `--tag`, else the `:TAG` of `-o`, else `latest`; both given must agree.

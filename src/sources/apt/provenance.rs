@@ -24,11 +24,17 @@ pub struct InstalledRoot<'a> {
 }
 
 impl Source for InstalledRoot<'_> {
+    type Error = AssembleError;
+
     fn describe(&self) -> String {
         "the apt packages".to_string()
     }
 
-    fn tree(&self, scratch: &Path) -> Result<Tree, AssembleError> {
+    fn tree(
+        &self,
+        scratch: &Path,
+        _obs: &mut dyn crate::observe::Observer,
+    ) -> Result<Tree, AssembleError> {
         let mut tree = assemble::assemble(
             &Input::Dir {
                 path: self.root,

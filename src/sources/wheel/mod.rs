@@ -91,6 +91,49 @@ pub fn install(
     )
 }
 
+/// One layer's wheels as a [`Source`](crate::sources::Source): the fetched wheels installed for
+/// the image's interpreter under `staging` ([`install_tapped`]); with `taps`, each shared
+/// object left in its wheel gets a tap there, which writing the tree's layer fills.
+pub struct Wheels<'a> {
+    pub fetched: &'a [FetchedWheel],
+    /// The whole resolution: the layer's wheels are checked against the edges of all of them.
+    pub set: &'a [PinnedWheel],
+    pub python: &'a ImagePython,
+    pub compiler: Option<&'a HostPython>,
+    /// Walk the deflate streams of files left in their wheels (a gzip layer copies them).
+    pub walk_streams: bool,
+    pub staging: &'a Path,
+    pub taps: Option<&'a std::sync::Mutex<Taps>>,
+}
+
+impl crate::sources::Source for Wheels<'_> {
+    type Error = WheelError;
+
+    fn describe(&self) -> String {
+        format!("{} wheels", self.fetched.len())
+    }
+
+    fn tree(&self, _scratch: &Path, obs: &mut dyn Observer) -> Result<Tree, WheelError> {
+        let mut guard = match self.taps {
+            Some(m) => Some(
+                m.lock()
+                    .map_err(|_| WheelError::Internal("the taps' lock was poisoned"))?,
+            ),
+            None => None,
+        };
+        install_tapped(
+            self.fetched,
+            self.set,
+            self.python,
+            self.compiler,
+            self.walk_streams,
+            self.staging,
+            guard.as_deref_mut(),
+            obs,
+        )
+    }
+}
+
 /// [`install`], with a tap (`assemble::Tap`) on each shared object left in its wheel when
 /// `taps` is given: writing the tree's layer then takes the objects' ELF facts
 /// ([`LibraryRead::read_with`]), each tap under its wheel's and member's names.
