@@ -20,21 +20,18 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 mod apt;
-mod device_code;
 mod generated;
 mod machines;
 mod prewrite;
 mod python;
 mod stream;
-mod strip;
-mod strip_sections;
 
 pub use apt::apt_options;
 pub use prewrite::Prewritten;
 
 use crate::assemble::{self, DataSource, Tree};
 use crate::byte_size::ByteSize;
-use crate::cache::{serde_name, Cache};
+use crate::cache::Cache;
 use crate::digest::Digest;
 use crate::expect::DEFAULT_PATH;
 use crate::export::{self, Replace, Target};
@@ -42,6 +39,7 @@ use crate::image::{self, ImageLayer, ImageSpec};
 use crate::layer::{self, Compression, LayerOptions};
 use crate::lock::{LockedPackage, LockedWheel};
 use crate::observe::{Observer, Recorded};
+use crate::passes::{self, PassContext, TreePass};
 use crate::plan::{Inputs, Plan};
 use crate::profile::Profile;
 use crate::reference::{RegistryRef, Tag};
@@ -127,18 +125,8 @@ pub struct BuildOutcome {
 
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
-    #[error("Failed to prune the device code of `{path}`: {source}")]
-    DeviceCode {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("Failed to strip the debug sections of `{path}`: {source}")]
-    StripSections {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Passes(#[from] passes::PassError),
     #[error("Failed to open the cache at `{path}`: {source}")]
     Cache {
         path: String,
@@ -219,6 +207,7 @@ impl BuildError {
             BuildError::Internal(_) | BuildError::Unplanned(_) => 3,
             BuildError::Wheel(e) => e.exit_code(),
             BuildError::Pypi(e) => e.exit_code(),
+            BuildError::Passes(e) => e.exit_code(),
             _ => 2,
         }
     }
@@ -435,12 +424,8 @@ fn run(
                 });
                 continue;
             }
-            // What strip removed from this layer's input, for its sizes.
-            let mut stripped: Option<crate::strip::Stripped> = None;
-            // The libraries `device-code` pruned, for its sizes.
-            let mut pruned: Vec<device_code::PrunedFile> = Vec::new();
-            // The libraries whose debug sections `debug-symbols` cut, for its sizes.
-            let mut sections: Vec<strip_sections::StrippedFile> = Vec::new();
+            // What the tree passes removed from this layer's input, for its sizes.
+            let mut applied = passes::Applied::default();
             let tree = match &lp.inputs {
                 Inputs::Rootfs {
                     path,
@@ -454,14 +439,17 @@ fn run(
                     for w in tree.warnings() {
                         obs.warn(&w);
                     }
-                    stripped = Some(strip::strip_tree(
+                    applied = passes::apply(
                         &mut tree,
-                        &lp.strip,
-                        &plan.strip_rules_for(lp),
-                        &HashSet::new(),
-                        "the base",
+                        &[TreePass::Strip(lp.strip.clone())],
+                        &PassContext {
+                            rules: &plan.strip_rules_for(lp),
+                            protect: &HashSet::new(),
+                            cache: &cache,
+                            what: "the base",
+                        },
                         obs,
-                    )?);
+                    )?;
                     tree
                 }
                 Inputs::Debs { .. } | Inputs::AptMetadata => {
@@ -484,9 +472,9 @@ fn run(
                             )?)
                         }
                     };
-                    stripped = made.stripped.remove(component);
+                    applied = made.applied.remove(component).unwrap_or_default();
                     if let Some(mut blob) = made.written.remove(component) {
-                        add_stripped(&mut blob.sizes, stripped.as_ref());
+                        applied.add_sizes(&mut blob.sizes);
                         if let Some(k) = &lp.key {
                             layer::remember(&cache, k, &blob)?;
                         }
@@ -509,36 +497,19 @@ fn run(
                     recorded.replay(obs);
                     let (mut tree, layer_taps) = installed?;
                     taps.extend(layer_taps);
-                    let rules = plan.strip_rules_for(lp);
                     // A prewritten layer protects nothing (see `prewrite_wheels`).
                     let none = HashSet::new();
-                    stripped = Some(strip::strip_tree(
+                    applied = passes::apply(
                         &mut tree,
-                        &lp.strip,
-                        &rules,
-                        if wheels_only { &none } else { &protect },
-                        &format!("the `{component}` wheels"),
+                        &TreePass::for_wheels(&lp.strip, &plan.device_code_gpus),
+                        &PassContext {
+                            rules: &plan.strip_rules_for(lp),
+                            protect: if wheels_only { &none } else { &protect },
+                            cache: &cache,
+                            what: &format!("the `{component}` wheels"),
+                        },
                         obs,
-                    )?);
-                    if lp.strip.contains(&crate::profile::StripClass::DeviceCode) {
-                        pruned = device_code::prune_tree(
-                            &mut tree,
-                            &plan.device_code_gpus,
-                            &rules,
-                            &cache,
-                            &format!("the `{component}` wheels"),
-                            obs,
-                        )?;
-                    }
-                    if lp.strip.contains(&crate::profile::StripClass::DebugSymbols) {
-                        sections = strip_sections::strip_sections_tree(
-                            &mut tree,
-                            &rules,
-                            &cache,
-                            &format!("the `{component}` wheels"),
-                            obs,
-                        )?;
-                    }
+                    )?;
                     if !wheels_only {
                         check_over_lower(&cache, &layers, &tree)?;
                     }
@@ -579,16 +550,14 @@ fn run(
                 let scratch = scratch.path();
                 s.spawn(move || python::discard(scratch, component));
             }
-            add_stripped(&mut blob.sizes, stripped.as_ref());
-            device_code::add_sizes(&mut blob.sizes, &pruned);
-            strip_sections::add_sizes(&mut blob.sizes, &sections);
+            applied.add_sizes(&mut blob.sizes);
             if let Pass::Wheels(out) = &mut pass {
                 if let Some(k) = &lp.key {
                     out.add(
                         k,
                         &blob,
                         tree,
-                        stripped.map(|s| s.removed).unwrap_or_default(),
+                        applied.stripped.removed,
                     );
                 }
                 continue;
@@ -722,19 +691,6 @@ fn push_image(json: &image::ImageJson, layers: &[ImageLayer], cache: &Cache) -> 
         media_type: image::MANIFEST_MEDIA_TYPE.to_string(),
         blobs,
         labels,
-    }
-}
-
-/// Count what strip removed from a layer's input into its sizes (the writer measured what it
-/// wrote).
-fn add_stripped(sizes: &mut layer::LayerSizes, stripped: Option<&crate::strip::Stripped>) {
-    for ((class, owner), r) in stripped.map(|s| &s.by_class).into_iter().flatten() {
-        sizes.add_stripped(
-            &serde_name(class),
-            &layer::owner_name(owner),
-            r.entries,
-            r.bytes,
-        );
     }
 }
 
