@@ -13,6 +13,7 @@ pub mod keep;
 pub mod machine;
 pub mod names;
 pub mod reach;
+pub mod sections;
 pub mod startable;
 pub mod strip;
 
