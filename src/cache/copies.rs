@@ -170,18 +170,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cache = Cache::open(dir.path()).unwrap();
         let id = [1, 2, 3, 4, 5];
-        let (p, h) = cache.copy("k-v1", &id, ";sm_90", 5, write_bytes(b"abcde")).unwrap();
+        let (p, h) = cache
+            .copy("k-v1", &id, ";sm_90", 5, write_bytes(b"abcde"))
+            .unwrap();
         assert_eq!(fs::read(&p).unwrap(), b"abcde");
         assert_eq!(p, cache.blob_path(&Digest::of(b"abcde")));
         assert_eq!(h, *Digest::of(b"abcde").as_bytes());
-        let again = cache.copy("k-v1", &id, ";sm_90", 5, |_| {
-            panic!("written again")
-        })
-        .unwrap();
+        let again = cache
+            .copy("k-v1", &id, ";sm_90", 5, |_| panic!("written again"))
+            .unwrap();
         assert_eq!(again, (p, h));
         // Another kind, original or parameter is another copy.
-        let other =
-            cache.copy("k-v1", &id, ";sm_80", 5, write_bytes(b"fghij")).unwrap();
+        let other = cache
+            .copy("k-v1", &id, ";sm_80", 5, write_bytes(b"fghij"))
+            .unwrap();
         assert_eq!(fs::read(other.0).unwrap(), b"fghij");
     }
 
@@ -190,11 +192,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cache = Cache::open(dir.path()).unwrap();
         let id = [9; 5];
-        let (p, _) = cache.copy("k-v1", &id, "", 5, write_bytes(b"abcde")).unwrap();
+        let (p, _) = cache
+            .copy("k-v1", &id, "", 5, write_bytes(b"abcde"))
+            .unwrap();
         // Changed behind the cache's back: the stamp no longer vouches, the full check fails.
         fs::remove_file(&p).unwrap();
         fs::write(&p, b"xbcde").unwrap();
-        let (p2, h) = cache.copy("k-v1", &id, "", 5, write_bytes(b"abcde")).unwrap();
+        let (p2, h) = cache
+            .copy("k-v1", &id, "", 5, write_bytes(b"abcde"))
+            .unwrap();
         assert_eq!(p2, p);
         assert_eq!(fs::read(&p2).unwrap(), b"abcde");
         assert_eq!(h, *Digest::of(b"abcde").as_bytes());
@@ -203,7 +209,9 @@ mod tests {
         fs::remove_file(&p).unwrap();
         fs::write(&p, &bytes).unwrap();
         assert!(cache.trusted_blob(&Digest::of(b"abcde")).is_none());
-        cache.copy("k-v1", &id, "", 5, |_| panic!("written again")).unwrap();
+        cache
+            .copy("k-v1", &id, "", 5, |_| panic!("written again"))
+            .unwrap();
         assert!(cache.trusted_blob(&Digest::of(b"abcde")).is_some());
     }
 
@@ -212,8 +220,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cache = Cache::open(dir.path()).unwrap();
         let id = [7; 5];
-        cache.copy("k-v1", &id, "", 5, write_bytes(b"abcde")).unwrap();
-        cache.copy("k-v1", &[8; 5], "", 5, write_bytes(b"vwxyz")).unwrap();
+        cache
+            .copy("k-v1", &id, "", 5, write_bytes(b"abcde"))
+            .unwrap();
+        cache
+            .copy("k-v1", &[8; 5], "", 5, write_bytes(b"vwxyz"))
+            .unwrap();
         let key = copy_key("k-v1", &id, "");
         let rec = dir
             .path()
@@ -226,7 +238,9 @@ mod tests {
         .unwrap();
         fs::remove_file(&rec).unwrap();
         fs::write(&rec, other).unwrap();
-        let (p, _) = cache.copy("k-v1", &id, "", 5, write_bytes(b"abcde")).unwrap();
+        let (p, _) = cache
+            .copy("k-v1", &id, "", 5, write_bytes(b"abcde"))
+            .unwrap();
         assert_eq!(fs::read(p).unwrap(), b"abcde");
     }
 
@@ -234,14 +248,21 @@ mod tests {
     fn verify_finds_records_whose_copy_is_gone() {
         let dir = tempfile::tempdir().unwrap();
         let cache = Cache::open(dir.path()).unwrap();
-        let (p, _) = cache.copy("k-v1", &[1; 5], "", 5, write_bytes(b"abcde")).unwrap();
-        cache.copy("k-v1", &[2; 5], "", 5, write_bytes(b"fghij")).unwrap();
+        let (p, _) = cache
+            .copy("k-v1", &[1; 5], "", 5, write_bytes(b"abcde"))
+            .unwrap();
+        cache
+            .copy("k-v1", &[2; 5], "", 5, write_bytes(b"fghij"))
+            .unwrap();
         assert_eq!(cache.verify_copies(false).unwrap(), (2, vec![]));
         fs::remove_file(&p).unwrap();
         let (n, bad) = cache.verify_copies(true).unwrap();
         assert_eq!(n, 2);
         assert_eq!(bad.len(), 1, "{bad:?}");
-        assert!(bad[0].problem.contains("is missing") && bad[0].removed, "{bad:?}");
+        assert!(
+            bad[0].problem.contains("is missing") && bad[0].removed,
+            "{bad:?}"
+        );
         assert_eq!(cache.verify_copies(false).unwrap(), (1, vec![]));
     }
 }

@@ -19,6 +19,7 @@ use crate::cache::Cache;
 use crate::fetch::Trust;
 use crate::layer::LayerBlob;
 use crate::observe::Observer;
+use crate::passes::{self, Applied, PassContext, TreePass};
 use crate::plan::components::{self, Assignment};
 use crate::plan::libraries::{self, Library, Provider};
 use crate::plan::{split, AptInstall, METADATA};
@@ -26,7 +27,6 @@ use crate::profile::{Base, Platform, Profile};
 use crate::sources::apt::{self, AptOptions};
 use crate::sources::Source;
 use crate::staging::Staged;
-use crate::passes::{self, Applied, PassContext, TreePass};
 use crate::strip::Rules;
 
 /// The apt options a build or lock uses.

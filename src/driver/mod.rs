@@ -2,13 +2,14 @@
 //!
 //! For each planned layer: a layer whose key is known and cached is reused as it is;
 //! otherwise its inputs are assembled into a tree (the apt layers share one install, see
-//! `apt.rs`; the wheels are fetched and installed, `python.rs`), stripped, and written
+//! `apt.rs`; the wheels are fetched and installed, `python.rs`), passed through its tree
+//! passes (`passes::apply`: strip, device-code pruning, debug sections), and written
 //! (`layer`); then the image config and manifest (`image`)
 //! and the output (`export`). Decides nothing itself: what each layer holds, its key and the
 //! image config additions all come from the plan (the one rule it applies, which component
 //! a path of the shared apt install goes to, is `apt.rs`'s, fixed by the plan's package
-//! assignment); it only sequences stage entry points. It adds what strip removed to each
-//! layer's size record, and checks before anything is exported that every ELF file the image
+//! assignment); it only sequences stage entry points. It adds what the passes removed to
+//! each layer's size record, and checks before anything is exported that every ELF file the image
 //! would run or load is for its platform's machine (`machines.rs`), and `--max-size`. A cold
 //! build may write its wheel layers first, from a plan still without some wheels' libraries
 //! ([`prewrite_wheels`], `prewrite.rs`): those layers' writing takes the libraries' facts, and
@@ -553,12 +554,7 @@ fn run(
             applied.add_sizes(&mut blob.sizes);
             if let Pass::Wheels(out) = &mut pass {
                 if let Some(k) = &lp.key {
-                    out.add(
-                        k,
-                        &blob,
-                        tree,
-                        applied.stripped.removed,
-                    );
+                    out.add(k, &blob, tree, applied.stripped.removed);
                 }
                 continue;
             }

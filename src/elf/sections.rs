@@ -9,7 +9,9 @@
 //! more than the table itself (at most 65,535 headers of 64 bytes) and a name table of the
 //! caller's bound.
 
+use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
+use std::os::unix::fs::FileExt;
 
 use super::{u16_at, u32_at, u64_at};
 
@@ -131,10 +133,33 @@ pub fn read<R: Read + Seek>(
     file_size: u64,
     max_names: u64,
 ) -> Result<SectionTable, SectionsError> {
+    read_with(&mut |at, len| read_at(f, at, len), file_size, max_names)
+}
+
+/// [`read`] from `file` by positioned reads: the file's position (which its clones share)
+/// stays where it was.
+pub fn read_file(
+    file: &File,
+    file_size: u64,
+    max_names: u64,
+) -> Result<SectionTable, SectionsError> {
+    let mut at = |at: u64, len: usize| {
+        let mut b = vec![0u8; len];
+        file.read_exact_at(&mut b, at)?;
+        Ok(b)
+    };
+    read_with(&mut at, file_size, max_names)
+}
+
+fn read_with(
+    read_at: &mut dyn FnMut(u64, usize) -> io::Result<Vec<u8>>,
+    file_size: u64,
+    max_names: u64,
+) -> Result<SectionTable, SectionsError> {
     if file_size < 64 {
         return Err(SectionsError::NotElf);
     }
-    let head = elf64_head(&read_at(f, 0, 64)?).ok_or(SectionsError::NotElf)?;
+    let head = elf64_head(&read_at(0, 64)?).ok_or(SectionsError::NotElf)?;
     if head.shnum == 0 {
         return Ok(SectionTable {
             head: Some(head),
@@ -153,7 +178,7 @@ pub fn read<R: Read + Seek>(
     {
         return Err(SectionsError::Table);
     }
-    let raw = read_at(f, head.shoff, table_len as usize)?;
+    let raw = read_at(head.shoff, table_len as usize)?;
     let mut sections = Vec::with_capacity(shnum);
     for b in raw.chunks_exact(64) {
         let field = |v: Option<u64>| v.ok_or(SectionsError::Table);
@@ -173,7 +198,7 @@ pub fn read<R: Read + Seek>(
     if names_at.kind == SHT_NOBITS || names_at.size > max_names || !names_at.within(file_size) {
         return Err(SectionsError::Table);
     }
-    let names = read_at(f, names_at.offset, names_at.size as usize)?;
+    let names = read_at(names_at.offset, names_at.size as usize)?;
     Ok(SectionTable {
         head: Some(head),
         sections,
@@ -226,7 +251,11 @@ mod tests {
         let b = elf(b"\0.text\0.shstrtab\0", 17);
         // The table runs past the end.
         assert!(matches!(
-            read(&mut Cursor::new(&b[..b.len() - 1]), b.len() as u64 - 1, 1 << 20),
+            read(
+                &mut Cursor::new(&b[..b.len() - 1]),
+                b.len() as u64 - 1,
+                1 << 20
+            ),
             Err(SectionsError::Table)
         ));
         // The name table is larger than the caller allows, or than the file.
@@ -250,5 +279,17 @@ mod tests {
             read(&mut Cursor::new(&be), be.len() as u64, 1 << 20),
             Err(SectionsError::NotElf)
         ));
+    }
+
+    #[test]
+    fn a_file_is_read_in_place_and_keeps_its_position() {
+        use std::io::Write;
+        let b = elf(b"\0.text\0.shstrtab\0", 17);
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(&b).unwrap();
+        f.seek(SeekFrom::Start(5)).unwrap();
+        let t = read_file(&f, b.len() as u64, 1 << 20).unwrap();
+        assert_eq!(t.name(&t.sections[1]), Some(&b".text"[..]));
+        assert_eq!(f.stream_position().unwrap(), 5);
     }
 }

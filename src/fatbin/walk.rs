@@ -8,8 +8,8 @@ use std::os::unix::fs::FileExt;
 use serde::Serialize;
 
 use super::target::{Code, Target, Variant};
-use crate::elf::sections::{self as elf_sections, SectionsError};
 use super::{CONTAINER_MAGIC, SECTIONS};
+use crate::elf::sections::{self as elf_sections, SectionsError};
 
 /// The most bytes of the section-name string table read.
 const MAX_SHSTRTAB: u64 = 1 << 20;
@@ -108,8 +108,7 @@ fn u64_at(b: &[u8], o: usize) -> u64 {
 /// The file ranges (offset, size) of the fatbin sections ([`SECTIONS`]); empty when the ELF
 /// has none. The section table is `elf::sections`'.
 fn sections(file: &File, file_size: u64) -> Result<Vec<(u64, u64)>, NotUnderstood> {
-    let mut reader = file;
-    let table = elf_sections::read(&mut reader, file_size, MAX_SHSTRTAB).map_err(|e| match e {
+    let table = elf_sections::read_file(file, file_size, MAX_SHSTRTAB).map_err(|e| match e {
         SectionsError::NotElf => NotUnderstood::NotElf,
         SectionsError::Table => NotUnderstood::Sections,
         SectionsError::Io(e) => NotUnderstood::Io(e.to_string()),

@@ -430,7 +430,13 @@ fn library_copies_are_verified_and_pruned() {
         .unwrap();
     let (gone, _) = f
         .cache
-        .copy("device-code-v1", &[2; 5], ";sm_90", 21, write(b"another library bytes"))
+        .copy(
+            "device-code-v1",
+            &[2; 5],
+            ";sm_90",
+            21,
+            write(b"another library bytes"),
+        )
         .unwrap();
     std::fs::remove_file(&gone).unwrap();
     // What earlier versions kept under `roots-v1/` is never read, and pruned.

@@ -58,7 +58,8 @@ pub(super) fn prune_tree(
             path: format!("/{image_path}"),
             source: e,
         };
-        let Some(Source { file: f, identity }) = rewritable::open_source(&src, ctx.cache).map_err(io)?
+        let Some(Source { file: f, identity }) =
+            rewritable::open_source(&src, ctx.cache).map_err(io)?
         else {
             continue;
         };
@@ -76,14 +77,12 @@ pub(super) fn prune_tree(
         if !p.changes() {
             continue;
         }
-        let (copy, hash) = ctx.cache.copy(
-            PRUNER,
-            &identity,
-            &gpu_names,
-            p.file_size,
-            |dst| p.write(&f, dst),
-        )
-        .map_err(io)?;
+        let (copy, hash) = ctx
+            .cache
+            .copy(PRUNER, &identity, &gpu_names, p.file_size, |dst| {
+                p.write(&f, dst)
+            })
+            .map_err(io)?;
         let meta = fs::metadata(&copy).map_err(io)?;
         let size = meta.len();
         tree.replace_source(&image_path, DataSource::file(copy, &meta), size);

@@ -66,4 +66,3 @@ fn is_shared_object(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
     wheel::is_library_name(name) || wheel::is_module_name(name)
 }
-

@@ -25,7 +25,11 @@ fn a_wheel_layer_strips_by_path_then_prunes_then_cuts_sections() {
     let gpus = vec!["9.0".parse::<Version>().unwrap()];
     assert_eq!(
         TreePass::for_wheels(
-            &[StripClass::DebugSymbols, StripClass::Docs, StripClass::DeviceCode],
+            &[
+                StripClass::DebugSymbols,
+                StripClass::Docs,
+                StripClass::DeviceCode
+            ],
             &gpus
         ),
         [

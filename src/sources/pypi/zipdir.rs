@@ -575,7 +575,11 @@ mod tests {
         let name = b"demo-1.0.dist-info/METADATA";
         assert_eq!(local_data_offset(&z, name), Some(30 + name.len() as u64));
         assert_eq!(local_data_offset(&z, b"demo-1.0.dist-info/METADATB"), None);
-        assert_eq!(local_data_offset(&z[..40], name), None, "cut before the name ends");
+        assert_eq!(
+            local_data_offset(&z[..40], name),
+            None,
+            "cut before the name ends"
+        );
         assert_eq!(local_data_offset(&z[1..], name), None, "not a local header");
         // The resolver refuses a METADATA whose local header names another file, as the
         // installer does.
