@@ -1,4 +1,5 @@
-//! A zip's central directory, read bounded, and a wheel's `*.dist-info/METADATA` through it,
+//! The one zip reader: a zip's central directory, read bounded, its local headers
+//! ([`local_data_offset`]), and a wheel's `*.dist-info/METADATA` through them,
 //! from any source of byte ranges: HTTP range requests (an index without PEP 658 files), a
 //! local file (find-links), or the wheel the installer opens (`sources::wheel::archive`, which
 //! lists its entries with [`directory`] before reading any of them: one reader of the
