@@ -115,3 +115,91 @@ fn sizes_count_pruned_and_cut_libraries() {
     let ds = sizes.stripped["debug-symbols"];
     assert_eq!((ds.entries, ds.bytes), (4, 1000));
 }
+
+/// Rules under which the files of a site directory's `pkg/` may be modified (or not).
+fn terms(modify: bool) -> Rules {
+    Rules {
+        terms: vec![crate::strip::Terms {
+            path: crate::strip::PathPattern::parse("pkg"),
+            package: "pkg".into(),
+            licence: "test".into(),
+            modify,
+            remove: true,
+        }],
+        ..Rules::default()
+    }
+}
+
+/// Where the test's library lies in its tree (the terms' patterns match below a site
+/// directory).
+const LIB: &str = "usr/lib/python3/site-packages/pkg/libt.so";
+
+/// A tree holding `lib` at [`LIB`].
+fn library_tree(lib: &std::path::Path) -> Tree {
+    let mut tree = Tree::new("test");
+    let meta = std::fs::metadata(lib).unwrap();
+    let mut e = file(LIB, b"");
+    e.kind = EntryKind::File {
+        size: meta.len(),
+        data: DataSource::file(lib.to_path_buf(), &meta),
+    };
+    tree.insert_with(e, Provenance::file(lib));
+    tree.add_missing_parents();
+    tree
+}
+
+fn source_of(tree: &Tree, path: &str) -> std::path::PathBuf {
+    tree.iter()
+        .find_map(|e| match &e.kind {
+            EntryKind::File {
+                data: DataSource::Path { path: p, .. },
+                ..
+            } if e.path == path => Some(p.clone()),
+            _ => None,
+        })
+        .unwrap()
+}
+
+#[test]
+fn debug_sections_go_into_a_cached_copy_only_where_the_terms_allow() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("lib.c");
+    std::fs::write(&src, "int visible(int x) { return x + 1; }\n").unwrap();
+    let lib = dir.path().join("libt.so");
+    let st = std::process::Command::new("gcc")
+        .args(["-g", "-O1", "-shared", "-fPIC", "-o"])
+        .arg(&lib)
+        .arg(&src)
+        .status()
+        .expect("gcc must be installed (scripts/install-deps.sh)");
+    assert!(st.success());
+    let cache = Cache::open(&dir.path().join("cache")).unwrap();
+    let none = HashSet::new();
+    let run = |rules: &Rules| {
+        let mut tree = library_tree(&lib);
+        let ctx = PassContext {
+            rules,
+            protect: &none,
+            cache: &cache,
+            what: "the test tree",
+        };
+        let applied = apply(&mut tree, &[TreePass::DebugSections], &ctx, &mut Silent).unwrap();
+        (applied, source_of(&tree, LIB))
+    };
+    // Terms that forbid modification: the original stays, nothing is written.
+    let (applied, src_path) = run(&terms(false));
+    assert!(applied.sections.is_empty());
+    assert_eq!(src_path, lib);
+    // Terms that allow it: the tree points at a smaller copy in the cache's blobs.
+    let (applied, copy) = run(&terms(true));
+    assert_eq!(applied.sections.len(), 1, "{applied:?}");
+    assert!(applied.sections[0].removed > 0);
+    assert!(
+        copy.starts_with(cache.dir(crate::cache::Bucket::Blobs)),
+        "{copy:?}"
+    );
+    assert!(std::fs::metadata(&copy).unwrap().len() < std::fs::metadata(&lib).unwrap().len());
+    // A second tree of the same file finds the same copy.
+    let (again, copy2) = run(&terms(true));
+    assert_eq!((again.sections, copy2), (applied.sections, copy));
+}
