@@ -22,6 +22,11 @@ impl Digest {
         Digest(bytes)
     }
 
+    /// The 32 bytes of the sha256.
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
     /// Hash a byte slice in one go.
     pub fn of(data: &[u8]) -> Self {
         Digest(Sha256::digest(data).into())

@@ -34,6 +34,7 @@ pub mod inspect;
 pub mod layer;
 pub mod observe;
 pub mod ops;
+pub mod passes;
 pub mod plan;
 pub mod registry;
 pub mod sbom;

@@ -47,9 +47,15 @@ fn names(dir: &Path) -> BTreeSet<String> {
 }
 
 /// Buckets the builds here do not touch: Python wheels and their metadata (a profile with
-/// `python:` fills them; tests/pypi_index.rs checks where wheels land) and the push mount
-/// hints (tests/registry_push.rs pushes).
-const UNUSED_HERE: [Bucket; 3] = [Bucket::Wheels, Bucket::WheelMetadata, Bucket::Pushed];
+/// `python:` fills them; tests/pypi_index.rs checks where wheels land), the push mount
+/// hints (tests/registry_push.rs pushes) and the library copies (`strip: [device-code]` and
+/// `debug-symbols` on wheels; tests/device_code.rs).
+const UNUSED_HERE: [Bucket; 4] = [
+    Bucket::Wheels,
+    Bucket::WheelMetadata,
+    Bucket::Pushed,
+    Bucket::Copies,
+];
 
 fn declared() -> BTreeSet<String> {
     let mut d: BTreeSet<String> = Bucket::ALL.iter().map(|b| b.dir().to_string()).collect();

@@ -13,12 +13,15 @@
 //! layer blobs no layer record references, listings of layers no record names, the block
 //! records of blobs it removes (`fragments-v1/`), the stamps of
 //! entries that are gone, and the directories of earlier layouts (`cache::RETIRED`, e.g. the
-//! old `apt-v1/` download cache), and the pruned device-code copies under
-//! `roots-v1/device-code-v1/` (derived from wheels; the next build that needs one prunes
-//! again) and the push mount hints (`pushed-v1/`; the next push records what it pushes). Downloads and the other roots stay: they serve `--offline` (the download policies of
+//! old `apt-v1/` download cache, and the library copies earlier versions kept under
+//! `roots-v1/device-code-v1/` and `roots-v1/section-strip-v3/`), the rewritten library
+//! copies (`copies-v1/` records, and their blobs as no layer record references them: derived
+//! from wheels; the next build that needs one makes it again) and the push mount hints
+//! (`pushed-v1/`; the next push records what it pushes). Downloads and the other roots stay:
+//! they serve `--offline` (the download policies of
 //! `cache prune` are the caller's, `cache::DownloadPolicy`). A dry run removes nothing and
-//! reports the same, with what each bucket would lose. Verify hashes each
-//! pruned copy against the sha256 recorded beside it.
+//! reports the same, with what each bucket would lose. Verify checks that each copy record
+//! names a blob that is there (the blob is hashed with the others).
 //!
 //! These are the cache's own commands: it walks its buckets, removes and stamps. What a layer
 //! record says (the blob it names, its layer, its compression) and how a blob decompresses are
@@ -73,7 +76,7 @@ pub struct Verified {
     pub records: usize,
     /// Debs and indexes checked.
     pub downloads: usize,
-    /// Pruned device-code copies checked.
+    /// Library copy records checked (`copies-v1`).
     pub derived: usize,
     pub bad: Vec<Finding>,
 }
@@ -93,7 +96,8 @@ pub struct Pruned {
     pub fragments: usize,
     /// Directories of earlier layouts removed, with the bytes they held.
     pub retired: Vec<(String, u64)>,
-    /// Derived data removed (the pruned device-code copies), with the bytes it held.
+    /// Derived data removed (library copy records, earlier versions' copies), with the bytes
+    /// it held.
     pub derived: Vec<(String, u64)>,
     /// Mount hints removed (`pushed-v1/`).
     pub hints: usize,
@@ -307,9 +311,9 @@ pub fn verify<L: LayerRecords>(cache: &Cache, layers: &L, repair: bool) -> io::R
     }
     bad.sort();
     out.bad = bad;
-    for kind in COPIES {
-        verify_copies(cache, kind, repair, &mut out)?;
-    }
+    let (n, found) = cache.verify_copies(repair)?;
+    out.derived += n;
+    out.bad.extend(found);
     out.bad.sort();
     Ok(out)
 }
@@ -390,6 +394,13 @@ pub fn prune<L: LayerRecords>(cache: &Cache, records: &L, dry_run: bool) -> io::
     // Mount hints name blobs gpuimg pushed; a blob pruned here may be gone from the
     // registries too, and a later push records again what it pushes.
     out.hints = remove_records(cache, Bucket::Pushed, dry_run, gone, |_| false)?;
+    // Library copies are derived data; their blobs went above, as no layer record names them.
+    let copies = remove_records(cache, Bucket::Copies, dry_run, gone, |_| false)?;
+    if copies > 0 {
+        let bytes = out.gone.get(&Bucket::Copies).map_or(0, |u| u.bytes);
+        out.derived
+            .push((format!("{}/", Bucket::Copies.dir()), bytes));
+    }
     for kind in COPIES {
         let copies = copies_dir(cache, kind);
         if std::fs::symlink_metadata(&copies).is_ok_and(|m| m.is_dir()) {
@@ -409,8 +420,8 @@ pub fn prune<L: LayerRecords>(cache: &Cache, records: &L, dry_run: bool) -> io::
     Ok(out)
 }
 
-/// The kinds of rewritten library copies under `roots-v1/`: `device-code`'s pruned ones and
-/// `debug-symbols`' stripped ones.
+/// Where earlier versions kept rewritten library copies, under `roots-v1/`: `device-code`'s
+/// pruned ones and `debug-symbols`' stripped ones (now in `copies-v1` and `blobs-v1`).
 const COPIES: [&str; 2] = [super::DEVICE_CODE_COPIES, super::SECTION_STRIP_COPIES];
 
 fn copies_dir(cache: &Cache, kind: &str) -> std::path::PathBuf {
@@ -419,52 +430,6 @@ fn copies_dir(cache: &Cache, kind: &str) -> std::path::PathBuf {
 
 fn copies_entry(kind: &str, rest: &str) -> String {
     format!("{}/{kind}/{rest}", Bucket::Roots.dir())
-}
-
-/// Hash every rewritten library copy of `kind` against the sha256 recorded beside it
-/// (`<key>.sha256`); a copy without one, or that differs, is bad (removed with `repair`).
-fn verify_copies(cache: &Cache, kind: &str, repair: bool, out: &mut Verified) -> io::Result<()> {
-    let Ok(shards) = std::fs::read_dir(copies_dir(cache, kind)) else {
-        return Ok(());
-    };
-    for shard in shards.flatten() {
-        let Ok(files) = std::fs::read_dir(shard.path()) else {
-            continue;
-        };
-        let shard_name = shard.file_name().to_string_lossy().to_string();
-        for f in files.flatten() {
-            let name = f.file_name().to_string_lossy().to_string();
-            if name.ends_with(".sha256") || !f.file_type().is_ok_and(|t| t.is_file()) {
-                continue;
-            }
-            out.derived += 1;
-            let path = f.path();
-            let sum = path.with_file_name(format!("{name}.sha256"));
-            let recorded = std::fs::read_to_string(&sum)
-                .ok()
-                .and_then(|h| Digest::from_hex(h.trim()).ok());
-            let actual = std::fs::File::open(&path).and_then(crate::digest::hash_reader);
-            let problem = match (recorded, actual) {
-                (None, _) => Some("no recorded sha256 beside it".to_string()),
-                (Some(_), Err(e)) => Some(format!("unreadable: {e}")),
-                (Some(r), Ok((a, _))) if r != a => {
-                    Some(format!("its bytes hash to {a}, not the recorded {r}"))
-                }
-                _ => None,
-            };
-            if let Some(problem) = problem {
-                let removed = repair
-                    && trust::remove_if_present(&path).is_ok()
-                    && trust::remove_if_present(&sum).is_ok();
-                out.bad.push(Finding {
-                    entry: copies_entry(kind, &format!("{shard_name}/{name}")),
-                    problem,
-                    removed,
-                });
-            }
-        }
-    }
-    Ok(())
 }
 
 /// The regular files under `dir` and their bytes (not following symlinks); unreadable parts

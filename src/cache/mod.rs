@@ -4,7 +4,8 @@
 //! <root>  (the CLI's settings pick it: --cache, $GPUIMG_CACHE, $XDG_CACHE_HOME/gpuimg, ~/.cache/gpuimg)
 //! ├── CACHEDIR.TAG                    the one tag (backup tools skip the whole cache)
 //! ├── lock                            flock: shared by builds and locks, exclusive for prune
-//! ├── blobs-v1/sha256/<hex>           Blobs: compressed layer blobs, named by their digest
+//! ├── blobs-v1/sha256/<hex>           Blobs: compressed layer blobs and rewritten library
+//! │                                   copies (`copies-v1`), named by their digest
 //! ├── layers-v2/<key>.json            Layers: layer key (`Key`) → digest, size, diff_id,
 //! │                                   uncompressed size, compression
 //! ├── listings-v1/<diff_id>.json      Listings: a layer's non-directory paths (`layer::listing`)
@@ -37,15 +38,17 @@
 //! ├── pushed-v1/<key>.json            Pushed: a registry and a blob digest → the repository
 //! │                                   gpuimg pushed it to (the hint for a cross-repository
 //! │                                   mount, `registry::known`)
+//! ├── copies-v1/<key>.json            Copies: a library's identity, a rewrite (device code
+//! │                                   pruned, debug sections stripped: `passes`) and its
+//! │                                   parameters → the blob in `blobs-v1` holding the rewritten
+//! │                                   copy; derived data `cache prune` removes
 //! ├── roots-v1/<sha256 of url>        Roots: last copy of each unpinned root (InRelease, Release,
-//! │                                   Release.gpg, a Python index's project pages), for `--offline`;
-//! │                                   and `device-code-v1/<xx>/<key>[.sha256]`: pruned copies
-//! │                                   of CUDA libraries (`strip: [device-code]`) with the
-//! │                                   sha256 of their bytes, derived data `cache prune` removes
+//! │                                   Release.gpg, a Python index's project pages), for `--offline`
 //! ├── trust-v2/<bucket>/<hex>.json    Trust: one stamp per entry of a stamped bucket (blobs-v1,
 //! │                                   layers-v2, listings-v1, machines-v1, fragments-v1, controls-v1,
 //! │                                   resolutions-v1, sketches-v1, index-maps-v1, debs-v1,
-//! │                                   indexes-v1, wheels-v1, wheel-metadata-v1, pushed-v1)
+//! │                                   indexes-v1, wheels-v1, wheel-metadata-v1, pushed-v1,
+//! │                                   copies-v1)
 //! └── tmp/                            Tmp: staging files (`crate::staging`), every partial write
 //! ```
 //! [`Bucket`] declares exactly these directories (tests/cache_layout.rs checks a real build
@@ -77,6 +80,7 @@
 //! `gpuimg cache prune` under the exclusive lock. `cache verify` and `cache prune` themselves
 //! are the cache's (`maintain.rs`), told what a layer record names by `layer::Records`.
 
+mod copies;
 mod downloads;
 mod key;
 pub mod maintain;
@@ -136,6 +140,9 @@ pub enum Bucket {
     /// Which repository of a registry a pushed blob is in (mount hints):
     /// `pushed-v1/<key>.json`, keyed by registry and digest.
     Pushed,
+    /// Rewritten library copies: a library's identity, the rewrite and its parameters → the
+    /// blob holding the copy, `copies-v1/<key>.json`.
+    Copies,
     /// Unpinned roots, verified by signature at each use: `roots-v1/<sha256 of url>`.
     Roots,
     /// Stamps of the stamped buckets: `trust-v2/<bucket dir>/<hex>.json`.
@@ -158,12 +165,13 @@ pub enum Shape {
 /// The top-level directories of earlier layouts; never read, removed by `cache prune`.
 pub const RETIRED: [&str; 4] = ["apt-v1", "bases-v1", "layers-v1", "trust-v1"];
 
-/// The directory under `roots-v1/` holding the pruned device-code copies (derived data:
-/// checked by `cache verify`, removed by `cache prune`, made again by the next build that
-/// needs one).
+/// The device-code pruner's version, in its copies' keys (`copies-v1`) and in the layer keys;
+/// also the directory under `roots-v1/` where earlier versions kept the pruned copies (never
+/// read; `cache prune` removes it).
 pub const DEVICE_CODE_COPIES: &str = "device-code-v1";
-/// Where `strip: [debug-symbols]` keeps its stripped library copies (`driver::strip_sections`),
-/// and the section stripper's version in their key and in the layer keys.
+/// The section stripper's version (`strip: [debug-symbols]` inside files), in its copies'
+/// keys and in the layer keys; also the directory under `roots-v1/` where earlier versions kept
+/// the stripped copies (never read; `cache prune` removes it).
 pub const SECTION_STRIP_COPIES: &str = "section-strip-v3";
 
 /// The bucket of layer records.
@@ -171,7 +179,7 @@ pub const LAYERS: Bucket = Bucket::Layers;
 
 impl Bucket {
     /// Every bucket, in the order the layout drawing lists them.
-    pub const ALL: [Bucket; 17] = [
+    pub const ALL: [Bucket; 18] = [
         Bucket::Blobs,
         Bucket::Layers,
         Bucket::Listings,
@@ -186,6 +194,7 @@ impl Bucket {
         Bucket::Wheels,
         Bucket::WheelMetadata,
         Bucket::Pushed,
+        Bucket::Copies,
         Bucket::Roots,
         Bucket::Trust,
         Bucket::Tmp,
@@ -208,6 +217,7 @@ impl Bucket {
             Bucket::Wheels => "wheels-v1",
             Bucket::WheelMetadata => "wheel-metadata-v1",
             Bucket::Pushed => "pushed-v1",
+            Bucket::Copies => "copies-v1",
             Bucket::Roots => "roots-v1",
             Bucket::Trust => "trust-v2",
             Bucket::Tmp => "tmp",
@@ -226,7 +236,8 @@ impl Bucket {
             | Bucket::Sketches
             | Bucket::IndexMaps
             | Bucket::WheelMetadata
-            | Bucket::Pushed => Shape::Records,
+            | Bucket::Pushed
+            | Bucket::Copies => Shape::Records,
             Bucket::Roots | Bucket::Trust | Bucket::Tmp => Shape::Other,
         }
     }
@@ -253,7 +264,8 @@ impl Bucket {
             Bucket::Wheels => "downloaded Python wheels",
             Bucket::WheelMetadata => "wheel metadata and facts",
             Bucket::Pushed => "push mount hints",
-            Bucket::Roots => "unpinned roots, library copies",
+            Bucket::Copies => "library copy records",
+            Bucket::Roots => "unpinned roots",
             Bucket::Trust => "trust stamps",
             Bucket::Tmp => "staging files",
         }

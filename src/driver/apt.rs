@@ -1,6 +1,6 @@
 //! The plan's one apt install, cut into its component trees: every package of the set is
 //! unpacked once into a scratch root (`sources::apt::install`), the root is assembled into
-//! one tree, stripped (keeping dpkg's lists true, `strip.rs`), and split by the plan's package → component assignment
+//! one tree, stripped (keeping dpkg's lists true, `passes`), and split by the plan's package → component assignment
 //! (`plan::split`) into one tree per component plus `metadata`, which holds what no package
 //! owns (the dpkg database, ld.so.cache, passwd/group, the CA bundle).
 //!
@@ -19,6 +19,7 @@ use crate::cache::Cache;
 use crate::fetch::Trust;
 use crate::layer::LayerBlob;
 use crate::observe::Observer;
+use crate::passes::{self, Applied, PassContext, TreePass};
 use crate::plan::components::{self, Assignment};
 use crate::plan::libraries::{self, Library, Provider};
 use crate::plan::{source_specs, split, AptInstall, Loader, METADATA};
@@ -156,9 +157,9 @@ pub struct AptLayers {
     pub written: BTreeMap<String, LayerBlob>,
     /// The other components' trees (`metadata`; a component that received nothing is absent).
     pub trees: BTreeMap<String, Tree>,
-    /// What strip removed, per component: an owner's entries to its package's component,
+    /// What the tree passes removed, per component: an owner's entries to its package's component,
     /// what no package owns to `metadata`.
-    pub stripped: BTreeMap<String, crate::strip::Stripped>,
+    pub applied: BTreeMap<String, Applied>,
 }
 
 /// Install the plan's package set once and split it. The components in `stream` are written
@@ -239,23 +240,27 @@ pub fn install_and_split(
     }
     // The libraries `ld.so.cache` indexes stay, so the cache stays true.
     let protect: HashSet<String> = installed.libraries.iter().map(|(_, p)| p.clone()).collect();
-    let removed = super::strip::strip_tree(
+    let removed = passes::apply(
         &mut tree,
-        &install.strip,
-        rules,
-        &protect,
-        "the apt packages",
+        &[TreePass::Strip(install.strip.clone())],
+        &PassContext {
+            rules,
+            protect: &protect,
+            cache,
+            what: "the apt packages",
+        },
         obs,
     )?;
-    let mut stripped: BTreeMap<String, crate::strip::Stripped> = BTreeMap::new();
-    for ((class, owner), r) in removed.by_class {
+    let mut applied: BTreeMap<String, Applied> = BTreeMap::new();
+    for ((class, owner), r) in removed.stripped.by_class {
         let component = owner
             .package()
             .and_then(|p| install.assignment.component(p))
             .unwrap_or(METADATA);
-        stripped
+        applied
             .entry(component.to_string())
             .or_default()
+            .stripped
             .by_class
             .insert((class, owner), r);
     }
@@ -289,6 +294,6 @@ pub fn install_and_split(
     Ok(AptLayers {
         written,
         trees,
-        stripped,
+        applied,
     })
 }

@@ -8,14 +8,13 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
 use super::schedule::Ctx;
-use super::{add_stripped, BuildError};
-use super::{apt, device_code, generated, machines, python, strip, strip_sections};
+use super::{apt, generated, machines, python, BuildError};
 use crate::assemble::{DataSource, Tree};
 use crate::expect::DEFAULT_PATH;
 use crate::layer::{self, LayerBlob};
 use crate::observe::Observer;
+use crate::passes::{self, PassContext};
 use crate::plan::{Inputs, Loader};
-use crate::profile::StripClass;
 use crate::sbom::SBOM_PATH;
 use crate::sources::files::Files;
 use crate::sources::pinned_wheels::FetchedWheel;
@@ -91,7 +90,7 @@ pub(super) fn apt_layers(
             .get(i)
             .ok_or(BuildError::Internal("an apt layer out of the plan"))?;
         let component = lp.component.as_str();
-        let stripped = made.stripped.remove(component);
+        let applied = made.applied.remove(component).unwrap_or_default();
         let (mut blob, cached) = match made.written.remove(component) {
             Some(blob) => (blob, false),
             None => {
@@ -106,7 +105,7 @@ pub(super) fn apt_layers(
                 (blob, cached)
             }
         };
-        add_stripped(&mut blob.sizes, stripped.as_ref());
+        applied.add_sizes(&mut blob.sizes);
         done.written.push(Written {
             index: i,
             blob,
@@ -181,34 +180,18 @@ pub(super) fn wheel_layer<'s, 'e>(
             obs,
         )?;
         taps = layer_taps;
-        let rules = plan.strip_rules_for(lp);
         let none = HashSet::new();
-        let label = format!("the `{component}` wheels");
-        let stripped = strip::strip_tree(
+        let applied = passes::apply(
             &mut tree,
-            &lp.strip,
-            &rules,
-            job.protect.unwrap_or(&none),
-            &label,
+            &lp.passes,
+            &PassContext {
+                rules: &plan.strip_rules_for(lp),
+                protect: job.protect.unwrap_or(&none),
+                cache: ctx.cache,
+                what: &format!("the `{component}` wheels"),
+            },
             obs,
         )?;
-        let pruned = if lp.strip.contains(&StripClass::DeviceCode) {
-            device_code::prune_tree(
-                &mut tree,
-                &plan.device_code_gpus,
-                &rules,
-                ctx.cache,
-                &label,
-                obs,
-            )?
-        } else {
-            Vec::new()
-        };
-        let sections = if lp.strip.contains(&StripClass::DebugSymbols) {
-            strip_sections::strip_sections_tree(&mut tree, &rules, ctx.cache, &label, obs)?
-        } else {
-            Vec::new()
-        };
         let (mut blob, cached) =
             layer::write_layer(component, &tree, ctx.opts.layer_options(), ctx.cache, obs)?;
         machines::remember(ctx.cache, component, &blob, &tree)?;
@@ -217,15 +200,13 @@ pub(super) fn wheel_layer<'s, 'e>(
         let scratch = ctx.scratch.path();
         let owned = component.to_string();
         scope.spawn(move || python::discard(scratch, &owned));
-        add_stripped(&mut blob.sizes, Some(&stripped));
-        device_code::add_sizes(&mut blob.sizes, &pruned);
-        strip_sections::add_sizes(&mut blob.sizes, &sections);
+        applied.add_sizes(&mut blob.sizes);
         done.written.push(Written {
             index: job.index,
             blob,
             cached,
             check: Some(tree),
-            unprotected: job.protect.is_none().then_some(stripped.removed),
+            unprotected: job.protect.is_none().then_some(applied.stripped.removed),
         });
     }
     if job.facts {
@@ -267,7 +248,7 @@ pub(super) fn other_layer(
         .get(index)
         .ok_or(BuildError::Internal("a layer out of the plan"))?;
     let component = lp.component.as_str();
-    let mut stripped = None;
+    let mut applied = passes::Applied::default();
     let mut check = false;
     let tree = match &lp.inputs {
         Inputs::Rootfs {
@@ -282,14 +263,17 @@ pub(super) fn other_layer(
             for w in tree.warnings() {
                 obs.warn(&w);
             }
-            stripped = Some(strip::strip_tree(
+            applied = passes::apply(
                 &mut tree,
-                &lp.strip,
-                &plan.strip_rules_for(lp),
-                &HashSet::new(),
-                "the base",
+                &lp.passes,
+                &PassContext {
+                    rules: &plan.strip_rules_for(lp),
+                    protect: &HashSet::new(),
+                    cache: ctx.cache,
+                    what: "the base",
+                },
                 obs,
-            )?);
+            )?;
             tree
         }
         Inputs::Files(files) => {
@@ -332,7 +316,7 @@ pub(super) fn other_layer(
     let (mut blob, cached) =
         layer::write_layer(component, &tree, ctx.opts.layer_options(), ctx.cache, obs)?;
     machines::remember(ctx.cache, component, &blob, &tree)?;
-    add_stripped(&mut blob.sizes, stripped.as_ref());
+    applied.add_sizes(&mut blob.sizes);
     Ok(Done {
         written: vec![Written {
             index,

@@ -2,13 +2,14 @@
 //!
 //! For each planned layer: a layer whose key is known and cached is reused as it is;
 //! otherwise its inputs are assembled into a tree (the apt layers share one install, see
-//! `apt.rs`; the wheels are fetched and installed, `python.rs`), stripped, and written
+//! `apt.rs`; the wheels are fetched and installed, `python.rs`), passed through its tree
+//! passes (`passes::apply`: strip, device-code pruning, debug sections), and written
 //! (`layer`); then the image config and manifest (`image`)
 //! and the output (`export`). Decides nothing itself: what each layer holds, its key and the
 //! image config additions all come from the plan (the one rule it applies, which component
 //! a path of the shared apt install goes to, is `apt.rs`'s, fixed by the plan's package
-//! assignment); it only sequences stage entry points. It adds what strip removed to each
-//! layer's size record, and checks before anything is exported that every ELF file the image
+//! assignment); it only sequences stage entry points. It adds what the passes removed to
+//! each layer's size record, and checks before anything is exported that every ELF file the image
 //! would run or load is for its platform's machine (`machines.rs`), and `--max-size`. A cold
 //! build may write its wheel layers first, from a plan still without some wheels' libraries
 //! ([`prewrite_wheels`], `prewrite.rs`): those layers' writing takes the libraries' facts, and
@@ -18,21 +19,18 @@
 use std::path::PathBuf;
 
 mod apt;
-mod device_code;
 mod generated;
 mod jobs;
 mod machines;
 mod python;
 mod schedule;
 mod stream;
-mod strip;
-mod strip_sections;
 
 pub use apt::apt_options;
 
 use crate::assemble::{self, Tree};
 use crate::byte_size::ByteSize;
-use crate::cache::{serde_name, Cache};
+use crate::cache::Cache;
 use crate::digest::Digest;
 use crate::export::{self, Replace, Target};
 use crate::image::{self, ImageLayer, ImageSpec};
@@ -120,18 +118,8 @@ pub struct BuildOutcome {
 
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
-    #[error("Failed to prune the device code of `{path}`: {source}")]
-    DeviceCode {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("Failed to strip the debug sections of `{path}`: {source}")]
-    StripSections {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Passes(#[from] crate::passes::PassError),
     #[error("Failed to open the cache at `{path}`: {source}")]
     Cache {
         path: String,
@@ -217,6 +205,7 @@ impl BuildError {
             BuildError::Wheel(e) => e.exit_code(),
             BuildError::Pypi(e) => e.exit_code(),
             BuildError::Plan(e) => e.exit_code(),
+            BuildError::Passes(e) => e.exit_code(),
             _ => 2,
         }
     }
@@ -413,22 +402,6 @@ fn push_image(json: &image::ImageJson, layers: &[ImageLayer], cache: &Cache) -> 
         media_type: image::MANIFEST_MEDIA_TYPE.to_string(),
         blobs,
         labels,
-    }
-}
-
-/// Count what strip removed from a layer's input into its sizes (the writer measured what it
-/// wrote).
-pub(super) fn add_stripped(
-    sizes: &mut layer::LayerSizes,
-    stripped: Option<&crate::strip::Stripped>,
-) {
-    for ((class, owner), r) in stripped.map(|s| &s.by_class).into_iter().flatten() {
-        sizes.add_stripped(
-            &serde_name(class),
-            &layer::owner_name(owner),
-            r.entries,
-            r.bytes,
-        );
     }
 }
 

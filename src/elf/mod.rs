@@ -4,8 +4,9 @@
 //!
 //! Reads headers, the dynamic section and its string table only, from a byte slice or a
 //! stream read front to back; must never trust an offset without bounds checks, and never
-//! reads more than [`MAX_STREAM_PART`] of any part. `strip` is the one writer: it copies a
-//! file without its DWARF and symbol table (`strip: [debug-symbols]`).
+//! reads more than [`MAX_STREAM_PART`] of any part. `sections` is the one reader of section
+//! header tables (`fatbin` and `strip` use it); `strip` is the one writer: it copies a file
+//! without its DWARF and symbol table (`strip: [debug-symbols]`).
 
 pub mod capture;
 pub mod closure;
@@ -13,6 +14,7 @@ pub mod keep;
 pub mod machine;
 pub mod names;
 pub mod reach;
+pub mod sections;
 pub mod startable;
 pub mod strip;
 

@@ -17,39 +17,30 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 
 use sha2::{Digest as _, Sha256};
 
-use super::{u16_at, u32_at, u64_at};
+use super::sections::{
+    self, SectionHeader, SectionTable, SectionsError, SHF_ALLOC, SHF_INFO_LINK, SHT_REL, SHT_RELA,
+};
+use super::{u32_at, u64_at};
 
-const SHF_ALLOC: u64 = 0x2;
-const SHF_INFO_LINK: u64 = 0x40;
-const SHT_NOBITS: u32 = 8;
-const SHT_REL: u32 = 9;
-const SHT_RELA: u32 = 4;
 const PT_LOAD: u32 = 1;
 /// Section headers are read whole; a file claiming more is left as it is.
 const MAX_SECTIONS: usize = 65_000;
+/// The most bytes of section names read.
+const MAX_NAMES: u64 = 16 << 20;
 /// The most a stretch past the loaded bytes may hold outside any section (alignment).
 const MAX_GAP: u64 = 4096;
 
+/// A section header with its name (`elf::sections` read both).
 #[derive(Debug, Clone)]
 struct Section {
     name: String,
-    kind: u32,
-    flags: u64,
-    offset: u64,
-    size: u64,
-    link: u32,
-    info: u32,
-    align: u64,
-    raw: [u8; 64],
+    header: SectionHeader,
 }
 
-impl Section {
-    fn in_file(&self) -> u64 {
-        if self.kind == SHT_NOBITS {
-            0
-        } else {
-            self.size
-        }
+impl std::ops::Deref for Section {
+    type Target = SectionHeader;
+    fn deref(&self) -> &SectionHeader {
+        &self.header
     }
 }
 
@@ -96,79 +87,49 @@ pub fn plan_reader<R: Read + Seek>(f: &mut R, file_size: u64) -> io::Result<Opti
     if file_size < 64 {
         return Ok(None);
     }
-    let head = read_exact_at(f, 0, 64)?;
-    Ok(plan_with(f, file_size, &head).ok().flatten())
+    let table = match sections::read(f, file_size, MAX_NAMES) {
+        Ok(t) => t,
+        Err(SectionsError::Io(e)) => return Err(e),
+        Err(SectionsError::NotElf | SectionsError::Table) => return Ok(None),
+    };
+    Ok(plan_with(f, file_size, &table).ok().flatten())
 }
 
 /// `Err(())`: not understood.
 fn plan_with<R: Read + Seek>(
     f: &mut R,
     file_size: u64,
-    head: &[u8],
+    table: &SectionTable,
 ) -> Result<Option<Stripping>, ()> {
-    if head.get(..4) != Some(b"\x7fELF") || head[4] != 2 || head[5] != 1 {
-        return Err(());
-    }
-    let g16 = |o| u16_at(head, o).ok_or(());
-    let g64 = |o| u64_at(head, o).ok_or(());
-    let phoff = g64(32)?;
-    let shoff = g64(40)?;
-    let phentsize = u64::from(g16(54)?);
-    let phnum = u64::from(g16(56)?);
-    let shentsize = g16(58)?;
-    let shnum = usize::from(g16(60)?);
-    let shstrndx = usize::from(g16(62)?);
+    let h = table.head.ok_or(())?;
+    let (phoff, shoff) = (h.phoff, h.shoff);
+    let phentsize = u64::from(h.phentsize);
+    let phnum = u64::from(h.phnum);
+    let shnum = table.sections.len();
+    let shstrndx = usize::from(h.shstrndx);
     // Extended numbering (0 sections, or SHN_XINDEX) and odd entry sizes: left alone.
-    if shentsize != 64 || shnum == 0 || shnum > MAX_SECTIONS || shstrndx >= shnum {
+    if shnum == 0 || shnum > MAX_SECTIONS {
         return Err(());
     }
     if phnum > 0 && phentsize != 56 {
         return Err(());
     }
-    let sh_end = shoff
-        .checked_add(64 * shnum as u64)
-        .filter(|e| *e <= file_size)
-        .ok_or(())?;
+    let sh_end = shoff + 64 * shnum as u64;
     let ph_end = phoff
         .checked_add(phentsize * phnum)
         .filter(|e| *e <= file_size)
         .ok_or(())?;
-    let raw = read_exact_at(f, shoff, 64 * shnum).map_err(|_| ())?;
+    let head = read_exact_at(f, 0, 64).map_err(|_| ())?;
     let mut sections = Vec::with_capacity(shnum);
-    for i in 0..shnum {
-        let b = &raw[i * 64..i * 64 + 64];
-        let s = Section {
-            name: String::new(),
-            kind: u32_at(b, 4).ok_or(())?,
-            flags: u64_at(b, 8).ok_or(())?,
-            offset: u64_at(b, 24).ok_or(())?,
-            size: u64_at(b, 32).ok_or(())?,
-            link: u32_at(b, 40).ok_or(())?,
-            info: u32_at(b, 44).ok_or(())?,
-            align: u64_at(b, 48).ok_or(())?,
-            raw: b.try_into().map_err(|_| ())?,
-        };
-        if s.offset
-            .checked_add(s.in_file())
-            .is_none_or(|e| e > file_size)
-        {
+    for header in &table.sections {
+        if !header.within(file_size) {
             return Err(());
         }
-        sections.push(s);
-    }
-    // Names, from the section name table (read whole: it is small).
-    let names_at = &sections[shstrndx];
-    if names_at.in_file() > 16 << 20 {
-        return Err(());
-    }
-    let names = read_exact_at(f, names_at.offset, names_at.in_file() as usize).map_err(|_| ())?;
-    for (i, b) in raw.chunks_exact(64).enumerate() {
-        let at = u32_at(b, 0).ok_or(())? as usize;
-        let rest = names.get(at..).ok_or(())?;
-        let end = rest.iter().position(|c| *c == 0).ok_or(())?;
-        sections[i].name = std::str::from_utf8(&rest[..end])
-            .map_err(|_| ())?
-            .to_string();
+        let name = table.name(header).ok_or(())?;
+        sections.push(Section {
+            name: std::str::from_utf8(name).map_err(|_| ())?.to_string(),
+            header: header.clone(),
+        });
     }
     // What goes: DWARF and `.symtab`; `.strtab` too when only removed sections link to it.
     let mut remove = vec![false; shnum];

@@ -1,8 +1,10 @@
 //! Device code inside CUDA shared objects: the fatbin containers of an ELF's `.nv_fatbin` and
 //! `__nv_relfatbin` sections, what each entry holds (a cubin or PTX, for which target), and pruning a file to
-//! the entries given GPUs can select (`strip: [device-code]`, `gpuimg device-code`). A leaf.
+//! the entries given GPUs can select (`strip: [device-code]`, `gpuimg device-code`). Uses `elf`
+//! alone.
 //!
-//! Reads the ELF's section headers and the containers' and entries' headers only; never
+//! Reads the ELF's section headers (through `elf::sections`, the one section-table reader)
+//! and the containers' and entries' headers only; never
 //! decompresses or interprets an entry's payload. Every offset is checked against the file.
 //! Anything it does not fully understand (a container version or header size it has not
 //! seen, an entry kind other than cubin or PTX, an unknown target variant, bytes between

@@ -1,5 +1,6 @@
 //! Reading a file's fatbin containers: the fatbin sections from the ELF section
-//! headers, then every container and entry header in them, bounds-checked ([`read`]).
+//! headers (read by `elf::sections`), then every container and entry header in them,
+//! bounds-checked ([`read`]).
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -8,9 +9,8 @@ use serde::Serialize;
 
 use super::target::{Code, Target, Variant};
 use super::{CONTAINER_MAGIC, SECTIONS};
+use crate::elf::sections::{self as elf_sections, SectionsError};
 
-/// The most section headers read (64 bytes each).
-const MAX_SECTIONS: u64 = 1 << 16;
 /// The most bytes of the section-name string table read.
 const MAX_SHSTRTAB: u64 = 1 << 20;
 /// The largest entry header accepted (the ones seen are 64–120 bytes).
@@ -106,61 +106,30 @@ fn u64_at(b: &[u8], o: usize) -> u64 {
 }
 
 /// The file ranges (offset, size) of the fatbin sections ([`SECTIONS`]); empty when the ELF
-/// has none.
+/// has none. The section table is `elf::sections`'.
 fn sections(file: &File, file_size: u64) -> Result<Vec<(u64, u64)>, NotUnderstood> {
-    if file_size < 64 {
-        return Err(NotUnderstood::NotElf);
-    }
-    let h = at(file, 0, 64)?;
-    if &h[..4] != b"\x7fELF" || h[4] != 2 || h[5] != 1 {
-        return Err(NotUnderstood::NotElf);
-    }
-    let shoff = u64_at(&h, 0x28);
-    let shentsize = u64::from(u16_at(&h, 0x3a));
-    let shnum = u64::from(u16_at(&h, 0x3c));
-    let shstrndx = u64::from(u16_at(&h, 0x3e));
-    if shnum == 0 {
-        return Ok(Vec::new());
-    }
-    if shentsize != 64 || shnum > MAX_SECTIONS || shstrndx >= shnum {
-        return Err(NotUnderstood::Sections);
-    }
-    let table_len = shnum * 64;
-    if shoff.checked_add(table_len).is_none_or(|e| e > file_size) {
-        return Err(NotUnderstood::Sections);
-    }
-    let table = at(file, shoff, table_len as usize)?;
-    let sh = |i: u64| &table[(i * 64) as usize..(i * 64 + 64) as usize];
-    let strtab = sh(shstrndx);
-    let (str_off, str_len) = (u64_at(strtab, 0x18), u64_at(strtab, 0x20));
-    if str_len > MAX_SHSTRTAB || str_off.checked_add(str_len).is_none_or(|e| e > file_size) {
-        return Err(NotUnderstood::Sections);
-    }
-    let names = at(file, str_off, str_len as usize)?;
+    let table = elf_sections::read_file(file, file_size, MAX_SHSTRTAB).map_err(|e| match e {
+        SectionsError::NotElf => NotUnderstood::NotElf,
+        SectionsError::Table => NotUnderstood::Sections,
+        SectionsError::Io(e) => NotUnderstood::Io(e.to_string()),
+    })?;
     let mut out = Vec::new();
-    for i in 0..shnum {
-        let s = sh(i);
-        let name = u32_at(s, 0) as usize;
-        let ty = u32_at(s, 4);
-        let Some(rest) = names.get(name..) else {
-            return Err(NotUnderstood::Sections);
-        };
-        let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
-        if !SECTIONS.iter().any(|n| &rest[..end] == n.as_bytes()) {
+    for s in &table.sections {
+        let name = table.name(s).ok_or(NotUnderstood::Sections)?;
+        if !SECTIONS.iter().any(|n| name == n.as_bytes()) {
             continue;
         }
         // SHT_NOBITS holds no bytes in the file.
-        if ty == 8 {
+        if s.kind == elf_sections::SHT_NOBITS {
             continue;
         }
-        let (off, size) = (u64_at(s, 0x18), u64_at(s, 0x20));
-        if off.checked_add(size).is_none_or(|e| e > file_size) {
+        if !s.within(file_size) {
             return Err(layout(
-                off,
+                s.offset,
                 "a fatbin section extends past the end of the file",
             ));
         }
-        out.push((off, size));
+        out.push((s.offset, s.size));
     }
     out.sort();
     Ok(out)

@@ -425,32 +425,43 @@ fn prune_removes_only_unreferenced_blobs_and_stale_stamps() {
 }
 
 #[test]
-fn pruned_device_code_copies_are_verified_and_pruned() {
+fn library_copies_are_verified_and_pruned() {
+    use std::io::Write as _;
     let f = fixture(b"keep");
-    let dir = f.cache.root().join("roots-v1/device-code-v1/ab");
-    std::fs::create_dir_all(&dir).unwrap();
     let good = b"pruned library bytes";
-    std::fs::write(dir.join("ab01"), good).unwrap();
-    std::fs::write(dir.join("ab01.sha256"), Digest::of(good).hex()).unwrap();
-    std::fs::write(dir.join("ab02"), b"changed after pruning").unwrap();
-    std::fs::write(dir.join("ab02.sha256"), Digest::of(good).hex()).unwrap();
-    std::fs::write(dir.join("ab03"), b"no sum").unwrap();
+    let write = |b: &'static [u8]| {
+        move |file: &mut std::fs::File| {
+            file.write_all(b)?;
+            Ok(*Digest::of(b).as_bytes())
+        }
+    };
+    let (kept, _) = f
+        .cache
+        .copy("device-code-v1", &[1; 5], ";sm_90", 20, write(good))
+        .unwrap();
+    let (gone, _) = f
+        .cache
+        .copy(
+            "device-code-v1",
+            &[2; 5],
+            ";sm_90",
+            21,
+            write(b"another library bytes"),
+        )
+        .unwrap();
+    std::fs::remove_file(&gone).unwrap();
+    // What earlier versions kept under `roots-v1/` is never read, and pruned.
+    let old = f.cache.root().join("roots-v1/device-code-v1/ab");
+    std::fs::create_dir_all(&old).unwrap();
+    std::fs::write(old.join("ab01"), good).unwrap();
 
     let v = verify(&f.cache, false).unwrap();
-    assert_eq!(v.derived, 3);
-    let bad: Vec<&str> = v.bad.iter().map(|b| b.entry.as_str()).collect();
-    assert_eq!(
-        bad,
-        [
-            "roots-v1/device-code-v1/ab/ab02",
-            "roots-v1/device-code-v1/ab/ab03"
-        ]
-    );
-    assert!(v.bad[0].problem.contains("not the recorded"), "{:?}", v.bad);
-    assert!(v.bad.iter().all(|b| !b.removed));
+    assert_eq!(v.derived, 2);
+    assert_eq!(v.bad.len(), 1, "{:?}", v.bad);
+    assert!(v.bad[0].entry.starts_with("copies-v1/"), "{:?}", v.bad);
+    assert!(v.bad[0].problem.contains("missing") && !v.bad[0].removed);
     let v = verify(&f.cache, true).unwrap();
     assert!(v.bad.iter().all(|b| b.removed), "{:?}", v.bad);
-    assert!(dir.join("ab01").is_file() && !dir.join("ab02").exists() && !dir.join("ab03").exists());
     let v = verify(&f.cache, false).unwrap();
     assert_eq!((v.derived, v.bad.len()), (1, 0));
 
@@ -465,13 +476,11 @@ fn pruned_device_code_copies_are_verified_and_pruned() {
     let p = prune(&f.cache, false).unwrap();
     assert_eq!(p.hints, 1);
     assert!(!f.cache.has_record(crate::cache::Bucket::Pushed, &hint));
-    assert_eq!(
-        p.derived,
-        [(
-            "roots-v1/device-code-v1/".to_string(),
-            good.len() as u64 + 64
-        )]
-    );
+    let derived: Vec<&str> = p.derived.iter().map(|d| d.0.as_str()).collect();
+    assert_eq!(derived, ["copies-v1/", "roots-v1/device-code-v1/"]);
+    assert_eq!(p.derived[1].1, good.len() as u64);
     assert!(!f.cache.root().join("roots-v1/device-code-v1").exists());
+    assert!(!kept.exists(), "the copy's blob goes with its record");
     assert_eq!(p.kept, 1);
+    assert_eq!(f.cache.verify_copies(false).unwrap(), (0, vec![]));
 }

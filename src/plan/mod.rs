@@ -40,6 +40,7 @@ use crate::digest::Digest;
 use crate::elf::SharedObject;
 use crate::layer::LayerOptions;
 use crate::lock::{LockedPackage, LockedWheel};
+pub use crate::passes::TreePass;
 use crate::profile::{Base, Profile, StripClass};
 use crate::resolve::Resolution;
 use crate::sources::image_interpreter::ImagePython;
@@ -198,8 +199,11 @@ pub enum Need {
 pub struct LayerJob {
     pub component: String,
     pub inputs: Inputs,
-    /// Strip classes applied to the assembled tree.
+    /// The profile's strip classes (what the key and the strip rules of the layer depend on).
     pub strip: Vec<StripClass>,
+    /// The passes over the assembled tree, in order (`crate::passes`); the apt layers' are
+    /// the one install's ([`AptInstall::passes`]).
+    pub passes: Vec<TreePass>,
     /// The cache key, when known before reading the inputs: a hit reuses the layer without
     /// assembling anything. `None`: keyed by the assembled tree's entries (`layer`), or, for
     /// the `metadata` and `sbom` layers of a plan whose [`Plan::derived`] is not known yet,
@@ -245,6 +249,8 @@ pub struct AptInstall {
     pub assignment: Assignment,
     /// Applied to the whole install before it is split (the same classes as each apt layer).
     pub strip: Vec<StripClass>,
+    /// The passes over the whole install, before it is split.
+    pub passes: Vec<TreePass>,
 }
 
 /// The image config: the profile's, and what the plan adds.
@@ -364,6 +370,7 @@ pub fn plan(
                 allow_special: *allow_special_files,
             },
             strip: profile.strip.clone(),
+            passes: vec![TreePass::Strip(profile.strip.clone())],
             key: facts
                 .rootfs_identity
                 .map(|id| keys::tarball_key(id, *allow_special_files, profile, lopts)),
@@ -389,6 +396,7 @@ pub fn plan(
             component: "files".into(),
             inputs: Inputs::Files(source_specs::files(&profile.files)),
             strip: Vec::new(),
+            passes: Vec::new(),
             key: None,
             needs: Vec::new(),
         });
@@ -457,6 +465,7 @@ pub fn plan(
                 binary: bin.path.clone(),
             },
             strip: Vec::new(),
+            passes: Vec::new(),
             key: None,
             needs: Vec::new(),
         });
@@ -481,6 +490,7 @@ pub fn plan(
                 json: expect.to_json(),
             },
             strip: Vec::new(),
+            passes: Vec::new(),
             key: None,
             needs: Vec::new(),
         });
@@ -511,7 +521,7 @@ pub fn plan(
         strip_rules.unused = d.loader.unused.clone();
     }
     if let Some((p, at)) = wheel_layers {
-        let jobs = plan_wheels(profile, p, &strip_rules.unused, lopts)?;
+        let jobs = plan_wheels(profile, p, &strip_rules.unused, &device_code_gpus, lopts)?;
         layers.splice(at..at, jobs);
     }
     if let Some(d) = &derived {
@@ -529,6 +539,7 @@ pub fn plan(
             key: derived.as_ref().map(|d| d.sbom_key),
             inputs: Inputs::Sbom,
             strip: Vec::new(),
+            passes: Vec::new(),
             needs: late_needs,
         });
     }
@@ -572,6 +583,8 @@ fn plan_apt(
                 packages: names.iter().map(|n| n.to_string()).collect(),
             },
             strip: profile.strip.clone(),
+            // Stripped with the whole install.
+            passes: Vec::new(),
             key: Some(keys::component_key(
                 component,
                 &keys::debs_key(&subset, profile, lopts),
@@ -584,6 +597,7 @@ fn plan_apt(
         component: METADATA.into(),
         inputs: Inputs::AptMetadata,
         strip: profile.strip.clone(),
+        passes: Vec::new(),
         // `Derived::metadata_key`.
         key: None,
         needs: needs.to_vec(),
@@ -594,6 +608,7 @@ fn plan_apt(
         packages: f.packages.clone(),
         assignment,
         strip: profile.strip.clone(),
+        passes: vec![TreePass::Strip(profile.strip.clone())],
     };
     (layers, install)
 }
@@ -604,6 +619,7 @@ fn plan_wheels(
     profile: &Profile,
     p: &PythonInstall,
     unused: &BTreeSet<String>,
+    device_code_gpus: &[crate::version::Version],
     lopts: LayerOptions,
 ) -> Result<Vec<LayerJob>, PlanError> {
     let overrides: Vec<(String, Vec<String>)> = profile
@@ -640,6 +656,7 @@ fn plan_wheels(
             component,
             inputs: Inputs::Wheels { names },
             strip: profile.strip.clone(),
+            passes: TreePass::for_wheels(&profile.strip, device_code_gpus),
             key: Some(key),
             needs: Vec::new(),
         });

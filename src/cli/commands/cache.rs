@@ -5,7 +5,7 @@
 //! verify: every layer blob is hashed against its name, every layer record's claims (digest,
 //! size, diff_id, uncompressed size) are checked by decompressing its blob, every download
 //! (`debs-v1/`, `indexes-v1/`, `wheels-v1/`) and every pruned device-code copy
-//! (`roots-v1/device-code-v1/`, against the sha256 beside it) is hashed; stamps are ignored. Each bad entry is one line on stdout; exit 1
+//! (`copies-v1/`: each record must name a blob that is there, hashed with the other blobs) is checked; stamps are ignored. Each bad entry is one line on stdout; exit 1
 //! when any was bad, 0 when all were good. `--repair` also removes the bad entries (a later
 //! build rebuilds or downloads them again) and re-stamps the good ones; the exit code still
 //! says whether anything was bad. It runs beside builds, and reading a download for the check

@@ -1,4 +1,5 @@
-//! A zip's central directory, read bounded, and a wheel's `*.dist-info/METADATA` through it,
+//! The one zip reader: a zip's central directory, read bounded, its local headers
+//! ([`local_data_offset`]), and a wheel's `*.dist-info/METADATA` through them,
 //! from any source of byte ranges: HTTP range requests (an index without PEP 658 files), a
 //! local file (find-links), or the wheel the installer opens (`sources::wheel::archive`, which
 //! lists its entries with [`directory`] before reading any of them: one reader of the
@@ -183,6 +184,28 @@ fn with_tail(src: &mut dyn Ranged) -> Result<WithTail<'_>, ZipDirError> {
     Ok(WithTail { inner: src, tail })
 }
 
+/// The bytes of a local header before its name.
+pub const LOCAL_HEADER_BYTES: u64 = 30;
+const LOCAL: [u8; 4] = [0x50, 0x4b, 0x03, 0x04];
+
+/// Where an entry's data begins, counted from its local header's first byte, when `head`
+/// (the bytes from that header on, at least [`LOCAL_HEADER_BYTES`] and the name) is a local
+/// header naming `name`, as the central directory does: so no tool reading local headers
+/// sees a different file. `None` when it is not. The one reader of local headers (the
+/// installer's `sources::wheel::archive` and [`metadata`]).
+pub fn local_data_offset(head: &[u8], name: &[u8]) -> Option<u64> {
+    if head.get(..4)? != LOCAL {
+        return None;
+    }
+    let len = u16_at(head, 26)?;
+    let extra = u16_at(head, 28)?;
+    let start = LOCAL_HEADER_BYTES as usize;
+    if len != name.len() as u64 || head.get(start..start + name.len())? != name {
+        return None;
+    }
+    Some(LOCAL_HEADER_BYTES + len + extra)
+}
+
 /// The METADATA of the wheel `src` holds.
 pub fn metadata(src: &mut dyn Ranged) -> Result<Vec<u8>, String> {
     let size = src.size();
@@ -217,10 +240,8 @@ pub fn metadata(src: &mut dyn Ranged) -> Result<Vec<u8>, String> {
         .saturating_add(e.compressed)
         .min(size - e.offset);
     let local = src.read(e.offset, guess)?;
-    if local.len() < 30 || local[..4] != [0x50, 0x4b, 0x03, 0x04] {
-        return Err("its METADATA has no local header".into());
-    }
-    let skip = 30 + u16_at(&local, 26).unwrap_or(0) + u16_at(&local, 28).unwrap_or(0);
+    let skip = local_data_offset(&local, e.name.as_bytes())
+        .ok_or("its METADATA has no local header naming it as the central directory does")?;
     let start = e.offset + skip;
     if start.checked_add(e.compressed).is_none_or(|end| end > size) {
         return Err("its METADATA lies outside the file".into());
@@ -546,6 +567,27 @@ mod tests {
         let mut m = Mem(z, 0);
         assert_eq!(metadata(&mut m).unwrap(), meta);
         assert_eq!(m.1, 2, "the tail, then METADATA at the front");
+    }
+
+    #[test]
+    fn a_local_header_must_name_the_central_entry() {
+        let meta = b"Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n";
+        let z = zip(&[("demo-1.0.dist-info/METADATA", meta, false)]);
+        let name = b"demo-1.0.dist-info/METADATA";
+        assert_eq!(local_data_offset(&z, name), Some(30 + name.len() as u64));
+        assert_eq!(local_data_offset(&z, b"demo-1.0.dist-info/METADATB"), None);
+        assert_eq!(
+            local_data_offset(&z[..40], name),
+            None,
+            "cut before the name ends"
+        );
+        assert_eq!(local_data_offset(&z[1..], name), None, "not a local header");
+        // The resolver refuses a METADATA whose local header names another file, as the
+        // installer does.
+        let mut renamed = z.clone();
+        renamed[30 + name.len() - 1] = b'B';
+        let err = metadata(&mut Mem(renamed, 0)).unwrap_err();
+        assert!(err.contains("no local header naming it"), "{err}");
     }
 
     #[test]

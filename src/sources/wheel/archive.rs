@@ -445,19 +445,13 @@ impl Archive {
 /// and names `name` (as the central directory does), so no tool reading local headers sees a
 /// different file.
 fn local_data_start(r: &PosFile, at: u64, name: &[u8]) -> io::Result<Option<u64>> {
-    let mut fixed = [0u8; 30];
-    if at.checked_add(30).is_none_or(|e| e > r.len) {
+    let len = zipdir::LOCAL_HEADER_BYTES + name.len() as u64;
+    if at.checked_add(len).is_none_or(|e| e > r.len) {
         return Ok(None);
     }
-    r.file.read_exact_at(&mut fixed, at)?;
-    let len = u16::from_le_bytes([fixed[26], fixed[27]]) as usize;
-    let extra = u16::from_le_bytes([fixed[28], fixed[29]]) as u64;
-    if fixed[..4] != *b"PK\x03\x04" || len != name.len() || at + 30 + len as u64 > r.len {
-        return Ok(None);
-    }
-    let mut local = vec![0u8; len];
-    r.file.read_exact_at(&mut local, at + 30)?;
-    Ok((local == name).then_some(at + 30 + len as u64 + extra))
+    let mut head = vec![0u8; len as usize];
+    r.file.read_exact_at(&mut head, at)?;
+    Ok(zipdir::local_data_offset(&head, name).map(|o| at + o))
 }
 
 /// Why an entry name is refused, if it is.

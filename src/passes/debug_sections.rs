@@ -1,27 +1,25 @@
-//! `strip: [debug-symbols]` on a wheel layer's tree, inside files: every shared object whose
+//! `strip: [debug-symbols]` on a layer's tree, inside files: every shared object whose
 //! licence terms allow modification (`strip::Rules::may_modify`) loses its DWARF sections and
 //! full symbol table (`elf::strip`), and the tree then points at the stripped copy, so the
 //! original bytes never reach a layer. Files under terms that forbid modification (NVIDIA's
 //! libraries) are never opened for writing; a file `elf::strip` does not fully understand
 //! stays as it is. Each stripped file's row in its wheel's `RECORD` gets the new hash.
 //!
-//! Stripped copies live in the cache (`roots-v1/section-strip-v3/<key>/`), keyed like
-//! `device-code`'s pruned copies, so a second build finds the same file and the layer's cache
-//! key is stable. Runs after `device-code`: a pruned file is stripped from its pruned copy.
+//! Stripped copies live in the cache (`cache::Cache::copy`), keyed like `device-code`'s pruned
+//! copies, so a second build finds the same copy. Runs after `device-code`: a pruned file is
+//! stripped from its pruned copy.
 
 use std::collections::BTreeMap;
 use std::fs;
 
-use super::device_code::{cached_copy, modifiable_shared_objects, open_source};
-use super::BuildError;
-use crate::assemble::Tree;
-use crate::cache::Cache;
+use super::rewritable::{self, Source};
+use super::{PassContext, PassError};
+use crate::assemble::{DataSource, Tree};
 use crate::cache::SECTION_STRIP_COPIES as STRIPPER;
 use crate::elf::strip as section_strip;
-use crate::layer::{owner_name, LayerSizes};
+use crate::layer::owner_name;
 use crate::observe::Observer;
 use crate::sources::wheel::{self, FileHash};
-use crate::strip::Rules;
 
 /// One file stripped: its image path and the bytes it lost.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,50 +32,43 @@ pub struct StrippedFile {
     pub removed: u64,
 }
 
-/// Count the stripped sections into a layer's sizes, as the `debug-symbols` class's.
-pub fn add_sizes(sizes: &mut LayerSizes, stripped: &[StrippedFile]) {
-    for f in stripped {
-        sizes.add_stripped("debug-symbols", &f.owner, f.sections as u64, f.removed);
-    }
-}
-
 /// Strip the sections of every modifiable shared object of `tree` (see the module doc).
-pub fn strip_sections_tree(
+pub(super) fn strip_sections_tree(
     tree: &mut Tree,
-    rules: &Rules,
-    cache: &Cache,
-    what: &str,
+    ctx: &PassContext,
     obs: &mut dyn Observer,
-) -> Result<Vec<StrippedFile>, BuildError> {
-    let candidates = modifiable_shared_objects(tree, rules);
+) -> Result<Vec<StrippedFile>, PassError> {
+    let candidates = rewritable::modifiable_shared_objects(tree, ctx.rules);
     let mut out = Vec::new();
     let mut hashes: BTreeMap<String, FileHash> = BTreeMap::new();
     for (image_path, src) in candidates {
-        let io = |e: std::io::Error| BuildError::StripSections {
+        let io = |e: std::io::Error| PassError::DebugSections {
             path: format!("/{image_path}"),
             source: e,
         };
-        let Some((mut f, identity)) = open_source(&src, cache).map_err(io)? else {
+        let Some(Source {
+            file: mut f,
+            identity,
+        }) = rewritable::open_source(&src, ctx.cache).map_err(io)?
+        else {
             continue;
         };
         let Some(plan) = section_strip::plan(&mut f).map_err(io)? else {
             continue;
         };
-        let (copy, hash) = cached_copy(cache, STRIPPER, &identity, "", plan.new_size, |dst| {
-            plan.write(&f, dst)
-        })
-        .map_err(io)?;
+        let (copy, hash) = ctx
+            .cache
+            .copy(STRIPPER, &identity, "", plan.new_size, |dst| {
+                plan.write(&f, dst)
+            })
+            .map_err(io)?;
         let owner = tree
             .provenance_of(&image_path)
             .map(owner_name)
             .unwrap_or_default();
         let meta = fs::metadata(&copy).map_err(io)?;
         let size = meta.len();
-        tree.replace_source(
-            &image_path,
-            crate::assemble::DataSource::file(copy, &meta),
-            size,
-        );
+        tree.replace_source(&image_path, DataSource::file(copy, &meta), size);
         hashes.insert(image_path.clone(), FileHash::sha256_value(hash.to_vec()));
         let removed = plan.file_size.saturating_sub(plan.new_size);
         obs.message(&format!(
@@ -96,8 +87,9 @@ pub fn strip_sections_tree(
         wheel::rehash_records(tree, &hashes)?;
         if out.len() > 1 {
             obs.message(&format!(
-                "debug-symbols: stripped the sections of {} files of {what}",
-                out.len()
+                "debug-symbols: stripped the sections of {} files of {}",
+                out.len(),
+                ctx.what
             ));
         }
     }

@@ -6,25 +6,22 @@
 //! sketches without being written (their layers are cached): those are judged by their path
 //! (`strip::would_remove`), so `metadata` is the same whether a package was replayed or not.
 
-use std::collections::HashSet;
-
-use super::BuildError;
+use super::{PassContext, PassError};
 use crate::assemble::Tree;
 use crate::observe::Observer;
 use crate::profile::StripClass;
 use crate::sources::{apt, wheel};
-use crate::strip::{self, Rules, Stripped};
+use crate::strip::{self, Stripped};
 
-/// Strip `tree` (named `what` in the message) and keep its records true; returns what was
-/// removed.
-pub fn strip_tree(
+/// Strip `tree` (named `ctx.what` in the message) and keep its records true; returns what
+/// was removed.
+pub(super) fn strip_tree(
     tree: &mut Tree,
     classes: &[StripClass],
-    rules: &Rules,
-    protect: &HashSet<String>,
-    what: &str,
+    ctx: &PassContext,
     obs: &mut dyn Observer,
-) -> Result<Stripped, BuildError> {
+) -> Result<Stripped, PassError> {
+    let (rules, protect, what) = (ctx.rules, ctx.protect, ctx.what);
     let s = strip::strip(tree, classes, rules, protect);
     if classes.is_empty() {
         return Ok(s);
