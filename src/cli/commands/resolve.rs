@@ -1,5 +1,7 @@
-//! `gpuimg resolve PROFILE [--json] [--catalog FILE]...`: exit 0 compatible, 1 no compatible
-//! combination (with the explanation), 2 bad input. Also renders answers for `catalog why`.
+//! `gpuimg resolve PROFILE [--json] [--catalog FILE]... [--cache DIR] [--offline]`: exit 0
+//! compatible, 1 no compatible combination (with the explanation), 2 bad input. It resolves as
+//! `lock` and `build` do (`ops::known`): with `python:` it asks the package index (with
+//! `--offline`, the cache) and reads the base's packages. Also renders answers for `catalog why`.
 
 use std::path::PathBuf;
 
@@ -15,7 +17,8 @@ pub(crate) use outln;
 use serde_json::json;
 
 use super::CatalogArgs;
-use crate::cli::{CliError, Settings};
+use crate::cli::{CliError, Progress, Settings};
+use crate::observe::Observer as _;
 use crate::profile::KernelModule;
 use crate::resolve::{Explanation, Resolution, ResolveError};
 
@@ -28,16 +31,42 @@ pub struct Args {
     pub json: bool,
     #[command(flatten)]
     pub catalog: CatalogArgs,
+    /// Cache directory (default $GPUIMG_CACHE, else $XDG_CACHE_HOME/gpuimg, else
+    /// ~/.cache/gpuimg): the base's apt indexes and the package index's pages.
+    #[arg(long, value_name = "DIR")]
+    pub cache: Option<PathBuf>,
+    /// Read the base's apt indexes and the package index's pages from the cache alone.
+    #[arg(long)]
+    pub offline: bool,
 }
 
 pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
     let profile = settings.load_profile(&args.profile)?;
     let catalog = args.catalog.load(settings)?;
-    answer(
-        crate::resolve::resolve(&profile, &catalog),
-        args.json,
-        settings,
-    )
+    let cache_root = settings.cache_root(args.cache.as_deref());
+    let (trust, python) = (settings.trust(), settings.python());
+    let reach = crate::ops::known::Reach {
+        cache_root: &cache_root,
+        offline: args.offline,
+        trust: &trust,
+        python: &python,
+    };
+    let mut progress = Progress::new(settings.quiet, args.json);
+    let known = crate::ops::known::gather(&profile, &catalog, reach, &mut progress)
+        .map_err(CliError::from_ops)?;
+    let resolved = match known.request(&profile, &catalog) {
+        Ok(req) => crate::resolve::resolve_request(&req, &catalog),
+        Err(e) => Err(e),
+    };
+    if let Ok(r) = &resolved {
+        // The same check `lock` and `build` make: a pinned `stack.python` the base installs.
+        crate::ops::known::check_stack_python(Some(r), known.base_packages.as_deref())
+            .map_err(CliError::from_ops)?;
+        for line in known.said(&profile, r) {
+            progress.message(&line);
+        }
+    }
+    answer(resolved, args.json, settings)
 }
 
 /// The JSON for a successful resolution (`ok`, `components`, `host` with `driver`, `kernel` and
