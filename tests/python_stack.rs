@@ -734,3 +734,35 @@ fn resolve_lock_and_build_give_the_same_answer() {
         );
     }
 }
+
+/// An index serving several builds of one release (`2.14.1`, `+cu126`, `+cu130`): what it is
+/// asked to install before the resolution is what the Python resolution then installs (the
+/// newest local build), so the check after it only confirms; the lock says so.
+#[test]
+fn the_variant_asked_for_is_the_variant_installed() {
+    let s = setup_with(vec![
+        WheelSpec::new("nvidia-cuda-runtime", "13.0.96")
+            .file("nvidia/cu13/lib/libcudart.so.13", "13.0\n"),
+        WheelSpec::new("nvidia-cuda-runtime-cu12", "12.6.77")
+            .file("nvidia/cuda_runtime/lib/libcudart.so.12", "12.6\n"),
+        WheelSpec::new("torch", "2.14.1")
+            .file("torch/__init__.py", "")
+            .requires("nvidia-cuda-runtime==13.0.96"),
+        WheelSpec::new("torch", "2.14.1+cu126")
+            .file("torch/__init__.py", "")
+            .requires("nvidia-cuda-runtime-cu12==12.6.77"),
+        WheelSpec::new("torch", "2.14.1+cu130")
+            .file("torch/__init__.py", "")
+            .requires("nvidia-cuda-runtime==13.0.96"),
+    ]);
+    let p = s.profile("  pytorch: \"2.14\"\n  python: \"3.11\"\n");
+    let err = s.lock_ok(&p);
+    assert!(
+        err.contains("the index installs torch 2.14.1 (cu130)"),
+        "{err}"
+    );
+    assert!(s
+        .locked_wheels()
+        .contains(&("torch".to_string(), "2.14.1+cu130".to_string())));
+    assert_eq!(s.lock_json()["resolution"]["variants"]["pytorch"], "cu130");
+}

@@ -487,6 +487,29 @@ mod tests {
         assert_eq!(p.to_string(), "libnccl2 cuda12 release 2.21");
     }
 
+    /// The installed variant is checked against the resolution's, which was made with what the
+    /// index installs: agreeing is fine, another build (the index changed in between) a "no"
+    /// naming both.
+    #[test]
+    fn the_installed_framework_variant_must_be_the_resolutions() {
+        let c = Catalog::embedded().unwrap();
+        let p = profile(
+            "  pytorch: \"2.14\"\n  python: \"3.11\"\nhost: {gpus: [H100], driver: \"<550\"}\n",
+        );
+        let r = crate::resolve::resolve(&p, &c).unwrap();
+        assert_eq!(r.variants[&Component::Pytorch], "cu126");
+        let torch = |v: &str| [wheel("torch", v, "torch==2.14.1")];
+        assert!(check_installed(&p, &c, &r, &torch("2.14.1+cu126")).is_ok());
+        let e = check_installed(&p, &c, &r, &torch("2.14.1+cu130"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("resolved to torch 2.14.1 (cu126)")
+                && e.contains("install torch 2.14.1 (cu130)"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn variants_give_the_cuda_major() {
         assert_eq!(variant_major("cu132"), Some(13));
