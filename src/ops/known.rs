@@ -11,7 +11,11 @@
 //! interpreter, for every catalog release (their pages only; with `--offline`, the cached
 //! ones). 3. One resolution, with the base's Python pinned (`[base]`, unless `stack.python`
 //! pins it) and a variant the index does not install ruled out (`[index]`): a "no" cites the
-//! true source, and no hint asks the profile to change what it does not state.
+//! true source, and no hint asks the profile to change what it does not state. `lock` and
+//! `build` then only check what they install against it (`stack::check_installed`,
+//! `check_stack_python`). Not gathered yet: the CUDA minor the component wheels need when
+//! `stack.cuda` leaves it open, which only the Python resolution knows; `cuda_minor` still
+//! resolves again for it, from this module's request (issue 35, item 1, open).
 //! Must never refine a resolution after it ran, nor print (it reports through the observer).
 
 use std::collections::BTreeMap;

@@ -1,6 +1,7 @@
 //! Where a command's resolution comes from, decided in one place: resolve the profile against
 //! the catalog once, with the facts it depends on gathered first (`ops::known`), or read the
-//! lock beside it (checked fresh, used as it is), or say no. A resolution is never refined.
+//! lock beside it (checked fresh, used as it is), or say no. Nothing here refines a
+//! resolution (the one refinement left, the wheels' CUDA minor, is `cuda_minor`'s).
 
 use crate::catalog::Catalog;
 use crate::lock::{self, Lock, LockedPackage, LockedWheel};
