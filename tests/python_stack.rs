@@ -608,6 +608,11 @@ fn without_a_cuda_pin_the_image_states_the_minor_its_wheels_need() {
     let cuda = lock["resolution"]["components"]["cuda"].as_str().unwrap();
     assert!(cuda.starts_with("12.8."), "{lock}");
     assert_eq!(lock["resolution"]["cuda_driver_floor"], "12.8", "{lock}");
+    // `resolve` gives the same answer: it resolves the wheels too.
+    let out = run(s.sb.gpuimg().args(["resolve", "--json"]).arg(&p));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["components"], lock["resolution"]["components"], "{r}");
 
     s.build_locked(&p);
     let env = env_of(&inspect(&s.sb, &s.sb.join("out")));

@@ -193,9 +193,8 @@ fn gather(
         }
     }
     let mut request = None;
-    let mut resolution = settled.resolution.clone();
-    // A lock's resolution is used as it is (`settled.known` is `None`): `lock` made it with
-    // the same facts.
+    // The wheels are the lock's, or were resolved with the resolution (`known::wheels`).
+    let resolution = settled.resolution.clone();
     let stack_python = resolution
         .as_ref()
         .and_then(|r| r.version(crate::resolve::Component::Python))
@@ -215,19 +214,6 @@ fn gather(
             req.options.offline,
             obs,
         )? {
-            if let (Some(r), Some(k)) = (resolution.as_ref(), settled.known.as_ref()) {
-                super::stack::check_installed(profile, catalog, r, &install.wheels)?;
-                if let Some(again) = super::cuda_minor::settle_needed(
-                    profile,
-                    catalog,
-                    &k.request(profile, catalog)?,
-                    r,
-                    &install.wheels,
-                    obs,
-                )? {
-                    resolution = Some(again);
-                }
-            }
             facts.device_code = plan::installed::device_code(&install.wheels, catalog);
             facts.wheel_facts = python::wheel_facts(
                 &install.wheels,

@@ -11,11 +11,14 @@
 //! interpreter, for every catalog release (their pages only; with `--offline`, the cached
 //! ones). 3. One resolution, with the base's Python pinned (`[base]`, unless `stack.python`
 //! pins it) and a variant the index does not install ruled out (`[index]`): a "no" cites the
-//! true source, and no hint asks the profile to change what it does not state. `lock` and
-//! `build` then only check what they install against it (`stack::check_installed`,
-//! `check_stack_python`). Not gathered yet: the CUDA minor the component wheels need when
-//! `stack.cuda` leaves it open, which only the Python resolution knows; `cuda_minor` still
-//! resolves again for it, from this module's request (issue 35, item 1, open).
+//! true source, and no hint asks the profile to change what it does not state. 4. With
+//! `python:`, the wheels for it ([`wheels`]), checked against the resolution
+//! (`stack::check_installed` only confirms what the index said). `resolve`, `lock`, `build`
+//! and `verify-host` all go through these steps, so they give the same answer. Not gathered
+//! before the resolution yet: the CUDA minor the component wheels need when `stack.cuda`
+//! leaves it open, which only the Python resolution knows; [`wheels`] still resolves again
+//! for it (`cuda_minor::settle_needed`, from [`Known::request`]), before any command uses the
+//! answer (issue 35, item 1, open).
 //! Must never refine a resolution after it ran, nor print (it reports through the observer).
 
 use std::collections::BTreeMap;
@@ -25,7 +28,7 @@ use super::OpsError;
 use crate::cache::Cache;
 use crate::catalog::Catalog;
 use crate::fetch::Trust;
-use crate::lock::LockedPackage;
+use crate::lock::{LockedPackage, LockedWheel};
 use crate::observe::Observer;
 use crate::profile::{Base, Profile};
 use crate::resolve::{Component, Installs, Origin, Request, Resolution, ResolveError};
@@ -34,7 +37,7 @@ use crate::sources::pypi::{self, PythonRequest};
 use crate::sources::rootfs::{self, DPKG_STATUS};
 use crate::version::{Constraint, Version};
 
-use super::python_packages::PythonHost;
+use super::python_packages::{self as python, PythonHost};
 
 /// Bytes of a rootfs's dpkg status file read.
 const MAX_STATUS_BYTES: u64 = 64 << 20;
@@ -78,9 +81,9 @@ pub fn gather(
     obs: &mut dyn Observer,
 ) -> Result<Known, OpsError> {
     let mut known = Known::default();
-    // The base's packages decide the resolution only where it takes a Python (a framework),
-    // or where `stack.python` must be one the base installs.
-    if !has_framework(profile) && profile.stack.python.is_none() {
+    // The base's packages decide the resolution where it takes a Python (a framework), where
+    // `stack.python` must be one the base installs, and the interpreter `python:` installs for.
+    if !has_framework(profile) && profile.stack.python.is_none() && profile.python.is_none() {
         return Ok(known);
     }
     if let Base::Apt(spec) = &profile.base {
@@ -239,6 +242,36 @@ pub fn resolve(
     let r = crate::resolve::resolve_request(&req, catalog)?;
     check_stack_python(Some(&r), known.base_packages.as_deref())?;
     Ok(r)
+}
+
+/// The wheels `python:` installs for `resolution` (the stack's pins made requirements, for the
+/// base's interpreter), checked against it: a CUDA library pin the framework contradicts
+/// (`stack::check_agreement`) and the framework variant (`stack::check_installed`, which only
+/// confirms what the index said). Returns the resolution the image states: with `stack.cuda`
+/// leaving the minor open, the one for the minor the wheels need
+/// (`cuda_minor::settle_needed`, the refinement left). `None` without `python:`.
+pub fn wheels(
+    profile: &Profile,
+    catalog: &Catalog,
+    known: &Known,
+    resolution: Resolution,
+    reach: Reach<'_>,
+    obs: &mut dyn Observer,
+) -> Result<(Resolution, Option<Vec<LockedWheel>>), OpsError> {
+    let Some(request) = python::request(profile, reach.python, Some((&resolution, catalog)))?
+    else {
+        return Ok((resolution, None));
+    };
+    let packages = known.base_packages.as_deref();
+    let image = python::image_python(profile, Some(&resolution), packages)?;
+    let wheels = python::wheels(&request, &image, None, reach.cache_root, reach.offline, obs)?;
+    super::stack::check_agreement(profile, &wheels)?;
+    super::stack::check_installed(profile, catalog, &resolution, &wheels)?;
+    let made_with = known.request(profile, catalog)?;
+    let stated =
+        super::cuda_minor::settle_needed(profile, catalog, &made_with, &resolution, &wheels, obs)?
+            .unwrap_or(resolution);
+    Ok((stated, Some(wheels)))
 }
 
 /// The base's installed packages as (name, Debian version): the apt set, or the dpkg

@@ -57,12 +57,11 @@ pub fn lock(
         python: host,
     };
     let settled = settle::settle(profile, catalog, Settle::Resolve, reach, obs)?;
-    let mut resolution = settled
+    let resolution = settled
         .resolution
         .ok_or(OpsError::Incompatible("nothing was resolved".into()))?;
     let mut known = settled.known.unwrap_or_default();
     let mut debs = None;
-    let mut new_wheels = None;
     let mut pylock = None;
     if let Base::Apt(spec) = &profile.base {
         super::stack::check_base_packages(profile, spec)?;
@@ -89,34 +88,23 @@ pub fn lock(
     if profile.python.is_some() || resolution.version(Component::Python).is_some() {
         let packages = known::base_packages(profile, debs.as_deref())?;
         known::check_stack_python(Some(&resolution), packages.as_deref())?;
-        if let Some(request) = python::request(profile, host, Some((&resolution, catalog)))? {
-            let image = python::image_python(profile, Some(&resolution), packages.as_deref())?;
-            let wheels = python::wheels(&request, &image, None, cache_root, offline, obs)?;
-            super::stack::check_agreement(profile, &wheels)?;
-            super::stack::check_installed(profile, catalog, &resolution, &wheels)?;
-            if let Some(r) = super::cuda_minor::settle_needed(
-                profile,
-                catalog,
-                &known.request(profile, catalog)?,
-                &resolution,
-                &wheels,
-                obs,
-            )? {
-                resolution = r;
-            }
-            if export == Some(Export::Pylock) {
+        if export == Some(Export::Pylock) {
+            if let (Some(request), Some(wheels)) = (
+                python::request(profile, host, Some((&resolution, catalog)))?,
+                settled.wheels.as_deref(),
+            ) {
+                let image = python::image_python(profile, Some(&resolution), packages.as_deref())?;
                 pylock = Some(python::pylock(
-                    &request, &image, &wheels, cache_root, offline,
+                    &request, &image, wheels, cache_root, offline,
                 )?);
             }
-            new_wheels = Some(wheels);
         }
     }
     let mut new = Lock::new(profile, resolution);
     if let Some(d) = debs {
         new.set_debs(d);
     }
-    if let Some(w) = new_wheels {
+    if let Some(w) = settled.wheels {
         new.set_wheels(w);
     }
     let exported = match (export, pylock) {

@@ -21,14 +21,16 @@ pub enum Settle {
     Locked,
 }
 
-/// A settled profile: its resolution and, read from the lock, the exact apt package set (for
-/// an apt base) and wheel set (for a profile with `python:`).
+/// A settled profile: its resolution, the wheel set (for a profile with `python:`: read from
+/// the lock, or resolved with the resolution) and, read from the lock, the exact apt package
+/// set (for an apt base).
 #[derive(Debug, Clone)]
 pub struct Settled {
     pub resolution: Option<Resolution>,
     /// `Some` when the package set is already fixed (from the lock).
     pub debs: Option<Vec<LockedPackage>>,
-    /// `Some` when the wheel set is already fixed (from the lock).
+    /// `Some` when the wheel set is already fixed (from the lock, or resolved with the
+    /// resolution).
     pub wheels: Option<Vec<LockedWheel>>,
     /// The facts the resolution was made with (`None` for a lock's).
     pub known: Option<Known>,
@@ -50,10 +52,11 @@ pub fn settle(
             for line in known.said(profile, &r) {
                 obs.message(&line);
             }
+            let (r, wheels) = known::wheels(profile, catalog, &known, r, reach, obs)?;
             Ok(Settled {
                 resolution: Some(r),
                 debs: None,
-                wheels: None,
+                wheels,
                 known: Some(known),
             })
         }

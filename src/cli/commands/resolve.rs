@@ -1,7 +1,8 @@
 //! `gpuimg resolve PROFILE [--json] [--catalog FILE]... [--cache DIR] [--offline]`: exit 0
 //! compatible, 1 no compatible combination (with the explanation), 2 bad input. It resolves as
-//! `lock` and `build` do (`ops::known`): with `python:` it asks the package index (with
-//! `--offline`, the cache) and reads the base's packages. Also renders answers for `catalog why`.
+//! `lock` and `build` do (`ops::known`): with `python:` it reads the base's packages and asks
+//! the package index (with `--offline`, the cache), resolving the wheels too. Also renders
+//! answers for `catalog why`.
 
 use std::path::PathBuf;
 
@@ -58,14 +59,22 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
         Ok(req) => crate::resolve::resolve_request(&req, &catalog),
         Err(e) => Err(e),
     };
-    if let Ok(r) = &resolved {
-        // The same check `lock` and `build` make: a pinned `stack.python` the base installs.
-        crate::ops::known::check_stack_python(Some(r), known.base_packages.as_deref())
-            .map_err(CliError::from_ops)?;
-        for line in known.said(&profile, r) {
-            progress.message(&line);
+    let resolved = match resolved {
+        Ok(r) => {
+            // What `lock` and `build` do with it too: a pinned `stack.python` must be one the
+            // base installs, and with `python:` the wheels are resolved for it and checked.
+            crate::ops::known::check_stack_python(Some(&r), known.base_packages.as_deref())
+                .map_err(CliError::from_ops)?;
+            for line in known.said(&profile, &r) {
+                progress.message(&line);
+            }
+            let (r, _) =
+                crate::ops::known::wheels(&profile, &catalog, &known, r, reach, &mut progress)
+                    .map_err(CliError::from_ops)?;
+            Ok(r)
         }
-    }
+        Err(e) => Err(e),
+    };
     answer(resolved, args.json, settings)
 }
 
