@@ -2,8 +2,9 @@
 //! served by a loopback PEP 503 index, for the Python of a rootfs's dpkg database.
 //! `stack.cuda: "12.4"` with no framework locks `nvidia-cuda-runtime-cu12` 12.4.x (the
 //! catalog's `stack_wheels`), which builds into the `cuda-runtime` layer; `stack.pytorch`
-//! locks `torch` at the resolved version; a `stack.cuda` that the framework's own pins
-//! contradict is a "no" (exit 1) naming the pin and the wheel with what required it; without
+//! locks `torch` at the resolved version, the variant the index installs for it (asked before
+//! the resolution); a `stack.cuda` that variant contradicts is a "no" (exit 1) naming the pin
+//! and what the index installs; `resolve`, `lock` and `build` give the same answer; without
 //! `python:` a pinned stack is a warning saying the image carries none of it.
 //! One CUDA minor per image: `stack.cuda: "12.8"` holds cuBLAS and NVRTC, which cuDNN requires
 //! unpinned, to 12.8 (the catalog's `cuda_components`), says which wheels it cannot hold, and
@@ -168,7 +169,7 @@ fn the_resolution_follows_the_framework_variant_the_index_installs() {
     let p = s.profile("  pytorch: \"2.14\"\n  python: \"3.11\"\n");
     let err = s.lock_ok(&p);
     assert!(
-        err.contains("install PyTorch's cu126 variant, not cu130"),
+        err.contains("the index installs torch 2.14.1 (cu126) for Python 3.11 (x86_64): the stack is resolved for it"),
         "{err}"
     );
     assert!(s
@@ -206,7 +207,8 @@ fn without_a_python_pin_the_stack_is_resolved_for_the_bases_python() {
     let p = s.profile("  pytorch: \"2.15\"\n");
     let err = s.lock_ok(&p);
     assert!(
-        err.contains("the base installs Python 3.11: the stack resolved again for it"),
+        err.contains("the base installs Python 3.11 (")
+            && err.contains("): the stack is resolved for it"),
         "{err}"
     );
     let lock = s.lock_json();
@@ -350,9 +352,13 @@ fn a_pytorch_pin_locks_torch_and_a_contradicting_cuda_pin_is_a_no() {
     let out = run(s.sb.gpuimg().arg("lock").arg(&p));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("`stack.cuda: \"13.0\"`"), "{err}");
-    assert!(err.contains("`nvidia-cuda-runtime 13.2.86`"), "{err}");
-    assert!(err.contains("cuda-toolkit 13.2.2"), "{err}");
+    // Decided before any wheel is resolved: the pin, and what the index installs for
+    // `torch==2.15.0` (its default build, cu132), each with its source.
+    assert!(err.contains("stack.cuda is `13.0` [profile]"), "{err}");
+    assert!(
+        err.contains("the index installs torch 2.15.0 (cu132), built for CUDA 13.2 [index]"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -416,10 +422,6 @@ fn a_no_caused_by_the_index_cites_the_index_and_every_hint_it_prints_works() {
     let out = lock(&profile("<550", "minor", ""));
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains("the configured index installs torch 2.14.1 (cu130, CUDA 13.0)"),
-        "{err}"
-    );
     assert!(
         err.contains("the index installs torch 2.14.1 (cu130), built for CUDA 13.0 [index]"),
         "{err}"
@@ -606,6 +608,11 @@ fn without_a_cuda_pin_the_image_states_the_minor_its_wheels_need() {
     let cuda = lock["resolution"]["components"]["cuda"].as_str().unwrap();
     assert!(cuda.starts_with("12.8."), "{lock}");
     assert_eq!(lock["resolution"]["cuda_driver_floor"], "12.8", "{lock}");
+    // `resolve` gives the same answer: it resolves the wheels too.
+    let out = run(s.sb.gpuimg().args(["resolve", "--json"]).arg(&p));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["components"], lock["resolution"]["components"], "{r}");
 
     s.build_locked(&p);
     let env = env_of(&inspect(&s.sb, &s.sb.join("out")));
@@ -645,4 +652,122 @@ fn a_profile_requirement_the_pinned_minor_rules_out_is_a_no_naming_it() {
         "{err}"
     );
     assert!(!s.sb.join("stack.lock.json").exists());
+}
+
+/// Issue 35, item 1: `resolve`, `lock` and `build` resolve once, with the same facts, so they
+/// give the same answer. With `pytorch: "2.14"` and `driver: "<550"` against an index that
+/// serves only torch 2.14.1's default build (cu130), all three say the same "no", citing the
+/// index (`resolve` used to say ok for cu126, which `lock` then refused); with an index that
+/// serves cu126 searched first, all three say ok for cu126, and `resolve --offline` answers
+/// the same from the cache.
+#[test]
+fn resolve_lock_and_build_give_the_same_answer() {
+    let sb = Sandbox::new();
+    write(&sb.join("rootfs/var/lib/dpkg/status"), STATUS);
+    let default = vec![
+        WheelSpec::new("nvidia-cuda-runtime", "13.0.96")
+            .file("nvidia/cu13/lib/libcudart.so.13", "13.0\n"),
+        WheelSpec::new("nvidia-cuda-runtime-cu12", "12.6.77")
+            .file("nvidia/cuda_runtime/lib/libcudart.so.12", "12.6\n"),
+        WheelSpec::new("torch", "2.14.1")
+            .file("torch/__init__.py", "")
+            .requires("nvidia-cuda-runtime==13.0.96"),
+    ];
+    let cu126 = vec![WheelSpec::new("torch", "2.14.1+cu126")
+        .file("torch/__init__.py", "")
+        .requires("nvidia-cuda-runtime-cu12==12.6.77")];
+    let a = serve(&wheel_index(&sb.join("a"), &default));
+    let b = serve(&wheel_index(&sb.join("b"), &cu126));
+    let p = sb.join("stack.yaml");
+    let profile = |extra: &str| {
+        write(
+            &p,
+            &format!(
+                "name: stack\nbase:\n  rootfs: ./rootfs\nhost:\n  gpus: [H100]\n  driver: \"<550\"\nstack:\n  pytorch: \"2.14\"\n  python: \"3.11\"\nselftest: {{enabled: false}}\npython:\n  index: {}/simple/\n{extra}",
+                a.url
+            ),
+        );
+    };
+    let all = |p: &Path| {
+        let cmds: [Vec<&str>; 3] = [
+            vec!["resolve"],
+            vec!["lock"],
+            vec!["build", "-q", "-o", "out"],
+        ];
+        cmds.map(|args| {
+            let out = run(sb.gpuimg().args(&args).arg(p));
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            (args[0], out.status.code(), text)
+        })
+    };
+
+    profile("");
+    for (cmd, code, text) in all(&p) {
+        assert_eq!(code, Some(1), "{cmd}: {text}");
+        assert!(
+            text.contains("the index installs torch 2.14.1 (cu130), built for CUDA 13.0 [index]"),
+            "{cmd}: {text}"
+        );
+    }
+    assert!(!sb.join("stack.lock.json").exists());
+
+    profile(&format!("  extra-indexes: [\"{}/simple/\"]\n", b.url));
+    for (cmd, code, text) in all(&p) {
+        assert_eq!(code, Some(0), "{cmd}: {text}");
+    }
+    let lock: serde_json::Value = serde_json::from_str(&read(&sb.join("stack.lock.json"))).unwrap();
+    assert_eq!(lock["resolution"]["variants"]["pytorch"], "cu126", "{lock}");
+    let resolved = |offline: bool| {
+        let mut cmd = sb.gpuimg();
+        cmd.args(["resolve", "--json"]);
+        if offline {
+            cmd.arg("--offline");
+        }
+        let out = run(cmd.arg(&p));
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    for offline in [false, true] {
+        let r = resolved(offline);
+        assert_eq!(
+            r["components"], lock["resolution"]["components"],
+            "offline {offline}: {r}"
+        );
+    }
+}
+
+/// An index serving several builds of one release (`2.14.1`, `+cu126`, `+cu130`): what it is
+/// asked to install before the resolution is what the Python resolution then installs (the
+/// newest local build), so the check after it only confirms; the lock says so.
+#[test]
+fn the_variant_asked_for_is_the_variant_installed() {
+    let s = setup_with(vec![
+        WheelSpec::new("nvidia-cuda-runtime", "13.0.96")
+            .file("nvidia/cu13/lib/libcudart.so.13", "13.0\n"),
+        WheelSpec::new("nvidia-cuda-runtime-cu12", "12.6.77")
+            .file("nvidia/cuda_runtime/lib/libcudart.so.12", "12.6\n"),
+        WheelSpec::new("torch", "2.14.1")
+            .file("torch/__init__.py", "")
+            .requires("nvidia-cuda-runtime==13.0.96"),
+        WheelSpec::new("torch", "2.14.1+cu126")
+            .file("torch/__init__.py", "")
+            .requires("nvidia-cuda-runtime-cu12==12.6.77"),
+        WheelSpec::new("torch", "2.14.1+cu130")
+            .file("torch/__init__.py", "")
+            .requires("nvidia-cuda-runtime==13.0.96"),
+    ]);
+    let p = s.profile("  pytorch: \"2.14\"\n  python: \"3.11\"\n");
+    let err = s.lock_ok(&p);
+    assert!(
+        err.contains("the index installs torch 2.14.1 (cu130)"),
+        "{err}"
+    );
+    assert!(s
+        .locked_wheels()
+        .contains(&("torch".to_string(), "2.14.1+cu130".to_string())));
+    assert_eq!(s.lock_json()["resolution"]["variants"]["pytorch"], "cu130");
 }

@@ -323,8 +323,8 @@ impl Settings {
     }
 
     /// What `build` and `lock` need of the host for `python:`.
-    pub fn python(&self) -> crate::ops::python::PythonHost {
-        crate::ops::python::PythonHost {
+    pub fn python(&self) -> crate::ops::python_packages::PythonHost {
+        crate::ops::python_packages::PythonHost {
             settings: self.python_host(),
             path: self.host_path(),
         }

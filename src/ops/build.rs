@@ -4,7 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::python::{self, PythonHost};
+use super::known::{self, Reach};
+use super::python_packages::{self as python, PythonHost};
 use super::settle::{self, Settle, Settled};
 use super::OpsError;
 use crate::assemble::{identity, AssembleError};
@@ -40,7 +41,13 @@ pub fn build(
     req: &BuildRequest,
     obs: &mut dyn Observer,
 ) -> Result<BuildOutcome, OpsError> {
-    let settled = settle::settle(profile, catalog, req.from)?;
+    let reach = Reach {
+        cache_root: &req.options.cache_root,
+        offline: req.options.offline,
+        trust: &req.options.trust,
+        python: &req.python,
+    };
+    let settled = settle::settle(profile, catalog, req.from, reach, obs)?;
     if let Some(r) = &settled.resolution {
         for w in &r.warnings {
             obs.warn(w);
@@ -120,35 +127,28 @@ fn gather(
             };
             let spec = super::stack::apt_spec(spec, &roots);
             let prefer = super::stack::apt_preferences(profile, &roots);
-            let apt = apt_facts(&spec, &prefer, profile, settled, req, obs)?;
+            // The base's own set, resolved for its Python, is the image's when the stack adds
+            // no apt roots.
+            let fixed = settled.debs.clone().or_else(|| {
+                let own = settled.known.as_ref().and_then(|k| k.base_debs.clone());
+                own.filter(|_| roots.is_empty())
+            });
+            let apt = apt_facts(&spec, &prefer, profile, fixed, req, obs)?;
             super::stack::check_apt_agreement(profile, &roots, &apt.packages)?;
             facts.apt = Some(apt);
         }
     }
     let mut request = None;
-    let mut resolution = settled.resolution.clone();
-    // A lock's resolution is used as it is (`lock` made it for the base's Python and the
-    // installed framework variant already).
-    let resolving = req.from == Settle::Resolve;
+    // The wheels are the lock's, or were resolved with the resolution (`known::wheels`).
+    let resolution = settled.resolution.clone();
     let stack_python = resolution
         .as_ref()
         .and_then(|r| r.version(crate::resolve::Component::Python))
         .is_some();
     if profile.python.is_some() || stack_python {
         let debs = facts.apt.as_ref().map(|a| a.packages.as_slice());
-        let packages = python::base_packages(profile, debs)?;
-        if resolving {
-            if let Some(r) = python::settle_base_python(
-                profile,
-                catalog,
-                resolution.as_ref(),
-                packages.as_deref(),
-                obs,
-            )? {
-                resolution = Some(r);
-            }
-        }
-        python::check_stack_python(resolution.as_ref(), packages.as_deref())?;
+        let packages = known::base_packages(profile, debs)?;
+        known::check_stack_python(resolution.as_ref(), packages.as_deref())?;
         if let Some((install, r)) = python::install(
             profile,
             resolution.as_ref(),
@@ -160,20 +160,6 @@ fn gather(
             req.options.offline,
             obs,
         )? {
-            if let Some(r) = resolution.as_ref().filter(|_| resolving) {
-                if let Some(again) =
-                    super::stack::settle_installed(profile, catalog, r, &install.wheels, obs)?
-                {
-                    resolution = Some(again);
-                }
-            }
-            if let Some(r) = resolution.as_ref().filter(|_| resolving) {
-                if let Some(again) =
-                    super::cuda_minor::settle_needed(profile, catalog, r, &install.wheels, obs)?
-                {
-                    resolution = Some(again);
-                }
-            }
             facts.device_code = plan::installed::device_code(&install.wheels, catalog);
             facts.wheel_headers = Cache::open(&req.options.cache_root)
                 .map(|c| crate::sources::wheel::facts::recorded_headers(&c, &install.wheels))
@@ -217,7 +203,7 @@ fn apt_facts(
     spec: &AptSpec,
     prefer: &[apt::Preference],
     profile: &Profile,
-    settled: &Settled,
+    fixed: Option<Vec<LockedPackage>>,
     req: &BuildRequest,
     obs: &mut dyn Observer,
 ) -> Result<AptFacts, OpsError> {
@@ -227,8 +213,8 @@ fn apt_facts(
         &req.options.trust,
     );
     aopts.prefer = prefer.to_vec();
-    let mut packages = match &settled.debs {
-        Some(d) => d.clone(),
+    let mut packages = match fixed {
+        Some(d) => d,
         None => apt::resolve(
             &source_specs::apt_packages(spec, &profile.dir),
             &source_specs::architecture(&profile.platform),

@@ -6,7 +6,7 @@
 //! it, and a requirement no wheel of that minor meets is a "no" naming it, its requirer and
 //! the pin. With the minor open, the highest minor the resolved component wheels belong to
 //! (not the newest the catalog knows) is what the image needs from the driver: the stack is
-//! resolved again for it ([`super::settle::refine`], citing the packages) and says so, so the
+//! resolved again for it ([`refine`], citing the packages) and says so, so the
 //! lock, `CUDA_VERSION` and `NVIDIA_REQUIRE_CUDA` state it.
 //! Must never hold a wheel the catalog does not name, nor invent a version mapping.
 
@@ -114,6 +114,7 @@ pub fn needed<'w>(
 pub fn settle_needed(
     profile: &Profile,
     catalog: &Catalog,
+    made_with: &crate::resolve::Request,
     resolution: &Resolution,
     wheels: &[LockedWheel],
     obs: &mut dyn Observer,
@@ -181,9 +182,32 @@ pub fn settle_needed(
             );
         }
     };
-    super::settle::refine(profile, catalog, resolution, pin, &said, obs)
+    refine(made_with, catalog, resolution, pin, &said, obs)
         .map(Some)
         .map_err(|e| OpsError::Incompatible(format!("{why}, and resolved again for it: {e}")))
+}
+
+/// The resolution made again from the request it was made with (`made_with`: the profile's
+/// with the facts of `ops::known`) with `pin` applied, each pinned constraint citing its
+/// [`crate::resolve::Origin`]; says `said` and the new resolution's warnings that `first` did
+/// not give. The one refinement left after the resolution (issue 35, item 1: the wheels' CUDA
+/// minor is not yet known before it).
+fn refine(
+    made_with: &crate::resolve::Request,
+    catalog: &Catalog,
+    first: &Resolution,
+    pin: impl FnOnce(&mut crate::resolve::Request),
+    said: &str,
+    obs: &mut dyn Observer,
+) -> Result<Resolution, crate::resolve::ResolveError> {
+    let mut req = made_with.clone();
+    pin(&mut req);
+    let r = crate::resolve::resolve_request(&req, catalog)?;
+    obs.message(said);
+    for w in r.warnings.iter().filter(|w| !first.warnings.contains(w)) {
+        obs.warn(w);
+    }
+    Ok(r)
 }
 
 #[cfg(test)]
@@ -238,7 +262,8 @@ mod tests {
         let settle = |cuda: &str, cublas: &str| {
             let wheels = [wheel("nvidia-cublas-cu12", cublas)];
             let (p, r) = resolved(&c, cuda);
-            settle_needed(&p, &c, &r, &wheels, &mut crate::observe::Silent)
+            let req = crate::resolve::Request::from_profile(&p, &c).unwrap();
+            settle_needed(&p, &c, &req, &r, &wheels, &mut crate::observe::Silent)
                 .map(|r| r.and_then(|r| r.version(Component::Cuda).map(|v| v.truncate(2))))
                 .map_err(|e| e.to_string())
         };

@@ -5,7 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::python::{self, PythonHost};
+use super::known::{self, Reach};
+use super::python_packages::{self as python, PythonHost};
 use super::settle::{self, Settle};
 use super::OpsError;
 use crate::catalog::Catalog;
@@ -50,67 +51,63 @@ pub fn lock(
     export: Option<Export>,
     obs: &mut dyn Observer,
 ) -> Result<Locked, OpsError> {
-    let settled = settle::settle(profile, catalog, Settle::Resolve)?;
-    let mut resolution = settled
+    let reach = Reach {
+        cache_root,
+        offline,
+        trust,
+        python: host,
+    };
+    let settled = settle::settle(profile, catalog, Settle::Resolve, reach, obs)?;
+    let resolution = settled
         .resolution
         .ok_or(OpsError::Incompatible("nothing was resolved".into()))?;
+    let mut known = settled.known.unwrap_or_default();
     let mut debs = None;
-    let mut new_wheels = None;
     let mut pylock = None;
     if let Base::Apt(spec) = &profile.base {
         super::stack::check_base_packages(profile, spec)?;
         let roots = super::stack::apt_roots(profile, &resolution, catalog)?;
-        let mut aopts = apt_options(cache_root, offline, trust);
-        aopts.prefer = super::stack::apt_preferences(profile, &roots);
-        let resolved = crate::sources::apt::resolve(
-            &source_specs::apt_packages(&super::stack::apt_spec(spec, &roots), &profile.dir),
-            &source_specs::architecture(&profile.platform),
-            &aopts,
-            obs,
-        )
-        .map_err(|e| super::apt_error_at(profile, e))?;
+        let resolved = match known.base_debs.take() {
+            // The base's own set, resolved for its Python, is the image's: no roots to add.
+            Some(d) if roots.is_empty() => d,
+            _ => {
+                let mut aopts = apt_options(cache_root, offline, trust);
+                aopts.prefer = super::stack::apt_preferences(profile, &roots);
+                crate::sources::apt::resolve(
+                    &source_specs::apt_packages(
+                        &super::stack::apt_spec(spec, &roots),
+                        &profile.dir,
+                    ),
+                    &source_specs::architecture(&profile.platform),
+                    &aopts,
+                    obs,
+                )
+                .map_err(|e| super::apt_error_at(profile, e))?
+            }
+        };
         super::stack::check_apt_agreement(profile, &roots, &resolved)?;
         debs = Some(resolved);
     }
     if profile.python.is_some() || resolution.version(Component::Python).is_some() {
-        let packages = python::base_packages(profile, debs.as_deref())?;
-        if let Some(r) = python::settle_base_python(
-            profile,
-            catalog,
-            Some(&resolution),
-            packages.as_deref(),
-            obs,
-        )? {
-            resolution = r;
-        }
-        python::check_stack_python(Some(&resolution), packages.as_deref())?;
-        if let Some(request) = python::request(profile, host, Some((&resolution, catalog)))? {
-            let image = python::image_python(profile, Some(&resolution), packages.as_deref())?;
-            let wheels = python::wheels(&request, &image, None, cache_root, offline, obs)?;
-            super::stack::check_agreement(profile, &wheels)?;
-            if let Some(r) =
-                super::stack::settle_installed(profile, catalog, &resolution, &wheels, obs)?
-            {
-                resolution = r;
-            }
-            if let Some(r) =
-                super::cuda_minor::settle_needed(profile, catalog, &resolution, &wheels, obs)?
-            {
-                resolution = r;
-            }
-            if export == Some(Export::Pylock) {
+        let packages = known::base_packages(profile, debs.as_deref())?;
+        known::check_stack_python(Some(&resolution), packages.as_deref())?;
+        if export == Some(Export::Pylock) {
+            if let (Some(request), Some(wheels)) = (
+                python::request(profile, host, Some((&resolution, catalog)))?,
+                settled.wheels.as_deref(),
+            ) {
+                let image = python::image_python(profile, Some(&resolution), packages.as_deref())?;
                 pylock = Some(python::pylock(
-                    &request, &image, &wheels, cache_root, offline,
+                    &request, &image, wheels, cache_root, offline,
                 )?);
             }
-            new_wheels = Some(wheels);
         }
     }
     let mut new = Lock::new(profile, resolution);
     if let Some(d) = debs {
         new.set_debs(d);
     }
-    if let Some(w) = new_wheels {
+    if let Some(w) = settled.wheels {
         new.set_wheels(w);
     }
     let exported = match (export, pylock) {

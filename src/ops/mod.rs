@@ -2,16 +2,18 @@
 //! `verify-host` do between the CLI's parsing and its printing.
 //!
 //! `settle` is the one place that decides where a command's resolution comes from: resolve
-//! the profile against the catalog, or read the lock (`--locked`, a `.lock.json` argument),
-//! or say no (an incompatible stack is [`OpsError::Incompatible`], never printed here). Every
+//! the profile against the catalog once, with what it depends on gathered first (`known`:
+//! the base's Python, what the index installs for the framework), or read the lock
+//! (`--locked`, a `.lock.json` argument), or say no (an incompatible stack is [`OpsError::Incompatible`], never printed here). Every
 //! command gets its outcome or an [`OpsError`], whose [`OpsError::exit_code`] is the CLI's
 //! exit code. Must never print or know about clap: progress and warnings go to the
 //! `Observer` it is given.
 
 pub mod build;
 pub mod cuda_minor;
+pub mod known;
 pub mod lock;
-pub mod python;
+pub mod python_packages;
 pub mod settle;
 pub mod stack;
 pub mod verify;

@@ -1,12 +1,15 @@
 //! Where a command's resolution comes from, decided in one place: resolve the profile against
-//! the catalog, or read the lock beside it (checked fresh), or say no.
+//! the catalog once, with the facts it depends on gathered first (`ops::known`), or read the
+//! lock beside it (checked fresh, used as it is), or say no. Nothing here refines a
+//! resolution (the one refinement left, the wheels' CUDA minor, is `cuda_minor`'s).
 
 use crate::catalog::Catalog;
 use crate::lock::{self, Lock, LockedPackage, LockedWheel};
 use crate::observe::Observer;
 use crate::profile::{Base, Profile};
-use crate::resolve::{Request, Resolution, ResolveError};
+use crate::resolve::Resolution;
 
+use super::known::{self, Known, Reach};
 use super::OpsError;
 
 /// How to settle.
@@ -18,25 +21,45 @@ pub enum Settle {
     Locked,
 }
 
-/// A settled profile: its resolution and, read from the lock, the exact apt package set (for
-/// an apt base) and wheel set (for a profile with `python:`).
+/// A settled profile: its resolution, the wheel set (for a profile with `python:`: read from
+/// the lock, or resolved with the resolution) and, read from the lock, the exact apt package
+/// set (for an apt base).
 #[derive(Debug, Clone)]
 pub struct Settled {
     pub resolution: Option<Resolution>,
     /// `Some` when the package set is already fixed (from the lock).
     pub debs: Option<Vec<LockedPackage>>,
-    /// `Some` when the wheel set is already fixed (from the lock).
+    /// `Some` when the wheel set is already fixed (from the lock, or resolved with the
+    /// resolution).
     pub wheels: Option<Vec<LockedWheel>>,
+    /// The facts the resolution was made with (`None` for a lock's).
+    pub known: Option<Known>,
 }
 
-/// Settle `profile` as `from` says.
-pub fn settle(profile: &Profile, catalog: &Catalog, from: Settle) -> Result<Settled, OpsError> {
+/// Settle `profile` as `from` says; resolving gathers what the resolution depends on first
+/// (through `reach`), and says the facts it took.
+pub fn settle(
+    profile: &Profile,
+    catalog: &Catalog,
+    from: Settle,
+    reach: Reach<'_>,
+    obs: &mut dyn Observer,
+) -> Result<Settled, OpsError> {
     match from {
-        Settle::Resolve => Ok(Settled {
-            resolution: Some(crate::resolve::resolve(profile, catalog)?),
-            debs: None,
-            wheels: None,
-        }),
+        Settle::Resolve => {
+            let known = known::gather(profile, catalog, reach, obs)?;
+            let r = known::resolve(profile, catalog, &known)?;
+            for line in known.said(profile, &r) {
+                obs.message(&line);
+            }
+            let (r, wheels) = known::wheels(profile, catalog, &known, r, reach, obs)?;
+            Ok(Settled {
+                resolution: Some(r),
+                debs: None,
+                wheels,
+                known: Some(known),
+            })
+        }
         Settle::Locked => {
             let path = lock::lock_path(profile);
             if !path.exists() {
@@ -63,28 +86,6 @@ pub fn from_lock(profile: &Profile, lock: Lock) -> Result<Settled, OpsError> {
         resolution: lock.resolution,
         debs,
         wheels,
+        known: None,
     })
-}
-
-/// A fresh resolution refined by a fact the packages state (the base's Python, the framework
-/// variant the index installs): the profile's request resolved again with `pin` applied, each
-/// pinned constraint citing its [`crate::resolve::Origin`] (never `profile`, so a "no" names
-/// the true source and no hint asks the profile to change it).
-/// Says `said` and the new resolution's warnings that `first` did not give.
-pub fn refine(
-    profile: &Profile,
-    catalog: &Catalog,
-    first: &Resolution,
-    pin: impl FnOnce(&mut Request),
-    said: &str,
-    obs: &mut dyn Observer,
-) -> Result<Resolution, ResolveError> {
-    let mut req = Request::from_profile(profile, catalog)?;
-    pin(&mut req);
-    let r = crate::resolve::resolve_request(&req, catalog)?;
-    obs.message(said);
-    for w in r.warnings.iter().filter(|w| !first.warnings.contains(w)) {
-        obs.warn(w);
-    }
-    Ok(r)
 }

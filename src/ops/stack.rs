@@ -362,74 +362,30 @@ pub fn check_agreement(profile: &Profile, wheels: &[LockedWheel]) -> Result<(), 
     Ok(())
 }
 
-/// The resolution again, when the resolved Python packages install another variant of the
-/// framework than the resolution took: `torch 2.14.1+cu126` from a framework's own index,
-/// where the resolution took the default index's `cu130`. It is made again
-/// ([`super::settle::refine`]) with `stack.cuda` on that variant's CUDA line and the framework
-/// at the installed release, so the driver floor, the self-test's expectation and the lock
-/// describe what the image carries. `None` when the two agree, when the profile pins
-/// `stack.cuda` itself (then [`check_agreement`] has the say), or when the catalog does not
-/// know the installed variant.
-pub fn settle_installed(
+/// The framework variant the resolved Python packages install must be the resolution's. The
+/// resolution was made with what the index installs for `torch==X` (`ops::known`, `[index]`),
+/// so this only confirms it; it says no (naming both) when the index changed between the two
+/// reads, or the profile's own requirements pin another build.
+pub fn check_installed(
     profile: &Profile,
     catalog: &Catalog,
     resolution: &Resolution,
     wheels: &[LockedWheel],
-    obs: &mut dyn crate::observe::Observer,
-) -> Result<Option<Resolution>, OpsError> {
+) -> Result<(), OpsError> {
     let (Some((version, installed)), Some(chosen), Some(at)) = (
         crate::plan::installed::pytorch_variant(wheels, catalog),
         resolution.variants.get(&Component::Pytorch),
         profile.stack.pytorch.as_ref(),
     ) else {
-        return Ok(None);
+        return Ok(());
     };
-    if *chosen == installed || profile.stack.cuda.is_some() {
-        return Ok(None);
+    if *chosen == installed {
+        return Ok(());
     }
-    let Some(variant) = catalog
-        .pytorch
-        .iter()
-        .find(|r| r.version == version)
-        .and_then(|r| r.variants.iter().find(|v| v.name == installed))
-    else {
-        return Ok(None);
-    };
-    let said = format!(
-        "the Python packages install PyTorch's {installed} variant, not {chosen}: resolved again for it (cuda {})",
-        variant.cuda
-    );
-    let cuda = variant.cuda.clone();
-    let installs = format!("the index installs torch {version} ({installed})");
-    let pin = |req: &mut crate::resolve::Request| {
-        req.pin(
-            Component::Pytorch,
-            crate::version::Constraint::exact(&version),
-            crate::resolve::Origin {
-                text: installs.clone(),
-                source: "index".into(),
-            },
-        );
-        req.pin(
-            Component::Cuda,
-            crate::version::Constraint::from_prefix(&cuda),
-            crate::resolve::Origin {
-                text: format!("{installs}, built for CUDA {cuda}"),
-                source: "index".into(),
-            },
-        );
-    };
-    super::settle::refine(profile, catalog, resolution, pin, &said, obs)
-        .map(Some)
-        .map_err(|e| {
-            // The profile's own resolution, `chosen`, works: an index serving that build is
-            // the change that makes the two agree (hints for the profile's other keys were
-            // checked against the installed variant by the resolver).
-            OpsError::Incompatible(format!(
-                "`stack.pytorch: \"{}\"` ({}:{}:{}) resolved to torch {version} ({chosen}), but the configured index installs torch {version} ({installed}, CUDA {}), which does not fit: {e}\nhint: an index that serves torch {version} ({chosen}) would work: add it to `python.extra-indexes` (searched before `index`); `stack.cuda` cannot change what the index serves",
-                at.value, profile.file, at.line, at.column, variant.cuda
-            ))
-        })
+    Err(OpsError::Incompatible(format!(
+        "`stack.pytorch: \"{}\"` ({}:{}:{}) resolved to torch {version} ({chosen}), as the index served it when asked, but the resolved Python packages install torch {version} ({installed})",
+        at.value, profile.file, at.line, at.column
+    )))
 }
 
 #[cfg(test)]
@@ -529,6 +485,29 @@ mod tests {
         assert!(preference("libnccl2", Some(13), None).fits("2.28.9-1+cuda13.0"));
         assert!(preference("libnccl2", None, None).fits("anything"));
         assert_eq!(p.to_string(), "libnccl2 cuda12 release 2.21");
+    }
+
+    /// The installed variant is checked against the resolution's, which was made with what the
+    /// index installs: agreeing is fine, another build (the index changed in between) a "no"
+    /// naming both.
+    #[test]
+    fn the_installed_framework_variant_must_be_the_resolutions() {
+        let c = Catalog::embedded().unwrap();
+        let p = profile(
+            "  pytorch: \"2.14\"\n  python: \"3.11\"\nhost: {gpus: [H100], driver: \"<550\"}\n",
+        );
+        let r = crate::resolve::resolve(&p, &c).unwrap();
+        assert_eq!(r.variants[&Component::Pytorch], "cu126");
+        let torch = |v: &str| [wheel("torch", v, "torch==2.14.1")];
+        assert!(check_installed(&p, &c, &r, &torch("2.14.1+cu126")).is_ok());
+        let e = check_installed(&p, &c, &r, &torch("2.14.1+cu130"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("resolved to torch 2.14.1 (cu126)")
+                && e.contains("install torch 2.14.1 (cu130)"),
+            "{e}"
+        );
     }
 
     #[test]

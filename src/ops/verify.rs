@@ -5,18 +5,23 @@
 
 use std::path::{Path, PathBuf};
 
+use super::known::Reach;
 use super::settle::{self, Settle};
 use super::OpsError;
 use crate::catalog::Catalog;
 use crate::expect::Expectation;
 use crate::lock;
+use crate::observe::Observer;
 
 /// The expectation for `path`: a `.lock.json`, any other `.json` (an expectation file), or a
-/// profile (its `${VAR}` expanded through `env`).
+/// profile (its `${VAR}` expanded through `env`, resolved as `build` resolves it: what the
+/// resolution depends on gathered through `reach`).
 pub fn expectation(
     path: &Path,
     env: &dyn Fn(&str) -> Option<String>,
     catalog: impl FnOnce() -> Result<Catalog, OpsError>,
+    reach: Reach<'_>,
+    obs: &mut dyn Observer,
 ) -> Result<Expectation, OpsError> {
     let name = path.to_string_lossy();
     if let Some(stem) = name.strip_suffix(".lock.json") {
@@ -39,7 +44,7 @@ pub fn expectation(
         return Ok(Expectation::load(path)?);
     }
     let profile = crate::profile::load(path, env)?;
-    let settled = settle::settle(&profile, &catalog()?, Settle::Resolve)?;
+    let settled = settle::settle(&profile, &catalog()?, Settle::Resolve, reach, obs)?;
     let e = crate::plan::expectation(&profile, settled.resolution.as_ref());
     e.validate()?;
     Ok(e)

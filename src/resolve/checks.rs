@@ -64,6 +64,47 @@ impl<'c> Ctx<'c> {
         Err(Conflict::new(facts, "no Python version fits"))
     }
 
+    /// A framework's variant must be the one the package index installs for its release
+    /// (`Request::installs`, asked before the resolution): otherwise the conflict cites the
+    /// index, with the CUDA line of what it installs (`cuda_of` a variant name, from the
+    /// catalog's record), or that it serves no wheel of the release at all.
+    fn installed<'v>(
+        &self,
+        comp: Component,
+        version: &Version,
+        variant: &str,
+        cuda_of: impl Fn(&str) -> Option<&'v Version>,
+    ) -> Check {
+        let Some(i) = self.req.installs.get(&comp) else {
+            return Ok(());
+        };
+        let Some(served) = i.by_version.get(version) else {
+            return Ok(());
+        };
+        let sources = std::slice::from_ref(&i.source);
+        let (fact, conclusion) = match served {
+            Some(s) if s == variant => return Ok(()),
+            Some(s) => {
+                let built = cuda_of(s).map_or_else(
+                    || ", a variant the catalog does not know".to_string(),
+                    |c| format!(", built for CUDA {c}"),
+                );
+                (
+                    format!("the index installs {} {version} ({s}){built}", i.package),
+                    format!("{comp} {version} ({variant}) is not what the index installs"),
+                )
+            }
+            None => (
+                format!(
+                    "the index serves no {} {version} wheel for {}",
+                    i.package, i.target
+                ),
+                format!("{comp} {version} cannot be installed from the index"),
+            ),
+        };
+        Err(Conflict::new(vec![Fact::new(fact, sources)], conclusion))
+    }
+
     /// Some CUDA release matches every CUDA requirement of the frameworks picked so far and the profile.
     fn cuda_exists(&self, pick: &Pick) -> Check {
         let mut reqs: Vec<(Constraint, Fact)> = Vec::new();
@@ -150,6 +191,9 @@ impl<'c> Ctx<'c> {
         let Some((r, v)) = pick.pytorch else {
             return Ok(());
         };
+        self.installed(Component::Pytorch, &r.version, &v.name, |name| {
+            r.variants.iter().find(|x| x.name == name).map(|x| &x.cuda)
+        })?;
         let wheel = Fact::new(
             format!(
                 "pytorch {} ({}) wheels carry code for {}{}",

@@ -24,7 +24,7 @@ use crate::version::{Constraint, Version};
 pub use error::ResolveError;
 pub use explain::{Explanation, Reason};
 pub use fact::{Conflict, Fact};
-pub use request::{lookup_gpu, Component, GpuTarget, Origin, Request};
+pub use request::{lookup_gpu, Component, GpuTarget, Installs, Origin, Request};
 pub use resolution::{HostRequirements, Resolution, ResolvedGpu};
 
 use checks::Ctx;
@@ -315,6 +315,25 @@ fn suggest(req: &Request, catalog: &Catalog) -> Vec<String> {
                 out.push(format!(
                     "leaving `{}` out of host.gpus would work",
                     g.label()
+                ));
+            }
+        }
+    }
+    // What the index installs is no key of the profile: the change is an index that serves
+    // the variant the request resolves to without it.
+    if let Some(i) = req.installs.get(&Component::Pytorch) {
+        let r = Request {
+            installs: BTreeMap::new(),
+            ..req.clone()
+        };
+        if let Ok(res) = attempt(&r, catalog) {
+            if let (Some(v), Some(variant)) = (
+                res.version(Component::Pytorch),
+                res.variants.get(&Component::Pytorch),
+            ) {
+                out.insert(0, format!(
+                    "an index that serves {} {v} ({variant}) would work: add it to `python.extra-indexes` (searched before `index`)",
+                    i.package
                 ));
             }
         }

@@ -117,7 +117,24 @@ pub struct Request {
     /// Where a `stack` constraint comes from, when not from the profile: a fact the
     /// packages state (the framework variant the index installs, the base's Python).
     pub origins: BTreeMap<Component, Origin>,
+    /// What the package index installs for a framework (`torch==X`), when it was asked
+    /// before the resolution: a candidate variant it does not install is ruled out, citing it.
+    pub installs: BTreeMap<Component, Installs>,
     pub compat: CompatMode,
+}
+
+/// What the package index installs for a framework's exact pin (`torch==2.14.1`), per catalog
+/// release: the variant (`cu126`), or `None` when it serves no wheel of that release for the
+/// image's Python. A release it was not asked about is not constrained.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Installs {
+    pub by_version: BTreeMap<Version, Option<String>>,
+    /// The package (`torch`) and whom it is installed for (`Python 3.11, x86_64`), as the
+    /// facts read.
+    pub package: String,
+    pub target: String,
+    /// The source to cite (`index`).
+    pub source: String,
 }
 
 /// A stack constraint the profile does not state: what states it, and the source to cite
@@ -245,6 +262,7 @@ impl Request {
             kernel_module: profile.host.kernel_module,
             stack,
             origins: BTreeMap::new(),
+            installs: BTreeMap::new(),
             compat: profile.compat,
         })
     }

@@ -1,5 +1,8 @@
-//! `gpuimg resolve PROFILE [--json] [--catalog FILE]...`: exit 0 compatible, 1 no compatible
-//! combination (with the explanation), 2 bad input. Also renders answers for `catalog why`.
+//! `gpuimg resolve PROFILE [--json] [--catalog FILE]... [--cache DIR] [--offline]`: exit 0
+//! compatible, 1 no compatible combination (with the explanation), 2 bad input. It resolves as
+//! `lock` and `build` do (`ops::known`): with `python:` it reads the base's packages and asks
+//! the package index (with `--offline`, the cache), resolving the wheels too. Also renders
+//! answers for `catalog why`.
 
 use std::path::PathBuf;
 
@@ -15,7 +18,8 @@ pub(crate) use outln;
 use serde_json::json;
 
 use super::CatalogArgs;
-use crate::cli::{CliError, Settings};
+use crate::cli::{CliError, Progress, Settings};
+use crate::observe::Observer as _;
 use crate::profile::KernelModule;
 use crate::resolve::{Explanation, Resolution, ResolveError};
 
@@ -28,16 +32,50 @@ pub struct Args {
     pub json: bool,
     #[command(flatten)]
     pub catalog: CatalogArgs,
+    /// Cache directory (default $GPUIMG_CACHE, else $XDG_CACHE_HOME/gpuimg, else
+    /// ~/.cache/gpuimg): the base's apt indexes and the package index's pages.
+    #[arg(long, value_name = "DIR")]
+    pub cache: Option<PathBuf>,
+    /// Read the base's apt indexes and the package index's pages from the cache alone.
+    #[arg(long)]
+    pub offline: bool,
 }
 
 pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
     let profile = settings.load_profile(&args.profile)?;
     let catalog = args.catalog.load(settings)?;
-    answer(
-        crate::resolve::resolve(&profile, &catalog),
-        args.json,
-        settings,
-    )
+    let cache_root = settings.cache_root(args.cache.as_deref());
+    let (trust, python) = (settings.trust(), settings.python());
+    let reach = crate::ops::known::Reach {
+        cache_root: &cache_root,
+        offline: args.offline,
+        trust: &trust,
+        python: &python,
+    };
+    let mut progress = Progress::new(settings.quiet, args.json);
+    let known = crate::ops::known::gather(&profile, &catalog, reach, &mut progress)
+        .map_err(CliError::from_ops)?;
+    let resolved = match known.request(&profile, &catalog) {
+        Ok(req) => crate::resolve::resolve_request(&req, &catalog),
+        Err(e) => Err(e),
+    };
+    let resolved = match resolved {
+        Ok(r) => {
+            // What `lock` and `build` do with it too: a pinned `stack.python` must be one the
+            // base installs, and with `python:` the wheels are resolved for it and checked.
+            crate::ops::known::check_stack_python(Some(&r), known.base_packages.as_deref())
+                .map_err(CliError::from_ops)?;
+            for line in known.said(&profile, &r) {
+                progress.message(&line);
+            }
+            let (r, _) =
+                crate::ops::known::wheels(&profile, &catalog, &known, r, reach, &mut progress)
+                    .map_err(CliError::from_ops)?;
+            Ok(r)
+        }
+        Err(e) => Err(e),
+    };
+    answer(resolved, args.json, settings)
 }
 
 /// The JSON for a successful resolution (`ok`, `components`, `host` with `driver`, `kernel` and

@@ -34,11 +34,28 @@ pub enum LevelArg {
 }
 
 pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
-    let expect = crate::ops::verify::expectation(&args.profile, &settings.profile_env(), || {
-        args.catalog
-            .load(settings)
-            .map_err(crate::ops::OpsError::from)
-    })
+    let (cache_root, trust, python) = (
+        settings.cache_root(None),
+        settings.trust(),
+        settings.python(),
+    );
+    let reach = crate::ops::known::Reach {
+        cache_root: &cache_root,
+        offline: false,
+        trust: &trust,
+        python: &python,
+    };
+    let expect = crate::ops::verify::expectation(
+        &args.profile,
+        &settings.profile_env(),
+        || {
+            args.catalog
+                .load(settings)
+                .map_err(crate::ops::OpsError::from)
+        },
+        reach,
+        &mut crate::observe::Silent,
+    )
     .map_err(CliError::from_ops)?;
     let level = match args.level {
         Some(LevelArg::Full) => SelftestLevel::Full,

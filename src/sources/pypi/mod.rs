@@ -214,6 +214,38 @@ fn metadata_error(
     }
 }
 
+/// What `name==V` installs for the image's interpreter `target`, for each public version `V`
+/// of `name` the configured indexes serve a usable wheel of (tags, `Requires-Python`, hashes;
+/// yanked files left out): the local label of the version the resolver takes for it, as
+/// [`resolve`] orders candidates (newest first: `2.14.1+cu130` before `2.14.1+cu126`, both
+/// before a plain `2.14.1`), `None` for a plain one. Keyed by the public version's text.
+/// Reads the project's pages only (with `offline`, the cached ones), never metadata or a wheel.
+pub fn installs(
+    request: &PythonRequest,
+    target: &ImagePython,
+    cache: &Cache,
+    offline: bool,
+    name: &str,
+) -> Result<BTreeMap<String, Option<String>>, PypiError> {
+    use std::str::FromStr as _;
+    let tgt = target::Target::new(target).map_err(|m| PypiError::bad("the image's Python", m))?;
+    let client = Client::new(request, cache.root(), offline)?;
+    let provider = Provider::new(&client, &tgt, request)?;
+    let project = pep508_rs::PackageName::from_str(name)
+        .map_err(|e| PypiError::bad("a framework's package name", e.to_string()))?;
+    let cands = provider.candidates(&project)?;
+    let mut out = BTreeMap::new();
+    for c in cands.versions.iter().filter(|c| !c.yanked) {
+        let text = c.version.to_string();
+        let (public, local) = match text.split_once('+') {
+            Some((p, l)) => (p.to_string(), Some(l.to_string())),
+            None => (text, None),
+        };
+        out.entry(public).or_insert(local);
+    }
+    Ok(out)
+}
+
 /// Download `pins` (from the cache when there) into the cache's `wheels-v1` bucket, each
 /// checked against its sha256 and size, several at a time, one progress line per file. A
 /// wheel not in the cache is looked up on the index its pin names (`host`: this host's
