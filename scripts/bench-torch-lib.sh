@@ -70,7 +70,8 @@ uv_target() {
 
 # torch_cold_vs_anchor COMPRESSION PACKER: ROUNDS rounds (default 1), each: gpuimg cold
 # (empty cache), then downloads cached and every layer written again (a new SOURCE_DATE_EPOCH),
-# then the binary $BASELINE cold when it is set, then issue 13's anchor: uv installing the same
+# then the same build unchanged (every layer reused), then the binary $BASELINE the same three
+# ways when it is set, then issue 13's anchor: uv installing the same
 # torch with an empty uv cache, then `tar --sort=name … | PACKER`. Each cold run and the
 # anchor's install start from a settled page cache. Ends with the medians and ratios.
 torch_cold_vs_anchor() {
@@ -85,15 +86,18 @@ torch_cold_vs_anchor() {
     settle
     torch_build cold 0 "$1"
     torch_build warm "$r" "$1"
+    torch_build unchanged "$r" "$1"
     torch=$(torch_version "$W/out-cold")
-    rm -rf "$W/out-cold" "$W/out-warm" "$W/cache"
+    rm -rf "$W/out-cold" "$W/out-warm" "$W/out-unchanged" "$W/cache"
     if [ -n "${BASELINE:-}" ]; then
       g=$G
       G=$BASELINE
       settle
       torch_build baseline-cold 0 "$1"
+      torch_build baseline-warm "$r" "$1"
+      torch_build baseline-unchanged "$r" "$1"
       G=$g
-      rm -rf "$W/out-baseline-cold" "$W/cache"
+      rm -rf "$W/out-baseline-cold" "$W/out-baseline-warm" "$W/out-baseline-unchanged" "$W/cache"
     fi
     rm -rf "$W/uvt" "$W/uv-cache"
     settle
@@ -120,5 +124,12 @@ for k, v in runs.items():
     if k not in ("anchor",):
         cpu = f"  user {statistics.median(u for _, u, _, _ in v):.1f} / sys {statistics.median(s for _, _, s, _ in v):.1f} s, peak {max(r for *_, r in v) // 1024} MB"
     print(f"  {k:15} {med[k]:8.2f}  [{each}]  {med[k] / med['anchor']:.3f}x anchor{cpu}")
+# The overlap: how close a build's wall time comes to its CPU time spread over the CPUs.
+import os
+n = os.cpu_count() or 1
+for k in ("cold", "baseline-cold"):
+    if k in runs:
+        floor = statistics.median((u + s_) / n for _, u, s_, _ in runs[k])
+        print(f"  {k}: (user + sys) / {n} CPUs = {floor:.2f} s; wall {med[k]:.2f} s = {med[k] / floor:.3f}x that")
 PY
 }

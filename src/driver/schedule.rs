@@ -105,7 +105,7 @@ pub(super) fn run(ctx: &Ctx<'_>, obs: &mut dyn Observer) -> Result<Ran, BuildErr
                 let mine: Vec<usize> = (0..wheels.len())
                     .filter(|w| names.contains(&wheels[*w].name))
                     .collect();
-                let need_facts = derived.get().is_none()
+                let need_facts = lp.produces.contains(&Need::Derived)
                     && mine
                         .iter()
                         .any(|w| !facts_known(&wheels[*w].name, &libraries, &headers));
@@ -250,7 +250,7 @@ pub(super) fn run(ctx: &Ctx<'_>, obs: &mut dyn Observer) -> Result<Ran, BuildErr
                             .get()
                             .map(|d| d.loader.found.iter().map(|(p, _)| p.clone()).collect());
                         let write = layers[i].is_none();
-                        let facts = derived.get().is_none();
+                        let facts = plan.layers[i].produces.contains(&Need::Derived);
                         s.spawn(move || {
                             let mut rec = Recorded::default();
                             let job_spec = WheelJob {

@@ -211,6 +211,9 @@ pub struct LayerJob {
     pub key: Option<Digest>,
     /// What must be known before the job runs.
     pub needs: Vec<Need>,
+    /// What the job produces towards a need of other jobs: a wheel job of a plan that lacks
+    /// some wheels' libraries or METADATA produces them for [`Need::Derived`].
+    pub produces: Vec<Need>,
 }
 
 /// The layer plan's former name.
@@ -375,6 +378,7 @@ pub fn plan(
                 .rootfs_identity
                 .map(|id| keys::tarball_key(id, *allow_special_files, profile, lopts)),
             needs: Vec::new(),
+            produces: Vec::new(),
         }),
         Base::Apt(spec) => {
             let f = facts
@@ -399,6 +403,7 @@ pub fn plan(
             passes: Vec::new(),
             key: None,
             needs: Vec::new(),
+            produces: Vec::new(),
         });
     }
     let mut image = ImagePlan {
@@ -468,6 +473,7 @@ pub fn plan(
             passes: Vec::new(),
             key: None,
             needs: Vec::new(),
+            produces: Vec::new(),
         });
         let mut libraries = expectation::deb_library_expectations(&cuda_debs);
         if let Some(p) = &python {
@@ -493,6 +499,7 @@ pub fn plan(
             passes: Vec::new(),
             key: None,
             needs: Vec::new(),
+            produces: Vec::new(),
         });
     }
     let late = Late {
@@ -521,7 +528,12 @@ pub fn plan(
         strip_rules.unused = d.loader.unused.clone();
     }
     if let Some((p, at)) = wheel_layers {
-        let jobs = plan_wheels(profile, p, &strip_rules.unused, &device_code_gpus, lopts)?;
+        let mut jobs = plan_wheels(profile, p, &strip_rules.unused, &device_code_gpus, lopts)?;
+        if derived.is_none() {
+            for j in &mut jobs {
+                j.produces = vec![Need::Derived];
+            }
+        }
         layers.splice(at..at, jobs);
     }
     if let Some(d) = &derived {
@@ -541,6 +553,7 @@ pub fn plan(
             strip: Vec::new(),
             passes: Vec::new(),
             needs: late_needs,
+            produces: Vec::new(),
         });
     }
     Ok(Plan {
@@ -591,6 +604,7 @@ fn plan_apt(
             )),
             // The one install writes `ld.so.cache` with the wheels' libraries.
             needs: needs.to_vec(),
+            produces: Vec::new(),
         });
     }
     layers.push(LayerJob {
@@ -601,6 +615,7 @@ fn plan_apt(
         // `Derived::metadata_key`.
         key: None,
         needs: needs.to_vec(),
+        produces: Vec::new(),
     });
     let install = AptInstall {
         spec: source_specs::apt_packages(spec, &profile.dir),
@@ -659,6 +674,7 @@ fn plan_wheels(
             passes: TreePass::for_wheels(&profile.strip, device_code_gpus),
             key: Some(key),
             needs: Vec::new(),
+            produces: Vec::new(),
         });
     }
     Ok(layers)
