@@ -315,8 +315,17 @@ fn facts_the_wheel_jobs_produce_complete_the_plan_as_if_it_had_them() {
         assert_eq!(b.needs.contains(&Need::Derived), waits, "{}", b.component);
         // The wheel jobs produce what they wait for; a complete plan's jobs produce nothing.
         let produces = matches!(b.inputs, Inputs::Wheels { .. });
-        assert_eq!(b.produces.contains(&Need::Derived), produces, "{}", b.component);
-        assert!(a.produces.is_empty() && a.needs.is_empty(), "{}", a.component);
+        assert_eq!(
+            b.produces.contains(&Need::Derived),
+            produces,
+            "{}",
+            b.component
+        );
+        assert!(
+            a.produces.is_empty() && a.needs.is_empty(),
+            "{}",
+            a.component
+        );
         match b.inputs {
             Inputs::AptMetadata | Inputs::Sbom => assert_eq!(b.key, None),
             _ => assert_eq!(a.key, b.key, "{}", b.component),
