@@ -65,12 +65,32 @@ fn owners(
     out
 }
 
-/// `opts` with what the wheels add for the loader (the plan's [`crate::plan::Loader`]).
-fn loader_options(mut opts: AptOptions, loader: &Loader) -> AptOptions {
-    opts.loader = apt::LoaderExtra {
+/// The loader's view of the wheels' libraries for an install: known, or to be waited for.
+pub enum AptLoader<'a> {
+    Known(&'a Loader),
+    Later(&'a std::sync::Arc<super::gate::Gate>),
+}
+
+/// What the wheels add for the loader, in the sources' terms.
+fn extra(loader: &Loader) -> apt::LoaderExtra {
+    apt::LoaderExtra {
         conf: loader.conf.clone(),
         libraries: loader.found.clone(),
-    };
+    }
+}
+
+/// `opts` with what the wheels add for the loader (the plan's [`crate::plan::Loader`]), or the
+/// wait for it.
+fn loader_options(mut opts: AptOptions, loader: &AptLoader<'_>) -> AptOptions {
+    match loader {
+        AptLoader::Known(l) => opts.loader = extra(l),
+        AptLoader::Later(g) => {
+            let g = (*g).clone();
+            opts.loader_later = Some(apt::LoaderLater(std::sync::Arc::new(move || {
+                g.wait().map(|l| extra(&l))
+            })));
+        }
+    }
     opts
 }
 
@@ -170,7 +190,7 @@ pub struct AptLayers {
 #[allow(clippy::too_many_arguments)]
 pub fn install_and_split(
     install: &AptInstall,
-    loader: &Loader,
+    loader: AptLoader<'_>,
     rules: &Rules,
     platform: &Platform,
     opts: &BuildOptions,
@@ -206,7 +226,7 @@ pub fn install_and_split(
         &install.architecture,
         &loader_options(
             apt_options(&opts.cache_root, opts.offline, &opts.trust),
-            loader,
+            &loader,
         ),
         Some(&install.packages),
         &|package: &str| {
@@ -227,6 +247,17 @@ pub fn install_and_split(
     let installed = match (installed, failed) {
         (Err(apt::AptError::Consumer { .. }), Some(e)) => return Err(e),
         (r, _) => r?,
+    };
+    // Known by now: the install waited for it before writing `ld.so.cache`.
+    let waited;
+    let loader = match loader {
+        AptLoader::Known(l) => l,
+        AptLoader::Later(g) => {
+            waited = g.wait().ok_or(BuildError::Internal(
+                "the apt install ended before the wheels' libraries were known",
+            ))?;
+            &*waited
+        }
     };
     check_libraries(&installed, loader)?;
     check_needs(&installed, loader, obs);

@@ -14,7 +14,7 @@ use crate::expect::DEFAULT_PATH;
 use crate::layer::{self, LayerBlob};
 use crate::observe::Observer;
 use crate::passes::{self, PassContext};
-use crate::plan::{Inputs, Loader};
+use crate::plan::Inputs;
 use crate::sbom::SBOM_PATH;
 use crate::sources::files::Files;
 use crate::sources::pinned_wheels::FetchedWheel;
@@ -51,7 +51,7 @@ pub(super) struct Done {
 /// components of the others are `cached`).
 pub(super) fn apt_layers(
     ctx: &Ctx<'_>,
-    loader: &Loader,
+    loader: apt::AptLoader<'_>,
     indices: &[usize],
     cached: &BTreeSet<String>,
     obs: &mut dyn Observer,
@@ -99,8 +99,7 @@ pub(super) fn apt_layers(
                 let tree = made.trees.remove(component).unwrap_or_else(|| {
                     Tree::new(format!("`the apt packages` layer `{component}`"))
                 });
-                let (blob, cached) =
-                    layer::write_layer(component, &tree, ctx.opts.layer_options(), ctx.cache, obs)?;
+                let (blob, cached) = write(ctx, component, &tree, obs)?;
                 machines::remember(ctx.cache, component, &blob, &tree)?;
                 (blob, cached)
             }
@@ -192,8 +191,7 @@ pub(super) fn wheel_layer<'s, 'e>(
             },
             obs,
         )?;
-        let (mut blob, cached) =
-            layer::write_layer(component, &tree, ctx.opts.layer_options(), ctx.cache, obs)?;
+        let (mut blob, cached) = write(ctx, component, &tree, obs)?;
         machines::remember(ctx.cache, component, &blob, &tree)?;
         // Unlinking thousands of files waits on the file system for seconds; the next job
         // need not wait for it (the scope joins it before the build ends).
@@ -313,8 +311,7 @@ pub(super) fn other_layer(
             ))
         }
     };
-    let (mut blob, cached) =
-        layer::write_layer(component, &tree, ctx.opts.layer_options(), ctx.cache, obs)?;
+    let (mut blob, cached) = write(ctx, component, &tree, obs)?;
     machines::remember(ctx.cache, component, &blob, &tree)?;
     applied.add_sizes(&mut blob.sizes);
     Ok(Done {
@@ -327,4 +324,25 @@ pub(super) fn other_layer(
         }],
         ..Done::default()
     })
+}
+
+/// Write `tree` as the layer `component`, one layer at a time (each layer's compressor uses
+/// every CPU already; two at once would only hold two sets of buffers).
+fn write(
+    ctx: &Ctx<'_>,
+    component: &str,
+    tree: &Tree,
+    obs: &mut dyn Observer,
+) -> Result<(LayerBlob, bool), BuildError> {
+    let _one = ctx
+        .writing
+        .lock()
+        .map_err(|_| BuildError::Internal("a layer write panicked"))?;
+    Ok(layer::write_layer(
+        component,
+        tree,
+        ctx.opts.layer_options(),
+        ctx.cache,
+        obs,
+    )?)
 }

@@ -19,6 +19,7 @@
 use std::path::PathBuf;
 
 mod apt;
+mod gate;
 mod generated;
 mod jobs;
 mod machines;
@@ -272,6 +273,7 @@ pub fn execute(
         python,
         cache: &cache,
         scratch: &scratch,
+        writing: std::sync::Mutex::new(()),
     };
     let ran = schedule::run(&ctx, obs)?;
     finish(plan, opts, replace, &cache, ran, obs)

@@ -14,6 +14,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::mpsc;
 
+use super::apt::AptLoader;
+use super::gate::Gate;
 use super::jobs::{self, Done, WheelJob};
 use super::{check_over_lower, is_apt, BuildError, BuildOptions};
 use crate::cache::Cache;
@@ -33,6 +35,8 @@ pub(super) struct Ctx<'a> {
     pub python: Option<&'a PythonRequest>,
     pub cache: &'a Cache,
     pub scratch: &'a Staged,
+    /// Held while a layer is written: one at a time (`jobs.rs`).
+    pub writing: std::sync::Mutex<()>,
 }
 
 /// What the loop made: the image's layers in order, the ones reused (component, digest,
@@ -57,7 +61,7 @@ enum Job {
 enum Event {
     Arrived(usize, FetchedWheel),
     Fetched(Result<(), BuildError>, Recorded),
-    Done(Result<Done, BuildError>, Recorded),
+    Done(Job, Result<Done, BuildError>, Recorded),
 }
 
 /// Run every job of `ctx.plan`.
@@ -131,196 +135,225 @@ pub(super) fn run(ctx: &Ctx<'_>, obs: &mut dyn Observer) -> Result<Ran, BuildErr
             }
         }
     }
+    // The biggest wheel first: its layer, the longest job, starts while the others download.
+    fetch.sort_by_key(|w| std::cmp::Reverse(wheels[*w].size));
     let mut arrived: HashMap<usize, FetchedWheel> = HashMap::new();
     let mut fetching = !fetch.is_empty();
+    // The apt install may begin before the wheels' libraries are known, when another job can
+    // run beside it: it waits for them only to write `ld.so.cache` (`gate.rs`).
+    let gate = std::sync::Arc::new(Gate::default());
+    let mut apt_running = false;
     // Trees to check against the layers below them, and what strip removed unprotected.
     let mut checks: BTreeMap<usize, crate::assemble::Tree> = BTreeMap::new();
     let mut unprotected: Vec<BTreeSet<String>> = Vec::new();
     let jobs = ctx.opts.jobs.max(1);
     std::thread::scope(|s| -> Result<(), BuildError> {
-        let (tx, rx) = mpsc::channel::<Event>();
-        if fetching {
-            let request = ctx.python.ok_or(BuildError::Internal(
-                "a python-packages layer was planned without its request",
-            ))?;
-            let pins: Vec<PinnedWheel> = fetch
-                .iter()
-                .map(|w| PinnedWheel::from(&wheels[*w]))
-                .collect();
-            let tx = tx.clone();
-            let order = fetch.clone();
-            let (cache, offline) = (ctx.cache, ctx.opts.offline);
-            s.spawn(move || {
-                let mut rec = Recorded::default();
-                let each = |i: usize, f: FetchedWheel| {
-                    if let Some(w) = order.get(i) {
-                        let _ = tx.send(Event::Arrived(*w, f));
-                    }
-                };
-                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    pypi::fetch_each(&pins, request, cache, &mut rec, offline, &each)
-                }));
-                let r = match r {
-                    Ok(r) => r.map(|_| ()).map_err(BuildError::from),
-                    Err(_) => Err(BuildError::Internal("the wheel downloads panicked")),
-                };
-                let _ = tx.send(Event::Fetched(r, rec));
-            });
-        }
-        let mut running = 0usize;
-        loop {
-            if derived.get().is_none()
-                && wheels
+        let r = (|| -> Result<(), BuildError> {
+            let (tx, rx) = mpsc::channel::<Event>();
+            if fetching {
+                let request = ctx.python.ok_or(BuildError::Internal(
+                    "a python-packages layer was planned without its request",
+                ))?;
+                let pins: Vec<PinnedWheel> = fetch
                     .iter()
-                    .all(|w| facts_known(&w.name, &libraries, &headers))
-            {
-                let d = plan.late.complete(&libraries, &headers)?;
-                check_unprotected(&unprotected, &d)?;
-                unprotected.clear();
-                for (i, lp) in plan.layers.iter().enumerate() {
-                    let key = match lp.inputs {
-                        Inputs::AptMetadata => d.metadata_key,
-                        Inputs::Sbom => Some(d.sbom_key),
-                        _ => None,
+                    .map(|w| PinnedWheel::from(&wheels[*w]))
+                    .collect();
+                let tx = tx.clone();
+                let order = fetch.clone();
+                let (cache, offline) = (ctx.cache, ctx.opts.offline);
+                s.spawn(move || {
+                    let mut rec = Recorded::default();
+                    let each = |i: usize, f: FetchedWheel| {
+                        if let Some(w) = order.get(i) {
+                            let _ = tx.send(Event::Arrived(*w, f));
+                        }
                     };
-                    if let Some(blob) = key.and_then(|k| layer::lookup(ctx.cache, &k, obs)) {
-                        if matches!(lp.inputs, Inputs::Sbom) {
-                            waiting.remove(&Job::Other(i));
-                            layers[i] = Some((blob, true));
-                        } else {
-                            found[i] = Some(blob);
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        pypi::fetch_each(&pins, request, cache, &mut rec, offline, &each)
+                    }));
+                    let r = match r {
+                        Ok(r) => r.map(|_| ()).map_err(BuildError::from),
+                        Err(_) => Err(BuildError::Internal("the wheel downloads panicked")),
+                    };
+                    let _ = tx.send(Event::Fetched(r, rec));
+                });
+            }
+            let mut running = 0usize;
+            loop {
+                if derived.get().is_none()
+                    && wheels
+                        .iter()
+                        .all(|w| facts_known(&w.name, &libraries, &headers))
+                {
+                    let d = plan.late.complete(&libraries, &headers)?;
+                    check_unprotected(&unprotected, &d)?;
+                    unprotected.clear();
+                    for (i, lp) in plan.layers.iter().enumerate() {
+                        let key = match lp.inputs {
+                            Inputs::AptMetadata => d.metadata_key,
+                            Inputs::Sbom => Some(d.sbom_key),
+                            _ => None,
+                        };
+                        if let Some(blob) = key.and_then(|k| layer::lookup(ctx.cache, &k, obs)) {
+                            if matches!(lp.inputs, Inputs::Sbom) {
+                                waiting.remove(&Job::Other(i));
+                                layers[i] = Some((blob, true));
+                            } else {
+                                found[i] = Some(blob);
+                            }
                         }
                     }
+                    gate.set(std::sync::Arc::new(d.loader.clone()));
+                    let _ = derived.set(d);
                 }
-                let _ = derived.set(d);
-            }
-            let ready: Vec<Job> = waiting
-                .iter()
-                .copied()
-                .filter(|j| match j {
-                    Job::Apt => derived.get().is_some(),
-                    Job::Wheels(i) => wants
-                        .get(i)
-                        .is_some_and(|ws| ws.iter().all(|w| arrived.contains_key(w))),
-                    Job::Other(i) => {
-                        !plan.layers[*i].needs.contains(&Need::Derived) || derived.get().is_some()
+                let ready: Vec<Job> = waiting
+                    .iter()
+                    .copied()
+                    .filter(|j| match j {
+                        Job::Apt => derived.get().is_some() || jobs >= 2,
+                        Job::Wheels(i) => wants
+                            .get(i)
+                            .is_some_and(|ws| ws.iter().all(|w| arrived.contains_key(w))),
+                        Job::Other(i) => {
+                            !plan.layers[*i].needs.contains(&Need::Derived)
+                                || derived.get().is_some()
+                        }
+                    })
+                    .collect();
+                for job in ready {
+                    // An apt install begun early mostly waits: it leaves its slot to the wheels.
+                    if running - usize::from(apt_running) >= jobs {
+                        break;
                     }
-                })
-                .collect();
-            for job in ready {
-                if running >= jobs {
+                    waiting.remove(&job);
+                    let tx = tx.clone();
+                    let spawned = match job {
+                        Job::Apt => {
+                            let apt: Vec<usize> = (0..n)
+                                .filter(|i| is_apt(&plan.layers[*i]) && found[*i].is_none())
+                                .collect();
+                            for i in (0..n).filter(|i| is_apt(&plan.layers[*i])) {
+                                if let Some(blob) = found[i].take() {
+                                    layers[i] = Some((blob, true));
+                                }
+                            }
+                            if apt.is_empty() {
+                                continue;
+                            }
+                            let cached: BTreeSet<String> = (0..n)
+                                .filter(|i| is_apt(&plan.layers[*i]) && layers[*i].is_some())
+                                .map(|i| plan.layers[i].component.clone())
+                                .collect();
+                            let loader = match derived.get() {
+                                Some(d) => AptLoader::Known(&d.loader),
+                                None => AptLoader::Later(&gate),
+                            };
+                            apt_running = true;
+                            s.spawn(move || {
+                                let mut rec = Recorded::default();
+                                let r = guarded(|| {
+                                    jobs::apt_layers(ctx, loader, &apt, &cached, &mut rec)
+                                });
+                                let _ = tx.send(Event::Done(job, r, rec));
+                            })
+                        }
+                        Job::Wheels(i) => {
+                            let files: Vec<FetchedWheel> = wants
+                                .get(&i)
+                                .map(|ws| {
+                                    ws.iter().filter_map(|w| arrived.get(w).cloned()).collect()
+                                })
+                                .unwrap_or_default();
+                            let protect: Option<HashSet<String>> = derived
+                                .get()
+                                .map(|d| d.loader.found.iter().map(|(p, _)| p.clone()).collect());
+                            let write = layers[i].is_none();
+                            let facts = plan.layers[i].produces.contains(&Need::Derived);
+                            s.spawn(move || {
+                                let mut rec = Recorded::default();
+                                let job_spec = WheelJob {
+                                    index: i,
+                                    files,
+                                    write,
+                                    protect: protect.as_ref(),
+                                    facts,
+                                };
+                                let r = guarded(|| jobs::wheel_layer(ctx, &job_spec, s, &mut rec));
+                                let _ = tx.send(Event::Done(job, r, rec));
+                            })
+                        }
+                        Job::Other(i) => {
+                            let sbom = derived.get().map(|d| d.sbom.clone());
+                            s.spawn(move || {
+                                let mut rec = Recorded::default();
+                                let r = guarded(|| {
+                                    jobs::other_layer(ctx, i, sbom.as_deref(), &mut rec)
+                                });
+                                let _ = tx.send(Event::Done(job, r, rec));
+                            })
+                        }
+                    };
+                    drop(spawned);
+                    running += 1;
+                }
+                if waiting.is_empty() && running == 0 && !fetching {
                     break;
                 }
-                waiting.remove(&job);
-                let tx = tx.clone();
-                let spawned = match job {
-                    Job::Apt => {
-                        let apt: Vec<usize> = (0..n)
-                            .filter(|i| is_apt(&plan.layers[*i]) && found[*i].is_none())
-                            .collect();
-                        for i in (0..n).filter(|i| is_apt(&plan.layers[*i])) {
-                            if let Some(blob) = found[i].take() {
-                                layers[i] = Some((blob, true));
+                let producing = waiting.iter().any(|j| matches!(j, Job::Wheels(_)))
+                    || running > usize::from(apt_running)
+                    || fetching;
+                if (running == 0 && !fetching && !waiting.is_empty())
+                    || (derived.get().is_none() && !producing)
+                {
+                    return Err(BuildError::Internal(
+                        "the build's jobs wait for facts no job produces",
+                    ));
+                }
+                let event = rx
+                    .recv()
+                    .map_err(|_| BuildError::Internal("the build's jobs stopped reporting"))?;
+                match event {
+                    Event::Arrived(w, f) => {
+                        arrived.insert(w, f);
+                    }
+                    Event::Fetched(r, rec) => {
+                        rec.replay(obs);
+                        r?;
+                        fetching = false;
+                    }
+                    Event::Done(job, r, rec) => {
+                        running -= 1;
+                        if job == Job::Apt {
+                            apt_running = false;
+                        }
+                        rec.replay(obs);
+                        let done = r?;
+                        libraries.extend(done.libraries);
+                        headers.extend(done.headers);
+                        for w in done.written {
+                            if let Some(t) = w.check {
+                                checks.insert(w.index, t);
+                            }
+                            if let Some(u) = w.unprotected {
+                                match derived.get() {
+                                    Some(d) => check_unprotected(&[u], d)?,
+                                    None => unprotected.push(u),
+                                }
+                            }
+                            if let Some(slot) = layers.get_mut(w.index) {
+                                *slot = Some((w.blob, w.cached));
                             }
                         }
-                        if apt.is_empty() {
-                            continue;
-                        }
-                        let cached: BTreeSet<String> = (0..n)
-                            .filter(|i| is_apt(&plan.layers[*i]) && layers[*i].is_some())
-                            .map(|i| plan.layers[i].component.clone())
-                            .collect();
-                        let loader = &derived
-                            .get()
-                            .ok_or(BuildError::Internal("the apt job ran before the loader"))?
-                            .loader;
-                        s.spawn(move || {
-                            let mut rec = Recorded::default();
-                            let r =
-                                guarded(|| jobs::apt_layers(ctx, loader, &apt, &cached, &mut rec));
-                            let _ = tx.send(Event::Done(r, rec));
-                        })
-                    }
-                    Job::Wheels(i) => {
-                        let files: Vec<FetchedWheel> = wants
-                            .get(&i)
-                            .map(|ws| ws.iter().filter_map(|w| arrived.get(w).cloned()).collect())
-                            .unwrap_or_default();
-                        let protect: Option<HashSet<String>> = derived
-                            .get()
-                            .map(|d| d.loader.found.iter().map(|(p, _)| p.clone()).collect());
-                        let write = layers[i].is_none();
-                        let facts = plan.layers[i].produces.contains(&Need::Derived);
-                        s.spawn(move || {
-                            let mut rec = Recorded::default();
-                            let job_spec = WheelJob {
-                                index: i,
-                                files,
-                                write,
-                                protect: protect.as_ref(),
-                                facts,
-                            };
-                            let r = guarded(|| jobs::wheel_layer(ctx, &job_spec, s, &mut rec));
-                            let _ = tx.send(Event::Done(r, rec));
-                        })
-                    }
-                    Job::Other(i) => {
-                        let sbom = derived.get().map(|d| d.sbom.clone());
-                        s.spawn(move || {
-                            let mut rec = Recorded::default();
-                            let r =
-                                guarded(|| jobs::other_layer(ctx, i, sbom.as_deref(), &mut rec));
-                            let _ = tx.send(Event::Done(r, rec));
-                        })
-                    }
-                };
-                drop(spawned);
-                running += 1;
-            }
-            if waiting.is_empty() && running == 0 && !fetching {
-                break;
-            }
-            if running == 0 && !fetching && !waiting.is_empty() {
-                return Err(BuildError::Internal(
-                    "the build's jobs wait for facts no job produces",
-                ));
-            }
-            let event = rx
-                .recv()
-                .map_err(|_| BuildError::Internal("the build's jobs stopped reporting"))?;
-            match event {
-                Event::Arrived(w, f) => {
-                    arrived.insert(w, f);
-                }
-                Event::Fetched(r, rec) => {
-                    rec.replay(obs);
-                    r?;
-                    fetching = false;
-                }
-                Event::Done(r, rec) => {
-                    running -= 1;
-                    rec.replay(obs);
-                    let done = r?;
-                    libraries.extend(done.libraries);
-                    headers.extend(done.headers);
-                    for w in done.written {
-                        if let Some(t) = w.check {
-                            checks.insert(w.index, t);
-                        }
-                        if let Some(u) = w.unprotected {
-                            match derived.get() {
-                                Some(d) => check_unprotected(&[u], d)?,
-                                None => unprotected.push(u),
-                            }
-                        }
-                        if let Some(slot) = layers.get_mut(w.index) {
-                            *slot = Some((w.blob, w.cached));
-                        }
                     }
                 }
             }
+            Ok(())
+        })();
+        if r.is_err() {
+            // Wake an apt install waiting for the wheels' libraries: the build stopped.
+            gate.stop();
         }
-        Ok(())
+        r
     })?;
     let derived = derived.into_inner().ok_or(BuildError::Internal(
         "the build ended before its derived facts were known",

@@ -38,6 +38,7 @@ pub fn unpack_all(
     jobs: usize,
     replay: Replay<'_>,
     loader: &super::LoaderExtra,
+    later: Option<&super::LoaderLater>,
     each: &mut dyn FnMut(&UnpackedPackage<'_>) -> std::io::Result<()>,
     obs: &mut dyn Observer,
 ) -> Result<Unpacking, AptError> {
@@ -229,6 +230,18 @@ pub fn unpack_all(
             done_fixups.join("; ")
         ));
     }
+    // The wheels' libraries, where they were not known when the install began.
+    let waited;
+    let loader = match later {
+        Some(l) => {
+            waited = (l.0)().ok_or_else(|| AptError::Consumer {
+                package: "ld.so.cache".into(),
+                source: std::io::Error::other("the build stopped"),
+            })?;
+            &waited
+        }
+        None => loader,
+    };
     if let Some((path, text)) = &loader.conf {
         let p = Path::new(path);
         if let Some(dir) = p.parent() {

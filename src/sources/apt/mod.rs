@@ -95,6 +95,9 @@ pub struct AptOptions {
     pub trust: Trust,
     /// What later layers add for the loader: see [`LoaderExtra`].
     pub loader: LoaderExtra,
+    /// Where those come from when they are known only while the install runs: asked (and
+    /// waited for) just before `ld.so.cache` is written, in place of `loader`.
+    pub loader_later: Option<LoaderLater>,
     /// Which versions of some packages to take first (the stack's, for the image's CUDA line
     /// and pinned release); part of the resolution's key.
     pub prefer: Vec<Preference>,
@@ -111,6 +114,18 @@ pub struct LoaderExtra {
     pub libraries: Vec<(String, crate::elf::SharedObject)>,
 }
 
+/// The libraries later layers add, when they are known only after the install has begun (the
+/// wheels' libraries, taken as their layers are written): the call blocks until they are, and
+/// gives `None` when the build stopped instead.
+#[derive(Clone)]
+pub struct LoaderLater(pub std::sync::Arc<dyn Fn() -> Option<LoaderExtra> + Send + Sync>);
+
+impl std::fmt::Debug for LoaderLater {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LoaderLater")
+    }
+}
+
 impl AptOptions {
     pub fn new(cache_dir: impl Into<PathBuf>) -> Self {
         AptOptions {
@@ -121,6 +136,7 @@ impl AptOptions {
             limits: FetchLimits::default(),
             trust: Trust::default(),
             loader: LoaderExtra::default(),
+            loader_later: None,
             prefer: Vec::new(),
         }
     }
@@ -606,6 +622,7 @@ pub fn install_replaying(
             allowed: replayable,
         },
         &opts.loader,
+        opts.loader_later.as_ref(),
         each,
         obs,
     );
