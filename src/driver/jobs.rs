@@ -71,6 +71,19 @@ pub(super) fn apt_layers(
         .first()
         .and_then(|i| plan.layers.get(*i))
         .ok_or(BuildError::Internal("an apt job without layers"))?;
+    // The install writes its package layers while it unpacks, holding decoded packages: with
+    // the wheels' libraries known it runs as one layer write (no wheel layer is written beside
+    // it); begun early, it must not hold the writes the wheel jobs it waits for make.
+    let known = matches!(loader, apt::AptLoader::Known(_));
+    let held = if known {
+        Some(
+            ctx.writing
+                .lock()
+                .map_err(|_| BuildError::Internal("a layer write panicked"))?,
+        )
+    } else {
+        None
+    };
     let mut made = apt::install_and_split(
         install,
         loader,
@@ -99,7 +112,16 @@ pub(super) fn apt_layers(
                 let tree = made.trees.remove(component).unwrap_or_else(|| {
                     Tree::new(format!("`the apt packages` layer `{component}`"))
                 });
-                let (blob, cached) = write(ctx, component, &tree, obs)?;
+                let (blob, cached) = match &held {
+                    Some(_) => layer::write_layer(
+                        component,
+                        &tree,
+                        ctx.opts.layer_options(),
+                        ctx.cache,
+                        obs,
+                    )?,
+                    None => write(ctx, component, &tree, obs)?,
+                };
                 machines::remember(ctx.cache, component, &blob, &tree)?;
                 (blob, cached)
             }

@@ -28,6 +28,12 @@ use crate::sources::pinned_wheels::{FetchedWheel, PinnedWheel};
 use crate::sources::pypi::{self, PythonRequest};
 use crate::staging::Staged;
 
+/// From how many job slots on the apt install begins beside the wheel jobs: its decoding
+/// holds packages in memory (`sources::apt` decode window), and on two CPUs, beside a wheel
+/// layer being written and the next being installed, it took the cold PyTorch build from
+/// about 180 MB to 270 MB for no gain in time (BENCHMARKS.md).
+const EARLY_APT_JOBS: usize = 3;
+
 /// What every job reads.
 pub(super) struct Ctx<'a> {
     pub plan: &'a Plan,
@@ -139,8 +145,8 @@ pub(super) fn run(ctx: &Ctx<'_>, obs: &mut dyn Observer) -> Result<Ran, BuildErr
     fetch.sort_by_key(|w| std::cmp::Reverse(wheels[*w].size));
     let mut arrived: HashMap<usize, FetchedWheel> = HashMap::new();
     let mut fetching = !fetch.is_empty();
-    // The apt install may begin before the wheels' libraries are known, when another job can
-    // run beside it: it waits for them only to write `ld.so.cache` (`gate.rs`).
+    // The apt install may begin before the wheels' libraries are known, with room for it:
+    // it waits for them only to write `ld.so.cache` (`gate.rs`).
     let gate = std::sync::Arc::new(Gate::default());
     let mut apt_running = false;
     // Trees to check against the layers below them, and what strip removed unprotected.
@@ -210,7 +216,7 @@ pub(super) fn run(ctx: &Ctx<'_>, obs: &mut dyn Observer) -> Result<Ran, BuildErr
                     .iter()
                     .copied()
                     .filter(|j| match j {
-                        Job::Apt => derived.get().is_some() || jobs >= 2,
+                        Job::Apt => derived.get().is_some() || jobs >= EARLY_APT_JOBS,
                         Job::Wheels(i) => wants
                             .get(i)
                             .is_some_and(|ws| ws.iter().all(|w| arrived.contains_key(w))),
