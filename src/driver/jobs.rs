@@ -233,10 +233,7 @@ pub(super) fn wheel_layer<'s, 'e>(
         done.libraries =
             wheel::facts::taken_libraries(&wheels, &job.files, &install.python, &taps, ctx.cache)
                 .map_err(BuildError::from)?;
-        let mut recorded = wheel::facts::recorded_headers(
-            ctx.cache,
-            &wheels.iter().map(|w| (*w).clone()).collect::<Vec<_>>(),
-        );
+        let mut recorded = wheel::facts::recorded_headers(ctx.cache, wheels.iter().copied());
         for (w, f) in wheels.iter().zip(&job.files) {
             let headers = match recorded.remove(&w.name) {
                 Some(h) => h,

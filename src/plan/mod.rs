@@ -216,9 +216,6 @@ pub struct LayerJob {
     pub produces: Vec<Need>,
 }
 
-/// The layer plan's former name.
-pub type LayerPlan = LayerJob;
-
 #[derive(Debug, Clone)]
 pub enum Inputs {
     /// `base.rootfs`: a tarball or a directory.

@@ -18,7 +18,7 @@ impl super::Plan {
     /// The strip rules of layer `lp`: the catalog's, and for a wheel layer of a build that
     /// compiles `.pyc`, the tag `python-caches` keeps (only the wheel layers' `.pyc` are
     /// gpuimg's; their key holds the compiler, the other layers' does not).
-    pub fn strip_rules_for(&self, lp: &super::LayerPlan) -> Rules {
+    pub fn strip_rules_for(&self, lp: &super::LayerJob) -> Rules {
         let mut rules = self.strip_rules.clone();
         if matches!(lp.inputs, super::Inputs::Wheels { .. }) {
             rules.compiled_tag = compiled_tag(self.python.as_ref());

@@ -69,7 +69,7 @@ fn headers_key(w: &LockedWheel) -> Digest {
 /// does not vouch for, or that does not parse, is not taken), and the wheels it has not.
 fn recorded<'w, T: serde::de::DeserializeOwned>(
     cache: &Cache,
-    wheels: &'w [LockedWheel],
+    wheels: impl IntoIterator<Item = &'w LockedWheel>,
     key: impl Fn(&LockedWheel) -> Digest,
 ) -> (BTreeMap<String, T>, Vec<&'w LockedWheel>) {
     let mut out = BTreeMap::new();
@@ -101,9 +101,9 @@ pub fn recorded_libraries(
 }
 
 /// The SBOM headers the cache has recorded, by wheel name.
-pub fn recorded_headers(
+pub fn recorded_headers<'w>(
     cache: &Cache,
-    wheels: &[LockedWheel],
+    wheels: impl IntoIterator<Item = &'w LockedWheel>,
 ) -> BTreeMap<String, Vec<(String, String)>> {
     recorded(cache, wheels, headers_key).0
 }
