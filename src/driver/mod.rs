@@ -26,6 +26,7 @@ mod machines;
 mod python;
 mod schedule;
 mod stream;
+mod write_slots;
 
 pub use apt::apt_options;
 
@@ -88,11 +89,24 @@ pub struct BuildOptions {
     pub jobs: usize,
 }
 
+/// At most this many layers are written at once, each compressor with its share of the
+/// CPUs: one layer's serial work (reading and inflating its wheels, tar, hashing) then overlaps
+/// the other's compression, where one layer at a time with every CPU left them idle at each
+/// serial step. Two, not more: each write holds its compressor's buffers (BENCHMARKS.md, the
+/// cold PyTorch build: 1.23x its CPU floor with one, 1.14x with two, at the same peak memory).
+const WRITE_SLOTS: usize = 2;
+
 impl BuildOptions {
+    /// How many layers are written at once: [`WRITE_SLOTS`], no more than `--jobs` allows.
+    pub fn write_slots(&self) -> usize {
+        WRITE_SLOTS.min(self.jobs).max(1)
+    }
+
     pub fn layer_options(&self) -> LayerOptions {
         LayerOptions {
             compression: self.compression,
             epoch: self.epoch,
+            threads: crate::layer::cpus().div_ceil(self.write_slots()),
         }
     }
 }
@@ -273,7 +287,7 @@ pub fn execute(
         python,
         cache: &cache,
         scratch: &scratch,
-        writing: std::sync::Mutex::new(()),
+        writing: write_slots::WriteSlots::new(opts.write_slots()),
     };
     let ran = schedule::run(&ctx, obs)?;
     finish(plan, opts, replace, &cache, ran, obs)
