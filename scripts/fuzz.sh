@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Run each fuzz target (tests/fuzz) for N seconds (default 60) from a fresh seed, one after the
-# other, and print one line per target: iterations, seconds, crashes, and what became of the
-# inputs. Failing inputs are saved under <target dir>/tmp/fuzz/crashes/<target>/; an input that
-# killed the process (hang, memory cap) is reported from <target>.current. Once fixed, copy such
-# an input into tests/fuzz/regressions/<target>/ so every test run replays it.
+# Run each fuzz target (tests/it/fuzz; its seeds and regressions in tests/fuzz) for N seconds
+# (default 60) from a fresh seed, one after the other, and print one line per target:
+# iterations, seconds, crashes, and what became of the inputs. Failing inputs are saved under
+# <target dir>/tmp/fuzz/crashes/<target>/; an input that killed the process (hang, memory cap)
+# is reported from <target>.current. Once fixed, copy such an input into
+# tests/fuzz/regressions/<target>/ so every test run replays it.
 #   GPUIMG_FUZZ_SEED=S        repeat a run (each line prints its seed)
 #   GPUIMG_FUZZ_TIMEOUT=S     seconds one input may run (default 10)
 #   GPUIMG_FUZZ_MEMORY_MB=M   heap cap of the fuzz process (default 1024)
@@ -15,13 +16,13 @@ shift || true
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(profile tarball deb release packages require elf pypi pypi_pages wheel deflate)
 out="${CARGO_TARGET_DIR:-target}/tmp/fuzz"
-cargo test --locked --test fuzz --no-run >/dev/null 2>&1 || cargo test --locked --test fuzz --no-run
+cargo test --locked --test it --no-run >/dev/null 2>&1 || cargo test --locked --test it --no-run
 failed=0
 for t in "${targets[@]}"; do
     log=$(mktemp)
     rm -f "$out/$t.current"
     set +e
-    GPUIMG_FUZZ_SECONDS=$secs cargo test --locked --test fuzz -- --exact "fuzz_$t" \
+    GPUIMG_FUZZ_SECONDS=$secs cargo test --locked --test it -- --exact "fuzz::fuzz_$t" \
         --nocapture --test-threads=1 >"$log" 2>&1
     rc=$?
     set -e
