@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# Run every test: installs the tools the tests need, then fmt, clippy and the test suite, and
-# closes with one summary line ("N passed, M failed").
+# Run every test: installs the tools the tests need, then fmt, then the test suite, compiled
+# once with clippy's lints denied (scripts/lint-rustc.sh: the lints `cargo clippy
+# --all-targets -- -D warnings` checks, without a second compilation), and closes with one
+# summary line ("N passed, M failed").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 cargo fmt --check
-cargo clippy --all-targets --locked -- -D warnings
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e
-cargo test --locked --no-fail-fast --lib --bins --tests -- --test-threads=2 2>&1 | tee "$log"
+RUSTC_WORKSPACE_WRAPPER="$PWD/scripts/lint-rustc.sh" \
+  cargo test --workspace --locked --no-fail-fast --lib --bins --tests --examples -- --test-threads=2 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 set -e
 awk '/^test result:/ { for (i = 1; i < NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
