@@ -42,12 +42,10 @@ pub mod strip;
 
 pub mod catalog;
 pub mod driver;
-pub mod expect;
 pub mod fetch;
 pub mod lock;
 pub mod resolve;
 pub mod selftest;
 pub mod sources;
-pub mod version;
 
 pub mod cli;

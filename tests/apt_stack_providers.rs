@@ -20,7 +20,7 @@ mod common;
 use std::process::Command;
 
 use common::*;
-use gpuimg::expect::{Expectation, LibraryExpectation};
+use gpuimg_expect::{Expectation, LibraryExpectation};
 
 /// What a test checks of one library in the expectation: name, soname, directory, version,
 /// provider and CUDA major.

@@ -14,7 +14,7 @@ mod common;
 use std::process::Command;
 
 use common::*;
-use gpuimg::expect::Expectation;
+use gpuimg_expect::Expectation;
 
 const PROFILE: &str = include_str!("../profiles/cuda-runtime.yaml");
 const SITE: &str = "usr/local/lib/python3.11/dist-packages";

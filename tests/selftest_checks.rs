@@ -5,7 +5,7 @@
 
 mod selftest_fixture;
 
-use gpuimg::expect::{KernelModule, SelftestLevel};
+use gpuimg_expect::{KernelModule, SelftestLevel};
 use gpuimg::selftest::{InitOutcome, LoadError, Measurements, Status, Verdict};
 use selftest_fixture::{check, failed, h200, matching, run, status, UUID};
 

@@ -20,8 +20,8 @@ use common::{fake_cuda, Sandbox};
 /// host without a GPU here as it is for the self-test.
 fn require_no_gpu() {
     let report = gpuimg::selftest::run(
-        &gpuimg::expect::Expectation::default(),
-        gpuimg::expect::SelftestLevel::Quick,
+        &gpuimg_expect::Expectation::default(),
+        gpuimg_expect::SelftestLevel::Quick,
         &std::collections::BTreeMap::new(),
     );
     assert_eq!(

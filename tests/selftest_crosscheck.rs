@@ -9,7 +9,7 @@ mod selftest_fixture;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use gpuimg::expect::{Expectation, SelftestLevel};
+use gpuimg_expect::{Expectation, SelftestLevel};
 use gpuimg::selftest::{
     memory_agrees, normalize_pci_bus_id, pair, report_from, Because, CudaDeviceResult, InitOutcome,
     MatchedBy, Measurements, MigDevice, Report, Status, Verdict, MEMORY_TOLERANCE_MIB,

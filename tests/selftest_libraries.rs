@@ -4,7 +4,7 @@
 
 mod selftest_fixture;
 
-use gpuimg::expect::{DeviceCode, Expectation, LibraryExpectation, SelftestLevel, VersionCall};
+use gpuimg_expect::{DeviceCode, Expectation, LibraryExpectation, SelftestLevel, VersionCall};
 use gpuimg::selftest::{LibraryProbe, Measurements, Status, Verdict};
 use selftest_fixture::{check, failed, h200, matching, run, status};
 

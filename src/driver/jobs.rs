@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::schedule::Ctx;
 use super::{apt, generated, machines, python, BuildError};
 use crate::assemble::{DataSource, Tree};
-use crate::expect::DEFAULT_PATH;
+use gpuimg_expect::DEFAULT_PATH;
 use crate::layer::{self, LayerBlob};
 use crate::observe::Observer;
 use crate::passes::{self, PassContext};

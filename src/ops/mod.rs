@@ -20,7 +20,7 @@ pub mod verify;
 
 use crate::catalog::CatalogError;
 use crate::driver::BuildError;
-use crate::expect::ExpectError;
+use gpuimg_expect::ExpectError;
 use crate::lock::LockError;
 use crate::plan::PlanError;
 use crate::profile::ProfileError;

@@ -9,7 +9,7 @@ use super::known::Reach;
 use super::settle::{self, Settle};
 use super::OpsError;
 use crate::catalog::Catalog;
-use crate::expect::Expectation;
+use gpuimg_expect::Expectation;
 use crate::lock;
 use crate::observe::Observer;
 

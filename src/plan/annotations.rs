@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::expect::KernelModule;
+use gpuimg_expect::KernelModule;
 use crate::image::annotations::*;
 use crate::resolve::Resolution;
 

@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use super::Verdict;
-use crate::expect::{Expectation, OnFailure, SelftestLevel, DEFAULT_PATH};
+use gpuimg_expect::{Expectation, OnFailure, SelftestLevel, DEFAULT_PATH};
 
 #[derive(Debug, Parser)]
 #[command(

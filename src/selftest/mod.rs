@@ -49,8 +49,8 @@ pub use require::{
     evaluate as evaluate_require, requirements, InvalidRequirement, Outcome, RequireFacts,
 };
 
-use crate::expect::Expectation;
-use crate::expect::SelftestLevel;
+use gpuimg_expect::Expectation;
+use gpuimg_expect::SelftestLevel;
 
 /// Probe this host at `level` and check it against `expect`; `env` is the process environment
 /// (for `NVIDIA_REQUIRE_*`).
