@@ -5,9 +5,9 @@
 use std::collections::BTreeMap;
 
 use crate::catalog::{wheel_libraries, LibraryTableError};
-use gpuimg_expect::{Choices, DeviceCode, Expectation, HostFacts, LibraryExpectation};
 use crate::profile::Profile;
 use crate::resolve::Resolution;
+use gpuimg_expect::{Choices, DeviceCode, Expectation, HostFacts, LibraryExpectation};
 
 /// The expectation of an image that carries `libraries` and `device_code` (the image's own
 /// contents; `expectation` alone is what `verify-host` checks of a profile).

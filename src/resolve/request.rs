@@ -270,7 +270,10 @@ impl Request {
 
 /// The releases the catalog lists for `comp`, where every candidate of the search is one of
 /// them (cuDNN and NCCL are also reached through a framework's pins: not checked here).
-fn known_versions(catalog: &Catalog, comp: Component) -> Option<Vec<gpuimg_expect::version::Version>> {
+fn known_versions(
+    catalog: &Catalog,
+    comp: Component,
+) -> Option<Vec<gpuimg_expect::version::Version>> {
     let v: Vec<_> = match comp {
         Component::Cuda => catalog.cuda.iter().map(|r| r.version.clone()).collect(),
         Component::Python => catalog.python.iter().map(|r| r.version.clone()).collect(),
@@ -288,7 +291,8 @@ fn known_versions(catalog: &Catalog, comp: Component) -> Option<Vec<gpuimg_expec
 
 /// The known releases by major.minor, oldest first (`11.8, 12.0, …, 13.5`), at most 24 named.
 fn summarise(versions: &[gpuimg_expect::version::Version]) -> String {
-    let mut minors: Vec<gpuimg_expect::version::Version> = versions.iter().map(|v| v.truncate(2)).collect();
+    let mut minors: Vec<gpuimg_expect::version::Version> =
+        versions.iter().map(|v| v.truncate(2)).collect();
     minors.sort();
     minors.dedup();
     let shown: Vec<String> = minors.iter().map(|v| v.to_string()).collect();
