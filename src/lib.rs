@@ -1,11 +1,14 @@
 //! gpuimg: minimal, reproducible OCI images for GPU machines.
 //!
-//! The pipeline runs one way, one module per stage (ARCHITECTURE.md's module table says which
-//! may use which, and `tests/tidy.rs` holds the code to it):
+//! The root crate of the workspace: the build's orchestration and the `gpuimg` CLI on top of the
+//! crates in `crates/` (ARCHITECTURE.md's crate table says which may depend on which, its
+//! module table which module here may use which; `tests/tidy.rs` holds the code to both).
+//! The pipeline runs one way, one module per stage:
 //! `profile → resolve(catalog) → lock → plan → sources(fetch) → assemble → strip → layer →
 //! image → export`, settled and sequenced by `ops` and executed by `driver`.
 //! Only the two command lines know about terminals and argument parsing: `cli` for `gpuimg`,
-//! `selftest::cli` for `gpuimg-selftest`, with `entry` (parse, panic guard) shared by both.
+//! the crate `gpuimg-selftest` for `gpuimg-selftest`, with `gpuimg-entry` (parse, panic guard)
+//! shared by both.
 //! Exit codes come from the error types (`OpsError::exit_code`, `selftest`'s verdict).
 
 pub mod byte_size;
@@ -13,8 +16,6 @@ pub mod canonical_json;
 pub mod confined;
 pub mod digest;
 pub mod elf;
-pub mod entry;
-pub mod error_line;
 pub mod fatbin;
 pub mod file_identity;
 pub mod glob;
@@ -42,12 +43,9 @@ pub mod strip;
 
 pub mod catalog;
 pub mod driver;
-pub mod expect;
 pub mod fetch;
 pub mod lock;
 pub mod resolve;
-pub mod selftest;
 pub mod sources;
-pub mod version;
 
 pub mod cli;

@@ -4,7 +4,7 @@
 //! which alternative exists or whether the installed version fits: the apt solver and the
 //! caller's checks do.
 
-use crate::version::Version;
+use gpuimg_expect::version::Version;
 
 use super::wheels::{fill_version, record_for};
 use super::Catalog;

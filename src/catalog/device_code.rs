@@ -4,7 +4,7 @@
 //! `NVIDIA_REQUIRE_CUDA` `arch>=`, its `io.gpuimg.*` annotations and the self-test's coverage
 //! check. Must never decide compatibility: it only looks the record up.
 
-use crate::version::Version;
+use gpuimg_expect::version::Version;
 
 use super::Catalog;
 

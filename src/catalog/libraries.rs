@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 
 use serde::Deserialize;
 
-use crate::expect::{SelftestLevel, VersionCall};
+use gpuimg_expect::{SelftestLevel, VersionCall};
 
 const TABLE_FILE: &str = "catalog/cuda-libraries.yaml";
 const TABLE_TEXT: &str = include_str!("../../catalog/cuda-libraries.yaml");

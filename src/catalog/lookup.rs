@@ -1,7 +1,7 @@
 //! Lookups over the merged catalog: GPUs by name or alias, the closest GPU name, sources,
 //! the driver branch of a version, the cuDNN record that covers a pinned version.
 
-use crate::version::Version;
+use gpuimg_expect::version::Version;
 
 use super::{Catalog, CcSupport, CudaFamily, CudnnRelease, DriverBranch, Gpu, Source};
 

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::version::{Constraint, Version};
+use gpuimg_expect::version::{Constraint, Version};
 
 /// One catalog file: any subset of the sections. Overlays use the same shape.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]

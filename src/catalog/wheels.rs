@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::version::Version;
+use gpuimg_expect::version::Version;
 
 use super::{Catalog, CudaComponents};
 

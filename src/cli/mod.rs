@@ -70,11 +70,11 @@ enum Command {
 
 /// Run `gpuimg`: a panic prints one line and exits 3 (internal error), never a stack trace.
 pub fn main() -> ExitCode {
-    crate::entry::guarded("gpuimg", run)
+    gpuimg_entry::guarded("gpuimg", run)
 }
 
 fn run() -> ExitCode {
-    let cli = match crate::entry::parse_args::<Cli>() {
+    let cli = match gpuimg_entry::parse_args::<Cli>() {
         Ok(c) => c,
         Err(code) => return code,
     };

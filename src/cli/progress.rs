@@ -95,7 +95,10 @@ impl Observer for Progress {
             return;
         }
         // Bounded as errors are: quoted input capped, control characters escaped.
-        self.above(&format!("warning: {}", crate::error_line::bounded(text)));
+        self.above(&format!(
+            "warning: {}",
+            gpuimg_entry::error_line::bounded(text)
+        ));
     }
 
     fn task_start(&mut self, label: &str, total_bytes: Option<u64>) {

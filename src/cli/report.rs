@@ -50,14 +50,17 @@ impl CliError {
     /// `error: message` on one line; a hint, when there is one, after a blank line.
     pub fn render(&self) {
         // Bounded: what the message quotes of the input is capped and escaped here, once.
-        eprintln!("error: {}", crate::error_line::bounded(&self.message));
+        eprintln!(
+            "error: {}",
+            gpuimg_entry::error_line::bounded(&self.message)
+        );
         if let Some(h) = &self.hint {
-            eprintln!("\nhint: {}", crate::error_line::bounded(h));
+            eprintln!("\nhint: {}", gpuimg_entry::error_line::bounded(h));
         }
     }
 }
 
-pub use crate::error_line::chain;
+pub use gpuimg_entry::error_line::chain;
 
 impl<E: Error> From<E> for CliError {
     fn from(e: E) -> Self {

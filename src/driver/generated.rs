@@ -4,7 +4,7 @@
 
 use super::BuildError;
 use crate::assemble::{DataSource, Entry, EntryKind, Provenance, Tree};
-use crate::expect::BINARY_PATH;
+use gpuimg_expect::BINARY_PATH;
 
 /// A tree holding one root-owned file at `path` (and its parent directories).
 pub(super) fn file_tree(origin: &str, path: &str, data: DataSource, size: u64, mode: u32) -> Tree {

@@ -10,7 +10,6 @@ use std::sync::Arc;
 use super::schedule::Ctx;
 use super::{apt, generated, machines, python, BuildError};
 use crate::assemble::{DataSource, Tree};
-use crate::expect::DEFAULT_PATH;
 use crate::layer::{self, LayerBlob};
 use crate::observe::Observer;
 use crate::passes::{self, PassContext};
@@ -21,6 +20,7 @@ use crate::sources::pinned_wheels::FetchedWheel;
 use crate::sources::rootfs::Rootfs;
 use crate::sources::wheel::{self, WheelLibrary};
 use crate::sources::Source;
+use gpuimg_expect::DEFAULT_PATH;
 
 /// One layer a job wrote (or found by its tree's key).
 pub(super) struct Written {

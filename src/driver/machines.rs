@@ -254,7 +254,7 @@ pub fn check(
         links: &links,
         programs: program
             .into_iter()
-            .chain([crate::expect::BINARY_PATH.to_string()])
+            .chain([gpuimg_expect::BINARY_PATH.to_string()])
             .collect(),
         path_dirs: path
             .split(':')

@@ -24,13 +24,13 @@ impl LockedPackage {
     /// without its epoch and revision, cut at the first `~` or `+` (`11.8.89~11.8.0-5~deb12u1`
     /// → 11.8.89, `2.21.5-1+cuda12.4` → 2.21.5, `1:9.1.0.70-1` → 9.1.0.70); `None` when what
     /// is left is not one.
-    pub fn upstream_release(&self) -> Option<crate::version::Version> {
+    pub fn upstream_release(&self) -> Option<gpuimg_expect::version::Version> {
         upstream_release(&self.version)
     }
 }
 
 /// The release a Debian version text stands for: see [`LockedPackage::upstream_release`].
-pub fn upstream_release(debian_version: &str) -> Option<crate::version::Version> {
+pub fn upstream_release(debian_version: &str) -> Option<gpuimg_expect::version::Version> {
     let v = debian_version
         .split_once(':')
         .map_or(debian_version, |(_, v)| v);

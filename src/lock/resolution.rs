@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::profile::{CompatMode, KernelModule};
 use crate::resolve::{Component, HostRequirements, Resolution, ResolvedGpu};
-use crate::version::{ConstraintError, Version, VersionError, VersionSet};
+use gpuimg_expect::version::{ConstraintError, Version, VersionError, VersionSet};
 
 /// How strictly the driver must match the CUDA version (`compat` in the profile).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

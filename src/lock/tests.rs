@@ -327,7 +327,7 @@ fn bad_locks_are_refused_with_one_line() {
     ];
     for (what, text, want) in cases {
         let e = parse(&text, p("x.lock.json")).unwrap_err();
-        let line = crate::error_line::chain(&e);
+        let line = gpuimg_entry::error_line::chain(&e);
         assert!(line.contains(want), "{what}: {line}");
         assert!(line.starts_with("Lock `x.lock.json`"), "{what}: {line}");
         assert!(!line.contains('\n'), "{what}: {line}");

@@ -17,7 +17,7 @@ use crate::observe::Observer;
 use crate::profile::Profile;
 use crate::resolve::{Component, Origin, Resolution};
 use crate::sources::pypi::PythonRequest;
-use crate::version::{Constraint, Version};
+use gpuimg_expect::version::{Constraint, Version};
 
 /// The resolved CUDA version when `stack.cuda` pins one minor: of the catalog's releases of
 /// the resolved major, the pin admits those of one minor only (`"12.8"`, `"=12.8.1"`; not

@@ -35,7 +35,7 @@ use crate::resolve::{Component, Installs, Origin, Request, Resolution, ResolveEr
 use crate::sources::image_interpreter::{self, BasePython};
 use crate::sources::pypi::{self, PythonRequest};
 use crate::sources::rootfs::{self, DPKG_STATUS};
-use crate::version::{Constraint, Version};
+use gpuimg_expect::version::{Constraint, Version};
 
 use super::python_packages::{self as python, PythonHost};
 

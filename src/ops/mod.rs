@@ -20,7 +20,6 @@ pub mod verify;
 
 use crate::catalog::CatalogError;
 use crate::driver::BuildError;
-use crate::expect::ExpectError;
 use crate::lock::LockError;
 use crate::plan::PlanError;
 use crate::profile::ProfileError;
@@ -29,6 +28,7 @@ use crate::sources::apt::AptError;
 use crate::sources::image_interpreter::BasePythonError;
 use crate::sources::pypi::PypiError;
 use crate::sources::wheel::WheelError;
+use gpuimg_expect::ExpectError;
 
 /// Why a command produced no outcome.
 #[derive(Debug, thiserror::Error)]

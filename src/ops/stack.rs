@@ -16,7 +16,7 @@ use crate::profile::{AptSpec, Located, Profile, ProviderKind};
 use crate::resolve::{Component, Resolution};
 use crate::sources::apt::Preference;
 use crate::sources::pypi::PythonRequest;
-use crate::version::{Constraint, Version};
+use gpuimg_expect::version::{Constraint, Version};
 
 /// The CUDA library components, each with the wheel names that carry it (normalised; a
 /// `-cuNN` suffix is allowed after them).

@@ -18,7 +18,7 @@ use crate::assemble::{DataSource, Tree};
 use crate::fatbin::{self, Cc, Target};
 use crate::observe::Observer;
 use crate::sources::wheel::{self, FileHash};
-use crate::version::Version;
+use gpuimg_expect::version::Version;
 
 /// The pruner's version, in the copies' cache key: a change of what is kept changes it.
 const PRUNER: &str = crate::cache::DEVICE_CODE_COPIES;

@@ -25,7 +25,7 @@ use crate::layer::{owner_name, LayerSizes};
 use crate::observe::Observer;
 use crate::profile::StripClass;
 use crate::strip::{Rules, Stripped};
-use crate::version::Version;
+use gpuimg_expect::version::Version;
 
 pub use debug_sections::StrippedFile;
 pub use device_code::PrunedFile;

@@ -4,9 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::expect::KernelModule;
 use crate::image::annotations::*;
 use crate::resolve::Resolution;
+use gpuimg_expect::KernelModule;
 
 /// The annotations of `r` (none for a plain image without a stack).
 pub fn stack_annotations(r: &Resolution) -> BTreeMap<String, String> {

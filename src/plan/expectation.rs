@@ -5,9 +5,9 @@
 use std::collections::BTreeMap;
 
 use crate::catalog::{wheel_libraries, LibraryTableError};
-use crate::expect::{Choices, DeviceCode, Expectation, HostFacts, LibraryExpectation};
 use crate::profile::Profile;
 use crate::resolve::Resolution;
+use gpuimg_expect::{Choices, DeviceCode, Expectation, HostFacts, LibraryExpectation};
 
 /// The expectation of an image that carries `libraries` and `device_code` (the image's own
 /// contents; `expectation` alone is what `verify-host` checks of a profile).
@@ -26,7 +26,7 @@ pub fn image_expectation(
 /// The catalog's record of a framework's device code as the expectation writes it: a cubin
 /// per SM, PTX for the highest target, and the record's sources.
 pub fn expect_device_code(d: &crate::catalog::DeviceCode) -> DeviceCode {
-    use crate::expect::DeviceTarget;
+    use gpuimg_expect::DeviceTarget;
     let sm = d.sm.iter().filter_map(|v| {
         format!("sm_{}{}", v.field(0), v.field(1))
             .parse::<DeviceTarget>()
@@ -96,7 +96,7 @@ pub fn wheel_library_expectations<'a>(
 pub fn deb_library_expectations(
     debs: &[(
         &crate::lock::LockedPackage,
-        crate::version::Version,
+        gpuimg_expect::version::Version,
         Vec<crate::catalog::WheelLibrary>,
     )],
 ) -> Vec<LibraryExpectation> {
@@ -187,7 +187,7 @@ mod tests {
 
     #[test]
     fn the_catalogs_device_code_becomes_cubins_and_ptx_that_cover_what_it_covers() {
-        let v = |s: &str| s.parse::<crate::version::Version>().unwrap();
+        let v = |s: &str| s.parse::<gpuimg_expect::version::Version>().unwrap();
         let d = crate::catalog::DeviceCode {
             sm: vec![v("8.0"), v("9.0"), v("10.0")],
             ptx: Some(v("10.0")),

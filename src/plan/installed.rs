@@ -16,7 +16,7 @@ use crate::image::annotations::*;
 use crate::lock::{LockedPackage, LockedWheel};
 use crate::profile::CompatMode;
 use crate::resolve::{Component, Resolution};
-use crate::version::Version;
+use gpuimg_expect::version::Version;
 
 /// The wheel components that hold NVIDIA's CUDA libraries.
 pub(super) const LIBRARY_COMPONENTS: &[&str] = &["cuda-runtime", "cuda-math", "cudnn", "nccl"];

@@ -163,7 +163,7 @@ pub struct Plan {
     pub strip_rules: crate::strip::Rules,
     /// The compute capabilities `strip: [device-code]` prunes the wheel layers' device code
     /// for (empty: no pruning).
-    pub device_code_gpus: Vec<crate::version::Version>,
+    pub device_code_gpus: Vec<gpuimg_expect::version::Version>,
     /// What the wheels' libraries and METADATA decide, when the plan had them all: the
     /// loader's view and the SBOM. `None`: the wheel jobs produce those facts, and
     /// [`Late::complete`] derives this from them.
@@ -458,7 +458,7 @@ pub fn plan(
         image
             .annotations
             .insert(ANN_SELFTEST_SHA256.into(), bin.sha256.to_string());
-        image.entrypoint = Some(crate::expect::wrap_entrypoint(
+        image.entrypoint = Some(gpuimg_expect::wrap_entrypoint(
             profile.config.entrypoint.as_deref().unwrap_or(&[]),
         ));
         layers.push(LayerJob {
@@ -631,7 +631,7 @@ fn plan_wheels(
     profile: &Profile,
     p: &PythonInstall,
     unused: &BTreeSet<String>,
-    device_code_gpus: &[crate::version::Version],
+    device_code_gpus: &[gpuimg_expect::version::Version],
     lopts: LayerOptions,
 ) -> Result<Vec<LayerJob>, PlanError> {
     let overrides: Vec<(String, Vec<String>)> = profile

@@ -38,11 +38,11 @@ fn compiled_tag(python: Option<&PythonInstall>) -> Option<String> {
 pub fn device_code_gpus(
     profile: &Profile,
     resolution: Option<&crate::resolve::Resolution>,
-) -> Result<Vec<crate::version::Version>, PlanError> {
+) -> Result<Vec<gpuimg_expect::version::Version>, PlanError> {
     if !profile.strip.contains(&StripClass::DeviceCode) {
         return Ok(Vec::new());
     }
-    let mut ccs: Vec<crate::version::Version> = resolution
+    let mut ccs: Vec<gpuimg_expect::version::Version> = resolution
         .map(|r| {
             r.host
                 .gpus
@@ -62,7 +62,7 @@ pub fn device_code_gpus(
 /// The files `device-code` leaves out for the GPUs `ccs` (as `device_code_gpus` gives
 /// them): those the strip table says serve only GPUs of other compute capabilities.
 pub fn gpu_files_removed(
-    ccs: &[crate::version::Version],
+    ccs: &[gpuimg_expect::version::Version],
 ) -> Result<Vec<(StripClass, PathPattern)>, PlanError> {
     if ccs.is_empty() {
         return Ok(Vec::new());
@@ -72,12 +72,12 @@ pub fn gpu_files_removed(
 
 fn gpu_files_of(
     table: &[PackageStrip],
-    ccs: &[crate::version::Version],
+    ccs: &[gpuimg_expect::version::Version],
 ) -> Result<Vec<(StripClass, PathPattern)>, PlanError> {
     let bound = |p: &PackageStrip, v: &Option<String>| -> Result<_, PlanError> {
         v.as_deref()
             .map(|t| {
-                t.parse::<crate::version::Version>().map_err(|_| {
+                t.parse::<gpuimg_expect::version::Version>().map_err(|_| {
                     PlanError::StripTable(catalog::StripTableError::new(format!(
                         "package `{}`: `{t}` is not a compute capability",
                         p.package
@@ -91,7 +91,7 @@ fn gpu_files_of(
         for f in &p.gpu_files {
             let from = bound(p, &f.from)?;
             let below = bound(p, &f.below)?;
-            let serves = |cc: &crate::version::Version| {
+            let serves = |cc: &gpuimg_expect::version::Version| {
                 from.as_ref().is_none_or(|l| cc >= l) && below.as_ref().is_none_or(|h| cc < h)
             };
             if !ccs.iter().any(serves) {
@@ -185,7 +185,7 @@ mod tests {
         let bc = |sm: &str| format!("{site}/nvidia/nvshmem/lib/libnvshmem_device_sm_{sm}.bc");
         let cupti = format!("{site}/triton/backends/nvidia/lib/cupti-blackwell/libcupti.so");
         let kept = |ccs: &[&str]| -> Vec<String> {
-            let ccs: Vec<crate::version::Version> =
+            let ccs: Vec<gpuimg_expect::version::Version> =
                 ccs.iter().map(|c| c.parse().unwrap()).collect();
             let removed = gpu_files_removed(&ccs).unwrap();
             assert!(removed.iter().all(|(c, _)| *c == StripClass::DeviceCode));

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::elf::closure::LoaderView;
 use crate::elf::{reach, SharedObject};
-use crate::expect::LibraryExpectation;
+use gpuimg_expect::LibraryExpectation;
 
 /// The image paths (no leading `/`) the self-test loads by name: each checked library and the
 /// companions it loads after it.

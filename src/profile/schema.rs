@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Located;
 /// Owned by `expect` (the self-test reads them without knowing about profiles).
-pub use crate::expect::{KernelModule, OnFailure, SelftestLevel};
+pub use gpuimg_expect::{KernelModule, OnFailure, SelftestLevel};
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]

@@ -4,7 +4,7 @@
 //! Checks only read the catalog, the request and the pick; the search decides what to try.
 
 use crate::catalog::{Catalog, CudnnBuild};
-use crate::version::{Constraint, Version};
+use gpuimg_expect::version::{Constraint, Version};
 
 use super::fact::{Conflict, Fact};
 use super::pick::{code_runs_on, sm, sm_list, CudnnPick, Pick};

@@ -14,7 +14,7 @@ pub enum ResolveError {
         column: u32,
         key: String,
         #[source]
-        source: Box<crate::version::ConstraintError>,
+        source: Box<gpuimg_expect::version::ConstraintError>,
     },
     #[error("{file}:{line}:{column}: Unknown GPU `{name}`{}", suggestion.as_ref().map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default())]
     UnknownGpu {

@@ -11,7 +11,7 @@
 
 use crate::catalog::{BranchKind, Catalog, DriverBranch, DriverFloor, Gpu, ModuleFlavour};
 use crate::profile::{CompatMode, KernelModule};
-use crate::version::{Version, VersionSet};
+use gpuimg_expect::version::{Version, VersionSet};
 
 use super::fact::{Conflict, Fact};
 use super::pick::Pick;

@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 
 use crate::catalog::Catalog;
 use crate::profile::{CompatMode, KernelModule, Profile};
-use crate::version::{Constraint, Version};
+use gpuimg_expect::version::{Constraint, Version};
 
 pub use error::ResolveError;
 pub use explain::{Explanation, Reason};

@@ -4,7 +4,7 @@ use crate::catalog::{
     CudaRelease, CudnnBuild, CudnnRelease, JaxRelease, JaxVariant, NcclRelease, PythonRelease,
     PytorchRelease, PytorchVariant, TensorflowRelease,
 };
-use crate::version::Version;
+use gpuimg_expect::version::Version;
 
 #[derive(Debug, Clone, Copy)]
 pub(super) struct CudnnPick<'c> {

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::catalog::{Catalog, Gpu};
 use crate::profile::{CompatMode, KernelModule, Located, Profile};
-use crate::version::{Constraint, Version};
+use gpuimg_expect::version::{Constraint, Version};
 
 use super::ResolveError;
 
@@ -270,7 +270,10 @@ impl Request {
 
 /// The releases the catalog lists for `comp`, where every candidate of the search is one of
 /// them (cuDNN and NCCL are also reached through a framework's pins: not checked here).
-fn known_versions(catalog: &Catalog, comp: Component) -> Option<Vec<crate::version::Version>> {
+fn known_versions(
+    catalog: &Catalog,
+    comp: Component,
+) -> Option<Vec<gpuimg_expect::version::Version>> {
     let v: Vec<_> = match comp {
         Component::Cuda => catalog.cuda.iter().map(|r| r.version.clone()).collect(),
         Component::Python => catalog.python.iter().map(|r| r.version.clone()).collect(),
@@ -287,8 +290,9 @@ fn known_versions(catalog: &Catalog, comp: Component) -> Option<Vec<crate::versi
 }
 
 /// The known releases by major.minor, oldest first (`11.8, 12.0, …, 13.5`), at most 24 named.
-fn summarise(versions: &[crate::version::Version]) -> String {
-    let mut minors: Vec<crate::version::Version> = versions.iter().map(|v| v.truncate(2)).collect();
+fn summarise(versions: &[gpuimg_expect::version::Version]) -> String {
+    let mut minors: Vec<gpuimg_expect::version::Version> =
+        versions.iter().map(|v| v.truncate(2)).collect();
     minors.sort();
     minors.dedup();
     let shown: Vec<String> = minors.iter().map(|v| v.to_string()).collect();

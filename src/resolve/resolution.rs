@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::profile::{CompatMode, KernelModule};
-use crate::version::{Version, VersionSet};
+use gpuimg_expect::version::{Version, VersionSet};
 
 use super::request::Component;
 

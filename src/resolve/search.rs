@@ -6,7 +6,7 @@
 //! the explanation when nothing works. Pure: no I/O.
 
 use crate::catalog::CudnnRelease;
-use crate::version::Constraint;
+use gpuimg_expect::version::Constraint;
 
 use super::checks::Ctx;
 use super::fact::{Conflict, Fact};
@@ -89,7 +89,7 @@ impl<'c> Search<'c> {
         }
     }
 
-    fn wants(&self, c: Component, v: &crate::version::Version) -> bool {
+    fn wants(&self, c: Component, v: &gpuimg_expect::version::Version) -> bool {
         self.ctx.req.stack.get(&c).is_none_or(|k| k.matches(v))
     }
 

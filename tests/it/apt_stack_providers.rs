@@ -20,7 +20,7 @@ use crate::common;
 use std::process::Command;
 
 use common::*;
-use gpuimg::expect::{Expectation, LibraryExpectation};
+use gpuimg_expect::{Expectation, LibraryExpectation};
 
 /// What a test checks of one library in the expectation: name, soname, directory, version,
 /// provider and CUDA major.
@@ -171,7 +171,7 @@ fn debians_cuda_runtime_from_non_free_is_the_images_cuda() {
     // CUDA 11's runtime asks the driver before it answers (CUDA 12's does not): on this
     // GPU-less machine the call returns 35, cudaErrorInsufficientDriver, which proves the
     // file loaded and its own call was reached; on a GPU host it reports 11080.
-    let probes = gpuimg::selftest::probe_libraries(&e.libraries);
+    let probes = gpuimg_selftest::probe_libraries(&e.libraries);
     assert_eq!(probes.len(), 1);
     match (&probes[0].reported, &probes[0].error) {
         (Some(fields), None) => assert_eq!(fields.as_slice(), [11, 8]),

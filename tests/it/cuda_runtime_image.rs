@@ -14,7 +14,7 @@ use crate::common;
 use std::process::Command;
 
 use common::*;
-use gpuimg::expect::Expectation;
+use gpuimg_expect::Expectation;
 
 const PROFILE: &str = include_str!("../../profiles/cuda-runtime.yaml");
 const SITE: &str = "usr/local/lib/python3.11/dist-packages";
@@ -148,7 +148,7 @@ fn cuda_runtime_profile_lists_its_libraries_and_runs_under_podman_without_a_gpu(
     for l in &mut parsed.libraries {
         l.dir = format!("{}{}", rootfs.display(), l.dir);
     }
-    let probes = gpuimg::selftest::probe_libraries(&parsed.libraries);
+    let probes = gpuimg_selftest::probe_libraries(&parsed.libraries);
     for (p, l) in probes.iter().zip(&parsed.libraries) {
         assert_eq!(p.error, None, "{p:?}");
         assert_eq!(p.reported, l.expected_fields(), "{p:?}");

@@ -1,7 +1,8 @@
 //! The integration tests, one binary (as cargo and ripgrep have): one module per area, the
-//! support they share in `common` (with the binary's global allocator, `common::heap`), the
-//! self-test's recorded host in `selftest_fixture`, and the fuzz targets in `fuzz` (each run in
-//! a process of its own). Run one area with `cargo test --test it <module>::`.
+//! support they share in `common` (with the binary's global allocator, `common::heap`), and
+//! the fuzz targets in `fuzz` (each run in a process of its own). The self-test's own checks
+//! are tested in its crate (`crates/selftest/tests/it`). Run one area with
+//! `cargo test --test it <module>::`.
 
 #[global_allocator]
 static ALLOC: common::heap::Heap = common::heap::Heap;
@@ -57,13 +58,8 @@ mod resolve_cli;
 mod resolve_image_env;
 mod resolve_property;
 mod sbom;
-mod selftest_checks;
 mod selftest_cli;
-mod selftest_crosscheck;
-mod selftest_fixture;
 mod selftest_image;
-mod selftest_libraries;
-mod selftest_require;
 mod settings_env;
 mod size_report;
 mod strip_classes;

@@ -7,7 +7,7 @@ use gpuimg::catalog::{
 };
 use gpuimg::profile::{CompatMode, KernelModule};
 use gpuimg::resolve::{resolve_request, Component, GpuTarget, Request, ResolveError};
-use gpuimg::version::{Constraint, Version};
+use gpuimg_expect::version::{Constraint, Version};
 use proptest::prelude::*;
 use std::sync::OnceLock;
 

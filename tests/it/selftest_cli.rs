@@ -19,14 +19,14 @@ use common::{fake_cuda, Sandbox};
 /// device), not a guess from device nodes: a `/dev/nvidiactl` without a loaded driver is a
 /// host without a GPU here as it is for the self-test.
 fn require_no_gpu() {
-    let report = gpuimg::selftest::run(
-        &gpuimg::expect::Expectation::default(),
-        gpuimg::expect::SelftestLevel::Quick,
+    let report = gpuimg_selftest::run(
+        &gpuimg_expect::Expectation::default(),
+        gpuimg_expect::SelftestLevel::Quick,
         &std::collections::BTreeMap::new(),
     );
     assert_eq!(
         report.verdict,
-        gpuimg::selftest::Verdict::NoGpu,
+        gpuimg_selftest::Verdict::NoGpu,
         "these tests need a host where the self-test finds no GPU (CI); this one has one ({:?}): on a GPU host run scripts/gpu-selftest.sh",
         report.message
     );

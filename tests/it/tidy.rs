@@ -1,5 +1,7 @@
-//! Source tidiness the code review relies on: every source file opens with a `//!` doc saying
-//! what it owns, stays under 800 lines, no file in the repository names a public package
+//! Source tidiness the code review relies on: every source file (the root crate's and each
+//! crate's in `crates/`) opens with a `//!` doc saying what it owns, stays under 800 lines,
+//! each crate depends only on the crates ARCHITECTURE.md's crate table allows and each root
+//! module only on what its module table allows, no file in the repository names a public package
 //! registry's host (mirrors and indexes come from the build host or the profile), and no file
 //! points to a document outside the repository (a clone must stand alone).
 
@@ -24,10 +26,42 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-#[test]
-fn every_source_file_has_a_module_doc_and_a_sane_size() {
+/// The workspace's crates under `crates/`: (directory, package name), in name order.
+fn member_crates() -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(root().join("crates")).unwrap().flatten() {
+        let manifest = e.path().join("Cargo.toml");
+        if !manifest.is_file() {
+            continue;
+        }
+        let doc = read_manifest(&manifest);
+        let name = doc["package"]["name"].as_str().unwrap().to_string();
+        out.push((e.path(), name));
+    }
+    out.sort_by(|a, b| a.1.cmp(&b.1));
+    assert!(!out.is_empty(), "no crate under crates/");
+    out
+}
+
+fn read_manifest(path: &Path) -> toml_edit::DocumentMut {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.parse()
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Every `.rs` file of the root crate's `src/` and of each crate's `src/`.
+fn source_files() -> Vec<PathBuf> {
     let mut v = Vec::new();
     files(&root().join("src"), &["rs"], &mut v);
+    for (dir, _) in member_crates() {
+        files(&dir.join("src"), &["rs"], &mut v);
+    }
+    v
+}
+
+#[test]
+fn every_source_file_has_a_module_doc_and_a_sane_size() {
+    let v = source_files();
     assert!(v.len() > 50, "found only {} files", v.len());
     for f in v {
         let text = std::fs::read_to_string(&f).unwrap();
@@ -57,6 +91,7 @@ fn no_public_registry_host_is_named() {
     let mut v = Vec::new();
     for d in [
         "src",
+        "crates",
         "tests",
         "scripts",
         "profiles",
@@ -103,6 +138,7 @@ fn no_file_points_outside_the_repository() {
     let mut v = Vec::new();
     for d in [
         "src",
+        "crates",
         "tests",
         "scripts",
         "profiles",
@@ -211,13 +247,12 @@ fn staging_root_modules_use_only_the_confined_api() {
 
 /// Issue 33, class 1: every program gpuimg starts is started through `host_program` (found in
 /// `PATH`'s absolute directories, run from an empty directory); the self-test's hand-off to the
-/// image's own entrypoint (`selftest/exec.rs`, inside the container) is the one other place.
+/// image's own entrypoint (`crates/selftest/src/exec.rs`, inside the container) is the one other
+/// place.
 #[test]
 fn programs_are_started_only_through_host_program() {
-    let allowed = ["src/host_program.rs", "src/selftest/exec.rs"];
-    let mut sources = Vec::new();
-    files(&root().join("src"), &["rs"], &mut sources);
-    for path in sources {
+    let allowed = ["src/host_program.rs", "crates/selftest/src/exec.rs"];
+    for path in source_files() {
         let rel = path
             .strip_prefix(root())
             .unwrap()
@@ -241,51 +276,144 @@ fn programs_are_started_only_through_host_program() {
     }
 }
 
-/// The `| module | may use |` table of ARCHITECTURE.md's "Module dependencies" section.
-fn allowed_dependencies() -> std::collections::BTreeMap<String, Vec<String>> {
+type Table = std::collections::BTreeMap<String, Vec<String>>;
+
+/// The table headed `header` in ARCHITECTURE.md's "Crate and module dependencies" section:
+/// each row's first cell and the names in its second.
+fn architecture_table(header: &str) -> Table {
     let text = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
     let section = text
-        .split("## Module dependencies")
+        .split("## Crate and module dependencies")
         .nth(1)
-        .expect("ARCHITECTURE.md has a `## Module dependencies` section");
+        .expect("ARCHITECTURE.md has a `## Crate and module dependencies` section");
     let section = section.split("\n## ").next().unwrap_or_default();
+    let table = section
+        .split(header)
+        .nth(1)
+        .unwrap_or_else(|| panic!("ARCHITECTURE.md has no `{header}` table"));
     let names = |cell: &str| -> Vec<String> {
         cell.split(',')
             .map(|c| c.trim().trim_matches('`').to_string())
             .filter(|c| !c.is_empty() && c != "—")
             .collect()
     };
-    let mut out = std::collections::BTreeMap::new();
-    for line in section.lines().filter(|l| l.starts_with("| `")) {
+    let mut out = Table::new();
+    for line in table.lines().skip(2).take_while(|l| l.starts_with("| `")) {
         let cells: Vec<&str> = line.trim_matches('|').split('|').collect();
         assert_eq!(cells.len(), 2, "bad table row: {line}");
-        let module = names(cells[0]).pop().unwrap_or_default();
-        out.insert(module, names(cells[1]));
+        let first = names(cells[0]).pop().unwrap_or_default();
+        out.insert(first, names(cells[1]));
     }
+    assert!(!out.is_empty(), "the `{header}` table has no rows");
+    out
+}
+
+/// Which crate each crate may depend on.
+fn allowed_crates() -> Table {
+    architecture_table("| crate | may depend on |")
+}
+
+/// Which module (or crate) each top-level module of the root crate may use.
+fn allowed_dependencies() -> Table {
+    let out = architecture_table("| module | may use |");
     assert!(out.len() > 20, "found only {} rows", out.len());
     out
 }
 
-/// `crate::<module>` paths in a source file's code: comments and everything from the first
+/// `crate::<module>` paths (as `<module>`) and `gpuimg_<name>::` paths (as the crate's package
+/// name, `gpuimg-<name>`) in a source file's code: comments and everything from the first
 /// `#[cfg(test)]` on do not count.
 fn crate_imports(text: &str) -> Vec<(usize, String)> {
     let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+    let name = |rest: &str| -> String {
+        rest.chars()
+            .take_while(|c| c.is_ascii_lowercase() || *c == '_' || c.is_ascii_digit())
+            .collect()
+    };
     let mut out = Vec::new();
     for (n, line) in code.lines().enumerate() {
         let line = line.split("//").next().unwrap_or_default();
         let mut rest = line;
         while let Some(i) = rest.find("crate::") {
             rest = &rest[i + "crate::".len()..];
-            let m: String = rest
-                .chars()
-                .take_while(|c| c.is_ascii_lowercase() || *c == '_' || c.is_ascii_digit())
-                .collect();
+            let m = name(rest);
             if !m.is_empty() {
                 out.push((n + 1, m));
             }
         }
+        let mut rest = line;
+        while let Some(i) = rest.find("gpuimg_") {
+            let before = rest[..i].chars().next_back();
+            rest = &rest[i + "gpuimg_".len()..];
+            let m = name(rest);
+            let word_start = !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+            if word_start && !m.is_empty() && rest[m.len()..].starts_with("::") {
+                out.push((n + 1, format!("gpuimg-{}", m.replace('_', "-"))));
+            }
+        }
     }
     out
+}
+
+/// The `gpuimg-*` entries of a manifest's `[dependencies]` (the workspace's own crates).
+fn workspace_dependencies(manifest: &Path) -> Vec<String> {
+    let doc = read_manifest(manifest);
+    let mut out: Vec<String> = doc
+        .get("dependencies")
+        .and_then(|d| d.as_table_like())
+        .map(|d| {
+            d.iter()
+                .map(|(k, _)| k.to_string())
+                .filter(|k| k.starts_with("gpuimg-"))
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+#[test]
+fn crates_depend_only_on_what_the_crate_table_allows() {
+    let allowed = allowed_crates();
+    let mut crates = vec![(root(), "gpuimg".to_string())];
+    crates.extend(member_crates());
+    let mut bad = Vec::new();
+    for (dir, name) in &crates {
+        let Some(may) = allowed.get(name) else {
+            bad.push(format!("crate `{name}` is not in the table"));
+            continue;
+        };
+        let manifest = dir.join("Cargo.toml");
+        for dep in workspace_dependencies(&manifest) {
+            if !may.contains(&dep) {
+                bad.push(format!(
+                    "{}: `{name}` may not depend on `{dep}`",
+                    manifest.strip_prefix(root()).unwrap().display()
+                ));
+            }
+        }
+    }
+    for name in allowed.keys() {
+        if !crates.iter().any(|(_, n)| n == name) {
+            bad.push(format!("the table names `{name}`, which is no crate"));
+        }
+    }
+    // What the root crate's modules may use of the other crates, the root crate may use.
+    let root_may = allowed.get("gpuimg").cloned().unwrap_or_default();
+    for (module, uses) in allowed_dependencies() {
+        for u in uses.iter().filter(|u| u.starts_with("gpuimg-")) {
+            if !root_may.contains(u) {
+                bad.push(format!(
+                    "module `{module}` may use `{u}`, which the crate `gpuimg` may not"
+                ));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "dependencies across ARCHITECTURE.md's crate table:\n{}",
+        bad.join("\n")
+    );
 }
 
 #[test]
@@ -317,9 +445,12 @@ fn modules_import_only_what_the_architecture_table_allows() {
         let text = std::fs::read_to_string(&f).unwrap();
         for (line, m) in crate_imports(&text) {
             if m != top && !may.contains(&m) {
-                bad.push(format!(
-                    "src/{rel}:{line}: `{top}` may not use `crate::{m}`"
-                ));
+                let what = if m.starts_with("gpuimg-") {
+                    format!("the crate `{m}`")
+                } else {
+                    format!("`crate::{m}`")
+                };
+                bad.push(format!("src/{rel}:{line}: `{top}` may not use {what}"));
             }
         }
     }

@@ -295,7 +295,7 @@ fn refusal(spec: WheelSpec) -> String {
     let w = spec.fetched(t.path(), true);
     match install(&[w], None, &t.path().join("s")) {
         Ok(_) => panic!("`{}` was installed", spec.filename()),
-        Err(e) => gpuimg::error_line::chain(&e),
+        Err(e) => gpuimg_entry::error_line::chain(&e),
     }
 }
 
@@ -485,7 +485,7 @@ fn an_entry_longer_than_its_zip_header_says_is_refused() {
     };
     let e = match install(&[w], None, &t.path().join("s")) {
         Ok(_) => panic!("installed"),
-        Err(e) => gpuimg::error_line::chain(&e),
+        Err(e) => gpuimg_entry::error_line::chain(&e),
     };
     assert!(
         e.contains("`pkg/big.py` unpacks to") && e.contains("but the zip says 100"),
@@ -747,7 +747,7 @@ fn refusal_of(bytes: &[u8]) -> String {
     std::fs::write(&path, bytes).unwrap();
     match install(&[pinned("pkg", "1.0", &path)], None, &t.path().join("s")) {
         Ok(_) => panic!("installed"),
-        Err(e) => gpuimg::error_line::chain(&e),
+        Err(e) => gpuimg_entry::error_line::chain(&e),
     }
 }
 

@@ -10,7 +10,7 @@ use crate::catalog::Catalog;
 use crate::cli::{CliError, Settings};
 use crate::profile::{CompatMode, KernelModule};
 use crate::resolve::{lookup_gpu, Component, Request, ResolveError};
-use crate::version::Constraint;
+use gpuimg_expect::version::Constraint;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
@@ -366,7 +366,7 @@ fn show(
         r.map_err(|e| CliError::msg(3, e.to_string()))
     };
     if let Some(ver) = version {
-        let v: crate::version::Version = ver.parse()?;
+        let v: gpuimg_expect::version::Version = ver.parse()?;
         let found = match name {
             "cuda" => c
                 .cuda

@@ -62,13 +62,13 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
         Some(LevelArg::Quick) => SelftestLevel::Quick,
         None => expect.level,
     };
-    let report = crate::selftest::run(&expect, level, &crate::selftest::process_env());
+    let report = gpuimg_selftest::run(&expect, level, &gpuimg_selftest::process_env());
     if let Some(path) = &args.report {
         fs_err::write(path, report.to_json())?;
     }
     if args.json {
         print!("{}", report.to_json());
-    } else if !settings.quiet || report.verdict != crate::selftest::Verdict::Pass {
+    } else if !settings.quiet || report.verdict != gpuimg_selftest::Verdict::Pass {
         print!("{}", report.to_text());
     }
     Ok(report.verdict.exit_code())

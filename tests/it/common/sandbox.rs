@@ -26,12 +26,24 @@ pub enum Bin {
 }
 
 impl Bin {
-    /// The path Cargo built the binary at.
+    /// The path Cargo built the binary at. `gpuimg-selftest` is the crate `gpuimg-selftest`'s
+    /// binary: Cargo builds it beside `gpuimg` when it tests the workspace (`cargo test` at the
+    /// root takes every crate), which is also where `gpuimg build` looks for it.
     pub fn path(self) -> &'static Path {
-        Path::new(match self {
-            Bin::Gpuimg => env!("CARGO_BIN_EXE_gpuimg"),
-            Bin::Selftest => env!("CARGO_BIN_EXE_gpuimg-selftest"),
-        })
+        static SELFTEST: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+        let gpuimg = Path::new(env!("CARGO_BIN_EXE_gpuimg"));
+        match self {
+            Bin::Gpuimg => gpuimg,
+            Bin::Selftest => SELFTEST.get_or_init(|| {
+                let p = gpuimg.with_file_name("gpuimg-selftest");
+                assert!(
+                    p.is_file(),
+                    "{} is missing: test the whole workspace (`cargo test --workspace`), or build it first (`cargo build -p gpuimg-selftest`)",
+                    p.display()
+                );
+                p
+            }),
+        }
     }
 }
 

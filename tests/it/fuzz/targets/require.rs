@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use arbitrary::{Arbitrary, Result, Unstructured};
-use gpuimg::selftest::{evaluate_require, requirements, Outcome, RequireFacts};
+use gpuimg_selftest::{evaluate_require, requirements, Outcome, RequireFacts};
 
 use crate::fuzz::harness::{files, Target, Verdict};
 use crate::fuzz::mutate;

@@ -14,8 +14,8 @@ use super::check::{Because, Check, Status, Verdict};
 use super::crosscheck::{self, pair};
 use super::data::{CudaDeviceResult, GpuInfo, LoadError, Measurements, ModuleFlavour};
 use super::require::{self, Outcome, RequireFacts};
-use crate::expect::{default_host_device_floor, Expectation, VersionRange};
-use crate::expect::{KernelModule, SelftestLevel};
+use gpuimg_expect::{default_host_device_floor, Expectation, VersionRange};
+use gpuimg_expect::{KernelModule, SelftestLevel};
 
 /// More uncorrectable remapped rows than this fails the GPU (Azure HPC health checks).
 const MAX_UNCORRECTABLE_REMAPS: u32 = 512;
@@ -341,9 +341,9 @@ fn gpu_model(e: &Expectation, g: &GpuInfo) -> Check {
     allowed.extend(e.compute_capabilities.iter().map(|c| format!("cc {c}")));
     let by_name = e.gpus.iter().any(|w| name_matches(&g.name, w));
     let by_cc = e.compute_capabilities.iter().any(|c| {
-        crate::expect::leading_fields(c)
-            .zip(crate::expect::leading_fields(&g.compute_capability))
-            .is_some_and(|(a, b)| crate::expect::compare_fields(&a, &b).is_eq())
+        gpuimg_expect::leading_fields(c)
+            .zip(gpuimg_expect::leading_fields(&g.compute_capability))
+            .is_some_and(|(a, b)| gpuimg_expect::compare_fields(&a, &b).is_eq())
     });
     Check::new(
         name,

@@ -17,7 +17,7 @@ use libloading::Library;
 use serde::{Deserialize, Serialize};
 
 use super::segments;
-use crate::expect::{LibraryExpectation, VersionCall};
+use gpuimg_expect::{LibraryExpectation, VersionCall};
 
 /// What loading one library and calling its version function gave.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -259,7 +259,7 @@ mod tests {
             provider: "wheel x".into(),
             cuda_major: 99,
             call: VersionCall::CudaRuntimeGetVersion,
-            level: crate::expect::SelftestLevel::Quick,
+            level: gpuimg_expect::SelftestLevel::Quick,
             companions: vec![],
         };
         let p = probe_all(std::slice::from_ref(&lib));

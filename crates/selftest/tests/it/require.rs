@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use gpuimg::selftest::{evaluate_require, requirements, Outcome, RequireFacts};
+use gpuimg_selftest::{evaluate_require, requirements, Outcome, RequireFacts};
 
 const BRANDS: [&str; 12] = [
     "unknown",

@@ -1,13 +1,11 @@
 //! The self-test's checks against recorded probe results (no GPU needed).
 //!
-//! Each test changes one fact of `selftest_fixture::h200()` or one expectation and asserts
+//! Each test changes one fact of `fixture::h200()` or one expectation and asserts
 //! which checks fail.
 
-use crate::selftest_fixture;
-
-use gpuimg::expect::{KernelModule, SelftestLevel};
-use gpuimg::selftest::{InitOutcome, LoadError, Measurements, Status, Verdict};
-use selftest_fixture::{check, failed, h200, matching, run, status, UUID};
+use crate::fixture::{check, failed, h200, matching, run, status, UUID};
+use gpuimg_expect::{KernelModule, SelftestLevel};
+use gpuimg_selftest::{InitOutcome, LoadError, Measurements, Status, Verdict};
 
 #[test]
 fn matching_host_passes_both_levels() {

@@ -83,7 +83,7 @@ pub fn init_and_list(cu: &Cuda) -> Result<Vec<CudaDeviceResult>, String> {
 /// `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`, as NVML and nvidia-smi print it (a MIG device's
 /// bytes get the `MIG-` prefix later, once NVML shows them to be a MIG device's).
 pub fn format_uuid(b: &[u8; 16]) -> String {
-    let h = hex::encode(b);
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
     format!(
         "GPU-{}-{}-{}-{}-{}",
         &h[0..8],

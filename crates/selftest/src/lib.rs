@@ -1,10 +1,12 @@
-//! Stage `selftest`: the boot-time GPU self-test run by `gpuimg-selftest` and `gpuimg verify-host`.
+//! `gpuimg-selftest`: the boot-time GPU self-test run by `gpuimg-selftest` (this crate's
+//! binary, baked into every image) and `gpuimg verify-host` (through `run`).
 //!
 //! Probes the host (procfs, NVML and the CUDA driver API, loaded at run time; each probe with a
 //! time limit) and the image's own CUDA libraries, checks the results against an
 //! `Expectation`, and renders a `Report`.
 //! Checks are pure functions of `Measurements`. Must never link the CUDA toolkit, write to the
-//! host, or panic on anything the host or the expectation file controls.
+//! host, or panic on anything the host or the expectation file controls. Of the builder it
+//! depends on `gpuimg-expect` and `gpuimg-entry` alone, never on `gpuimg` itself.
 
 mod carried;
 mod cause;
@@ -49,8 +51,8 @@ pub use require::{
     evaluate as evaluate_require, requirements, InvalidRequirement, Outcome, RequireFacts,
 };
 
-use crate::expect::Expectation;
-use crate::expect::SelftestLevel;
+use gpuimg_expect::Expectation;
+use gpuimg_expect::SelftestLevel;
 
 /// Probe this host at `level` and check it against `expect`; `env` is the process environment
 /// (for `NVIDIA_REQUIRE_*`).

@@ -6,7 +6,7 @@
 //! written), 3 internal error, 4 no GPU or no driver — so a script can tell a host without a
 //! GPU from a misspelled expectation file.
 
-use crate::error_line::chain;
+use gpuimg_entry::error_line::chain;
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use super::Verdict;
-use crate::expect::{Expectation, OnFailure, SelftestLevel, DEFAULT_PATH};
+use gpuimg_expect::{Expectation, OnFailure, SelftestLevel, DEFAULT_PATH};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -43,7 +43,7 @@ struct Args {
 
 /// Run the self-test as the `gpuimg-selftest` binary.
 pub fn main() -> ExitCode {
-    let args = match crate::entry::parse_args::<Args>() {
+    let args = match gpuimg_entry::parse_args::<Args>() {
         Ok(a) => a,
         Err(code) => return code,
     };

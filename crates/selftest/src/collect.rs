@@ -18,7 +18,7 @@ use super::data::{CudaDeviceResult, InitOutcome, LibraryProbe, Measurements};
 use super::libraries;
 use super::nvml::{Nvml, NvmlReport};
 use super::procfs;
-use crate::expect::{LibraryExpectation, SelftestLevel};
+use gpuimg_expect::{LibraryExpectation, SelftestLevel};
 
 const NVML_LIMIT: Duration = Duration::from_secs(10);
 const VERSION_LIMIT: Duration = Duration::from_secs(5);

@@ -7,9 +7,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use gpuimg::expect::{Choices, KernelModule, SelftestLevel};
-use gpuimg::expect::{Expectation, HostFacts};
-use gpuimg::selftest::{
+use gpuimg_expect::{Choices, KernelModule, SelftestLevel};
+use gpuimg_expect::{Expectation, HostFacts};
+use gpuimg_selftest::{
     report_from, Bandwidth, Check, CudaDeviceResult, EccHealth, GpuInfo, InitOutcome, Measurements,
     ModuleFlavour, ModuleInfo, PcieLink, Report, Status,
 };

@@ -1,7 +1,10 @@
-//! What both binaries' `main` shares: the panic guard (a panic prints one line, exit 3), the
-//! clap parse with gpuimg's exit codes (help/version 0, bad usage 2), and the test suite's
-//! panic trigger. A leaf (it uses only `error_line`), so the self-test can use it without
-//! linking the builder's CLI.
+//! `gpuimg-entry`: what both binaries' `main` shares: the panic guard (`guarded`: a panic
+//! prints one line, exit 3), the clap parse with gpuimg's exit codes (`parse_args`: help/version
+//! 0, bad usage 2), the test suite's panic trigger, and `error_line` (an error as one line).
+//! Depends on clap alone, so the self-test can use it without linking the builder; must never
+//! know either binary's commands or errors.
+
+pub mod error_line;
 
 use std::process::ExitCode;
 

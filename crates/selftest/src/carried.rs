@@ -8,7 +8,7 @@
 
 use super::check::{Because, Check, Status};
 use super::data::Measurements;
-use crate::expect::{leading_fields, DeviceTarget, Expectation, LibraryExpectation, SelftestLevel};
+use gpuimg_expect::{leading_fields, DeviceTarget, Expectation, LibraryExpectation, SelftestLevel};
 
 /// The `probe-timeout` stage name of the library probe.
 pub const LIBRARIES_STAGE: &str = "libraries";

@@ -2,11 +2,9 @@
 //! library of an expectation (format 2) loads and reports its locked version, suits the
 //! host's driver, and the GPU is covered by the image's device code.
 
-use crate::selftest_fixture;
-
-use gpuimg::expect::{DeviceCode, Expectation, LibraryExpectation, SelftestLevel, VersionCall};
-use gpuimg::selftest::{LibraryProbe, Measurements, Status, Verdict};
-use selftest_fixture::{check, failed, h200, matching, run, status};
+use crate::fixture::{check, failed, h200, matching, run, status};
+use gpuimg_expect::{DeviceCode, Expectation, LibraryExpectation, SelftestLevel, VersionCall};
+use gpuimg_selftest::{LibraryProbe, Measurements, Status, Verdict};
 
 const SITE: &str = "/usr/local/lib/python3.11/dist-packages";
 

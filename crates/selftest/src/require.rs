@@ -131,7 +131,7 @@ fn compare_versions(a: &str, b: &str) -> Option<Ordering> {
             .map(|f| f.parse::<u64>().ok())
             .collect()
     };
-    Some(crate::expect::compare_fields(&fields(a)?, &fields(b)?))
+    Some(gpuimg_expect::compare_fields(&fields(a)?, &fields(b)?))
 }
 
 /// `true`, `1`, `t`… as Go's `strconv.ParseBool` reads them (the toolkit's parser).

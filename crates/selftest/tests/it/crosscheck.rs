@@ -4,17 +4,15 @@
 //! show a GPU the other does not, match by UUID or only by PCI bus id, MIG devices; and
 //! `cuInit` / NVML outcomes after which dependent checks must say "not measured" and why.
 
-use crate::selftest_fixture;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use gpuimg::expect::{Expectation, SelftestLevel};
-use gpuimg::selftest::{
+use crate::fixture::{check, failed, h200, matching, named, run, BUS, UUID};
+use gpuimg_expect::{Expectation, SelftestLevel};
+use gpuimg_selftest::{
     memory_agrees, normalize_pci_bus_id, pair, report_from, Because, CudaDeviceResult, InitOutcome,
     MatchedBy, Measurements, MigDevice, Report, Status, Verdict, MEMORY_TOLERANCE_MIB,
 };
-use selftest_fixture::{check, failed, h200, matching, named, run, BUS, UUID};
 
 const UUID_B: &str = "GPU-0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9";
 const BUS_B: &str = "0000:2a:00.0";
