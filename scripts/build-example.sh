@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# The main job: build the example image in profiles/ and show it.
+# The main job: build the example image in profiles/ and show it. Installs nothing: building an
+# image needs only gpuimg (no daemon, no image tools; those are the tests', scripts/test.sh).
+# gpuimg is built with the release profile, the self-test it bakes in with its own profile
+# (`selftest`: full LTO, small), and passed to the build by path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-deps.sh
-cargo build --release --locked --bins
-./target/release/gpuimg build profiles/example.yaml -o out/example
+cargo build --release --locked -p gpuimg --bin gpuimg
+cargo build --profile selftest --locked -p gpuimg-selftest --bin gpuimg-selftest
+./target/release/gpuimg build profiles/example.yaml -o out/example \
+  --selftest-binary target/selftest/gpuimg-selftest
 ./target/release/gpuimg inspect out/example

@@ -14,6 +14,8 @@ RUSTC_WORKSPACE_WRAPPER="$PWD/scripts/lint-rustc.sh" \
   cargo test --workspace --locked --no-fail-fast --lib --bins --tests --examples -- --test-threads=2 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 set -e
+# The self-test crate also builds (and passes its tests) with Debian's rustc-web.
+bash scripts/check-selftest-rustc-web.sh || rc=1
 awk '/^test result:/ { for (i = 1; i < NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "%d passed, %d failed\n", p, f }' "$log"
 exit "$rc"
