@@ -1,6 +1,6 @@
 //! Stage 1, `profile`: read a profile file into a validated [`Profile`].
 //!
-//! Owns the v1 profile contract (README.md, "Profile (v1)"): parsing, `${VAR}` expansion inside
+//! Owns the v1 profile contract (docs/profile.md): parsing, `${VAR}` expansion inside
 //! scalars (after the YAML is parsed, so a value never adds structure), unknown-key and type
 //! errors with file:line:column, paths made relative to the profile's directory, `files.src`
 //! confined to the build context (`context:`).

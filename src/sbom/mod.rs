@@ -5,7 +5,7 @@
 //! driver floor, `NVIDIA_REQUIRE_CUDA`, the self-test's digest) as annotations on it.
 //!
 //! Pure: takes what the plan knows and returns bytes (canonical JSON). Files are not listed
-//! (`filesAnalyzed: false`): see README "SBOM" for why. Deterministic: the creation time is
+//! (`filesAnalyzed: false`): see docs/outputs.md, "SBOM", for why. Deterministic: the creation time is
 //! `SOURCE_DATE_EPOCH`, the namespace is derived from the document's own digest.
 
 mod spdx;
