@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use gpuimg::expect::{DeviceCode, Expectation, SelftestLevel};
+use gpuimg_expect::{DeviceCode, Expectation, SelftestLevel};
 
 /// `(normalised name, version)` of every distribution installed in `site`, sorted.
 fn installed(site: &Path) -> Result<Vec<(String, String)>, String> {
