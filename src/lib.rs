@@ -15,8 +15,6 @@ pub mod byte_size;
 pub mod canonical_json;
 pub mod confined;
 pub mod digest;
-pub mod elf;
-pub mod fatbin;
 pub mod file_identity;
 pub mod glob;
 pub mod host_program;

@@ -139,13 +139,13 @@ fn check_needs(installed: &apt::Installed, loader: &Loader, obs: &mut dyn Observ
     // What `unused-libraries` removes is not judged.
     let mut objects = loader.objects.clone();
     objects.retain(|p, _| !loader.unused.contains(p));
-    let view = crate::elf::closure::LoaderView {
+    let view = gpuimg_elf::closure::LoaderView {
         objects,
         conf_dirs: loader.dirs.clone(),
         known_sonames: installed.libraries.iter().map(|(s, _)| s.clone()).collect(),
         ..Default::default()
     };
-    let reach = crate::elf::reach::reach(&view, loader.roots.iter().cloned());
+    let reach = gpuimg_elf::reach::reach(&view, loader.roots.iter().cloned());
     let mut by_name: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     let missing = (reach.missing.iter()).filter(|(_, name)| !libraries::is_driver_library(name));
     for (object, name) in missing {

@@ -17,10 +17,10 @@ use super::BuildError;
 use crate::assemble::{EntryKind, Tree};
 use crate::cache::{Bucket, Cache};
 use crate::digest::Digest;
-use crate::elf::machine::{self, Head, HEAD_BYTES};
-use crate::elf::startable::{self, Foreign, Image, DEFAULT_PATH};
 use crate::image::ImageLayer;
 use crate::layer::{self, Compression, LayerBlob};
+use gpuimg_elf::machine::{self, Head, HEAD_BYTES};
+use gpuimg_elf::startable::{self, Foreign, Image, DEFAULT_PATH};
 
 const BUCKET: Bucket = Bucket::Machines;
 /// Bytes read of one loader configuration file.

@@ -17,8 +17,8 @@ use super::owners::{component_owner, owner_readers, Claims, ImageView, OwnerRead
 use super::unused::Elves;
 use super::{blob_name, select, Image, InspectError};
 use crate::digest::Digest;
-use crate::elf::{self, machine::HEAD_BYTES};
 use crate::image::ANN_COMPONENT;
+use gpuimg_elf::{self as elf, machine::HEAD_BYTES};
 
 /// Bytes read from one ownership record (a dpkg `.list`); larger records fail the listing.
 pub const MAX_RECORD: u64 = 16 << 20;

@@ -23,9 +23,9 @@ use serde::{Deserialize, Serialize};
 
 use super::files::{listing, FileKind};
 use super::{parse, read_blob, select, Image, InspectError};
-use crate::elf::closure::LoaderView;
-use crate::elf::names::{NameScan, Scanning};
-use crate::elf::{self, reach, SharedObject};
+use gpuimg_elf::closure::LoaderView;
+use gpuimg_elf::names::{NameScan, Scanning};
+use gpuimg_elf::{self as elf, reach, SharedObject};
 
 /// Bytes of a file's beginning kept while reading it, for its string table.
 pub const HEAD: usize = 32 << 20;

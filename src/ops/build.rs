@@ -296,13 +296,13 @@ fn selftest_binary(profile: &Profile, req: &BuildRequest) -> Result<SelftestBina
     // The image must be able to start it: its machine is the platform's (issue 34, item 1).
     let mut head = [0u8; 20];
     let got = std::io::Read::read(&mut file, &mut head).map_err(read_err)?;
-    let machine = crate::elf::machine::of_header(&head[..got]);
-    let wanted = crate::elf::machine::of_architecture(&profile.platform.architecture);
+    let machine = gpuimg_elf::machine::of_header(&head[..got]);
+    let wanted = gpuimg_elf::machine::of_architecture(&profile.platform.architecture);
     if machine != wanted || machine.is_none() {
         return Err(OpsError::SelftestMachine {
             path: path.display().to_string(),
             machine: machine.map_or("not an ELF file".into(), |m| {
-                format!("an ELF file for {}", crate::elf::machine::name(m))
+                format!("an ELF file for {}", gpuimg_elf::machine::name(m))
             }),
             platform: profile.platform.to_string(),
         });

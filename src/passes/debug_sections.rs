@@ -16,10 +16,10 @@ use super::rewritable::{self, Source};
 use super::{PassContext, PassError};
 use crate::assemble::{DataSource, Tree};
 use crate::cache::SECTION_STRIP_COPIES as STRIPPER;
-use crate::elf::strip as section_strip;
 use crate::layer::owner_name;
 use crate::observe::Observer;
 use crate::sources::wheel::{self, FileHash};
+use gpuimg_elf::strip as section_strip;
 
 /// One file stripped: its image path and the bytes it lost.
 #[derive(Debug, Clone, PartialEq, Eq)]

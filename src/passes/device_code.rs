@@ -15,9 +15,9 @@ use std::fs;
 use super::rewritable::{self, Source};
 use super::{PassContext, PassError};
 use crate::assemble::{DataSource, Tree};
-use crate::fatbin::{self, Cc, Target};
 use crate::observe::Observer;
 use crate::sources::wheel::{self, FileHash};
+use gpuimg_elf::fatbin::{self, Cc, Target};
 use gpuimg_expect::version::Version;
 
 /// The pruner's version, in the copies' cache key: a change of what is kept changes it.

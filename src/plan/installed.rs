@@ -248,7 +248,7 @@ mod tests {
     #[test]
     fn cuda_libraries_are_the_library_wheels_shared_objects() {
         use crate::sources::wheel::WheelLibrary;
-        let so = |s: &str| crate::elf::SharedObject {
+        let so = |s: &str| gpuimg_elf::SharedObject {
             is_64: true,
             machine: 62,
             soname: Some(s.into()),

@@ -11,10 +11,10 @@ use super::{
     PythonInstall, LOADER_CONF, METADATA,
 };
 use crate::digest::Digest;
-use crate::elf::SharedObject;
 use crate::layer::LayerOptions;
 use crate::profile::{CompatMode, Profile, StripClass};
 use crate::sources::wheel::WheelLibrary;
+use gpuimg_elf::SharedObject;
 
 /// What a plan needs to derive [`Derived`] once the wheels' libraries and METADATA headers
 /// are known (at planning, from the cache's records; else from the wheel jobs).
@@ -198,5 +198,5 @@ pub(super) fn loader(
 
 /// The ELF machine number of a platform machine name (`x86_64` → 62).
 fn machine(name: &str) -> u16 {
-    crate::elf::machine::of_name(name)
+    gpuimg_elf::machine::of_name(name)
 }

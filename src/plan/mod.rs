@@ -37,7 +37,6 @@ pub use expectation::{
 };
 
 use crate::digest::Digest;
-use crate::elf::SharedObject;
 use crate::layer::LayerOptions;
 use crate::lock::{LockedPackage, LockedWheel};
 pub use crate::passes::TreePass;
@@ -46,6 +45,7 @@ use crate::resolve::Resolution;
 use crate::sources::image_interpreter::ImagePython;
 use crate::sources::wheel::{HostPython, WheelLibrary};
 use components::{Assignment, LayerOverrides, PackageMeta};
+use gpuimg_elf::SharedObject;
 pub use late::Late;
 pub use shared::shared_jobs;
 

@@ -7,8 +7,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::elf::closure::LoaderView;
-use crate::elf::{reach, SharedObject};
+use gpuimg_elf::closure::LoaderView;
+use gpuimg_elf::{reach, SharedObject};
 use gpuimg_expect::LibraryExpectation;
 
 /// The image paths (no leading `/`) the self-test loads by name: each checked library and the

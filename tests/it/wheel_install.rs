@@ -717,9 +717,9 @@ fn a_tapped_install_takes_each_librarys_elf_facts_as_its_layer_reads_it() {
         let capture = tap.capture().unwrap();
         match bytes {
             Some(b) => {
-                let mut again = |off: u64, len: u64| gpuimg::elf::range_at(&mut &b[..], off, len);
+                let mut again = |off: u64, len: u64| gpuimg_elf::range_at(&mut &b[..], off, len);
                 // What reading it whole says, the library names its strings hold with it.
-                let named = gpuimg::elf::parse_stream_named(&mut &b[..], &mut again.clone());
+                let named = gpuimg_elf::parse_stream_named(&mut &b[..], &mut again.clone());
                 assert_eq!(capture.finish(b.len() as u64, &mut again), Some(named));
                 assert!(read.elf.is_some(), "{}", read.path);
             }

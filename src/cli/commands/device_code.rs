@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use crate::cli::{print_stdout, CliError, Settings};
-use crate::fatbin::{self, Cc, Target};
+use gpuimg_elf::fatbin::{self, Cc, Target};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
@@ -179,7 +179,7 @@ fn prune(
     let mut summary = vec![summary];
     if debug_symbols {
         let mut pruned = tmp.reopen().map_err(io)?;
-        if let Some(plan) = crate::elf::strip::plan(&mut pruned).map_err(io)? {
+        if let Some(plan) = gpuimg_elf::strip::plan(&mut pruned).map_err(io)? {
             let mut stripped = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
             plan.write(&pruned, stripped.as_file_mut()).map_err(io)?;
             summary.push(format!(

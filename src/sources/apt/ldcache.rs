@@ -12,7 +12,7 @@ use std::path::Path;
 use super::unpack::ElfFacts;
 use super::AptError;
 use crate::confined::Root;
-use crate::elf::{self, SharedObject};
+use gpuimg_elf::{self as elf, SharedObject};
 
 /// Configuration files are small; larger ones are ignored.
 const MAX_CONF: u64 = 1 << 20;

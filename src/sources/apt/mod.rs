@@ -73,7 +73,7 @@ pub mod parsers {
     pub use super::solver::solve;
     pub use super::universe::{Package, Universe};
     pub use super::unpack::{unpack, Unpacked};
-    pub use crate::elf::{parse as parse_elf, SharedObject};
+    pub use gpuimg_elf::{parse as parse_elf, SharedObject};
 }
 
 /// How to reach repositories and where to cache what they give.
@@ -111,7 +111,7 @@ pub struct LoaderExtra {
     /// root (so into `metadata`) before the cache is.
     pub conf: Option<(String, String)>,
     /// The libraries in its directories: image path (no leading `/`) and ELF facts.
-    pub libraries: Vec<(String, crate::elf::SharedObject)>,
+    pub libraries: Vec<(String, gpuimg_elf::SharedObject)>,
 }
 
 /// The libraries later layers add, when they are known only after the install has begun (the

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::{Bucket, Cache, Key};
 use crate::digest::Digest;
-use crate::elf::SharedObject;
+use gpuimg_elf::SharedObject;
 
 /// The entries of one package's data tarball, in order.
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]

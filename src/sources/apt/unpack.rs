@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use super::sketch::{Body, Header, Kind, Sketch, SketchEntry};
 use super::{dpkgdb, fixups, ldcache, AptError};
 use crate::confined::Root;
-use crate::elf::SharedObject;
+use gpuimg_elf::SharedObject;
 
 /// What unpacking one package produced: its paths as dpkg lists them (`/.`, `/usr`, ...),
 /// and where the entries it created really are in the root (`usr/bin/ls` for `/bin/ls` under

@@ -284,13 +284,13 @@ impl Archive {
     /// The ELF facts of entry `m` (`None` when it is no shared object gpuimg reads), from
     /// its bytes decompressed as a stream (to its end, for the library names its strings
     /// hold), at most twice, never held whole.
-    pub fn elf_facts(&self, m: &Member) -> Result<Option<crate::elf::SharedObject>, WheelError> {
+    pub fn elf_facts(&self, m: &Member) -> Result<Option<gpuimg_elf::SharedObject>, WheelError> {
         let mut f = self.member(m);
         let mut again = |off: u64, len: u64| {
             let mut g = self.member(m);
-            crate::elf::range_at(&mut (&mut g).take(m.size), off, len)
+            gpuimg_elf::range_at(&mut (&mut g).take(m.size), off, len)
         };
-        Ok(crate::elf::parse_stream_named(
+        Ok(gpuimg_elf::parse_stream_named(
             &mut (&mut f).take(m.size),
             &mut again,
         ))
@@ -301,11 +301,11 @@ impl Archive {
     pub fn elf_facts_from(
         &self,
         m: &Member,
-        capture: &crate::elf::capture::Capture,
-    ) -> Result<Option<Option<crate::elf::SharedObject>>, WheelError> {
+        capture: &gpuimg_elf::capture::Capture,
+    ) -> Result<Option<Option<gpuimg_elf::SharedObject>>, WheelError> {
         let mut again = |off: u64, len: u64| {
             let mut g = self.member(m);
-            crate::elf::range_at(&mut (&mut g).take(m.size), off, len)
+            gpuimg_elf::range_at(&mut (&mut g).take(m.size), off, len)
         };
         Ok(capture.finish(m.size, &mut again))
     }

@@ -10,10 +10,10 @@ use super::archive::{Archive, Member};
 use super::prepare::{self, Content};
 use super::scheme::Scheme;
 use super::WheelError;
-use crate::elf::capture::Capture;
-use crate::elf::SharedObject;
 use crate::sources::image_interpreter::ImagePython;
 use crate::sources::pinned_wheels::FetchedWheel;
+use gpuimg_elf::capture::Capture;
+use gpuimg_elf::SharedObject;
 
 /// One shared library a wheel installs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,7 +47,7 @@ pub fn file_name(path: &str) -> &str {
 /// Whether a file name is one a shared library has (`lib*.so`, `lib*.so.N…`): the rule
 /// `elf::reach` judges libraries by.
 pub fn is_library_name(name: &str) -> bool {
-    crate::elf::reach::is_library_name(name)
+    gpuimg_elf::reach::is_library_name(name)
 }
 
 /// Whether a file name is a Python extension module's (`*.so` that is no `lib*` library).
@@ -99,7 +99,7 @@ impl LibraryRead {
 }
 
 /// What a wheel's shared object showed of itself while its layer was written: its ELF parts
-/// (`crate::elf::capture`), fed by the layer writer's inflating read
+/// (`gpuimg_elf::capture`), fed by the layer writer's inflating read
 /// (`assemble::ArchivedFile::tap`). The taps of a build hold at most [`MAX_HELD`] bytes
 /// together: a capture that would pass it gives up, and its library is read from its wheel.
 #[derive(Debug, Default)]
@@ -188,7 +188,7 @@ mod tests {
     /// A 64-bit ELF whose one program header is a dynamic section of `dynamic` zero bytes at
     /// offset 4096 (its first entry `DT_NULL`: a shared object without names).
     fn with_dynamic(dynamic: usize) -> Vec<u8> {
-        let mut b = crate::elf::test_elf64(1, 4096 + dynamic);
+        let mut b = gpuimg_elf::test_elf64(1, 4096 + dynamic);
         b[64..68].copy_from_slice(&2u32.to_le_bytes());
         b[72..80].copy_from_slice(&4096u64.to_le_bytes());
         b[96..104].copy_from_slice(&(dynamic as u64).to_le_bytes());
@@ -199,10 +199,10 @@ mod tests {
     fn the_taps_together_hold_at_most_their_cap() {
         // Only this test makes taps in this process: what they hold is all that is held.
         let start = HELD.load(std::sync::atomic::Ordering::Relaxed);
-        let bytes = with_dynamic(crate::elf::MAX_STREAM_PART as usize);
+        let bytes = with_dynamic(gpuimg_elf::MAX_STREAM_PART as usize);
         let len = bytes.len() as u64;
         let mut none = |_: u64, _: u64| -> Option<Vec<u8>> { None };
-        let n = (MAX_HELD / crate::elf::MAX_STREAM_PART) as usize + 8;
+        let n = (MAX_HELD / gpuimg_elf::MAX_STREAM_PART) as usize + 8;
         let taps: Vec<LibraryTap> = (0..n).map(|_| LibraryTap::default()).collect();
         for t in &taps {
             for (i, p) in bytes.chunks(256 << 10).enumerate() {

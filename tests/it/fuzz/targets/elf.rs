@@ -4,12 +4,12 @@
 //! Seeds are two tiny real shared objects (64- and 32-bit, built by `scripts/fuzz-corpus.sh`);
 //! mutations overwrite header and table fields with edge numbers. Properties: a parsed object's
 //! class and machine are the header's, and its soname is NUL-terminated text of the file; the
-//! stream reader (`gpuimg::elf::parse_stream`, for wheel members) never disagrees with the
+//! stream reader (`gpuimg_elf::parse_stream`, for wheel members) never disagrees with the
 //! whole-file reader when both read the file; and the capture the layer writer feeds
-//! (`gpuimg::elf::capture`), fed in pieces of any size, either leaves the answer to its
+//! (`gpuimg_elf::capture`), fed in pieces of any size, either leaves the answer to its
 //! caller or gives exactly what the stream reader gives when it reads on to the end for the
 //! library names the file holds (`parse_stream_named`); and the section stripper
-//! (`gpuimg::elf::strip`, for `strip: [debug-symbols]`) either leaves a file alone or writes
+//! (`gpuimg_elf::strip`, for `strip: [debug-symbols]`) either leaves a file alone or writes
 //! one of the planned, smaller size that reads the same to the ELF reader and has nothing
 //! left to strip.
 
@@ -51,20 +51,20 @@ fn mutate_input(seeds: &[Vec<u8>], u: &mut Unstructured<'_>) -> Result<Vec<u8>> 
 }
 
 fn check(b: &[u8]) -> Verdict {
-    let streamed = gpuimg::elf::parse_stream(&mut &b[..], &mut |off, len| {
-        gpuimg::elf::range_at(&mut &b[..], off, len)
+    let streamed = gpuimg_elf::parse_stream(&mut &b[..], &mut |off, len| {
+        gpuimg_elf::range_at(&mut &b[..], off, len)
     });
-    let named = gpuimg::elf::parse_stream_named(&mut &b[..], &mut |off, len| {
-        gpuimg::elf::range_at(&mut &b[..], off, len)
+    let named = gpuimg_elf::parse_stream_named(&mut &b[..], &mut |off, len| {
+        gpuimg_elf::range_at(&mut &b[..], off, len)
     });
     // Pieces of a size the input picks (1 to 4096 bytes), and the whole file at once.
     let piece = b.get(7).map_or(1, |&x| usize::from(x) * 16 + 1);
     for size in [piece, b.len().max(1)] {
-        let mut c = gpuimg::elf::capture::Capture::new();
+        let mut c = gpuimg_elf::capture::Capture::new();
         for (i, p) in b.chunks(size).enumerate() {
             c.feed((i * size) as u64, p);
         }
-        let mut again = |off, len| gpuimg::elf::range_at(&mut &b[..], off, len);
+        let mut again = |off, len| gpuimg_elf::range_at(&mut &b[..], off, len);
         if let Some(taken) = c.finish(b.len() as u64, &mut again) {
             if taken != named {
                 return Err(format!(
@@ -114,7 +114,7 @@ fn check(b: &[u8]) -> Verdict {
 }
 
 fn check_strip(b: &[u8]) -> std::result::Result<(), String> {
-    use gpuimg::elf::strip::plan_reader;
+    use gpuimg_elf::strip::plan_reader;
     let len = b.len() as u64;
     let plan = match plan_reader(&mut std::io::Cursor::new(b), len) {
         Ok(Some(p)) => p,

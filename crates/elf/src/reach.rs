@@ -71,7 +71,7 @@ pub fn reach<I: IntoIterator<Item = String>>(view: &LoaderView, extra: I) -> Rea
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::elf::SharedObject;
+    use crate::SharedObject;
 
     fn so(needed: &[&str], named: &[&str]) -> SharedObject {
         let v = |x: &[&str]| x.iter().map(|s| s.to_string()).collect();

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::target::{Code, Target, Variant};
 use super::{CONTAINER_MAGIC, SECTIONS};
-use crate::elf::sections::{self as elf_sections, SectionsError};
+use crate::sections::{self as elf_sections, SectionsError};
 
 /// The most bytes of the section-name string table read.
 const MAX_SHSTRTAB: u64 = 1 << 20;

@@ -1,12 +1,16 @@
-//! Just enough ELF to index shared libraries and follow their links: class, machine,
-//! `DT_SONAME`, `DT_NEEDED`, `DT_RPATH` and `DT_RUNPATH` (the apt installer's ld.so.cache, the
-//! one-provider rule and the ELF closure use them). A leaf.
+//! `gpuimg-elf`: just enough ELF to index shared libraries and follow their links: class,
+//! machine, `DT_SONAME`, `DT_NEEDED`, `DT_RPATH` and `DT_RUNPATH` (the apt installer's
+//! ld.so.cache, the one-provider rule and the ELF closure use them), and the CUDA device code
+//! inside them (`fatbin`). Depends on no other crate of the workspace; must never know about
+//! images, layers or packages.
 //!
 //! Reads headers, the dynamic section and its string table only, from a byte slice or a
 //! stream read front to back; must never trust an offset without bounds checks, and never
 //! reads more than [`MAX_STREAM_PART`] of any part. `sections` is the one reader of section
 //! header tables (`fatbin` and `strip` use it); `strip` is the one writer: it copies a file
 //! without its DWARF and symbol table (`strip: [debug-symbols]`).
+
+pub mod fatbin;
 
 pub mod capture;
 pub mod closure;
@@ -284,10 +288,11 @@ fn facts(
     Some(so)
 }
 
-/// For tests: `len` zero bytes opening with the header of a little-endian 64-bit x86-64
-/// shared object whose `phnum` program headers follow it (at byte 64).
-#[cfg(test)]
-pub(crate) fn test_elf64(phnum: u16, len: usize) -> Vec<u8> {
+/// For tests (this crate's, and others' through the feature `test-support`): `len` zero bytes
+/// opening with the header of a little-endian 64-bit x86-64 shared object whose `phnum`
+/// program headers follow it (at byte 64).
+#[cfg(any(test, feature = "test-support"))]
+pub fn test_elf64(phnum: u16, len: usize) -> Vec<u8> {
     let mut b = vec![0u8; len.max(64)];
     b[..4].copy_from_slice(b"\x7fELF");
     b[4] = 2;

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use serde::Deserialize;
 
 /// The table's text, for the keys of what it decides.
-pub const TABLE_TEXT: &str = include_str!("../../data/dlopen.yaml");
+pub const TABLE_TEXT: &str = include_str!("../../../data/dlopen.yaml");
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

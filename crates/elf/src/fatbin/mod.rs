@@ -1,7 +1,7 @@
 //! Device code inside CUDA shared objects: the fatbin containers of an ELF's `.nv_fatbin` and
 //! `__nv_relfatbin` sections, what each entry holds (a cubin or PTX, for which target), and pruning a file to
-//! the entries given GPUs can select (`strip: [device-code]`, `gpuimg device-code`). Uses `elf`
-//! alone.
+//! the entries given GPUs can select (`strip: [device-code]`, `gpuimg device-code`). Uses the
+//! crate's ELF reading alone.
 //!
 //! Reads the ELF's section headers (through `elf::sections`, the one section-table reader)
 //! and the containers' and entries' headers only; never
