@@ -89,12 +89,13 @@ pub struct BuildOptions {
     pub jobs: usize,
 }
 
-/// At most this many layers are written at once, each compressor with its share of the
-/// CPUs: one layer's serial work (reading and inflating its wheels, tar, hashing) then overlaps
-/// the other's compression, where one layer at a time with every CPU left them idle at each
-/// serial step. Two, not more: each write holds its compressor's buffers (BENCHMARKS.md, the
-/// cold PyTorch build: 1.23x its CPU floor with one, 1.14x with two, at the same peak memory).
-const WRITE_SLOTS: usize = 2;
+/// At most this many layers are written at once, each compressor with its share of the CPUs.
+/// One: two at once (each compressor with half the CPUs) overlapped one layer's serial work
+/// with the other's compression and took the cold PyTorch build from 1.23x to 1.16x its CPU
+/// floor, but cost 8 % more CPU on a warm rewrite and took the test build of
+/// `profiles/pytorch-h200.yaml` to 260 MB, over the 250 MB bound (BENCHMARKS.md, "Two layer
+/// writes at once").
+const WRITE_SLOTS: usize = 1;
 
 impl BuildOptions {
     /// How many layers are written at once: [`WRITE_SLOTS`], no more than `--jobs` allows.
