@@ -944,7 +944,7 @@ fn a_poisoned_pep_658_metadata_file_that_adds_a_dependency_is_refused_at_install
         .unwrap();
     }
     let server = serve(&root);
-    let cache = gpuimg::cache::Cache::open(&t.path().join("cache")).unwrap();
+    let cache = gpuimg_store::cache::Cache::open(&t.path().join("cache")).unwrap();
     let index = format!("{}/simple/", server.url);
     let request = PythonRequest::from_parts(&["demo"], &[("index", &index)]).unwrap();
     let obs = &mut gpuimg::observe::Silent;

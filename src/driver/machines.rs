@@ -15,12 +15,12 @@ use serde::{Deserialize, Serialize};
 
 use super::BuildError;
 use crate::assemble::{EntryKind, Tree};
-use crate::cache::{Bucket, Cache};
-use crate::digest::Digest;
 use crate::image::ImageLayer;
 use crate::layer::{self, Compression, LayerBlob};
 use gpuimg_elf::machine::{self, Head, HEAD_BYTES};
 use gpuimg_elf::startable::{self, Foreign, Image, DEFAULT_PATH};
+use gpuimg_store::cache::{Bucket, Cache};
+use gpuimg_store::digest::Digest;
 
 const BUCKET: Bucket = Bucket::Machines;
 /// Bytes read of one loader configuration file.

@@ -31,8 +31,6 @@ pub use apt::apt_options;
 
 use crate::assemble::{self, Tree};
 use crate::byte_size::ByteSize;
-use crate::cache::Cache;
-use crate::digest::Digest;
 use crate::export::{self, Replace, Target};
 use crate::image::{self, ImageLayer, ImageSpec};
 use crate::layer::{self, Compression, LayerOptions};
@@ -42,7 +40,9 @@ use crate::plan::{Inputs, Plan};
 use crate::reference::{RegistryRef, Tag};
 use crate::registry::{self, Pushed};
 use crate::sources::pypi::PythonRequest;
-use crate::staging::{self, Staged};
+use gpuimg_store::cache::Cache;
+use gpuimg_store::digest::Digest;
+use gpuimg_store::staging::{self, Staged};
 
 /// Where the built image goes.
 #[derive(Debug, Clone)]

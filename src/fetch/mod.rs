@@ -1,7 +1,7 @@
 //! Stage `fetch`: download artifacts by URL into a content-addressed cache, sha256-verified.
 //!
 //! Owns HTTP (retries with backoff, parallel jobs), where in the cache each download lands,
-//! and `--offline` (the cache's layout itself is `crate::cache`'s).
+//! and `--offline` (the cache's layout itself is `gpuimg_store::cache`'s).
 //! Must never trust a byte it has not hashed: a cached blob is re-verified when read unless its
 //! file identity is unchanged since it was hashed, and a corrupted entry is fetched again (or
 //! reported, offline). Knows nothing about apt.

@@ -25,7 +25,6 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::OpsError;
-use crate::cache::Cache;
 use crate::catalog::Catalog;
 use crate::fetch::Trust;
 use crate::lock::{LockedPackage, LockedWheel};
@@ -36,6 +35,7 @@ use crate::sources::image_interpreter::{self, BasePython};
 use crate::sources::pypi::{self, PythonRequest};
 use crate::sources::rootfs::{self, DPKG_STATUS};
 use gpuimg_expect::version::{Constraint, Version};
+use gpuimg_store::cache::Cache;
 
 use super::python_packages::{self as python, PythonHost};
 

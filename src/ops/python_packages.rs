@@ -7,7 +7,6 @@
 use std::path::{Path, PathBuf};
 
 use super::OpsError;
-use crate::cache::Cache;
 use crate::catalog::Catalog;
 use crate::lock::LockedWheel;
 use crate::observe::Observer;
@@ -18,6 +17,7 @@ use crate::sources::image_interpreter;
 use crate::sources::image_interpreter::ImagePython;
 use crate::sources::pypi::{self, HostSettings, PythonRequest};
 use crate::sources::wheel::{self, HostPython};
+use gpuimg_store::cache::Cache;
 
 /// What the host offers the Python part: its index settings and, for `python.compile`, the
 /// directories of its `PATH` where a compiling interpreter is looked for.

@@ -195,7 +195,7 @@ fn debug_sections_go_into_a_cached_copy_only_where_the_terms_allow() {
     assert_eq!(applied.sections.len(), 1, "{applied:?}");
     assert!(applied.sections[0].removed > 0);
     assert!(
-        copy.starts_with(cache.dir(crate::cache::Bucket::Blobs)),
+        copy.starts_with(cache.dir(gpuimg_store::cache::Bucket::Blobs)),
         "{copy:?}"
     );
     assert!(std::fs::metadata(&copy).unwrap().len() < std::fs::metadata(&lib).unwrap().len());

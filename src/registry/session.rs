@@ -19,8 +19,8 @@ use super::credentials::{AuthFiles, Credentials};
 use super::limits::{secs, PushLimits};
 use super::realm::RealmTrust;
 use super::RegistryError;
-use crate::digest::{Digest, HashingWriter};
 use crate::fetch::Slow;
+use gpuimg_store::digest::{Digest, HashingWriter};
 
 /// The most bytes of a response body read (errors, tokens, manifests and indexes are small).
 const MAX_RESPONSE: u64 = 8 << 20;

@@ -28,7 +28,7 @@ pub const DPKG_STATUS: &str = "var/lib/dpkg/status";
 /// At most `cap` bytes.
 pub fn read_file(path: &Path, member: &str, cap: u64) -> std::io::Result<Option<Vec<u8>>> {
     if fs_err::metadata(path)?.is_dir() {
-        let root = crate::confined::Root::open(path)?;
+        let root = gpuimg_store::confined::Root::open(path)?;
         let p = Path::new(member);
         match root.metadata(p)? {
             Some(m) if m.is_regular() => root.read(p, cap).map(Some),
