@@ -13,7 +13,6 @@
 
 pub mod byte_size;
 pub mod glob;
-pub mod host_program;
 pub mod profile;
 pub mod raw_deflate;
 pub mod reference;
@@ -25,7 +24,6 @@ pub mod export;
 pub mod image;
 pub mod inspect;
 pub mod layer;
-pub mod observe;
 pub mod ops;
 pub mod passes;
 pub mod plan;
@@ -35,7 +33,6 @@ pub mod strip;
 
 pub mod catalog;
 pub mod driver;
-pub mod fetch;
 pub mod lock;
 pub mod resolve;
 pub mod sources;

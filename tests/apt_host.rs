@@ -9,10 +9,10 @@ use std::path::Path;
 use std::process::Command;
 
 use common::run_ok;
-use gpuimg::observe::Silent;
 use gpuimg::plan::source_specs;
 use gpuimg::profile::{self, Base};
 use gpuimg::sources::apt::{self, AptOptions};
+use gpuimg_fetch::observe::Silent;
 
 fn spec(packages: &str) -> (apt::PackagesSpec, gpuimg::sources::Architecture) {
     let yaml = format!(

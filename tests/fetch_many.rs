@@ -8,8 +8,8 @@ mod common;
 use std::sync::Mutex;
 
 use common::*;
-use gpuimg::fetch::{Artifact, FetchLimits, Fetcher, Trust};
-use gpuimg::observe::Silent;
+use gpuimg_fetch::observe::Silent;
+use gpuimg_fetch::{Artifact, FetchLimits, Fetcher, Trust};
 use gpuimg_store::cache::Bucket;
 use gpuimg_store::digest::Digest;
 

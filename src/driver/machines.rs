@@ -380,7 +380,8 @@ mod tests {
                 epoch: 0,
             };
             let (blob, _) =
-                layer::write_layer("t", &tree, opts, &cache, &mut crate::observe::Silent).unwrap();
+                layer::write_layer("t", &tree, opts, &cache, &mut gpuimg_fetch::observe::Silent)
+                    .unwrap();
             assert!(!blob.linked.is_empty(), "one file stored as a link");
             assert_eq!(of_blob(&cache, &blob).unwrap(), from_tree);
             // Recorded once, then read from the record.

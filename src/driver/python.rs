@@ -8,11 +8,11 @@ use std::path::Path;
 use super::{BuildError, BuildOptions};
 use crate::assemble::Tree;
 use crate::layer::Compression;
-use crate::observe::Observer;
 use crate::plan::PythonInstall;
 use crate::sources::pinned_wheels::{FetchedWheel, PinnedWheel};
 use crate::sources::wheel;
 use crate::sources::Source;
+use gpuimg_fetch::observe::Observer;
 
 /// Install the fetched wheels `fetched` (the layer `component`'s) under `scratch`; with
 /// `tap`, each shared object left in its wheel gets a tap that takes its ELF facts as the

@@ -34,7 +34,7 @@ pub use stream::LayerStream;
 use std::sync::Arc;
 
 use crate::assemble::{DataSource, EntryKind, Tree};
-use crate::observe::Observer;
+use gpuimg_fetch::observe::Observer;
 use gpuimg_store::cache::{BlobWriter, Cache, LAYERS};
 use gpuimg_store::digest::{Digest, HashingWriter};
 

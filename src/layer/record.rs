@@ -18,7 +18,7 @@
 use std::io::{self, Read};
 
 use super::{Compression, LayerBlob, LayerError};
-use crate::observe::Observer;
+use gpuimg_fetch::observe::Observer;
 use gpuimg_store::cache::{BlobFacts, Cache, Identity, RecordRead, LAYERS};
 use gpuimg_store::digest::{Digest, HashingWriter};
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::*;
 use crate::assemble::{DataSource, Entry, EntryKind, Tree};
 use crate::layer::{write_layer, LayerOptions};
-use crate::observe::Silent;
+use gpuimg_fetch::observe::Silent;
 use gpuimg_store::cache::maintain::{Pruned, Verified};
 
 thread_local! {

@@ -100,7 +100,7 @@ mod tests {
     use super::*;
     use crate::assemble::{DataSource, Entry, EntryKind};
     use crate::layer::{write_layer, Compression};
-    use crate::observe::Silent;
+    use gpuimg_fetch::observe::Silent;
 
     fn file(path: &str, body: &str) -> Entry {
         Entry {

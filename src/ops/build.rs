@@ -12,12 +12,12 @@ use crate::assemble::{identity, AssembleError};
 use crate::catalog::Catalog;
 use crate::driver::{self, apt_options, BuildError, BuildOptions, BuildOutcome};
 use crate::lock::LockedPackage;
-use crate::observe::Observer;
 use crate::plan::components::PackageMeta;
 use crate::plan::{self, source_specs, AptFacts, Facts, SelftestBinary};
 use crate::profile::{AptSpec, Base, Profile};
 use crate::sources::apt;
 use crate::sources::pypi::PythonRequest;
+use gpuimg_fetch::observe::Observer;
 use gpuimg_store::cache::{Bucket, Cache, Key};
 use gpuimg_store::digest::{hash_reader, Digest};
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::assemble::{DataSource, Entry, EntryKind, Provenance};
-use crate::observe::Silent;
+use gpuimg_fetch::observe::Silent;
 
 fn file(path: &str, bytes: &[u8]) -> Entry {
     Entry {

@@ -98,7 +98,7 @@ impl Told {
     }
 }
 
-impl gpuimg::observe::Observer for Told {
+impl gpuimg_fetch::observe::Observer for Told {
     fn message(&mut self, text: &str) {
         self.0.lock().unwrap().push(text.to_string());
     }

@@ -12,7 +12,7 @@ use super::{
     AptError, PackageInfo, UnpackedPackage,
 };
 use crate::lock::LockedPackage;
-use crate::observe::Observer;
+use gpuimg_fetch::observe::Observer;
 
 /// What unpacking all packages produced, before fix-ups.
 pub struct Unpacking {

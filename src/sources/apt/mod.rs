@@ -42,10 +42,10 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use crate::fetch::{Artifact, FetchLimits, Fetcher, Trust};
 use crate::lock::LockedPackage;
-use crate::observe::Observer;
 use crate::sources::Architecture;
+use gpuimg_fetch::observe::Observer;
+use gpuimg_fetch::{Artifact, FetchLimits, Fetcher, Trust};
 use gpuimg_store::cache::Bucket;
 
 pub use error::AptError;

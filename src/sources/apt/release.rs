@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::fetch::{Artifact, FetchError, Fetcher};
+use gpuimg_fetch::{Artifact, FetchError, Fetcher};
 use gpuimg_store::digest::Digest;
 
 use super::control::paragraphs;

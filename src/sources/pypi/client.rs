@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 
 use pep508_rs::PackageName;
 
-use crate::fetch::{ByteRange, Fetched, Fetcher, Get};
+use gpuimg_fetch::{ByteRange, Fetched, Fetcher, Get};
 use gpuimg_store::cache::{Bucket, Key};
 use gpuimg_store::digest::Digest;
 

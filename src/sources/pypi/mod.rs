@@ -48,10 +48,10 @@ pub use request::{
     FindLinkSpec, HostSettings, Index, Links, PythonRequest, RequestSpec, Requirement,
 };
 
-use crate::fetch::Artifact;
-use crate::observe::Observer;
 use crate::sources::image_interpreter::ImagePython;
 use crate::sources::pinned_wheels::{FetchedWheel, PinnedWheel};
+use gpuimg_fetch::observe::Observer;
+use gpuimg_fetch::Artifact;
 use gpuimg_store::cache::{Bucket, Cache};
 
 use client::Client;

@@ -16,7 +16,7 @@ use std::str::FromStr;
 
 use pep508_rs::PackageName;
 
-use crate::fetch::{Credential, FetchLimits, Trust, TrustSource};
+use gpuimg_fetch::{Credential, FetchLimits, Trust, TrustSource};
 use gpuimg_store::digest::Digest;
 
 use super::budget::Budget;

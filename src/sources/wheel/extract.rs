@@ -19,7 +19,7 @@ use super::record::{FileHash, HashAlgo, Hasher};
 use super::scheme::Role;
 use super::WheelError;
 use crate::assemble::{ArchivedFile, Deflated};
-use crate::observe::Observer;
+use gpuimg_fetch::observe::Observer;
 use gpuimg_store::confined::Root;
 
 /// One file to write: (wheel, item) indexes into the prepared wheels.
