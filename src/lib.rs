@@ -12,26 +12,18 @@
 //! Exit codes come from the error types (`OpsError::exit_code`, `selftest`'s verdict).
 
 pub mod byte_size;
-pub mod canonical_json;
-pub mod confined;
-pub mod digest;
-pub mod file_identity;
 pub mod glob;
-pub mod host_program;
 pub mod profile;
 pub mod raw_deflate;
 pub mod reference;
 pub mod requirement;
-pub mod staging;
 pub mod user_file;
 
 pub mod assemble;
-pub mod cache;
 pub mod export;
 pub mod image;
 pub mod inspect;
 pub mod layer;
-pub mod observe;
 pub mod ops;
 pub mod passes;
 pub mod plan;
@@ -41,7 +33,6 @@ pub mod strip;
 
 pub mod catalog;
 pub mod driver;
-pub mod fetch;
 pub mod lock;
 pub mod resolve;
 pub mod sources;

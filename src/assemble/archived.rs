@@ -19,7 +19,7 @@ use std::sync::Arc;
 use sha2::{Digest as _, Sha256};
 
 use super::Deflated;
-use crate::digest::Digest;
+use gpuimg_store::digest::Digest;
 
 /// Size of the pieces inflated ahead, and how many may wait: 2 MiB, so the inflater keeps
 /// going while the layer writer waits for the compressor. More (8 MiB) was no clearer a gain
@@ -97,7 +97,7 @@ impl ArchivedFile {
     pub fn open(&self) -> io::Result<ArchivedReader> {
         let mut f = super::open_same_file(&self.archive, &self.identity)?;
         // Inode numbers are reused: its size and times must be the listed file's too.
-        if crate::file_identity::identity(&f.metadata()?) != self.identity {
+        if gpuimg_store::file_identity::identity(&f.metadata()?) != self.identity {
             return Err(self.error("is in an archive that changed since it was listed"));
         }
         f.seek(SeekFrom::Start(self.offset))?;
@@ -335,7 +335,7 @@ mod tests {
         let meta = std::fs::metadata(&path).unwrap();
         ArchivedFile {
             archive: Arc::new(path),
-            identity: crate::file_identity::identity(&meta),
+            identity: gpuimg_store::file_identity::identity(&meta),
             label: "pkg-1.0-py3-none-any.whl".into(),
             member: "pkg/lib/libbig.so".into(),
             offset: 100,

@@ -66,7 +66,7 @@ pub struct Deflated {
     pub crc32: u32,
 }
 
-pub use crate::file_identity::identity;
+pub use gpuimg_store::file_identity::identity;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EntryKind {

@@ -1,7 +1,7 @@
 //! Progress reporting: indicatif bars on a terminal, plain lines otherwise; none with `--json`
 //! (warnings still show) and nothing at all with `-q`.
 //!
-//! Stages report through the [`crate::observe::Observer`] trait; only this file knows indicatif.
+//! Stages report through the [`gpuimg_fetch::observe::Observer`] trait; only this file knows indicatif.
 //! A warning prints once per run: the same text said again (by a later stage) is dropped; so
 //! is the line of a task (or a named item) that moved nothing under a label (a name) that
 //! already printed one.
@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::observe::Observer;
+use gpuimg_fetch::observe::Observer;
 
 pub struct Progress {
     mode: Mode,

@@ -41,9 +41,9 @@ use std::path::{Path, PathBuf};
 
 use crate::catalog::{Catalog, CatalogError};
 use crate::cli::CliError;
-use crate::fetch::{Trust, TrustSource};
 use crate::profile::{Profile, ProfileError};
 use crate::sources::pypi::{budget, HostSettings};
+use gpuimg_fetch::{Trust, TrustSource};
 
 /// A snapshot of the process environment (names that are not UTF-8 are left out).
 #[derive(Debug, Clone, Default)]
@@ -298,7 +298,7 @@ impl Settings {
                 .map(PathBuf::from)
                 .or_else(|| home.map(|h| h.join(".netrc"))),
             // Found now, in `PATH`'s absolute directories only; `None` when there is none.
-            python: crate::host_program::find_in("python3", &self.host_path()),
+            python: gpuimg_fetch::host_program::find_in("python3", &self.host_path()),
             trust: self.trust(),
             budget_vars: set(&[
                 budget::READS_VAR,
@@ -317,7 +317,7 @@ impl Settings {
             .map(|p| {
                 // Only absolute directories: `.`, `bin` or an empty entry would search the
                 // working directory.
-                crate::host_program::search_dirs(Some(std::ffi::OsStr::new(p)))
+                gpuimg_fetch::host_program::search_dirs(Some(std::ffi::OsStr::new(p)))
             })
             .unwrap_or_default()
     }

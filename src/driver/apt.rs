@@ -15,10 +15,7 @@ use std::path::Path;
 use super::stream::Streams;
 use super::{BuildError, BuildOptions};
 use crate::assemble::{self, EntryKind, Tree};
-use crate::cache::Cache;
-use crate::fetch::Trust;
 use crate::layer::LayerBlob;
-use crate::observe::Observer;
 use crate::passes::{self, Applied, PassContext, TreePass};
 use crate::plan::components::{self, Assignment};
 use crate::plan::libraries::{self, Library, Provider};
@@ -26,8 +23,11 @@ use crate::plan::{source_specs, split, AptInstall, Loader, METADATA};
 use crate::profile::Platform;
 use crate::sources::apt::{self, AptOptions};
 use crate::sources::Source;
-use crate::staging::Staged;
 use crate::strip::Rules;
+use gpuimg_fetch::observe::Observer;
+use gpuimg_fetch::Trust;
+use gpuimg_store::cache::Cache;
+use gpuimg_store::staging::Staged;
 
 /// The apt options a build or lock uses.
 pub fn apt_options(cache_root: &Path, offline: bool, trust: &Trust) -> AptOptions {

@@ -11,7 +11,6 @@ use super::schedule::Ctx;
 use super::{apt, generated, machines, python, BuildError};
 use crate::assemble::{DataSource, Tree};
 use crate::layer::{self, LayerBlob};
-use crate::observe::Observer;
 use crate::passes::{self, PassContext};
 use crate::plan::Inputs;
 use crate::sbom::SBOM_PATH;
@@ -21,6 +20,7 @@ use crate::sources::rootfs::Rootfs;
 use crate::sources::wheel::{self, WheelLibrary};
 use crate::sources::Source;
 use gpuimg_expect::DEFAULT_PATH;
+use gpuimg_fetch::observe::Observer;
 
 /// One layer a job wrote (or found by its tree's key).
 pub(super) struct Written {

@@ -15,12 +15,12 @@ use serde::{Deserialize, Serialize};
 
 use super::BuildError;
 use crate::assemble::{EntryKind, Tree};
-use crate::cache::{Bucket, Cache};
-use crate::digest::Digest;
 use crate::image::ImageLayer;
 use crate::layer::{self, Compression, LayerBlob};
 use gpuimg_elf::machine::{self, Head, HEAD_BYTES};
 use gpuimg_elf::startable::{self, Foreign, Image, DEFAULT_PATH};
+use gpuimg_store::cache::{Bucket, Cache};
+use gpuimg_store::digest::Digest;
 
 const BUCKET: Bucket = Bucket::Machines;
 /// Bytes read of one loader configuration file.
@@ -381,7 +381,8 @@ mod tests {
                 threads: 0,
             };
             let (blob, _) =
-                layer::write_layer("t", &tree, opts, &cache, &mut crate::observe::Silent).unwrap();
+                layer::write_layer("t", &tree, opts, &cache, &mut gpuimg_fetch::observe::Silent)
+                    .unwrap();
             assert!(!blob.linked.is_empty(), "one file stored as a link");
             assert_eq!(of_blob(&cache, &blob).unwrap(), from_tree);
             // Recorded once, then read from the record.

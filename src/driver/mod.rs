@@ -32,18 +32,18 @@ pub use apt::apt_options;
 
 use crate::assemble::{self, Tree};
 use crate::byte_size::ByteSize;
-use crate::cache::Cache;
-use crate::digest::Digest;
 use crate::export::{self, Replace, Target};
 use crate::image::{self, ImageLayer, ImageSpec};
 use crate::layer::{self, Compression, LayerOptions};
 use crate::lock::{LockedPackage, LockedWheel};
-use crate::observe::Observer;
 use crate::plan::{Inputs, Plan};
 use crate::reference::{RegistryRef, Tag};
 use crate::registry::{self, Pushed};
 use crate::sources::pypi::PythonRequest;
-use crate::staging::{self, Staged};
+use gpuimg_fetch::observe::Observer;
+use gpuimg_store::cache::Cache;
+use gpuimg_store::digest::Digest;
+use gpuimg_store::staging::{self, Staged};
 
 /// Where the built image goes.
 #[derive(Debug, Clone)]
@@ -80,7 +80,7 @@ pub struct BuildOptions {
     /// Use caches only; fail naming what is missing.
     pub offline: bool,
     /// The certificate authorities downloads trust (the system store plus `SSL_CERT_*`).
-    pub trust: crate::fetch::Trust,
+    pub trust: gpuimg_fetch::Trust,
     /// Fail, writing nothing, when the image (manifest, config and layer blobs) is larger.
     pub max_size: Option<ByteSize>,
     /// Also write the image's SBOM here (`--sbom FILE`).

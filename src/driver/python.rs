@@ -8,11 +8,11 @@ use std::path::Path;
 use super::{BuildError, BuildOptions};
 use crate::assemble::Tree;
 use crate::layer::Compression;
-use crate::observe::Observer;
 use crate::plan::PythonInstall;
 use crate::sources::pinned_wheels::{FetchedWheel, PinnedWheel};
 use crate::sources::wheel;
 use crate::sources::Source;
+use gpuimg_fetch::observe::Observer;
 
 /// Install the fetched wheels `fetched` (the layer `component`'s) under `scratch`; with
 /// `tap`, each shared object left in its wheel gets a tap that takes its ELF facts as the
@@ -29,12 +29,13 @@ pub fn install(
 ) -> Result<(Tree, wheel::Taps), BuildError> {
     // A fresh name each build: the files go to a block group of their own, not to the one an
     // earlier build's copy of this component was just removed from (see `staging.rs`).
-    let staging = crate::staging::fresh_subdir(scratch, &stem(component)).map_err(|source| {
-        BuildError::Cache {
-            path: scratch.display().to_string(),
-            source,
-        }
-    })?;
+    let staging =
+        gpuimg_store::staging::fresh_subdir(scratch, &stem(component)).map_err(|source| {
+            BuildError::Cache {
+                path: scratch.display().to_string(),
+                source,
+            }
+        })?;
     let taps = std::sync::Mutex::new(wheel::Taps::new());
     // The whole resolution: a layer's wheels are checked against the edges of all of them.
     let set: Vec<PinnedWheel> = install.wheels.iter().map(PinnedWheel::from).collect();
@@ -72,7 +73,7 @@ pub fn discard(scratch: &Path, component: &str) {
             .to_str()
             .is_some_and(|n| n.starts_with(&prefix))
         {
-            let _ = crate::staging::remove_dir(&e.path());
+            let _ = gpuimg_store::staging::remove_dir(&e.path());
         }
     }
 }
@@ -84,9 +85,9 @@ mod tests {
     #[test]
     fn each_install_gets_a_fresh_directory_and_discard_removes_only_its_components() {
         let t = tempfile::tempdir().unwrap();
-        let a = crate::staging::fresh_subdir(t.path(), &stem("cuda")).unwrap();
-        let b = crate::staging::fresh_subdir(t.path(), &stem("cuda")).unwrap();
-        let other = crate::staging::fresh_subdir(t.path(), &stem("cuda-math")).unwrap();
+        let a = gpuimg_store::staging::fresh_subdir(t.path(), &stem("cuda")).unwrap();
+        let b = gpuimg_store::staging::fresh_subdir(t.path(), &stem("cuda")).unwrap();
+        let other = gpuimg_store::staging::fresh_subdir(t.path(), &stem("cuda-math")).unwrap();
         assert_ne!(a, b);
         std::fs::write(a.join("f"), b"x").unwrap();
         discard(t.path(), "cuda");

@@ -18,15 +18,15 @@ use super::apt::AptLoader;
 use super::gate::Gate;
 use super::jobs::{self, Done, WheelJob};
 use super::{check_over_lower, is_apt, BuildError, BuildOptions};
-use crate::cache::Cache;
-use crate::digest::Digest;
 use crate::image::ImageLayer;
 use crate::layer::{self, LayerBlob};
-use crate::observe::{Observer, Recorded};
 use crate::plan::{Derived, Inputs, Need, Plan};
 use crate::sources::pinned_wheels::{FetchedWheel, PinnedWheel};
 use crate::sources::pypi::{self, PythonRequest};
-use crate::staging::Staged;
+use gpuimg_fetch::observe::{Observer, Recorded};
+use gpuimg_store::cache::Cache;
+use gpuimg_store::digest::Digest;
+use gpuimg_store::staging::Staged;
 
 /// From how many job slots on the apt install begins beside the wheel jobs: its decoding
 /// holds packages in memory (`sources::apt` decode window), and on two CPUs, beside a wheel

@@ -23,13 +23,13 @@ use std::sync::mpsc;
 
 use super::BuildError;
 use crate::assemble::{self, Entry, EntryKind, Tree, Xattrs};
-use crate::cache::Cache;
 use crate::layer::{LayerBlob, LayerOptions, LayerStream};
-use crate::observe::Observer;
 use crate::plan::components::Assignment;
 use crate::profile::StripClass;
 use crate::sources::apt::UnpackedPackage;
 use crate::strip::{self, Rules};
+use gpuimg_fetch::observe::Observer;
+use gpuimg_store::cache::Cache;
 
 /// One component's layer being written.
 struct Stream {

@@ -10,9 +10,9 @@ use std::io::{BufWriter, Write};
 
 use super::layout::{FILE_MODE, OCI_LAYOUT};
 use super::{io_err, ExportError};
-use crate::cache::Cache;
 use crate::image::{DockerJson, ImageJson, ImageLayer};
-use crate::staging::Staged;
+use gpuimg_store::cache::Cache;
+use gpuimg_store::staging::Staged;
 
 /// Write the archive for `image` into the (empty) staging file `stage`; with `docker`, its
 /// two files too.

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::Path;
 
 use super::{io_err, parent_of, stem_of, ExportError};
-use crate::staging::{self, Staged};
+use gpuimg_store::staging::{self, Staged};
 
 /// Check that `path` may be written: nothing there, or a regular file.
 pub fn check_file_target(path: &Path) -> Result<(), ExportError> {

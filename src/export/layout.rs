@@ -9,8 +9,8 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 use super::{io_err, ExportError};
-use crate::cache::Cache;
 use crate::image::{ImageJson, ImageLayer};
+use gpuimg_store::cache::Cache;
 
 pub const OCI_LAYOUT: &[u8] = br#"{"imageLayoutVersion":"1.0.0"}"#;
 

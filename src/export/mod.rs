@@ -2,7 +2,7 @@
 //! a docker-archive (the same blobs with docker's `manifest.json` and `repositories`).
 //!
 //! Writes are atomic: everything goes to a locked staging sibling (`.NAME.gpuimg-tmp.<hex>`,
-//! see [`crate::staging`]) which then takes the target's place in one rename (an exchange
+//! see [`gpuimg_store::staging`]) which then takes the target's place in one rename (an exchange
 //! when something is there; where the file system refuses an exchange, the old entry is
 //! renamed aside first, a short window without an output). A failed export removes its staging at once; a killed one leaves
 //! the previous output as it was, and the next export reclaims the leftovers. Existing
@@ -20,10 +20,10 @@ pub use existing::Replace;
 use existing::{Existing, Refusal};
 pub use file::{check_file_target, write_file};
 
-use crate::cache::Cache;
 use crate::image::{ImageJson, ImageLayer};
 use crate::reference::{ImageRef, Transport};
-use crate::staging::{self, Staged};
+use gpuimg_store::cache::Cache;
+use gpuimg_store::staging::{self, Staged};
 
 /// Where the image goes.
 #[derive(Debug, Clone, PartialEq, Eq)]

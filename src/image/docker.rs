@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::canonical_json::to_canonical;
-use crate::digest::Digest;
+use gpuimg_store::canonical_json::to_canonical;
+use gpuimg_store::digest::Digest;
 
 /// `manifest.json` and `repositories`.
 #[derive(Debug, Clone)]

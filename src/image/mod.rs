@@ -16,10 +16,10 @@ use oci_spec::image::{
 pub use docker::DockerJson;
 pub use time::rfc3339;
 
-use crate::canonical_json::to_canonical;
-use crate::digest::Digest;
 use crate::layer::LayerBlob;
 use crate::profile::{ConfigSpec, Platform};
+use gpuimg_store::canonical_json::to_canonical;
+use gpuimg_store::digest::Digest;
 
 pub mod annotations;
 pub mod referrer;

@@ -10,8 +10,8 @@ use oci_spec::image::{DescriptorBuilder, ImageIndexBuilder, ImageManifestBuilder
 
 use super::annotations::ANN_TITLE;
 use super::{json_err, oci_digest, spec_err, ImageError};
-use crate::canonical_json::to_canonical;
-use crate::digest::Digest;
+use gpuimg_store::canonical_json::to_canonical;
+use gpuimg_store::digest::Digest;
 
 /// The SBOM's media type, and the artifact's `artifactType`.
 pub const SPDX_JSON: &str = "application/spdx+json";

@@ -181,7 +181,7 @@ mod tests {
     fn info(layers: Vec<LayerInfo>) -> ImageInfo {
         ImageInfo {
             tag: None,
-            manifest_digest: crate::digest::Digest::of(b"m"),
+            manifest_digest: gpuimg_store::digest::Digest::of(b"m"),
             platform: "linux/amd64".into(),
             created: None,
             config: serde_json::Value::Null,

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::fragments::FragmentIndex;
 pub use super::pgzip::{GzipOutcome, Streams};
-use crate::cache::Cache;
+use gpuimg_store::cache::Cache;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

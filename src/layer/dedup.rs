@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Read, Seek, SeekFrom};
 
 use crate::assemble::{DataSource, Xattrs};
-use crate::digest::{Digest, HashingWriter};
+use gpuimg_store::digest::{Digest, HashingWriter};
 
 /// Files smaller than this are never linked: a link saves at most this much (a tar header of
 /// 512 bytes replaces the data), which the compressor mostly removes anyway, and the many

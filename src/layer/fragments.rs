@@ -29,8 +29,8 @@ use libdeflater::{CompressionLvl, Compressor, Decompressor};
 use serde::{Deserialize, Serialize};
 use tar::EntryType;
 
-use crate::cache::{trust, Bucket, Cache, Identity};
-use crate::digest::Digest;
+use gpuimg_store::cache::{trust, Bucket, Cache, Identity};
+use gpuimg_store::digest::Digest;
 
 /// Files at least this large have their data cut into blocks of their own.
 pub const MIN_FILE: u64 = 1 << 20;

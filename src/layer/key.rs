@@ -13,8 +13,8 @@ use sha2::{Digest as _, Sha256};
 
 use super::compression::Compression;
 use crate::assemble::{DataSource, EntryKind, Tree};
-use crate::cache::Key;
-use crate::digest::Digest;
+use gpuimg_store::cache::Key;
+use gpuimg_store::digest::Digest;
 
 pub fn layer_key(tree: &Tree, compression: Compression, epoch: u64) -> Digest {
     let mut k = Key::new("layer-v3").tool_version();

@@ -7,7 +7,7 @@ use std::io::{self, Read};
 
 use crate::assemble::shape::{self, NonDirs};
 use crate::assemble::Tree;
-use crate::cache::{Bucket, Cache};
+use gpuimg_store::cache::{Bucket, Cache};
 
 use super::{Compression, LayerBlob};
 

@@ -34,9 +34,9 @@ pub use stream::LayerStream;
 use std::sync::Arc;
 
 use crate::assemble::{DataSource, EntryKind, Tree};
-use crate::cache::{BlobWriter, Cache, LAYERS};
-use crate::digest::{Digest, HashingWriter};
-use crate::observe::Observer;
+use gpuimg_fetch::observe::Observer;
+use gpuimg_store::cache::{BlobWriter, Cache, LAYERS};
+use gpuimg_store::digest::{Digest, HashingWriter};
 
 /// A finished layer blob in the cache.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -27,7 +27,7 @@ use libdeflater::{CompressionLvl, Compressor, Decompressor};
 
 use super::fragments::{Event, Fragment, FragmentIndex, TarTracker};
 use crate::assemble::Deflated;
-use crate::digest::Digest;
+use gpuimg_store::digest::Digest;
 
 /// The deflate streams of large files, by their path in the tar stream.
 pub type Streams = HashMap<String, Arc<Deflated>>;

@@ -18,9 +18,9 @@
 use std::io::{self, Read};
 
 use super::{Compression, LayerBlob, LayerError};
-use crate::cache::{BlobFacts, Cache, Identity, RecordRead, LAYERS};
-use crate::digest::{Digest, HashingWriter};
-use crate::observe::Observer;
+use gpuimg_fetch::observe::Observer;
+use gpuimg_store::cache::{BlobFacts, Cache, Identity, RecordRead, LAYERS};
+use gpuimg_store::digest::{Digest, HashingWriter};
 
 /// The diff_id and uncompressed size of a decompressed blob, or why decompressing failed.
 pub(crate) type Decoded = Result<(Digest, u64), String>;
@@ -153,7 +153,7 @@ pub(crate) fn check(cache: &Cache, rec: &LayerBlob, decompress: bool) -> io::Res
         }
         _ => {}
     }
-    let after = crate::cache::trust::identity(&reopen.metadata()?);
+    let after = gpuimg_store::cache::trust::identity(&reopen.metadata()?);
     Ok(Verdict::Good((after == id).then_some(id)))
 }
 
@@ -287,11 +287,11 @@ pub fn ensure_intact(cache: &Cache, blob: &LayerBlob) -> Result<(), LayerError> 
 }
 
 /// The layer records as `gpuimg cache verify` and `cache prune` read them
-/// ([`crate::cache::maintain`]): what each names and how its blob is checked.
+/// ([`gpuimg_store::cache::maintain`]): what each names and how its blob is checked.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Records;
 
-impl crate::cache::maintain::LayerRecords for Records {
+impl gpuimg_store::cache::maintain::LayerRecords for Records {
     type Record = LayerBlob;
     type Compression = Compression;
     type Decoded = Decoded;

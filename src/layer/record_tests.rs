@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use super::*;
 use crate::assemble::{DataSource, Entry, EntryKind, Tree};
-use crate::cache::maintain::{Pruned, Verified};
 use crate::layer::{write_layer, LayerOptions};
-use crate::observe::Silent;
+use gpuimg_fetch::observe::Silent;
+use gpuimg_store::cache::maintain::{Pruned, Verified};
 
 thread_local! {
     static CHECKS: Cell<(u32, u32)> = const { Cell::new((0, 0)) };
@@ -24,12 +24,12 @@ pub(super) fn count_check(decompress: bool) {
 
 /// The cache's `verify`, over these layer records.
 fn verify(cache: &Cache, repair: bool) -> io::Result<Verified> {
-    crate::cache::maintain::verify(cache, &Records, repair)
+    gpuimg_store::cache::maintain::verify(cache, &Records, repair)
 }
 
 /// The cache's `prune`, over these layer records.
 fn prune(cache: &Cache, dry_run: bool) -> io::Result<Pruned> {
-    crate::cache::maintain::prune(cache, &Records, dry_run)
+    gpuimg_store::cache::maintain::prune(cache, &Records, dry_run)
 }
 
 fn checks() -> (u32, u32) {
@@ -305,7 +305,7 @@ fn corrupt_blobs_are_removed_and_rebuilt_by_rename() {
         assert!(!cached, "{what}");
         assert_eq!(b, f.blob, "{what}: same bytes again");
         let (d, _) =
-            crate::digest::hash_reader(std::fs::File::open(f.blob_path()).unwrap()).unwrap();
+            gpuimg_store::digest::hash_reader(std::fs::File::open(f.blob_path()).unwrap()).unwrap();
         assert_eq!(d, f.blob.digest, "{what}: healed");
         assert_eq!(f.lookup(), (Some(f.blob.clone()), vec![]), "{what}");
     }
@@ -402,11 +402,11 @@ fn prune_removes_only_unreferenced_blobs_and_stale_stamps() {
     let dry = prune(&f.cache, true).unwrap();
     let would: Vec<&str> = dry.removed.iter().map(|r| r.0.as_str()).collect();
     assert_eq!(would, [drop_entry.as_str(), "blobs-v1/sha256/junk"]);
-    let blobs = dry.gone[&crate::cache::Bucket::Blobs];
+    let blobs = dry.gone[&gpuimg_store::cache::Bucket::Blobs];
     assert_eq!((blobs.entries, blobs.bytes), (2, dropped.size + 5));
     assert_eq!(dry.listings, 1, "the dropped layer's listing");
     assert_eq!(
-        dry.gone[&crate::cache::Bucket::Trust].entries,
+        dry.gone[&gpuimg_store::cache::Bucket::Trust].entries,
         2,
         "the stamps of the dropped blob and of its listing"
     );
@@ -469,14 +469,16 @@ fn library_copies_are_verified_and_pruned() {
     let hint = Digest::of(b"a mount hint");
     f.cache
         .put_record(
-            crate::cache::Bucket::Pushed,
+            gpuimg_store::cache::Bucket::Pushed,
             &hint,
             &serde_json::json!({"repo": "a/b"}),
         )
         .unwrap();
     let p = prune(&f.cache, false).unwrap();
     assert_eq!(p.hints, 1);
-    assert!(!f.cache.has_record(crate::cache::Bucket::Pushed, &hint));
+    assert!(!f
+        .cache
+        .has_record(gpuimg_store::cache::Bucket::Pushed, &hint));
     let derived: Vec<&str> = p.derived.iter().map(|d| d.0.as_str()).collect();
     assert_eq!(derived, ["copies-v1/", "roots-v1/device-code-v1/"]);
     assert_eq!(p.derived[1].1, good.len() as u64);

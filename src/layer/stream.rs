@@ -14,8 +14,8 @@ use super::compression::Encoder;
 use super::dedup::Dedup;
 use super::{tar_writer, LayerBlob, LayerError, LayerOptions};
 use crate::assemble::Tree;
-use crate::cache::{BlobWriter, Cache};
-use crate::digest::{Digest, HashingWriter};
+use gpuimg_store::cache::{BlobWriter, Cache};
+use gpuimg_store::digest::{Digest, HashingWriter};
 
 type Sink = tar::Builder<HashingWriter<Encoder<BlobWriter>>>;
 
@@ -107,7 +107,7 @@ mod tests {
     use super::*;
     use crate::assemble::{DataSource, Entry, EntryKind};
     use crate::layer::{write_layer, Compression};
-    use crate::observe::Silent;
+    use gpuimg_fetch::observe::Silent;
 
     fn file(path: &str, body: &str) -> Entry {
         Entry {

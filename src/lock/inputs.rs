@@ -8,10 +8,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::digest::Digest;
 use crate::profile::{Base, CompatMode, FindLink, KernelModule, Profile};
+use gpuimg_store::digest::Digest;
 
-use crate::canonical_json::canonical_pretty as canonical_json;
+use gpuimg_store::canonical_json::canonical_pretty as canonical_json;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

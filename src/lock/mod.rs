@@ -23,9 +23,9 @@ use serde::{Deserialize, Serialize};
 use crate::profile::Profile;
 use crate::resolve::Resolution;
 
-pub use crate::canonical_json::canonical_pretty as canonical_json;
 pub use artifact::LockedArtifact;
 pub use error::LockError;
+pub use gpuimg_store::canonical_json::canonical_pretty as canonical_json;
 pub use inputs::LockInputs;
 pub use packages::{upstream_release, LockedPackage};
 pub use resolution::{

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::digest::Digest;
+use gpuimg_store::digest::Digest;
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

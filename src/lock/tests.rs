@@ -155,7 +155,7 @@ fn deb(name: &str, arch: &str) -> LockedPackage {
         repository: "host:bookworm".into(),
         filename: format!("pool/main/{name}_1.0_{arch}.deb"),
         size: 42,
-        sha256: crate::digest::Digest::of(name.as_bytes()),
+        sha256: gpuimg_store::digest::Digest::of(name.as_bytes()),
     }
 }
 
@@ -179,7 +179,7 @@ fn wheel(name: &str) -> LockedWheel {
         name: name.into(),
         version: "2.0".into(),
         filename: format!("{name}-2.0-py3-none-any.whl"),
-        sha256: crate::digest::Digest::of(name.as_bytes()),
+        sha256: gpuimg_store::digest::Digest::of(name.as_bytes()),
         size: 7,
         index: "host".into(),
         requested: name == "requests",

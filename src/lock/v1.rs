@@ -35,7 +35,7 @@ struct DebV1 {
     repository: String,
     filename: String,
     size: u64,
-    sha256: crate::digest::Digest,
+    sha256: gpuimg_store::digest::Digest,
 }
 
 // The v1 resolution came from the resolver's own serde derive, which accepted unknown fields

@@ -9,17 +9,17 @@ use super::python_packages::{self as python, PythonHost};
 use super::settle::{self, Settle, Settled};
 use super::OpsError;
 use crate::assemble::{identity, AssembleError};
-use crate::cache::{Bucket, Cache, Key};
 use crate::catalog::Catalog;
-use crate::digest::{hash_reader, Digest};
 use crate::driver::{self, apt_options, BuildError, BuildOptions, BuildOutcome};
 use crate::lock::LockedPackage;
-use crate::observe::Observer;
 use crate::plan::components::PackageMeta;
 use crate::plan::{self, source_specs, AptFacts, Facts, SelftestBinary};
 use crate::profile::{AptSpec, Base, Profile};
 use crate::sources::apt;
 use crate::sources::pypi::PythonRequest;
+use gpuimg_fetch::observe::Observer;
+use gpuimg_store::cache::{Bucket, Cache, Key};
+use gpuimg_store::digest::{hash_reader, Digest};
 
 /// What to build and how.
 #[derive(Debug, Clone)]

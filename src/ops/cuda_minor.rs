@@ -13,11 +13,11 @@
 use super::OpsError;
 use crate::catalog::Catalog;
 use crate::lock::LockedWheel;
-use crate::observe::Observer;
 use crate::profile::Profile;
 use crate::resolve::{Component, Origin, Resolution};
 use crate::sources::pypi::PythonRequest;
 use gpuimg_expect::version::{Constraint, Version};
+use gpuimg_fetch::observe::Observer;
 
 /// The resolved CUDA version when `stack.cuda` pins one minor: of the catalog's releases of
 /// the resolved major, the pin admits those of one minor only (`"12.8"`, `"=12.8.1"`; not
@@ -219,7 +219,7 @@ mod tests {
             name: name.into(),
             version: version.into(),
             filename: format!("{name}-{version}-py3-none-any.whl"),
-            sha256: crate::digest::Digest::of(name.as_bytes()),
+            sha256: gpuimg_store::digest::Digest::of(name.as_bytes()),
             size: 1,
             index: "host".into(),
             requested: false,
@@ -263,9 +263,16 @@ mod tests {
             let wheels = [wheel("nvidia-cublas-cu12", cublas)];
             let (p, r) = resolved(&c, cuda);
             let req = crate::resolve::Request::from_profile(&p, &c).unwrap();
-            settle_needed(&p, &c, &req, &r, &wheels, &mut crate::observe::Silent)
-                .map(|r| r.and_then(|r| r.version(Component::Cuda).map(|v| v.truncate(2))))
-                .map_err(|e| e.to_string())
+            settle_needed(
+                &p,
+                &c,
+                &req,
+                &r,
+                &wheels,
+                &mut gpuimg_fetch::observe::Silent,
+            )
+            .map(|r| r.and_then(|r| r.version(Component::Cuda).map(|v| v.truncate(2))))
+            .map_err(|e| e.to_string())
         };
         // `"12"` resolves to the newest 12.x; the wheels need 12.8.
         assert_eq!(

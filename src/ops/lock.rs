@@ -11,12 +11,12 @@ use super::settle::{self, Settle};
 use super::OpsError;
 use crate::catalog::Catalog;
 use crate::driver::apt_options;
-use crate::fetch::Trust;
 use crate::lock::{self, Lock};
-use crate::observe::Observer;
 use crate::plan::source_specs;
 use crate::profile::{Base, Profile};
 use crate::resolve::Component;
+use gpuimg_fetch::observe::Observer;
+use gpuimg_fetch::Trust;
 
 /// What `lock` wrote.
 #[derive(Debug, Clone)]

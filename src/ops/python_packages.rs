@@ -7,10 +7,8 @@
 use std::path::{Path, PathBuf};
 
 use super::OpsError;
-use crate::cache::Cache;
 use crate::catalog::Catalog;
 use crate::lock::LockedWheel;
-use crate::observe::Observer;
 use crate::plan::{source_specs, PythonInstall};
 use crate::profile::{Base, Profile, StripClass};
 use crate::resolve::{Component, Resolution};
@@ -18,6 +16,8 @@ use crate::sources::image_interpreter;
 use crate::sources::image_interpreter::ImagePython;
 use crate::sources::pypi::{self, HostSettings, PythonRequest};
 use crate::sources::wheel::{self, HostPython};
+use gpuimg_fetch::observe::Observer;
+use gpuimg_store::cache::Cache;
 
 /// What the host offers the Python part: its index settings and, for `python.compile`, the
 /// directories of its `PATH` where a compiling interpreter is looked for.

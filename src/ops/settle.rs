@@ -5,9 +5,9 @@
 
 use crate::catalog::Catalog;
 use crate::lock::{self, Lock, LockedPackage, LockedWheel};
-use crate::observe::Observer;
 use crate::profile::{Base, Profile};
 use crate::resolve::Resolution;
+use gpuimg_fetch::observe::Observer;
 
 use super::known::{self, Known, Reach};
 use super::OpsError;

@@ -397,7 +397,7 @@ mod tests {
             name: name.into(),
             version: version.into(),
             filename: format!("{name}-{version}-py3-none-any.whl"),
-            sha256: crate::digest::Digest::of(name.as_bytes()),
+            sha256: gpuimg_store::digest::Digest::of(name.as_bytes()),
             size: 1,
             index: "host".into(),
             requested: false,
@@ -456,7 +456,7 @@ mod tests {
             repository: "https://repo.invalid/".into(),
             filename: "l.deb".into(),
             size: 1,
-            sha256: crate::digest::Digest::of(b"l"),
+            sha256: gpuimg_store::digest::Digest::of(b"l"),
         };
         let ok = [deb("2.21.5-1+cuda12.4")];
         assert!(check_apt_agreement(&p, std::slice::from_ref(&root), &ok).is_ok());

@@ -10,8 +10,8 @@ use super::settle::{self, Settle};
 use super::OpsError;
 use crate::catalog::Catalog;
 use crate::lock;
-use crate::observe::Observer;
 use gpuimg_expect::Expectation;
+use gpuimg_fetch::observe::Observer;
 
 /// The expectation for `path`: a `.lock.json`, any other `.json` (an expectation file), or a
 /// profile (its `${VAR}` expanded through `env`, resolved as `build` resolves it: what the

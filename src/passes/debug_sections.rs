@@ -15,11 +15,11 @@ use std::fs;
 use super::rewritable::{self, Source};
 use super::{PassContext, PassError};
 use crate::assemble::{DataSource, Tree};
-use crate::cache::SECTION_STRIP_COPIES as STRIPPER;
 use crate::layer::owner_name;
-use crate::observe::Observer;
 use crate::sources::wheel::{self, FileHash};
 use gpuimg_elf::strip as section_strip;
+use gpuimg_fetch::observe::Observer;
+use gpuimg_store::cache::SECTION_STRIP_COPIES as STRIPPER;
 
 /// One file stripped: its image path and the bytes it lost.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -15,13 +15,13 @@ use std::fs;
 use super::rewritable::{self, Source};
 use super::{PassContext, PassError};
 use crate::assemble::{DataSource, Tree};
-use crate::observe::Observer;
 use crate::sources::wheel::{self, FileHash};
 use gpuimg_elf::fatbin::{self, Cc, Target};
 use gpuimg_expect::version::Version;
+use gpuimg_fetch::observe::Observer;
 
 /// The pruner's version, in the copies' cache key: a change of what is kept changes it.
-const PRUNER: &str = crate::cache::DEVICE_CODE_COPIES;
+const PRUNER: &str = gpuimg_store::cache::DEVICE_CODE_COPIES;
 
 /// One file pruned: its image path, what it dropped and kept.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -20,12 +20,12 @@ mod strip;
 use std::collections::HashSet;
 
 use crate::assemble::Tree;
-use crate::cache::{serde_name, Cache};
 use crate::layer::{owner_name, LayerSizes};
-use crate::observe::Observer;
 use crate::profile::StripClass;
 use crate::strip::{Rules, Stripped};
 use gpuimg_expect::version::Version;
+use gpuimg_fetch::observe::Observer;
+use gpuimg_store::cache::{serde_name, Cache};
 
 pub use debug_sections::StrippedFile;
 pub use device_code::PrunedFile;

@@ -8,10 +8,10 @@
 
 use super::{PassContext, PassError};
 use crate::assemble::Tree;
-use crate::observe::Observer;
 use crate::profile::StripClass;
 use crate::sources::{apt, wheel};
 use crate::strip::{self, Stripped};
+use gpuimg_fetch::observe::Observer;
 
 /// Strip `tree` (named `ctx.what` in the message) and keep its records true; returns what
 /// was removed.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::assemble::{DataSource, Entry, EntryKind, Provenance};
-use crate::observe::Silent;
+use gpuimg_fetch::observe::Silent;
 
 fn file(path: &str, bytes: &[u8]) -> Entry {
     Entry {
@@ -195,7 +195,7 @@ fn debug_sections_go_into_a_cached_copy_only_where_the_terms_allow() {
     assert_eq!(applied.sections.len(), 1, "{applied:?}");
     assert!(applied.sections[0].removed > 0);
     assert!(
-        copy.starts_with(cache.dir(crate::cache::Bucket::Blobs)),
+        copy.starts_with(cache.dir(gpuimg_store::cache::Bucket::Blobs)),
         "{copy:?}"
     );
     assert!(std::fs::metadata(&copy).unwrap().len() < std::fs::metadata(&lib).unwrap().len());

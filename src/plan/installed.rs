@@ -201,7 +201,7 @@ mod tests {
             name: name.into(),
             version: version.into(),
             filename: format!("{name}-{version}-py3-none-any.whl"),
-            sha256: crate::digest::Digest::of(name.as_bytes()),
+            sha256: gpuimg_store::digest::Digest::of(name.as_bytes()),
             size: 1,
             index: "host".into(),
             requested: false,

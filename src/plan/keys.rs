@@ -12,14 +12,14 @@
 //! layer writer's version in their purpose (`apt-base-v3`, `rootfs-tarball-v3`,
 //! `python-packages-v3`, with `layer::layer_key`'s `layer-v3`: duplicates stored once).
 
-use crate::cache::Key;
 use crate::catalog::strip_table_text;
-use crate::digest::Digest;
 use crate::layer::LayerOptions;
 use crate::lock::LockedPackage;
 use crate::profile::Profile;
 use crate::sources::pinned_wheels::PinnedWheel;
 use crate::sources::wheel::{dependency_edges, normalize, INSTALLER_VERSION};
+use gpuimg_store::cache::Key;
+use gpuimg_store::digest::Digest;
 
 use super::PythonInstall;
 
@@ -53,7 +53,7 @@ fn strip<'k>(k: &'k mut Key, profile: &Profile) -> &'k mut Key {
         .strip
         .contains(&crate::profile::StripClass::DebugSymbols)
     {
-        k.str(crate::cache::SECTION_STRIP_COPIES);
+        k.str(gpuimg_store::cache::SECTION_STRIP_COPIES);
     }
     // Pruned device code depends on the GPUs it is pruned for, and on the pruner.
     if profile

@@ -10,11 +10,11 @@ use super::{
     expectation, keys, libraries, sbom, unused, Derived, Facts, ImagePlan, Loader, PlanError,
     PythonInstall, LOADER_CONF, METADATA,
 };
-use crate::digest::Digest;
 use crate::layer::LayerOptions;
 use crate::profile::{CompatMode, Profile, StripClass};
 use crate::sources::wheel::WheelLibrary;
 use gpuimg_elf::SharedObject;
+use gpuimg_store::digest::Digest;
 
 /// What a plan needs to derive [`Derived`] once the wheels' libraries and METADATA headers
 /// are known (at planning, from the cache's records; else from the wheel jobs).

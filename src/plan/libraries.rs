@@ -12,8 +12,8 @@ use std::sync::OnceLock;
 use serde::Deserialize;
 
 use super::components::glob_match;
-use crate::cache::Key;
-use crate::digest::Digest;
+use gpuimg_store::cache::Key;
+use gpuimg_store::digest::Digest;
 
 const TABLE_FILE: &str = "data/libraries.yaml";
 const TABLE_TEXT: &str = include_str!("../../data/libraries.yaml");

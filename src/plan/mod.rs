@@ -36,7 +36,6 @@ pub use expectation::{
     expect_device_code, expectation, image_expectation, wheel_library_expectations,
 };
 
-use crate::digest::Digest;
 use crate::layer::LayerOptions;
 use crate::lock::{LockedPackage, LockedWheel};
 pub use crate::passes::TreePass;
@@ -46,6 +45,7 @@ use crate::sources::image_interpreter::ImagePython;
 use crate::sources::wheel::{HostPython, WheelLibrary};
 use components::{Assignment, LayerOverrides, PackageMeta};
 use gpuimg_elf::SharedObject;
+use gpuimg_store::digest::Digest;
 pub use late::Late;
 pub use shared::shared_jobs;
 

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use super::Plan;
-use crate::digest::Digest;
+use gpuimg_store::digest::Digest;
 
 /// Each key that more than one of `plans` has, with the (plan, layer) indices that use it.
 pub fn shared_jobs(plans: &[&Plan]) -> BTreeMap<Digest, Vec<(usize, usize)>> {

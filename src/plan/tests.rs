@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use super::*;
-use crate::digest::Digest;
 use crate::layer::Compression;
+use gpuimg_store::digest::Digest;
 
 const LOPTS: LayerOptions = LayerOptions {
     compression: Compression::Gzip,

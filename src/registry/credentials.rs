@@ -264,9 +264,9 @@ fn run_helper(
     }
     // The user's environment is kept (a helper needs `HOME`, `PATH`, cloud profiles), but the
     // helper is found only in `PATH`'s absolute directories and started from an empty one.
-    let path = crate::host_program::find_in(&program, dirs)
+    let path = gpuimg_fetch::host_program::find_in(&program, dirs)
         .ok_or_else(|| fail("it is not in an absolute directory of `PATH`".into()))?;
-    let iso = crate::host_program::Isolated::new()
+    let iso = gpuimg_fetch::host_program::Isolated::new()
         .map_err(|e| fail(format!("no empty directory to start it from: {e}")))?;
     let mut child = iso
         .command(&path)

@@ -3,8 +3,8 @@
 //! registry and digest). Only a hint: a mount the registry declines becomes an upload, and a
 //! record that cannot be read or written is ignored.
 
-use crate::cache::{Bucket, Cache, Key};
-use crate::digest::Digest;
+use gpuimg_store::cache::{Bucket, Cache, Key};
+use gpuimg_store::digest::Digest;
 
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Pushed {

@@ -1,13 +1,13 @@
 //! Bounds on one push ([`PushLimits`]): the response deadline of every request, the
 //! minimum-progress rule of every body sent or read (the window and rate the apt and index
-//! downloads use: `crate::fetch`'s `WINDOW` and `MIN_RATE`), the retries, and the deadline of
+//! downloads use: `gpuimg_fetch`'s `WINDOW` and `MIN_RATE`), the retries, and the deadline of
 //! the whole push: the bytes it may move at the minimum rate plus a fixed slack. The defaults
 //! are the constants below; tests shorten them. Must never let a bound depend on what the
 //! registry says.
 
 use std::time::{Duration, Instant};
 
-use crate::fetch::{FetchLimits, Meter, MIN_RATE, WINDOW};
+use gpuimg_fetch::{FetchLimits, Meter, MIN_RATE, WINDOW};
 
 /// The longest wait for a response's head once its request (and body) went out.
 pub const RESPONSE: Duration = Duration::from_secs(60);
@@ -18,7 +18,7 @@ pub const ATTEMPTS: u32 = 5;
 pub const BACKOFF: Duration = Duration::from_millis(300);
 
 /// How long and how slowly one push may run. The defaults are the constants of this module and
-/// of `crate::fetch`; tests shorten them.
+/// of `gpuimg_fetch`; tests shorten them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PushLimits {
     /// The longest wait for a response's head after its request was sent.

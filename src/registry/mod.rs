@@ -33,11 +33,11 @@ use ureq::http::Method;
 pub use credentials::AuthFiles;
 pub use limits::{PushLimits, ATTEMPTS, BACKOFF, RESPONSE, SLACK};
 
-use crate::cache::Cache;
-use crate::digest::Digest;
-use crate::fetch::{FetchError, Trust};
-use crate::observe::Observer;
 use crate::reference::RegistryRef;
+use gpuimg_fetch::observe::Observer;
+use gpuimg_fetch::{FetchError, Trust};
+use gpuimg_store::cache::Cache;
+use gpuimg_store::digest::Digest;
 use session::{Body, Budget, Request, Session};
 use upload::{Outcome, Uploader};
 

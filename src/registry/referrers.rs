@@ -9,9 +9,9 @@ use ureq::http::Method;
 use super::session::{Body, Request};
 use super::upload::{Outcome, Uploader};
 use super::{Blob, BlobSource, RegistryError};
-use crate::digest::Digest;
 use crate::image::referrer::{self, EMPTY_CONFIG};
 use crate::image::{INDEX_MEDIA_TYPE as INDEX, MANIFEST_MEDIA_TYPE as MANIFEST};
+use gpuimg_store::digest::Digest;
 
 /// How the registry lists the artifact among the subject's referrers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

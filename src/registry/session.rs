@@ -19,8 +19,8 @@ use super::credentials::{AuthFiles, Credentials};
 use super::limits::{secs, PushLimits};
 use super::realm::RealmTrust;
 use super::RegistryError;
-use crate::digest::{Digest, HashingWriter};
-use crate::fetch::Slow;
+use gpuimg_fetch::Slow;
+use gpuimg_store::digest::{Digest, HashingWriter};
 
 /// The most bytes of a response body read (errors, tokens, manifests and indexes are small).
 const MAX_RESPONSE: u64 = 8 << 20;
@@ -576,7 +576,7 @@ struct Counting<'a, R> {
     inner: R,
     sent: u64,
     progress: &'a (dyn Fn(u64) + Sync),
-    meter: crate::fetch::Meter,
+    meter: gpuimg_fetch::Meter,
     slow: Option<Slow>,
 }
 

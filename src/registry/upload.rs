@@ -14,7 +14,7 @@ use ureq::http::Method;
 use super::known;
 use super::session::{path_of, Body, Request, Session, Streamed};
 use super::{Blob, BlobSource, RegistryError};
-use crate::cache::Cache;
+use gpuimg_store::cache::Cache;
 
 /// How often one blob's upload is started over after a failure.
 const BLOB_ATTEMPTS: u32 = 3;

@@ -4,8 +4,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Value};
 
-use crate::canonical_json::to_canonical;
-use crate::digest::Digest;
+use gpuimg_store::canonical_json::to_canonical;
+use gpuimg_store::digest::Digest;
 
 /// What kind of package an entry is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -30,7 +30,7 @@ impl Source for Files {
     fn tree(
         &self,
         scratch: &std::path::Path,
-        _obs: &mut dyn crate::observe::Observer,
+        _obs: &mut dyn gpuimg_fetch::observe::Observer,
     ) -> Result<Tree, AssembleError> {
         assemble::assemble(&Input::Files(&self.entries), scratch)
     }
@@ -61,7 +61,10 @@ mod tests {
         };
         assert_eq!(src.describe(), "`files:` (2 entries)");
         let tree = src
-            .tree(&t.path().join("scratch"), &mut crate::observe::Silent)
+            .tree(
+                &t.path().join("scratch"),
+                &mut gpuimg_fetch::observe::Silent,
+            )
             .unwrap();
         let got: Vec<(String, String)> = tree
             .iter_with_provenance()
@@ -100,7 +103,7 @@ mod tests {
             })
             .collect();
         let tree = Files { entries }
-            .tree(t.path(), &mut crate::observe::Silent)
+            .tree(t.path(), &mut gpuimg_fetch::observe::Silent)
             .unwrap();
         assert_eq!(tree.provenance_of("etc/x"), Some(&Provenance::file(&b)));
         assert_eq!(tree.get("etc/x").map(|e| e.mode), Some(0o600));

@@ -26,7 +26,7 @@ pub mod wheel;
 use std::path::Path;
 
 use crate::assemble::Tree;
-use crate::observe::Observer;
+use gpuimg_fetch::observe::Observer;
 
 pub use architecture::Architecture;
 

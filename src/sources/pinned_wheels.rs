@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 
-use crate::digest::Digest;
+use gpuimg_store::digest::Digest;
 
 /// One wheel chosen by resolution: what the lock's `wheel` entries record.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

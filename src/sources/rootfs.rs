@@ -28,7 +28,7 @@ pub const DPKG_STATUS: &str = "var/lib/dpkg/status";
 /// At most `cap` bytes.
 pub fn read_file(path: &Path, member: &str, cap: u64) -> std::io::Result<Option<Vec<u8>>> {
     if fs_err::metadata(path)?.is_dir() {
-        let root = crate::confined::Root::open(path)?;
+        let root = gpuimg_store::confined::Root::open(path)?;
         let p = Path::new(member);
         match root.metadata(p)? {
             Some(m) if m.is_regular() => root.read(p, cap).map(Some),
@@ -49,7 +49,7 @@ impl Source for Rootfs {
     fn tree(
         &self,
         scratch: &std::path::Path,
-        _obs: &mut dyn crate::observe::Observer,
+        _obs: &mut dyn gpuimg_fetch::observe::Observer,
     ) -> Result<Tree, AssembleError> {
         assemble::assemble(
             &Input::Rootfs {
@@ -89,7 +89,10 @@ mod tests {
         };
         assert!(src.describe().contains(&root.display().to_string()));
         let tree = src
-            .tree(&t.path().join("scratch"), &mut crate::observe::Silent)
+            .tree(
+                &t.path().join("scratch"),
+                &mut gpuimg_fetch::observe::Silent,
+            )
             .unwrap();
         check(&tree, &["bin", "usr", "usr/bin", "usr/bin/a", "usr/bin/b"]);
         assert!(matches!(
@@ -166,7 +169,10 @@ mod tests {
             allow_special: false,
         };
         let tree = src
-            .tree(&t.path().join("scratch"), &mut crate::observe::Silent)
+            .tree(
+                &t.path().join("scratch"),
+                &mut gpuimg_fetch::observe::Silent,
+            )
             .unwrap();
         // `etc/alias` sorts first: it carries the data, and stays rootfs.
         check(&tree, &["etc", "etc/alias", "etc/hostname"]);

@@ -5,10 +5,10 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use gpuimg::observe::Silent;
 use gpuimg::plan::source_specs;
 use gpuimg::profile::{self, Base};
 use gpuimg::sources::apt::{self, AptOptions};
+use gpuimg_fetch::observe::Silent;
 
 #[test]
 #[ignore = "benchmark driver, run by scripts/bench-apt.sh"]

@@ -10,11 +10,11 @@ use std::sync::OnceLock;
 
 use common::*;
 use gpuimg::lock::LockedPackage;
-use gpuimg::observe::Observer;
 use gpuimg::plan::source_specs;
 use gpuimg::profile::{self, Base};
 use gpuimg::sources::apt::{self, AptError, AptOptions, PackagesSpec};
 use gpuimg::sources::Architecture;
+use gpuimg_fetch::observe::Observer;
 
 struct Fixture {
     _dir: tempfile::TempDir,

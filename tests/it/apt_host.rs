@@ -9,10 +9,10 @@ use std::path::Path;
 use std::process::Command;
 
 use common::run_ok;
-use gpuimg::observe::Silent;
 use gpuimg::plan::source_specs;
 use gpuimg::profile::{self, Base};
 use gpuimg::sources::apt::{self, AptOptions};
+use gpuimg_fetch::observe::Silent;
 
 fn spec(packages: &str) -> (apt::PackagesSpec, gpuimg::sources::Architecture) {
     let yaml = format!(
@@ -131,7 +131,7 @@ fn host_mirror_python_image() {
         !fail.status.success(),
         "python3 ran without libz in a known path"
     );
-    let confined = gpuimg::confined::Root::open(root).unwrap();
+    let confined = gpuimg_store::confined::Root::open(root).unwrap();
     apt::write_ld_cache(&confined, arch.debian(), &Default::default(), &[]).unwrap();
     let out = run_ok(Command::new("chroot").arg(root).args([
         "/usr/bin/python3",

@@ -242,10 +242,10 @@ fn lock_package_names(lock: &serde_json::Value) -> Vec<String> {
 
 /// Install `packages` from the host's mirror into `dest` in one piece, with the library.
 fn install_into(dest: &Path, packages: &str) {
-    use gpuimg::observe::Silent;
     use gpuimg::plan::source_specs;
     use gpuimg::profile::{self, Base};
     use gpuimg::sources::apt::{self, AptOptions};
+    use gpuimg_fetch::observe::Silent;
     let yaml = format!(
         "name: t\nbase:\n  apt:\n    mirror: host\n    suite: bookworm\n    packages: [{packages}]\n"
     );

@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::*;
-use gpuimg::staging::Staged;
+use gpuimg_store::staging::Staged;
 
 /// `mib` MiB of poorly compressible bytes at `path`, so that compressing them takes a while.
 fn noise(path: &Path, mib: usize) {

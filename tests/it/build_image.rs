@@ -128,7 +128,7 @@ fn built_image_passes_umoci_skopeo_and_runs_under_podman() {
     for l in layers {
         let hex = l["digest"].as_str().unwrap().trim_start_matches("sha256:");
         let blob = std::fs::read(out_dir.join("blobs/sha256").join(hex)).unwrap();
-        assert_eq!(gpuimg::digest::Digest::of(&blob).hex(), hex);
+        assert_eq!(gpuimg_store::digest::Digest::of(&blob).hex(), hex);
         assert_eq!(l["size"], blob.len() as u64);
     }
 }

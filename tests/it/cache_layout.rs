@@ -11,10 +11,10 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use common::{pkg, signed_repo, Sandbox};
-use gpuimg::cache::{Bucket, Shape, RETIRED};
+use gpuimg_store::cache::{Bucket, Shape, RETIRED};
 
-/// The module doc of `src/cache/mod.rs`, whose drawing this test holds the disk to.
-const CACHE_DOC: &str = include_str!("../../src/cache/mod.rs");
+/// The module doc of `crates/store/src/cache/mod.rs`, whose drawing this test holds the disk to.
+const CACHE_DOC: &str = include_str!("../../crates/store/src/cache/mod.rs");
 
 /// (top-level name, literal second path component if any) for every line of the drawing.
 fn drawn() -> Vec<(String, Option<String>)> {
@@ -153,7 +153,10 @@ impl Builds {
                         let hex = n
                             .strip_suffix(".json")
                             .unwrap_or_else(|| panic!("{b:?}: {n}"));
-                        assert!(gpuimg::digest::Digest::from_hex(hex).is_ok(), "{b:?}: {n}");
+                        assert!(
+                            gpuimg_store::digest::Digest::from_hex(hex).is_ok(),
+                            "{b:?}: {n}"
+                        );
                     }
                 }
                 (Bucket::Trust, _) => {
@@ -184,7 +187,7 @@ fn the_drawing_and_the_bucket_enum_declare_the_same_layout() {
     assert_eq!(
         tops,
         declared(),
-        "src/cache/mod.rs drawing vs cache::Bucket"
+        "crates/store/src/cache/mod.rs drawing vs cache::Bucket"
     );
     for b in Bucket::ALL {
         let subs: BTreeSet<Option<String>> = d
@@ -262,7 +265,7 @@ fn prune_removes_earlier_layouts_and_keeps_the_current_one() {
     // A listing of a layer no record names any more.
     let stale = s.cache.join("listings-v1").join(format!(
         "{}.json",
-        gpuimg::digest::Digest::of(b"gone").hex()
+        gpuimg_store::digest::Digest::of(b"gone").hex()
     ));
     std::fs::write(&stale, b"{}").unwrap();
     let out = s.cache_cmd(&["prune"]);
@@ -367,7 +370,7 @@ fn prune_policies_keep_the_downloads_in_bounds() {
     // While a build holds the cache (its shared lock, taken here as a build takes it), a
     // prune refuses and removes nothing; a dry run runs beside it.
     {
-        let _build = gpuimg::cache::Cache::open(&s.cache).unwrap();
+        let _build = gpuimg_store::cache::Cache::open(&s.cache).unwrap();
         let refused = common::run(s.t.gpuimg_with_cache(&s.cache).args([
             "cache",
             "prune",
@@ -427,7 +430,7 @@ fn prune_policies_keep_the_downloads_in_bounds() {
     let wheel = s
         .cache
         .join("wheels-v1/sha256")
-        .join(gpuimg::digest::Digest::of(wheel_bytes).hex());
+        .join(gpuimg_store::digest::Digest::of(wheel_bytes).hex());
     common::write(&wheel, std::str::from_utf8(wheel_bytes).unwrap());
     used_days_ago(&debs[1], 400);
     let missing = s.t.path().join("missing.lock.json");

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use common::*;
-use gpuimg::digest::{hash_reader, Digest};
+use gpuimg_store::digest::{hash_reader, Digest};
 
 struct Setup {
     t: Sandbox,

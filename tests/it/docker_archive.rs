@@ -108,7 +108,7 @@ fn docker_archive_loads_into_podman_runs_and_is_reproducible() {
         .map(|l| {
             let path = l.as_str().unwrap();
             let hex = path.trim_start_matches("blobs/sha256/");
-            assert_eq!(gpuimg::digest::Digest::of(&body(path)).hex(), hex);
+            assert_eq!(gpuimg_store::digest::Digest::of(&body(path)).hex(), hex);
             format!("sha256:{hex}")
         })
         .collect();

@@ -12,11 +12,11 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use common::*;
-use gpuimg::fetch::{FetchLimits, MAX_ROOT_BYTES};
-use gpuimg::observe::Observer;
 use gpuimg::plan::source_specs;
 use gpuimg::profile::{self, Base};
 use gpuimg::sources::apt::{self, AptOptions};
+use gpuimg_fetch::observe::Observer;
+use gpuimg_fetch::{FetchLimits, MAX_ROOT_BYTES};
 
 /// Suites, one per test case that faults a path below `dists/<suite>/`.
 const SUITES: &[&str] = &[

@@ -8,10 +8,10 @@ use crate::common;
 use std::sync::Mutex;
 
 use common::*;
-use gpuimg::cache::Bucket;
-use gpuimg::digest::Digest;
-use gpuimg::fetch::{Artifact, FetchLimits, Fetcher, Trust};
-use gpuimg::observe::Silent;
+use gpuimg_fetch::observe::Silent;
+use gpuimg_fetch::{Artifact, FetchLimits, Fetcher, Trust};
+use gpuimg_store::cache::Bucket;
+use gpuimg_store::digest::Digest;
 
 /// Files of these sizes (bytes made from the index, so no two are alike), served from a
 /// fresh directory: the server and the artifacts, in this order.

@@ -7,10 +7,10 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use gpuimg::cache::Cache;
-use gpuimg::observe::Silent;
 use gpuimg::sources::image_interpreter::ImagePython;
 use gpuimg::sources::pypi::{self, PythonRequest};
+use gpuimg_fetch::observe::Silent;
+use gpuimg_store::cache::Cache;
 
 #[test]
 #[ignore = "benchmark driver, run by scripts/bench-pypi-resolve.sh"]

@@ -12,11 +12,11 @@ use std::path::Path;
 
 use common::hostile_index;
 use common::pyindex::{write_index, Dist, Pages};
-use gpuimg::cache::Cache;
-use gpuimg::observe::Silent;
 use gpuimg::sources::image_interpreter::ImagePython;
 use gpuimg::sources::pinned_wheels::PinnedWheel;
 use gpuimg::sources::pypi::{self, HostSettings, PypiError, PythonRequest};
+use gpuimg_fetch::observe::Silent;
+use gpuimg_store::cache::Cache;
 
 /// The request of a loaded profile's `python:`, through the plan's conversion.
 fn request_of(
@@ -380,7 +380,7 @@ fn a_wheel_whose_bytes_differ_from_the_index_sha256_is_refused() {
         .exists());
     // A lock whose sha256 differs from what the index lists is refused before downloading.
     let mut lying = pins[0].clone();
-    lying.sha256 = gpuimg::digest::Digest::of(b"something else");
+    lying.sha256 = gpuimg_store::digest::Digest::of(b"something else");
     let e = pypi::fetch(&[lying], &req, &idx.cache, &mut Silent, false).unwrap_err();
     assert!(e.to_string().contains("has the sha256"), "{e}");
 }
@@ -757,7 +757,7 @@ fn a_claimed_wheel_size_over_the_maximum_is_refused_before_any_byte() {
         name: "huge".into(),
         version: "1.0".into(),
         filename: d.filename(),
-        sha256: gpuimg::digest::Digest::of(&d.bytes()),
+        sha256: gpuimg_store::digest::Digest::of(&d.bytes()),
         size: claimed,
         index: "index".into(),
         requested: true,

@@ -426,7 +426,7 @@ fn lock_exports_a_pylock_that_locks_the_same_set_again() {
             .and_then(|h| h.as_str())
             .unwrap();
         assert_eq!(format!("sha256:{hash}"), *sha256);
-        assert_eq!(gpuimg::digest::Digest::of(&bytes).hex(), hash);
+        assert_eq!(gpuimg_store::digest::Digest::of(&bytes).hex(), hash);
     }
 
     // The export read back as `python.requirements` locks exactly the same files.

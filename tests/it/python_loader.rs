@@ -96,7 +96,7 @@ fn a_wheels_copy_of_a_debian_library_is_refused_naming_both() {
     let files = sb.join("index/files");
     std::fs::create_dir_all(&files).unwrap();
     let path = wheel.write(&files);
-    let sha = gpuimg::digest::Digest::of(&std::fs::read(&path).unwrap()).hex();
+    let sha = gpuimg_store::digest::Digest::of(&std::fs::read(&path).unwrap()).hex();
     let f = wheel.filename();
     write(
         &sb.join("index/simple/fakez/index.html"),

@@ -35,7 +35,7 @@ fn tiny_layout(sb: &Sandbox) -> (PathBuf, String) {
 }
 
 fn digest_of(bytes: &[u8]) -> String {
-    gpuimg::digest::Digest::of(bytes).to_string()
+    gpuimg_store::digest::Digest::of(bytes).to_string()
 }
 
 /// The digest of the one manifest in the OCI layout at `dir`.

@@ -127,7 +127,7 @@ fn said(out: &Output) -> String {
 }
 
 fn digest_of(bytes: &[u8]) -> String {
-    gpuimg::digest::Digest::of(bytes).to_string()
+    gpuimg_store::digest::Digest::of(bytes).to_string()
 }
 
 /// The digest of the one manifest in the OCI layout at `dir`.
@@ -1035,7 +1035,7 @@ fn a_registry_that_stops_reading_an_upload_stops_it_at_the_minimum_rate() {
     std::fs::write(&path, &data).unwrap();
     let mut image = tiny_image();
     image.blobs = vec![Blob {
-        digest: gpuimg::digest::Digest::of(&data),
+        digest: gpuimg_store::digest::Digest::of(&data),
         size: data.len() as u64,
         source: BlobSource::File { path, offset: 0 },
     }];

@@ -252,7 +252,7 @@ fn the_sbom_lists_exactly_the_image_packages_and_validates() {
     assert_eq!(old["supplier"], "Person: Bob");
     for w in &wheels {
         let file = sb.join("index/files").join(w.filename());
-        let sha = gpuimg::digest::Digest::of(&std::fs::read(file).unwrap()).hex();
+        let sha = gpuimg_store::digest::Digest::of(&std::fs::read(file).unwrap()).hex();
         assert_eq!(whls[&w.name]["checksums"][0]["checksumValue"], sha.as_str());
     }
     // The image contains each package.
@@ -332,7 +332,7 @@ fn a_gpu_images_sbom_carries_the_gpu_facts() {
     );
     assert_eq!(notes["io.gpuimg.host.driver"], ">=550", "{notes:?}");
     assert_eq!(notes["io.gpuimg.compute-capabilities"], "9.0", "{notes:?}");
-    let selftest = gpuimg::digest::Digest::of(&std::fs::read(Bin::Selftest.path()).unwrap());
+    let selftest = gpuimg_store::digest::Digest::of(&std::fs::read(Bin::Selftest.path()).unwrap());
     assert_eq!(notes["io.gpuimg.selftest.sha256"], selftest.to_string());
 }
 

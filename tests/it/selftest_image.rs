@@ -82,7 +82,8 @@ fn gpu_image_carries_selftest_and_reports_no_gpu_under_podman() {
         "{env:?}"
     );
     let (want, _) =
-        gpuimg::digest::hash_reader(std::fs::File::open(Bin::Selftest.path()).unwrap()).unwrap();
+        gpuimg_store::digest::hash_reader(std::fs::File::open(Bin::Selftest.path()).unwrap())
+            .unwrap();
     assert_eq!(
         info["annotations"]["io.gpuimg.selftest.sha256"],
         want.to_string()

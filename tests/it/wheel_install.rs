@@ -15,10 +15,10 @@ use std::path::{Path, PathBuf};
 
 use common::*;
 use gpuimg::assemble::{DataSource, EntryKind, Tree};
-use gpuimg::observe::Observer;
 use gpuimg::sources::image_interpreter::ImagePython;
 use gpuimg::sources::pinned_wheels::{FetchedWheel, PinnedWheel};
 use gpuimg::sources::wheel::{self, HostPython, WheelError};
+use gpuimg_fetch::observe::Observer;
 
 const SITE: &str = "usr/local/lib/python3.11/dist-packages";
 
@@ -943,10 +943,10 @@ fn a_poisoned_pep_658_metadata_file_that_adds_a_dependency_is_refused_at_install
         .unwrap();
     }
     let server = serve(&root);
-    let cache = gpuimg::cache::Cache::open(&t.path().join("cache")).unwrap();
+    let cache = gpuimg_store::cache::Cache::open(&t.path().join("cache")).unwrap();
     let index = format!("{}/simple/", server.url);
     let request = PythonRequest::from_parts(&["demo"], &[("index", &index)]).unwrap();
-    let obs = &mut gpuimg::observe::Silent;
+    let obs = &mut gpuimg_fetch::observe::Silent;
     let pins = pypi::resolve(&request, &bookworm(), &cache, obs, false).unwrap();
     let evil = pins
         .iter()

@@ -116,7 +116,7 @@ impl From<CompressionArg> for Compression {
 
 pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
     let epoch = settings.source_date_epoch()?;
-    crate::confined::force_userspace_resolver(settings.userspace_resolver());
+    gpuimg_store::confined::force_userspace_resolver(settings.userspace_resolver());
     let output = match &args.output {
         Some(o) => Some(OutputArg::parse(o)?),
         None => None,

@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use super::cache_prune::{self, PruneArgs};
-use crate::cache::{Bucket, Cache, Finding, Usage};
 use crate::cli::{print_stdout, CliError, Settings};
+use gpuimg_store::cache::{Bucket, Cache, Finding, Usage};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
@@ -118,8 +118,8 @@ fn verify(root: &Path, repair: bool, json: bool, settings: &Settings) -> Result<
             format!("Failed to verify the cache `{}`: {e}", root.display()),
         )
     };
-    let layers =
-        crate::cache::maintain::verify(&cache, &crate::layer::Records, repair).map_err(failed)?;
+    let layers = gpuimg_store::cache::maintain::verify(&cache, &crate::layer::Records, repair)
+        .map_err(failed)?;
     let usage = cache.usage().map_err(failed)?;
     let bad: Vec<Finding> = layers.bad;
     let code = if bad.is_empty() { 0 } else { 1 };

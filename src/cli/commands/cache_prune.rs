@@ -22,8 +22,8 @@ use serde_json::{json, Value};
 
 use super::cache::{bucket_table, buckets_json, count, human, is_cache, open_err, print_json};
 use crate::byte_size::ByteSize;
-use crate::cache::{Bucket, Cache, Download, DownloadPolicy, Pinned, Usage, Why};
 use crate::cli::{print_stdout, CliError, Settings};
+use gpuimg_store::cache::{Bucket, Cache, Download, DownloadPolicy, Pinned, Usage, Why};
 
 #[derive(Debug, clap::Args)]
 pub struct PruneArgs {
@@ -122,7 +122,7 @@ pub fn exec(args: PruneArgs, settings: &Settings) -> Result<u8, CliError> {
         )
     };
     let before = cache.usage().map_err(failed)?;
-    let mut p = crate::cache::maintain::prune(&cache, &crate::layer::Records, args.dry_run)
+    let mut p = gpuimg_store::cache::maintain::prune(&cache, &crate::layer::Records, args.dry_run)
         .map_err(failed)?;
     let downloads = cache.downloads().map_err(failed)?;
     let now = SystemTime::now();

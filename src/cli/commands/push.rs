@@ -6,11 +6,11 @@
 use std::path::PathBuf;
 
 use super::RegistryArgs;
-use crate::cache::Cache;
 use crate::cli::{print_stdout, CliError, Progress, Settings};
 use crate::inspect::Image;
 use crate::reference::{ImageRef, RegistryRef, Tag, Transport};
 use crate::registry::{self, Blob, BlobSource};
+use gpuimg_store::cache::Cache;
 
 /// The most bytes an SBOM given with `--sbom` may have.
 const MAX_SBOM: u64 = 256 << 20;

@@ -19,9 +19,9 @@ use serde_json::json;
 
 use super::CatalogArgs;
 use crate::cli::{CliError, Progress, Settings};
-use crate::observe::Observer as _;
 use crate::profile::KernelModule;
 use crate::resolve::{Explanation, Resolution, ResolveError};
+use gpuimg_fetch::observe::Observer as _;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -54,7 +54,7 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
                 .map_err(crate::ops::OpsError::from)
         },
         reach,
-        &mut crate::observe::Silent,
+        &mut gpuimg_fetch::observe::Silent,
     )
     .map_err(CliError::from_ops)?;
     let level = match args.level {

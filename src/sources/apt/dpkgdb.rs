@@ -10,7 +10,7 @@ use md5::{Digest as _, Md5};
 
 use super::deb::ControlFiles;
 use super::AptError;
-use crate::confined::Root;
+use gpuimg_store::confined::Root;
 
 /// Conffiles larger than this get dpkg's `newconffile` marker instead of a checksum.
 pub const MAX_CONFFILE: u64 = 64 << 20;

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::fetch::FetchError;
+use gpuimg_fetch::FetchError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AptError {

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::confined::Root;
+use gpuimg_store::confined::Root;
 
 /// Capability names in kernel bit order (`include/uapi/linux/capability.h`).
 const CAPS: [&str; 41] = [

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::AptError;
-use crate::confined::Root;
+use gpuimg_store::confined::Root;
 
 /// Files the fix-ups read from packages are small; anything larger is refused, not read.
 pub const MAX_READ: u64 = 16 << 20;
@@ -140,8 +140,8 @@ fn ca_bundle(root: &Root) -> Result<Option<String>, AptError> {
         for (name, kind) in names {
             let p = d.join(&name);
             match kind {
-                crate::confined::Kind::Dir => stack.push(p),
-                crate::confined::Kind::File if p.extension().is_some_and(|x| x == "crt") => {
+                gpuimg_store::confined::Kind::Dir => stack.push(p),
+                gpuimg_store::confined::Kind::File if p.extension().is_some_and(|x| x == "crt") => {
                     certs.push(p)
                 }
                 _ => {}

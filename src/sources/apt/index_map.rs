@@ -11,8 +11,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::cache::{Bucket, Cache, Key};
-use crate::digest::Digest;
+use gpuimg_store::cache::{Bucket, Cache, Key};
+use gpuimg_store::digest::Digest;
 
 /// The stanzas of one decompressed index kept for one architecture, in text order, with the
 /// orders a lookup by name needs.

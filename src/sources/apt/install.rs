@@ -12,7 +12,7 @@ use super::{
     AptError, PackageInfo, UnpackedPackage,
 };
 use crate::lock::LockedPackage;
-use crate::observe::Observer;
+use gpuimg_fetch::observe::Observer;
 
 /// What unpacking all packages produced, before fix-ups.
 pub struct Unpacking {
@@ -24,7 +24,7 @@ pub struct Unpacking {
 
 /// Which packages may be replayed from their sketches, and where the sketches are.
 pub struct Replay<'a> {
-    pub cache: &'a crate::cache::Cache,
+    pub cache: &'a gpuimg_store::cache::Cache,
     /// Packages whose files no layer takes from this root (their component layer is cached).
     pub allowed: &'a dyn Fn(&str) -> bool,
 }
@@ -45,7 +45,7 @@ pub fn unpack_all(
     let mut warnings = Vec::new();
     let mut owners = BTreeMap::new();
     let mut infos = Vec::new();
-    let root = crate::confined::Root::open(dest).map_err(AptError::io(dest))?;
+    let root = gpuimg_store::confined::Root::open(dest).map_err(AptError::io(dest))?;
     fixups::create_merged_usr(&root, arch)?;
     let total: u64 = packages.iter().map(|p| p.size).sum();
     obs.task_start("unpack", Some(total));

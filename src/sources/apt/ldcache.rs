@@ -11,8 +11,8 @@ use std::path::Path;
 
 use super::unpack::ElfFacts;
 use super::AptError;
-use crate::confined::Root;
 use gpuimg_elf::{self as elf, SharedObject};
+use gpuimg_store::confined::Root;
 
 /// Configuration files are small; larger ones are ignored.
 const MAX_CONF: u64 = 1 << 20;

@@ -42,11 +42,11 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use crate::cache::Bucket;
-use crate::fetch::{Artifact, FetchLimits, Fetcher, Trust};
 use crate::lock::LockedPackage;
-use crate::observe::Observer;
 use crate::sources::Architecture;
+use gpuimg_fetch::observe::Observer;
+use gpuimg_fetch::{Artifact, FetchLimits, Fetcher, Trust};
+use gpuimg_store::cache::Bucket;
 
 pub use error::AptError;
 pub use fixups::merged_usr_links;
@@ -80,7 +80,7 @@ pub mod parsers {
 #[derive(Debug, Clone)]
 pub struct AptOptions {
     /// gpuimg's cache root; this client keeps packages in its `debs` bucket, indexes in its
-    /// `indexes` bucket and signed roots in its `roots` bucket (see `crate::cache`).
+    /// `indexes` bucket and signed roots in its `roots` bucket (see `gpuimg_store::cache`).
     pub cache_dir: PathBuf,
     /// Use the cache alone; fail naming what is missing.
     pub offline: bool,
@@ -361,7 +361,7 @@ fn resolve_with(
         let text = read_index(&path, &f.path, &f.artifact.url, f.plain.map(|p| p.1))?;
         let mut cached = false;
         if let Some((plain, _)) = f.plain {
-            if crate::digest::Digest::of(text.as_bytes()) == plain {
+            if gpuimg_store::digest::Digest::of(text.as_bytes()) == plain {
                 fetcher.cache().put(Bucket::Indexes, text.as_bytes())?;
                 cached = true;
             }
@@ -432,9 +432,9 @@ enum IndexText {
 /// The cached decompressed index at `path` (sha256 `plain`, `size` bytes as signed) with its
 /// recorded map, when one is recorded, trusted and fits the file.
 fn mapped_index(
-    cache: &crate::cache::Cache,
+    cache: &gpuimg_store::cache::Cache,
     path: &Path,
-    plain: &crate::digest::Digest,
+    plain: &gpuimg_store::digest::Digest,
     size: u64,
     arch: &str,
 ) -> Option<(std::fs::File, u64, index_map::IndexMap)> {
@@ -453,8 +453,8 @@ fn resolution_key(
     arch: &str,
     repos: &[repo::Repo],
     indexes: &[(usize, release::IndexFile)],
-) -> crate::digest::Digest {
-    let mut k = crate::cache::Key::new("apt-resolution-v1").tool_version();
+) -> gpuimg_store::digest::Digest {
+    let mut k = gpuimg_store::cache::Key::new("apt-resolution-v1").tool_version();
     k.str(arch).bool(spec.essential).count(spec.packages.len());
     for p in &spec.packages {
         k.str(p);
@@ -478,8 +478,8 @@ fn resolution_key(
 /// the full check of a resolution is resolving again, so anything else is a miss, and the
 /// fresh answer replaces it).
 fn recorded_resolution(
-    cache: &crate::cache::Cache,
-    key: &crate::digest::Digest,
+    cache: &gpuimg_store::cache::Cache,
+    key: &gpuimg_store::digest::Digest,
 ) -> Option<Vec<LockedPackage>> {
     let rec = cache.read_record(Bucket::Resolutions, key).ok()??;
     if !rec.trusted {
@@ -649,7 +649,7 @@ pub fn install_replaying(
 
 /// Remove everything inside `dir` (best effort), leaving `dir` itself.
 fn empty_dir(dir: &Path) {
-    if let Ok(root) = crate::confined::Root::open(dir) {
+    if let Ok(root) = gpuimg_store::confined::Root::open(dir) {
         root.clear();
     }
 }

@@ -33,7 +33,7 @@ impl Source for InstalledRoot<'_> {
     fn tree(
         &self,
         scratch: &Path,
-        _obs: &mut dyn crate::observe::Observer,
+        _obs: &mut dyn gpuimg_fetch::observe::Observer,
     ) -> Result<Tree, AssembleError> {
         let mut tree = assemble::assemble(
             &Input::Dir {

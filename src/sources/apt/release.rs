@@ -6,8 +6,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::digest::Digest;
-use crate::fetch::{Artifact, FetchError, Fetcher};
+use gpuimg_fetch::{Artifact, FetchError, Fetcher};
+use gpuimg_store::digest::Digest;
 
 use super::control::paragraphs;
 use super::openpgp::Keyring;
@@ -183,7 +183,7 @@ pub fn index_files(repo: &Repo, rel: &Release, arch: &str) -> Result<Vec<IndexFi
                 url,
                 sha256,
                 size,
-                bucket: crate::cache::Bucket::Indexes,
+                bucket: gpuimg_store::cache::Bucket::Indexes,
             },
             plain: rel.files.get(&format!("{dir}Packages")).copied(),
             path,

@@ -12,9 +12,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::cache::{Bucket, Cache, Key};
-use crate::digest::Digest;
 use gpuimg_elf::SharedObject;
+use gpuimg_store::cache::{Bucket, Cache, Key};
+use gpuimg_store::digest::Digest;
 
 /// The entries of one package's data tarball, in order.
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]

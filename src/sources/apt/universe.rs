@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::os::unix::fs::FileExt;
 
-use crate::digest::Digest;
+use gpuimg_store::digest::Digest;
 
 use super::control::{paragraphs, Paragraph};
 use super::index_map::IndexMap;

@@ -7,7 +7,7 @@
 //! as empty placeholders whose ELF facts go to [`ElfFacts`], everything else left out. Both
 //! apply entries through the same code, so paths, owners and overwrites resolve the same way.
 //!
-//! Every operation goes through [`crate::confined::Root`]: a `..` in a package path is
+//! Every operation goes through [`gpuimg_store::confined::Root`]: a `..` in a package path is
 //! refused, symlinks met on the way (e.g. `/lib -> usr/lib` under merged-/usr, or a package's
 //! absolute link) resolve inside the root as in a container, and the last component is never
 //! written through. Must never write outside the root.
@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 
 use super::sketch::{Body, Header, Kind, Sketch, SketchEntry};
 use super::{dpkgdb, fixups, ldcache, AptError};
-use crate::confined::Root;
 use gpuimg_elf::SharedObject;
+use gpuimg_store::confined::Root;
 
 /// What unpacking one package produced: its paths as dpkg lists them (`/.`, `/usr`, ...),
 /// and where the entries it created really are in the root (`usr/bin/ls` for `/bin/ls` under

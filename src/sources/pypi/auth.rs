@@ -7,7 +7,7 @@ use std::path::Path;
 
 use base64::Engine as _;
 
-use crate::fetch::Credential;
+use gpuimg_fetch::Credential;
 
 /// `url` without its user part, and the credential it carried (for its host).
 pub fn split_userinfo(mut url: url::Url) -> (url::Url, Option<Credential>) {

@@ -19,9 +19,9 @@ use std::sync::{Arc, Mutex};
 
 use pep508_rs::PackageName;
 
-use crate::cache::{Bucket, Key};
-use crate::digest::Digest;
-use crate::fetch::{ByteRange, Fetched, Fetcher, Get};
+use gpuimg_fetch::{ByteRange, Fetched, Fetcher, Get};
+use gpuimg_store::cache::{Bucket, Key};
+use gpuimg_store::digest::Digest;
 
 use super::local;
 use super::metadata::{self, CoreMetadata};
@@ -211,7 +211,7 @@ impl<'a> Client<'a> {
         };
         let cache = self.fetcher.cache();
         let tmp = cache.temp()?;
-        let mut w = crate::digest::HashingWriter::new(tmp);
+        let mut w = gpuimg_store::digest::HashingWriter::new(tmp);
         self.request
             .budget
             .check_wheel_size(&pin.filename, pin.size)?;

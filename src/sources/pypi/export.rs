@@ -11,9 +11,9 @@ use toml_edit::{value, Array, ArrayOfTables, DocumentMut, InlineTable, Table};
 
 use super::client::Client;
 use super::{PypiError, PythonRequest};
-use crate::cache::Cache;
 use crate::sources::image_interpreter::ImagePython;
 use crate::sources::pinned_wheels::PinnedWheel;
+use gpuimg_store::cache::Cache;
 
 /// The PEP 751 text of `wheels` for the image's interpreter `target`, each wheel located on
 /// the index it was locked from (by its name there: `host` or the profile's).

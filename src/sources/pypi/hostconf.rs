@@ -208,7 +208,7 @@ fn run(python: &Path, args: &[&str]) -> Result<String, String> {
     let shown = format!("{} {}", python.display(), args.join(" "));
     // An absolute path (the settings found it in `PATH`'s absolute directories), started from
     // an empty directory (with `-I`, nothing of the working directory is imported either).
-    let iso = crate::host_program::Isolated::new()
+    let iso = gpuimg_fetch::host_program::Isolated::new()
         .map_err(|e| format!("`{shown}`: no empty directory to start it from: {e}"))?;
     let mut child = iso
         .command(python)

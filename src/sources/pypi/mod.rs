@@ -48,11 +48,11 @@ pub use request::{
     FindLinkSpec, HostSettings, Index, Links, PythonRequest, RequestSpec, Requirement,
 };
 
-use crate::cache::{Bucket, Cache};
-use crate::fetch::Artifact;
-use crate::observe::Observer;
 use crate::sources::image_interpreter::ImagePython;
 use crate::sources::pinned_wheels::{FetchedWheel, PinnedWheel};
+use gpuimg_fetch::observe::Observer;
+use gpuimg_fetch::Artifact;
+use gpuimg_store::cache::{Bucket, Cache};
 
 use client::Client;
 use solver::{Pkg, Provider};
@@ -161,7 +161,7 @@ fn pins(
                     source,
                 })?;
                 use std::io::Read as _;
-                crate::digest::hash_reader(std::io::BufReader::new(f.take(size)))
+                gpuimg_store::digest::hash_reader(std::io::BufReader::new(f.take(size)))
                     .map_err(|source| PypiError::Read { path, source })?
                     .0
             }

@@ -12,7 +12,7 @@ use std::str::FromStr;
 use pep440_rs::VersionSpecifiers;
 use serde::Deserialize;
 
-use crate::digest::Digest;
+use gpuimg_store::digest::Digest;
 
 /// The most files one page may list (a 64 MiB page of real entries holds ~150,000): what a
 /// page costs in memory is linear in what it lists, and an endless list is refused.

@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::str::FromStr;
 
-use crate::digest::Digest;
+use gpuimg_store::digest::Digest;
 
 use super::requirements::{Line, Parsed, MAX_FILE_BYTES};
 use super::PypiError;

@@ -16,8 +16,8 @@ use std::str::FromStr;
 
 use pep508_rs::PackageName;
 
-use crate::digest::Digest;
-use crate::fetch::{Credential, FetchLimits, Trust, TrustSource};
+use gpuimg_fetch::{Credential, FetchLimits, Trust, TrustSource};
+use gpuimg_store::digest::Digest;
 
 use super::budget::Budget;
 use super::{auth, hostconf, pylock, requirements, PypiError};

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use crate::digest::Digest;
+use gpuimg_store::digest::Digest;
 
 use super::PypiError;
 

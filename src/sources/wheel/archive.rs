@@ -349,7 +349,7 @@ impl Archive {
     pub fn archived(
         &self,
         m: &Member,
-        sha256: crate::digest::Digest,
+        sha256: gpuimg_store::digest::Digest,
         ends: Option<crate::raw_deflate::Ends>,
     ) -> Option<ArchivedFile> {
         let (offset, compressed, crc32) = m.deflated?;

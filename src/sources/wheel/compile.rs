@@ -69,7 +69,7 @@ impl HostPython {
         })?;
         let mut tried = Vec::new();
         let mut found: Vec<HostPython> = Vec::new();
-        let iso = crate::host_program::Isolated::new().map_err(|e| WheelError::Compile {
+        let iso = gpuimg_fetch::host_program::Isolated::new().map_err(|e| WheelError::Compile {
             interpreter: version.clone(),
             why: format!("no empty directory to start it from: {e}"),
         })?;
@@ -107,7 +107,7 @@ impl HostPython {
 }
 
 /// Ask `cand` what it is; `None` when it is not a working CPython.
-fn probe(iso: &crate::host_program::Isolated, cand: &Path) -> Option<HostPython> {
+fn probe(iso: &gpuimg_fetch::host_program::Isolated, cand: &Path) -> Option<HostPython> {
     // The host's own environment: a version manager's shim needs it to find the interpreter.
     let mut cmd = iso.command(cand)?;
     cmd.args(["-I", "-S", "-c", PROBE]);
@@ -173,7 +173,7 @@ sys.stdout.buffer.write(items[i + 1] + b'\\0')\n";
 /// Compile `sources` with `host`; returns, per source, whether it compiled (a source that is
 /// not valid Python for this version is left without a `.pyc`, as pip leaves it).
 pub fn compile(host: &HostPython, sources: &[Source]) -> Result<Vec<bool>, WheelError> {
-    let iso = crate::host_program::Isolated::new().map_err(|e| WheelError::Compile {
+    let iso = gpuimg_fetch::host_program::Isolated::new().map_err(|e| WheelError::Compile {
         interpreter: host.path.display().to_string(),
         why: format!("no empty directory to start it from: {e}"),
     })?;
@@ -206,7 +206,7 @@ pub fn compile(host: &HostPython, sources: &[Source]) -> Result<Vec<bool>, Wheel
 type ChunkResult = Result<Vec<bool>, WheelError>;
 
 fn compile_chunk(
-    iso: &crate::host_program::Isolated,
+    iso: &gpuimg_fetch::host_program::Isolated,
     host: &HostPython,
     chunk: &[Source],
 ) -> Result<Vec<bool>, WheelError> {

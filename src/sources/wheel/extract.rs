@@ -19,8 +19,8 @@ use super::record::{FileHash, HashAlgo, Hasher};
 use super::scheme::Role;
 use super::WheelError;
 use crate::assemble::{ArchivedFile, Deflated};
-use crate::confined::Root;
-use crate::observe::Observer;
+use gpuimg_fetch::observe::Observer;
+use gpuimg_store::confined::Root;
 
 /// One file to write: (wheel, item) indexes into the prepared wheels.
 pub type Job = (usize, usize);
@@ -207,7 +207,7 @@ impl<'a> Worker<'a> {
                     None
                 };
                 let sha256 = <[u8; 32]>::try_from(item.hash.value.as_slice())
-                    .map(crate::digest::Digest::from_bytes)
+                    .map(gpuimg_store::digest::Digest::from_bytes)
                     .map_err(|_| WheelError::Internal("a sha256 of other than 32 bytes"))?;
                 Written {
                     hash: item.hash.clone(),

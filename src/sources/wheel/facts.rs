@@ -13,13 +13,13 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::{LibraryRead, Taps, WheelError, WheelLibrary};
-use crate::cache::{Bucket, Cache, Key};
-use crate::digest::Digest;
 use crate::lock::LockedWheel;
-use crate::observe::Observer;
 use crate::sources::image_interpreter::ImagePython;
 use crate::sources::pinned_wheels::{FetchedWheel, PinnedWheel};
 use crate::sources::pypi::{self, PypiError, PythonRequest};
+use gpuimg_fetch::observe::Observer;
+use gpuimg_store::cache::{Bucket, Cache, Key};
+use gpuimg_store::digest::Digest;
 
 /// Why a wheel's facts could not be had.
 #[derive(Debug, thiserror::Error)]

@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use gpuimg::digest::Digest;
+use gpuimg_store::digest::Digest;
 
 use super::cmd::run_ok_bytes;
 

@@ -34,7 +34,7 @@ pub fn tree(root: &Path) -> Vec<String> {
                 stack.push(p.clone());
                 "dir".into()
             } else {
-                gpuimg::digest::Digest::of(&std::fs::read(&p).unwrap()).to_string()
+                gpuimg_store::digest::Digest::of(&std::fs::read(&p).unwrap()).to_string()
             };
             out.push(format!(
                 "{rel} {:o} {}:{} {what}",

@@ -7,8 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use gpuimg::digest::Digest;
 use gpuimg::registry::{self, Blob, BlobSource, Connection, PushLimits, Pushed, RegistryError};
+use gpuimg_store::digest::Digest;
 
 use super::fake_registry::{Answer, Req};
 use super::fs::write;
@@ -98,7 +98,7 @@ impl Told {
     }
 }
 
-impl gpuimg::observe::Observer for Told {
+impl gpuimg_fetch::observe::Observer for Told {
     fn message(&mut self, text: &str) {
         self.0.lock().unwrap().push(text.to_string());
     }
@@ -141,7 +141,7 @@ pub fn push_image(
     let dest = gpuimg::reference::RegistryRef::parse(&format!("registry:{host_port}/demo/tiny:v1"))
         .unwrap();
     let cache_dir = tempfile::tempdir().unwrap();
-    let cache = gpuimg::cache::Cache::open(cache_dir.path()).unwrap();
+    let cache = gpuimg_store::cache::Cache::open(cache_dir.path()).unwrap();
     let mut told = Told::default();
     let r = registry::push(&dest, "v1", image, None, conn, &cache, &mut told);
     (r, told)

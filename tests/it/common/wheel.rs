@@ -215,7 +215,7 @@ impl WheelSpec {
             name: self.name.to_lowercase().replace(['_', '.'], "-"),
             version: self.version.clone(),
             filename: self.filename(),
-            sha256: gpuimg::digest::Digest::of(&bytes),
+            sha256: gpuimg_store::digest::Digest::of(&bytes),
             size: bytes.len() as u64,
             index: "host".into(),
             requested,
@@ -250,7 +250,7 @@ pub fn wheel_index(dir: &Path, wheels: &[WheelSpec]) -> PathBuf {
     let mut pages: std::collections::BTreeMap<String, String> = Default::default();
     for w in wheels {
         let path = w.write(&root.join("files"));
-        let sha = gpuimg::digest::Digest::of(&std::fs::read(&path).unwrap()).hex();
+        let sha = gpuimg_store::digest::Digest::of(&std::fs::read(&path).unwrap()).hex();
         let project = w.name.to_lowercase().replace(['_', '.'], "-");
         let f = w.filename();
         pages.entry(project).or_default().push_str(&format!(

@@ -276,7 +276,7 @@ fn run_here(t: &'static Target) {
 fn save_crash(out: &Path, target: &str, input: &[u8]) -> PathBuf {
     let dir = out.join("crashes").join(target);
     let _ = std::fs::create_dir_all(&dir);
-    let p = dir.join(&gpuimg::digest::Digest::of(input).hex()[..16]);
+    let p = dir.join(&gpuimg_store::digest::Digest::of(input).hex()[..16]);
     let _ = std::fs::write(&p, input);
     p
 }

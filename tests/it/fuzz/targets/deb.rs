@@ -17,9 +17,9 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use arbitrary::{Arbitrary, Result, Unstructured};
-use gpuimg::confined::Root;
 use gpuimg::sources::apt::parsers::{decode_in_order, paragraphs, read_deb, unpack, Decoded};
 use gpuimg::sources::apt::AptError;
+use gpuimg_store::confined::Root;
 
 use crate::fuzz::harness::{files, work_dir, Target, Verdict};
 use crate::fuzz::mutate::{havoc, ByteOp};
@@ -352,7 +352,7 @@ fn listing(root: &Path) -> BTreeMap<String, String> {
                 format!(
                     "file {} {}",
                     data.len(),
-                    gpuimg::digest::Digest::of(&data).hex()
+                    gpuimg_store::digest::Digest::of(&data).hex()
                 )
             };
             out.insert(

@@ -21,11 +21,11 @@ use arbitrary::{Result, Unstructured};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use gpuimg::assemble::{DataSource, EntryKind};
-use gpuimg::digest::Digest;
-use gpuimg::observe::Silent;
 use gpuimg::sources::image_interpreter::ImagePython;
 use gpuimg::sources::pinned_wheels::{FetchedWheel, PinnedWheel};
 use gpuimg::sources::wheel::WheelError;
+use gpuimg_fetch::observe::Silent;
+use gpuimg_store::digest::Digest;
 use sha2::Digest as _;
 
 use crate::fuzz::harness::{work_dir, Target, Verdict};

@@ -13,13 +13,13 @@ use std::io::{self, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::digest::{Digest, HashingWriter};
+use gpuimg_store::digest::{Digest, HashingWriter};
 
 use super::dns::DnsCache;
 use super::limits::{FetchLimits, Meter, Slow, MAX_ROOT_BYTES};
 use super::tls::Trust;
 use super::{Cache, FetchError};
-use crate::cache::Bucket;
+use gpuimg_store::cache::Bucket;
 
 /// One file to fetch: where from, what its bytes must hash to and how many there must be.
 #[derive(Debug, Clone)]
@@ -219,7 +219,7 @@ fn retryable(code: u16) -> bool {
 
 impl Fetcher {
     /// A fetcher over the gpuimg cache at `cache_root` (created if missing; its download
-    /// buckets, see `crate::cache`), bounded by `limits`.
+    /// buckets, see `gpuimg_store::cache`), bounded by `limits`.
     pub fn new(
         cache_root: &Path,
         offline: bool,

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use crate::digest::Digest;
+use gpuimg_store::digest::Digest;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {

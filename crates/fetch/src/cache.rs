@@ -1,8 +1,8 @@
-//! Downloads in the shared cache (`crate::cache`): verified lookups and commits of artifacts
+//! Downloads in the shared cache (`gpuimg_store::cache`): verified lookups and commits of artifacts
 //! in the content-addressed download buckets (`debs-v1`, `indexes-v1`), and the last copy of
 //! each unpinned root (`roots-v1`).
 //!
-//! The cache's trust rule (`crate::cache::trust`) applies: a download is re-hashed unless its
+//! The cache's trust rule (`gpuimg_store::cache::trust`) applies: a download is re-hashed unless its
 //! file identity still equals the stamp written when it was committed or last verified. Every
 //! partial download is a staging file in the cache's one `tmp/`.
 //! Must never return a download whose bytes were not hashed, now or under an unchanged identity.
@@ -10,9 +10,9 @@
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use crate::cache::{self, trust, BlobFacts, Bucket};
-use crate::digest::{hash_reader, Digest, HashingWriter};
-use crate::staging::Staged;
+use gpuimg_store::cache::{self, trust, BlobFacts, Bucket};
+use gpuimg_store::digest::{hash_reader, Digest, HashingWriter};
+use gpuimg_store::staging::Staged;
 
 use super::FetchError;
 
@@ -34,7 +34,7 @@ impl Cache {
     pub fn open(root: &Path) -> Result<Self, FetchError> {
         let cache = cache::Cache::open(root).map_err(io_err(root))?;
         // Partial downloads of killed runs (unlocked staging files) are reclaimed.
-        crate::staging::reclaim(&cache.tmp_dir(), Some("download"));
+        gpuimg_store::staging::reclaim(&cache.tmp_dir(), Some("download"));
         Ok(Cache { cache })
     }
 

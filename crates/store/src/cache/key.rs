@@ -170,7 +170,14 @@ mod tests {
 
     #[test]
     fn enums_hash_by_their_profile_names() {
-        use crate::profile::StripClass;
+        /// Spelled as the profile's `strip:` classes are (kebab-case serde names).
+        #[derive(serde::Serialize)]
+        #[serde(rename_all = "kebab-case")]
+        enum StripClass {
+            StaticLibs,
+            DebugSymbols,
+            Docs,
+        }
         assert_eq!(serde_name(&StripClass::StaticLibs), "static-libs");
         assert_eq!(serde_name(&StripClass::DebugSymbols), "debug-symbols");
         assert_eq!(serde_name(&StripClass::Docs), "docs");

@@ -1,7 +1,9 @@
-//! Stage `fetch`: download artifacts by URL into a content-addressed cache, sha256-verified.
+//! `gpuimg-fetch`: download artifacts by URL into a content-addressed cache, sha256-verified
+//! (its entry: [`Fetcher`]), with the build's progress `observe`r and `host_program` (every
+//! program gpuimg starts on the build host is started through it).
 //!
 //! Owns HTTP (retries with backoff, parallel jobs), where in the cache each download lands,
-//! and `--offline` (the cache's layout itself is `crate::cache`'s).
+//! and `--offline` (the cache's layout itself is `gpuimg_store::cache`'s).
 //! Must never trust a byte it has not hashed: a cached blob is re-verified when read unless its
 //! file identity is unchanged since it was hashed, and a corrupted entry is fetched again (or
 //! reported, offline). Knows nothing about apt.
@@ -16,6 +18,9 @@
 //!
 //! HTTPS trusts what the host's tools trust ([`Trust`], `tls.rs`): the system store plus the
 //! bundles and directories the settings phase names (`SSL_CERT_FILE`, `SSL_CERT_DIR`).
+
+pub mod host_program;
+pub mod observe;
 
 mod cache;
 mod dns;

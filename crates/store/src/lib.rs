@@ -1,0 +1,13 @@
+//! `gpuimg-store`: what a build keeps on disk and how it names it: content digests
+//! (`digest`), canonical JSON (`canonical_json`), a file's identity (`file_identity`), the
+//! build's temporary files (`staging`), the shared content-addressed cache (`cache`), and
+//! root-confined file-system access under a staging root (`confined`).
+//! Depends on no other crate of the workspace; must never fetch, parse a profile, or know what
+//! an image is.
+
+pub mod cache;
+pub mod canonical_json;
+pub mod confined;
+pub mod digest;
+pub mod file_identity;
+pub mod staging;
