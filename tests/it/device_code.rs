@@ -637,6 +637,7 @@ fn device_code_refuses_special_sources_existing_destinations_and_setuid_bits() {
                 src.display()
             );
             assert!(err.contains(says), "{args:?} {}: {err}", src.display());
+            assert_error(&err, &[sb.path()]);
         }
     }
     assert!(!dst.exists(), "nothing written");

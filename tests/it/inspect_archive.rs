@@ -16,7 +16,7 @@ fn gpuimg(dir: &Path) -> Command {
     c
 }
 
-use common::{run, run_ok as ok, write};
+use common::{assert_error, run, run_ok as ok, write};
 
 fn json(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("invalid JSON ({e}): {text}"))
@@ -211,6 +211,7 @@ fn refused(dir: &Path, image: &str, needle: &str) {
         stderr.contains(needle),
         "{image}: want `{needle}` in {stderr}"
     );
+    assert_error(&stderr, &[dir]);
     assert_eq!(before, tree(dir), "{image}: inspect wrote something");
 }
 

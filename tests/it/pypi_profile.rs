@@ -19,6 +19,7 @@ fn refused(yaml: &str, needle: &str) -> String {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert_eq!(stderr.lines().count(), 1, "not one line: {stderr}");
         assert!(stderr.contains(needle), "expected `{needle}` in: {stderr}");
+        assert_error(&stderr, &[t.path()]);
         assert!(!t.join("out").exists(), "output written despite the error");
         last = stderr;
     }

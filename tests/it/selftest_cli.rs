@@ -12,7 +12,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use common::{fake_cuda, Sandbox};
+use common::{assert_error, fake_cuda, Sandbox};
 
 /// These tests describe a host the self-test finds no GPU on. The precondition is the product's
 /// own rule (`selftest::run` → `no-gpu`: no driver library loads, or the driver shows no
@@ -104,6 +104,7 @@ fn bad_input_is_one_line_and_exit_2() {
             stderr.starts_with("error: ") && stderr.contains(want),
             "{stderr}"
         );
+        assert_error(&stderr, &[dir.path()]);
     }
     let out = dir.selftest().args(["--level", "fast"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));

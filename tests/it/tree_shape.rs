@@ -54,6 +54,7 @@ fn refused(body: &str, extra: &str, needles: &[&str]) {
     for n in needles {
         assert!(stderr.contains(n), "expected `{n}` in: {stderr}");
     }
+    assert_error(&stderr, &[t.path()]);
     assert!(!t.path().join("out").exists(), "output written: {body}");
 }
 
