@@ -576,6 +576,7 @@ fn cache_prune_removes_unreferenced_blobs_and_says_what_it_freed() {
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("in use by a running build"), "{stderr}");
+    assert_error(&stderr, &[s.t.path()]);
     assert!(s.cache.join("blobs-v1/sha256/leftover").exists());
 }
 
@@ -595,6 +596,7 @@ fn cache_commands_refuse_a_directory_that_is_not_a_cache() {
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         assert_eq!(out.status.code(), Some(2), "{cmd}: {stderr}");
         assert!(stderr.contains("is not a gpuimg cache"), "{stderr}");
+        assert_error(&stderr, &[t.path()]);
         assert_eq!(
             std::fs::read_dir(&home).unwrap().count(),
             1,

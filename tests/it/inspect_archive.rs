@@ -168,6 +168,7 @@ fn an_archive_tag_is_chosen_by_reference_or_flag() {
     let out = run(gpuimg(dir).args(["build", "p.yaml", "-o", "oci:two:a", "--tag", "b"]));
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("disagree"));
+    assert_error(&String::from_utf8_lossy(&out.stderr), &[dir]);
     assert!(!dir.join("two").exists());
 }
 

@@ -352,6 +352,7 @@ fn a_pytorch_pin_locks_torch_and_a_contradicting_cuda_pin_is_a_no() {
     let out = run(s.sb.gpuimg().arg("lock").arg(&p));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_error(&err, &[s.sb.path()]);
     // Decided before any wheel is resolved: the pin, and what the index installs for
     // `torch==2.15.0` (its default build, cu132), each with its source.
     assert!(err.contains("stack.cuda is `13.0` [profile]"), "{err}");
@@ -422,6 +423,7 @@ fn a_no_caused_by_the_index_cites_the_index_and_every_hint_it_prints_works() {
     let out = lock(&profile("<550", "minor", ""));
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_error(&err, &[sb.path()]);
     assert!(
         err.contains("the index installs torch 2.14.1 (cu130), built for CUDA 13.0 [index]"),
         "{err}"
@@ -568,6 +570,7 @@ fn a_requirement_no_wheel_of_the_pinned_minor_meets_is_a_no_naming_it() {
     let out = run(s.sb.gpuimg().arg("lock").arg(&p));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_error(&err, &[s.sb.path()]);
     // The requirement, its requirer, what the index has, and the pin that rules it out.
     assert!(err.contains("`nvidia-cublas-cu12>=12.9`"), "{err}");
     assert!(
@@ -643,6 +646,7 @@ fn a_profile_requirement_the_pinned_minor_rules_out_is_a_no_naming_it() {
     let out = run(s.sb.gpuimg().arg("lock").arg(&p));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_error(&err, &[s.sb.path()]);
     assert!(
         err.contains("dependencies of the profile are unavailable because its requirement `nvidia-cublas-cu12>=12.9`"),
         "{err}"

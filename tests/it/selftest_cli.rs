@@ -185,6 +185,7 @@ fn exec_passes_arguments_exit_code_and_pid() {
     assert_eq!(out.status.code(), Some(127));
     assert!(String::from_utf8_lossy(&out.stderr)
         .contains("error: Failed to run `/nonexistent/program`"));
+    assert_error(&String::from_utf8_lossy(&out.stderr), &[dir.path()]);
 }
 
 #[test]
@@ -287,6 +288,7 @@ fn verify_host_runs_the_same_checks() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("bad.yaml:3:"), "{stderr}");
+    assert_error(&stderr, &[dir.path()]);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
 }
 

@@ -114,10 +114,25 @@ thread_local! {
     static CALLS: RefCell<BTreeMap<String, usize>> = const { RefCell::new(BTreeMap::new()) };
 }
 
-/// Assert that `text`, redacted for `dirs`, equals the running test's next error snapshot.
-/// The test harness runs each test on a thread named after it, which names the snapshot.
+/// The one line of `text` that holds `needle` (a warning among a build's progress lines), for
+/// [`assert_error`] to compare whole.
+#[track_caller]
+pub fn line_with<'a>(text: &'a str, needle: &str) -> &'a str {
+    let lines: Vec<&str> = text.lines().filter(|l| l.contains(needle)).collect();
+    assert_eq!(lines.len(), 1, "lines with `{needle}`: {text}");
+    lines[0]
+}
+
+/// Assert that `text`, redacted for `dirs`, equals the running test's next error snapshot:
+/// from its first line that starts with `error: ` on, when it has one (what a build printed
+/// before failing, its progress, is not the message). The test harness runs each test on a
+/// thread named after it, which names the snapshot.
 #[track_caller]
 pub fn assert_error(text: &str, dirs: &[&Path]) {
+    let text = match text.find("error: ") {
+        Some(i) if i == 0 || text[..i].ends_with('\n') => &text[i..],
+        _ => text,
+    };
     let test = std::thread::current()
         .name()
         .expect("a test runs on a thread named after it")
