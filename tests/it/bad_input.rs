@@ -217,6 +217,7 @@ fn bad_source_date_epoch() {
         .arg(t.path().join("out")));
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("SOURCE_DATE_EPOCH"));
+    assert_error(&String::from_utf8_lossy(&out.stderr), &[t.path()]);
     assert!(!t.path().join("out").exists());
 }
 

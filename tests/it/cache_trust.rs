@@ -259,6 +259,7 @@ fn tampered_records_give_a_warning_and_a_correct_image() {
                 && stderr.contains(record.file_name().unwrap().to_str().unwrap()),
             "{what}: no warning naming the record:\n{stderr}"
         );
+        assert_error(&without_sizes(&warnings(&stderr)), &[s.t.path()]);
         assert_eq!(
             again["manifest_digest"], first["manifest_digest"],
             "{what}: the image changed"
@@ -312,6 +313,7 @@ fn damaged_blobs_are_detected_removed_and_rebuilt() {
             stderr.contains("warning: Cache "),
             "{what}: no warning:\n{stderr}"
         );
+        assert_error(&without_sizes(&warnings(&stderr)), &[s.t.path()]);
         assert_eq!(
             again["cached_layers"], 1,
             "{what}: only the damaged layer is rebuilt"
@@ -374,6 +376,7 @@ fn healing_never_changes_an_output_that_links_the_old_blob() {
 
         let (again, stderr) = s.build("b");
         assert!(stderr.contains("warning: Cache blob"), "{what}: {stderr}");
+        assert_error(&without_sizes(&warnings(&stderr)), &[s.t.path()]);
         assert_eq!(again["manifest_digest"], first["manifest_digest"]);
         // The old output is byte for byte what it was, and still a good image.
         for (p, d) in &before {

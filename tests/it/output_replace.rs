@@ -273,6 +273,7 @@ fn devices_and_fifos_are_never_replaced_even_with_force() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{stderr}");
         assert!(stderr.contains("it is a device"), "{stderr}");
+        assert_error(&stderr, &[f.root.as_path()]);
     }
     let m = std::fs::symlink_metadata("/dev/null").unwrap();
     assert!(std::os::unix::fs::FileTypeExt::is_char_device(

@@ -108,5 +108,6 @@ fn a_malformed_budget_variable_is_refused_naming_it() {
             stderr.contains(var) && stderr.contains(value),
             "{var}: {stderr}"
         );
+        assert_error(&stderr, &[t.path()]);
     }
 }

@@ -172,6 +172,10 @@ fn the_resolution_follows_the_framework_variant_the_index_installs() {
         err.contains("the index installs torch 2.14.1 (cu126) for Python 3.11 (x86_64): the stack is resolved for it"),
         "{err}"
     );
+    assert_error(
+        line_with(&err, "the index installs torch 2.14."),
+        &[s.sb.path()],
+    );
     assert!(s
         .locked_wheels()
         .contains(&("torch".to_string(), "2.14.1+cu126".to_string())));
@@ -210,6 +214,10 @@ fn without_a_python_pin_the_stack_is_resolved_for_the_bases_python() {
         err.contains("the base installs Python 3.11 (")
             && err.contains("): the stack is resolved for it"),
         "{err}"
+    );
+    assert_error(
+        line_with(&err, "the base installs Python 3.11 ("),
+        &[s.sb.path()],
     );
     let lock = s.lock_json();
     assert_eq!(lock["resolution"]["components"]["python"], "3.11", "{lock}");
@@ -381,6 +389,10 @@ fn a_stack_pin_without_python_is_a_warning_naming_it() {
     assert!(
         err.contains("`stack.cuda` pinned, but without `python:` the image carries none of it"),
         "{err}"
+    );
+    assert_error(
+        line_with(&err, "`stack.cuda` pinned, but witho"),
+        &[s.sb.path()],
     );
 }
 
@@ -607,6 +619,10 @@ fn without_a_cuda_pin_the_image_states_the_minor_its_wheels_need() {
         err.contains("the Python packages need CUDA 12.8 (`nvidia-cublas-cu12 12.8.4.1`"),
         "{err}"
     );
+    assert_error(
+        line_with(&err, "the Python packages need CUDA "),
+        &[s.sb.path()],
+    );
     let lock = s.lock_json();
     let cuda = lock["resolution"]["components"]["cuda"].as_str().unwrap();
     assert!(cuda.starts_with("12.8."), "{lock}");
@@ -769,6 +785,10 @@ fn the_variant_asked_for_is_the_variant_installed() {
     assert!(
         err.contains("the index installs torch 2.14.1 (cu130)"),
         "{err}"
+    );
+    assert_error(
+        line_with(&err, "the index installs torch 2.14."),
+        &[s.sb.path()],
     );
     assert!(s
         .locked_wheels()

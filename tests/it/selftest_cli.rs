@@ -12,7 +12,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use common::{assert_error, fake_cuda, Sandbox};
+use common::{assert_error, fake_cuda, line_with, Sandbox};
 
 /// These tests describe a host the self-test finds no GPU on. The precondition is the product's
 /// own rule (`selftest::run` → `no-gpu`: no driver library loads, or the driver shows no
@@ -127,6 +127,13 @@ fn abort_does_not_start_the_command() {
     assert_eq!(out.status.code(), Some(4));
     assert!(!marker.exists());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not starting `touch`"));
+    assert_error(
+        line_with(
+            &String::from_utf8_lossy(&out.stderr),
+            "not starting `touch`",
+        ),
+        &[dir.path()],
+    );
 }
 
 #[test]

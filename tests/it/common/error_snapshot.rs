@@ -123,6 +123,40 @@ pub fn line_with<'a>(text: &'a str, needle: &str) -> &'a str {
     lines[0]
 }
 
+/// The lines of `text` that start with `warning: ` (a build's warnings among its progress
+/// lines), for [`assert_error`] to compare whole.
+pub fn warnings(text: &str) -> String {
+    let mut w: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("warning: "))
+        .collect();
+    w.push("");
+    w.join("\n")
+}
+
+/// `text` with every number of four digits or more (a word of digits only: not the digits of
+/// a hash) replaced by `[N]`: for messages that state the sizes of layers made from the host's
+/// own files (`busybox`), which differ between hosts.
+pub fn without_sizes(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        let number = word.len() >= 4 && word.chars().all(|c| c.is_ascii_digit());
+        out.push_str(if number { "[N]" } else { word });
+        word.clear();
+    };
+    for c in text.chars() {
+        if c.is_ascii_alphanumeric() {
+            word.push(c);
+        } else {
+            flush(&mut word, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut word, &mut out);
+    out
+}
+
 /// Assert that `text`, redacted for `dirs`, equals the running test's next error snapshot:
 /// from its first line that starts with `error: ` on, when it has one (what a build printed
 /// before failing, its progress, is not the message). The test harness runs each test on a
