@@ -262,7 +262,7 @@ fn endless_or_oversized_roots_hit_the_cap() {
             Fault::EndlessChunked,
         ),
     ];
-    cases(quick(), &list, |path, fault, r, empty, took| {
+    cases(quick(), &list, |path, fault, r, empty, _| {
         let seen = match fault {
             Fault::HugeLength => "the server announces 10000000000 bytes".to_string(),
             _ => format!("the server sent more than {cap} bytes"),
@@ -281,7 +281,6 @@ fn endless_or_oversized_roots_hit_the_cap() {
             1,
             "{path}: an oversize is not retried"
         );
-        assert!(took < Duration::from_secs(20), "{path}: {took:?}");
     });
 }
 
@@ -295,7 +294,7 @@ fn endless_or_oversized_indexes_exceed_the_signed_size() {
         ("idx5", "ok", index("idx5"), Fault::LongUnannounced(1)),
         ("idx6", "ok", index("idx6"), Fault::Long(10 << 20)),
     ];
-    cases(quick(), &list, |path, fault, r, empty, took| {
+    cases(quick(), &list, |path, fault, r, empty, _| {
         let size = size_of(path);
         let seen = match fault {
             Fault::HugeLength => "the server announces 10000000000 bytes".to_string(),
@@ -311,7 +310,6 @@ fn endless_or_oversized_indexes_exceed_the_signed_size() {
             "{fault:?}"
         );
         assert!(empty);
-        assert!(took < Duration::from_secs(20), "{path}: {took:?}");
     });
 }
 
@@ -622,6 +620,7 @@ fn the_binary_fails_fast_on_endless_bodies_with_bounded_memory() {
             stderr.contains(&format!("Download of `{}` {expected}", url(path))),
             "{fault:?} {path}: {stderr}"
         );
+        assert_error(&without_sizes(&stderr), &[t.path()]);
         assert!(peak_kb < 150 << 10, "{path}: peak RSS {peak_kb} KiB");
         assert!(!out.exists(), "{path}: output written");
         assert!(!d.join("p.lock.json").exists() || *cmd == "build");
@@ -652,6 +651,7 @@ fn the_binary_names_the_status_and_attempts_of_a_503_storm() {
         )),
         "{stderr}"
     );
+    assert_error(&stderr, &[t.path()]);
     assert_eq!(server().hits_of(&path), 4);
     // 250 + 500 + 1000 ms of backoff at least (the attempts are counted above).
     assert!(took >= Duration::from_millis(1750), "{took:?}");
