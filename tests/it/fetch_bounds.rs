@@ -7,7 +7,6 @@
 use crate::common;
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -519,34 +518,17 @@ fn server_errors_are_retried_with_backoff_then_named() {
 }
 
 /// Run `gpuimg` (default bounds) until it exits. Returns (exit code, stderr, peak resident KiB,
-/// time). The peak is the kernel's own account (`ru_maxrss` from `wait4`), exact however short
-/// the peak was; a data limit of 1 GiB (`RLIMIT_DATA`) makes a run whose memory is not bounded
-/// fail rather than take the machine's.
+/// time). The peak is the kernel's account of the process's own (`common::peak`), exact however
+/// short the peak was; a data limit of 1 GiB (`RLIMIT_DATA`) makes a run whose memory is not
+/// bounded fail rather than take the machine's.
 fn run_bounded(args: &[&str], dir: &Sandbox) -> (Option<i32>, String, u64, Duration) {
-    use std::os::unix::process::CommandExt;
-    let err_path = dir.join("stderr");
     let mut cmd = dir.gpuimg();
-    cmd.args(args)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&err_path).unwrap());
-    // SAFETY: setrlimit is async-signal-safe and touches nothing of the parent's.
-    unsafe {
-        cmd.pre_exec(|| {
-            let lim = libc::rlimit {
-                rlim_cur: 1 << 30,
-                rlim_max: 1 << 30,
-            };
-            if libc::setrlimit(libc::RLIMIT_DATA, &lim) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    cmd.args(args);
     let start = Instant::now();
-    let (status, peak_kb) = wait_with_peak(cmd.spawn().unwrap());
+    let (out, peak_kb) = run_with_peak(&cmd, Some(1 << 30));
     (
-        status.code(),
-        std::fs::read_to_string(&err_path).unwrap(),
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
         peak_kb,
         start.elapsed(),
     )
