@@ -6,7 +6,7 @@
 # is reported from <target>.current. Once fixed, copy such an input into
 # tests/fuzz/regressions/<target>/ so every test run replays it.
 #   GPUIMG_FUZZ_SEED=S        repeat a run (each line prints its seed)
-#   GPUIMG_FUZZ_TIMEOUT=S     seconds one input may run (default 10)
+#   GPUIMG_FUZZ_TIMEOUT=S     seconds of CPU time one input may take (default 10)
 #   GPUIMG_FUZZ_MEMORY_MB=M   heap cap of the fuzz process (default 1024)
 # Usage: scripts/fuzz.sh [SECONDS] [TARGET...]
 set -euo pipefail

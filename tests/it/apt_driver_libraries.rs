@@ -54,6 +54,7 @@ fn refused(sb: &Sandbox, p: &std::path::Path) -> String {
         "{err}"
     );
     assert!(!sb.join("out").exists(), "nothing written");
+    assert_error(&err, &[sb.path()]);
     err
 }
 

@@ -271,6 +271,7 @@ fn an_unknown_package_is_placed_at_its_entry_with_the_nearest_names() {
         errors[0].contains("t.yaml:6:23: base.apt.packages: Package `neds-ghost` is not in any configured repository (did you mean `needs-ghost`?)"),
         "{err}"
     );
+    assert_error(errors[0], &[sb.path()]);
 }
 
 /// Issue 34, item 8: a suite the repository does not have (no `dists/<suite>/InRelease` or
@@ -317,6 +318,7 @@ fn an_unknown_suite_is_placed_at_its_entry_with_the_nearest_suites() {
         let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
         assert_eq!(errors.len(), 1, "{err}");
         assert!(errors[0].contains(&want), "want {want}\n{err}");
+        assert_error(errors[0], &[sb.path()]);
         assert!(!sb.join("t.lock.json").exists());
     }
 }

@@ -222,6 +222,7 @@ fn refused(sb: &Sandbox, p: &std::path::Path, code: i32) -> String {
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
     assert_eq!(o.status.code(), Some(code), "{err}");
     assert!(!sb.join("out").exists(), "nothing written");
+    assert_error(&err, &[sb.path()]);
     err
 }
 

@@ -2,18 +2,20 @@
 //! succeeds and reclaims the leftovers of every kind (partial blobs and scratch directories
 //! in the cache's tmp/, `.NAME.gpuimg-tmp.*` beside outputs). Staging that a live build
 //! holds locked is never reclaimed: concurrent builds on one cache both succeed.
+//!
+//! Each build is killed (or held while another runs) at one exact point: it stops itself there
+//! (`common::stop`, the binaries' debug-build hook), so no test races the build it watches.
 
 use crate::common;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 use common::*;
 use gpuimg_store::staging::Staged;
 
-/// `mib` MiB of poorly compressible bytes at `path`, so that compressing them takes a while.
+/// `mib` MiB of poorly compressible bytes at `path` (a layer of about that size).
 fn noise(path: &Path, mib: usize) {
     let mut f = std::fs::File::create(path).unwrap();
     let mut x: u64 = 0x9E3779B97F4A7C15 ^ mib as u64;
@@ -42,22 +44,11 @@ fn names(dir: &Path) -> Vec<String> {
     v
 }
 
-/// Poll every few milliseconds until `ready` holds (or a minute passed), then SIGKILL `child`
-/// and assert that it had not finished.
-fn kill_when(child: &mut std::process::Child, ready: impl Fn() -> bool) {
-    let started = Instant::now();
-    while !ready() && started.elapsed() < Duration::from_secs(60) {
-        if child.try_wait().unwrap().is_some() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    child.kill().unwrap(); // SIGKILL
+/// SIGKILL a build stopped at its stop point (`spawn_stopped`) and reap it.
+fn kill_stopped(mut child: std::process::Child) {
+    child.kill().unwrap(); // SIGKILL, which a stopped process takes at once
     let status = child.wait().unwrap();
-    assert!(
-        !status.success(),
-        "the build finished before it could be killed"
-    );
+    assert!(!status.success(), "{status}");
 }
 
 /// Whether `dir` holds an entry named `<stem>.gpuimg-tmp.*` (a file larger than `min`).
@@ -112,14 +103,11 @@ fn sigkill_mid_build_keeps_previous_output() {
     let first = manifest_digest(&run_ok(&mut build(&cache)));
     let index_before = std::fs::read(out.join("index.json")).unwrap();
 
-    // Make the next build slow: about a hundred MB of poorly compressible data.
-    noise(&root.join("big.bin"), 120);
+    // The next build has a new layer to write.
+    noise(&root.join("big.bin"), 4);
 
-    let mut child = build(&cache).spawn().unwrap();
-    // Wait until the build has started writing its layer, then kill it.
-    kill_when(&mut child, || {
-        has_staging(&cache.join("tmp"), "blob", 1 << 20)
-    });
+    // Kill it when its layer is written to the cache's tmp/ and not yet named.
+    kill_stopped(spawn_stopped(&mut build(&cache), "blob"));
     // What the killed build left: its scratch directory and its partial blob.
     let left = names(&cache.join("tmp"));
     assert!(
@@ -161,7 +149,7 @@ fn sigkill_after_decompressing_a_rootfs_tarball_leaves_a_scratch_dir_the_next_bu
     require("umoci");
     let t = Sandbox::new();
     let root = busybox_rootfs(t.path());
-    noise(&root.join("big.bin"), 64);
+    noise(&root.join("big.bin"), 4);
     run_ok(
         Command::new("tar")
             .arg("-czf")
@@ -174,10 +162,12 @@ fn sigkill_after_decompressing_a_rootfs_tarball_leaves_a_scratch_dir_the_next_bu
     write(&p, "name: tarball\nbase:\n  rootfs: ./rootfs.tar.gz\n");
     let cache = t.path().join("cache");
     let out = t.path().join("out");
-    let mut child = build_cmd(&t, &p, &cache, &out.display().to_string())
-        .spawn()
-        .unwrap();
-    // The decompressed tarball lies in the build's scratch directory under the cache's tmp/.
+    // Kill it when its layer is written: the decompressed tarball lies in the build's scratch
+    // directory under the cache's tmp/.
+    let child = spawn_stopped(
+        &mut build_cmd(&t, &p, &cache, &out.display().to_string()),
+        "blob",
+    );
     let scratch_has_tar = || {
         std::fs::read_dir(cache.join("tmp")).is_ok_and(|r| {
             r.flatten().any(|e| {
@@ -188,7 +178,8 @@ fn sigkill_after_decompressing_a_rootfs_tarball_leaves_a_scratch_dir_the_next_bu
             })
         })
     };
-    kill_when(&mut child, scratch_has_tar);
+    assert!(scratch_has_tar(), "{:?}", names(&cache.join("tmp")));
+    kill_stopped(child);
     assert!(!out.exists());
     let left = names(&cache.join("tmp"));
     assert!(
@@ -223,37 +214,20 @@ fn sigkill_while_writing_an_archive_leaves_staging_beside_it_the_next_build_recl
     require("skopeo");
     let t = Sandbox::new();
     let root = busybox_rootfs(t.path());
-    noise(&root.join("big.bin"), 96);
+    noise(&root.join("big.bin"), 4);
     let p = t.path().join("p.yaml");
     write(&p, "name: arch\nbase:\n  rootfs: ./rootfs\n");
     let cache = t.path().join("cache");
     let img = t.path().join("img.tar");
     let target = format!("oci-archive:{}", img.display());
-    // The first build fills the cache, so that the next one spends its time exporting.
+    // The first build fills the cache, so that the next one only exports.
     run_ok(&mut build_cmd(&t, &p, &cache, &target));
     std::fs::remove_file(&img).unwrap();
-    let mut killed = false;
-    for _ in 0..5 {
-        let mut child = build_cmd(&t, &p, &cache, &target).spawn().unwrap();
-        let started = Instant::now();
-        while !has_staging(t.path(), ".img.tar", 0) && started.elapsed() < Duration::from_secs(60) {
-            if child.try_wait().unwrap().is_some() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        child.kill().unwrap();
-        if !child.wait().unwrap().success() {
-            killed = true;
-            break;
-        }
-        // It finished first: try again from scratch.
-        std::fs::remove_file(&img).unwrap();
-    }
-    assert!(
-        killed,
-        "the export always finished before it could be killed"
-    );
+    // Kill it when the archive is written in full beside its place, not yet in it.
+    kill_stopped(spawn_stopped(
+        &mut build_cmd(&t, &p, &cache, &target),
+        ".img.tar",
+    ));
     assert!(!img.exists());
     assert!(
         has_staging(t.path(), ".img.tar", 0),
@@ -374,7 +348,7 @@ fn concurrent_builds_on_one_cache_never_reclaim_each_others_staging() {
     let a = t.path().join("a");
     std::fs::create_dir(&a).unwrap();
     let a_root = busybox_rootfs(&a);
-    noise(&a_root.join("big.bin"), 96);
+    noise(&a_root.join("big.bin"), 4);
     write(&a.join("p.yaml"), "name: a\nbase:\n  rootfs: ./rootfs\n");
     let b = t.path().join("b");
     std::fs::create_dir(&b).unwrap();
@@ -382,33 +356,23 @@ fn concurrent_builds_on_one_cache_never_reclaim_each_others_staging() {
     write(&b.join("p.yaml"), "name: b\nbase:\n  rootfs: ./rootfs\n");
 
     let a_out = a.join("out");
-    let mut child_a = build_cmd(&t, &a.join("p.yaml"), &cache, &a_out.display().to_string())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Wait until A is writing its layer: its scratch directory and partial blob are live.
-    let started = Instant::now();
-    while !has_staging(&cache.join("tmp"), "blob", 1 << 20) {
-        assert!(
-            child_a.try_wait().unwrap().is_none(),
-            "A finished too early"
-        );
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "A never started"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    // A stops with its layer written to tmp/ and not yet named: its scratch directory and its
+    // blob's staging file are live (locked) while B runs.
+    let child_a = spawn_stopped(
+        build_cmd(&t, &a.join("p.yaml"), &cache, &a_out.display().to_string())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped()),
+        "blob",
+    );
+    assert!(has_staging(&cache.join("tmp"), "blob", 1 << 20));
     // A's scratch directory lives as long as A does (its partial blob only until committed).
     let a_scratch: Vec<String> = names(&cache.join("tmp"))
         .into_iter()
         .filter(|n| n.starts_with("build.gpuimg-tmp."))
         .collect();
     assert_eq!(a_scratch.len(), 1, "{a_scratch:?}");
-    // B builds (and reclaims) several times while A runs: different outputs, and B's own
+    // B builds (and reclaims) several times while A is held: different outputs, and B's own
     // previous output rebuilt.
-    let mut b_ran_during_a = 0;
     for i in 0..3 {
         let b_out = b.join(format!("out{}", i % 2));
         run_ok(&mut build_cmd(
@@ -418,17 +382,12 @@ fn concurrent_builds_on_one_cache_never_reclaim_each_others_staging() {
             &b_out.display().to_string(),
         ));
         let now = names(&cache.join("tmp"));
-        if child_a.try_wait().unwrap().is_none() {
-            b_ran_during_a += 1;
-            for n in &a_scratch {
-                assert!(now.contains(n), "B reclaimed A's live `{n}`: {now:?}");
-            }
+        for n in &a_scratch {
+            assert!(now.contains(n), "B reclaimed A's live `{n}`: {now:?}");
         }
+        assert!(has_staging(&cache.join("tmp"), "blob", 1 << 20), "{now:?}");
     }
-    assert!(
-        b_ran_during_a > 0,
-        "A finished before B could run beside it"
-    );
+    resume(&child_a);
     let a_result = child_a.wait_with_output().unwrap();
     assert!(
         a_result.status.success(),

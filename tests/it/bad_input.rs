@@ -24,7 +24,7 @@ fn fails_cleanly(dir: &Sandbox, profile: &str, needle: &str) -> String {
     assert_eq!(stderr.lines().count(), 1, "not one line: {stderr}");
     assert!(stderr.starts_with("error: "), "{stderr}");
     assert!(stderr.contains(needle), "expected `{needle}` in: {stderr}");
-    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_error(&stderr, &[dir.path()]);
     assert!(!out_dir.exists(), "output written despite the error");
     // No staging leftovers beside the output either.
     let leftovers: Vec<_> = std::fs::read_dir(dir)
@@ -217,6 +217,7 @@ fn bad_source_date_epoch() {
         .arg(t.path().join("out")));
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("SOURCE_DATE_EPOCH"));
+    assert_error(&String::from_utf8_lossy(&out.stderr), &[t.path()]);
     assert!(!t.path().join("out").exists());
 }
 

@@ -209,10 +209,15 @@ fn the_template_and_every_shipped_profile_build_as_shipped_without_a_warning() {
         let p = sb.join(format!("{name}.yaml"));
         std::fs::copy(&src, &p).unwrap();
         let layout = sb.join(format!("out-{name}"));
-        let out = run(with_host_index(sb.gpuimg_with_cache(&cache))
-            .args(["build", "--json", "-o"])
-            .arg(&layout)
-            .arg(&p));
+        // Started from a small spawner: the build's `peak_memory` (its `ru_maxrss`) is then its
+        // own, not this test binary's size carried across exec (`common::peak`).
+        let (out, _) = run_with_peak(
+            with_host_index(sb.gpuimg_with_cache(&cache))
+                .args(["build", "--json", "-o"])
+                .arg(&layout)
+                .arg(&p),
+            None,
+        );
         let err = String::from_utf8_lossy(&out.stderr).into_owned();
         assert!(out.status.success(), "{}: {err}", src.display());
         let json: serde_json::Value =

@@ -10,7 +10,7 @@ use crate::common;
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use common::{pkg, signed_repo, Sandbox};
+use common::{assert_error, pkg, signed_repo, Sandbox};
 use gpuimg_store::cache::{Bucket, Shape, RETIRED};
 
 /// The module doc of `crates/store/src/cache/mod.rs`, whose drawing this test holds the disk to.
@@ -380,6 +380,7 @@ fn prune_policies_keep_the_downloads_in_bounds() {
         let stderr = String::from_utf8_lossy(&refused.stderr).into_owned();
         assert_eq!(refused.status.code(), Some(2), "{stderr}");
         assert!(stderr.contains("in use by a running build"), "{stderr}");
+        assert_error(&stderr, &[s.t.path()]);
         assert!(debs[0].exists(), "removed under a running build");
         let out = s.cache_cmd(&["prune", "--older-than", "30d", "--dry-run"]);
         assert!(out.contains(&format!("would remove {old} (")), "{out}");
@@ -442,6 +443,7 @@ fn prune_policies_keep_the_downloads_in_bounds() {
     let stderr = String::from_utf8_lossy(&refused.stderr).into_owned();
     assert_eq!(refused.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("Failed to read lock"), "{stderr}");
+    assert_error(&stderr, &[s.t.path()]);
     assert!(wheel.exists(), "an unreadable lock removed something");
     let out = s.cache_cmd(&["prune", "--keep-locked", &lock_path, "--older-than", "1d"]);
     assert!(out.contains("a download no given lock pins"), "{out}");

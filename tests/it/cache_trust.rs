@@ -149,10 +149,27 @@ fn assert_good_image(layout: &Path) {
     }
 }
 
-/// Let the file system's timestamp clock tick past the stamps just written (see
-/// `cache::trust`: a change in the same tick as its stamp is the one change not seen).
-fn tick() {
-    std::thread::sleep(std::time::Duration::from_millis(25));
+/// Return once the file system's timestamp clock has ticked past the stamps just written in
+/// `cache` (see `cache::trust`: a change in the same tick as its stamp is the one change not
+/// seen): a probe file beside them is changed until its ctime, the clock every change sets, is
+/// later than its first one, itself no earlier than every stamp. No sleep, and no guess at the
+/// tick's length.
+fn tick(cache: &Path) {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let dir = tempfile::tempdir_in(cache).unwrap();
+    let probe = dir.path().join("probe");
+    std::fs::write(&probe, b"").unwrap();
+    let ctime = |m: &std::fs::Metadata| (m.ctime(), m.ctime_nsec());
+    let first = ctime(&std::fs::metadata(&probe).unwrap());
+    let mut mode = 0o600;
+    loop {
+        mode ^= 0o040;
+        std::fs::set_permissions(&probe, std::fs::Permissions::from_mode(mode)).unwrap();
+        if ctime(&std::fs::metadata(&probe).unwrap()) > first {
+            return;
+        }
+        std::thread::yield_now();
+    }
 }
 
 fn flip(p: &Path, at: u64) {
@@ -233,7 +250,7 @@ fn tampered_records_give_a_warning_and_a_correct_image() {
         let l = layers(&first);
         assert_eq!(l.len(), 2, "base and files");
         let record = s.record_of(&l[0].0);
-        tick();
+        tick(&s.cache);
         edit(&record, &l);
 
         let (again, stderr) = s.build("b");
@@ -242,6 +259,7 @@ fn tampered_records_give_a_warning_and_a_correct_image() {
                 && stderr.contains(record.file_name().unwrap().to_str().unwrap()),
             "{what}: no warning naming the record:\n{stderr}"
         );
+        assert_error(&without_sizes(&warnings(&stderr)), &[s.t.path()]);
         assert_eq!(
             again["manifest_digest"], first["manifest_digest"],
             "{what}: the image changed"
@@ -287,7 +305,7 @@ fn damaged_blobs_are_detected_removed_and_rebuilt() {
         let (first, _) = s.build("a.tar");
         let l = layers(&first);
         let blob = s.blob(&l[0].0);
-        tick();
+        tick(&s.cache);
         damage(&blob, &s.blob(&l[1].0));
 
         let (again, stderr) = s.build("b");
@@ -295,6 +313,7 @@ fn damaged_blobs_are_detected_removed_and_rebuilt() {
             stderr.contains("warning: Cache "),
             "{what}: no warning:\n{stderr}"
         );
+        assert_error(&without_sizes(&warnings(&stderr)), &[s.t.path()]);
         assert_eq!(
             again["cached_layers"], 1,
             "{what}: only the damaged layer is rebuilt"
@@ -349,7 +368,7 @@ fn healing_never_changes_an_output_that_links_the_old_blob() {
                 (p, d)
             })
             .collect();
-        tick();
+        tick(&s.cache);
         replace(&cache_blob);
         // Held open, so that its inode number cannot be reused once healing unlinks it.
         let bad = std::fs::File::open(&cache_blob).unwrap();
@@ -357,6 +376,7 @@ fn healing_never_changes_an_output_that_links_the_old_blob() {
 
         let (again, stderr) = s.build("b");
         assert!(stderr.contains("warning: Cache blob"), "{what}: {stderr}");
+        assert_error(&without_sizes(&warnings(&stderr)), &[s.t.path()]);
         assert_eq!(again["manifest_digest"], first["manifest_digest"]);
         // The old output is byte for byte what it was, and still a good image.
         for (p, d) in &before {
@@ -399,7 +419,7 @@ fn unchanged_entries_are_trusted_without_a_check() {
     let trust = s.cache.join("trust-v2");
     let stamped = stamps(&trust);
     assert_eq!(stamped.len(), 4, "two blobs, two records: {stamped:?}");
-    tick();
+    tick(&s.cache);
     // Into an archive: nothing links the blobs, so nothing moves their ctime.
     let (v, stderr) = s.build("b.tar");
     assert_eq!(v["cached_layers"], 2, "{stderr}");
@@ -408,14 +428,14 @@ fn unchanged_entries_are_trusted_without_a_check() {
     // over, so the build after that checks nothing either.
     s.build("c");
     let after_link = stamps(&trust);
-    tick();
+    tick(&s.cache);
     let (v, _) = s.build("d.tar");
     assert_eq!(v["cached_layers"], 2);
     assert_eq!(stamps(&trust), after_link);
     // Replacing the output "c" (unlinking its links) is carried over the same way.
     s.build("c");
     let after_replace = stamps(&trust);
-    tick();
+    tick(&s.cache);
     s.build("e.tar");
     assert_eq!(stamps(&trust), after_replace);
 }
@@ -548,27 +568,18 @@ fn cache_prune_removes_unreferenced_blobs_and_says_what_it_freed() {
     assert_eq!(again["cached_layers"], 1, "{stderr}");
     assert_good_image(&s.path("b"));
 
-    // A running build holds the cache's lock: prune refuses, exit 2, and removes nothing.
+    // A running build holds the cache's lock (shared, as every build takes it; held here by the
+    // test itself, so it is held before prune starts): prune refuses, exit 2, and removes
+    // nothing.
     std::fs::write(s.cache.join("blobs-v1/sha256/leftover"), b"x").unwrap();
-    let mut holder = Command::new("flock")
-        .arg("--shared")
-        .arg(s.cache.join("lock"))
-        .args(["sleep", "30"])
-        .spawn()
-        .unwrap();
-    let started = std::time::Instant::now();
-    let mut out = s.cache_cmd(&["prune"]);
-    while out.status.code() == Some(0) && started.elapsed().as_secs() < 10 {
-        // flock(1) may not hold the lock yet; prune removed `leftover`, so put it back.
-        std::fs::write(s.cache.join("blobs-v1/sha256/leftover"), b"x").unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        out = s.cache_cmd(&["prune"]);
-    }
-    holder.kill().unwrap();
-    holder.wait().unwrap();
+    let lock = std::fs::File::open(s.cache.join("lock")).unwrap();
+    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockShared).unwrap();
+    let out = s.cache_cmd(&["prune"]);
+    drop(lock);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("in use by a running build"), "{stderr}");
+    assert_error(&stderr, &[s.t.path()]);
     assert!(s.cache.join("blobs-v1/sha256/leftover").exists());
 }
 
@@ -588,6 +599,7 @@ fn cache_commands_refuse_a_directory_that_is_not_a_cache() {
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         assert_eq!(out.status.code(), Some(2), "{cmd}: {stderr}");
         assert!(stderr.contains("is not a gpuimg cache"), "{stderr}");
+        assert_error(&stderr, &[t.path()]);
         assert_eq!(
             std::fs::read_dir(&home).unwrap().count(),
             1,

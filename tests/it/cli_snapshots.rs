@@ -94,25 +94,12 @@ const SELFTEST: Bin = Bin::Selftest;
 #[test]
 fn help_texts() {
     let sb = Sandbox::new();
-    let commands: &[&[&str]] = &[
-        &[],
-        &["build"],
-        &["inspect"],
-        &["resolve"],
-        &["lock"],
-        &["catalog"],
-        &["catalog", "list"],
-        &["catalog", "show"],
-        &["catalog", "why"],
-        &["catalog", "matrix"],
-        &["verify-host"],
-        &["cache"],
-        &["cache", "verify"],
-        &["cache", "prune"],
-        &["completions"],
-    ];
-    for cmd in commands {
-        let mut args = cmd.to_vec();
+    // Every command, found by walking the `Commands:` lists down from the top: a command added
+    // gets its snapshot (and shows in its parent's) without this test naming it.
+    let mut todo: Vec<Vec<String>> = vec![vec![]];
+    let mut seen = Vec::new();
+    while let Some(cmd) = todo.pop() {
+        let mut args: Vec<&str> = cmd.iter().map(String::as_str).collect();
         args.push("--help");
         let r = sb.run(GPUIMG, &args);
         assert_eq!(r.code, Some(0), "{cmd:?}: {}", r.stderr);
@@ -122,11 +109,35 @@ fn help_texts() {
         } else {
             format!("help_gpuimg_{}", cmd.join("_").replace('-', "_"))
         };
-        insta::assert_snapshot!(name, r.stdout);
+        insta::assert_snapshot!(name.as_str(), r.stdout);
+        for sub in subcommands(&r.stdout).into_iter().rev() {
+            todo.push(cmd.iter().cloned().chain([sub]).collect());
+        }
+        seen.push(cmd.join(" "));
+    }
+    for cmd in [
+        "push",
+        "device-code list",
+        "device-code prune",
+        "cache prune",
+    ] {
+        assert!(seen.iter().any(|s| s == cmd), "`{cmd}` not found: {seen:?}");
     }
     let r = sb.run(SELFTEST, &["--help"]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     insta::assert_snapshot!("help_gpuimg_selftest", r.stdout);
+}
+
+/// The subcommands a `--help` text lists under `Commands:` (not `help`).
+fn subcommands(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|l| *l != "Commands:")
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(str::to_string)
+        .collect()
 }
 
 /// Bad input: one clear message on stderr, exit 2, nothing on stdout.

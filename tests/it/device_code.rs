@@ -637,6 +637,7 @@ fn device_code_refuses_special_sources_existing_destinations_and_setuid_bits() {
                 src.display()
             );
             assert!(err.contains(says), "{args:?} {}: {err}", src.display());
+            assert_error(&err, &[sb.path()]);
         }
     }
     assert!(!dst.exists(), "nothing written");
@@ -666,6 +667,7 @@ fn device_code_refuses_special_sources_existing_destinations_and_setuid_bits() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("exists") && err.contains("--force"), "{err}");
+    assert_error(&err, &[sb.path()]);
     assert_eq!(std::fs::read(&dst).unwrap(), b"keep me");
     run_ok(
         sb.gpuimg()

@@ -210,6 +210,7 @@ fn zstd_into_a_docker_archive_is_refused_in_one_line() {
         stderr.contains("zstd") && stderr.contains("docker-archive"),
         "{stderr}"
     );
+    assert_error(&stderr, &[t.path()]);
     assert!(!archive.exists());
     assert!(!t.cache().exists());
 }
@@ -229,6 +230,7 @@ fn a_file_that_is_not_a_previous_archive_is_not_replaced() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("Refusing to replace"), "{stderr}");
+    assert_error(&stderr, &[t.path()]);
     assert_eq!(std::fs::read(&archive).unwrap(), b"precious");
 }
 

@@ -112,6 +112,7 @@ fn unused_and_missing_libraries_are_found_as_the_loader_finds_them() {
         )),
         "{err}"
     );
+    assert_error(line_with(&err, "is provided by nothing"), &[sb.path()]);
     // Nothing else is missing: glibc's names come from libc6.
     assert_eq!(err.matches("is provided by nothing").count(), 1, "{err}");
 
@@ -335,6 +336,7 @@ fn a_missing_runtime_library_names_the_debian_package_that_ships_it() {
         )),
         "{err}"
     );
+    assert_error(line_with(&err, "is provided by nothing"), &[sb.path()]);
     let text = run_ok(sb.gpuimg().args(["inspect", "--unused"]).arg(&out));
     assert!(
         text.contains(&format!(

@@ -7,7 +7,6 @@
 use crate::common;
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -262,7 +261,7 @@ fn endless_or_oversized_roots_hit_the_cap() {
             Fault::EndlessChunked,
         ),
     ];
-    cases(quick(), &list, |path, fault, r, empty, took| {
+    cases(quick(), &list, |path, fault, r, empty, _| {
         let seen = match fault {
             Fault::HugeLength => "the server announces 10000000000 bytes".to_string(),
             _ => format!("the server sent more than {cap} bytes"),
@@ -281,7 +280,6 @@ fn endless_or_oversized_roots_hit_the_cap() {
             1,
             "{path}: an oversize is not retried"
         );
-        assert!(took < Duration::from_secs(20), "{path}: {took:?}");
     });
 }
 
@@ -295,7 +293,7 @@ fn endless_or_oversized_indexes_exceed_the_signed_size() {
         ("idx5", "ok", index("idx5"), Fault::LongUnannounced(1)),
         ("idx6", "ok", index("idx6"), Fault::Long(10 << 20)),
     ];
-    cases(quick(), &list, |path, fault, r, empty, took| {
+    cases(quick(), &list, |path, fault, r, empty, _| {
         let size = size_of(path);
         let seen = match fault {
             Fault::HugeLength => "the server announces 10000000000 bytes".to_string(),
@@ -311,7 +309,6 @@ fn endless_or_oversized_indexes_exceed_the_signed_size() {
             "{fault:?}"
         );
         assert!(empty);
-        assert!(took < Duration::from_secs(20), "{path}: {took:?}");
     });
 }
 
@@ -520,47 +517,19 @@ fn server_errors_are_retried_with_backoff_then_named() {
     assert_eq!(server().hits_of(&deb("flaky")), 3);
 }
 
-/// Run `gpuimg` (default bounds) until it exits, sampling its peak resident memory (VmHWM) as
-/// it runs; kill it past `limit` or above 1 GiB. Returns (exit code, stderr, peak KiB, time).
-fn run_bounded(
-    args: &[&str],
-    dir: &Sandbox,
-    limit: Duration,
-) -> (Option<i32>, String, u64, Duration) {
-    let err_path = dir.join("stderr");
-    let mut child = dir
-        .gpuimg()
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&err_path).unwrap())
-        .spawn()
-        .unwrap();
+/// Run `gpuimg` (default bounds) until it exits. Returns (exit code, stderr, peak resident KiB,
+/// time). The peak is the kernel's account of the process's own (`common::peak`), exact however
+/// short the peak was; a data limit of 1 GiB (`RLIMIT_DATA`) makes a run whose memory is not
+/// bounded fail rather than take the machine's.
+fn run_bounded(args: &[&str], dir: &Sandbox) -> (Option<i32>, String, u64, Duration) {
+    let mut cmd = dir.gpuimg();
+    cmd.args(args);
     let start = Instant::now();
-    let status_file = format!("/proc/{}/status", child.id());
-    let mut peak = 0u64;
-    let status = loop {
-        if let Ok(s) = std::fs::read_to_string(&status_file) {
-            if let Some(kb) = s
-                .lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            {
-                peak = peak.max(kb);
-            }
-        }
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if start.elapsed() > limit || peak > 1 << 20 {
-            let _ = child.kill();
-            break child.wait().unwrap();
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
+    let (out, peak_kb) = run_with_peak(&cmd, Some(1 << 30));
     (
-        status.code(),
-        std::fs::read_to_string(&err_path).unwrap(),
-        peak,
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        peak_kb,
         start.elapsed(),
     )
 }
@@ -622,7 +591,7 @@ fn the_binary_fails_fast_on_endless_bodies_with_bounded_memory() {
         if *cmd == "build" {
             args.extend(["-o", out.to_str().unwrap()]);
         }
-        let (code, stderr, peak_kb, took) = run_bounded(&args, &t, Duration::from_secs(120));
+        let (code, stderr, peak_kb, _) = run_bounded(&args, &t);
         let expected = if path.ends_with("InRelease") {
             format!("exceeds the cap of {cap} bytes (the server sent more than {cap} bytes)")
         } else {
@@ -633,8 +602,8 @@ fn the_binary_fails_fast_on_endless_bodies_with_bounded_memory() {
             stderr.contains(&format!("Download of `{}` {expected}", url(path))),
             "{fault:?} {path}: {stderr}"
         );
+        assert_error(&without_sizes(&stderr), &[t.path()]);
         assert!(peak_kb < 150 << 10, "{path}: peak RSS {peak_kb} KiB");
-        assert!(took < Duration::from_secs(30), "{path}: {took:?}");
         assert!(!out.exists(), "{path}: output written");
         assert!(!d.join("p.lock.json").exists() || *cmd == "build");
     }
@@ -655,7 +624,6 @@ fn the_binary_names_the_status_and_attempts_of_a_503_storm() {
             cache.to_str().unwrap(),
         ],
         &t,
-        Duration::from_secs(60),
     );
     assert_eq!(code, Some(2), "{stderr}");
     assert!(
@@ -665,11 +633,9 @@ fn the_binary_names_the_status_and_attempts_of_a_503_storm() {
         )),
         "{stderr}"
     );
+    assert_error(&stderr, &[t.path()]);
     assert_eq!(server().hits_of(&path), 4);
-    // 250 + 500 + 1000 ms of backoff, and no more.
-    assert!(
-        took >= Duration::from_millis(1750) && took < Duration::from_secs(20),
-        "{took:?}"
-    );
+    // 250 + 500 + 1000 ms of backoff at least (the attempts are counted above).
+    assert!(took >= Duration::from_millis(1750), "{took:?}");
     assert!(!d.join("p.lock.json").exists());
 }

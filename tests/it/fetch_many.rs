@@ -126,4 +126,5 @@ fn a_failed_download_is_not_handed_on_and_the_first_failure_in_input_order_is_th
         err.contains("f1.bin"),
         "not the first failure in input order: {err}"
     );
+    assert_error(&err, &[]);
 }

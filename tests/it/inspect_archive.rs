@@ -16,7 +16,7 @@ fn gpuimg(dir: &Path) -> Command {
     c
 }
 
-use common::{run, run_ok as ok, write};
+use common::{assert_error, run, run_ok as ok, write};
 
 fn json(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("invalid JSON ({e}): {text}"))
@@ -168,6 +168,7 @@ fn an_archive_tag_is_chosen_by_reference_or_flag() {
     let out = run(gpuimg(dir).args(["build", "p.yaml", "-o", "oci:two:a", "--tag", "b"]));
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("disagree"));
+    assert_error(&String::from_utf8_lossy(&out.stderr), &[dir]);
     assert!(!dir.join("two").exists());
 }
 
@@ -211,6 +212,7 @@ fn refused(dir: &Path, image: &str, needle: &str) {
         stderr.contains(needle),
         "{image}: want `{needle}` in {stderr}"
     );
+    assert_error(&stderr, &[dir]);
     assert_eq!(before, tree(dir), "{image}: inspect wrote something");
 }
 

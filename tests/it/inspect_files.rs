@@ -294,6 +294,7 @@ fn assert_refused(sb: &Sandbox, out: &Path, want: &str) {
             stderr.starts_with("error: ") && stderr.contains(want),
             "{stderr}"
         );
+        assert_error(&stderr, &[sb.path()]);
     }
 }
 

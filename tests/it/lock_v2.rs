@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use common::{pkg, run, run_ok, signed_repo, write, Sandbox, SignedRepo};
+use common::{assert_error, pkg, run, run_ok, signed_repo, write, Sandbox, SignedRepo};
 
 /// A signed fixture repository (suite `s`) with two packages, served on loopback.
 fn repo() -> SignedRepo {
@@ -259,6 +259,7 @@ fn bad_locks_exit_2_with_one_line() {
             assert_eq!(stderr.lines().count(), 1, "{what} {args:?}: {stderr}");
             assert!(stderr.starts_with("error: Lock `"), "{what}: {stderr}");
             assert!(stderr.contains(want), "{what} {args:?}: {stderr}");
+            assert_error(&stderr, &[d.path()]);
         }
     }
 }

@@ -59,6 +59,7 @@ fn refused(root: &Sandbox, work: &Path, profile: &str, args: &[&str], needle: &s
     assert_eq!(stderr.lines().count(), 1, "not one line: {stderr}");
     assert!(stderr.starts_with("error: "), "{stderr}");
     assert!(stderr.contains(needle), "expected `{needle}` in: {stderr}");
+    assert_error(&stderr, &[root.path()]);
     assert!(!stderr.contains("panicked"), "{stderr}");
     let after = snapshot(root);
     assert_eq!(

@@ -48,8 +48,16 @@ impl Fixture {
         );
     }
 
-    /// The build is refused with one line naming `needle`, and nothing under the root changed.
+    /// The build is refused with one line naming `needle`, the line is its reviewed snapshot,
+    /// and nothing under the root changed.
     fn refused(&self, target: &str, extra: &[&str], needle: &str) -> String {
+        let stderr = self.refused_unsnapshotted(target, extra, needle);
+        assert_error(&stderr, &[self.root.as_path()]);
+        stderr
+    }
+
+    /// [`Fixture::refused`] without the snapshot, for a line that quotes bytes of the file.
+    fn refused_unsnapshotted(&self, target: &str, extra: &[&str], needle: &str) -> String {
         let before = snapshot(&self.root);
         let out = self.build(target, extra);
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -265,6 +273,7 @@ fn devices_and_fifos_are_never_replaced_even_with_force() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{stderr}");
         assert!(stderr.contains("it is a device"), "{stderr}");
+        assert_error(&stderr, &[f.root.as_path()]);
     }
     let m = std::fs::symlink_metadata("/dev/null").unwrap();
     assert!(std::os::unix::fs::FileTypeExt::is_char_device(
@@ -301,7 +310,7 @@ fn archives_replace_only_archives_of_our_layout() {
         &r.join("half.tar"),
         "f('oci-layout', b'{\"imageLayoutVersion\":\"1.0.0\"}')\nf('index.json', b'{\"manifests\":[]}')\nf('extra.txt')",
     );
-    run_ok(Command::new("gzip").arg("-k").arg(&img));
+    run_ok(Command::new("gzip").args(["-k", "-n"]).arg(&img));
     std::fs::create_dir(r.join("dir.tar")).unwrap();
     write(&r.join("dir.tar/inside"), "x");
     for (name, needle) in [
@@ -312,7 +321,14 @@ fn archives_replace_only_archives_of_our_layout() {
         ("img.tar.gz", "not a tar archive"),
         ("dir.tar", "it is a directory"),
     ] {
-        f.refused(&format!("oci-archive:{}", s(&r.join(name))), &[], needle);
+        let target = format!("oci-archive:{}", s(&r.join(name)));
+        if name == "img.tar.gz" {
+            // The tar reader's message quotes the gzip bytes it took for a header (they vary
+            // with the image, and from host to host): compared by its stable part only.
+            f.refused_unsnapshotted(&target, &[], needle);
+        } else {
+            f.refused(&target, &[], needle);
+        }
     }
     // With --force each becomes our archive.
     for name in ["text.tar", "other.tar", "img.tar.gz", "dir.tar"] {

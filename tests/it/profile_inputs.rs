@@ -39,6 +39,7 @@ fn fails(sb: &Sandbox, dir: &Path, profile: &str, env: &[(&str, &str)], needle: 
     assert_eq!(stderr.lines().count(), 1, "not one line: {stderr}");
     assert!(stderr.starts_with("error: "), "{stderr}");
     assert!(stderr.contains(needle), "expected `{needle}` in: {stderr}");
+    assert_error(&stderr, &[sb.path()]);
     for internal in [
         "Budget",
         "DuplicateKeyPolicy",

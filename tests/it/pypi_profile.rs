@@ -19,6 +19,7 @@ fn refused(yaml: &str, needle: &str) -> String {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert_eq!(stderr.lines().count(), 1, "not one line: {stderr}");
         assert!(stderr.contains(needle), "expected `{needle}` in: {stderr}");
+        assert_error(&stderr, &[t.path()]);
         assert!(!t.join("out").exists(), "output written despite the error");
         last = stderr;
     }
@@ -107,5 +108,6 @@ fn a_malformed_budget_variable_is_refused_naming_it() {
             stderr.contains(var) && stderr.contains(value),
             "{var}: {stderr}"
         );
+        assert_error(&stderr, &[t.path()]);
     }
 }

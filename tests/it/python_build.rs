@@ -224,6 +224,7 @@ fn locked_wheels_build_into_their_own_layer_installed_for_the_images_python() {
         err.contains("stale") && err.contains("python.packages"),
         "{err}"
     );
+    assert_error(&err, &[sb.path()]);
 }
 
 /// Issue 34, item 9: a build prints each line once. The wheels are fetched for the lock's
@@ -279,10 +280,9 @@ fn build_fails(s: &Setup) -> (Option<i32>, String) {
         .args(["build", "-o"])
         .arg(s.sb.join("out"))
         .arg(&s.profile));
-    (
-        o.status.code(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_error(&err, &[s.sb.path()]);
+    (o.status.code(), err)
 }
 
 #[test]
@@ -455,6 +455,7 @@ fn lock_exports_a_pylock_that_locks_the_same_set_again() {
         "{}",
         describe_out(&o)
     );
+    assert_error(&String::from_utf8_lossy(&o.stderr), &[sb.path()]);
     assert!(!plain.join("pylock.toml").exists());
 }
 

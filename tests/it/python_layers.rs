@@ -130,6 +130,7 @@ impl Setup {
             1,
             "{err}"
         );
+        assert_error(&err, &[self.sb.path()]);
         err
     }
 }
@@ -225,6 +226,7 @@ fn cuda_wheels_share_their_layers_and_a_framework_bump_rewrites_only_the_framewo
         err.contains("`layers.apps` names the wheel `nope`, which this build does not install"),
         "{err}"
     );
+    assert_error(line_with(&err, "`layers.apps` names"), &[s.sb.path()]);
 }
 
 /// The wheel records of a cache (`wheel-metadata-v1/`: METADATA, SBOM facts and each
@@ -426,6 +428,7 @@ fn a_large_file_whose_record_lies_fails_the_build_as_its_layer_is_written() {
                 && err.contains("the wheel's RECORD lists"),
             "{err}"
         );
+        assert_error(&err, &[sb.path()]);
         assert!(!out.exists(), "{} was written", out.display());
     }
 }

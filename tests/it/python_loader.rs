@@ -119,6 +119,7 @@ fn a_wheels_copy_of_a_debian_library_is_refused_naming_both() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("`libz.so.1` is provided twice"), "{err}");
+    assert_error(&err, &[sb.path()]);
     assert!(
         err.contains("package `zlib1g`") && err.contains("wheel `fakez`"),
         "{err}"

@@ -172,6 +172,10 @@ fn the_resolution_follows_the_framework_variant_the_index_installs() {
         err.contains("the index installs torch 2.14.1 (cu126) for Python 3.11 (x86_64): the stack is resolved for it"),
         "{err}"
     );
+    assert_error(
+        line_with(&err, "the index installs torch 2.14."),
+        &[s.sb.path()],
+    );
     assert!(s
         .locked_wheels()
         .contains(&("torch".to_string(), "2.14.1+cu126".to_string())));
@@ -210,6 +214,10 @@ fn without_a_python_pin_the_stack_is_resolved_for_the_bases_python() {
         err.contains("the base installs Python 3.11 (")
             && err.contains("): the stack is resolved for it"),
         "{err}"
+    );
+    assert_error(
+        line_with(&err, "the base installs Python 3.11 ("),
+        &[s.sb.path()],
     );
     let lock = s.lock_json();
     assert_eq!(lock["resolution"]["components"]["python"], "3.11", "{lock}");
@@ -352,6 +360,7 @@ fn a_pytorch_pin_locks_torch_and_a_contradicting_cuda_pin_is_a_no() {
     let out = run(s.sb.gpuimg().arg("lock").arg(&p));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_error(&err, &[s.sb.path()]);
     // Decided before any wheel is resolved: the pin, and what the index installs for
     // `torch==2.15.0` (its default build, cu132), each with its source.
     assert!(err.contains("stack.cuda is `13.0` [profile]"), "{err}");
@@ -380,6 +389,10 @@ fn a_stack_pin_without_python_is_a_warning_naming_it() {
     assert!(
         err.contains("`stack.cuda` pinned, but without `python:` the image carries none of it"),
         "{err}"
+    );
+    assert_error(
+        line_with(&err, "`stack.cuda` pinned, but witho"),
+        &[s.sb.path()],
     );
 }
 
@@ -422,6 +435,7 @@ fn a_no_caused_by_the_index_cites_the_index_and_every_hint_it_prints_works() {
     let out = lock(&profile("<550", "minor", ""));
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_error(&err, &[sb.path()]);
     assert!(
         err.contains("the index installs torch 2.14.1 (cu130), built for CUDA 13.0 [index]"),
         "{err}"
@@ -568,6 +582,7 @@ fn a_requirement_no_wheel_of_the_pinned_minor_meets_is_a_no_naming_it() {
     let out = run(s.sb.gpuimg().arg("lock").arg(&p));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_error(&err, &[s.sb.path()]);
     // The requirement, its requirer, what the index has, and the pin that rules it out.
     assert!(err.contains("`nvidia-cublas-cu12>=12.9`"), "{err}");
     assert!(
@@ -603,6 +618,10 @@ fn without_a_cuda_pin_the_image_states_the_minor_its_wheels_need() {
     assert!(
         err.contains("the Python packages need CUDA 12.8 (`nvidia-cublas-cu12 12.8.4.1`"),
         "{err}"
+    );
+    assert_error(
+        line_with(&err, "the Python packages need CUDA "),
+        &[s.sb.path()],
     );
     let lock = s.lock_json();
     let cuda = lock["resolution"]["components"]["cuda"].as_str().unwrap();
@@ -643,6 +662,7 @@ fn a_profile_requirement_the_pinned_minor_rules_out_is_a_no_naming_it() {
     let out = run(s.sb.gpuimg().arg("lock").arg(&p));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_error(&err, &[s.sb.path()]);
     assert!(
         err.contains("dependencies of the profile are unavailable because its requirement `nvidia-cublas-cu12>=12.9`"),
         "{err}"
@@ -765,6 +785,10 @@ fn the_variant_asked_for_is_the_variant_installed() {
     assert!(
         err.contains("the index installs torch 2.14.1 (cu130)"),
         "{err}"
+    );
+    assert_error(
+        line_with(&err, "the index installs torch 2.14."),
+        &[s.sb.path()],
     );
     assert!(s
         .locked_wheels()

@@ -740,6 +740,7 @@ fn registry_flags_and_references_are_checked_before_anything_runs() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", said(&out));
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(says), "{args:?}: {err}");
+        assert_error(&err, &[s.sb.path()]);
         assert_eq!(
             err.lines().filter(|l| l.starts_with("error:")).count(),
             1,

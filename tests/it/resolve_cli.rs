@@ -6,7 +6,7 @@ use crate::common;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::Sandbox;
+use common::{assert_error, Sandbox};
 
 fn gpuimg(args: &[&str], sb: &Sandbox) -> Output {
     common::run(sb.gpuimg().args(args))
@@ -196,6 +196,7 @@ fn bad_input_exits_2_with_one_clear_line() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{body}: {err}");
         assert!(err.contains(want), "{body}: want {want:?} in {err:?}");
+        assert_error(&err, &[d.path()]);
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(!err.contains("panicked"));
     }
@@ -422,6 +423,7 @@ fn a_version_that_does_not_exist_is_bad_input_naming_the_known_ones() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{body}: {err}");
         assert!(err.contains(at) && err.contains(what), "{body}: {err}");
+        assert_error(&err, &[d.path()]);
         assert!(
             err.contains("known: ") && err.contains(known),
             "{body}: {err}"

@@ -356,5 +356,6 @@ fn sbom_over_a_directory_is_refused_before_building() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("directory"), "{stderr}");
+    assert_error(&stderr, &[t.path()]);
     assert!(!t.path().join("out").exists());
 }

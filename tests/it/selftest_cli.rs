@@ -12,7 +12,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use common::{fake_cuda, Sandbox};
+use common::{assert_error, fake_cuda, line_with, Sandbox};
 
 /// These tests describe a host the self-test finds no GPU on. The precondition is the product's
 /// own rule (`selftest::run` → `no-gpu`: no driver library loads, or the driver shows no
@@ -104,6 +104,7 @@ fn bad_input_is_one_line_and_exit_2() {
             stderr.starts_with("error: ") && stderr.contains(want),
             "{stderr}"
         );
+        assert_error(&stderr, &[dir.path()]);
     }
     let out = dir.selftest().args(["--level", "fast"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -126,6 +127,13 @@ fn abort_does_not_start_the_command() {
     assert_eq!(out.status.code(), Some(4));
     assert!(!marker.exists());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not starting `touch`"));
+    assert_error(
+        line_with(
+            &String::from_utf8_lossy(&out.stderr),
+            "not starting `touch`",
+        ),
+        &[dir.path()],
+    );
 }
 
 #[test]
@@ -184,6 +192,7 @@ fn exec_passes_arguments_exit_code_and_pid() {
     assert_eq!(out.status.code(), Some(127));
     assert!(String::from_utf8_lossy(&out.stderr)
         .contains("error: Failed to run `/nonexistent/program`"));
+    assert_error(&String::from_utf8_lossy(&out.stderr), &[dir.path()]);
 }
 
 #[test]
@@ -286,6 +295,7 @@ fn verify_host_runs_the_same_checks() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("bad.yaml:3:"), "{stderr}");
+    assert_error(&stderr, &[dir.path()]);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
 }
 

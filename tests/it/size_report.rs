@@ -211,6 +211,7 @@ fn the_size_report_agrees_with_the_layout_and_max_size_gates_the_build() {
         err.contains(&format!("({image_size} bytes")) && err.contains(&format!("({below} bytes)")),
         "{err}"
     );
+    assert_error(&err, &[sb.path()]);
     assert!(r.stdout.is_empty());
     assert!(!over.exists(), "a refused build writes no output");
     // Exactly the image's size, or a unit above it: built, the same image.

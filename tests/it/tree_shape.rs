@@ -54,6 +54,7 @@ fn refused(body: &str, extra: &str, needles: &[&str]) {
     for n in needles {
         assert!(stderr.contains(n), "expected `{n}` in: {stderr}");
     }
+    assert_error(&stderr, &[t.path()]);
     assert!(!t.path().join("out").exists(), "output written: {body}");
 }
 
@@ -183,6 +184,7 @@ fn capabilities_and_user_xattrs_are_carried_from_a_tarball() {
         stderr.contains("extended attribute `security.selinux` is not carried"),
         "{stderr}"
     );
+    assert_error(line_with(&stderr, "is not carried"), &[t.path()]);
     // Deterministic: a second build from a fresh cache gives the same digest.
     let (b, _) = build_ok(&t, &p, "b");
     assert_eq!(a, b);

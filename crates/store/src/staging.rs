@@ -5,6 +5,13 @@
 //! Anything matching the pattern that nobody holds locked is stale — a build was killed — and
 //! [`reclaim`] removes it. Locks, not PIDs: CI runners share caches across PID namespaces.
 //! Must never remove an entry whose lock is held, nor follow symlinks while removing.
+//!
+//! Test hook (debug builds only; compiled out of release builds): with
+//! `GPUIMG_TEST_STOP_BEFORE_PERSIST=<stem>` set, the process stops itself (`SIGSTOP`) the first
+//! time a staging entry of that stem is about to take its place ([`Staged::persist`],
+//! [`Staged::exchange`]): complete, locked, still staging. A test kills it there, or lets it go
+//! on (`SIGCONT`) after running another build beside it, where otherwise it could only poll
+//! and hope to catch the moment. Unset, it costs one environment lookup per entry put in place.
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -98,6 +105,7 @@ impl Staged {
     /// Move the entry to `dest` (replacing a file there) and keep it. Errors do not name the
     /// paths: the caller knows which it was asked for.
     pub fn persist(mut self, dest: &Path) -> io::Result<()> {
+        self.stop_point();
         std::fs::rename(&self.path, dest)?;
         self.armed = false;
         Ok(())
@@ -107,6 +115,7 @@ impl Staged {
     /// this staging path holds what `dest` was, removed when this value drops. Fails with
     /// `EINVAL`/`ENOSYS` where the file system cannot exchange.
     pub fn exchange(&self, dest: &Path) -> io::Result<()> {
+        self.stop_point();
         rustix::fs::renameat_with(
             rustix::fs::CWD,
             &self.path,
@@ -115,6 +124,25 @@ impl Staged {
             rustix::fs::RenameFlags::EXCHANGE,
         )
         .map_err(io::Error::from)
+    }
+
+    /// The test hook of the module doc: stop here, once per process, if asked to for this
+    /// entry's stem.
+    fn stop_point(&self) {
+        #[cfg(debug_assertions)]
+        {
+            use std::sync::atomic::{AtomicBool, Ordering};
+            static STOPPED: AtomicBool = AtomicBool::new(false);
+            let Some(want) = std::env::var_os("GPUIMG_TEST_STOP_BEFORE_PERSIST") else {
+                return;
+            };
+            let name = self.path.file_name().unwrap_or_default().to_string_lossy();
+            let stem = name.split(MARK).next().unwrap_or_default();
+            if want.to_str() == Some(stem) && !STOPPED.swap(true, Ordering::SeqCst) {
+                // SAFETY: raise(3) has no memory effects; the process continues on SIGCONT.
+                unsafe { libc::raise(libc::SIGSTOP) };
+            }
+        }
     }
 
     /// Ask the file system to place this directory's subdirectories as it places top-level

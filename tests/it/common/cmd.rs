@@ -5,7 +5,7 @@
 
 use std::io::Read;
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Fail loudly when a tool the test needs is missing (scripts/install-deps.sh installs it).
 pub fn require(tool: &str) {
@@ -132,18 +132,28 @@ pub fn run_within(cmd: &mut Command, limit: Duration) -> Output {
     };
     let stdout = drain(Box::new(child.stdout.take().expect("piped stdout")));
     let stderr = drain(Box::new(child.stderr.take().expect("piped stderr")));
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait for the child") {
-            break s;
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("`{}` still ran after {limit:?}", command_line(cmd));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    // Wait on a thread of its own (no polling) that only sees the exit (`WNOWAIT`): the child
+    // is reaped here, so a kill after `limit`, which only a hung command meets, hits no other
+    // process.
+    let pid = child.id() as libc::id_t;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        // SAFETY: an all-zero siginfo_t is valid; waitid writes only it.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        while unsafe { libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOWAIT) }
+            != 0
+            && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+        {}
+        let _ = tx.send(());
+    });
+    if rx.recv_timeout(limit).is_err() {
+        let _ = child.kill();
+        let _ = child.wait();
+        let _ = waiter.join();
+        panic!("`{}` still ran after {limit:?}", command_line(cmd));
+    }
+    let _ = waiter.join();
+    let status = child.wait().expect("wait for the child");
     Output {
         status,
         stdout: stdout.join().expect("stdout reader"),

@@ -321,13 +321,26 @@ fn install_hooks() {
     });
 }
 
-/// Targets running an input now, with when it started.
-static WATCH: Mutex<Vec<(&'static str, Instant)>> = Mutex::new(Vec::new());
+/// Targets running an input now, with the process's CPU time when it started.
+static WATCH: Mutex<Vec<(&'static str, Duration)>> = Mutex::new(Vec::new());
+
+/// The CPU time this process has used (user and system, every thread). A fuzz process runs one
+/// target, so what it used since an input started is that input's: unlike the wall clock, it
+/// does not run on while the machine is busy with other work or the process is stopped.
+fn cpu_time() -> Duration {
+    // SAFETY: `getrusage` only writes the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
+        return Duration::ZERO;
+    }
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(u.ru_utime) + tv(u.ru_stime)
+}
 
 fn watchdog_arm(name: &'static str) {
     if let Ok(mut w) = WATCH.lock() {
         w.retain(|s| s.0 != name);
-        w.push((name, Instant::now()));
+        w.push((name, cpu_time()));
     }
 }
 
@@ -345,7 +358,8 @@ fn resident() -> usize {
         .map_or(0, |pages| pages * 4096)
 }
 
-/// An input that runs longer than `GPUIMG_FUZZ_TIMEOUT` seconds (default 10) is a hang, and
+/// An input that takes more than `GPUIMG_FUZZ_TIMEOUT` seconds of CPU time (default 10) is a
+/// hang (a parser of bytes in memory never waits on anything), and
 /// one during which the process's resident memory passes the cap is a memory blow-up (the
 /// allocator's cap sees only Rust allocations): the process stops with the input left in
 /// `<target>.current`.
@@ -356,14 +370,16 @@ fn watchdog() {
         std::thread::sleep(Duration::from_millis(100));
         let (hung, running) = match WATCH.lock() {
             Ok(w) => (
-                w.iter().find(|s| s.1.elapsed() > limit).map(|s| s.0),
+                w.iter()
+                    .find(|s| cpu_time().saturating_sub(s.1) > limit)
+                    .map(|s| s.0),
                 w.iter().map(|s| s.0).collect::<Vec<_>>().join(", "),
             ),
             Err(_) => continue,
         };
         let why = if let Some(name) = hung {
             format!(
-                "fuzz {name}: an input ran for more than {} s (a hang)",
+                "fuzz {name}: an input ran for more than {} s of CPU time (a hang)",
                 limit.as_secs()
             )
         } else if cap > 0 && resident() > cap {
