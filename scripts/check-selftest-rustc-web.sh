@@ -4,7 +4,7 @@
 # what that compiler and Cargo accept. Installs Debian's `rustc-web` and `cargo-web` (bookworm's
 # security suite: rustc and cargo 1.96, at /usr/bin) when missing, and builds in a target
 # directory of its own, so it never mixes with the workspace's rustup-built artifacts.
-# Usage: scripts/check-selftest-rustc-web.sh   (env TARGET_DIR overrides target/rustc-web)
+# Usage: [FULL=1] scripts/check-selftest-rustc-web.sh   (env TARGET_DIR overrides target/rustc-web)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 missing=()
@@ -28,6 +28,10 @@ target=${TARGET_DIR:-target/rustc-web}
 # The dependencies come from Cargo's cache when the workspace has been built; else fetched.
 offline=(--offline)
 "$cargo" fetch --locked --offline >/dev/null 2>&1 || offline=()
+# The self-test binary as images carry it (its own profile). Its tests run in the workspace's
+# suite; here it is the compiler that is checked. `FULL=1` also runs the three crates' tests.
 CARGO_TARGET_DIR=$target "$cargo" build --locked "${offline[@]}" -p gpuimg-selftest --profile selftest
-CARGO_TARGET_DIR=$target "$cargo" test --locked "${offline[@]}" -p gpuimg-selftest -p gpuimg-entry -p gpuimg-expect
 ls -l "$target/selftest/gpuimg-selftest"
+if [ "${FULL:-0}" = 1 ]; then
+  CARGO_TARGET_DIR=$target "$cargo" test --locked "${offline[@]}" -p gpuimg-selftest -p gpuimg-entry -p gpuimg-expect
+fi

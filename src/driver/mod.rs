@@ -92,9 +92,8 @@ pub struct BuildOptions {
 /// At most this many layers are written at once, each compressor with its share of the CPUs.
 /// One: two at once (each compressor with half the CPUs) overlapped one layer's serial work
 /// with the other's compression and took the cold PyTorch build from 1.23x to 1.16x its CPU
-/// floor, but cost 8 % more CPU on a warm rewrite and took the test build of
-/// `profiles/pytorch-h200.yaml` to 260 MB, over the 250 MB bound (BENCHMARKS.md, "Two layer
-/// writes at once").
+/// floor, but cost 8 % more CPU on a warm rewrite and peaked at 239 MB warm, too close to the
+/// 250 MB bound (BENCHMARKS.md, "Two layer writes at once").
 const WRITE_SLOTS: usize = 1;
 
 impl BuildOptions {

@@ -235,18 +235,22 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
     Ok(0)
 }
 
-/// The build's peak resident memory in bytes (`getrusage`'s `ru_maxrss`), for `--json`: CI
+/// The build's peak resident memory in bytes (`/proc/self/status` `VmHWM`), for `--json`: CI
 /// can hold a build to a memory budget.
 fn peak_memory() -> Option<u64> {
-    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: getrusage writes one `rusage` into the pointer it is given, which is valid.
-    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
-    if rc != 0 {
-        return None;
-    }
-    // SAFETY: a return of 0 means the struct was written.
-    let usage = unsafe { usage.assume_init() };
-    u64::try_from(usage.ru_maxrss).ok().map(|kb| kb * 1024)
+    // `VmHWM`, this process's own peak resident set: `getrusage`'s `ru_maxrss` carries the
+    // peak of whatever ran before `exec` (a large parent's, copied at `fork`), so it can report
+    // a launcher's memory instead of the build's.
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line
+        .trim_start_matches("VmHWM:")
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
 }
 
 /// The tag: `--tag`, else the `:TAG` of `-o`, else `latest`; both given must agree.
