@@ -2,7 +2,8 @@
 # Run every test: installs the tools the tests need, then fmt, then the test suite, compiled
 # once with clippy's lints denied (scripts/lint-rustc.sh: the lints `cargo clippy
 # --all-targets -- -D warnings` checks, without a second compilation), and closes with one
-# summary line ("N passed, M failed").
+# summary line ("N passed, M failed"). The compile's timings go to target/cargo-timings/
+# (scripts/compile-floor.py reads them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -11,7 +12,7 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e
 RUSTC_WORKSPACE_WRAPPER="$PWD/scripts/lint-rustc.sh" \
-  cargo test --workspace --locked --no-fail-fast --lib --bins --tests --examples -- --test-threads=2 2>&1 | tee "$log"
+  cargo test --workspace --locked --no-fail-fast --timings --lib --bins --tests --examples -- --test-threads=2 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 set -e
 # The self-test crate also builds (and passes its tests) with Debian's rustc-web.
