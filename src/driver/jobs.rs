@@ -72,14 +72,14 @@ pub(super) fn apt_layers(
         .and_then(|i| plan.layers.get(*i))
         .ok_or(BuildError::Internal("an apt job without layers"))?;
     // The install writes its package layers while it unpacks, holding decoded packages: with
-    // the wheels' libraries known it takes a write slot like a layer write; begun early, it
-    // must not hold the slots of the writes the wheel jobs it waits for make.
+    // the wheels' libraries known it runs as one layer write (no wheel layer is written beside
+    // it); begun early, it must not hold the writes the wheel jobs it waits for make.
     let known = matches!(loader, apt::AptLoader::Known(_));
     let held = if known {
         Some(
             ctx.writing
-                .take()
-                .ok_or(BuildError::Internal("a layer write panicked"))?,
+                .lock()
+                .map_err(|_| BuildError::Internal("a layer write panicked"))?,
         )
     } else {
         None
@@ -345,8 +345,8 @@ pub(super) fn other_layer(
     })
 }
 
-/// Write `tree` as the layer `component` in a write slot (`WRITE_SLOTS` layers at once, each
-/// compressor with its share of the CPUs).
+/// Write `tree` as the layer `component`, one layer at a time (each layer's compressor uses
+/// every CPU already; two at once would only hold two sets of buffers).
 fn write(
     ctx: &Ctx<'_>,
     component: &str,
@@ -355,8 +355,8 @@ fn write(
 ) -> Result<(LayerBlob, bool), BuildError> {
     let _one = ctx
         .writing
-        .take()
-        .ok_or(BuildError::Internal("a layer write panicked"))?;
+        .lock()
+        .map_err(|_| BuildError::Internal("a layer write panicked"))?;
     Ok(layer::write_layer(
         component,
         tree,

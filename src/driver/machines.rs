@@ -378,7 +378,6 @@ mod tests {
             let opts = layer::LayerOptions {
                 compression,
                 epoch: 0,
-                threads: 0,
             };
             let (blob, _) =
                 layer::write_layer("t", &tree, opts, &cache, &mut gpuimg_fetch::observe::Silent)

@@ -10,11 +10,9 @@
 //! a path of the shared apt install goes to, is `apt.rs`'s, fixed by the plan's package
 //! assignment); it only sequences stage entry points. It adds what the passes removed to
 //! each layer's size record, and checks before anything is exported that every ELF file the image
-//! would run or load is for its platform's machine (`machines.rs`), and `--max-size`. A cold
-//! build may write its wheel layers first, from a plan still without some wheels' libraries
-//! ([`prewrite_wheels`], `prewrite.rs`): those layers' writing takes the libraries' facts, and
-//! the complete plan's [`execute`] takes each such layer only where it is the one it would
-//! write.
+//! would run or load is for its platform's machine (`machines.rs`), and `--max-size`. The jobs
+//! run in one loop (`schedule.rs`); what depends on the wheels' libraries waits for the jobs
+//! that produce those facts. One layer is written at a time: each compressor uses every CPU.
 
 use std::path::PathBuf;
 
@@ -26,7 +24,6 @@ mod machines;
 mod python;
 mod schedule;
 mod stream;
-mod write_slots;
 
 pub use apt::apt_options;
 
@@ -89,24 +86,11 @@ pub struct BuildOptions {
     pub jobs: usize,
 }
 
-/// At most this many layers are written at once, each compressor with its share of the CPUs.
-/// One: two at once (each compressor with half the CPUs) overlapped one layer's serial work
-/// with the other's compression and took the cold PyTorch build from 1.23x to 1.16x its CPU
-/// floor, but cost 8 % more CPU on a warm rewrite and peaked at 239 MB warm, too close to the
-/// 250 MB bound (BENCHMARKS.md, "Two layer writes at once").
-const WRITE_SLOTS: usize = 1;
-
 impl BuildOptions {
-    /// How many layers are written at once: [`WRITE_SLOTS`], no more than `--jobs` allows.
-    pub fn write_slots(&self) -> usize {
-        WRITE_SLOTS.min(self.jobs).max(1)
-    }
-
     pub fn layer_options(&self) -> LayerOptions {
         LayerOptions {
             compression: self.compression,
             epoch: self.epoch,
-            threads: crate::layer::cpus().div_ceil(self.write_slots()),
         }
     }
 }
@@ -287,7 +271,7 @@ pub fn execute(
         python,
         cache: &cache,
         scratch: &scratch,
-        writing: write_slots::WriteSlots::new(opts.write_slots()),
+        writing: std::sync::Mutex::new(()),
     };
     let ran = schedule::run(&ctx, obs)?;
     finish(plan, opts, replace, &cache, ran, obs)

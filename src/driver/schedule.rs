@@ -41,8 +41,8 @@ pub(super) struct Ctx<'a> {
     pub python: Option<&'a PythonRequest>,
     pub cache: &'a Cache,
     pub scratch: &'a Staged,
-    /// A slot of it is held while a layer is written (`jobs.rs`; `WRITE_SLOTS` at once).
-    pub writing: super::write_slots::WriteSlots,
+    /// Held while a layer is written: one at a time (`jobs.rs`).
+    pub writing: std::sync::Mutex<()>,
 }
 
 /// What the loop made: the image's layers in order, the ones reused (component, digest,

@@ -68,8 +68,7 @@ impl std::str::FromStr for Compression {
     }
 }
 
-/// The CPUs of this machine (at least 1).
-pub fn cpus() -> usize {
+fn workers() -> usize {
     std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
@@ -84,30 +83,22 @@ pub enum Encoder<W: Write> {
 
 impl<W: Write> Encoder<W> {
     /// `cache`: where earlier gzip layers' blocks are found again (`fragments.rs`);
-    /// `streams`: large files a gzip layer writes as their deflate streams (`pgzip.rs`);
-    /// `threads`: the compressing threads (0: one per CPU). The output does not depend on it.
-    pub fn new(
-        c: Compression,
-        w: W,
-        cache: &Cache,
-        streams: Streams,
-        threads: usize,
-    ) -> io::Result<Self> {
-        let workers = if threads == 0 { cpus() } else { threads };
+    /// `streams`: large files a gzip layer writes as their deflate streams (`pgzip.rs`).
+    pub fn new(c: Compression, w: W, cache: &Cache, streams: Streams) -> io::Result<Self> {
         Ok(match c {
             Compression::Gzip => {
                 let index = FragmentIndex::load(cache, GZIP_LEVEL, super::pgzip::BLOCK);
                 Encoder::Gzip(Box::new(super::pgzip::ParGzEncoder::new(
                     w,
                     GZIP_LEVEL,
-                    workers,
+                    workers(),
                     Some(Arc::new(index)),
                     streams,
                 )?))
             }
             Compression::Zstd => {
                 let mut e = zstd::stream::write::Encoder::new(w, ZSTD_LEVEL)?;
-                e.multithread(workers as u32)?;
+                e.multithread(workers() as u32)?;
                 e.include_checksum(false)?;
                 Encoder::Zstd(e)
             }

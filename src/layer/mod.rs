@@ -24,7 +24,7 @@ use std::io;
 
 use serde::{Deserialize, Serialize};
 
-pub use compression::{cpus, Compression, Encoder, GzipOutcome, Streams, GZIP_LEVEL, ZSTD_LEVEL};
+pub use compression::{Compression, Encoder, GzipOutcome, Streams, GZIP_LEVEL, ZSTD_LEVEL};
 pub use dedup::MIN_BYTES as DEDUP_MIN_BYTES;
 pub use key::layer_key;
 pub use record::{ensure_intact, lookup, remember, Records};
@@ -76,8 +76,6 @@ pub struct LayerOptions {
     pub compression: Compression,
     /// SOURCE_DATE_EPOCH: every entry's mtime.
     pub epoch: u64,
-    /// The compressor's threads (0: one per CPU); the bytes do not depend on it.
-    pub threads: usize,
 }
 
 /// Write (or reuse) the layer for `tree`. `component` names it in messages.
@@ -100,14 +98,7 @@ pub fn write_layer(
     };
     obs.task_start(component, Some(tree.data_bytes()));
     let blob = cache.blob_writer().map_err(wrap)?;
-    let enc = Encoder::new(
-        opts.compression,
-        blob,
-        cache,
-        streams_of(tree),
-        opts.threads,
-    )
-    .map_err(wrap)?;
+    let enc = Encoder::new(opts.compression, blob, cache, streams_of(tree)).map_err(wrap)?;
     let uncompressed = HashingWriter::new(enc);
     let mut last = 0u64;
     let mut tick = |n: u64| {

@@ -67,7 +67,6 @@ fn tree(content: &[u8]) -> Tree {
 const OPTS: LayerOptions = LayerOptions {
     compression: Compression::Gzip,
     epoch: 0,
-    threads: 0,
 };
 
 struct Fixture {

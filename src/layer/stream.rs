@@ -39,14 +39,7 @@ impl LayerStream {
             source,
         };
         let blob = cache.blob_writer().map_err(wrap)?;
-        let enc = Encoder::new(
-            opts.compression,
-            blob,
-            cache,
-            Default::default(),
-            opts.threads,
-        )
-        .map_err(wrap)?;
+        let enc = Encoder::new(opts.compression, blob, cache, Default::default()).map_err(wrap)?;
         let mut tar = tar::Builder::new(HashingWriter::new(enc));
         tar.follow_symlinks(false);
         Ok(LayerStream {
@@ -140,7 +133,6 @@ mod tests {
             let opts = LayerOptions {
                 compression,
                 epoch: 7,
-                threads: 0,
             };
             // In path order the pieces are one tree; appended piece by piece they must give
             // exactly the bytes `write_layer` writes for it.
@@ -182,7 +174,6 @@ mod tests {
         let opts = LayerOptions {
             compression: Compression::Gzip,
             epoch: 0,
-            threads: 0,
         };
         let mut s = LayerStream::new("s", opts, &cache).unwrap();
         let mut tree = Tree::new("t");

@@ -10,7 +10,6 @@ use gpuimg_store::digest::Digest;
 const LOPTS: LayerOptions = LayerOptions {
     compression: Compression::Gzip,
     epoch: 0,
-    threads: 0,
 };
 
 fn profile(yaml: &str) -> Profile {
@@ -131,7 +130,6 @@ fn profiles_sharing_a_components_packages_share_its_key_and_a_new_package_moves_
     let zstd = LayerOptions {
         compression: Compression::Zstd,
         epoch: 0,
-        threads: 0,
     };
     let z = plan(&p, None, &facts(BASE), zstd).unwrap();
     assert_ne!(key_of(&a, "os"), key_of(&z, "os"));
@@ -501,7 +499,6 @@ fn the_wheel_layer_key_is_the_locked_sets_and_nothing_else_of_the_profile() {
             LayerOptions {
                 compression: Compression::Zstd,
                 epoch: 0,
-                threads: 0,
             },
         ),
         rekey(
@@ -509,7 +506,6 @@ fn the_wheel_layer_key_is_the_locked_sets_and_nothing_else_of_the_profile() {
             LayerOptions {
                 compression: Compression::Gzip,
                 epoch: 1,
-                threads: 0,
             },
         ),
     ];
