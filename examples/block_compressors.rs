@@ -1,7 +1,7 @@
 //! Measures the candidates for gzip layers' 1 MiB block compressor on one input file (a rootfs
 //! tar): zlib-rs primed with the previous block's 32 KiB as `pgzip.rs` did before, and libdeflate
 //! at each level on independent blocks, each made joinable by the crate's own
-//! `raw_deflate` as `pgzip.rs` does now. One thread; prints the raw deflate bytes and the
+//! `gpuimg-deflate` as `pgzip.rs` does now. One thread; prints the raw deflate bytes and the
 //! fastest of `REPS` passes. `cargo run --release --example block_compressors -- FILE [REPS] [LEVELS]`
 
 use std::time::{Duration, Instant};
@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use flate2::{Compress, Compression, FlushCompress};
 use libdeflater::{CompressionLvl, Compressor};
 
-use gpuimg::raw_deflate as final_block;
+use gpuimg_deflate as final_block;
 
 const BLOCK: usize = 1 << 20;
 const DICT: usize = 32 << 10;

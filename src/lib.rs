@@ -14,7 +14,6 @@
 pub mod byte_size;
 pub mod glob;
 pub mod profile;
-pub mod raw_deflate;
 pub mod reference;
 pub mod requirement;
 pub mod user_file;

@@ -74,7 +74,7 @@ pub struct ArchivedFile {
     pub sha256: Digest,
     /// Where the stream's final block starts and where it ends, when it was walked (for a
     /// gzip layer to copy it: [`ArchivedFile::deflated`]).
-    pub ends: Option<crate::raw_deflate::Ends>,
+    pub ends: Option<gpuimg_deflate::Ends>,
     /// What sees the bytes each time they are read, checked (see [`Tap`]).
     pub tap: Option<TapRef>,
 }

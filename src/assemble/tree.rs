@@ -60,7 +60,7 @@ pub struct Deflated {
     /// The stream's first byte in `archive`.
     pub offset: u64,
     /// Where its final block starts and where it ends, counted from `offset`.
-    pub ends: crate::raw_deflate::Ends,
+    pub ends: gpuimg_deflate::Ends,
     /// How many bytes it inflates to, and their CRC-32.
     pub size: u64,
     pub crc32: u32,

@@ -1,6 +1,6 @@
 //! Parallel gzip in the manner of pigz: the stream is cut into blocks of at most 1 MiB, each
 //! compressed on a worker by libdeflate as a complete raw deflate stream, made non-final and
-//! byte-aligned by an empty stored block (`raw_deflate`), and the blocks are joined into one
+//! byte-aligned by an empty stored block (`gpuimg-deflate`), and the blocks are joined into one
 //! gzip member with one CRC-32.
 //!
 //! Blocks are cut every 1 MiB, and also where a large file's data begins and ends in the tar
@@ -9,7 +9,7 @@
 //!
 //! A large file whose bytes are also one raw deflate stream (`assemble::Deflated`: a wheel's
 //! deflated member it was written from) is not compressed at all: its data is that stream,
-//! copied from the wheel and made non-final (`raw_deflate::copy_non_final`), after the file's
+//! copied from the wheel and made non-final (`gpuimg_deflate::copy_non_final`), after the file's
 //! bytes as they went by were checked against the stream's CRC-32. Gzip's CRC-32 of the whole
 //! stays one, combined.
 //!
@@ -328,7 +328,7 @@ fn copy_stream(d: &Deflated, out: &mut impl Write) -> io::Result<u64> {
         ));
     }
     f.seek(SeekFrom::Start(d.offset))?;
-    crate::raw_deflate::copy_non_final(f, d.ends, out)
+    gpuimg_deflate::copy_non_final(f, d.ends, out)
 }
 
 impl<W: Write> Write for ParGzEncoder<W> {
@@ -418,7 +418,7 @@ fn deflate_block(c: &mut Compressor, job: &Job) -> io::Result<Vec<u8>> {
         .map_err(io::Error::other)?;
     out.truncate(n);
     if !job.last {
-        crate::raw_deflate::make_non_final(&mut out).map_err(io::Error::other)?;
+        gpuimg_deflate::make_non_final(&mut out).map_err(io::Error::other)?;
     }
     Ok(out)
 }
@@ -569,7 +569,7 @@ mod tests {
             archive: Arc::new(path),
             identity: crate::assemble::identity(&meta),
             offset: offset as u64,
-            ends: crate::raw_deflate::find_ends(&stream).unwrap(),
+            ends: gpuimg_deflate::find_ends(&stream).unwrap(),
             size: data.len() as u64,
             crc32: crc32fast::hash(data),
         }

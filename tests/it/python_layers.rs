@@ -370,7 +370,7 @@ fn a_large_deflated_wheel_file_is_copied_into_its_gzip_layer_as_the_wheels_strea
     let m = zip.by_index_raw(i).unwrap();
     assert_eq!(m.compression(), zip::CompressionMethod::Deflated);
     let stream = &wheel[m.data_start() as usize..][..m.compressed_size() as usize];
-    let ends = gpuimg::raw_deflate::find_ends(stream).unwrap();
+    let ends = gpuimg_deflate::find_ends(stream).unwrap();
     let head = &stream[..(ends.final_block / 8) as usize];
     assert!(head.len() > 100_000, "the stream has many blocks");
     let digest = gz["digest"].as_str().unwrap().trim_start_matches("sha256:");

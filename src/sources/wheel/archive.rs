@@ -311,7 +311,7 @@ impl Archive {
     }
 
     /// Where `m`'s bytes also lie as one raw deflate stream (when the entry is deflated),
-    /// walked to its end (`raw_deflate`): what lets a gzip layer copy the stream instead of
+    /// walked to its end (`gpuimg-deflate`): what lets a gzip layer copy the stream instead of
     /// compressing the file written from it. `None` for a stored entry or a stream the walk
     /// does not take (the file is then compressed as any other).
     pub fn deflated(&self, m: &Member) -> Result<Option<Deflated>, WheelError> {
@@ -324,7 +324,7 @@ impl Archive {
                 wheel: self.label.clone(),
                 source,
             })?;
-        match crate::raw_deflate::find_ends_in(r.take(len), len) {
+        match gpuimg_deflate::find_ends_in(r.take(len), len) {
             // A stream the walk reads as another length than the entry's is not copied.
             Ok(ends) if ends.inflated != m.size => Ok(None),
             Ok(ends) => Ok(Some(Deflated {
@@ -350,7 +350,7 @@ impl Archive {
         &self,
         m: &Member,
         sha256: gpuimg_store::digest::Digest,
-        ends: Option<crate::raw_deflate::Ends>,
+        ends: Option<gpuimg_deflate::Ends>,
     ) -> Option<ArchivedFile> {
         let (offset, compressed, crc32) = m.deflated?;
         Some(ArchivedFile {

@@ -1,4 +1,4 @@
-//! Target `deflate`: the raw deflate walker (`gpuimg::raw_deflate`) that finds where a wheel's
+//! Target `deflate`: the raw deflate walker (`gpuimg_deflate`) that finds where a wheel's
 //! deflated entry ends, so that a gzip layer can copy it.
 //!
 //! Seeds are streams written in memory by zlib at levels 0, 1, 6 and 9 (stored, fixed and
@@ -11,7 +11,7 @@ use std::io::{Read, Write};
 
 use arbitrary::{Result, Unstructured};
 use flate2::{Decompress, FlushDecompress, Status};
-use gpuimg::raw_deflate::{copy_non_final, find_ends, find_ends_in};
+use gpuimg_deflate::{copy_non_final, find_ends, find_ends_in};
 
 use crate::fuzz::harness::{Target, Verdict};
 use crate::fuzz::mutate;

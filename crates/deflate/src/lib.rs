@@ -1,10 +1,14 @@
 //! Walk a raw deflate stream's blocks to find where its final block starts and where the stream
-//! ends, so that a complete stream can be made non-final and joined to the next one: the
-//! gzip layer writer (`layer::pgzip`) joins its own blocks this way, and copies a wheel's
-//! deflated member into a layer without compressing its bytes again. Decodes symbols only to
-//! find block ends: it never produces output, reads its input through a bounded window, and a
-//! malformed stream is an error, never a panic or a read out of bounds. A leaf: imports
-//! nothing from the crate.
+//! ends, so that a complete stream can be made non-final and joined to the next one: gpuimg's
+//! gzip layer writer joins its own blocks this way, and copies a wheel's deflated member into
+//! a layer without compressing its bytes again. Decodes symbols only to find block ends: it
+//! never produces output, reads its input through a bounded window, and a malformed stream is
+//! an error, never a panic or a read out of bounds. A leaf: depends on no other crate.
+//!
+//! The walk is compiled here once, for `&[u8]` and `&mut dyn Read` (the public entries are thin
+//! and not generic over the reader): a debug build optimises this crate (the workspace's
+//! `[profile.dev.package.gpuimg-deflate]`), and a generic walk would be compiled, unoptimised,
+//! in every caller instead.
 
 use std::fmt;
 use std::io::{self, Read, Write};
@@ -59,6 +63,10 @@ pub fn make_non_final(stream: &mut Vec<u8>) -> Result<(), Malformed> {
 /// ended by an empty stored block as [`make_non_final`] does, reading exactly
 /// [`Ends::bytes`] bytes; returns the bytes written.
 pub fn copy_non_final(mut src: impl Read, ends: Ends, out: &mut impl Write) -> io::Result<u64> {
+    copy_non_final_dyn(&mut src, ends, out)
+}
+
+fn copy_non_final_dyn(src: &mut dyn Read, ends: Ends, out: &mut dyn Write) -> io::Result<u64> {
     let len = ends.bytes();
     let mut buf = vec![0u8; (1usize << 20).min(len as usize)];
     let mut at: u64 = 0;
@@ -94,7 +102,11 @@ pub fn find_ends(data: &[u8]) -> Result<Ends, Malformed> {
 
 /// Walk the raw deflate stream that `src` yields (`len` bytes), block by block, reading it
 /// through a window of at most [`WINDOW`] bytes.
-pub fn find_ends_in(src: impl Read, len: u64) -> io::Result<Ends> {
+pub fn find_ends_in(mut src: impl Read, len: u64) -> io::Result<Ends> {
+    find_ends_dyn(&mut src, len)
+}
+
+fn find_ends_dyn(src: &mut dyn Read, len: u64) -> io::Result<Ends> {
     let mut r = Bits::new(src, len);
     let ends = walk(&mut r);
     if let Some(e) = r.error.take() {
