@@ -1074,7 +1074,12 @@ fn a_registry_that_never_answers_or_drips_stops_the_push_at_a_deadline_it_names(
         .collect();
     let asked: Vec<Duration> = clock.slept().into_iter().filter(|d| !d.is_zero()).collect();
     assert_eq!(asked, waits);
-    assert_eq!(busy.requests().len(), waits.len() + 1, "{}", busy.describe());
+    assert_eq!(
+        busy.requests().len(),
+        waits.len() + 1,
+        "{}",
+        busy.describe()
+    );
 }
 
 #[test]
