@@ -332,7 +332,7 @@ fn install_hooks() {
         std::panic::set_hook(Box::new(move |info| {
             let armed = std::thread::current()
                 .name()
-                .is_some_and(|n| WATCH.lock().is_ok_and(|w| w.iter().any(|s| *s == n)));
+                .is_some_and(|n| WATCH.lock().is_ok_and(|w| w.contains(&n)));
             if !armed {
                 return default(info);
             }
