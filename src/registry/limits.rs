@@ -1,13 +1,14 @@
 //! Bounds on one push ([`PushLimits`]): the response deadline of every request, the
 //! minimum-progress rule of every body sent or read (the window and rate the apt and index
 //! downloads use: `gpuimg_fetch`'s `WINDOW` and `MIN_RATE`), the retries, and the deadline of
-//! the whole push: the bytes it may move at the minimum rate plus a fixed slack. The defaults
-//! are the constants below; tests shorten them. Must never let a bound depend on what the
-//! registry says.
+//! the whole push: the bytes it may move at the minimum rate plus a fixed slack, all measured by
+//! one `gpuimg_fetch::Clock`. The defaults are the constants below and the system clock; tests
+//! shorten them and drive a manual clock. Must never let a bound depend on what the registry
+//! says.
 
 use std::time::{Duration, Instant};
 
-use gpuimg_fetch::{FetchLimits, Meter, MIN_RATE, WINDOW};
+use gpuimg_fetch::{Clock, FetchLimits, Meter, MIN_RATE, WINDOW};
 
 /// The longest wait for a response's head once its request (and body) went out.
 pub const RESPONSE: Duration = Duration::from_secs(60);
@@ -33,6 +34,8 @@ pub struct PushLimits {
     pub attempts: u32,
     /// The first wait between attempts, doubled each time.
     pub backoff: Duration,
+    /// What the bounds are measured by.
+    pub clock: Clock,
 }
 
 impl Default for PushLimits {
@@ -44,6 +47,7 @@ impl Default for PushLimits {
             slack: SLACK,
             attempts: ATTEMPTS,
             backoff: BACKOFF,
+            clock: Clock::default(),
         }
     }
 }
@@ -59,6 +63,7 @@ impl PushLimits {
             deadline_rate: self.min_rate,
             attempts: self.attempts,
             backoff: self.backoff,
+            clock: self.clock,
         }
     }
 
@@ -74,7 +79,7 @@ impl PushLimits {
 
     /// The minimum-progress meter of one body, started now.
     pub fn meter(&self) -> Meter {
-        Meter::new(Instant::now(), &self.as_fetch())
+        Meter::new(self.clock.now(), &self.as_fetch())
     }
 }
 

@@ -236,7 +236,8 @@ pub fn push(
     cache: &Cache,
     obs: &mut dyn Observer,
 ) -> Result<Pushed, RegistryError> {
-    let started = Instant::now();
+    let clock = conn.limits.clock;
+    let started = clock.now();
     let registry = dest.registry.clone();
     let repo = dest.repo.to_string();
     let credentials = credentials::find(&conn.auth, &registry, &repo)?;
@@ -259,7 +260,7 @@ pub fn push(
         }
     }
     let mut pushed = result?;
-    pushed.seconds = started.elapsed().as_secs_f64();
+    pushed.seconds = clock.now().saturating_duration_since(started).as_secs_f64();
     Ok(pushed)
 }
 
@@ -493,16 +494,17 @@ fn agent(trust: &Trust, limits: &PushLimits) -> Result<ureq::Agent, RegistryErro
     let tls = ureq::tls::TlsConfig::builder()
         .root_certs(trust.root_certs()?)
         .build();
+    let real = |d| Some(limits.clock.socket(d));
     let stall = limits.window.max(limits.response);
     let config = ureq::Agent::config_builder()
         .tls_config(tls)
         .http_status_as_error(false)
         .max_redirects(0)
-        .timeout_connect(Some(limits.window))
-        .timeout_send_request(Some(stall))
-        .timeout_recv_response(Some(limits.response))
-        .timeout_per_read(Some(stall))
-        .timeout_per_write(Some(stall))
+        .timeout_connect(real(limits.window))
+        .timeout_send_request(real(stall))
+        .timeout_recv_response(real(limits.response))
+        .timeout_per_read(real(stall))
+        .timeout_per_write(real(stall))
         .user_agent(concat!("gpuimg/", env!("CARGO_PKG_VERSION")))
         .build();
     Ok(config.into())
@@ -531,11 +533,12 @@ fn choose_base(
         return Ok(http);
     }
     let probe = |url: String| {
-        let left = budget.deadline.saturating_duration_since(Instant::now());
+        let clock = conn.limits.clock;
+        let left = budget.deadline.saturating_duration_since(clock.now());
         agent
             .get(url)
             .config()
-            .timeout_global(Some(left))
+            .timeout_global(clock.global(left))
             .build()
             .call()
     };

@@ -10,7 +10,7 @@
 use std::io::{Read, Write};
 use std::path::Path;
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ureq::http::{HeaderMap, Method};
 use ureq::RequestExt;
@@ -284,10 +284,10 @@ impl Session {
         loop {
             attempt += 1;
             let wait = self.limits.backoff_before(attempt);
-            if Instant::now() + wait >= self.budget.deadline {
+            if self.limits.clock.now() + wait >= self.budget.deadline {
                 return Err(self.failed(req, SendFailure::Deadline, attempt));
             }
-            std::thread::sleep(wait);
+            self.limits.clock.sleep(wait);
             let again = req.retry && attempt < attempts;
             match once(req) {
                 Ok((resp, _)) if challenges && resp.status == 401 && !authenticated => {
@@ -356,7 +356,7 @@ impl Session {
         let left = self
             .budget
             .deadline
-            .saturating_duration_since(Instant::now());
+            .saturating_duration_since(self.limits.clock.now());
         if left.is_zero() {
             return Err(SendFailure::Deadline);
         }
@@ -402,6 +402,7 @@ impl Session {
                     sent: 0,
                     progress: *progress,
                     meter: self.limits.meter(),
+                    clock: self.limits.clock,
                     slow: None,
                 };
                 let body = ureq::SendBody::from_reader(&mut reader);
@@ -433,7 +434,7 @@ impl Session {
     ) -> Result<ureq::http::Response<ureq::Body>, SendFailure> {
         r.with_agent(&self.agent)
             .configure()
-            .timeout_global(Some(left))
+            .timeout_global(self.limits.clock.global(left))
             .run()
             .map_err(|e| self.transport(e, true))
     }
@@ -443,9 +444,19 @@ impl Session {
     /// head (a read that timed out there is no answer, whichever timer fired first).
     fn transport(&self, e: ureq::Error, head: bool) -> SendFailure {
         use ureq::Timeout;
+        let clock = self.limits.clock;
+        // The span of the push's own time a socket's timeout stood for (on a manual clock it
+        // passes now; on the system clock it has passed).
+        match e {
+            ureq::Error::Timeout(Timeout::Connect) => clock.timed_out(self.limits.window),
+            ureq::Error::Timeout(Timeout::RecvResponse) => clock.timed_out(self.limits.response),
+            ureq::Error::Timeout(Timeout::Global) => {}
+            ureq::Error::Timeout(_) => clock.timed_out(self.stall()),
+            _ => {}
+        }
         match e {
             ureq::Error::Timeout(Timeout::Global) => SendFailure::Deadline,
-            _ if Instant::now() >= self.budget.deadline => SendFailure::Deadline,
+            _ if clock.now() >= self.budget.deadline => SendFailure::Deadline,
             ureq::Error::Timeout(Timeout::RecvResponse) => SendFailure::NoAnswer,
             ureq::Error::Timeout(Timeout::PerRead) if head => SendFailure::NoAnswer,
             ureq::Error::Timeout(Timeout::Connect) => SendFailure::Net(format!(
@@ -525,7 +536,7 @@ impl Session {
                         SendFailure::Net(m) => SendFailure::Net(format!("{m} after {count} bytes")),
                         SendFailure::Slow(_) => SendFailure::Slow(format!(
                             "the response moved {}",
-                            meter.stalled(Instant::now(), count)
+                            meter.stalled(self.limits.clock.now(), count)
                         )),
                         f => f,
                     })
@@ -534,8 +545,14 @@ impl Session {
             count += n as u64;
             out.write_all(&buf[..n])
                 .map_err(|e| SendFailure::Net(e.to_string()))?;
+            let now = self.limits.clock.now();
+            // The system clock's deadline is the request's own timer (`go`); a clock with none
+            // is held to it here, between reads.
+            if self.limits.clock.global(Duration::ZERO).is_none() && now >= self.budget.deadline {
+                return Err(SendFailure::Deadline);
+            }
             meter
-                .check(Instant::now(), count)
+                .check(now, count)
                 .map_err(|s| SendFailure::Slow(format!("the response moved {s}")))?;
         }
     }
@@ -577,12 +594,13 @@ struct Counting<'a, R> {
     sent: u64,
     progress: &'a (dyn Fn(u64) + Sync),
     meter: gpuimg_fetch::Meter,
+    clock: gpuimg_fetch::Clock,
     slow: Option<Slow>,
 }
 
 impl<R: Read> Read for Counting<'_, R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        if let Err(s) = self.meter.check(Instant::now(), self.sent) {
+        if let Err(s) = self.meter.check(self.clock.now(), self.sent) {
             self.slow = Some(s);
             return Err(std::io::Error::new(
                 std::io::ErrorKind::TimedOut,

@@ -103,10 +103,11 @@ impl Uploader<'_> {
                 Err(e) if attempt < BLOB_ATTEMPTS && e.is_transient() => {
                     progress(0);
                     let wait = self.session.limits.backoff.saturating_mul(2 << attempt);
-                    if std::time::Instant::now() + wait >= self.session.budget.deadline {
+                    let clock = self.session.limits.clock;
+                    if clock.now() + wait >= self.session.budget.deadline {
                         return Err(e);
                     }
-                    std::thread::sleep(wait);
+                    clock.sleep(wait);
                 }
                 Err(e) => return Err(e),
             }

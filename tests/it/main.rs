@@ -31,6 +31,7 @@ mod docker_archive;
 mod duplicate_files;
 mod elf_closure;
 mod exit_codes;
+#[cfg(debug_assertions)] // on gpuimg_fetch's manual clock, which only a debug build's Clock holds
 mod fetch_bounds;
 mod fetch_many;
 mod fuzz;

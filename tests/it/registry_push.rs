@@ -22,7 +22,7 @@ use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 
@@ -473,17 +473,17 @@ fn a_push_killed_mid_blob_leaves_no_tag_and_the_next_push_completes() {
         .stderr(log("killed.err"))
         .spawn()
         .unwrap_or_else(|e| panic!("failed to start `{}`: {e}", command_line(&cmd)));
-    let start = Instant::now();
-    while !proxy.wait_stalled(Duration::from_millis(200)) {
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!(
-                "gpuimg ended ({status}) before the proxy stalled ({} bytes through):\n{}\n{}",
-                proxy.forwarded(),
-                read(&s.sb.join("killed.out")),
-                read(&s.sb.join("killed.err"))
-            );
-        }
-        if start.elapsed() > Duration::from_secs(300) {
+    // The stall or the push's end, whichever comes first (300 s bound only a hang).
+    match proxy.wait_stalled_or_exit(&child, Duration::from_secs(300)) {
+        Some(true) => {}
+        Some(false) => panic!(
+            "gpuimg ended ({}) before the proxy stalled ({} bytes through):\n{}\n{}",
+            child.wait().unwrap(),
+            proxy.forwarded(),
+            read(&s.sb.join("killed.out")),
+            read(&s.sb.join("killed.err"))
+        ),
+        None => {
             let _ = child.kill();
             panic!("the push did not reach {limit} bytes in 300 s");
         }
@@ -806,6 +806,21 @@ fn roomy() -> gpuimg::registry::PushLimits {
         slack: Duration::from_secs(120),
         attempts: 2,
         backoff: Duration::from_millis(10),
+        clock: gpuimg_fetch::Clock::default(),
+    }
+}
+
+/// `limits` on a manual clock of their own (debug builds): it moves only by the registry's
+/// drip and the backoff asked for, and a stalled socket waits `socket` of real time before it
+/// counts as its bound passing.
+#[cfg(debug_assertions)]
+fn on_manual_clock(
+    limits: gpuimg::registry::PushLimits,
+    clock: &'static gpuimg_fetch::ManualClock,
+) -> gpuimg::registry::PushLimits {
+    gpuimg::registry::PushLimits {
+        clock: gpuimg_fetch::Clock::manual(clock),
+        ..limits
     }
 }
 
@@ -937,8 +952,13 @@ fn registry_credentials_go_to_a_token_realm_only_on_its_host_its_domain_or_where
 }
 
 #[test]
+#[cfg(debug_assertions)]
 fn a_registry_that_never_answers_or_drips_stops_the_push_at_a_deadline_it_names() {
     use gpuimg::registry::PushLimits;
+    use gpuimg_fetch::ManualClock;
+    // Real time passes only where a socket stalls on purpose (the silent registry): 0.3 s.
+    let stall = Duration::from_millis(300);
+    let no_stall = Duration::from_secs(30);
     let fails = |reg: &FakeRegistry, limits: PushLimits| match push_tiny(
         &reg.host_port(),
         &connection(limits, None),
@@ -952,11 +972,14 @@ fn a_registry_that_never_answers_or_drips_stops_the_push_at_a_deadline_it_names(
     let silent = FakeRegistry::start("127.0.0.1", |_| Answer::Silent);
     let e = fails(
         &silent,
-        PushLimits {
-            response: Duration::from_millis(300),
-            window: Duration::from_millis(300),
-            ..roomy()
-        },
+        on_manual_clock(
+            PushLimits {
+                response: Duration::from_millis(300),
+                window: Duration::from_millis(300),
+                ..roomy()
+            },
+            ManualClock::leak(stall),
+        ),
     );
     assert!(
         e.contains("did not answer GET /v2/ within the response deadline of 0.3 s"),
@@ -965,10 +988,13 @@ fn a_registry_that_never_answers_or_drips_stops_the_push_at_a_deadline_it_names(
     assert_eq!(silent.requests().len(), 1, "{}", silent.describe());
     // Reached without `--plain-http` (HTTPS first, then HTTP as it is on loopback): the same.
     let mut conn = connection(
-        PushLimits {
-            response: Duration::from_millis(300),
-            ..roomy()
-        },
+        on_manual_clock(
+            PushLimits {
+                response: Duration::from_millis(300),
+                ..roomy()
+            },
+            ManualClock::leak(stall),
+        ),
         None,
     );
     conn.plain_http = false;
@@ -981,20 +1007,27 @@ fn a_registry_that_never_answers_or_drips_stops_the_push_at_a_deadline_it_names(
         "{e}"
     );
 
-    // Answers a byte every 20 ms: under the minimum rate over a window.
-    let drip = |_: &Req| Answer::Drip {
-        status: 200,
-        len: 1 << 20,
-        every: Duration::from_millis(20),
+    // Answers a byte every 20 ms (of the push's clock, in step with its reads): under the
+    // minimum rate over a window.
+    let dripping = |clock: &'static ManualClock| {
+        FakeRegistry::start("127.0.0.1", move |_: &Req| Answer::Drip {
+            status: 200,
+            len: 1 << 20,
+            every: Duration::from_millis(20),
+            clock,
+        })
     };
-    let dripping = FakeRegistry::start("127.0.0.1", drip);
+    let clock = ManualClock::leak(no_stall);
     let e = fails(
-        &dripping,
-        PushLimits {
-            window: Duration::from_millis(400),
-            min_rate: 1000,
-            ..roomy()
-        },
+        &dripping(clock),
+        on_manual_clock(
+            PushLimits {
+                window: Duration::from_millis(400),
+                min_rate: 1000,
+                ..roomy()
+            },
+            clock,
+        ),
     );
     assert!(
         e.contains("GET /v2/ moved slower than the minimum rate of 1000 B/s over a window of 0.4 s (2 attempts"),
@@ -1008,25 +1041,49 @@ fn a_registry_that_never_answers_or_drips_stops_the_push_at_a_deadline_it_names(
         slack: Duration::from_millis(500),
         ..roomy()
     };
-    let e = fails(&dripping, fast_enough);
+    let clock = ManualClock::leak(no_stall);
+    let e = fails(&dripping(clock), on_manual_clock(fast_enough, clock));
     assert!(e.contains("the push passed its deadline of 0.5 s"), "{e}");
     assert!(e.contains("plus 0.5 s) during GET /v2/"), "{e}");
+    // Stopped at the deadline (26 bytes at 20 ms), not by the window's minute.
+    assert!(
+        clock.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        clock.elapsed()
+    );
 
-    // Busy (503) for ever, with retries unbounded: the same deadline.
+    // Busy (503) for ever, with retries unbounded: the same deadline. The waits asked for
+    // double from 5 ms; the next (320 ms) would end past the deadline, so it is not waited.
     let busy = FakeRegistry::start("127.0.0.1", |_| Answer::status(503));
+    let clock = ManualClock::leak(no_stall);
     let e = fails(
         &busy,
-        PushLimits {
-            attempts: u32::MAX,
-            backoff: Duration::from_millis(5),
-            ..fast_enough
-        },
+        on_manual_clock(
+            PushLimits {
+                attempts: u32::MAX,
+                backoff: Duration::from_millis(5),
+                ..fast_enough
+            },
+            clock,
+        ),
     );
     assert!(e.contains("the push passed its deadline of 0.5 s"), "{e}");
-    assert!(busy.requests().len() > 1, "{}", busy.describe());
+    let waits: Vec<Duration> = [5, 10, 20, 40, 80, 160]
+        .into_iter()
+        .map(Duration::from_millis)
+        .collect();
+    let asked: Vec<Duration> = clock.slept().into_iter().filter(|d| !d.is_zero()).collect();
+    assert_eq!(asked, waits);
+    assert_eq!(
+        busy.requests().len(),
+        waits.len() + 1,
+        "{}",
+        busy.describe()
+    );
 }
 
 #[test]
+#[cfg(debug_assertions)]
 fn a_registry_that_stops_reading_an_upload_stops_it_at_the_minimum_rate() {
     use gpuimg::registry::{Blob, BlobSource, PushLimits};
     let dir = tempfile::tempdir().unwrap();
@@ -1051,12 +1108,17 @@ fn a_registry_that_stops_reading_an_upload_stops_it_at_the_minimum_rate() {
         },
         |r| r.method == "PUT",
     );
-    let limits = PushLimits {
-        response: Duration::from_millis(500),
-        window: Duration::from_millis(500),
-        min_rate: 1 << 20,
-        ..roomy()
-    };
+    // The registry never reads: the upload's socket stalls, for 0.5 s of real time, which
+    // counts as the window passing on the push's clock.
+    let limits = on_manual_clock(
+        PushLimits {
+            response: Duration::from_millis(500),
+            window: Duration::from_millis(500),
+            min_rate: 1 << 20,
+            ..roomy()
+        },
+        gpuimg_fetch::ManualClock::leak(Duration::from_millis(500)),
+    );
     let e = match push_image(&reg.host_port(), &connection(limits, None), &image).0 {
         Ok(p) => panic!("the push succeeded: {p:?}"),
         Err(e) => e.to_string(),

@@ -108,7 +108,6 @@ fn gpu_image_carries_selftest_and_reports_no_gpu_under_podman() {
     );
 
     // No GPU here: the self-test says so, exits 4, and the workload does not run.
-    let started = std::time::Instant::now();
     let run = podman_run(t.path(), &format!("oci:{}:latest", out.display()), &[]);
     let stdout = String::from_utf8_lossy(&run.stdout);
     let stderr = String::from_utf8_lossy(&run.stderr);
@@ -122,7 +121,6 @@ fn gpu_image_carries_selftest_and_reports_no_gpu_under_podman() {
         stderr.to_lowercase().contains("no gpu") || stderr.contains("no-gpu"),
         "{stderr}"
     );
-    let _ = started;
 }
 
 #[test]

@@ -525,3 +525,30 @@ fn tests_start_the_binaries_only_through_the_sandbox() {
         );
     }
 }
+
+/// Issue 36: the bounds of downloads and pushes run on the system's clock outside tests: no
+/// source but the clock's own module gives them a manual one (`gpuimg_fetch::Clock::manual`,
+/// which only a debug build has).
+#[test]
+fn only_tests_drive_the_manual_clock() {
+    for path in source_files() {
+        let rel = path
+            .strip_prefix(root())
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        if rel == "crates/fetch/src/clock.rs" || rel.ends_with("tests.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        for (n, line) in code.lines().enumerate() {
+            let line = line.split("//").next().unwrap_or("");
+            assert!(
+                !line.contains("Clock::manual(") && !line.contains("ManualClock::leak("),
+                "{rel}:{}: only tests drive a manual clock: {line}",
+                n + 1
+            );
+        }
+    }
+}

@@ -232,9 +232,9 @@ impl Fetcher {
             .build();
         let config = ureq::Agent::config_builder()
             .tls_config(tls)
-            .timeout_connect(Some(limits.window))
-            .timeout_recv_response(Some(limits.window))
-            .timeout_per_read(Some(limits.window))
+            .timeout_connect(Some(limits.clock.socket(limits.window)))
+            .timeout_recv_response(Some(limits.clock.socket(limits.window)))
+            .timeout_per_read(Some(limits.clock.socket(limits.window)))
             .user_agent(concat!("gpuimg/", env!("CARGO_PKG_VERSION")))
             .build();
         let agent = ureq::Agent::with_parts(
@@ -353,8 +353,9 @@ impl Fetcher {
         progress: &dyn Fn(u64),
     ) -> Result<Got<W>, FetchError> {
         let url = ask.url;
+        let clock = self.limits.clock;
         let budget = self.limits.deadline(size.max());
-        let deadline = later(Instant::now(), budget);
+        let deadline = later(clock.now(), budget);
         let attempts = self.limits.attempts.max(1);
         let mut last: Option<Failure> = None;
         let mut tried = 0;
@@ -362,11 +363,11 @@ impl Fetcher {
         let mut timed_out = false;
         for attempt in 0..attempts {
             let wait = self.limits.backoff_before(attempt);
-            if later(Instant::now(), wait) >= deadline {
+            if later(clock.now(), wait) >= deadline {
                 timed_out = true;
                 break;
             }
-            std::thread::sleep(wait);
+            clock.sleep(wait);
             tried += 1;
             let mut w = fresh()?;
             match self.attempt(ask, size, deadline, sink, &mut w, progress) {
@@ -436,7 +437,8 @@ impl Fetcher {
     ) -> Result<Meta, Attempt> {
         let url = ask.url;
         let window = self.limits.window;
-        let left = deadline.saturating_duration_since(Instant::now());
+        let clock = self.limits.clock;
+        let left = deadline.saturating_duration_since(clock.now());
         if left.is_zero() {
             return Err(Attempt::Deadline(0));
         }
@@ -450,7 +452,11 @@ impl Fetcher {
         if let Some(r) = ask.range {
             req = req.header("Range", r.header());
         }
-        let call = req.config().timeout_global(Some(left)).build().call();
+        let call = req
+            .config()
+            .timeout_global(clock.global(left))
+            .build()
+            .call();
         let mut resp = match call {
             Ok(r) if ask.range.is_some() && r.status().as_u16() != 206 => {
                 return Err(Attempt::RangeIgnored)
@@ -463,14 +469,15 @@ impl Fetcher {
                 return Err(Attempt::Retry(Failure::Status(c)))
             }
             Err(ureq::Error::StatusCode(c)) => return Err(Attempt::Refused(c)),
-            Err(ureq::Error::Timeout(_)) if Instant::now() >= deadline => {
-                return Err(Attempt::Deadline(0))
-            }
             Err(ureq::Error::Timeout(_)) => {
+                clock.timed_out(window);
+                if clock.now() >= deadline {
+                    return Err(Attempt::Deadline(0));
+                }
                 return Err(Attempt::Retry(Failure::Slow(Slow {
                     bytes: 0,
                     over: window,
-                })))
+                })));
             }
             Err(e) => return Err(Attempt::Retry(Failure::Net(e.to_string()))),
         };
@@ -481,7 +488,7 @@ impl Fetcher {
                 size.exceeded(url, format!("the server announces {len} bytes")),
             ));
         }
-        let mut meter = Meter::new(Instant::now(), &self.limits);
+        let mut meter = Meter::new(clock.now(), &self.limits);
         let mut reader = resp.body_mut().as_reader();
         let mut buf = vec![0u8; 256 * 1024];
         let mut count = 0u64;
@@ -493,7 +500,16 @@ impl Fetcher {
                 Ok(0) => break,
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(read_failed(e, size, count, deadline, &mut meter)),
+                Err(e) => {
+                    return Err(read_failed(
+                        e,
+                        size,
+                        count,
+                        deadline,
+                        &mut meter,
+                        &self.limits,
+                    ))
+                }
             };
             count += n as u64;
             if count > limit {
@@ -508,7 +524,7 @@ impl Fetcher {
                 })
             })?;
             progress(count);
-            let now = Instant::now();
+            let now = clock.now();
             if now >= deadline {
                 return Err(Attempt::Deadline(count));
             }
@@ -647,9 +663,14 @@ fn read_failed(
     count: u64,
     deadline: Instant,
     meter: &mut Meter,
+    limits: &FetchLimits,
 ) -> Attempt {
-    let now = Instant::now();
-    match ureq::Error::from(e) {
+    let e = ureq::Error::from(e);
+    if let ureq::Error::Timeout(_) = e {
+        limits.clock.timed_out(limits.window);
+    }
+    let now = limits.clock.now();
+    match e {
         ureq::Error::Timeout(_) if now >= deadline => Attempt::Deadline(count),
         ureq::Error::Timeout(_) => Attempt::Retry(Failure::Slow(meter.stalled(now, count))),
         _ if matches!(size, Size::Signed(s) if count < s) => Attempt::Retry(Failure::Short(count)),

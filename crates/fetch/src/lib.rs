@@ -14,7 +14,8 @@
 //! [`MIN_RATE`] (4 KiB/s) × [`WINDOW`] (30 s) bytes arrived over the last window, or when the
 //! headers take longer than a window; all attempts of one download share a deadline of
 //! [`DEADLINE_BASE`] (120 s) + its size at [`DEADLINE_RATE`] (16 KiB/s); [`ATTEMPTS`] (4)
-//! attempts at most, [`BACKOFF`] (250 ms, doubling) apart.
+//! attempts at most, [`BACKOFF`] (250 ms, doubling) apart. The time they are measured in is
+//! read from one [`Clock`] (a test's manual clock in debug builds; nothing else in release).
 //!
 //! HTTPS trusts what the host's tools trust ([`Trust`], `tls.rs`): the system store plus the
 //! bundles and directories the settings phase names (`SSL_CERT_FILE`, `SSL_CERT_DIR`).
@@ -23,6 +24,7 @@ pub mod host_program;
 pub mod observe;
 
 mod cache;
+mod clock;
 mod dns;
 mod error;
 mod http;
@@ -31,6 +33,7 @@ mod many;
 mod tls;
 
 pub use cache::Cache;
+pub use clock::{Clock, ManualClock};
 pub use error::FetchError;
 pub use http::{Artifact, ByteRange, Credential, Fetched, Fetcher, Get, Page};
 pub use limits::{

@@ -7,10 +7,13 @@
 //! server dripping a byte at a time), and a response's headers must come within one window. All
 //! attempts of one download together must end within [`DEADLINE_BASE`] + expected size at
 //! [`DEADLINE_RATE`]. [`ATTEMPTS`] attempts at most, waiting [`BACKOFF`], doubling, between
-//! them. Must never let a window's check depend on how the server chunks its writes.
+//! them. All of it is measured by the limits' [`Clock`] (the system's, but in a test).
+//! Must never let a window's check depend on how the server chunks its writes.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
+
+use crate::Clock;
 
 /// The cap on an unpinned root (`InRelease`, `Release`, `Release.gpg`): real ones are a few
 /// hundred KiB.
@@ -28,8 +31,9 @@ pub const ATTEMPTS: u32 = 4;
 /// The wait before the second attempt; doubled before each later one.
 pub const BACKOFF: Duration = Duration::from_millis(250);
 
-/// How long and how slowly one download may run, and how often it is retried. The defaults are
-/// the constants of this module; tests shorten them.
+/// How long and how slowly one download may run, and how often it is retried, by which clock.
+/// The defaults are the constants of this module and the system clock; tests shorten them and
+/// drive a manual clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FetchLimits {
     /// The minimum-progress window.
@@ -43,6 +47,8 @@ pub struct FetchLimits {
     pub attempts: u32,
     /// The first wait between attempts, doubled each time.
     pub backoff: Duration,
+    /// What the bounds are measured by.
+    pub clock: Clock,
 }
 
 impl Default for FetchLimits {
@@ -54,6 +60,7 @@ impl Default for FetchLimits {
             deadline_rate: DEADLINE_RATE,
             attempts: ATTEMPTS,
             backoff: BACKOFF,
+            clock: Clock::default(),
         }
     }
 }

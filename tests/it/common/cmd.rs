@@ -1,9 +1,10 @@
 //! Running commands: one family of functions for every test. `run` starts a command and
 //! returns its output; `run_ok` and `run_ok_bytes` also require success; `run_within` kills a
-//! command that outlives a limit. A failure names the command line (with the environment it
-//! sets), the exit status, stdout and stderr.
+//! command that outlives a limit (`exits_within` waits for a child's exit without polling);
+//! `first_line` waits for the line a server prints once it is ready. A failure names the
+//! command line (with the environment it sets), the exit status, stdout and stderr.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
@@ -132,12 +133,26 @@ pub fn run_within(cmd: &mut Command, limit: Duration) -> Output {
     };
     let stdout = drain(Box::new(child.stdout.take().expect("piped stdout")));
     let stderr = drain(Box::new(child.stderr.take().expect("piped stderr")));
-    // Wait on a thread of its own (no polling) that only sees the exit (`WNOWAIT`): the child
-    // is reaped here, so a kill after `limit`, which only a hung command meets, hits no other
-    // process.
+    if !exits_within(&mut child, limit) {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("`{}` still ran after {limit:?}", command_line(cmd));
+    }
+    let status = child.wait().expect("wait for the child");
+    Output {
+        status,
+        stdout: stdout.join().expect("stdout reader"),
+        stderr: stderr.join().expect("stderr reader"),
+    }
+}
+
+/// Whether `child` exits within `limit`, waited for on a thread of its own (no polling) that
+/// only sees the exit (`WNOWAIT`): the child is left to be reaped by its owner, so a kill after
+/// `limit`, which only a hung command meets, hits no other process.
+pub fn exits_within(child: &mut std::process::Child, limit: Duration) -> bool {
     let pid = child.id() as libc::id_t;
     let (tx, rx) = std::sync::mpsc::channel();
-    let waiter = std::thread::spawn(move || {
+    std::thread::spawn(move || {
         // SAFETY: an all-zero siginfo_t is valid; waitid writes only it.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
         while unsafe { libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOWAIT) }
@@ -146,18 +161,40 @@ pub fn run_within(cmd: &mut Command, limit: Duration) -> Output {
         {}
         let _ = tx.send(());
     });
-    if rx.recv_timeout(limit).is_err() {
-        let _ = child.kill();
-        let _ = child.wait();
-        let _ = waiter.join();
-        panic!("`{}` still ran after {limit:?}", command_line(cmd));
-    }
-    let _ = waiter.join();
-    let status = child.wait().expect("wait for the child");
-    Output {
-        status,
-        stdout: stdout.join().expect("stdout reader"),
-        stderr: stderr.join().expect("stderr reader"),
+    rx.recv_timeout(limit).is_ok()
+}
+
+/// Read `from` line by line on a thread, copying every line to `copy` (a log kept for the
+/// test), and return the first line `wanted` accepts: `None` once `from` ends without one (the
+/// program exited). A program that neither says it nor ends within `limit` fails the test (the
+/// limit bounds only a hung program; readiness is the line).
+pub fn first_line(
+    from: impl Read + Send + 'static,
+    mut copy: impl Write + Send + 'static,
+    wanted: impl Fn(&str) -> bool + Send + 'static,
+    limit: Duration,
+) -> Option<String> {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut tx = Some(tx);
+        for line in std::io::BufReader::new(from).lines() {
+            let Ok(line) = line else { break };
+            let _ = writeln!(copy, "{line}");
+            let _ = copy.flush();
+            if wanted(&line) {
+                if let Some(tx) = tx.take() {
+                    let _ = tx.send(line);
+                }
+            }
+        }
+    });
+    match rx.recv_timeout(limit) {
+        Ok(line) => Some(line),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => None,
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("a program neither said it was ready nor ended within {limit:?}")
+        }
     }
 }
 

@@ -1,17 +1,43 @@
 //! A hostile registry for the push tests: a loopback HTTP/1.1 server (on any 127.x.y.z address,
 //! so that a test has several hosts) whose answer to each request the test's handler chooses —
 //! a status with headers and a body, silence (the request is read and never answered), or a
-//! head at once and a body dripped one byte at a time — and which logs every request (method,
+//! head at once and a body dripped one byte at a time, in step with the client's manual clock
+//! (`gpuimg_fetch::ManualClock`: each byte costs the clock a set time, no real time) — and
+//! which logs every request (method,
 //! target, headers). One request per connection (`Connection: close`); anything that does not
 //! start like an HTTP request (a TLS hello) is hung up on at once. A registry made with
 //! [`FakeRegistry::swallowing`] never reads the body of the requests it picks (an upload that
-//! stalls). Stopped when dropped.
+//! stalls). Stopped when dropped: a silent answer waits for that, not for a time.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
+
+use gpuimg_fetch::ManualClock;
+
+/// Set when the registry is dropped; silent answers wait on it.
+#[derive(Default)]
+struct Stop {
+    set: Mutex<bool>,
+    changed: Condvar,
+}
+
+impl Stop {
+    fn is_set(&self) -> bool {
+        *self.set.lock().unwrap()
+    }
+
+    fn set(&self) {
+        *self.set.lock().unwrap() = true;
+        self.changed.notify_all();
+    }
+
+    fn wait(&self) {
+        let s = self.set.lock().unwrap();
+        drop(self.changed.wait_while(s, |set| !*set).unwrap());
+    }
+}
 
 /// One request as the server read it.
 #[derive(Clone, Debug)]
@@ -49,11 +75,13 @@ pub enum Answer {
     },
     /// Read the request and never answer (until the server is dropped).
     Silent,
-    /// The head (with a Content-Length of `len`) at once, then one byte every `every`.
+    /// The head (with a Content-Length of `len`) at once, then one byte every `every` of
+    /// `clock`'s time, each once the client read the clock after the byte before.
     Drip {
         status: u16,
         len: usize,
         every: Duration,
+        clock: &'static ManualClock,
     },
 }
 
@@ -88,7 +116,7 @@ type Picks = dyn Fn(&Req) -> bool + Send + Sync;
 pub struct FakeRegistry {
     addr: SocketAddr,
     log: Arc<Mutex<Vec<Req>>>,
-    stop: Arc<AtomicBool>,
+    stop: Arc<Stop>,
 }
 
 impl FakeRegistry {
@@ -108,13 +136,13 @@ impl FakeRegistry {
             TcpListener::bind((ip, 0)).unwrap_or_else(|e| panic!("failed to listen on {ip}: {e}"));
         let addr = listener.local_addr().unwrap();
         let log = Arc::new(Mutex::new(Vec::new()));
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(Stop::default());
         let handler: Arc<Handler> = Arc::new(handler);
         let swallow: Arc<Picks> = Arc::new(swallow);
         let (log2, stop2) = (log.clone(), stop.clone());
         std::thread::spawn(move || {
             for conn in listener.incoming() {
-                if stop2.load(Ordering::SeqCst) {
+                if stop2.is_set() {
                     break;
                 }
                 let Ok(conn) = conn else { continue };
@@ -153,7 +181,7 @@ impl FakeRegistry {
 
 impl Drop for FakeRegistry {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
+        self.stop.set();
         // Wake the accept loop.
         let _ = TcpStream::connect(self.addr);
     }
@@ -164,7 +192,7 @@ fn answer_one(
     handler: &Handler,
     swallow: &Picks,
     log: &Mutex<Vec<Req>>,
-    stop: &AtomicBool,
+    stop: &Stop,
 ) {
     let _ = conn.set_read_timeout(Some(Duration::from_secs(30)));
     let Ok(mut out) = conn.try_clone() else {
@@ -207,9 +235,7 @@ fn answer_one(
     };
     if swallow(&req) {
         log.lock().unwrap().push(req);
-        while !stop.load(Ordering::SeqCst) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        stop.wait();
         return;
     }
     req.body = vec![0u8; len];
@@ -242,20 +268,24 @@ fn answer_one(
                 let _ = out.write_all(&body);
             }
         }
-        Answer::Silent => {
-            while !stop.load(Ordering::SeqCst) {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-        Answer::Drip { status, len, every } => {
+        Answer::Silent => stop.wait(),
+        Answer::Drip {
+            status,
+            len,
+            every,
+            clock,
+        } => {
             if out.write_all(head(status, &[], len).as_bytes()).is_err() {
                 return;
             }
             for _ in 0..len {
-                if stop.load(Ordering::SeqCst) || out.write_all(b"x").is_err() {
+                // The limit only ends the wait for a client that went away.
+                let sent = clock.advance_in_step(every, Duration::from_secs(10), || {
+                    out.write_all(b"x").is_ok()
+                });
+                if stop.is_set() || !sent {
                     return;
                 }
-                std::thread::sleep(every);
             }
         }
     }

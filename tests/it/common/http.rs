@@ -1,6 +1,8 @@
 //! A loopback HTTP server for fixture repositories, with faults a hostile or broken mirror
 //! shows (truncated, corrupt, endless, dripping, hanging bodies; error statuses), and a count
-//! of the requests each path got. For Python indexes: a path ending in `/` serves the
+//! of the requests each path got. Nothing it does takes real time: a drip moves the client's
+//! manual clock (`gpuimg_fetch::ManualClock`, given per path with [`Server::pace`]) in step with
+//! the client's reads, and a hang lasts until the client hangs up. For Python indexes: a path ending in `/` serves the
 //! directory's `index.json` to a client that accepts PEP 691 JSON (else `index.html`), with
 //! its media type, and `Range: bytes=...` requests get `206` answers (each recorded).
 
@@ -9,6 +11,9 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use gpuimg_fetch::ManualClock;
 
 /// How the server misbehaves for one path.
 #[derive(Clone, Copy, Debug)]
@@ -31,12 +36,13 @@ pub enum Fault {
     ShortBy(usize),
     /// The full Content-Length, then only the first `n` bytes, then close.
     CloseAfter(usize),
-    /// Headers at once, then the body one byte every `ms` milliseconds.
+    /// Headers at once, then the body one byte every `ms` milliseconds of the path's clock
+    /// ([`Server::pace`]), each once the client read the clock after the byte before.
     Drip(u64),
-    /// The response head itself one byte every `ms` milliseconds.
-    DripHeaders(u64),
-    /// Read the request, answer nothing for `ms` milliseconds, then close.
-    Hang(u64),
+    /// The first bytes of the response head, then nothing until the client hangs up.
+    StallInHead,
+    /// Read the request and answer nothing until the client hangs up.
+    Hang,
     /// Answer every request with this status.
     Status(u16),
     /// Answer the first `n` requests with `status`, then serve the file.
@@ -46,6 +52,8 @@ pub enum Fault {
 pub struct Server {
     pub url: String,
     pub faults: Arc<Mutex<HashMap<String, Fault>>>,
+    /// The client's clock a drip on each path moves.
+    pub clocks: Arc<Mutex<HashMap<String, &'static ManualClock>>>,
     pub hits: Arc<Mutex<Vec<String>>>,
     /// `(path, range header)` of every range request.
     pub ranges: Arc<Mutex<Vec<(String, String)>>>,
@@ -55,6 +63,11 @@ impl Server {
     /// Make `path` (e.g. `/dists/s/InRelease`) misbehave.
     pub fn fault(&self, path: &str, f: Fault) {
         self.faults.lock().unwrap().insert(path.to_string(), f);
+    }
+
+    /// A drip on `path` moves `clock` (the one the client's bounds are measured by).
+    pub fn pace(&self, path: &str, clock: &'static ManualClock) {
+        self.clocks.lock().unwrap().insert(path.to_string(), clock);
     }
 
     /// The paths whose whole body was asked for (every request without a range).
@@ -134,11 +147,22 @@ fn padded(stream: &mut impl Write, body: &[u8], extra: usize) {
     }
 }
 
-fn respond(stream: &mut std::net::TcpStream, mut body: Vec<u8>, fault: Option<Fault>, nth: usize) {
+/// Wait until the client hangs up (or sends more, which a one-request connection never does).
+fn until_hangup(stream: &mut std::net::TcpStream) {
+    use std::io::Read;
+    let _ = stream.read(&mut [0u8; 1]);
+}
+
+fn respond(
+    stream: &mut std::net::TcpStream,
+    mut body: Vec<u8>,
+    fault: Option<Fault>,
+    nth: usize,
+    clock: Option<&'static ManualClock>,
+) {
     let ok = |len: &str| format!("HTTP/1.1 200 OK\r\n{len}Connection: close\r\n\r\n");
     let len = body.len();
     let cl = |n: usize| format!("Content-Length: {n}\r\n");
-    let sleep = |ms: u64| std::thread::sleep(std::time::Duration::from_millis(ms));
     match fault {
         None | Some(Fault::Corrupt) => {
             if fault.is_some() {
@@ -181,25 +205,27 @@ fn respond(stream: &mut std::net::TcpStream, mut body: Vec<u8>, fault: Option<Fa
             endless(stream, &body, false);
         }
         Some(Fault::Drip(ms)) => {
+            let clock = clock.expect("a dripping path is paced by the client's clock");
             let _ = stream.write_all(ok(&cl(len)).as_bytes());
             for b in &body {
-                sleep(ms);
-                if stream.write_all(&[*b]).is_err() {
+                // The limit only ends the wait for a client that went away.
+                let sent = clock.advance_in_step(
+                    Duration::from_millis(ms),
+                    Duration::from_secs(10),
+                    || stream.write_all(&[*b]).is_ok(),
+                );
+                if !sent {
                     return;
                 }
             }
         }
-        Some(Fault::DripHeaders(ms)) => {
+        Some(Fault::StallInHead) => {
             let head = ok(&cl(len));
-            for b in head.as_bytes() {
-                if stream.write_all(&[*b]).is_err() {
-                    return;
-                }
-                sleep(ms);
+            if stream.write_all(&head.as_bytes()[..10]).is_ok() {
+                until_hangup(stream);
             }
-            let _ = stream.write_all(&body);
         }
-        Some(Fault::Hang(ms)) => sleep(ms),
+        Some(Fault::Hang) => until_hangup(stream),
         Some(Fault::Status(code)) => {
             let _ = stream.write_all(status_line(code).as_bytes());
         }
@@ -207,7 +233,7 @@ fn respond(stream: &mut std::net::TcpStream, mut body: Vec<u8>, fault: Option<Fa
             if nth <= n {
                 let _ = stream.write_all(status_line(code).as_bytes());
             } else {
-                respond(stream, body, None, nth);
+                respond(stream, body, None, nth, clock);
             }
         }
     }
@@ -218,18 +244,21 @@ pub fn serve(root: &Path) -> Server {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let faults: Arc<Mutex<HashMap<String, Fault>>> = Arc::default();
+    let clocks: Arc<Mutex<HashMap<String, &'static ManualClock>>> = Arc::default();
     let hits: Arc<Mutex<Vec<String>>> = Arc::default();
     let ranges: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
-    let (root, f2, h2, r2) = (
+    let (root, f2, c2, h2, r2) = (
         root.to_path_buf(),
         faults.clone(),
+        clocks.clone(),
         hits.clone(),
         ranges.clone(),
     );
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { continue };
-            let (root, faults, hits, ranges) = (root.clone(), f2.clone(), h2.clone(), r2.clone());
+            let (root, faults, clocks, hits, ranges) =
+                (root.clone(), f2.clone(), c2.clone(), h2.clone(), r2.clone());
             std::thread::spawn(move || {
                 let mut reader = BufReader::new(stream.try_clone().unwrap());
                 let mut first = String::new();
@@ -257,6 +286,7 @@ pub fn serve(root: &Path) -> Server {
                     h.iter().filter(|p| **p == path).count()
                 };
                 let fault = faults.lock().unwrap().get(&path).copied();
+                let clock = clocks.lock().unwrap().get(&path).copied();
                 let mut file = root.join(path.trim_start_matches('/'));
                 let mut content_type = None;
                 if path.ends_with('/') {
@@ -284,10 +314,10 @@ pub fn serve(root: &Path) -> Server {
                     return;
                 }
                 match std::fs::read(&file) {
-                    Ok(body) => respond(&mut stream, body, fault, nth),
+                    Ok(body) => respond(&mut stream, body, fault, nth, clock),
                     // A fault on a path with no file still answers (e.g. a status storm).
-                    Err(_) if matches!(fault, Some(Fault::Status(_) | Fault::Hang(_))) => {
-                        respond(&mut stream, Vec::new(), fault, nth)
+                    Err(_) if matches!(fault, Some(Fault::Status(_) | Fault::Hang)) => {
+                        respond(&mut stream, Vec::new(), fault, nth, clock)
                     }
                     Err(_) => {
                         let _ = stream.write_all(status_line(404).as_bytes());
@@ -299,6 +329,7 @@ pub fn serve(root: &Path) -> Server {
     Server {
         url,
         faults,
+        clocks,
         hits,
         ranges,
     }

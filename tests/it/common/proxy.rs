@@ -1,16 +1,16 @@
 //! A loopback TCP proxy that stalls: it forwards every connection to a target (a registry)
 //! both ways until `limit` bytes in all have gone client → server, then forwards nothing more
 //! from any client (it stops reading, so the client's writes back up) and says so
-//! (`is_stalled`, `wait_stalled`). A test kills its client at that moment: mid-body,
+//! (`is_stalled`, `wait_stalled_or_exit`). A test kills its client at that moment: mid-body,
 //! deterministically. Answers from the server still flow back. Dropping the proxy closes
-//! every connection.
+//! every connection. Every wait here is on a condition variable, none on a time.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 struct Shared {
     target: String,
@@ -18,6 +18,9 @@ struct Shared {
     /// Bytes forwarded client → server, all connections together.
     forwarded: Mutex<u64>,
     stalled: AtomicBool,
+    /// The client being watched exited (`wait_stalled_or_exit`).
+    exited: AtomicBool,
+    /// Notified, under `forwarded`'s lock, when `stalled`, `exited` or `stop` is set.
     stalled_cv: Condvar,
     stop: AtomicBool,
     conns: Mutex<Vec<TcpStream>>,
@@ -40,6 +43,7 @@ impl StallingProxy {
             limit,
             forwarded: Mutex::new(0),
             stalled: AtomicBool::new(false),
+            exited: AtomicBool::new(false),
             stalled_cv: Condvar::new(),
             stop: AtomicBool::new(false),
             conns: Mutex::new(Vec::new()),
@@ -86,18 +90,44 @@ impl StallingProxy {
         self.shared.stalled.load(Ordering::SeqCst)
     }
 
-    /// Wait until the proxy stalls or `timeout` passes; whether it stalled.
-    pub fn wait_stalled(&self, timeout: Duration) -> bool {
-        let end = Instant::now() + timeout;
-        let mut g = self.shared.forwarded.lock().unwrap();
-        while !self.is_stalled() {
-            let left = end.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return false;
+    /// Wait until the proxy stalls (`Some(true)`) or `client` exits first (`Some(false)`, seen
+    /// by a thread that waits for its exit without reaping it); `None` when neither happened
+    /// within `limit`, which bounds only a hung client.
+    pub fn wait_stalled_or_exit(
+        &self,
+        client: &std::process::Child,
+        limit: Duration,
+    ) -> Option<bool> {
+        let pid = client.id() as libc::id_t;
+        let shared = self.shared.clone();
+        std::thread::spawn(move || {
+            // SAFETY: an all-zero siginfo_t is valid; waitid writes only it.
+            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            while unsafe {
+                libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOWAIT)
+            } != 0
+                && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+            {
             }
-            g = self.shared.stalled_cv.wait_timeout(g, left).unwrap().0;
+            let _g = shared.forwarded.lock().unwrap();
+            shared.exited.store(true, Ordering::SeqCst);
+            shared.stalled_cv.notify_all();
+        });
+        let g = self.shared.forwarded.lock().unwrap();
+        let (_g, waited) = self
+            .shared
+            .stalled_cv
+            .wait_timeout_while(g, limit, |_| {
+                !self.is_stalled() && !self.shared.exited.load(Ordering::SeqCst)
+            })
+            .unwrap();
+        if self.is_stalled() {
+            Some(true)
+        } else if waited.timed_out() {
+            None
+        } else {
+            Some(false)
         }
-        true
     }
 }
 
@@ -131,9 +161,12 @@ fn client_to_server(s: &Shared, mut client: TcpStream, mut server: TcpStream) {
         }
     }
     // Stalled: read nothing more from this client until the proxy is dropped.
-    while !s.stop.load(Ordering::SeqCst) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let g = s.forwarded.lock().unwrap();
+    drop(
+        s.stalled_cv
+            .wait_while(g, |_| !s.stop.load(Ordering::SeqCst))
+            .unwrap(),
+    );
 }
 
 fn server_to_client(mut server: TcpStream, mut client: TcpStream) {
@@ -143,7 +176,11 @@ fn server_to_client(mut server: TcpStream, mut client: TcpStream) {
 
 impl Drop for StallingProxy {
     fn drop(&mut self) {
-        self.shared.stop.store(true, Ordering::SeqCst);
+        {
+            let _g = self.shared.forwarded.lock().unwrap();
+            self.shared.stop.store(true, Ordering::SeqCst);
+            self.shared.stalled_cv.notify_all();
+        }
         for c in self.shared.conns.lock().unwrap().iter() {
             let _ = c.shutdown(Shutdown::Both);
         }

@@ -1,5 +1,6 @@
-//! A real OCI registry for push tests: Debian's `docker-registry` (distribution 2.8) on a free
-//! loopback port, with its configuration, storage and logs in a temporary directory, killed
+//! A real OCI registry for push tests: Debian's `docker-registry` (distribution 2.8) on a
+//! loopback port it picks itself and names in its `listening on` line (the fixture's readiness
+//! signal; the token server likewise prints its port), with its configuration, storage and logs in a temporary directory, killed
 //! when dropped. Three modes: plain HTTP without auth; TLS (a CA and a server certificate for
 //! 127.0.0.1/localhost made with the `openssl` CLI) with htpasswd (bcrypt) auth; TLS with
 //! token auth against tests/fixtures/registry_token_server.py (RS256 JWTs carrying the
@@ -14,13 +15,13 @@
 //! needs them, the fixture's credentials ([`USER`], [`PASSWORD`]).
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::cmd::{require, run, run_ok};
+use super::cmd::{exits_within, first_line, require, run, run_ok};
 use super::fs::write;
 
 /// The user the authenticated modes accept.
@@ -153,54 +154,53 @@ impl Registry {
                 d.join("server.key").display()
             )
         };
-        // A port taken between our probe and the registry's bind is retried with another.
-        for _ in 0..5 {
-            let port = free_port();
-            let config = format!(
-                "version: 0.1\nlog:\n  level: info\n  formatter: text\n  accesslog:\n    disabled: false\n\
-                 storage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\n  maintenance:\n    uploadpurging:\n      enabled: false\n\
-                 http:\n  addr: 127.0.0.1:{port}\n  secret: gpuimg-test-secret\n{tls}{auth}",
-                d.join("data").display()
-            );
-            write(&d.join("config.yml"), &config);
-            let file = |n: &str| std::fs::File::create(d.join(n)).unwrap();
-            let mut child = tied(
-                Command::new("docker-registry")
-                    .arg("serve")
-                    .arg(d.join("config.yml")),
-            )
-            .stdin(Stdio::piped())
-            .stdout(file("access.log"))
-            .stderr(file("registry.log"))
-            .spawn()
-            .unwrap_or_else(|e| panic!("failed to start docker-registry: {e}"));
-            let start = Instant::now();
-            loop {
-                if let Some(status) = child.try_wait().unwrap() {
-                    let log = std::fs::read_to_string(d.join("registry.log")).unwrap_or_default();
-                    if log.contains("address already in use") {
-                        break;
-                    }
-                    panic!("docker-registry exited ({status}) before listening:\n{log}");
-                }
-                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    return Registry {
-                        mode,
-                        dir,
-                        port,
-                        registry: child,
-                        token_server,
-                    };
-                }
-                if start.elapsed() > Duration::from_secs(20) {
-                    end(&mut child);
-                    let log = std::fs::read_to_string(d.join("registry.log")).unwrap_or_default();
-                    panic!("docker-registry did not listen on {port} within 20 s:\n{log}");
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
+        // Port 0: the registry binds a free port itself, then names it (`listening on
+        // 127.0.0.1:PORT`, `, tls` after it in the TLS modes): no port to race for, and the
+        // line, printed once the socket listens, is the readiness signal.
+        let config = format!(
+            "version: 0.1\nlog:\n  level: info\n  formatter: text\n  accesslog:\n    disabled: false\n\
+             storage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\n  maintenance:\n    uploadpurging:\n      enabled: false\n\
+             http:\n  addr: 127.0.0.1:0\n  secret: gpuimg-test-secret\n{tls}{auth}",
+            d.join("data").display()
+        );
+        write(&d.join("config.yml"), &config);
+        let file = |n: &str| std::fs::File::create(d.join(n)).unwrap();
+        let mut child = tied(
+            Command::new("docker-registry")
+                .arg("serve")
+                .arg(d.join("config.yml")),
+        )
+        .stdin(Stdio::piped())
+        .stdout(file("access.log"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("failed to start docker-registry: {e}"));
+        let stderr = child.stderr.take().expect("piped stderr");
+        const LISTENING: &str = "msg=\"listening on 127.0.0.1:";
+        let line = first_line(
+            stderr,
+            file("registry.log"),
+            |l| l.contains(LISTENING),
+            Duration::from_secs(60),
+        );
+        let port = line.as_deref().and_then(|l| {
+            let rest = &l[l.find(LISTENING)? + LISTENING.len()..];
+            rest[..rest.find(|c: char| !c.is_ascii_digit())?]
+                .parse()
+                .ok()
+        });
+        let Some(port) = port else {
+            end(&mut child);
+            let log = std::fs::read_to_string(d.join("registry.log")).unwrap_or_default();
+            panic!("docker-registry did not say where it listens ({line:?}):\n{log}");
+        };
+        Registry {
+            mode,
+            dir,
+            port,
+            registry: child,
+            token_server,
         }
-        panic!("docker-registry found no free port in 5 tries");
     }
 
     pub fn mode(&self) -> RegistryMode {
@@ -482,17 +482,12 @@ fn tied(cmd: &Command) -> Command {
 }
 
 /// End a child started with a piped stdin that it watches: close the stdin, give it 5 s to
-/// go, then kill it.
+/// go (waiting for its exit, not polling), then kill it.
 fn end(c: &mut Child) {
     drop(c.stdin.take());
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(5) {
-        if let Ok(Some(_)) = c.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(10));
+    if !exits_within(c, Duration::from_secs(5)) {
+        let _ = c.kill();
     }
-    let _ = c.kill();
     let _ = c.wait();
 }
 
@@ -527,14 +522,6 @@ fn dechunk(mut body: &[u8]) -> Vec<u8> {
 }
 
 /// A port nobody listens on now (the registry binds it right after).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn openssl(dir: &Path, args: &[&str]) {
     run_ok(Command::new("openssl").current_dir(dir).args(args));
 }
@@ -649,7 +636,6 @@ pub fn python_with_cryptography() -> &'static str {
 fn start_token_server(dir: &Path) -> (Child, u16) {
     let script =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/registry_token_server.py");
-    let port_file = dir.join("token-port");
     let out = std::fs::File::create(dir.join("token-server.out")).unwrap();
     let mut child = Command::new(python_with_cryptography())
         .arg(&script)
@@ -663,34 +649,26 @@ fn start_token_server(dir: &Path) -> (Child, u16) {
         .arg(dir.join("server.key"))
         .args(["--issuer", TOKEN_ISSUER, "--service", TOKEN_SERVICE])
         .args(["--user", USER, "--password", PASSWORD])
-        .arg("--port-file")
-        .arg(&port_file)
         .arg("--log")
         .arg(dir.join("token-requests.log"))
         .arg("--deny-pull-file")
         .arg(dir.join("deny-pull"))
         .stdin(Stdio::piped())
-        .stdout(out.try_clone().unwrap())
-        .stderr(out)
+        .stdout(Stdio::piped())
+        .stderr(out.try_clone().unwrap())
         .spawn()
         .unwrap_or_else(|e| panic!("failed to start the token server: {e}"));
-    let start = Instant::now();
-    loop {
-        if let Ok(text) = std::fs::read_to_string(&port_file) {
-            if let Ok(port) = text.trim().parse() {
-                return (child, port);
-            }
-        }
-        if let Some(status) = child.try_wait().unwrap() {
+    // Its first line on stdout, printed once it listens, is its port.
+    let stdout = child.stdout.take().expect("piped stdout");
+    let line = first_line(stdout, out, |_| true, Duration::from_secs(60));
+    match line.as_deref().map(|l| l.trim().parse()) {
+        Some(Ok(port)) => (child, port),
+        _ => {
+            end(&mut child);
             panic!(
-                "the token server exited ({status}):\n{}",
+                "the token server did not give its port ({line:?}):\n{}",
                 std::fs::read_to_string(dir.join("token-server.out")).unwrap_or_default()
             );
         }
-        if start.elapsed() > Duration::from_secs(20) {
-            end(&mut child);
-            panic!("the token server did not start within 20 s");
-        }
-        std::thread::sleep(Duration::from_millis(10));
     }
 }

@@ -8,14 +8,16 @@
 //! `<target tmp>/fuzz/<target>.current`, so an input that kills the process (memory cap, hang,
 //! stack overflow) is on disk afterwards; inputs that fail a property or panic are saved under
 //! `<target tmp>/fuzz/crashes/<target>/` and fail the test. Committed regressions
-//! (`tests/fuzz/regressions/<target>/`) and the seed corpus are replayed by every run.
+//! (`tests/fuzz/regressions/<target>/`) and the seed corpus are replayed by every run. The
+//! bounds are the kernel's, exact, with nothing sampled: a hang is an input past its CPU time
+//! (`RLIMIT_CPU`, set per input), and the process's peak resident memory is what `wait4`
+//! reports of it (`common::peak`).
 
 use std::cell::RefCell;
 use std::io::{Seek, Write};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, Once};
+use std::sync::{Mutex, Once, OnceLock};
 use std::time::{Duration, Instant};
 
 use arbitrary::Unstructured;
@@ -111,9 +113,9 @@ const CHILD: &str = "GPUIMG_FUZZ_CHILD";
 
 /// Run `t` in a process of its own (this test binary again, running only this target's test),
 /// on a thread with a main thread's stack (8 MiB), as the binaries parse. Its own process,
-/// because the oracles are the process's: the heap cap, the resident-memory watchdog, the
-/// panic hook, and a hang or a memory blow-up ends the process; the other tests of the binary
-/// must neither count against them nor die with it.
+/// because the oracles are the process's: the heap cap, the CPU-time limit, the peak resident
+/// memory, the panic hook, and a hang or a memory blow-up ends the process; the other tests of
+/// the binary must neither count against them nor die with it.
 pub fn run(t: &'static Target) {
     if std::env::var_os(CHILD).is_none() {
         return run_in_child(t);
@@ -132,12 +134,14 @@ pub fn run(t: &'static Target) {
 fn run_in_child(t: &'static Target) {
     let exe = std::env::current_exe().unwrap_or_else(|e| panic!("the test binary's path: {e}"));
     let test = format!("fuzz::fuzz_{}", t.name);
-    let out = std::process::Command::new(&exe)
-        .args([test.as_str(), "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD, "1")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", exe.display()));
+    let mut cmd = std::process::Command::new(&exe);
+    cmd.args([test.as_str(), "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1");
+    // The child's own peak, exact (`wait4`); its data segment is held to twice the cap so that
+    // a runaway allocation (a C library's: the allocator's cap sees only Rust's) fails in it
+    // rather than take the machine's memory.
+    let cap = memory_cap();
+    let (out, peak_kb) = crate::common::run_with_peak(&cmd, Some(2 * cap as u64));
     // The target's own lines, through this process's output (the harness captures it); the
     // child's test-runner lines (`running 1 test`, `test result: ...`) would be counted twice.
     let runner = |l: &&str| {
@@ -150,12 +154,42 @@ fn run_in_child(t: &'static Target) {
         println!("{l}");
     }
     eprint!("{}", String::from_utf8_lossy(&out.stderr));
+    let current = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("fuzz")
+        .join(format!("{}.current", t.name));
+    // The spawner exits 128 + N for a child killed by signal N.
+    assert!(
+        out.status.code() != Some(128 + libc::SIGXCPU),
+        "fuzz {}: an input ran for more than {} s of CPU time (a hang); the input is in {}",
+        t.name,
+        cpu_limit().as_secs(),
+        current.display()
+    );
     assert!(
         out.status.success(),
-        "fuzz {}: its process ended with {}",
+        "fuzz {}: its process ended with {}; the last input is in {}",
         t.name,
-        out.status
+        out.status,
+        current.display()
     );
+    assert!(
+        peak_kb << 10 <= cap as u64,
+        "fuzz {}: resident memory peaked at {} MiB, past {} MiB (GPUIMG_FUZZ_MEMORY_MB)",
+        t.name,
+        peak_kb >> 10,
+        cap >> 20
+    );
+}
+
+/// The bound on a fuzz process's memory (`GPUIMG_FUZZ_MEMORY_MB`, default 1024), in bytes.
+fn memory_cap() -> usize {
+    (env_u64("GPUIMG_FUZZ_MEMORY_MB").unwrap_or(1024) as usize) << 20
+}
+
+/// The CPU time one input may take (`GPUIMG_FUZZ_TIMEOUT` seconds, default 10), read once.
+fn cpu_limit() -> Duration {
+    static LIMIT: OnceLock<Duration> = OnceLock::new();
+    *LIMIT.get_or_init(|| Duration::from_secs(env_u64("GPUIMG_FUZZ_TIMEOUT").unwrap_or(10)))
 }
 
 struct Failure {
@@ -298,7 +332,7 @@ fn install_hooks() {
         std::panic::set_hook(Box::new(move |info| {
             let armed = std::thread::current()
                 .name()
-                .is_some_and(|n| WATCH.lock().is_ok_and(|w| w.iter().any(|s| s.0 == n)));
+                .is_some_and(|n| WATCH.lock().is_ok_and(|w| w.contains(&n)));
             if !armed {
                 return default(info);
             }
@@ -314,15 +348,11 @@ fn install_hooks() {
                 .unwrap_or_default();
             LAST_PANIC.with(|p| *p.borrow_mut() = Some(format!("panicked: {msg}{at}")));
         }));
-        std::thread::Builder::new()
-            .name("fuzz-watchdog".into())
-            .spawn(watchdog)
-            .expect("cannot start the fuzz watchdog");
     });
 }
 
-/// Targets running an input now, with the process's CPU time when it started.
-static WATCH: Mutex<Vec<(&'static str, Duration)>> = Mutex::new(Vec::new());
+/// Targets running an input now.
+static WATCH: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
 
 /// The CPU time this process has used (user and system, every thread). A fuzz process runs one
 /// target, so what it used since an input started is that input's: unlike the wall clock, it
@@ -337,69 +367,35 @@ fn cpu_time() -> Duration {
     tv(u.ru_utime) + tv(u.ru_stime)
 }
 
+/// An input starts: its panics are recorded, and the process may use [`cpu_limit`] more CPU
+/// time (rounded up to the second `RLIMIT_CPU` counts in); past it the kernel ends the process
+/// with `SIGXCPU`.
 fn watchdog_arm(name: &'static str) {
     if let Ok(mut w) = WATCH.lock() {
-        w.retain(|s| s.0 != name);
-        w.push((name, cpu_time()));
+        w.retain(|s| *s != name);
+        w.push(name);
     }
+    let secs = (cpu_time() + cpu_limit()).as_secs() + 1;
+    set_cpu_limit(secs as libc::rlim_t);
 }
 
+/// The input ended: no CPU-time limit until the next one.
 fn watchdog_disarm(name: &'static str) {
+    set_cpu_limit(libc::RLIM_INFINITY);
     if let Ok(mut w) = WATCH.lock() {
-        w.retain(|s| s.0 != name);
+        w.retain(|s| *s != name);
     }
 }
 
-/// The resident set of this process in bytes (C allocations too: the decompressors').
-fn resident() -> usize {
-    std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(1)?.parse::<usize>().ok())
-        .map_or(0, |pages| pages * 4096)
-}
-
-/// An input that takes more than `GPUIMG_FUZZ_TIMEOUT` seconds of CPU time (default 10) is a
-/// hang (a parser of bytes in memory never waits on anything), and
-/// one during which the process's resident memory passes the cap is a memory blow-up (the
-/// allocator's cap sees only Rust allocations): the process stops with the input left in
-/// `<target>.current`.
-fn watchdog() {
-    let limit = Duration::from_secs(env_u64("GPUIMG_FUZZ_TIMEOUT").unwrap_or(10));
-    let cap = CAP.load(Ordering::Relaxed);
-    loop {
-        std::thread::sleep(Duration::from_millis(100));
-        let (hung, running) = match WATCH.lock() {
-            Ok(w) => (
-                w.iter()
-                    .find(|s| cpu_time().saturating_sub(s.1) > limit)
-                    .map(|s| s.0),
-                w.iter().map(|s| s.0).collect::<Vec<_>>().join(", "),
-            ),
-            Err(_) => continue,
-        };
-        let why = if let Some(name) = hung {
-            format!(
-                "fuzz {name}: an input ran for more than {} s of CPU time (a hang)",
-                limit.as_secs()
-            )
-        } else if cap > 0 && resident() > cap {
-            format!(
-                "fuzz {running}: resident memory passed {} MiB (GPUIMG_FUZZ_MEMORY_MB)",
-                cap >> 20
-            )
-        } else {
-            continue;
-        };
-        // Straight to fd 2: the test harness's output capture would swallow eprintln!.
-        let _ = writeln!(
-            std::io::stderr(),
-            "{why}; the input is in {}",
-            Path::new(env!("CARGO_TARGET_TMPDIR"))
-                .join("fuzz/<target>.current")
-                .display()
-        );
-        let _ = std::fs::remove_dir_all(work_base());
-        std::process::exit(101);
+/// Set this process's soft `RLIMIT_CPU` to `secs` (at most its hard limit).
+fn set_cpu_limit(secs: libc::rlim_t) {
+    // SAFETY: getrlimit and setrlimit only read and write the struct they are given.
+    unsafe {
+        let mut r: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_CPU, &mut r) == 0 {
+            r.rlim_cur = secs.min(r.rlim_max);
+            libc::setrlimit(libc::RLIMIT_CPU, &r);
+        }
     }
 }
 
@@ -408,10 +404,5 @@ fn watchdog() {
 /// live heap grow past it; an allocation past it fails, which aborts the process, and the input
 /// is then in `<target>.current`.
 fn configure_cap() {
-    let mb = env_u64("GPUIMG_FUZZ_MEMORY_MB").unwrap_or(1024) as usize;
-    CAP.store(mb << 20, Ordering::Relaxed);
-    crate::common::heap::set_cap(mb << 20);
+    crate::common::heap::set_cap(memory_cap());
 }
-
-/// The cap as configured (for the watchdog's check of the resident set); 0 until then.
-static CAP: AtomicUsize = AtomicUsize::new(0);
