@@ -16,8 +16,6 @@ pub mod glob;
 pub mod profile;
 pub mod raw_deflate;
 pub mod reference;
-pub mod requirement;
-pub mod user_file;
 
 pub mod assemble;
 pub mod export;
