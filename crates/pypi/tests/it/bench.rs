@@ -8,8 +8,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use gpuimg_fetch::observe::Silent;
-use gpuimg_pypi::ImagePython;
-use gpuimg_pypi::{self as pypi, PythonRequest};
+use gpuimg_pypi::{self as pypi, ImagePython, PythonRequest};
 use gpuimg_store::cache::Cache;
 
 #[test]
