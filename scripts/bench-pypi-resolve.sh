@@ -2,7 +2,7 @@
 # Python resolution benchmark, side by side with uv in one run: `torch` (newest) for the
 # bookworm image (CPython 3.11, glibc 2.36, x86_64), warm (both caches populated, no network
 # revalidation: gpuimg offline, `uv --offline`). gpuimg runs as the ignored test driver
-# tests/pypi_bench.rs (release build), uv as `uv pip compile --python-platform
+# crates/pypi/tests/it/bench.rs (release build), uv as `uv pip compile --python-platform
 # x86_64-manylinux_2_36 --python-version 3.11`, installed here with `pip install uv` into a
 # venv. The index is this host's: `PIP_INDEX_URL` if set, else pip's own default (asked of
 # `python3 -m pip`); TLS through the host's trust store. Also prints both pin sets' diff.
@@ -23,9 +23,9 @@ if [ ! -x "$work/venv/bin/uv" ]; then
 fi
 uv="$work/venv/bin/uv"
 
-cargo test --release --test pypi_bench --no-run --quiet 2>/dev/null
-bin=$(cargo test --release --test pypi_bench --no-run --message-format=json 2>/dev/null \
-  | sed -n 's/.*"executable":"\([^"]*pypi_bench[^"]*\)".*/\1/p' | tail -1)
+cargo test --release -p gpuimg-pypi --test it --no-run --quiet 2>/dev/null
+bin=$(cargo test --release -p gpuimg-pypi --test it --no-run --message-format=json 2>/dev/null \
+  | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
 
 printf '%s\n' $reqs > "$work/requirements.in"
 export GPUIMG_BENCH_CACHE="$work/gpuimg-cache" GPUIMG_BENCH_INDEX="$index" GPUIMG_BENCH_REQS="$reqs"
@@ -35,7 +35,7 @@ uvc=("$uv" pip compile --quiet --python-platform x86_64-manylinux_2_36 --python-
 
 # Populate both caches (online), then keep the pin sets.
 "${uvc[@]}" > "$work/uv.txt"
-"$bin" --ignored --exact bench_resolve --nocapture > "$work/gpuimg.out"
+"$bin" --ignored --exact bench::bench_resolve --nocapture > "$work/gpuimg.out"
 grep '^PIN ' "$work/gpuimg.out" | awk '{print $2}' | sort > "$work/gpuimg.txt"
 grep -v '^#' "$work/uv.txt" | sed 's/ *;.*//' | sort > "$work/uv.sorted"
 echo "## pins: $(wc -l < "$work/gpuimg.txt") from gpuimg, $(wc -l < "$work/uv.sorted") from uv"
@@ -44,7 +44,7 @@ diff "$work/uv.sorted" "$work/gpuimg.txt" && echo "identical pin sets"
 echo "## warm resolution of: $reqs ($(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs)"
 GPUIMG_BENCH_OFFLINE=1 hyperfine --style basic --warmup 2 --runs "$runs" \
   --export-json "$work/hyperfine.json" \
-  -n "gpuimg (offline)" "$bin --ignored --exact bench_resolve --quiet" \
+  -n "gpuimg (offline)" "$bin --ignored --exact bench::bench_resolve --quiet" \
   -n "uv pip compile --offline" "${uvc[*]} --offline"
 python3 - "$work/hyperfine.json" <<'PY'
 import json, sys

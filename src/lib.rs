@@ -15,8 +15,6 @@ pub mod byte_size;
 pub mod glob;
 pub mod profile;
 pub mod reference;
-pub mod requirement;
-pub mod user_file;
 
 pub mod assemble;
 pub mod export;

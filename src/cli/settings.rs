@@ -42,8 +42,8 @@ use std::path::{Path, PathBuf};
 use crate::catalog::{Catalog, CatalogError};
 use crate::cli::CliError;
 use crate::profile::{Profile, ProfileError};
-use crate::sources::pypi::{budget, HostSettings};
 use gpuimg_fetch::{Trust, TrustSource};
+use gpuimg_pypi::{budget, HostSettings};
 
 /// A snapshot of the process environment (names that are not UTF-8 are left out).
 #[derive(Debug, Clone, Default)]

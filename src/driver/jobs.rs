@@ -15,12 +15,12 @@ use crate::passes::{self, PassContext};
 use crate::plan::Inputs;
 use crate::sbom::SBOM_PATH;
 use crate::sources::files::Files;
-use crate::sources::pinned_wheels::FetchedWheel;
 use crate::sources::rootfs::Rootfs;
 use crate::sources::wheel::{self, WheelLibrary};
 use crate::sources::Source;
 use gpuimg_expect::DEFAULT_PATH;
 use gpuimg_fetch::observe::Observer;
+use gpuimg_pypi::FetchedWheel;
 
 /// One layer a job wrote (or found by its tree's key).
 pub(super) struct Written {

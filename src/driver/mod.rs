@@ -36,8 +36,8 @@ use crate::lock::{LockedPackage, LockedWheel};
 use crate::plan::{Inputs, Plan};
 use crate::reference::{RegistryRef, Tag};
 use crate::registry::{self, Pushed};
-use crate::sources::pypi::PythonRequest;
 use gpuimg_fetch::observe::Observer;
+use gpuimg_pypi::PythonRequest;
 use gpuimg_store::cache::Cache;
 use gpuimg_store::digest::Digest;
 use gpuimg_store::staging::{self, Staged};
@@ -140,7 +140,7 @@ pub enum BuildError {
     #[error(transparent)]
     Split(#[from] crate::plan::split::SplitError),
     #[error(transparent)]
-    Pypi(#[from] crate::sources::pypi::PypiError),
+    Pypi(#[from] gpuimg_pypi::PypiError),
     #[error(transparent)]
     Wheel(#[from] crate::sources::wheel::WheelError),
     #[error(transparent)]

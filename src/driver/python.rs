@@ -9,10 +9,10 @@ use super::{BuildError, BuildOptions};
 use crate::assemble::Tree;
 use crate::layer::Compression;
 use crate::plan::PythonInstall;
-use crate::sources::pinned_wheels::{FetchedWheel, PinnedWheel};
 use crate::sources::wheel;
 use crate::sources::Source;
 use gpuimg_fetch::observe::Observer;
+use gpuimg_pypi::{FetchedWheel, PinnedWheel};
 
 /// Install the fetched wheels `fetched` (the layer `component`'s) under `scratch`; with
 /// `tap`, each shared object left in its wheel gets a tap that takes its ELF facts as the

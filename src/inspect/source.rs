@@ -239,7 +239,8 @@ fn describe(kind: tar::EntryType) -> &'static str {
 /// `path` opened when it is a regular file on a real file system; the refusal as an I/O error
 /// (`InspectError::Read` names the path).
 fn regular(path: &Path) -> io::Result<std::fs::File> {
-    crate::user_file::open_regular(path).map_err(crate::user_file::UserFileError::into_io)
+    gpuimg_store::user_file::open_regular(path)
+        .map_err(gpuimg_store::user_file::UserFileError::into_io)
 }
 
 #[cfg(test)]

@@ -16,8 +16,8 @@ use crate::plan::components::PackageMeta;
 use crate::plan::{self, source_specs, AptFacts, Facts, SelftestBinary};
 use crate::profile::{AptSpec, Base, Profile};
 use crate::sources::apt;
-use crate::sources::pypi::PythonRequest;
 use gpuimg_fetch::observe::Observer;
+use gpuimg_pypi::PythonRequest;
 use gpuimg_store::cache::{Bucket, Cache, Key};
 use gpuimg_store::digest::{hash_reader, Digest};
 

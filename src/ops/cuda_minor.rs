@@ -15,9 +15,9 @@ use crate::catalog::Catalog;
 use crate::lock::LockedWheel;
 use crate::profile::Profile;
 use crate::resolve::{Component, Origin, Resolution};
-use crate::sources::pypi::PythonRequest;
 use gpuimg_expect::version::{Constraint, Version};
 use gpuimg_fetch::observe::Observer;
+use gpuimg_pypi::PythonRequest;
 
 /// The resolved CUDA version when `stack.cuda` pins one minor: of the catalog's releases of
 /// the resolved major, the pin admits those of one minor only (`"12.8"`, `"=12.8.1"`; not

@@ -30,11 +30,11 @@ use crate::lock::{LockedPackage, LockedWheel};
 use crate::profile::{Base, Profile};
 use crate::resolve::{Component, Installs, Origin, Request, Resolution, ResolveError};
 use crate::sources::image_interpreter::{self, BasePython};
-use crate::sources::pypi::{self, PythonRequest};
 use crate::sources::rootfs::{self, DPKG_STATUS};
 use gpuimg_expect::version::{Constraint, Version};
 use gpuimg_fetch::observe::Observer;
 use gpuimg_fetch::Trust;
+use gpuimg_pypi::{self as pypi, PythonRequest};
 use gpuimg_store::cache::Cache;
 
 use super::python_packages::{self as python, PythonHost};

@@ -26,9 +26,9 @@ use crate::profile::ProfileError;
 use crate::resolve::ResolveError;
 use crate::sources::apt::AptError;
 use crate::sources::image_interpreter::BasePythonError;
-use crate::sources::pypi::PypiError;
 use crate::sources::wheel::WheelError;
 use gpuimg_expect::ExpectError;
+use gpuimg_pypi::PypiError;
 
 /// Why a command produced no outcome.
 #[derive(Debug, thiserror::Error)]
@@ -198,7 +198,7 @@ pub(crate) fn apt_error_at(profile: &crate::profile::Profile, e: AptError) -> Op
 #[cfg(test)]
 mod exit_code_tests {
     use super::*;
-    use crate::sources::pypi::PypiError;
+    use gpuimg_pypi::PypiError;
 
     /// Issue 35, item 4: an error's code is decided by what it is, never by the wrapper it
     /// travelled through (`OpsError::Wheel(WheelError::Internal)` exited 2, the build path's

@@ -13,10 +13,10 @@ use crate::plan::{source_specs, PythonInstall};
 use crate::profile::{Base, Profile, StripClass};
 use crate::resolve::{Component, Resolution};
 use crate::sources::image_interpreter;
-use crate::sources::image_interpreter::ImagePython;
-use crate::sources::pypi::{self, HostSettings, PythonRequest};
 use crate::sources::wheel::{self, HostPython};
 use gpuimg_fetch::observe::Observer;
+use gpuimg_pypi::ImagePython;
+use gpuimg_pypi::{self as pypi, HostSettings, PythonRequest};
 use gpuimg_store::cache::Cache;
 
 /// What the host offers the Python part: its index settings and, for `python.compile`, the
@@ -69,8 +69,7 @@ pub fn pylock(
         path: cache_root.display().to_string(),
         source,
     })?;
-    let pins: Vec<crate::sources::pinned_wheels::PinnedWheel> =
-        wheels.iter().map(Into::into).collect();
+    let pins: Vec<gpuimg_pypi::PinnedWheel> = wheels.iter().map(Into::into).collect();
     Ok(pypi::pylock(request, python, &pins, &cache, offline)?)
 }
 

@@ -15,8 +15,8 @@ use crate::lock::{LockedPackage, LockedWheel};
 use crate::profile::{AptSpec, Located, Profile, ProviderKind};
 use crate::resolve::{Component, Resolution};
 use crate::sources::apt::Preference;
-use crate::sources::pypi::PythonRequest;
 use gpuimg_expect::version::{Constraint, Version};
+use gpuimg_pypi::PythonRequest;
 
 /// The CUDA library components, each with the wheel names that carry it (normalised; a
 /// `-cuNN` suffix is allowed after them).

@@ -260,7 +260,7 @@ mod tests {
                 wheel("nvidia-cuda-runtime-cu12", "12.4.127"),
                 wheel("numpy", "2.0"),
             ],
-            python: crate::sources::image_interpreter::ImagePython {
+            python: gpuimg_pypi::ImagePython {
                 version: (3, 11),
                 full_version: "3.11.2".into(),
                 interpreter: "/usr/bin/python3.11".into(),

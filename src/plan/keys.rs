@@ -16,8 +16,8 @@ use crate::catalog::strip_table_text;
 use crate::layer::LayerOptions;
 use crate::lock::LockedPackage;
 use crate::profile::Profile;
-use crate::sources::pinned_wheels::PinnedWheel;
 use crate::sources::wheel::{dependency_edges, normalize, INSTALLER_VERSION};
+use gpuimg_pypi::PinnedWheel;
 use gpuimg_store::cache::Key;
 use gpuimg_store::digest::Digest;
 

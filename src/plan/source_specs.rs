@@ -11,8 +11,8 @@ use std::path::Path;
 use crate::profile::{AptSpec, FileEntry, FindLink, Platform, Profile};
 use crate::sources::apt::{Mirror, PackagesSpec, RepoSpec};
 use crate::sources::files::FileSpec;
-use crate::sources::pypi::{FindLinkSpec, RequestSpec};
 use crate::sources::Architecture;
+use gpuimg_pypi::{FindLinkSpec, RequestSpec};
 
 /// The image's architecture.
 pub fn architecture(platform: &Platform) -> Architecture {

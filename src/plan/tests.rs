@@ -272,7 +272,7 @@ fn with_wheels(mut f: Facts, wheels: Vec<crate::lock::LockedWheel>) -> Facts {
         .collect();
     f.python = Some(PythonInstall {
         wheels,
-        python: crate::sources::image_interpreter::ImagePython {
+        python: gpuimg_pypi::ImagePython {
             version: (3, 11),
             full_version: "3.11.2".into(),
             interpreter: "/usr/bin/python3.11".into(),

@@ -1,11 +1,11 @@
-//! `python:` checks: every requirement string is PEP 508 (`crate::requirement`, here only to
-//! point at a bad one; `sources::pypi` parses them again for resolution), URLs are http(s) or file URLs, and
+//! `python:` checks: every requirement string is PEP 508 (`gpuimg_pypi::requirement`, here only
+//! to point at a bad one; `gpuimg-pypi` parses them again for resolution), URLs are http(s) or file URLs, and
 //! the requirements file and find-links directories lie in the build context.
 //! Must never resolve or fetch anything: the values stay as written, with their positions.
 
 use std::path::{Path, PathBuf};
 
-use crate::requirement;
+use gpuimg_pypi::requirement;
 
 use super::schema::PythonSpec;
 use super::sources::{build_context, join, source_for};

@@ -77,7 +77,7 @@ pub enum ProviderKind {
 }
 
 /// `python`: wheels from a package index (requirements are PEP 508 strings, checked when the
-/// profile loads and parsed by `sources::pypi`).
+/// profile loads and parsed by `gpuimg-pypi`).
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PythonSpec {

@@ -93,10 +93,10 @@ pub(super) fn source_for(
     }
     let meta = std::fs::symlink_metadata(&real)
         .map_err(|e| err(format!("Failed to read {shown}: {e}")))?;
-    if let Some(kind) = crate::user_file::special_kind(&meta.file_type()) {
+    if let Some(kind) = gpuimg_store::user_file::special_kind(&meta.file_type()) {
         return Err(err(format!("{shown} is a {kind}; {COPIES}")));
     }
-    if let Some(fs) = crate::user_file::pseudo_fs(&real).map_err(|e| err(e.to_string()))? {
+    if let Some(fs) = gpuimg_store::user_file::pseudo_fs(&real).map_err(|e| err(e.to_string()))? {
         return Err(err(format!(
             "{shown} is on {fs}, whose files are the kernel's state; {COPIES} of a real file system"
         )));
@@ -123,11 +123,11 @@ fn special_inside(root: &Path) -> Result<Option<(PathBuf, &'static str)>, std::i
         entries.sort_by_key(|e| e.file_name());
         for e in entries.iter().rev() {
             let t = e.file_type()?;
-            if let Some(kind) = crate::user_file::special_kind(&t) {
+            if let Some(kind) = gpuimg_store::user_file::special_kind(&t) {
                 return Ok(Some((e.path(), kind)));
             }
             if t.is_dir() {
-                if let Some(fs) = crate::user_file::pseudo_fs(&e.path())? {
+                if let Some(fs) = gpuimg_store::user_file::pseudo_fs(&e.path())? {
                     return Ok(Some((e.path(), fs)));
                 }
                 stack.push(e.path());

@@ -5,12 +5,12 @@
 //! directory), [`files::Files`] (the profile's `files:`), [`apt::InstalledRoot`] (the root
 //! [`apt::install`] unpacked, each path stamped with the package that shipped it) and
 //! [`wheel::Wheels`] (one layer's fetched wheels, installed for the image's interpreter). `apt` itself
-//! speaks Debian/Ubuntu repositories natively; `pypi` resolves and fetches Python wheels from a
-//! package index for the image's interpreter (`image_interpreter`, read from the base's
-//! packages); `pinned_wheels` holds what resolution hands the installer.
+//! speaks Debian/Ubuntu repositories natively; the crate `gpuimg-pypi` resolves and fetches
+//! Python wheels from a package index for the image's interpreter (`image_interpreter`, read
+//! from the base's packages) and holds what resolution hands the installer (`PinnedWheel`).
 //! The walking and indexing stay in `assemble`; sources decide what an input is and where
 //! each entry came from.
-//! Sources take plain specs (`apt::PackagesSpec`, `files::FileSpec`, `pypi::RequestSpec`,
+//! Sources take plain specs (`apt::PackagesSpec`, `files::FileSpec`, `gpuimg_pypi::RequestSpec`,
 //! [`Architecture`]), never the profile's types: the plan converts (`plan::source_specs`).
 //! Must never run code from a package (no maintainer scripts, no chroot).
 
@@ -18,8 +18,6 @@ pub mod apt;
 mod architecture;
 pub mod files;
 pub mod image_interpreter;
-pub mod pinned_wheels;
-pub mod pypi;
 pub mod rootfs;
 pub mod wheel;
 

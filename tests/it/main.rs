@@ -43,7 +43,6 @@ mod lock_v2;
 mod output_paths;
 mod output_replace;
 mod profile_inputs;
-mod pypi_bench;
 mod pypi_index;
 mod pypi_profile;
 mod python_build;

@@ -12,10 +12,10 @@ use std::path::Path;
 
 use common::hostile_index;
 use common::pyindex::{write_index, Dist, Pages};
-use gpuimg::sources::image_interpreter::ImagePython;
-use gpuimg::sources::pinned_wheels::PinnedWheel;
-use gpuimg::sources::pypi::{self, HostSettings, PypiError, PythonRequest};
 use gpuimg_fetch::observe::Silent;
+use gpuimg_pypi::ImagePython;
+use gpuimg_pypi::PinnedWheel;
+use gpuimg_pypi::{self as pypi, HostSettings, PypiError, PythonRequest};
 use gpuimg_store::cache::Cache;
 
 /// The request of a loaded profile's `python:`, through the plan's conversion.

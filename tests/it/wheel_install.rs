@@ -15,10 +15,10 @@ use std::path::{Path, PathBuf};
 
 use common::*;
 use gpuimg::assemble::{DataSource, EntryKind, Tree};
-use gpuimg::sources::image_interpreter::ImagePython;
-use gpuimg::sources::pinned_wheels::{FetchedWheel, PinnedWheel};
 use gpuimg::sources::wheel::{self, HostPython, WheelError};
 use gpuimg_fetch::observe::Observer;
+use gpuimg_pypi::ImagePython;
+use gpuimg_pypi::{FetchedWheel, PinnedWheel};
 
 const SITE: &str = "usr/local/lib/python3.11/dist-packages";
 
@@ -916,7 +916,7 @@ fn requires_dist_must_be_what_the_resolution_took_from_the_wheel() {
 
 #[test]
 fn a_poisoned_pep_658_metadata_file_that_adds_a_dependency_is_refused_at_install() {
-    use gpuimg::sources::pypi::{self, PythonRequest};
+    use gpuimg_pypi::{self as pypi, PythonRequest};
     let t = tempfile::tempdir().unwrap();
     let root = t.path().join("index");
     let files = root.join("files");

@@ -65,7 +65,7 @@ pub fn exec(cmd: Command, settings: &Settings) -> Result<u8, CliError> {
 }
 
 fn open(path: &Path) -> Result<File, CliError> {
-    crate::user_file::open_regular(path).map_err(|e| CliError::msg(2, e.to_string()))
+    gpuimg_store::user_file::open_regular(path).map_err(|e| CliError::msg(2, e.to_string()))
 }
 
 fn list(path: &Path, as_json: bool) -> Result<u8, CliError> {

@@ -1,6 +1,6 @@
 //! Reading a wheel's zip archive with caps: entry count, directory size, bytes per entry and in
 //! all. The directory is listed by the bounded reader resolution uses too
-//! (`sources::pypi::zipdir`: entry count and directory size capped from the end records
+//! (`gpuimg_pypi::zipdir`: entry count and directory size capped from the end records
 //! before the directory is read, no name twice), then every entry is checked: declared sizes
 //! capped before anything is decompressed (and every entry must unpack to exactly its declared
 //! size and CRC-32), no overlapping entries, the local header's name the central directory's,
@@ -22,7 +22,7 @@ use flate2::read::DeflateDecoder;
 use super::record::Hasher;
 use super::WheelError;
 use crate::assemble::{ArchivedFile, Deflated};
-use crate::sources::pypi::zipdir::{self, Ranged, ZipDirError};
+use gpuimg_pypi::zipdir::{self, Ranged, ZipDirError};
 
 pub use zipdir::MAX_ENTRIES;
 /// Bytes one entry may unpack to.

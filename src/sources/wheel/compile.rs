@@ -17,7 +17,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::WheelError;
-use crate::sources::image_interpreter::ImagePython;
+use gpuimg_pypi::ImagePython;
 
 /// `importlib.util.MAGIC_NUMBER` of CPython's final releases, by minor version (it is frozen
 /// at each minor's first release candidate).

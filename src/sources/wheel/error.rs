@@ -15,7 +15,7 @@ pub enum WheelError {
     Zip {
         wheel: String,
         #[source]
-        source: crate::sources::pypi::zipdir::ZipDirError,
+        source: gpuimg_pypi::zipdir::ZipDirError,
     },
     #[error("Wheel file name `{wheel}` is not valid: {why}")]
     FileName { wheel: String, why: String },

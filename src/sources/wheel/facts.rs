@@ -14,10 +14,10 @@ use std::path::Path;
 
 use super::{LibraryRead, Taps, WheelError, WheelLibrary};
 use crate::lock::LockedWheel;
-use crate::sources::image_interpreter::ImagePython;
-use crate::sources::pinned_wheels::{FetchedWheel, PinnedWheel};
-use crate::sources::pypi::{self, PypiError, PythonRequest};
 use gpuimg_fetch::observe::Observer;
+use gpuimg_pypi::ImagePython;
+use gpuimg_pypi::{self as pypi, PypiError, PythonRequest};
+use gpuimg_pypi::{FetchedWheel, PinnedWheel};
 use gpuimg_store::cache::{Bucket, Cache, Key};
 use gpuimg_store::digest::Digest;
 

@@ -10,10 +10,10 @@ use super::archive::{Archive, Member};
 use super::prepare::{self, Content};
 use super::scheme::Scheme;
 use super::WheelError;
-use crate::sources::image_interpreter::ImagePython;
-use crate::sources::pinned_wheels::FetchedWheel;
 use gpuimg_elf::capture::Capture;
 use gpuimg_elf::SharedObject;
+use gpuimg_pypi::FetchedWheel;
+use gpuimg_pypi::ImagePython;
 
 /// One shared library a wheel installs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -44,9 +44,9 @@ pub use resolved::edges as dependency_edges;
 use crate::assemble::{
     self, ArchivedFile, DataSource, Deflated, Entry, EntryKind, Provenance, Tree,
 };
-use crate::sources::image_interpreter::ImagePython;
-use crate::sources::pinned_wheels::{FetchedWheel, PinnedWheel};
 use gpuimg_fetch::observe::Observer;
+use gpuimg_pypi::ImagePython;
+use gpuimg_pypi::{FetchedWheel, PinnedWheel};
 use gpuimg_store::confined::Root;
 use prepare::Prepared;
 use record::{Hasher, Row};

@@ -19,8 +19,8 @@ use super::record::{self, FileHash};
 use super::scheme::{Role, Scheme};
 use super::wheel_file::{self, WheelFileError};
 use super::WheelError;
-use crate::sources::pinned_wheels::FetchedWheel;
-use crate::sources::pypi::parsers::parse_metadata;
+use gpuimg_pypi::parsers::parse_metadata;
+use gpuimg_pypi::FetchedWheel;
 
 /// What `INSTALLER` says.
 pub const INSTALLER: &[u8] = b"gpuimg\n";

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::filename::normalize;
 use super::prepare::{same_version, Prepared};
 use super::WheelError;
-use crate::sources::pinned_wheels::PinnedWheel;
+use gpuimg_pypi::PinnedWheel;
 
 /// The dependencies resolution took from each pinned wheel (by normalised name), from `set`'s
 /// `required_by` edges; a `required_by` that is no `name[extra] version` of a wheel in `set`

@@ -7,7 +7,7 @@
 //! `<data>/include/python3.X/<project>`. Paths here are relative to the image root, without
 //! a leading `/`, as `Tree` keeps them.
 
-use crate::sources::image_interpreter::ImagePython;
+use gpuimg_pypi::ImagePython;
 
 /// The image directories a wheel installs into.
 #[derive(Debug, Clone, PartialEq, Eq)]

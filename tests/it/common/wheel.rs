@@ -209,9 +209,9 @@ impl WheelSpec {
     }
 
     /// The pin a resolver would hand over for the wheel written at `path`.
-    pub fn pin(&self, path: &Path, requested: bool) -> gpuimg::sources::pinned_wheels::PinnedWheel {
+    pub fn pin(&self, path: &Path, requested: bool) -> gpuimg_pypi::PinnedWheel {
         let bytes = std::fs::read(path).unwrap();
-        gpuimg::sources::pinned_wheels::PinnedWheel {
+        gpuimg_pypi::PinnedWheel {
             name: self.name.to_lowercase().replace(['_', '.'], "-"),
             version: self.version.clone(),
             filename: self.filename(),
@@ -224,13 +224,9 @@ impl WheelSpec {
     }
 
     /// Write the wheel into `dir` and hand it over as fetched.
-    pub fn fetched(
-        &self,
-        dir: &Path,
-        requested: bool,
-    ) -> gpuimg::sources::pinned_wheels::FetchedWheel {
+    pub fn fetched(&self, dir: &Path, requested: bool) -> gpuimg_pypi::FetchedWheel {
         let path = self.write(dir);
-        gpuimg::sources::pinned_wheels::FetchedWheel {
+        gpuimg_pypi::FetchedWheel {
             pin: self.pin(&path, requested),
             path,
         }

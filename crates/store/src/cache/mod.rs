@@ -31,7 +31,7 @@
 //! ├── wheel-metadata-v1/<key>.json    WheelMetadata: a wheel (its sha256) and what its METADATA
 //! │                                   was read from (the PEP 658 file's announced sha256, or
 //! │                                   the wheel's URL for range reads) → METADATA and size
-//! │                                   (`sources::pypi`);
+//! │                                   (`gpuimg-pypi`);
 //! │                                   and → its shared libraries' paths and ELF facts
 //! │                                   (`sources::wheel::library_reads`, `ops`); and → its
 //! │                                   SBOM supplier and licence (`ops::python_packages::wheel_facts`)

@@ -1,5 +1,5 @@
 //! Target `pypi`: what a Python package index sends — project pages (PEP 503 HTML and PEP 691
-//! JSON, `sources::pypi::parsers::parse_page`), core metadata (`parse_metadata`) and a wheel's
+//! JSON, `gpuimg_pypi::parsers::parse_page`), core metadata (`parse_metadata`) and a wheel's
 //! zip directory read by ranges (`zip_metadata`).
 //!
 //! An input is one byte choosing the parser, then its bytes. Seeds are built in memory: a page
@@ -16,7 +16,7 @@
 use std::io::Write as _;
 
 use arbitrary::{Result, Unstructured};
-use gpuimg::sources::pypi::parsers::{
+use gpuimg_pypi::parsers::{
     parse_metadata, parse_page, zip_metadata, Ranged, JSON, MAX_FILES, MAX_METADATA_BYTES,
 };
 

@@ -11,7 +11,7 @@
 //! entries that are files and with entries that are not.
 
 use arbitrary::{Result, Unstructured};
-use gpuimg::sources::pypi::parsers::{MAX_FILES, MAX_PAGE_BYTES};
+use gpuimg_pypi::parsers::{MAX_FILES, MAX_PAGE_BYTES};
 
 use crate::fuzz::harness::{Target, Verdict};
 use crate::fuzz::mutate;

@@ -21,10 +21,10 @@ use arbitrary::{Result, Unstructured};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use gpuimg::assemble::{DataSource, EntryKind};
-use gpuimg::sources::image_interpreter::ImagePython;
-use gpuimg::sources::pinned_wheels::{FetchedWheel, PinnedWheel};
 use gpuimg::sources::wheel::WheelError;
 use gpuimg_fetch::observe::Silent;
+use gpuimg_pypi::ImagePython;
+use gpuimg_pypi::{FetchedWheel, PinnedWheel};
 use gpuimg_store::digest::Digest;
 use sha2::Digest as _;
 

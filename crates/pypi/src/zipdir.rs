@@ -1,9 +1,10 @@
 //! The one zip reader: a zip's central directory, read bounded, its local headers
 //! ([`local_data_offset`]), and a wheel's `*.dist-info/METADATA` through them,
 //! from any source of byte ranges: HTTP range requests (an index without PEP 658 files), a
-//! local file (find-links), or the wheel the installer opens (`sources::wheel::archive`, which
-//! lists its entries with [`directory`] before reading any of them: one reader of the
-//! directory for resolution and install, so both see the same entries).
+//! local file (find-links), or the wheel the installer opens (the root's
+//! `sources::wheel::archive`, which lists its entries with [`directory`] before reading any of
+//! them: one reader of the directory for resolution and install, so both see the same
+//! entries).
 //! The end record (and the zip64 one, which must agree with it) gives the entry count and the
 //! directory's size, which are capped ([`MAX_ENTRIES`], [`MAX_DIRECTORY_BYTES`]) before the
 //! directory is read; the directory must hold exactly that many entries, fill exactly that many
@@ -192,7 +193,7 @@ const LOCAL: [u8; 4] = [0x50, 0x4b, 0x03, 0x04];
 /// (the bytes from that header on, at least [`LOCAL_HEADER_BYTES`] and the name) is a local
 /// header naming `name`, as the central directory does: so no tool reading local headers
 /// sees a different file. `None` when it is not. The one reader of local headers (the
-/// installer's `sources::wheel::archive` and [`metadata`]).
+/// root's installer, `sources::wheel::archive`, and [`metadata`]).
 pub fn local_data_offset(head: &[u8], name: &[u8]) -> Option<u64> {
     if head.get(..4)? != LOCAL {
         return None;

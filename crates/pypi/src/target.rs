@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use pep440_rs::Version;
 use pep508_rs::{MarkerEnvironment, MarkerEnvironmentBuilder};
 
-use crate::sources::image_interpreter::ImagePython;
+use crate::ImagePython;
 
 /// The image's interpreter as resolution sees it.
 #[derive(Debug, Clone)]
@@ -158,7 +158,7 @@ fn ranks(major: u32, minor: u32, platforms: &[String]) -> HashMap<(String, Strin
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sources::pypi::filename::WheelName;
+    use crate::filename::WheelName;
 
     fn image(glibc: u32, machine: &str) -> ImagePython {
         ImagePython {

@@ -1,15 +1,22 @@
-//! Python packages from a package index: a native client of the simple repository API and a
-//! resolver for the image's interpreter (never the build host's).
+//! `gpuimg-pypi`: Python packages from a package index, for the image's interpreter (never the
+//! build host's): a native client of the simple repository API and a pubgrub resolver.
 //!
-//! [`PythonRequest::new`] finds the indexes (profile, then variables, then pip's and uv's
-//! files, then pip's own default) and reads the requirements; [`resolve`] picks one wheel per
-//! package with pubgrub, reading metadata from PEP 658 files or range reads, never a wheel's
-//! body; [`fetch`] downloads the pinned wheels (sha256-checked, parallel, cached in
-//! `wheels-v1`). Parts: `hostconf` (host configuration), `auth` (URL user parts, netrc),
-//! `requirements` (requirements files), `pylock` (PEP 751 locks as requirements), `export` (the set written as a PEP 751 lock), `client` + `page` (index pages, metadata), `zipdir`
-//! (a wheel's METADATA by range reads), `target` (markers, tags), `solver`, `report`.
-//! Must never build from source, run package code, or put a credential or an index URL in a
-//! [`PinnedWheel`].
+//! Its entry is [`PythonRequest`] (built by [`PythonRequest::new`] from a [`RequestSpec`] and the
+//! host's [`HostSettings`]: the indexes, profile first, then variables, then pip's and uv's
+//! files, then pip's own default, and the requirements) with what it is used for: [`resolve`]
+//! picks one wheel per package, reading metadata from PEP 658 files or range reads, never a
+//! wheel's body; [`installs`] lists what `name==V` installs; [`fetch`] / [`fetch_each`]
+//! download the pinned wheels (sha256-checked, parallel, cached in `wheels-v1`); [`pylock`]
+//! writes the set as a PEP 751 lock. Beside it, the plain data the root package and the wheel
+//! installer share: [`ImagePython`], [`PinnedWheel`], [`FetchedWheel`], the PEP 508 syntax
+//! checks ([`requirement`]) and the one reader of zip directories ([`zipdir`]).
+//! Parts: `hostconf` (host configuration), `auth` (URL user parts, netrc), `requirements`
+//! (requirements files), `pylock` (PEP 751 locks as requirements), `export` (the set written as
+//! a PEP 751 lock), `client` + `page` (index pages, metadata), `zipdir` (a wheel's METADATA by
+//! range reads), `target` (markers, tags), `solver`, `report`.
+//! Depends on `gpuimg-store` and `gpuimg-fetch` only of the workspace. Must never build from
+//! source, run package code, know gpuimg's lock file or an image layer, or put a credential
+//! or an index URL in a [`PinnedWheel`].
 
 mod auth;
 pub mod budget;
@@ -18,24 +25,30 @@ mod error;
 mod export;
 mod filename;
 mod hostconf;
+mod image_python;
 mod local;
 mod metadata;
 mod page;
+mod pinned;
 mod pylock;
 mod report;
 mod request;
+pub mod requirement;
 mod requirements;
 mod solver;
 mod target;
-/// Shared with the wheel installer (`sources::wheel::archive`): one reader of zip directories.
-pub(in crate::sources) mod zipdir;
+/// Shared with the wheel installer (the root's `sources::wheel::archive`): one reader of zip
+/// directories.
+pub mod zipdir;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 pub use error::PypiError;
 pub use export::pylock;
+pub use image_python::ImagePython;
+pub use pinned::{FetchedWheel, PinnedWheel};
 
-/// The parsers of untrusted bytes, for the fuzz targets (tests/fuzz); not a stable API.
+/// The parsers of untrusted bytes, for the fuzz targets (the root's tests/it/fuzz); not a stable API.
 #[doc(hidden)]
 pub mod parsers {
     pub use super::client::MAX_PAGE_BYTES;
@@ -48,8 +61,6 @@ pub use request::{
     FindLinkSpec, HostSettings, Index, Links, PythonRequest, RequestSpec, Requirement,
 };
 
-use crate::sources::image_interpreter::ImagePython;
-use crate::sources::pinned_wheels::{FetchedWheel, PinnedWheel};
 use gpuimg_fetch::observe::Observer;
 use gpuimg_fetch::Artifact;
 use gpuimg_store::cache::{Bucket, Cache};

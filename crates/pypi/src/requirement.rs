@@ -3,8 +3,8 @@
 //! requirement string that names no URL ([`check`]), and an index or find-links URL
 //! ([`index_url`]).
 //!
-//! A leaf: `profile` checks what the user wrote with it, `sources::pypi` what files and
-//! indexes say. Must never resolve, fetch or read a file: it judges one string.
+//! The root's `profile` checks what the user wrote with it, this crate what files and indexes
+//! say. Must never resolve, fetch or read a file: it judges one string.
 
 use std::str::FromStr;
 

@@ -11,8 +11,8 @@ use toml_edit::{value, Array, ArrayOfTables, DocumentMut, InlineTable, Table};
 
 use super::client::Client;
 use super::{PypiError, PythonRequest};
-use crate::sources::image_interpreter::ImagePython;
-use crate::sources::pinned_wheels::PinnedWheel;
+use crate::ImagePython;
+use crate::PinnedWheel;
 use gpuimg_store::cache::Cache;
 
 /// The PEP 751 text of `wheels` for the image's interpreter `target`, each wheel located on

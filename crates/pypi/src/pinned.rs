@@ -1,9 +1,9 @@
-//! The wheels Python package resolution (`sources::pypi`) hands the wheel installer
-//! (`sources::wheel`): a pinned wheel set, then its verified files.
+//! The wheels Python package resolution hands the wheel installer: a pinned wheel set, then its
+//! verified files.
 //!
 //! Plain data only. Resolution produces [`PinnedWheel`]s (what the lock records); fetching turns
 //! them into [`FetchedWheel`]s (a verified file in the cache); the installer reads those for the
-//! image's interpreter (`sources::image_interpreter::ImagePython`).
+//! image's interpreter ([`ImagePython`](crate::ImagePython)).
 //! Must never hold a credential or an index URL: an index is named `host` or by the profile.
 
 use std::path::PathBuf;
@@ -38,34 +38,4 @@ pub struct FetchedWheel {
     pub pin: PinnedWheel,
     /// The verified file in the cache's wheel bucket (never modified in place).
     pub path: PathBuf,
-}
-
-impl From<&crate::lock::LockedWheel> for PinnedWheel {
-    fn from(w: &crate::lock::LockedWheel) -> Self {
-        PinnedWheel {
-            name: w.name.clone(),
-            version: w.version.clone(),
-            filename: w.filename.clone(),
-            sha256: w.sha256,
-            size: w.size,
-            index: w.index.clone(),
-            requested: w.requested,
-            required_by: w.required_by.clone(),
-        }
-    }
-}
-
-impl From<PinnedWheel> for crate::lock::LockedWheel {
-    fn from(p: PinnedWheel) -> Self {
-        crate::lock::LockedWheel {
-            name: p.name,
-            version: p.version,
-            filename: p.filename,
-            sha256: p.sha256,
-            size: p.size,
-            index: p.index,
-            requested: p.requested,
-            required_by: p.required_by,
-        }
-    }
 }

@@ -7,11 +7,11 @@ use std::io::{self, Read};
 use std::path::Path;
 
 /// Open `path` for reading if it is a regular file on a real file system (the one rule of
-/// `user_file`): the file and its size. Anything else (a FIFO, a device, a directory, procfs)
-/// is an `InvalidInput` error, never a wait.
+/// `gpuimg_store::user_file`): the file and its size. Anything else (a FIFO, a device, a
+/// directory, procfs) is an `InvalidInput` error, never a wait.
 pub fn open_regular(path: &Path) -> io::Result<(std::fs::File, u64)> {
-    let f =
-        crate::user_file::open_regular(path).map_err(crate::user_file::UserFileError::into_io)?;
+    let f = gpuimg_store::user_file::open_regular(path)
+        .map_err(gpuimg_store::user_file::UserFileError::into_io)?;
     let size = f.metadata()?.len();
     Ok((f, size))
 }

@@ -7,9 +7,8 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use gpuimg::sources::image_interpreter::ImagePython;
-use gpuimg::sources::pypi::{self, PythonRequest};
 use gpuimg_fetch::observe::Silent;
+use gpuimg_pypi::{self as pypi, ImagePython, PythonRequest};
 use gpuimg_store::cache::Cache;
 
 #[test]

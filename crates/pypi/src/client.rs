@@ -199,11 +199,7 @@ impl<'a> Client<'a> {
 
     /// Copy a local wheel into the cache's `wheels-v1`, checked against the pin's sha256 and
     /// size on the way.
-    pub fn import_local(
-        &self,
-        path: &Path,
-        pin: &crate::sources::pinned_wheels::PinnedWheel,
-    ) -> Result<(), PypiError> {
+    pub fn import_local(&self, path: &Path, pin: &crate::PinnedWheel) -> Result<(), PypiError> {
         use std::io::Read;
         let read_err = |source| PypiError::Read {
             path: path.to_path_buf(),

@@ -69,8 +69,8 @@ fn read_into(
     let mut text = String::new();
     // Only a regular file on a real file system (never a FIFO, a device or procfs's
     // `environ`): what is quoted from it in an error must be the user's text.
-    let file =
-        crate::user_file::open_regular(path).map_err(|e| PypiError::bad(&shown, e.to_string()))?;
+    let file = gpuimg_store::user_file::open_regular(path)
+        .map_err(|e| PypiError::bad(&shown, e.to_string()))?;
     file.take(MAX_FILE_BYTES + 1)
         .read_to_string(&mut text)
         .map_err(|source| PypiError::Read {
