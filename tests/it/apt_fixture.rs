@@ -12,8 +12,8 @@ use common::*;
 use gpuimg::lock::LockedPackage;
 use gpuimg::plan::source_specs;
 use gpuimg::profile::{self, Base};
-use gpuimg::sources::apt::{self, AptError, AptOptions, PackagesSpec};
 use gpuimg::sources::Architecture;
+use gpuimg_apt::{self as apt, AptError, AptOptions, PackagesSpec};
 use gpuimg_fetch::observe::Observer;
 
 struct Fixture {
@@ -160,7 +160,12 @@ fn case(suite: &str, packages: &str, extra: &str) -> Case {
 
 impl Case {
     fn resolve(&self) -> Result<Vec<LockedPackage>, AptError> {
-        apt::resolve(&self.spec, &self.arch, &self.opts, &mut Record::default())
+        apt::resolve(
+            &self.spec,
+            &self.arch.debian(),
+            &self.opts,
+            &mut Record::default(),
+        )
     }
 
     fn install(
@@ -171,7 +176,7 @@ impl Case {
         std::fs::create_dir(&dest).unwrap();
         let r = apt::install(
             &self.spec,
-            &self.arch,
+            &self.arch.debian(),
             &self.opts,
             locked,
             &dest,
@@ -419,7 +424,7 @@ fn unsigned_repository_is_refused() {
 fn trusted_opt_out_warns() {
     let c = case("unsigned", "alt-b", "    trusted: true\n");
     let mut rec = Record::default();
-    let got = apt::resolve(&c.spec, &c.arch, &c.opts, &mut rec).unwrap();
+    let got = apt::resolve(&c.spec, &c.arch.debian(), &c.opts, &mut rec).unwrap();
     assert_eq!(names(&got), ["alt-b 1.0"]);
     assert_eq!(rec.warnings.len(), 1);
     assert!(
@@ -484,7 +489,7 @@ fn wrong_key_is_refused() {
     let c = case("stable", "app", "");
     let mut spec = c.spec.clone();
     spec.keyring = Some(c.dir.join("wrong.gpg"));
-    let e = apt::resolve(&spec, &c.arch, &c.opts, &mut Record::default())
+    let e = apt::resolve(&spec, &c.arch.debian(), &c.opts, &mut Record::default())
         .unwrap_err()
         .to_string();
     assert!(
@@ -578,7 +583,15 @@ fn locked_offline_and_corrupted_cache() {
     let mut rec = Record::default();
     let dest = c.dir.join("root-refetch");
     std::fs::create_dir(&dest).unwrap();
-    apt::install(&c.spec, &c.arch, &c.opts, Some(&locked), &dest, &mut rec).unwrap();
+    apt::install(
+        &c.spec,
+        &c.arch.debian(),
+        &c.opts,
+        Some(&locked),
+        &dest,
+        &mut rec,
+    )
+    .unwrap();
     assert!(
         rec.warnings.iter().any(|w| w.contains("was corrupted")),
         "{:?}",

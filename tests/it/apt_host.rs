@@ -11,7 +11,7 @@ use std::process::Command;
 use common::run_ok;
 use gpuimg::plan::source_specs;
 use gpuimg::profile::{self, Base};
-use gpuimg::sources::apt::{self, AptOptions};
+use gpuimg_apt::{self as apt, AptOptions};
 use gpuimg_fetch::observe::Silent;
 
 fn spec(packages: &str) -> (apt::PackagesSpec, gpuimg::sources::Architecture) {
@@ -34,7 +34,7 @@ fn host_mirror_python_image() {
     let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("apt-host-cache");
     let opts = AptOptions::new(&cache);
     let dest = tempfile::tempdir().unwrap();
-    let locked = apt::resolve(&spec, &arch, &opts, &mut Silent).unwrap();
+    let locked = apt::resolve(&spec, &arch.debian(), &opts, &mut Silent).unwrap();
     let names: Vec<&str> = locked.iter().map(|p| p.name.as_str()).collect();
     assert!(locked
         .iter()
@@ -42,8 +42,15 @@ fn host_mirror_python_image() {
     for want in ["base-files", "libc6", "python3.11-minimal", "zlib1g"] {
         assert!(names.contains(&want), "{want} missing from {names:?}");
     }
-    let installed =
-        apt::install(&spec, &arch, &opts, Some(&locked), dest.path(), &mut Silent).unwrap();
+    let installed = apt::install(
+        &spec,
+        &arch.debian(),
+        &opts,
+        Some(&locked),
+        dest.path(),
+        &mut Silent,
+    )
+    .unwrap();
     assert_eq!(installed.packages, locked);
     let root = dest.path();
 
@@ -90,7 +97,7 @@ fn host_mirror_python_image() {
     let dest2 = tempfile::tempdir().unwrap();
     apt::install(
         &spec,
-        &arch,
+        &arch.debian(),
         &AptOptions::new(cache2.path()),
         Some(&locked),
         dest2.path(),
@@ -132,7 +139,7 @@ fn host_mirror_python_image() {
         "python3 ran without libz in a known path"
     );
     let confined = gpuimg_store::confined::Root::open(root).unwrap();
-    apt::write_ld_cache(&confined, arch.debian(), &Default::default(), &[]).unwrap();
+    apt::write_ld_cache(&confined, arch.debian().as_str(), &Default::default(), &[]).unwrap();
     let out = run_ok(Command::new("chroot").arg(root).args([
         "/usr/bin/python3",
         "-c",

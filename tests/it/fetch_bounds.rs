@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use gpuimg::plan::source_specs;
 use gpuimg::profile::{self, Base};
-use gpuimg::sources::apt::{self, AptOptions};
+use gpuimg_apt::{self as apt, AptOptions};
 use gpuimg_fetch::observe::Observer;
 use gpuimg_fetch::{FetchLimits, MAX_ROOT_BYTES};
 
@@ -199,7 +199,7 @@ fn install(
     let start = Instant::now();
     let r = apt::install(
         &source_specs::apt_packages(&spec, tmp.path()),
-        &source_specs::architecture(&p.platform),
+        &source_specs::architecture(&p.platform).debian(),
         &opts,
         None,
         &dest,
