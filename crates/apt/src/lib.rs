@@ -65,7 +65,8 @@ pub use spec::{Mirror, PackagesSpec, RepoSpec};
 pub use status::installed_packages;
 pub use version::Version;
 
-/// The parsers of untrusted bytes, for the fuzz targets (tests/fuzz); not a stable API.
+/// The parsers of untrusted bytes, for the root package's fuzz targets (`tests/it/fuzz`); not
+/// a stable API.
 #[doc(hidden)]
 pub mod parsers {
     pub use super::control::{paragraphs, Paragraph};
