@@ -1,6 +1,7 @@
 //! The integration tests of `gpuimg-apt`, one binary: the client against a fixture repository
 //! served on loopback, one module per area (`resolve`, `install`, `trust`; the case they share
-//! in `fixture`). The fixture repository, its server and the file helpers are the root
+//! in `fixture`), and against the build host's own mirror (`host`: needs root, the network and
+//! dpkg). The fixture repository, its server and the file helpers are the root
 //! package's test support (`tests/it/common`), taken by path so that they have one home; they
 //! need `dpkg-deb`, `dpkg-query` and `gpg`. Run one area with
 //! `cargo test -p gpuimg-apt --test it <module>::`.
@@ -19,6 +20,7 @@ mod fs;
 mod http;
 
 mod fixture;
+mod host;
 mod install;
 mod resolve;
 mod trust;
