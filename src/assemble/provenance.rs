@@ -12,7 +12,7 @@ use std::sync::Arc;
 /// The kind of package an entry came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum PackageKind {
-    /// A Debian package (`.deb`) installed by `sources::apt`.
+    /// A Debian package (`.deb`) installed by `gpuimg_apt`.
     Deb,
     /// A Python wheel installed by `sources::wheel` (the name is the normalised project name).
     Wheel,

@@ -1,5 +1,5 @@
 //! The plan's one apt install, cut into its component trees: every package of the set is
-//! unpacked once into a scratch root (`sources::apt::install`), the root is assembled into
+//! unpacked once into a scratch root (`sources::gpuimg_apt::install`), the root is assembled into
 //! one tree, stripped (keeping dpkg's lists true, `passes`), and split by the plan's package → component assignment
 //! (`plan::split`) into one tree per component plus `metadata`, which holds what no package
 //! owns (the dpkg database, ld.so.cache, passwd/group, the CA bundle).
@@ -21,9 +21,10 @@ use crate::plan::components::{self, Assignment};
 use crate::plan::libraries::{self, Library, Provider};
 use crate::plan::{source_specs, split, AptInstall, Loader, METADATA};
 use crate::profile::Platform;
-use crate::sources::apt::{self, AptOptions};
+use crate::sources::apt_tree::InstalledRoot;
 use crate::sources::Source;
 use crate::strip::Rules;
+use gpuimg_apt::AptOptions;
 use gpuimg_fetch::observe::Observer;
 use gpuimg_fetch::Trust;
 use gpuimg_store::cache::Cache;
@@ -38,7 +39,7 @@ pub fn apt_options(cache_root: &Path, offline: bool, trust: &Trust) -> AptOption
 }
 
 fn owners(
-    installed: &apt::Installed,
+    installed: &gpuimg_apt::Installed,
     assignment: &Assignment,
     platform: &Platform,
     tree: &Tree,
@@ -59,7 +60,8 @@ fn owners(
             out.insert(path.clone(), c.to_string());
         }
     }
-    for link in apt::merged_usr_links(source_specs::architecture(platform).debian()) {
+    for link in gpuimg_apt::merged_usr_links(source_specs::architecture(platform).debian().as_str())
+    {
         out.insert(link.to_string(), components::OS.to_string());
     }
     out
@@ -72,8 +74,8 @@ pub enum AptLoader<'a> {
 }
 
 /// What the wheels add for the loader, in the sources' terms.
-fn extra(loader: &Loader) -> apt::LoaderExtra {
-    apt::LoaderExtra {
+fn extra(loader: &Loader) -> gpuimg_apt::LoaderExtra {
+    gpuimg_apt::LoaderExtra {
         conf: loader.conf.clone(),
         libraries: loader.found.clone(),
     }
@@ -86,7 +88,7 @@ fn loader_options(mut opts: AptOptions, loader: &AptLoader<'_>) -> AptOptions {
         AptLoader::Known(l) => opts.loader = extra(l),
         AptLoader::Later(g) => {
             let g = (*g).clone();
-            opts.loader_later = Some(apt::LoaderLater(std::sync::Arc::new(move || {
+            opts.loader_later = Some(gpuimg_apt::LoaderLater(std::sync::Arc::new(move || {
                 g.wait().map(|l| extra(&l))
             })));
         }
@@ -96,7 +98,7 @@ fn loader_options(mut opts: AptOptions, loader: &AptLoader<'_>) -> AptOptions {
 
 /// The image's libraries, apt packages' and wheels' together: no driver library among the
 /// packages' files, and one provider per SONAME (see `plan::libraries`).
-fn check_libraries(installed: &apt::Installed, loader: &Loader) -> Result<(), BuildError> {
+fn check_libraries(installed: &gpuimg_apt::Installed, loader: &Loader) -> Result<(), BuildError> {
     let owner = |path: &str| {
         installed
             .owners
@@ -132,7 +134,7 @@ fn check_libraries(installed: &apt::Installed, loader: &Loader) -> Result<(), Bu
 /// objects, their directories in `ld.so.cache` and the apt packages' SONAMEs; a library
 /// nothing loads is not judged (a plugin for InfiniBand needs `libibverbs`), and the driver's
 /// libraries count as provided (the container runtime injects them).
-fn check_needs(installed: &apt::Installed, loader: &Loader, obs: &mut dyn Observer) {
+fn check_needs(installed: &gpuimg_apt::Installed, loader: &Loader, obs: &mut dyn Observer) {
     if loader.objects.is_empty() {
         return;
     }
@@ -166,7 +168,7 @@ fn check_needs(installed: &apt::Installed, loader: &Loader, obs: &mut dyn Observ
 
 /// `: add `libstdc++6` (...)` where the SONAME table knows the Debian package that ships it.
 fn missing_hint(name: &str) -> String {
-    apt::soname_hint(name)
+    gpuimg_apt::soname_hint(name)
         .map(|h| format!(": add {h}"))
         .unwrap_or_default()
 }
@@ -184,7 +186,7 @@ pub struct AptLayers {
 
 /// Install the plan's package set once and split it. The components in `stream` are written
 /// while unpacking (their layers come back finished); the others come back as trees. The
-/// packages of `cached` components may be replayed from their sketches (`sources::apt`):
+/// packages of `cached` components may be replayed from their sketches (`gpuimg_apt`):
 /// their trees are then incomplete and must not be written, while every other component's
 /// tree and `metadata` are exactly what a full install gives.
 #[allow(clippy::too_many_arguments)]
@@ -205,7 +207,7 @@ pub fn install_and_split(
         .map_err(assemble::AssembleError::Io)?;
     let front = BTreeMap::from([(
         components::OS.to_string(),
-        apt::merged_usr_links(install.architecture.debian())
+        gpuimg_apt::merged_usr_links(install.architecture.debian().as_str())
             .into_iter()
             .map(str::to_string)
             .collect(),
@@ -221,9 +223,9 @@ pub fn install_and_split(
         stream,
     );
     let mut failed: Option<BuildError> = None;
-    let installed = apt::install_replaying(
+    let installed = gpuimg_apt::install_replaying(
         &install.spec,
-        &install.architecture,
+        &install.architecture.debian(),
         &loader_options(
             apt_options(&opts.cache_root, opts.offline, &opts.trust),
             &loader,
@@ -245,7 +247,7 @@ pub fn install_and_split(
         obs,
     );
     let installed = match (installed, failed) {
-        (Err(apt::AptError::Consumer { .. }), Some(e)) => return Err(e),
+        (Err(gpuimg_apt::AptError::Consumer { .. }), Some(e)) => return Err(e),
         (r, _) => r?,
     };
     // Known by now: the install waited for it before writing `ld.so.cache`.
@@ -261,7 +263,7 @@ pub fn install_and_split(
     };
     check_libraries(&installed, loader)?;
     check_needs(&installed, loader, obs);
-    let mut tree = apt::InstalledRoot {
+    let mut tree = InstalledRoot {
         root: &root,
         installed: &installed,
     }

@@ -136,7 +136,7 @@ pub enum BuildError {
     #[error(transparent)]
     Registry(#[from] registry::RegistryError),
     #[error(transparent)]
-    Apt(#[from] crate::sources::apt::AptError),
+    Apt(#[from] gpuimg_apt::AptError),
     #[error(transparent)]
     Split(#[from] crate::plan::split::SplitError),
     #[error(transparent)]

@@ -29,7 +29,7 @@ use gpuimg_store::digest::Digest;
 use gpuimg_store::staging::Staged;
 
 /// From how many job slots on the apt install begins beside the wheel jobs: its decoding
-/// holds packages in memory (`sources::apt` decode window), and on two CPUs, beside a wheel
+/// holds packages in memory (`gpuimg_apt` decode window), and on two CPUs, beside a wheel
 /// layer being written and the next being installed, it took the cold PyTorch build from
 /// about 180 MB to 270 MB for no gain in time (BENCHMARKS.md).
 const EARLY_APT_JOBS: usize = 3;

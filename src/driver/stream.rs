@@ -26,8 +26,8 @@ use crate::assemble::{self, Entry, EntryKind, Tree, Xattrs};
 use crate::layer::{LayerBlob, LayerOptions, LayerStream};
 use crate::plan::components::Assignment;
 use crate::profile::StripClass;
-use crate::sources::apt::UnpackedPackage;
 use crate::strip::{self, Rules};
+use gpuimg_apt::UnpackedPackage;
 use gpuimg_fetch::observe::Observer;
 use gpuimg_store::cache::Cache;
 

@@ -15,7 +15,6 @@ use crate::lock::LockedPackage;
 use crate::plan::components::PackageMeta;
 use crate::plan::{self, source_specs, AptFacts, Facts, SelftestBinary};
 use crate::profile::{AptSpec, Base, Profile};
-use crate::sources::apt;
 use gpuimg_fetch::observe::Observer;
 use gpuimg_pypi::PythonRequest;
 use gpuimg_store::cache::{Bucket, Cache, Key};
@@ -201,7 +200,7 @@ fn gather(
 /// the record of an earlier build of the same set, else read from the packages themselves.
 fn apt_facts(
     spec: &AptSpec,
-    prefer: &[apt::Preference],
+    prefer: &[gpuimg_apt::Preference],
     profile: &Profile,
     fixed: Option<Vec<LockedPackage>>,
     req: &BuildRequest,
@@ -215,9 +214,9 @@ fn apt_facts(
     aopts.prefer = prefer.to_vec();
     let mut packages = match fixed {
         Some(d) => d,
-        None => apt::resolve(
+        None => gpuimg_apt::resolve(
             &source_specs::apt_packages(spec, &profile.dir),
-            &source_specs::architecture(&profile.platform),
+            &source_specs::architecture(&profile.platform).debian(),
             &aopts,
             obs,
         )
@@ -232,7 +231,7 @@ fn apt_facts(
     if let Some(metas) = recorded_metas(&cache, &key, packages.len()) {
         return Ok(AptFacts { packages, metas });
     }
-    let metas: Vec<PackageMeta> = apt::describe(&packages, &aopts, obs)?
+    let metas: Vec<PackageMeta> = gpuimg_apt::describe(&packages, &aopts, obs)?
         .into_iter()
         .map(|i| PackageMeta {
             name: i.name,

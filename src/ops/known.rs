@@ -89,9 +89,9 @@ pub fn gather(
     if let Base::Apt(spec) = &profile.base {
         super::stack::check_base_packages(profile, spec)?;
         let aopts = crate::driver::apt_options(reach.cache_root, reach.offline, reach.trust);
-        let debs = crate::sources::apt::resolve(
+        let debs = gpuimg_apt::resolve(
             &crate::plan::source_specs::apt_packages(spec, &profile.dir),
-            &crate::plan::source_specs::architecture(&profile.platform),
+            &crate::plan::source_specs::architecture(&profile.platform).debian(),
             &aopts,
             obs,
         )
@@ -304,8 +304,7 @@ pub fn base_packages(
                         source,
                     }
                 })?;
-            Ok(status
-                .map(|s| crate::sources::apt::installed_packages(&String::from_utf8_lossy(&s))))
+            Ok(status.map(|s| gpuimg_apt::installed_packages(&String::from_utf8_lossy(&s))))
         }
         Base::None => Ok(None),
     }

@@ -73,12 +73,12 @@ pub fn lock(
             _ => {
                 let mut aopts = apt_options(cache_root, offline, trust);
                 aopts.prefer = super::stack::apt_preferences(profile, &roots);
-                crate::sources::apt::resolve(
+                gpuimg_apt::resolve(
                     &source_specs::apt_packages(
                         &super::stack::apt_spec(spec, &roots),
                         &profile.dir,
                     ),
-                    &source_specs::architecture(&profile.platform),
+                    &source_specs::architecture(&profile.platform).debian(),
                     &aopts,
                     obs,
                 )

@@ -24,9 +24,9 @@ use crate::lock::LockError;
 use crate::plan::PlanError;
 use crate::profile::ProfileError;
 use crate::resolve::ResolveError;
-use crate::sources::apt::AptError;
 use crate::sources::image_interpreter::BasePythonError;
 use crate::sources::wheel::WheelError;
+use gpuimg_apt::AptError;
 use gpuimg_expect::ExpectError;
 use gpuimg_pypi::PypiError;
 

@@ -14,7 +14,7 @@ use crate::catalog::Catalog;
 use crate::lock::{LockedPackage, LockedWheel};
 use crate::profile::{AptSpec, Located, Profile, ProviderKind};
 use crate::resolve::{Component, Resolution};
-use crate::sources::apt::Preference;
+use gpuimg_apt::Preference;
 use gpuimg_expect::version::{Constraint, Version};
 use gpuimg_pypi::PythonRequest;
 
@@ -135,7 +135,7 @@ pub fn apt_preferences(profile: &Profile, roots: &[ComponentRelation]) -> Vec<Pr
 /// The package names of an apt root group (`cuda-cudart-12-4 | libcudart12`), read as the
 /// solver reads it; none when it does not parse (the solver then refuses it).
 fn group_names(group: &str) -> Vec<String> {
-    crate::sources::apt::root_relations(group)
+    gpuimg_apt::root_relations(group)
         .map(|g| g.into_iter().map(|r| r.name).collect())
         .unwrap_or_default()
 }
@@ -166,8 +166,8 @@ fn preference(package: &str, cuda_major: Option<u64>, release: Option<Constraint
 /// `name=version`, `name (>= version)`, `a | b`): bad input at its position otherwise.
 pub fn check_base_packages(profile: &Profile, spec: &AptSpec) -> Result<(), OpsError> {
     for p in &spec.packages {
-        if let Err(message) = crate::sources::apt::root_relations(&p.value) {
-            let refused = crate::sources::apt::AptError::InvalidRoot {
+        if let Err(message) = gpuimg_apt::root_relations(&p.value) {
+            let refused = gpuimg_apt::AptError::InvalidRoot {
                 text: p.value.clone(),
                 message,
             };
@@ -223,9 +223,8 @@ pub fn check_apt_agreement(
                 )));
             }
         }
-        let fits = deb
-            .upstream_release()
-            .is_some_and(|have| want.matches(&have));
+        let fits =
+            crate::lock::upstream_release(&deb.version).is_some_and(|have| want.matches(&have));
         if !fits {
             return Err(OpsError::Incompatible(format!(
                 "`stack.{c}: \"{}\"` ({}:{}:{}) asks for {c} {}, but the base's apt repositories install `{} {}` ({}) for `{}` (catalog/debs.yaml [{}])",

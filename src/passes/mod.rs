@@ -129,7 +129,7 @@ pub enum PassError {
     #[error(transparent)]
     Wheel(#[from] crate::sources::wheel::WheelError),
     #[error(transparent)]
-    Apt(#[from] crate::sources::apt::AptError),
+    Apt(#[from] gpuimg_apt::AptError),
 }
 
 impl PassError {

@@ -1,6 +1,6 @@
 //! A layer's tree stripped, with the records that describe it kept true: `strip` removes the
 //! entries, then every wheel `RECORD` (`sources::wheel::prune_records`) and every dpkg file
-//! list (`sources::apt::prune_lists`) in the same tree loses the removed paths. `protect`
+//! list (`sources::apt_tree::prune_lists`) in the same tree loses the removed paths. `protect`
 //! holds the paths `ld.so.cache` indexes, which strip never removes, so the cache stays true
 //! without being rewritten. dpkg's lists also name files of packages replayed from their
 //! sketches without being written (their layers are cached): those are judged by their path
@@ -9,7 +9,7 @@
 use super::{PassContext, PassError};
 use crate::assemble::Tree;
 use crate::profile::StripClass;
-use crate::sources::{apt, wheel};
+use crate::sources::{apt_tree, wheel};
 use crate::strip::{self, Stripped};
 use gpuimg_fetch::observe::Observer;
 
@@ -28,7 +28,7 @@ pub(super) fn strip_tree(
     }
     let records = wheel::prune_records(tree, &s.removed)?;
     // What the tree does not hold (a replayed package's unwritten files) is judged by its path.
-    let lists = apt::prune_lists(tree, &|path| {
+    let lists = apt_tree::prune_lists(tree, &|path| {
         s.removed.contains(path) || strip::would_remove(path, classes, rules, protect)
     })?;
     let mut rewritten = Vec::new();

@@ -46,7 +46,7 @@ pub fn cuda_debs<'a>(
 )> {
     debs.iter()
         .filter_map(|d| {
-            let v = d.upstream_release()?;
+            let v = crate::lock::upstream_release(&d.version)?;
             let libs =
                 crate::catalog::deb_libraries(&d.name, &v.to_string(), &d.version, debian_arch)
                     .ok()

@@ -242,7 +242,7 @@ pub enum Inputs {
 #[derive(Debug, Clone)]
 pub struct AptInstall {
     /// The repositories and packages asked for.
-    pub spec: crate::sources::apt::PackagesSpec,
+    pub spec: gpuimg_apt::PackagesSpec,
     /// The platform's architecture the packages are for.
     pub architecture: crate::sources::Architecture,
     pub packages: Vec<LockedPackage>,
@@ -418,7 +418,9 @@ pub fn plan(
     let cuda_debs = facts.apt.as_ref().map_or(Vec::new(), |a| {
         installed::cuda_debs(
             &a.packages,
-            source_specs::architecture(&profile.platform).debian(),
+            source_specs::architecture(&profile.platform)
+                .debian()
+                .as_str(),
         )
     });
     let wheels = python.as_ref().map_or(&[][..], |p| p.wheels.as_slice());

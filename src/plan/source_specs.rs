@@ -1,5 +1,5 @@
 //! The profile's sections as the plain specs `sources` take: one conversion per spec, so that
-//! `sources` never import the profile's types (`apt::PackagesSpec` from `base.apt`,
+//! `sources` never import the profile's types (`gpuimg_apt::PackagesSpec` from `base.apt`,
 //! `files::FileSpec` from `files:`, `pypi::RequestSpec` from `python:`, [`Architecture`] from
 //! `platform:`).
 //!
@@ -9,9 +9,9 @@
 use std::path::Path;
 
 use crate::profile::{AptSpec, FileEntry, FindLink, Platform, Profile};
-use crate::sources::apt::{Mirror, PackagesSpec, RepoSpec};
 use crate::sources::files::FileSpec;
 use crate::sources::Architecture;
+use gpuimg_apt::{Mirror, PackagesSpec, RepoSpec};
 use gpuimg_pypi::{FindLinkSpec, RequestSpec};
 
 /// The image's architecture.

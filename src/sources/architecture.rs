@@ -18,13 +18,8 @@ impl Architecture {
     }
 
     /// The Debian architecture name (`ppc64le` is Debian's `ppc64el`).
-    pub fn debian(&self) -> &str {
-        match self.0.as_str() {
-            "amd64" => "amd64",
-            "arm64" => "arm64",
-            "ppc64le" => "ppc64el",
-            other => other,
-        }
+    pub fn debian(&self) -> gpuimg_apt::DebianArch {
+        gpuimg_apt::DebianArch::from_oci(&self.0)
     }
 
     /// Python's `platform.machine()` (`x86_64`, `aarch64`).

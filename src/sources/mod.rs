@@ -2,19 +2,20 @@
 //!
 //! A [`Source`] reads its input into a [`Tree`] whose entries carry their
 //! [`Provenance`](crate::assemble::Provenance): [`rootfs::Rootfs`] (a base tarball or
-//! directory), [`files::Files`] (the profile's `files:`), [`apt::InstalledRoot`] (the root
-//! [`apt::install`] unpacked, each path stamped with the package that shipped it) and
-//! [`wheel::Wheels`] (one layer's fetched wheels, installed for the image's interpreter). `apt` itself
-//! speaks Debian/Ubuntu repositories natively; the crate `gpuimg-pypi` resolves and fetches
-//! Python wheels from a package index for the image's interpreter (`image_interpreter`, read
-//! from the base's packages) and holds what resolution hands the installer (`PinnedWheel`).
+//! directory), [`files::Files`] (the profile's `files:`), [`apt_tree::InstalledRoot`] (the root
+//! `gpuimg_apt::install` unpacked, each path stamped with the package that shipped it) and
+//! [`wheel::Wheels`] (one layer's fetched wheels, installed for the image's interpreter). The
+//! crate `gpuimg-apt` speaks Debian/Ubuntu repositories natively; the crate `gpuimg-pypi`
+//! resolves and fetches Python wheels from a package index for the image's interpreter
+//! (`image_interpreter`, read from the base's packages) and holds what resolution hands the
+//! installer (`PinnedWheel`).
 //! The walking and indexing stay in `assemble`; sources decide what an input is and where
 //! each entry came from.
-//! Sources take plain specs (`apt::PackagesSpec`, `files::FileSpec`, `gpuimg_pypi::RequestSpec`,
+//! Sources take plain specs (`gpuimg_apt::PackagesSpec`, `files::FileSpec`, `gpuimg_pypi::RequestSpec`,
 //! [`Architecture`]), never the profile's types: the plan converts (`plan::source_specs`).
 //! Must never run code from a package (no maintainer scripts, no chroot).
 
-pub mod apt;
+pub mod apt_tree;
 mod architecture;
 pub mod files;
 pub mod image_interpreter;

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use gpuimg::plan::source_specs;
 use gpuimg::profile::{self, Base};
-use gpuimg::sources::apt::{self, AptOptions};
+use gpuimg_apt::{self as apt, AptOptions};
 use gpuimg_fetch::observe::Silent;
 
 #[test]
@@ -28,9 +28,17 @@ fn bench_essential_install() {
     let opts = AptOptions::new(&cache);
     std::fs::create_dir_all(&dest).unwrap();
     let t = Instant::now();
-    let locked = apt::resolve(&spec, &arch, &opts, &mut Silent).unwrap();
+    let locked = apt::resolve(&spec, &arch.debian(), &opts, &mut Silent).unwrap();
     let resolve_s = t.elapsed().as_secs_f64();
-    let installed = apt::install(&spec, &arch, &opts, Some(&locked), &dest, &mut Silent).unwrap();
+    let installed = apt::install(
+        &spec,
+        &arch.debian(),
+        &opts,
+        Some(&locked),
+        &dest,
+        &mut Silent,
+    )
+    .unwrap();
     let total_s = t.elapsed().as_secs_f64();
     let bytes: u64 = locked.iter().map(|p| p.size).sum();
     println!(

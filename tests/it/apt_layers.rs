@@ -244,7 +244,7 @@ fn lock_package_names(lock: &serde_json::Value) -> Vec<String> {
 fn install_into(dest: &Path, packages: &str) {
     use gpuimg::plan::source_specs;
     use gpuimg::profile::{self, Base};
-    use gpuimg::sources::apt::{self, AptOptions};
+    use gpuimg_apt::{self as apt, AptOptions};
     use gpuimg_fetch::observe::Silent;
     let yaml = format!(
         "name: t\nbase:\n  apt:\n    mirror: host\n    suite: bookworm\n    packages: [{packages}]\n"
@@ -259,6 +259,14 @@ fn install_into(dest: &Path, packages: &str) {
     );
     let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("apt-layers-cache");
     let opts = AptOptions::new(&cache);
-    let locked = apt::resolve(&spec, &arch, &opts, &mut Silent).unwrap();
-    apt::install(&spec, &arch, &opts, Some(&locked), dest, &mut Silent).unwrap();
+    let locked = apt::resolve(&spec, &arch.debian(), &opts, &mut Silent).unwrap();
+    apt::install(
+        &spec,
+        &arch.debian(),
+        &opts,
+        Some(&locked),
+        dest,
+        &mut Silent,
+    )
+    .unwrap();
 }

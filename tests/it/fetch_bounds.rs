@@ -18,7 +18,7 @@ use std::time::Duration;
 use common::*;
 use gpuimg::plan::source_specs;
 use gpuimg::profile::{self, Base};
-use gpuimg::sources::apt::{self, AptOptions};
+use gpuimg_apt::{self as apt, AptOptions};
 use gpuimg_fetch::observe::Observer;
 use gpuimg_fetch::{Clock, FetchLimits, ManualClock, BACKOFF, MAX_ROOT_BYTES};
 
@@ -200,7 +200,7 @@ fn install(suite: &str, package: &str, limits: FetchLimits) -> (Result<(), Strin
     std::fs::create_dir(&dest).unwrap();
     let r = apt::install(
         &source_specs::apt_packages(&spec, tmp.path()),
-        &source_specs::architecture(&p.platform),
+        &source_specs::architecture(&p.platform).debian(),
         &opts,
         None,
         &dest,

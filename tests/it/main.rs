@@ -11,7 +11,6 @@ mod apt_bench;
 mod apt_confinement;
 mod apt_driver_libraries;
 mod apt_fixture;
-mod apt_host;
 mod apt_image;
 mod apt_layers;
 mod apt_resolution_cache;

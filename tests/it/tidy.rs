@@ -200,12 +200,12 @@ fn the_profile_template_and_the_example_profiles_load() {
 /// through `gpuimg_store::confined::Root` (root-confined resolution), never a plain path operation
 /// that would follow a package's symlink out of the root.
 const STAGING_ROOT_MODULES: &[&str] = &[
-    "src/sources/apt/unpack.rs",
-    "src/sources/apt/install.rs",
-    "src/sources/apt/fixups.rs",
-    "src/sources/apt/dpkgdb.rs",
-    "src/sources/apt/ldcache.rs",
-    "src/sources/apt/filecaps.rs",
+    "crates/apt/src/unpack.rs",
+    "crates/apt/src/install.rs",
+    "crates/apt/src/fixups.rs",
+    "crates/apt/src/dpkgdb.rs",
+    "crates/apt/src/ldcache.rs",
+    "crates/apt/src/filecaps.rs",
 ];
 
 #[test]

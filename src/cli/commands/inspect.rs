@@ -226,7 +226,7 @@ fn unused_text(r: &crate::inspect::UnusedReport) -> String {
         r.missing.len()
     ));
     for m in &r.missing {
-        let add = crate::sources::apt::soname_hint(&m.needed)
+        let add = gpuimg_apt::soname_hint(&m.needed)
             .map(|h| format!("; add {h}"))
             .unwrap_or_default();
         s.push_str(&format!("  {}  (needed by {}{add})\n", m.needed, m.by));

@@ -1,6 +1,8 @@
 //! A fixture apt repository for the `apt_*` tests: packages built with dpkg-deb (or by hand,
 //! for entries dpkg-deb refuses), `Packages` and `Release` written and signed with a throwaway
-//! gpg key. `http.rs` serves it. Needs `dpkg-deb` and `gpg` (Debian packages `dpkg`, `gpg`);
+//! gpg key. `http.rs` serves it. [`apt_fixture`] is the apt client's own (also used by the
+//! crate `gpuimg-apt`'s tests, `crates/apt/tests/it`, which take this file, `http.rs`, `cmd.rs`
+//! and `fs.rs` by path). Needs `dpkg-deb` and `gpg` (Debian packages `dpkg`, `gpg`);
 //! fails loudly without them.
 
 use std::io::Write;
@@ -257,4 +259,99 @@ pub fn signed_repo(suites: &[(&str, Vec<&Pkg>)]) -> SignedRepo {
         _server: server,
         _dir: dir,
     }
+}
+
+/// The fixture repository of the apt client's tests ([`apt_fixture`]): suites `stable`
+/// (signed), `unsigned` and `tampered` (a flipped byte in its `Packages.gz`), packages for the
+/// solver's cases (alternatives, versioned virtuals, Pre-Depends, Multi-Arch, conflicts), a
+/// truncated and a corrupted download, and `evil` with a `../escape` path.
+pub struct AptFixture {
+    _dir: tempfile::TempDir,
+    pub url: String,
+    /// The key `stable` and `tampered` are signed with.
+    pub key: PathBuf,
+    /// A key nothing is signed with.
+    pub wrong_key: PathBuf,
+    _server: super::http::Server,
+}
+
+static FIXTURE: std::sync::OnceLock<AptFixture> = std::sync::OnceLock::new();
+
+/// Built and served once per test binary.
+pub fn apt_fixture() -> &'static AptFixture {
+    FIXTURE.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("repo");
+        let work = dir.path().join("work");
+        let (home, key) = gen_key(dir.path(), "fixture");
+        let (_, wrong_key) = gen_key(dir.path(), "other");
+        let big: &'static [u8] = Box::leak(vec![7u8; 200_000].into_boxed_slice());
+        let mut app = pkg("app", "1.0").field("Pre-Depends", "pre").field(
+            "Depends",
+            "nonexist | alt-b, virt (>= 2), lib (<< 2), tool:any, x1 | x2",
+        );
+        app.files = vec![
+            ("/usr/bin/app", b"#!/bin/sh\necho app\n", 0o755),
+            ("/usr/bin/app-suid", b"suid\n", 0o4755),
+            ("/bin/app-legacy", b"legacy\n", 0o755),
+            ("/etc/app.conf", b"conf=1\n", 0o644),
+        ];
+        app.symlinks = vec![("/usr/bin/app-link", "app")];
+        app.hardlinks = vec![("/usr/bin/app-hard", "/usr/bin/app")];
+        app.compression = "xz";
+        let mut pre = pkg("pre", "1.0").field("Essential", "yes");
+        pre.files = vec![("/usr/share/pre/pre.txt", b"pre\n", 0o644)];
+        pre.compression = "zstd";
+        let mut trunc = pkg("trunc", "1.0");
+        trunc.files = vec![("/usr/share/trunc/big", big, 0o644)];
+        trunc.compression = "none";
+        let pkgs = vec![
+            app,
+            pre,
+            pkg("lib", "1.0"),
+            pkg("lib", "2.0"),
+            pkg("alt-b", "1.0"),
+            pkg("prov-old", "1.0").field("Provides", "virt (= 1)"),
+            pkg("prov-new", "1.0").field("Provides", "virt (= 2)"),
+            pkg("tool", "1.0").field("Multi-Arch", "allowed"),
+            pkg("plain", "1.0"),
+            pkg("x1", "1.0").field("Conflicts", "pre"),
+            pkg("x2", "1.0"),
+            pkg("needs-ghost", "1.0").field("Depends", "ghost (>= 1)"),
+            pkg("bad-any", "1.0").field("Depends", "plain:any"),
+            pkg("clash", "1.0").field("Depends", "c1"),
+            pkg("c1", "1.0").field("Conflicts", "app"),
+            pkg("tampered", "1.0"),
+            trunc,
+        ];
+        let mut stanzas: Vec<String> = pkgs
+            .iter()
+            .map(|p| stanza(&root, &build_deb(&root, &work, p)))
+            .collect();
+        stanzas.push(stanza(&root, &evil_deb(&root, "evil", "../escape")));
+        write_dist(&root, "stable", &stanzas, Some(&home));
+        write_dist(&root, "unsigned", &stanzas, None);
+        write_dist(&root, "tampered", &stanzas, Some(&home));
+        let p = root.join("dists/tampered/main/binary-amd64/Packages.gz");
+        let mut b = std::fs::read(&p).unwrap();
+        let n = b.len();
+        b[n - 9] ^= 1;
+        std::fs::write(&p, b).unwrap();
+        let server = super::http::serve(&root);
+        server.faults.lock().unwrap().insert(
+            "/pool/main/trunc_1.0_amd64.deb".into(),
+            super::http::Fault::Truncate,
+        );
+        server.faults.lock().unwrap().insert(
+            "/pool/main/tampered_1.0_amd64.deb".into(),
+            super::http::Fault::Corrupt,
+        );
+        AptFixture {
+            url: server.url.clone(),
+            key,
+            wrong_key,
+            _server: server,
+            _dir: dir,
+        }
+    })
 }

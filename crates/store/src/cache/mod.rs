@@ -20,7 +20,7 @@
 //! ├── resolutions-v1/<key>.json       Resolutions: an apt request + its signed indexes' digests
 //! │                                   → the package set (no index parsed on an unchanged build)
 //! ├── sketches-v1/<key>.json          Sketches: a `.deb`'s sha256 → its entries without the
-//! │                                   file bytes no metadata step reads (`sources::apt`)
+//! │                                   file bytes no metadata step reads (`gpuimg_apt`)
 //! ├── index-maps-v1/<key>.json        Index maps: a decompressed package index's sha256 and an
 //! │                                   architecture → where each stanza lies, the names it
 //! │                                   provides (a changed request resolves without a scan)

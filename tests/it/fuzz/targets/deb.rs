@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use arbitrary::{Arbitrary, Result, Unstructured};
-use gpuimg::sources::apt::parsers::{decode_in_order, paragraphs, read_deb, unpack, Decoded};
-use gpuimg::sources::apt::AptError;
+use gpuimg_apt::parsers::{decode_in_order, paragraphs, read_deb, unpack, Decoded};
+use gpuimg_apt::AptError;
 use gpuimg_store::confined::Root;
 
 use crate::fuzz::harness::{files, work_dir, Target, Verdict};
@@ -437,7 +437,7 @@ fn check(input: &[u8]) -> Verdict {
                 read_deb("fuzz", &deb, |_, r| unpack(&root_a, "fuzz", &mut capped(r)))?.1
             }
             Decoded::Control(_) => {
-                return Err(gpuimg::sources::apt::AptError::InvalidDeb {
+                return Err(gpuimg_apt::AptError::InvalidDeb {
                     package: "fuzz".into(),
                     message: "only the control members were decoded, though the data was asked for"
                         .into(),

@@ -1,5 +1,5 @@
 //! Target `elf`: the ELF reader that indexes a package's shared libraries for `ld.so.cache`
-//! (class, machine, `DT_SONAME`; `sources::apt::parsers::parse_elf`).
+//! (class, machine, `DT_SONAME`; `gpuimg_apt::parsers::parse_elf`).
 //!
 //! Seeds are two tiny real shared objects (64- and 32-bit, built by `scripts/fuzz-corpus.sh`);
 //! mutations overwrite header and table fields with edge numbers. Properties: a parsed object's
@@ -14,7 +14,7 @@
 //! left to strip.
 
 use arbitrary::{Result, Unstructured};
-use gpuimg::sources::apt::parsers::parse_elf;
+use gpuimg_apt::parsers::parse_elf;
 
 use crate::fuzz::harness::{files, Target, Verdict};
 use crate::fuzz::mutate::{self, ByteOp, INTERESTING};

@@ -9,8 +9,8 @@
 //! index's map, over the same text in a file, finds the same stanzas with the same contents.
 
 use arbitrary::{Result, Unstructured};
-use gpuimg::sources::apt::parsers::{paragraphs, solve, IndexMap, Package, Universe};
-use gpuimg::sources::apt::{AptError, Version};
+use gpuimg_apt::parsers::{paragraphs, solve, IndexMap, Package, Universe};
+use gpuimg_apt::{AptError, Version};
 
 use crate::fuzz::harness::{files, Target, Verdict};
 use crate::fuzz::mutate;

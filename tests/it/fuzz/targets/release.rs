@@ -1,5 +1,5 @@
 //! Target `release`: a repository's `InRelease` / `Release` + `Release.gpg` and the keyring
-//! that checks them, as `sources::apt` reads them: OpenPGP key and signature parsing (rpgp),
+//! that checks them, as `gpuimg_apt` reads them: OpenPGP key and signature parsing (rpgp),
 //! cleartext-signature stripping for `trusted` repositories, and the `Release` fields.
 //!
 //! An input has three parts (see `mutate::SEP`): an armored key (empty: the seed key), the
@@ -12,8 +12,8 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use arbitrary::{Arbitrary, Result, Unstructured};
-use gpuimg::sources::apt::parsers::{parse_release, strip_clearsign, KeySource, Keyring};
-use gpuimg::sources::apt::AptError;
+use gpuimg_apt::parsers::{parse_release, strip_clearsign, KeySource, Keyring};
+use gpuimg_apt::AptError;
 
 use crate::fuzz::harness::{files, Target, Verdict};
 use crate::fuzz::mutate::{self, havoc, join, parts};

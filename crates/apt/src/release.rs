@@ -9,10 +9,10 @@ use std::collections::BTreeMap;
 use gpuimg_fetch::{Artifact, FetchError, Fetcher};
 use gpuimg_store::digest::Digest;
 
-use super::control::paragraphs;
-use super::openpgp::Keyring;
-use super::repo::{Dist, Repo};
-use super::AptError;
+use crate::control::paragraphs;
+use crate::openpgp::Keyring;
+use crate::repo::{Dist, Repo};
+use crate::AptError;
 
 /// The parts of a `Release` file gpuimg uses.
 #[derive(Debug)]

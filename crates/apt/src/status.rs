@@ -1,7 +1,7 @@
 //! A dpkg `status` file read for what it says is installed (a rootfs base's
 //! `var/lib/dpkg/status`, for the image's Python): (name, version) pairs, nothing else.
 
-use super::control;
+use crate::control;
 
 /// The (name, version) of every package a dpkg `status` file says is installed (`Status:
 /// install ok installed`), in file order; paragraphs that do not parse are skipped.

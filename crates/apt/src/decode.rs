@@ -11,8 +11,8 @@ use std::path::PathBuf;
 use std::sync::mpsc;
 use std::sync::{Condvar, Mutex};
 
-use super::deb::{read_control, read_deb, ControlFiles};
-use super::AptError;
+use crate::deb::{read_control, read_deb, ControlFiles};
+use crate::AptError;
 
 /// Compressed size above which a package is streamed rather than decoded ahead.
 pub const IN_MEMORY_LIMIT: u64 = 32 << 20;

@@ -9,8 +9,8 @@ use std::cmp::Ordering;
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use super::unpack::ElfFacts;
-use super::AptError;
+use crate::unpack::ElfFacts;
+use crate::AptError;
 use gpuimg_elf::{self as elf, SharedObject};
 use gpuimg_store::confined::Root;
 

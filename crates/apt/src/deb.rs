@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::io::{BufReader, Read};
 use std::path::Path;
 
-use super::AptError;
+use crate::AptError;
 
 /// The control members of a package (`control`, `md5sums`, `conffiles`, scripts...), by name.
 pub struct ControlFiles {
@@ -148,7 +148,7 @@ pub fn read_control(package: &str, path: &Path) -> Result<ControlFiles, AptError
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sources::apt::decode::{decode_in_order, Decoded, DECODED_LIMIT};
+    use crate::decode::{decode_in_order, Decoded, DECODED_LIMIT};
 
     /// A zstd frame of `header` then zeros, `total` bytes once decompressed: raw and RLE blocks
     /// of 128 KiB, 4 bytes of input each (a decompression bomb).

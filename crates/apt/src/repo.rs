@@ -5,9 +5,9 @@
 
 use std::path::Path;
 
-use super::hostconf::{host_entries, trusted_keyrings, HostEntry, KeySource};
-use super::spec::{Mirror, PackagesSpec};
-use super::AptError;
+use crate::hostconf::{host_entries, trusted_keyrings, HostEntry, KeySource};
+use crate::spec::{Mirror, PackagesSpec};
+use crate::AptError;
 
 /// Where a repository's `Release` lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -138,7 +138,7 @@ pub fn repos_from_spec(spec: &PackagesSpec, apt_dir: &Path) -> Result<Vec<Repo>,
         if out.is_empty() {
             return Err(AptError::NoHostSources {
                 dir: apt_dir.display().to_string(),
-                near: super::suites::nearest_suites(&suite, apt_dir),
+                near: crate::suites::nearest_suites(&suite, apt_dir),
                 suite,
             });
         }
@@ -177,7 +177,7 @@ pub fn base_url(lock_id: &str, apt_dir: &Path) -> Result<String, AptError> {
         .ok_or_else(|| AptError::NoHostSources {
             dir: apt_dir.display().to_string(),
             suite: suite.to_string(),
-            near: super::suites::nearest_suites(suite, apt_dir),
+            near: crate::suites::nearest_suites(suite, apt_dir),
         })
 }
 

@@ -140,7 +140,7 @@ fn did_you_mean(near: &[String]) -> String {
 /// ` (did you mean `a`? from Debian's suite names and the host's apt sources)`, or nothing.
 fn suites_meant(near: &[String]) -> String {
     match did_you_mean(near).strip_suffix(')') {
-        Some(s) => format!("{s} from {})", super::suites::KNOWN_SUITES),
+        Some(s) => format!("{s} from {})", crate::suites::KNOWN_SUITES),
         None => String::new(),
     }
 }

@@ -18,8 +18,8 @@ use std::io::{self, Read};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use super::sketch::{Body, Header, Kind, Sketch, SketchEntry};
-use super::{dpkgdb, fixups, ldcache, AptError};
+use crate::sketch::{Body, Header, Kind, Sketch, SketchEntry};
+use crate::{dpkgdb, fixups, ldcache, AptError};
 use gpuimg_elf::SharedObject;
 use gpuimg_store::confined::Root;
 

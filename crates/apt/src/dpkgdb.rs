@@ -8,8 +8,8 @@ use std::path::Path;
 
 use md5::{Digest as _, Md5};
 
-use super::deb::ControlFiles;
-use super::AptError;
+use crate::deb::ControlFiles;
+use crate::AptError;
 use gpuimg_store::confined::Root;
 
 /// Conffiles larger than this get dpkg's `newconffile` marker instead of a checksum.

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::AptError;
+use crate::AptError;
 use gpuimg_store::confined::Root;
 
 /// Files the fix-ups read from packages are small; anything larger is refused, not read.
@@ -29,7 +29,7 @@ pub fn reads(path: &str) -> bool {
             .iter()
             .any(|(_, _, to)| path.strip_prefix('/') == Some(to))
         || path.strip_prefix('/') == Some(CA_CONF)
-        || super::ldcache::reads(path)
+        || crate::ldcache::reads(path)
 }
 
 /// Files the fix-ups copy from a package's shipped copy where no package shipped the target:

@@ -1,14 +1,20 @@
-//! `base.apt`: a native apt repository client. Resolve, verify, fetch and unpack
-//! `.deb` packages with no daemon, no chroot and no maintainer scripts.
+//! `gpuimg-apt`: a native apt repository client. Resolve, verify, fetch and unpack `.deb`
+//! packages with no daemon, no chroot and no maintainer scripts.
 //!
-//! Entry points: [`resolve`] (indexes only: the package set for `lock` and `build`),
-//! [`describe`] (each package's control fields, for the plan), [`install`] and
+//! Owns the apt side of a build: repository configuration (the profile's and the host's
+//! sources), `Release`/`InRelease` and their OpenPGP signatures, `Packages` indexes, the
+//! solver, `.deb` decoding and unpacking, the dpkg database, `ld.so.cache` and what skipped
+//! maintainer scripts would do (fix-ups), with the plain data it speaks in ([`PackagesSpec`],
+//! [`LockedPackage`], [`DebianArch`]).
+//! Its entry is this file's API: [`resolve`] (indexes only: the package set for `lock` and
+//! `build`), [`describe`] (each package's control fields, for the plan), [`install`] and
 //! [`install_replaying`] (the set into a root, for `build`; the latter replays packages whose
-//! layers are cached from their sketches, `sketch.rs`); [`InstalledRoot`] reads the installed root
-//! as a `Source`, each path stamped with its package.
+//! layers are cached from their sketches, `sketch.rs`). The root package reads the installed
+//! root into its trees (`sources::apt_tree`); this crate knows nothing of them.
 //! Must never trust an unsigned index (unless `trusted: true`, with a warning every time), nor
 //! a byte whose sha256 the signed chain did not give, nor write outside `dest`.
 
+mod architecture;
 mod control;
 mod deb;
 mod decode;
@@ -20,10 +26,10 @@ mod hostconf;
 mod index_map;
 mod install;
 mod ldcache;
+mod locked;
 mod needed;
 mod openpgp;
 mod prefer;
-mod provenance;
 mod prune;
 mod relation;
 mod release;
@@ -42,25 +48,25 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use crate::lock::LockedPackage;
-use crate::sources::Architecture;
 use gpuimg_fetch::observe::Observer;
 use gpuimg_fetch::{Artifact, FetchLimits, Fetcher, Trust};
 use gpuimg_store::cache::Bucket;
 
+pub use architecture::DebianArch;
 pub use error::AptError;
 pub use fixups::merged_usr_links;
 pub use ldcache::write_ld_cache;
+pub use locked::LockedPackage;
 pub use prefer::Preference;
-pub use provenance::{stamp_packages, InstalledRoot, GENERATED_BY};
-pub use prune::prune_lists;
+pub use prune::{is_file_list, prune_list, MAX_LIST_BYTES};
 pub use solver::root_relations;
 pub use sonames::{soname_hint, soname_packages};
 pub use spec::{Mirror, PackagesSpec, RepoSpec};
 pub use status::installed_packages;
 pub use version::Version;
 
-/// The parsers of untrusted bytes, for the fuzz targets (tests/fuzz); not a stable API.
+/// The parsers of untrusted bytes, for the root package's fuzz targets (`tests/it/fuzz`); not
+/// a stable API.
 #[doc(hidden)]
 pub mod parsers {
     pub use super::control::{paragraphs, Paragraph};
@@ -253,7 +259,7 @@ fn deb_artifacts(packages: &[LockedPackage], apt_dir: &Path) -> Result<Vec<Artif
 /// Fetch and verify the indexes and resolve the profile's packages to an exact set.
 pub fn resolve(
     spec: &PackagesSpec,
-    arch: &Architecture,
+    arch: &DebianArch,
     opts: &AptOptions,
     obs: &mut dyn Observer,
 ) -> Result<Vec<LockedPackage>, AptError> {
@@ -273,13 +279,13 @@ fn fetcher(opts: &AptOptions) -> Result<Fetcher, AptError> {
 
 fn resolve_with(
     spec: &PackagesSpec,
-    arch: &Architecture,
+    arch: &DebianArch,
     opts: &AptOptions,
     fetcher: &Fetcher,
     obs: &mut dyn Observer,
     warnings: &mut Vec<String>,
 ) -> Result<Vec<LockedPackage>, AptError> {
-    let arch = arch.debian();
+    let arch = arch.as_str();
     let repos = repo::repos_from_spec(spec, &opts.apt_dir)?;
     // Every repository's release at once (each is a round trip and a signature check); the
     // warnings and the first error in repository order.
@@ -537,7 +543,7 @@ fn read_index(path: &Path, name: &str, url: &str, plain: Option<u64>) -> Result<
 /// only the target architecture is read (no foreign architectures).
 pub fn install(
     spec: &PackagesSpec,
-    arch: &Architecture,
+    arch: &DebianArch,
     opts: &AptOptions,
     locked: Option<&[LockedPackage]>,
     dest: &Path,
@@ -576,7 +582,7 @@ pub struct UnpackedPackage<'a> {
 #[allow(clippy::too_many_arguments)]
 pub fn install_replaying(
     spec: &PackagesSpec,
-    arch: &Architecture,
+    arch: &DebianArch,
     opts: &AptOptions,
     locked: Option<&[LockedPackage]>,
     replayable: &dyn Fn(&str) -> bool,
@@ -611,7 +617,7 @@ pub fn install_replaying(
     };
     let paths = fetcher.fetch_all(&deb_artifacts(&packages, &opts.apt_dir)?, "packages", obs)?;
     let result = install::unpack_all(
-        arch.debian(),
+        arch.as_str(),
         &packages,
         &paths,
         dest,

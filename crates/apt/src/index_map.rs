@@ -1,6 +1,6 @@
 //! A package index's map: where each stanza of one architecture lies in the decompressed
 //! `Packages` text, the package it names, the virtual names it provides and whether it is
-//! `Essential: yes` — all the [`Universe`](super::universe::Universe) needs before the solver
+//! `Essential: yes` — all the [`Universe`](crate::universe::Universe) needs before the solver
 //! asks for a stanza, which is then read from the cached text alone.
 //!
 //! Kept in the cache's `index-maps-v1` bucket under the index's signed sha256 and the

@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use super::version::Version;
+use crate::version::Version;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {

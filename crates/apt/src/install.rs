@@ -7,11 +7,11 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::{
+use crate::LockedPackage;
+use crate::{
     control_field, deb, decode, dpkgdb, filecaps, fixups, ldcache, needed, sketch, unpack,
     AptError, PackageInfo, UnpackedPackage,
 };
-use crate::lock::LockedPackage;
 use gpuimg_fetch::observe::Observer;
 
 /// What unpacking all packages produced, before fix-ups.
@@ -37,8 +37,8 @@ pub fn unpack_all(
     dest: &Path,
     jobs: usize,
     replay: Replay<'_>,
-    loader: &super::LoaderExtra,
-    later: Option<&super::LoaderLater>,
+    loader: &crate::LoaderExtra,
+    later: Option<&crate::LoaderLater>,
     each: &mut dyn FnMut(&UnpackedPackage<'_>) -> std::io::Result<()>,
     obs: &mut dyn Observer,
 ) -> Result<Unpacking, AptError> {

@@ -5,8 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::control::paragraphs;
-use super::AptError;
+use crate::control::paragraphs;
+use crate::AptError;
 
 /// Where keys for a repository come from.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,11 +11,11 @@ use std::os::unix::fs::FileExt;
 
 use gpuimg_store::digest::Digest;
 
-use super::control::{paragraphs, Paragraph};
-use super::index_map::IndexMap;
-use super::relation::{parse_alternatives, parse_list, Relation};
-use super::version::Version;
-use super::AptError;
+use crate::control::{paragraphs, Paragraph};
+use crate::index_map::IndexMap;
+use crate::relation::{parse_alternatives, parse_list, Relation};
+use crate::version::Version;
+use crate::AptError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MultiArch {
@@ -308,7 +308,7 @@ impl Universe {
             })
         };
         let name = need("Package")?.to_string();
-        let ctx = |e: super::relation::RelationError| bad(format!("package `{name}`: {e}"));
+        let ctx = |e: crate::relation::RelationError| bad(format!("package `{name}`: {e}"));
         let alts = |f: &str| para.get(f).map_or(Ok(Vec::new()), parse_alternatives);
         let list = |f: &str| para.get(f).map_or(Ok(Vec::new()), parse_list);
         let version = Version::parse(need("Version")?).map_err(|e| bad(e.to_string()))?;

@@ -18,8 +18,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::ldcache;
-use super::sketch::Kind;
+use crate::ldcache;
+use crate::sketch::Kind;
 
 /// One entry of a package, as the plan needs it.
 pub struct Op<'a> {

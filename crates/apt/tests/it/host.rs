@@ -3,29 +3,27 @@
 //! and resolve a library moved out of the default paths through the generated ld.so.cache.
 //! Needs root (chroot, chown), network access to the host's mirror, and dpkg-query.
 
-use crate::common;
-
 use std::path::Path;
 use std::process::Command;
 
-use common::run_ok;
-use gpuimg::plan::source_specs;
-use gpuimg::profile::{self, Base};
-use gpuimg::sources::apt::{self, AptOptions};
+use crate::cmd::run_ok;
+use crate::fs::tree;
+use gpuimg_apt::{self as apt, AptOptions, DebianArch, Mirror, PackagesSpec};
 use gpuimg_fetch::observe::Silent;
 
-fn spec(packages: &str) -> (apt::PackagesSpec, gpuimg::sources::Architecture) {
-    let yaml = format!(
-        "name: t\nbase:\n  apt:\n    mirror: host\n    suite: bookworm\n    packages: [{packages}]\n"
-    );
-    let p = profile::parse(&yaml, "t.yaml", Path::new("."), &|_| None).unwrap();
-    match p.base {
-        Base::Apt(s) => (
-            source_specs::apt_packages(&s, Path::new(".")),
-            source_specs::architecture(&p.platform),
-        ),
-        other => panic!("expected an apt base, got {other:?}"),
-    }
+/// `packages` from the host's bookworm sources (`mirror: host`), for amd64.
+fn spec(packages: &str) -> (PackagesSpec, DebianArch) {
+    let spec = PackagesSpec {
+        mirror: Mirror::Host,
+        suite: "bookworm".to_string(),
+        components: vec!["main".to_string()],
+        keyring: None,
+        trusted: false,
+        essential: false,
+        packages: packages.split(", ").map(String::from).collect(),
+        repositories: Vec::new(),
+    };
+    (spec, DebianArch::from_oci("amd64"))
 }
 
 #[test]
@@ -97,7 +95,7 @@ fn host_mirror_python_image() {
         &mut Silent,
     )
     .unwrap();
-    assert_eq!(common::tree(root), common::tree(dest2.path()));
+    assert_eq!(tree(root), tree(dest2.path()));
 
     // base-passwd's masters became /etc/passwd; merged-/usr links are in place.
     let passwd = std::fs::read_to_string(root.join("etc/passwd")).unwrap();
@@ -132,7 +130,7 @@ fn host_mirror_python_image() {
         "python3 ran without libz in a known path"
     );
     let confined = gpuimg_store::confined::Root::open(root).unwrap();
-    apt::write_ld_cache(&confined, arch.debian(), &Default::default(), &[]).unwrap();
+    apt::write_ld_cache(&confined, arch.as_str(), &Default::default(), &[]).unwrap();
     let out = run_ok(Command::new("chroot").arg(root).args([
         "/usr/bin/python3",
         "-c",

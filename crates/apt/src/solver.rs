@@ -9,10 +9,10 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use super::prefer::Preference;
-use super::relation::{ArchQual, Relation};
-use super::universe::{MultiArch, Package, Universe};
-use super::AptError;
+use crate::prefer::Preference;
+use crate::relation::{ArchQual, Relation};
+use crate::universe::{MultiArch, Package, Universe};
+use crate::AptError;
 
 struct State<'u> {
     u: &'u Universe,
@@ -143,7 +143,7 @@ pub fn root_relations(text: &str) -> Result<Vec<Relation>, String> {
         })
         .collect();
     let joined = alternatives.join(" | ");
-    let mut groups = super::relation::parse_alternatives(&joined).map_err(|e| e.to_string())?;
+    let mut groups = crate::relation::parse_alternatives(&joined).map_err(|e| e.to_string())?;
     match (groups.pop(), groups.is_empty()) {
         (Some(group), true) if group.iter().all(|r| !r.name.is_empty()) => Ok(group),
         (None, _) => Err("empty".into()),
@@ -178,7 +178,7 @@ impl State<'_> {
             pr.name == rel.name
                 && match (&rel.constraint, &pr.constraint) {
                     (None, _) => true,
-                    (Some(_), Some((super::relation::Op::Eq, v))) => rel.accepts(v),
+                    (Some(_), Some((crate::relation::Op::Eq, v))) => rel.accepts(v),
                     (Some(_), _) => false,
                 }
                 && (!matches!(rel.arch, ArchQual::Any) || p.multi_arch != MultiArch::No)

@@ -7,8 +7,8 @@ use std::io::Cursor;
 
 use pgp::composed::{Deserializable, DetachedSignature, SignedPublicKey};
 
-use super::hostconf::KeySource;
-use super::AptError;
+use crate::hostconf::KeySource;
+use crate::AptError;
 
 /// Public keys (primary keys and their subkeys) that may sign a repository.
 pub struct Keyring {

@@ -6,8 +6,8 @@
 
 use std::path::Path;
 
-use super::hostconf::host_entries;
-use super::AptError;
+use crate::hostconf::host_entries;
+use crate::AptError;
 
 /// Debian's release codenames, oldest first, and the archive's aliases for them.
 const DEBIAN: &[&str] = &[
