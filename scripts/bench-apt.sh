@@ -14,14 +14,15 @@ SOURCES=${SOURCES:-/etc/apt/sources.list.d/debian.sources}
 W=$(mktemp -d /tmp/bench-apt.XXXXXX)
 trap 'rm -rf "$W"' EXIT
 
-bin=$(cargo test --release --test apt_bench --no-run --message-format=json 2>/dev/null \
-  | sed -n 's/.*"executable":"\([^"]*apt_bench[^"]*\)".*/\1/p' | tail -1)
+# The driver is a test of the root package's one test binary (tests/it/apt_bench.rs).
+bin=$(cargo test --release -p gpuimg --test it --no-run --message-format=json 2>/dev/null \
+  | sed -n 's/.*"executable":"\([^"]*\/it-[^"]*\)".*/\1/p' | tail -1)
 [ -x "$bin" ] || { echo "error: could not build the benchmark driver" >&2; exit 2; }
 
 now() { date +%s.%N; }
 run_ours() { # $1 = dest
   GPUIMG_BENCH_CACHE="$W/cache" GPUIMG_BENCH_DEST="$1" "$bin" --ignored --nocapture --test-threads 1 \
-    bench_essential_install >"$1.log" 2>&1 || { cat "$1.log" >&2; exit 1; }
+    --exact apt_bench::bench_essential_install >"$1.log" 2>&1 || { cat "$1.log" >&2; exit 1; }
 }
 size_gz() { tar --sort=name --numeric-owner --mtime=@0 -C "$1" -c . | gzip -n -6 | wc -c; }
 
