@@ -16,7 +16,6 @@ pub mod glob;
 pub mod profile;
 pub mod reference;
 
-pub mod assemble;
 pub mod export;
 pub mod image;
 pub mod inspect;

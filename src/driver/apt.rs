@@ -14,7 +14,6 @@ use std::path::Path;
 
 use super::stream::Streams;
 use super::{BuildError, BuildOptions};
-use crate::assemble::{self, EntryKind, Tree};
 use crate::layer::LayerBlob;
 use crate::passes::{self, Applied, PassContext, TreePass};
 use crate::plan::components::{self, Assignment};
@@ -25,6 +24,7 @@ use crate::sources::apt_tree::InstalledRoot;
 use crate::sources::Source;
 use crate::strip::Rules;
 use gpuimg_apt::AptOptions;
+use gpuimg_assemble::{EntryKind, Tree};
 use gpuimg_fetch::observe::Observer;
 use gpuimg_fetch::Trust;
 use gpuimg_store::cache::Cache;
@@ -204,7 +204,7 @@ pub fn install_and_split(
 ) -> Result<AptLayers, BuildError> {
     let root = scratch
         .new_subdir("apt-root")
-        .map_err(assemble::AssembleError::Io)?;
+        .map_err(gpuimg_assemble::AssembleError::Io)?;
     let front = BTreeMap::from([(
         components::OS.to_string(),
         gpuimg_apt::merged_usr_links(install.architecture.debian().as_str())

@@ -3,7 +3,7 @@
 //! is written).
 
 use super::BuildError;
-use crate::assemble::{DataSource, Entry, EntryKind, Provenance, Tree};
+use gpuimg_assemble::{DataSource, Entry, EntryKind, Provenance, Tree};
 use gpuimg_expect::BINARY_PATH;
 
 /// A tree holding one root-owned file at `path` (and its parent directories).

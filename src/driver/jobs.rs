@@ -9,7 +9,6 @@ use std::sync::Arc;
 
 use super::schedule::Ctx;
 use super::{apt, generated, machines, python, BuildError};
-use crate::assemble::{DataSource, Tree};
 use crate::layer::{self, LayerBlob};
 use crate::passes::{self, PassContext};
 use crate::plan::Inputs;
@@ -18,6 +17,7 @@ use crate::sources::files::Files;
 use crate::sources::rootfs::Rootfs;
 use crate::sources::wheel::{self, WheelLibrary};
 use crate::sources::Source;
+use gpuimg_assemble::{DataSource, Tree};
 use gpuimg_expect::DEFAULT_PATH;
 use gpuimg_fetch::observe::Observer;
 use gpuimg_pypi::FetchedWheel;

@@ -14,9 +14,9 @@ use std::io::{self, Read};
 use serde::{Deserialize, Serialize};
 
 use super::BuildError;
-use crate::assemble::{EntryKind, Tree};
 use crate::image::ImageLayer;
 use crate::layer::{self, Compression, LayerBlob};
+use gpuimg_assemble::{EntryKind, Tree};
 use gpuimg_elf::machine::{self, Head, HEAD_BYTES};
 use gpuimg_elf::startable::{self, Foreign, Image, DEFAULT_PATH};
 use gpuimg_store::cache::{Bucket, Cache};
@@ -333,7 +333,7 @@ mod tests {
     /// identical one), the loader configuration; both compressions.
     #[test]
     fn the_blob_says_what_the_tree_says() {
-        use crate::assemble::{DataSource, Entry};
+        use gpuimg_assemble::{DataSource, Entry};
         use std::sync::Arc;
         let t = tempfile::tempdir().unwrap();
         let cache = Cache::open(t.path()).unwrap();

@@ -27,7 +27,6 @@ mod stream;
 
 pub use apt::apt_options;
 
-use crate::assemble::{self, Tree};
 use crate::byte_size::ByteSize;
 use crate::export::{self, Replace, Target};
 use crate::image::{self, ImageLayer, ImageSpec};
@@ -36,6 +35,7 @@ use crate::lock::{LockedPackage, LockedWheel};
 use crate::plan::{Inputs, Plan};
 use crate::reference::{RegistryRef, Tag};
 use crate::registry::{self, Pushed};
+use gpuimg_assemble::Tree;
 use gpuimg_fetch::observe::Observer;
 use gpuimg_pypi::PythonRequest;
 use gpuimg_store::cache::Cache;
@@ -126,7 +126,7 @@ pub enum BuildError {
         source: std::io::Error,
     },
     #[error(transparent)]
-    Assemble(#[from] assemble::AssembleError),
+    Assemble(#[from] gpuimg_assemble::AssembleError),
     #[error(transparent)]
     Layer(#[from] layer::LayerError),
     #[error(transparent)]
@@ -415,7 +415,7 @@ pub(super) fn check_over_lower(
     if layers.is_empty() {
         return Ok(());
     }
-    let mut lower = assemble::shape::NonDirs::new();
+    let mut lower = gpuimg_assemble::shape::NonDirs::new();
     for l in layers {
         let listing =
             layer::listing::load(cache, &l.blob).map_err(|source| layer::LayerError::Write {
@@ -424,7 +424,7 @@ pub(super) fn check_over_lower(
             })?;
         lower.extend(listing);
     }
-    assemble::shape::check_over(&lower, "base", tree)?;
+    gpuimg_assemble::shape::check_over(&lower, "base", tree)?;
     Ok(())
 }
 

@@ -6,11 +6,11 @@
 use std::path::Path;
 
 use super::{BuildError, BuildOptions};
-use crate::assemble::Tree;
 use crate::layer::Compression;
 use crate::plan::PythonInstall;
 use crate::sources::wheel;
 use crate::sources::Source;
+use gpuimg_assemble::Tree;
 use gpuimg_fetch::observe::Observer;
 use gpuimg_pypi::{FetchedWheel, PinnedWheel};
 

@@ -150,7 +150,7 @@ pub(super) fn run(ctx: &Ctx<'_>, obs: &mut dyn Observer) -> Result<Ran, BuildErr
     let gate = std::sync::Arc::new(Gate::default());
     let mut apt_running = false;
     // Trees to check against the layers below them, and what strip removed unprotected.
-    let mut checks: BTreeMap<usize, crate::assemble::Tree> = BTreeMap::new();
+    let mut checks: BTreeMap<usize, gpuimg_assemble::Tree> = BTreeMap::new();
     let mut unprotected: Vec<BTreeSet<String>> = Vec::new();
     let jobs = ctx.opts.jobs.max(1);
     std::thread::scope(|s| -> Result<(), BuildError> {

@@ -22,12 +22,12 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 
 use super::BuildError;
-use crate::assemble::{self, Entry, EntryKind, Tree, Xattrs};
 use crate::layer::{LayerBlob, LayerOptions, LayerStream};
 use crate::plan::components::Assignment;
 use crate::profile::StripClass;
 use crate::strip::{self, Rules};
 use gpuimg_apt::UnpackedPackage;
+use gpuimg_assemble::{Entry, EntryKind, Tree, Xattrs};
 use gpuimg_fetch::observe::Observer;
 use gpuimg_store::cache::Cache;
 
@@ -253,7 +253,7 @@ impl Writer {
             };
             s.writer = Some(w);
             let front = self.front.get(component).cloned().unwrap_or_default();
-            match assemble::dir::entries_at(
+            match gpuimg_assemble::dir::entries_at(
                 &self.root,
                 front.iter().map(String::as_str),
                 "the apt packages",
@@ -272,9 +272,11 @@ impl Writer {
         }
         // What cannot be read here (an entry a later package already replaced, a link the
         // final tree's checks refuse) is left to the final tree.
-        let Ok(mut chunk) =
-            assemble::dir::entries_at(&self.root, wanted.iter().copied(), "the apt packages")
-        else {
+        let Ok(mut chunk) = gpuimg_assemble::dir::entries_at(
+            &self.root,
+            wanted.iter().copied(),
+            "the apt packages",
+        ) else {
             return s.give_up();
         };
         strip::strip(&mut chunk, &self.strip, &self.rules, &HashSet::new());
@@ -378,7 +380,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::assemble::DataSource;
+    use gpuimg_assemble::DataSource;
 
     fn entry(path: &str, dir: bool) -> Entry {
         Entry {

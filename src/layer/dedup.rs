@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Read, Seek, SeekFrom};
 
-use crate::assemble::{DataSource, Xattrs};
+use gpuimg_assemble::{DataSource, Xattrs};
 use gpuimg_store::digest::{Digest, HashingWriter};
 
 /// Files smaller than this are never linked: a link saves at most this much (a tar header of
@@ -117,7 +117,7 @@ fn hash(data: &DataSource, size: u64, path: &str) -> io::Result<Digest> {
     let n = match data {
         DataSource::Bytes(b) => io::copy(&mut b.as_slice(), &mut h)?,
         DataSource::Path { path, identity, .. } => {
-            let f = crate::assemble::open_same_file(path, identity)?;
+            let f = gpuimg_assemble::open_same_file(path, identity)?;
             io::copy(&mut io::BufReader::new(f).take(size), &mut h)?
         }
         DataSource::TarSpan {

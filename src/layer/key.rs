@@ -12,7 +12,7 @@
 use sha2::{Digest as _, Sha256};
 
 use super::compression::Compression;
-use crate::assemble::{DataSource, EntryKind, Tree};
+use gpuimg_assemble::{DataSource, EntryKind, Tree};
 use gpuimg_store::cache::Key;
 use gpuimg_store::digest::Digest;
 
@@ -64,7 +64,7 @@ pub fn layer_key(tree: &Tree, compression: Compression, epoch: u64) -> Digest {
 }
 
 /// The copied stream is the layer's bytes for a file that has one.
-fn deflated_key<'k>(k: &'k mut Key, deflated: Option<&crate::assemble::Deflated>) -> &'k mut Key {
+fn deflated_key<'k>(k: &'k mut Key, deflated: Option<&gpuimg_assemble::Deflated>) -> &'k mut Key {
     match deflated {
         Some(d) => k
             .str("deflated")

@@ -5,8 +5,8 @@
 
 use std::io::{self, Read};
 
-use crate::assemble::shape::{self, NonDirs};
-use crate::assemble::Tree;
+use gpuimg_assemble::shape::{self, NonDirs};
+use gpuimg_assemble::Tree;
 use gpuimg_store::cache::{Bucket, Cache};
 
 use super::{Compression, LayerBlob};

@@ -33,7 +33,7 @@ pub use stream::LayerStream;
 
 use std::sync::Arc;
 
-use crate::assemble::{DataSource, EntryKind, Tree};
+use gpuimg_assemble::{DataSource, EntryKind, Tree};
 use gpuimg_fetch::observe::Observer;
 use gpuimg_store::cache::{BlobWriter, Cache, LAYERS};
 use gpuimg_store::digest::{Digest, HashingWriter};

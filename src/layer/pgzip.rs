@@ -7,7 +7,7 @@
 //! stream (`fragments.rs`), so that a large file's blocks are the same in every layer that
 //! holds it and their compressed bytes can be found again in the cache.
 //!
-//! A large file whose bytes are also one raw deflate stream (`assemble::Deflated`: a wheel's
+//! A large file whose bytes are also one raw deflate stream (`gpuimg_assemble::Deflated`: a wheel's
 //! deflated member it was written from) is not compressed at all: its data is that stream,
 //! copied from the wheel and made non-final (`gpuimg_deflate::copy_non_final`), after the file's
 //! bytes as they went by were checked against the stream's CRC-32. Gzip's CRC-32 of the whole
@@ -26,7 +26,7 @@ use std::thread::JoinHandle;
 use libdeflater::{CompressionLvl, Compressor, Decompressor};
 
 use super::fragments::{Event, Fragment, FragmentIndex, TarTracker};
-use crate::assemble::Deflated;
+use gpuimg_assemble::Deflated;
 use gpuimg_store::digest::Digest;
 
 /// The deflate streams of large files, by their path in the tar stream.
@@ -315,9 +315,9 @@ impl<W: Write> ParGzEncoder<W> {
 /// Copy `d`'s stream, made non-final, from its archive (when that still is the file that was
 /// walked) to `out`; returns the bytes written.
 fn copy_stream(d: &Deflated, out: &mut impl Write) -> io::Result<u64> {
-    let mut f = crate::assemble::open_same_file(&d.archive, &d.identity)?;
+    let mut f = gpuimg_assemble::open_same_file(&d.archive, &d.identity)?;
     // The same inode is not enough: its size and times must be those it had when walked.
-    if crate::assemble::identity(&f.metadata()?) != d.identity {
+    if gpuimg_assemble::identity(&f.metadata()?) != d.identity {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
             format!(
@@ -567,7 +567,7 @@ mod tests {
         let meta = std::fs::metadata(&path).unwrap();
         Deflated {
             archive: Arc::new(path),
-            identity: crate::assemble::identity(&meta),
+            identity: gpuimg_assemble::identity(&meta),
             offset: offset as u64,
             ends: gpuimg_deflate::find_ends(&stream).unwrap(),
             size: data.len() as u64,

@@ -5,8 +5,8 @@ use std::cell::Cell;
 use std::sync::Arc;
 
 use super::*;
-use crate::assemble::{DataSource, Entry, EntryKind, Tree};
 use crate::layer::{write_layer, LayerOptions};
+use gpuimg_assemble::{DataSource, Entry, EntryKind, Tree};
 use gpuimg_fetch::observe::Silent;
 use gpuimg_store::cache::maintain::{Pruned, Verified};
 

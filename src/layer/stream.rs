@@ -13,7 +13,7 @@ use std::io;
 use super::compression::Encoder;
 use super::dedup::Dedup;
 use super::{tar_writer, LayerBlob, LayerError, LayerOptions};
-use crate::assemble::Tree;
+use gpuimg_assemble::Tree;
 use gpuimg_store::cache::{BlobWriter, Cache};
 use gpuimg_store::digest::{Digest, HashingWriter};
 
@@ -98,8 +98,8 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::assemble::{DataSource, Entry, EntryKind};
     use crate::layer::{write_layer, Compression};
+    use gpuimg_assemble::{DataSource, Entry, EntryKind};
     use gpuimg_fetch::observe::Silent;
 
     fn file(path: &str, body: &str) -> Entry {

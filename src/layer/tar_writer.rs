@@ -11,7 +11,7 @@ use std::sync::Arc;
 use tar::{EntryType, Header};
 
 use super::dedup::{Candidate, Dedup};
-use crate::assemble::{DataSource, Entry, EntryKind, Tree};
+use gpuimg_assemble::{DataSource, Entry, EntryKind, Tree};
 
 /// Stream `tree` as tar into `w`; `tick` is called with the data bytes written so far. Returns
 /// the writer and what was stored once ([`Dedup`]).
@@ -67,7 +67,7 @@ pub fn append<W: Write>(
         if !attrs.is_empty() {
             let keys: Vec<String> = attrs
                 .iter()
-                .map(|(k, _)| format!("{}{k}", crate::assemble::xattr::PAX_PREFIX))
+                .map(|(k, _)| format!("{}{k}", gpuimg_assemble::xattr::PAX_PREFIX))
                 .collect();
             b.append_pax_extensions(
                 keys.iter()
@@ -86,7 +86,7 @@ pub fn append<W: Write>(
                 h.set_size(*size);
                 match data {
                     DataSource::Path { path, identity, .. } => {
-                        let f = crate::assemble::open_same_file(path, identity)?;
+                        let f = gpuimg_assemble::open_same_file(path, identity)?;
                         let mut r = ExactReader::new(f.take(*size), *size, path.display());
                         append_file(b, &mut h, &e.path, &mut r, &mut buf)?;
                     }

@@ -14,8 +14,8 @@ use std::fs;
 
 use super::rewritable::{self, Source};
 use super::{PassContext, PassError};
-use crate::assemble::{DataSource, Tree};
 use crate::sources::wheel::{self, FileHash};
+use gpuimg_assemble::{DataSource, Tree};
 use gpuimg_elf::fatbin::{self, Cc, Target};
 use gpuimg_expect::version::Version;
 use gpuimg_fetch::observe::Observer;

@@ -6,9 +6,9 @@
 use std::fs;
 use std::io;
 
-use crate::assemble::{open_same_file, DataSource, EntryKind, Tree};
 use crate::sources::wheel;
 use crate::strip::Rules;
+use gpuimg_assemble::{open_same_file, DataSource, EntryKind, Tree};
 use gpuimg_store::cache::Cache;
 
 /// A file to rewrite, open, and the identity its copy is keyed by.

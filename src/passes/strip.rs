@@ -7,10 +7,10 @@
 //! (`strip::would_remove`), so `metadata` is the same whether a package was replayed or not.
 
 use super::{PassContext, PassError};
-use crate::assemble::Tree;
 use crate::profile::StripClass;
 use crate::sources::{apt_tree, wheel};
 use crate::strip::{self, Stripped};
+use gpuimg_assemble::Tree;
 use gpuimg_fetch::observe::Observer;
 
 /// Strip `tree` (named `ctx.what` in the message) and keep its records true; returns what

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::assemble::{DataSource, Entry, EntryKind, Provenance};
+use gpuimg_assemble::{DataSource, Entry, EntryKind, Provenance};
 use gpuimg_fetch::observe::Silent;
 
 fn file(path: &str, bytes: &[u8]) -> Entry {

@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use crate::assemble::{AssembleError, EntryKind, Tree};
+use gpuimg_assemble::{AssembleError, EntryKind, Tree};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SplitError {

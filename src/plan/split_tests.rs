@@ -7,7 +7,7 @@ use std::sync::Arc;
 use proptest::prelude::*;
 
 use super::*;
-use crate::assemble::{DataSource, Entry, Provenance};
+use gpuimg_assemble::{DataSource, Entry, Provenance};
 
 fn entry(path: &str, kind: EntryKind, mode: u32) -> Entry {
     Entry {

@@ -12,9 +12,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::assemble::{self, AssembleError, EntryKind, Input, Provenance, Tree};
 use crate::sources::Source;
 use gpuimg_apt::{AptError, Installed};
+use gpuimg_assemble::{AssembleError, EntryKind, Input, Provenance, Tree};
 
 /// Names gpuimg's apt install step as the producer of the paths no package owns.
 pub const GENERATED_BY: &str = "apt fix-ups";
@@ -38,7 +38,7 @@ impl Source for InstalledRoot<'_> {
         scratch: &Path,
         _obs: &mut dyn gpuimg_fetch::observe::Observer,
     ) -> Result<Tree, AssembleError> {
-        let mut tree = assemble::assemble(
+        let mut tree = gpuimg_assemble::assemble(
             &Input::Dir {
                 path: self.root,
                 origin: "the apt packages",
@@ -107,7 +107,7 @@ mod tests {
     use super::*;
     use std::collections::BTreeSet;
 
-    use crate::assemble::{DataSource, Entry};
+    use gpuimg_assemble::{DataSource, Entry};
 
     fn file(path: &str) -> Entry {
         Entry {

@@ -5,10 +5,10 @@
 //! Must never open a special file: sources are checked again with lstat when read.
 
 use super::Source;
-pub use crate::assemble::FileSpec;
+pub use gpuimg_assemble::FileSpec;
 #[cfg(doc)]
-use crate::assemble::Provenance;
-use crate::assemble::{self, AssembleError, Input, Tree};
+use gpuimg_assemble::Provenance;
+use gpuimg_assemble::{AssembleError, Input, Tree};
 
 /// The profile's `files:` entries, in profile order (a later `dst` wins).
 #[derive(Debug, Clone)]
@@ -32,7 +32,7 @@ impl Source for Files {
         scratch: &std::path::Path,
         _obs: &mut dyn gpuimg_fetch::observe::Observer,
     ) -> Result<Tree, AssembleError> {
-        assemble::assemble(&Input::Files(&self.entries), scratch)
+        gpuimg_assemble::assemble(&Input::Files(&self.entries), scratch)
     }
 }
 
@@ -41,7 +41,7 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::assemble::Provenance;
+    use gpuimg_assemble::Provenance;
 
     #[test]
     fn each_entry_names_its_source() {

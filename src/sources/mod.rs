@@ -1,7 +1,7 @@
 //! Stage `sources`: every kind of input a component layer is made from, behind one interface.
 //!
 //! A [`Source`] reads its input into a [`Tree`] whose entries carry their
-//! [`Provenance`](crate::assemble::Provenance): [`rootfs::Rootfs`] (a base tarball or
+//! [`Provenance`](gpuimg_assemble::Provenance): [`rootfs::Rootfs`] (a base tarball or
 //! directory), [`files::Files`] (the profile's `files:`), [`apt_tree::InstalledRoot`] (the root
 //! `gpuimg_apt::install` unpacked, each path stamped with the package that shipped it) and
 //! [`wheel::Wheels`] (one layer's fetched wheels, installed for the image's interpreter). The
@@ -24,7 +24,7 @@ pub mod wheel;
 
 use std::path::Path;
 
-use crate::assemble::Tree;
+use gpuimg_assemble::Tree;
 use gpuimg_fetch::observe::Observer;
 
 pub use architecture::Architecture;

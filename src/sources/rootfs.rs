@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 
 use super::Source;
 #[cfg(doc)]
-use crate::assemble::Provenance;
-use crate::assemble::{self, AssembleError, Input, Tree};
+use gpuimg_assemble::Provenance;
+use gpuimg_assemble::{AssembleError, Input, Tree};
 
 /// A root filesystem tarball or directory.
 #[derive(Debug, Clone)]
@@ -35,7 +35,7 @@ pub fn read_file(path: &Path, member: &str, cap: u64) -> std::io::Result<Option<
             _ => Ok(None),
         }
     } else {
-        assemble::read_tarball_member(path, member, cap)
+        gpuimg_assemble::read_tarball_member(path, member, cap)
     }
 }
 
@@ -51,7 +51,7 @@ impl Source for Rootfs {
         scratch: &std::path::Path,
         _obs: &mut dyn gpuimg_fetch::observe::Observer,
     ) -> Result<Tree, AssembleError> {
-        assemble::assemble(
+        gpuimg_assemble::assemble(
             &Input::Rootfs {
                 path: &self.path,
                 allow_special: self.allow_special,
@@ -64,7 +64,7 @@ impl Source for Rootfs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::assemble::{EntryKind, Provenance};
+    use gpuimg_assemble::{EntryKind, Provenance};
 
     fn check(tree: &Tree, paths: &[&str]) {
         let got: Vec<&str> = tree.iter().map(|e| e.path.as_str()).collect();

@@ -20,8 +20,8 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 pub use pattern::PathPattern;
 pub use rules::{Rules, Terms};
 
-use crate::assemble::{EntryKind, Provenance, Tree};
 use crate::profile::StripClass;
+use gpuimg_assemble::{EntryKind, Provenance, Tree};
 
 /// Entries removed and their file bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::assemble::{DataSource, Entry, EntryKind, Provenance};
+use gpuimg_assemble::{DataSource, Entry, EntryKind, Provenance};
 
 fn tree(entries: &[(&str, Option<&str>)]) -> Tree {
     let mut t = Tree::new("test");
@@ -464,7 +464,7 @@ fn protected_paths_and_licences_stay_with_their_directories() {
         ]
     );
     t.check_links().unwrap();
-    crate::assemble::shape::check(&t).unwrap();
+    gpuimg_assemble::shape::check(&t).unwrap();
 }
 
 #[test]

@@ -21,7 +21,7 @@ use flate2::read::DeflateDecoder;
 
 use super::record::Hasher;
 use super::WheelError;
-use crate::assemble::{ArchivedFile, Deflated};
+use gpuimg_assemble::{ArchivedFile, Deflated};
 use gpuimg_pypi::zipdir::{self, Ranged, ZipDirError};
 
 pub use zipdir::MAX_ENTRIES;
@@ -152,7 +152,7 @@ impl Archive {
         };
         let file = fs_err::File::open(path).map_err(read_err)?.into_parts().0;
         let meta = file.metadata().map_err(read_err)?;
-        let (len, identity) = (meta.len(), crate::assemble::identity(&meta));
+        let (len, identity) = (meta.len(), gpuimg_assemble::identity(&meta));
         let reader = PosFile {
             file: Arc::new(file),
             len,
@@ -343,7 +343,7 @@ impl Archive {
         }
     }
 
-    /// `m` left in the wheel rather than unpacked (`assemble::ArchivedFile`): a deflated
+    /// `m` left in the wheel rather than unpacked (`gpuimg_assemble::ArchivedFile`): a deflated
     /// entry only, read back checked against its size, the zip's CRC-32 and `sha256` (what
     /// `RECORD` lists), with where its stream ends when it was walked.
     pub fn archived(

@@ -171,7 +171,7 @@ pub enum WheelError {
     #[error("`{path}` cannot be kept true after stripping: {why}")]
     RecordAfterStrip { path: String, why: String },
     #[error(transparent)]
-    Shape(crate::assemble::AssembleError),
+    Shape(gpuimg_assemble::AssembleError),
     /// A broken rule of the installer itself: a bug in gpuimg.
     #[error("Internal error in the wheel installer: {0}")]
     Internal(&'static str),

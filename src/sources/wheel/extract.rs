@@ -2,7 +2,7 @@
 //! hashed as it is written and checked against its `RECORD` row (a mismatch refuses the wheel,
 //! naming the path); a script whose first line is `#!python` gets the image's interpreter,
 //! as pip does. A large deflated file that nothing reads from the staging root is left in its
-//! wheel instead (`assemble::ArchivedFile`, checked against the same row when it is read).
+//! wheel instead (`gpuimg_assemble::ArchivedFile`, checked against the same row when it is read).
 //!
 //! Writes go through `confined::Root` only, to paths the installer computed (never a name
 //! from the archive unchecked). The files' modes on disk do not matter: the tree carries them.
@@ -18,7 +18,7 @@ use super::prepare::{Content, Item, Prepared};
 use super::record::{FileHash, HashAlgo, Hasher};
 use super::scheme::Role;
 use super::WheelError;
-use crate::assemble::{ArchivedFile, Deflated};
+use gpuimg_assemble::{ArchivedFile, Deflated};
 use gpuimg_fetch::observe::Observer;
 use gpuimg_store::confined::Root;
 

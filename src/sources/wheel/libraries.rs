@@ -100,7 +100,7 @@ impl LibraryRead {
 
 /// What a wheel's shared object showed of itself while its layer was written: its ELF parts
 /// (`gpuimg_elf::capture`), fed by the layer writer's inflating read
-/// (`assemble::ArchivedFile::tap`). The taps of a build hold at most [`MAX_HELD`] bytes
+/// (`gpuimg_assemble::ArchivedFile::tap`). The taps of a build hold at most [`MAX_HELD`] bytes
 /// together: a capture that would pass it gives up, and its library is read from its wheel.
 #[derive(Debug, Default)]
 pub struct LibraryTap(std::sync::Mutex<Capture>);
@@ -120,7 +120,7 @@ impl LibraryTap {
     }
 }
 
-impl crate::assemble::Tap for LibraryTap {
+impl gpuimg_assemble::Tap for LibraryTap {
     fn feed(&self, at: u64, piece: &[u8]) {
         use std::sync::atomic::Ordering::Relaxed;
         let Ok(mut c) = self.0.lock() else {
@@ -183,7 +183,7 @@ pub fn library_reads(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::assemble::Tap;
+    use gpuimg_assemble::Tap;
 
     /// A 64-bit ELF whose one program header is a dynamic section of `dynamic` zero bytes at
     /// offset 4096 (its first entry `DT_NULL`: a shared object without names).

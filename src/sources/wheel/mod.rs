@@ -41,9 +41,7 @@ pub use prune::{prune_records, rehash_records};
 pub use record::FileHash;
 pub use resolved::edges as dependency_edges;
 
-use crate::assemble::{
-    self, ArchivedFile, DataSource, Deflated, Entry, EntryKind, Provenance, Tree,
-};
+use gpuimg_assemble::{ArchivedFile, DataSource, Deflated, Entry, EntryKind, Provenance, Tree};
 use gpuimg_fetch::observe::Observer;
 use gpuimg_pypi::ImagePython;
 use gpuimg_pypi::{FetchedWheel, PinnedWheel};
@@ -69,7 +67,7 @@ pub const GENERATED_BY: &str = "wheel installer";
 /// resolution took from it (`resolved`). The tree holds every installed file and its directories, each file
 /// stamped with its wheel's project; warnings go to `obs`. With `walk_streams` (for a gzip
 /// layer), a large file written as its deflated entry inflates keeps where that stream lies
-/// (`assemble::Deflated`).
+/// (`gpuimg_assemble::Deflated`).
 pub fn install(
     wheels: &[FetchedWheel],
     set: &[PinnedWheel],
@@ -134,7 +132,7 @@ impl crate::sources::Source for Wheels<'_> {
     }
 }
 
-/// [`install`], with a tap (`assemble::Tap`) on each shared object left in its wheel when
+/// [`install`], with a tap (`gpuimg_assemble::Tap`) on each shared object left in its wheel when
 /// `taps` is given: writing the tree's layer then takes the objects' ELF facts
 /// ([`LibraryRead::read_with`]), each tap under its wheel's and member's names.
 #[allow(clippy::too_many_arguments)]
@@ -262,7 +260,7 @@ pub fn install_tapped(
                     let tap = Arc::new(LibraryTap::default());
                     taps.insert((a.label.clone(), a.member.clone()), Arc::clone(&tap));
                     Arc::new(ArchivedFile {
-                        tap: Some(assemble::TapRef(tap)),
+                        tap: Some(gpuimg_assemble::TapRef(tap)),
                         ..(**a).clone()
                     })
                 }
@@ -471,7 +469,7 @@ fn build_tree(
                 };
                 let data = DataSource::Path {
                     path,
-                    identity: assemble::identity(&meta),
+                    identity: gpuimg_assemble::identity(&meta),
                     deflated,
                 };
                 (meta.len(), data)
@@ -510,6 +508,6 @@ fn build_tree(
     }
     tree.add_missing_parents();
     tree.check_links().map_err(WheelError::Shape)?;
-    assemble::shape::check(&tree).map_err(WheelError::Shape)?;
+    gpuimg_assemble::shape::check(&tree).map_err(WheelError::Shape)?;
     Ok(tree)
 }

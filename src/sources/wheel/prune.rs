@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 
 use super::record;
 use super::WheelError;
-use crate::assemble::Tree;
+use gpuimg_assemble::Tree;
 
 /// A `RECORD` larger than this is not read back (torch's is about 2 MB).
 pub const MAX_RECORD_BYTES: u64 = 64 << 20;
@@ -121,7 +121,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::assemble::{DataSource, Entry, EntryKind, Provenance};
+    use gpuimg_assemble::{DataSource, Entry, EntryKind, Provenance};
 
     const SITE: &str = "usr/local/lib/python3.11/dist-packages";
 

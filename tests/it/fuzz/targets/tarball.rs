@@ -1,5 +1,5 @@
 //! Target `tarball`: a root filesystem tarball (plain, gzip, zstd; xz refused) indexed by
-//! `assemble::assemble(Input::Rootfs)`, as `base.rootfs` reads it.
+//! `gpuimg_assemble::assemble(Input::Rootfs)`, as `base.rootfs` reads it.
 //!
 //! Seeds are ustar, GNU and PAX tarballs of a small rootfs made by GNU tar
 //! (tests/fuzz/corpus/tarball/). Mutations rewrite header fields through `tar_model` (hostile
@@ -10,7 +10,7 @@
 //! files appear only when allowed.
 
 use arbitrary::{Result, Unstructured};
-use gpuimg::assemble::{assemble, DataSource, EntryKind, Input};
+use gpuimg_assemble::{assemble, DataSource, EntryKind, Input};
 
 use crate::fuzz::harness::{files, work_dir, Target, Verdict};
 use crate::fuzz::mutate::havoc;

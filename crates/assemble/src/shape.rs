@@ -7,13 +7,13 @@ use super::tree::{EntryKind, Tree};
 use super::AssembleError;
 
 /// Linux's `NAME_MAX`: bytes in one path component.
-pub const NAME_MAX: usize = 255;
+pub(crate) const NAME_MAX: usize = 255;
 /// Linux's `PATH_MAX`: bytes in a whole path.
-pub const PATH_MAX: usize = 4096;
+pub(crate) const PATH_MAX: usize = 4096;
 /// Links followed while resolving one symlink; a longer chain is a loop and resolves nowhere.
 const MAX_HOPS: usize = 40;
 
-pub fn kind_name(k: &EntryKind) -> &'static str {
+pub(crate) fn kind_name(k: &EntryKind) -> &'static str {
     match k {
         EntryKind::Dir => "directory",
         EntryKind::File { .. } => "file",
@@ -26,7 +26,7 @@ pub fn kind_name(k: &EntryKind) -> &'static str {
 }
 
 /// Check one entry name against the length limits.
-pub fn check_name(origin: &str, path: &str) -> Result<(), AssembleError> {
+pub(crate) fn check_name(origin: &str, path: &str) -> Result<(), AssembleError> {
     let too_long = |what: String| AssembleError::TooLong {
         origin: origin.to_string(),
         entry: shorten(path),
@@ -160,7 +160,7 @@ pub fn check_over(lower: &NonDirs, lower_name: &str, upper: &Tree) -> Result<(),
 
 /// Follow the symlink at `link` (with `target`) through the tree's own symlinks; `false` when
 /// any step climbs above the root. Names the tree does not hold resolve lexically.
-pub fn resolves_inside(tree: &Tree, link: &str, target: &str) -> bool {
+pub(crate) fn resolves_inside(tree: &Tree, link: &str, target: &str) -> bool {
     let mut stack: Vec<&str> = if target.starts_with('/') {
         Vec::new()
     } else {
@@ -200,7 +200,7 @@ pub fn resolves_inside(tree: &Tree, link: &str, target: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::assemble::tree::Entry;
+    use crate::tree::Entry;
 
     fn tree(links: &[(&str, &str)], dirs: &[&str]) -> Tree {
         let mut t = Tree::new("test");

@@ -10,7 +10,7 @@ use super::tree::{DataSource, Entry, EntryKind, Tree};
 use super::AssembleError;
 
 /// How a walked tree is placed and owned.
-pub struct WalkOptions<'a> {
+pub(crate) struct WalkOptions<'a> {
     /// Path inside the image the directory maps to ("" = the root).
     pub prefix: &'a str,
     pub allow_special: bool,
@@ -21,7 +21,7 @@ pub struct WalkOptions<'a> {
 }
 
 /// Walk `root` (the image root or a subtree) into a tree.
-pub fn walk(
+pub(crate) fn walk(
     root: &Path,
     prefix: &str,
     allow_special: bool,
@@ -42,7 +42,7 @@ pub fn walk(
 }
 
 /// Walk `root` into an existing tree.
-pub fn walk_into(
+pub(crate) fn walk_into(
     tree: &mut Tree,
     root: &Path,
     opts: &WalkOptions<'_>,

@@ -12,12 +12,12 @@ pub const PAX_PREFIX: &str = "SCHILY.xattr.";
 const XATTR_SIZE_MAX: usize = 64 * 1024;
 
 /// Is this attribute carried into layers?
-pub fn carried(name: &str) -> bool {
+pub(crate) fn carried(name: &str) -> bool {
     name == "security.capability" || name.starts_with("user.")
 }
 
 /// Why an attribute is not carried, for the warning.
-pub fn why_not(name: &str) -> &'static str {
+pub(crate) fn why_not(name: &str) -> &'static str {
     if name.starts_with("security.") {
         "security labels belong to the build host's policy"
     } else if name.starts_with("system.posix_acl") {
@@ -35,7 +35,7 @@ pub fn why_not(name: &str) -> &'static str {
 /// Most entries have none: the list is asked for into a small buffer first, and a buffer of
 /// the size the kernel reports is made only when it does not fit (a walk used to zero 64 KiB
 /// per entry for it).
-pub fn read_dir_entry(path: &Path) -> std::io::Result<Vec<(String, Vec<u8>)>> {
+pub(crate) fn read_dir_entry(path: &Path) -> std::io::Result<Vec<(String, Vec<u8>)>> {
     let list = match read_sized(
         |buf| rustix::fs::llistxattr(path, buf),
         || rustix::fs::llistxattr_query(path),
@@ -95,7 +95,7 @@ fn read_sized(
 }
 
 /// The `SCHILY.xattr.*` records of a tar entry's PAX header.
-pub fn read_tar_entry<R: std::io::Read>(
+pub(crate) fn read_tar_entry<R: std::io::Read>(
     entry: &mut tar::Entry<'_, R>,
 ) -> std::io::Result<Vec<(String, Vec<u8>)>> {
     let mut out = Vec::new();

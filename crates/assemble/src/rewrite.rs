@@ -100,7 +100,7 @@ fn read_prefix(data: &DataSource, n: u64) -> io::Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::assemble::{Entry, Provenance};
+    use crate::{Entry, Provenance};
 
     #[test]
     fn a_file_is_read_back_only_while_it_is_the_one_recorded_and_replaced_in_place() {

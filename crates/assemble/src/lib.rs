@@ -1,15 +1,19 @@
-//! Stage `assemble`: turn each component's input into a sorted, validated [`Tree`] whose
+//! `gpuimg-assemble`: turn each component's input into a sorted, validated [`Tree`] whose
 //! entries carry their [`Provenance`].
 //!
 //! Inputs are a root filesystem tarball (indexed in place, never extracted), a directory
-//! (walked with lstat, symlinks never followed) or the profile's `files`; `sources` wraps each
-//! as a [`Source`](crate::sources::Source), the entry point builds use. Owns the rules that
-//! keep an image inside its root: no `..`, no absolute entry paths, no symlink or hard link
-//! that leaves the root, special files only when allowed.
-//! Must never write layer bytes or know about compression: that is `layer`'s job.
+//! (walked with lstat, symlinks never followed) or the profile's `files`. The one public entry
+//! is [`assemble`]; the root package's `sources` wraps each input as a `Source`, which builds
+//! use. Besides it: the [`Tree`] type the later stages pass on, the shape rules across layers
+//! ([`shape`]), the entries at given paths of a directory ([`dir::entries_at`]) and a wheel's
+//! files left in it ([`ArchivedFile`]). Owns the rules that keep an image inside its root: no
+//! `..`, no absolute entry paths, no symlink or hard link that leaves the root, special files
+//! only when allowed.
+//! Depends on `gpuimg-deflate` and `gpuimg-store` alone. Must never write layer bytes (that is
+//! the root package's `layer`), fetch, or read a profile.
 
 mod archived;
-pub(crate) mod dir;
+pub mod dir;
 mod error;
 mod files;
 mod paths;
