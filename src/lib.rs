@@ -11,7 +11,6 @@
 //! shared by both.
 //! Exit codes come from the error types (`OpsError::exit_code`, `selftest`'s verdict).
 
-pub mod byte_size;
 pub mod glob;
 pub mod profile;
 pub mod reference;

@@ -9,7 +9,7 @@
 //! On a terminal a task's named items (downloads) each get a bar of their own while they move
 //! bytes, under the task's total bar; elsewhere each prints one line when done.
 
-use crate::byte_size::ByteSize;
+use gpuimg_store::byte_size::ByteSize;
 use std::collections::{HashMap, HashSet};
 use std::io::IsTerminal;
 use std::time::Instant;

@@ -27,7 +27,6 @@ mod stream;
 
 pub use apt::apt_options;
 
-use crate::byte_size::ByteSize;
 use crate::export::{self, Replace, Target};
 use crate::image::{self, ImageLayer, ImageSpec};
 use crate::layer::{self, Compression, LayerOptions};
@@ -38,6 +37,7 @@ use crate::registry::{self, Pushed};
 use gpuimg_assemble::Tree;
 use gpuimg_fetch::observe::Observer;
 use gpuimg_pypi::PythonRequest;
+use gpuimg_store::byte_size::ByteSize;
 use gpuimg_store::cache::Cache;
 use gpuimg_store::digest::Digest;
 use gpuimg_store::staging::{self, Staged};

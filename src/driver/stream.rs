@@ -213,8 +213,8 @@ impl<'a> Streams<'a> {
         obs.message(&format!(
             "{component:>12} {} → {} ({}, {})",
             &blob.digest.hex()[..12],
-            crate::byte_size::ByteSize(blob.size),
-            crate::byte_size::ByteSize(blob.uncompressed_size),
+            gpuimg_store::byte_size::ByteSize(blob.size),
+            gpuimg_store::byte_size::ByteSize(blob.uncompressed_size),
             if again {
                 "written after the unpack"
             } else {

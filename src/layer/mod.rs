@@ -18,7 +18,7 @@ mod sizes;
 mod stream;
 mod tar_writer;
 
-use crate::byte_size::ByteSize;
+use gpuimg_store::byte_size::ByteSize;
 use std::collections::BTreeMap;
 use std::io;
 

@@ -6,13 +6,13 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use super::{CatalogArgs, RegistryArgs};
-use crate::byte_size::ByteSize;
 use crate::cli::{CliError, Progress, Settings};
 use crate::driver::{BuildOptions, Output};
 use crate::export::Target;
 use crate::layer::Compression;
 use crate::ops::{self, build::BuildRequest, settle::Settle};
 use crate::reference::{ImageRef, RegistryRef, Tag};
+use gpuimg_store::byte_size::ByteSize;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -21,8 +21,8 @@ use std::time::{Duration, SystemTime};
 use serde_json::{json, Value};
 
 use super::cache::{bucket_table, buckets_json, count, human, is_cache, open_err, print_json};
-use crate::byte_size::ByteSize;
 use crate::cli::{print_stdout, CliError, Settings};
+use gpuimg_store::byte_size::ByteSize;
 use gpuimg_store::cache::{Bucket, Cache, Download, DownloadPolicy, Pinned, Usage, Why};
 
 #[derive(Debug, clap::Args)]

@@ -3,7 +3,7 @@
 //!
 //! Decimal units (`kB`, `MB`, `GB`, `TB`: powers of 1000) and binary ones (`KiB`, `MiB`,
 //! `GiB`, `TiB`: powers of 1024), case-insensitive; a bare number is bytes. Parsed at the edge
-//! (`gpuimg build --max-size`); imports nothing from the crate.
+//! (`gpuimg build --max-size`, `gpuimg cache prune --max-size`); imports nothing.
 
 use std::fmt;
 use std::str::FromStr;
