@@ -5,7 +5,8 @@
 //! module table which module here may use which; `tests/tidy.rs` holds the code to both).
 //! The pipeline runs one way, one module per stage:
 //! `profile → resolve(catalog) → lock → plan → sources(fetch) → assemble → strip → layer →
-//! image → export`, settled and sequenced by `ops` and executed by `driver`.
+//! image → export`, settled and sequenced by `ops` and executed by `driver` (`assemble` is the
+//! crate `gpuimg-assemble`; `layer`, `image`, `export` and `registry` are `gpuimg-oci`).
 //! Only the two command lines know about terminals and argument parsing: `cli` for `gpuimg`,
 //! the crate `gpuimg-selftest` for `gpuimg-selftest`, with `gpuimg-entry` (parse, panic guard)
 //! shared by both.
@@ -13,16 +14,11 @@
 
 pub mod glob;
 pub mod profile;
-pub mod reference;
 
-pub mod export;
-pub mod image;
 pub mod inspect;
-pub mod layer;
 pub mod ops;
 pub mod passes;
 pub mod plan;
-pub mod registry;
 pub mod sbom;
 pub mod strip;
 

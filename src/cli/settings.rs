@@ -196,7 +196,7 @@ impl Settings {
     /// (`$XDG_RUNTIME_DIR/containers/auth.json`, then `$XDG_CONFIG_HOME` or
     /// `~/.config/containers/auth.json`), then docker's (`$DOCKER_CONFIG/config.json`, else
     /// `~/.docker/config.json`).
-    pub fn registry_auth_files(&self) -> crate::registry::AuthFiles {
+    pub fn registry_auth_files(&self) -> gpuimg_oci::registry::AuthFiles {
         let mut files: Vec<(PathBuf, String)> = Vec::new();
         let home = self.env.get("HOME").map(PathBuf::from);
         if let Some(f) = self.env.get("REGISTRY_AUTH_FILE") {
@@ -230,7 +230,7 @@ impl Settings {
             )),
             (None, None) => {}
         }
-        crate::registry::AuthFiles {
+        gpuimg_oci::registry::AuthFiles {
             files,
             helper_dirs: self.host_path(),
         }

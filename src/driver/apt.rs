@@ -14,7 +14,6 @@ use std::path::Path;
 
 use super::stream::Streams;
 use super::{BuildError, BuildOptions};
-use crate::layer::LayerBlob;
 use crate::passes::{self, Applied, PassContext, TreePass};
 use crate::plan::components::{self, Assignment};
 use crate::plan::libraries::{self, Library, Provider};
@@ -27,6 +26,7 @@ use gpuimg_apt::AptOptions;
 use gpuimg_assemble::{EntryKind, Tree};
 use gpuimg_fetch::observe::Observer;
 use gpuimg_fetch::Trust;
+use gpuimg_oci::layer::LayerBlob;
 use gpuimg_store::cache::Cache;
 use gpuimg_store::staging::Staged;
 

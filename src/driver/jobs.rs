@@ -9,7 +9,6 @@ use std::sync::Arc;
 
 use super::schedule::Ctx;
 use super::{apt, generated, machines, python, BuildError};
-use crate::layer::{self, LayerBlob};
 use crate::passes::{self, PassContext};
 use crate::plan::Inputs;
 use crate::sbom::SBOM_PATH;
@@ -20,6 +19,7 @@ use crate::sources::Source;
 use gpuimg_assemble::{DataSource, Tree};
 use gpuimg_expect::DEFAULT_PATH;
 use gpuimg_fetch::observe::Observer;
+use gpuimg_oci::layer::{self, LayerBlob};
 use gpuimg_pypi::FetchedWheel;
 
 /// One layer a job wrote (or found by its tree's key).

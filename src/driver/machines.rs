@@ -14,11 +14,11 @@ use std::io::{self, Read};
 use serde::{Deserialize, Serialize};
 
 use super::BuildError;
-use crate::image::ImageLayer;
-use crate::layer::{self, Compression, LayerBlob};
 use gpuimg_assemble::{EntryKind, Tree};
 use gpuimg_elf::machine::{self, Head, HEAD_BYTES};
 use gpuimg_elf::startable::{self, Foreign, Image, DEFAULT_PATH};
+use gpuimg_oci::image::ImageLayer;
+use gpuimg_oci::layer::{self, Compression, LayerBlob};
 use gpuimg_store::cache::{Bucket, Cache};
 use gpuimg_store::digest::Digest;
 

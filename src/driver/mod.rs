@@ -27,15 +27,15 @@ mod stream;
 
 pub use apt::apt_options;
 
-use crate::export::{self, Replace, Target};
-use crate::image::{self, ImageLayer, ImageSpec};
-use crate::layer::{self, Compression, LayerOptions};
 use crate::lock::{LockedPackage, LockedWheel};
 use crate::plan::{Inputs, Plan};
-use crate::reference::{RegistryRef, Tag};
-use crate::registry::{self, Pushed};
 use gpuimg_assemble::Tree;
 use gpuimg_fetch::observe::Observer;
+use gpuimg_oci::export::{self, Replace, Target};
+use gpuimg_oci::image::{self, ImageLayer, ImageSpec};
+use gpuimg_oci::layer::{self, Compression, LayerOptions};
+use gpuimg_oci::reference::{RegistryRef, Tag};
+use gpuimg_oci::registry::{self, Pushed};
 use gpuimg_pypi::PythonRequest;
 use gpuimg_store::byte_size::ByteSize;
 use gpuimg_store::cache::Cache;

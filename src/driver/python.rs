@@ -6,12 +6,12 @@
 use std::path::Path;
 
 use super::{BuildError, BuildOptions};
-use crate::layer::Compression;
 use crate::plan::PythonInstall;
 use crate::sources::wheel;
 use crate::sources::Source;
 use gpuimg_assemble::Tree;
 use gpuimg_fetch::observe::Observer;
+use gpuimg_oci::layer::Compression;
 use gpuimg_pypi::{FetchedWheel, PinnedWheel};
 
 /// Install the fetched wheels `fetched` (the layer `component`'s) under `scratch`; with

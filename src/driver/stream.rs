@@ -22,13 +22,13 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 
 use super::BuildError;
-use crate::layer::{LayerBlob, LayerOptions, LayerStream};
 use crate::plan::components::Assignment;
 use crate::profile::StripClass;
 use crate::strip::{self, Rules};
 use gpuimg_apt::UnpackedPackage;
 use gpuimg_assemble::{Entry, EntryKind, Tree, Xattrs};
 use gpuimg_fetch::observe::Observer;
+use gpuimg_oci::layer::{LayerBlob, LayerOptions, LayerStream};
 use gpuimg_store::cache::Cache;
 
 /// One component's layer being written.

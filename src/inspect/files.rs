@@ -16,8 +16,8 @@ use sha2::{Digest as _, Sha256};
 use super::owners::{component_owner, owner_readers, Claims, ImageView, OwnerReader};
 use super::unused::Elves;
 use super::{blob_name, select, Image, InspectError};
-use crate::image::ANN_COMPONENT;
 use gpuimg_elf::{self as elf, machine::HEAD_BYTES};
+use gpuimg_oci::image::ANN_COMPONENT;
 use gpuimg_store::digest::Digest;
 
 /// Bytes read from one ownership record (a dpkg `.list`); larger records fail the listing.

@@ -22,8 +22,8 @@ use std::path::PathBuf;
 use oci_spec::image::{ImageConfiguration, ImageIndex, ImageManifest};
 use serde::Serialize;
 
-use crate::image::{ANN_COMPONENT, ANN_LAYER_SIZES, ANN_REF_NAME, ANN_UNCOMPRESSED_SIZE};
-use crate::layer::LayerSizes;
+use gpuimg_oci::image::{ANN_COMPONENT, ANN_LAYER_SIZES, ANN_REF_NAME, ANN_UNCOMPRESSED_SIZE};
+use gpuimg_oci::layer::LayerSizes;
 use gpuimg_store::digest::Digest;
 
 #[derive(Debug, Serialize)]

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::ImageInfo;
-use crate::layer::{Bytes, Counted};
+use gpuimg_oci::layer::{Bytes, Counted};
 
 /// File bytes and what became of them, summed over some layers.
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
@@ -176,7 +176,7 @@ fn sum(into: &mut Totals, t: &Totals) {
 mod tests {
     use super::*;
     use crate::inspect::LayerInfo;
-    use crate::layer::LayerSizes;
+    use gpuimg_oci::layer::LayerSizes;
 
     fn info(layers: Vec<LayerInfo>) -> ImageInfo {
         ImageInfo {

@@ -14,11 +14,11 @@ use std::fs;
 
 use super::rewritable::{self, Source};
 use super::{PassContext, PassError};
-use crate::layer::owner_name;
 use crate::sources::wheel::{self, FileHash};
 use gpuimg_assemble::{DataSource, Tree};
 use gpuimg_elf::strip as section_strip;
 use gpuimg_fetch::observe::Observer;
+use gpuimg_oci::layer::owner_name;
 use gpuimg_store::cache::SECTION_STRIP_COPIES as STRIPPER;
 
 /// One file stripped: its image path and the bytes it lost.

@@ -19,12 +19,12 @@ mod strip;
 
 use std::collections::HashSet;
 
-use crate::layer::{owner_name, LayerSizes};
 use crate::profile::StripClass;
 use crate::strip::{Rules, Stripped};
 use gpuimg_assemble::Tree;
 use gpuimg_expect::version::Version;
 use gpuimg_fetch::observe::Observer;
+use gpuimg_oci::layer::{owner_name, LayerSizes};
 use gpuimg_store::cache::{serde_name, Cache};
 
 pub use debug_sections::StrippedFile;

@@ -4,9 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::image::annotations::*;
 use crate::resolve::Resolution;
 use gpuimg_expect::KernelModule;
+use gpuimg_oci::image::annotations::*;
 
 /// The annotations of `r` (none for a plain image without a stack).
 pub fn stack_annotations(r: &Resolution) -> BTreeMap<String, String> {

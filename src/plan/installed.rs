@@ -12,11 +12,11 @@ use std::collections::BTreeMap;
 
 use super::wheel_components;
 use crate::catalog::{Catalog, DeviceCode};
-use crate::image::annotations::*;
 use crate::lock::{LockedPackage, LockedWheel};
 use crate::profile::CompatMode;
 use crate::resolve::{Component, Resolution};
 use gpuimg_expect::version::Version;
+use gpuimg_oci::image::annotations::*;
 
 /// The wheel components that hold NVIDIA's CUDA libraries.
 pub(super) const LIBRARY_COMPONENTS: &[&str] = &["cuda-runtime", "cuda-math", "cudnn", "nccl"];

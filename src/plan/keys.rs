@@ -13,10 +13,10 @@
 //! `python-packages-v3`, with `layer::layer_key`'s `layer-v3`: duplicates stored once).
 
 use crate::catalog::strip_table_text;
-use crate::layer::LayerOptions;
 use crate::lock::LockedPackage;
 use crate::profile::Profile;
 use crate::sources::wheel::{dependency_edges, normalize, INSTALLER_VERSION};
+use gpuimg_oci::layer::LayerOptions;
 use gpuimg_pypi::PinnedWheel;
 use gpuimg_store::cache::Key;
 use gpuimg_store::digest::Digest;

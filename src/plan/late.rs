@@ -10,10 +10,10 @@ use super::{
     expectation, keys, libraries, sbom, unused, Derived, Facts, ImagePlan, Loader, PlanError,
     PythonInstall, LOADER_CONF, METADATA,
 };
-use crate::layer::LayerOptions;
 use crate::profile::{CompatMode, Profile, StripClass};
 use crate::sources::wheel::WheelLibrary;
 use gpuimg_elf::SharedObject;
+use gpuimg_oci::layer::LayerOptions;
 use gpuimg_store::digest::Digest;
 
 /// What a plan needs to derive [`Derived`] once the wheels' libraries and METADATA headers

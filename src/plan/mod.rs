@@ -36,7 +36,6 @@ pub use expectation::{
     expect_device_code, expectation, image_expectation, wheel_library_expectations,
 };
 
-use crate::layer::LayerOptions;
 use crate::lock::{LockedPackage, LockedWheel};
 pub use crate::passes::TreePass;
 use crate::profile::{Base, Profile, StripClass};
@@ -44,6 +43,7 @@ use crate::resolve::Resolution;
 use crate::sources::wheel::{HostPython, WheelLibrary};
 use components::{Assignment, LayerOverrides, PackageMeta};
 use gpuimg_elf::SharedObject;
+use gpuimg_oci::layer::LayerOptions;
 use gpuimg_pypi::ImagePython;
 use gpuimg_store::digest::Digest;
 pub use late::Late;
@@ -55,8 +55,8 @@ pub const METADATA: &str = "metadata";
 /// The component of the Python wheels.
 pub const PYTHON_PACKAGES: &str = "python-packages";
 
-pub use crate::image::annotations::ANN_SELFTEST_SHA256;
 pub use crate::sbom::PackageFacts;
+pub use gpuimg_oci::image::annotations::ANN_SELFTEST_SHA256;
 
 /// What the caller read about the inputs before planning.
 #[derive(Debug, Clone, Default)]
@@ -256,7 +256,7 @@ pub struct AptInstall {
 /// The image config: the profile's, and what the plan adds.
 #[derive(Debug, Clone)]
 pub struct ImagePlan {
-    pub name: crate::reference::RepoName,
+    pub name: gpuimg_oci::reference::RepoName,
     pub platform: crate::profile::Platform,
     pub config: crate::profile::ConfigSpec,
     /// `CUDA_VERSION`, `NVIDIA_REQUIRE_*` and the like, from the resolution.
@@ -444,7 +444,7 @@ pub fn plan(
                 image.annotations.insert(
                     format!(
                         "{}{}",
-                        crate::image::annotations::ANN_CUDA_LIBRARY_PREFIX,
+                        gpuimg_oci::image::annotations::ANN_CUDA_LIBRARY_PREFIX,
                         p.name
                     ),
                     p.version.clone(),

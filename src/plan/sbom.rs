@@ -6,9 +6,9 @@
 use std::collections::BTreeMap;
 
 use super::{Facts, ImagePlan, PythonInstall};
-use crate::image::rfc3339;
 use crate::profile::Profile;
 use crate::sbom::{Inventory, PackageFacts, PackageKind, SbomPackage};
+use gpuimg_oci::image::rfc3339;
 
 /// The environment variables that are GPU facts (the rest of the environment is not).
 const GPU_ENV: &[&str] = &[

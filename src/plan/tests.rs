@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use super::*;
-use crate::layer::Compression;
+use gpuimg_oci::layer::Compression;
 use gpuimg_store::digest::Digest;
 
 const LOPTS: LayerOptions = LayerOptions {

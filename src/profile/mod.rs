@@ -22,6 +22,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 pub use error::ProfileError;
+pub use gpuimg_oci::image::Platform;
 pub use layers::{Layer, RESERVED_LAYER_NAMES};
 pub use located::Located;
 pub use python_section::{FindLink, Python, RESERVED_INDEX_NAMES};
@@ -31,7 +32,7 @@ pub use schema::{
     SelftestLevel, SelftestSpec, StackSpec, StripClass,
 };
 pub use sources::join as resolve_path;
-pub use validate::{Base, FileEntry, Platform};
+pub use validate::{Base, FileEntry};
 
 /// A loaded, validated profile.
 #[derive(Debug, Clone)]
@@ -42,7 +43,7 @@ pub struct Profile {
     pub dir: PathBuf,
     /// The profile text as read, before `${VAR}` expansion.
     pub text: String,
-    pub name: crate::reference::RepoName,
+    pub name: gpuimg_oci::reference::RepoName,
     pub platform: Platform,
     pub base: Base,
     pub host: HostSpec,

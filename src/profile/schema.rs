@@ -4,13 +4,13 @@
 //! at carry their position (`Located`). This file only describes shapes; checks that need more
 //! than one key, or the file system, live in `validate.rs`.
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 
 use super::Located;
 /// Owned by `expect` (the self-test reads them without knowing about profiles).
 pub use gpuimg_expect::{KernelModule, OnFailure, SelftestLevel};
+/// `config`: owned by `gpuimg-oci` (the image's plain data); the deserializer here fills it.
+pub use gpuimg_oci::image::ConfigSpec;
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -373,22 +373,4 @@ pub struct BandwidthFloors {
     /// Device-to-device floor as a fraction of the catalog peak (0..1).
     #[serde(default, rename = "device-device-fraction")]
     pub device_device_fraction: Option<f64>,
-}
-
-/// `config`: the OCI image config.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct ConfigSpec {
-    #[serde(default)]
-    pub entrypoint: Option<Vec<String>>,
-    #[serde(default)]
-    pub cmd: Option<Vec<String>>,
-    #[serde(default)]
-    pub env: BTreeMap<String, String>,
-    #[serde(default)]
-    pub workdir: Option<String>,
-    #[serde(default)]
-    pub user: Option<String>,
-    #[serde(default)]
-    pub labels: BTreeMap<String, String>,
 }

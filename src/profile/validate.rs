@@ -8,25 +8,8 @@ use super::node::Node;
 use super::schema::{AptSpec, ProviderKind, RawProfile};
 use super::sources::{build_context, join, parse_mode, source};
 use super::{Located, Profile, ProfileError};
-use crate::reference::RepoName;
-
-/// The image's target platform, from `platform: os/arch[/variant]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Platform {
-    pub os: String,
-    pub architecture: String,
-    pub variant: Option<String>,
-}
-
-impl std::fmt::Display for Platform {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.os, self.architecture)?;
-        if let Some(v) = &self.variant {
-            write!(f, "/{v}")?;
-        }
-        Ok(())
-    }
-}
+use gpuimg_oci::image::Platform;
+use gpuimg_oci::reference::RepoName;
 
 /// Where the image's base layer comes from.
 #[derive(Debug, Clone)]

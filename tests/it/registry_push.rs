@@ -798,8 +798,8 @@ fn a_mount_the_credentials_may_not_read_becomes_an_upload() {
 // may go, the deadlines of every request and of the whole push, and `--verify`.
 
 /// Limits that never fire in these tests unless a test shortens one of them.
-fn roomy() -> gpuimg::registry::PushLimits {
-    gpuimg::registry::PushLimits {
+fn roomy() -> gpuimg_oci::registry::PushLimits {
+    gpuimg_oci::registry::PushLimits {
         response: Duration::from_secs(60),
         window: Duration::from_secs(60),
         min_rate: 1,
@@ -815,10 +815,10 @@ fn roomy() -> gpuimg::registry::PushLimits {
 /// counts as its bound passing.
 #[cfg(debug_assertions)]
 fn on_manual_clock(
-    limits: gpuimg::registry::PushLimits,
+    limits: gpuimg_oci::registry::PushLimits,
     clock: &'static gpuimg_fetch::ManualClock,
-) -> gpuimg::registry::PushLimits {
-    gpuimg::registry::PushLimits {
+) -> gpuimg_oci::registry::PushLimits {
+    gpuimg_oci::registry::PushLimits {
         clock: gpuimg_fetch::Clock::manual(clock),
         ..limits
     }
@@ -954,8 +954,8 @@ fn registry_credentials_go_to_a_token_realm_only_on_its_host_its_domain_or_where
 #[test]
 #[cfg(debug_assertions)]
 fn a_registry_that_never_answers_or_drips_stops_the_push_at_a_deadline_it_names() {
-    use gpuimg::registry::PushLimits;
     use gpuimg_fetch::ManualClock;
+    use gpuimg_oci::registry::PushLimits;
     // Real time passes only where a socket stalls on purpose (the silent registry): 0.3 s.
     let stall = Duration::from_millis(300);
     let no_stall = Duration::from_secs(30);
@@ -1085,7 +1085,7 @@ fn a_registry_that_never_answers_or_drips_stops_the_push_at_a_deadline_it_names(
 #[test]
 #[cfg(debug_assertions)]
 fn a_registry_that_stops_reading_an_upload_stops_it_at_the_minimum_rate() {
-    use gpuimg::registry::{Blob, BlobSource, PushLimits};
+    use gpuimg_oci::registry::{Blob, BlobSource, PushLimits};
     let dir = tempfile::tempdir().unwrap();
     // More than the loopback socket buffers hold: the sender must wait for the registry.
     let data = noise(32 << 20, 7);

@@ -8,10 +8,10 @@ use serde_json::json;
 use super::{CatalogArgs, RegistryArgs};
 use crate::cli::{CliError, Progress, Settings};
 use crate::driver::{BuildOptions, Output};
-use crate::export::Target;
-use crate::layer::Compression;
 use crate::ops::{self, build::BuildRequest, settle::Settle};
-use crate::reference::{ImageRef, RegistryRef, Tag};
+use gpuimg_oci::export::Target;
+use gpuimg_oci::layer::Compression;
+use gpuimg_oci::reference::{ImageRef, RegistryRef, Tag};
 use gpuimg_store::byte_size::ByteSize;
 
 #[derive(Debug, clap::Args)]
@@ -76,7 +76,7 @@ enum OutputArg {
 
 impl OutputArg {
     fn parse(o: &str) -> Result<OutputArg, CliError> {
-        let bad = |e: crate::reference::ReferenceError| {
+        let bad = |e: gpuimg_oci::reference::ReferenceError| {
             CliError::msg(
                 2,
                 format!("`-o` `{}` is not a valid output: {e}", o.escape_debug()),

@@ -118,7 +118,7 @@ fn verify(root: &Path, repair: bool, json: bool, settings: &Settings) -> Result<
             format!("Failed to verify the cache `{}`: {e}", root.display()),
         )
     };
-    let layers = gpuimg_store::cache::maintain::verify(&cache, &crate::layer::Records, repair)
+    let layers = gpuimg_store::cache::maintain::verify(&cache, &gpuimg_oci::layer::Records, repair)
         .map_err(failed)?;
     let usage = cache.usage().map_err(failed)?;
     let bad: Vec<Finding> = layers.bad;

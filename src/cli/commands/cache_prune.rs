@@ -122,8 +122,9 @@ pub fn exec(args: PruneArgs, settings: &Settings) -> Result<u8, CliError> {
         )
     };
     let before = cache.usage().map_err(failed)?;
-    let mut p = gpuimg_store::cache::maintain::prune(&cache, &crate::layer::Records, args.dry_run)
-        .map_err(failed)?;
+    let mut p =
+        gpuimg_store::cache::maintain::prune(&cache, &gpuimg_oci::layer::Records, args.dry_run)
+            .map_err(failed)?;
     let downloads = cache.downloads().map_err(failed)?;
     let now = SystemTime::now();
     let doomed = policy.choose(&downloads, now);

@@ -6,7 +6,7 @@
 
 use crate::cli::{print_result, print_stdout, CliError, Settings};
 use crate::inspect::{FileEntry, FileKind, Image};
-use crate::reference::{ImageRef, Transport};
+use gpuimg_oci::reference::{ImageRef, Transport};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use crate::catalog::{Catalog, CatalogError};
 use crate::cli::{CliError, Settings};
-use crate::registry;
 use gpuimg_fetch::TrustSource;
+use gpuimg_oci::registry;
 
 pub mod build;
 pub mod cache;

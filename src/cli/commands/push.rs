@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use super::RegistryArgs;
 use crate::cli::{print_stdout, CliError, Progress, Settings};
 use crate::inspect::Image;
-use crate::reference::{ImageRef, RegistryRef, Tag, Transport};
-use crate::registry::{self, Blob, BlobSource};
+use gpuimg_oci::reference::{ImageRef, RegistryRef, Tag, Transport};
+use gpuimg_oci::registry::{self, Blob, BlobSource};
 use gpuimg_store::cache::Cache;
 
 /// The most bytes an SBOM given with `--sbom` may have.

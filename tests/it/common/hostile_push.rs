@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use gpuimg::registry::{self, Blob, BlobSource, Connection, PushLimits, Pushed, RegistryError};
+use gpuimg_oci::registry::{self, Blob, BlobSource, Connection, PushLimits, Pushed, RegistryError};
 use gpuimg_store::digest::Digest;
 
 use super::fake_registry::{Answer, Req};
@@ -138,8 +138,9 @@ pub fn push_image(
     conn: &Connection,
     image: &registry::Image,
 ) -> (Result<Pushed, RegistryError>, Told) {
-    let dest = gpuimg::reference::RegistryRef::parse(&format!("registry:{host_port}/demo/tiny:v1"))
-        .unwrap();
+    let dest =
+        gpuimg_oci::reference::RegistryRef::parse(&format!("registry:{host_port}/demo/tiny:v1"))
+            .unwrap();
     let cache_dir = tempfile::tempdir().unwrap();
     let cache = gpuimg_store::cache::Cache::open(cache_dir.path()).unwrap();
     let mut told = Told::default();

@@ -3,7 +3,9 @@
 //! Owns every piece of OCI JSON the builder writes (with oci-spec's types) and the annotation
 //! names gpuimg uses. Must never read or write files: `export` puts the bytes on disk.
 
+mod config_spec;
 mod docker;
+mod platform;
 mod time;
 
 use std::collections::{BTreeMap, HashMap};
@@ -13,11 +15,12 @@ use oci_spec::image::{
     ImageManifestBuilder, MediaType, PlatformBuilder, RootFsBuilder,
 };
 
+pub use config_spec::ConfigSpec;
 pub use docker::DockerJson;
+pub use platform::Platform;
 pub use time::rfc3339;
 
 use crate::layer::LayerBlob;
-use crate::profile::{ConfigSpec, Platform};
 use gpuimg_store::canonical_json::to_canonical;
 use gpuimg_store::digest::Digest;
 
