@@ -25,7 +25,7 @@ use gpuimg_store::canonical_json::to_canonical;
 use gpuimg_store::digest::Digest;
 
 pub mod annotations;
-pub mod referrer;
+pub(crate) mod referrer;
 
 pub use annotations::{ANN_COMPONENT, ANN_LAYER_SIZES, ANN_REF_NAME, ANN_UNCOMPRESSED_SIZE};
 

@@ -9,7 +9,7 @@
 
 mod compression;
 mod dedup;
-pub mod fragments;
+pub(crate) mod fragments;
 mod key;
 pub mod listing;
 mod pgzip;
@@ -24,7 +24,8 @@ use std::io;
 
 use serde::{Deserialize, Serialize};
 
-pub use compression::{Compression, Encoder, GzipOutcome, Streams, GZIP_LEVEL, ZSTD_LEVEL};
+pub use compression::Compression;
+use compression::{Encoder, GzipOutcome, Streams, GZIP_LEVEL};
 pub use dedup::MIN_BYTES as DEDUP_MIN_BYTES;
 pub use key::layer_key;
 pub use record::{ensure_intact, lookup, remember, Records};

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use ureq::http::Method;
 
 pub use credentials::AuthFiles;
-pub use limits::{PushLimits, ATTEMPTS, BACKOFF, RESPONSE, SLACK};
+pub use limits::PushLimits;
 
 use crate::reference::RegistryRef;
 use gpuimg_fetch::observe::Observer;
@@ -511,7 +511,7 @@ fn agent(trust: &Trust, limits: &PushLimits) -> Result<ureq::Agent, RegistryErro
 }
 
 /// Whether `host` is this machine (`localhost`, 127.0.0.0/8, ::1).
-pub fn is_loopback(host: &str) -> bool {
+pub(crate) fn is_loopback(host: &str) -> bool {
     host.eq_ignore_ascii_case("localhost")
         || host
             .parse::<std::net::IpAddr>()
