@@ -59,7 +59,7 @@ fn main() -> ExitCode {
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| site.clone());
     let pairs = wheels.iter().map(|(n, v)| (n.as_str(), v.as_str()));
-    let libraries = match gpuimg::plan::wheel_library_expectations(&site_abs, pairs) {
+    let libraries = match gpuimg_build::plan::wheel_library_expectations(&site_abs, pairs) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("error: {e}");

@@ -21,7 +21,7 @@ impl CliError {
     }
 
     /// A command's failure: its exit code and hint from the error itself.
-    pub fn from_ops(e: crate::ops::OpsError) -> Self {
+    pub fn from_ops(e: gpuimg_build::ops::OpsError) -> Self {
         CliError {
             code: e.exit_code(),
             message: chain(&e),

@@ -39,9 +39,9 @@ use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
-use crate::catalog::{Catalog, CatalogError};
 use crate::cli::CliError;
-use crate::profile::{Profile, ProfileError};
+use gpuimg_build::catalog::{Catalog, CatalogError};
+use gpuimg_build::profile::{Profile, ProfileError};
 use gpuimg_fetch::{Trust, TrustSource};
 use gpuimg_pypi::{budget, HostSettings};
 
@@ -168,7 +168,7 @@ impl Settings {
 
     /// Load the profile at `path`, its `${VAR}` taken from this environment.
     pub fn load_profile(&self, path: &Path) -> Result<Profile, ProfileError> {
-        crate::profile::load(path, &|k| self.env.text(k))
+        gpuimg_build::profile::load(path, &|k| self.env.text(k))
     }
 
     /// The certificate authorities downloads trust besides the system store:
@@ -323,8 +323,8 @@ impl Settings {
     }
 
     /// What `build` and `lock` need of the host for `python:`.
-    pub fn python(&self) -> crate::ops::python_packages::PythonHost {
-        crate::ops::python_packages::PythonHost {
+    pub fn python(&self) -> gpuimg_build::ops::python_packages::PythonHost {
+        gpuimg_build::ops::python_packages::PythonHost {
             settings: self.python_host(),
             path: self.host_path(),
         }

@@ -5,9 +5,9 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use gpuimg::plan::source_specs;
-use gpuimg::profile::{self, Base};
 use gpuimg_apt::{self as apt, AptOptions};
+use gpuimg_build::plan::source_specs;
+use gpuimg_build::profile::{self, Base};
 use gpuimg_fetch::observe::Silent;
 
 #[test]

@@ -242,9 +242,9 @@ fn lock_package_names(lock: &serde_json::Value) -> Vec<String> {
 
 /// Install `packages` from the host's mirror into `dest` in one piece, with the library.
 fn install_into(dest: &Path, packages: &str) {
-    use gpuimg::plan::source_specs;
-    use gpuimg::profile::{self, Base};
     use gpuimg_apt::{self as apt, AptOptions};
+    use gpuimg_build::plan::source_specs;
+    use gpuimg_build::profile::{self, Base};
     use gpuimg_fetch::observe::Silent;
     let yaml = format!(
         "name: t\nbase:\n  apt:\n    mirror: host\n    suite: bookworm\n    packages: [{packages}]\n"

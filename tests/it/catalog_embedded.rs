@@ -1,7 +1,7 @@
 //! The embedded catalog loads and holds together: references resolve, no duplicate versions,
 //! versions parse; overlays add and replace records; broken overlays fail with the file named.
 
-use gpuimg::catalog::{Catalog, CatalogError, DriverFloor};
+use gpuimg_build::catalog::{Catalog, CatalogError, DriverFloor};
 
 #[test]
 fn embedded_catalog_is_valid() {

@@ -16,9 +16,9 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use common::*;
-use gpuimg::plan::source_specs;
-use gpuimg::profile::{self, Base};
 use gpuimg_apt::{self as apt, AptOptions};
+use gpuimg_build::plan::source_specs;
+use gpuimg_build::profile::{self, Base};
 use gpuimg_fetch::observe::Observer;
 use gpuimg_fetch::{Clock, FetchLimits, ManualClock, BACKOFF, MAX_ROOT_BYTES};
 

@@ -109,9 +109,9 @@ fn build_locked_with_a_v1_lock_gives_the_v2_digest() {
     // The same lock as version 1: read, converted, the same image.
     let v1 = as_v1(&v2);
     std::fs::write(&lock_file, serde_json::to_string_pretty(&v1).unwrap()).unwrap();
-    let converted = gpuimg::lock::read(&lock_file).unwrap();
+    let converted = gpuimg_build::lock::read(&lock_file).unwrap();
     assert_eq!(
-        gpuimg::lock::to_json(&converted),
+        gpuimg_build::lock::to_json(&converted),
         v2_text,
         "v1 converts to the v2 bytes"
     );
@@ -171,11 +171,11 @@ fn verify_host_reads_a_committed_v1_lock_like_its_v2_rewrite() {
         let lock_file = t.path().join(format!("{name}.lock.json"));
         std::fs::copy(fixture(&format!("{name}.v1.lock.json")), &lock_file).unwrap();
         let (code_v1, from_v1) = verify_host(&t, &lock_file);
-        let loaded = gpuimg::profile::load(&profile, &|_| None).unwrap();
+        let loaded = gpuimg_build::profile::load(&profile, &|_| None).unwrap();
         let expect = |lock: &Path| {
-            let l = gpuimg::lock::read(lock).unwrap();
-            gpuimg::lock::check_fresh(&loaded, &l).unwrap();
-            gpuimg::plan::expectation(&loaded, l.resolution.as_ref()).to_json()
+            let l = gpuimg_build::lock::read(lock).unwrap();
+            gpuimg_build::lock::check_fresh(&loaded, &l).unwrap();
+            gpuimg_build::plan::expectation(&loaded, l.resolution.as_ref()).to_json()
         };
         let expect_v1 = expect(&lock_file);
         lock(&t, &profile);

@@ -20,10 +20,10 @@ use gpuimg_store::cache::Cache;
 
 /// The request of a loaded profile's `python:`, through the plan's conversion.
 fn request_of(
-    p: &gpuimg::profile::Profile,
+    p: &gpuimg_build::profile::Profile,
     host: &HostSettings,
 ) -> Result<PythonRequest, PypiError> {
-    let spec = gpuimg::plan::source_specs::python_request(p).expect("a `python:` section");
+    let spec = gpuimg_build::plan::source_specs::python_request(p).expect("a `python:` section");
     PythonRequest::new(&spec, host)
 }
 
@@ -399,7 +399,7 @@ fn requirements_hashes_are_enforced() {
             "name: t\npython:\n  requirements: ./requirements.txt\n  index: {}\n",
             idx.url()
         );
-        let p = gpuimg::profile::parse(&yaml, "p.yaml", dir.path(), &|_| None).unwrap();
+        let p = gpuimg_build::profile::parse(&yaml, "p.yaml", dir.path(), &|_| None).unwrap();
         request_of(&p, &HostSettings::default()).unwrap()
     };
     // The hash allows 0.9 only: the newer 1.0 is not a candidate.
@@ -420,7 +420,7 @@ fn requirements_hashes_are_enforced() {
 #[test]
 fn with_nothing_configured_and_no_python_to_ask_one_line_says_what_to_set() {
     let dir = tempfile::tempdir().unwrap();
-    let p = gpuimg::profile::parse(
+    let p = gpuimg_build::profile::parse(
         "name: t\npython:\n  packages: [requests]\n",
         "p.yaml",
         dir.path(),
@@ -456,7 +456,8 @@ fn index_discovery_follows_the_documented_order() {
         "[global]\nindex-url = http://from-pip-conf.invalid/simple\n",
     )
     .unwrap();
-    let load = |yaml: &str| gpuimg::profile::parse(yaml, "p.yaml", dir.path(), &|_| None).unwrap();
+    let load =
+        |yaml: &str| gpuimg_build::profile::parse(yaml, "p.yaml", dir.path(), &|_| None).unwrap();
     let host = HostSettings {
         index_vars: vec![(
             "PIP_INDEX_URL".into(),
@@ -529,7 +530,7 @@ fn a_pylock_toml_as_requirements_gives_exactly_its_wheels() {
             "name: t\npython:\n  requirements: ./pylock.toml\n  index: {}\n",
             idx.url()
         );
-        let p = gpuimg::profile::parse(&yaml, "p.yaml", dir.path(), &|_| None).unwrap();
+        let p = gpuimg_build::profile::parse(&yaml, "p.yaml", dir.path(), &|_| None).unwrap();
         request_of(&p, &HostSettings::default()).unwrap()
     };
     // The older leaf, as locked, not the newest.

@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use gpuimg::catalog::Catalog;
-use gpuimg::resolve::{resolve, Component, ResolveError};
+use gpuimg_build::catalog::Catalog;
+use gpuimg_build::resolve::{resolve, Component, ResolveError};
 
 enum Expect {
     /// Resolves to these exact components (others may be present).
@@ -160,7 +160,7 @@ const CASES: &[Case] = &[
 
 fn run(case: &Case, catalog: &Catalog) -> Result<(), String> {
     let text = format!("name: t\n{}\n", case.profile);
-    let profile = gpuimg::profile::parse(&text, "case.yaml", Path::new("."), &|_| None)
+    let profile = gpuimg_build::profile::parse(&text, "case.yaml", Path::new("."), &|_| None)
         .map_err(|e| e.to_string())?;
     let got = resolve(&profile, catalog);
     match (&case.expect, got) {
@@ -255,7 +255,7 @@ fn every_hint_the_cases_print_works_when_followed() {
     let mut failures = Vec::new();
     for case in CASES.iter().filter(|c| matches!(c.expect, No(_))) {
         let text = format!("name: t\n{}\n", case.profile);
-        let profile = gpuimg::profile::parse(&text, "case.yaml", Path::new("."), &|_| None)
+        let profile = gpuimg_build::profile::parse(&text, "case.yaml", Path::new("."), &|_| None)
             .unwrap_or_else(|e| panic!("{}: {e}", case.profile));
         let Err(ResolveError::Incompatible(e)) = resolve(&profile, &catalog) else {
             continue;
@@ -278,8 +278,8 @@ fn every_hint_the_cases_print_works_when_followed() {
 
 /// Apply a printed hint (`` `KEY: VALUE` would work ``, ``leaving `GPU` out of host.gpus``)
 /// to `p`; a hint of another shape fails the test, so each new kind is followed here too.
-fn follow(p: &mut gpuimg::profile::Profile, hint: &str) {
-    use gpuimg::profile::{CompatMode, KernelModule, Located};
+fn follow(p: &mut gpuimg_build::profile::Profile, hint: &str) {
+    use gpuimg_build::profile::{CompatMode, KernelModule, Located};
     if let Some(rest) = hint.strip_prefix("leaving `") {
         let gpu = rest.split('`').next().unwrap_or_default();
         let gpu = gpu.strip_prefix("compute capability ").unwrap_or(gpu);

@@ -235,24 +235,24 @@ fn lock_is_written_canonical_and_goes_stale() {
     assert_eq!(v["version"], 2);
     assert_eq!(
         text,
-        format!("{}\n", gpuimg::lock::canonical_json(&v)),
+        format!("{}\n", gpuimg_build::lock::canonical_json(&v)),
         "lock is canonical JSON"
     );
     // Same inputs, same bytes.
     gpuimg(&["lock", p.to_str().unwrap()], &d);
     assert_eq!(std::fs::read_to_string(&lock_file).unwrap(), text);
 
-    let prof = gpuimg::profile::load(&p, &|_| None).unwrap();
-    let lock = gpuimg::lock::read(&lock_file).unwrap();
-    assert_eq!(gpuimg::lock::lock_path(&prof), lock_file);
-    gpuimg::lock::check_fresh(&prof, &lock).unwrap();
+    let prof = gpuimg_build::profile::load(&p, &|_| None).unwrap();
+    let lock = gpuimg_build::lock::read(&lock_file).unwrap();
+    assert_eq!(gpuimg_build::lock::lock_path(&prof), lock_file);
+    gpuimg_build::lock::check_fresh(&prof, &lock).unwrap();
     std::fs::write(
         &p,
         "name: demo\nhost:\n  gpus: [H100]\nstack:\n  cuda: \"12.6\"\n",
     )
     .unwrap();
-    let prof = gpuimg::profile::load(&p, &|_| None).unwrap();
-    let e = gpuimg::lock::check_fresh(&prof, &lock)
+    let prof = gpuimg_build::profile::load(&p, &|_| None).unwrap();
+    let e = gpuimg_build::lock::check_fresh(&prof, &lock)
         .unwrap_err()
         .to_string();
     assert!(e.contains("a different `stack.cuda`"), "{e}");

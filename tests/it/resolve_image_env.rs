@@ -3,12 +3,12 @@
 
 use std::path::Path;
 
-use gpuimg::catalog::Catalog;
-use gpuimg::resolve::{resolve, Resolution};
+use gpuimg_build::catalog::Catalog;
+use gpuimg_build::resolve::{resolve, Resolution};
 
 fn res(body: &str) -> Resolution {
     let text = format!("name: t\n{body}\n");
-    let p = gpuimg::profile::parse(&text, "t.yaml", Path::new("."), &|_| None).unwrap();
+    let p = gpuimg_build::profile::parse(&text, "t.yaml", Path::new("."), &|_| None).unwrap();
     resolve(&p, &Catalog::embedded().unwrap()).unwrap()
 }
 
@@ -50,7 +50,7 @@ fn arch_floor_without_gpus_comes_from_the_stack() {
     assert_eq!(env["PYTORCH_VERSION"], "2.11.0");
     assert_eq!(env["NV_CUDNN_VERSION"], "9.19.0.56");
     assert_eq!(env["NCCL_VERSION"], "2.28.9");
-    let a = gpuimg::plan::annotations::stack_annotations(&r);
+    let a = gpuimg_build::plan::annotations::stack_annotations(&r);
     assert_eq!(a["io.gpuimg.stack.pytorch"], "2.11.0");
     assert_eq!(a["io.gpuimg.stack.pytorch.variant"], "cu130");
     assert_eq!(a["io.gpuimg.host.driver"], ">=580.65.06");
@@ -61,7 +61,7 @@ fn plain_image_has_no_gpu_environment() {
     let r = res("platform: linux/amd64");
     assert!(r.is_empty());
     assert!(r.image_env().is_empty());
-    assert!(gpuimg::plan::annotations::stack_annotations(&r).is_empty());
+    assert!(gpuimg_build::plan::annotations::stack_annotations(&r).is_empty());
 }
 
 #[test]

@@ -2,11 +2,11 @@
 //! constraint when checked by an independent checker written here (point by point, not with
 //! interval sets), and when it says "no", brute force over the catalog finds nothing either.
 
-use gpuimg::catalog::{
+use gpuimg_build::catalog::{
     Catalog, CudaRelease, DriverFloor, Gpu, ModuleFlavour, PytorchRelease, PytorchVariant,
 };
-use gpuimg::profile::{CompatMode, KernelModule};
-use gpuimg::resolve::{resolve_request, Component, GpuTarget, Request, ResolveError};
+use gpuimg_build::profile::{CompatMode, KernelModule};
+use gpuimg_build::resolve::{resolve_request, Component, GpuTarget, Request, ResolveError};
 use gpuimg_expect::version::{Constraint, Version};
 use proptest::prelude::*;
 use std::sync::OnceLock;
@@ -226,7 +226,7 @@ fn driver_ok(c: &Catalog, req: &Request, ch: &Choice, d: &Version) -> bool {
                         && gpus_of(req).len() == req.gpus.len()
                         && gpus_of(req).iter().all(|g| g.datacenter)
                         && c.drivers.iter().any(|b| {
-                            b.kind == Some(gpuimg::catalog::BranchKind::Ltsb)
+                            b.kind == Some(gpuimg_build::catalog::BranchKind::Ltsb)
                                 && b.branch == major
                                 && b.branch < f.minor_compat_driver.fields()[0]
                         }))

@@ -190,7 +190,7 @@ fn the_profile_template_and_the_example_profiles_load() {
     files(&root().join("profiles"), &["yaml"], &mut v);
     assert!(v.len() >= 4, "{v:?}");
     for f in v {
-        if let Err(e) = gpuimg::profile::load(&f, &|_| None) {
+        if let Err(e) = gpuimg_build::profile::load(&f, &|_| None) {
             panic!("{}: {e}", f.display());
         }
     }
@@ -316,7 +316,7 @@ fn allowed_crates() -> Table {
     architecture_table("| crate | may depend on |")
 }
 
-/// Which module (or crate) each top-level module of the root crate may use.
+/// Which module (or crate) each top-level module of `gpuimg-build` may use.
 fn allowed_dependencies() -> Table {
     let out = architecture_table("| module | may use |");
     assert!(out.len() > 10, "found only {} rows", out.len());
@@ -401,13 +401,13 @@ fn crates_depend_only_on_what_the_crate_table_allows() {
             bad.push(format!("the table names `{name}`, which is no crate"));
         }
     }
-    // What the root crate's modules may use of the other crates, the root crate may use.
-    let root_may = allowed.get("gpuimg").cloned().unwrap_or_default();
+    // What gpuimg-build's modules may use of the other crates, gpuimg-build may use.
+    let build_may = allowed.get("gpuimg-build").cloned().unwrap_or_default();
     for (module, uses) in allowed_dependencies() {
         for u in uses.iter().filter(|u| u.starts_with("gpuimg-")) {
-            if !root_may.contains(u) {
+            if !build_may.contains(u) {
                 bad.push(format!(
-                    "module `{module}` may use `{u}`, which the crate `gpuimg` may not"
+                    "module `{module}` may use `{u}`, which the crate `gpuimg-build` may not"
                 ));
             }
         }
@@ -422,7 +422,7 @@ fn crates_depend_only_on_what_the_crate_table_allows() {
 #[test]
 fn modules_import_only_what_the_architecture_table_allows() {
     let allowed = allowed_dependencies();
-    let src = root().join("src");
+    let src = root().join("crates/build/src");
     let mut v = Vec::new();
     files(&src, &["rs"], &mut v);
     let mut bad = Vec::new();
@@ -442,7 +442,9 @@ fn modules_import_only_what_the_architecture_table_allows() {
             continue;
         }
         let Some(may) = allowed.get(&top) else {
-            bad.push(format!("src/{rel}: module `{top}` is not in the table"));
+            bad.push(format!(
+                "crates/build/src/{rel}: module `{top}` is not in the table"
+            ));
             continue;
         };
         let text = std::fs::read_to_string(&f).unwrap();
@@ -453,7 +455,9 @@ fn modules_import_only_what_the_architecture_table_allows() {
                 } else {
                     format!("`crate::{m}`")
                 };
-                bad.push(format!("src/{rel}:{line}: `{top}` may not use {what}"));
+                bad.push(format!(
+                    "crates/build/src/{rel}:{line}: `{top}` may not use {what}"
+                ));
             }
         }
     }

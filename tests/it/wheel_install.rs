@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use common::*;
-use gpuimg::sources::wheel::{self, HostPython, WheelError};
 use gpuimg_assemble::{DataSource, EntryKind, Tree};
+use gpuimg_build::sources::wheel::{self, HostPython, WheelError};
 use gpuimg_fetch::observe::Observer;
 use gpuimg_pypi::ImagePython;
 use gpuimg_pypi::{FetchedWheel, PinnedWheel};

@@ -7,8 +7,8 @@ use serde_json::json;
 
 use super::{CatalogArgs, RegistryArgs};
 use crate::cli::{CliError, Progress, Settings};
-use crate::driver::{BuildOptions, Output};
-use crate::ops::{self, build::BuildRequest, settle::Settle};
+use gpuimg_build::driver::{BuildOptions, Output};
+use gpuimg_build::ops::{self, build::BuildRequest, settle::Settle};
 use gpuimg_oci::export::Target;
 use gpuimg_oci::layer::Compression;
 use gpuimg_oci::reference::{ImageRef, RegistryRef, Tag};

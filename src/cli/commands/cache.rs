@@ -227,7 +227,7 @@ pub(super) fn buckets_json(
 }
 
 pub(super) fn print_json(v: &Value) {
-    print_stdout(&format!("{}\n", crate::lock::canonical_json(v)));
+    print_stdout(&format!("{}\n", gpuimg_build::lock::canonical_json(v)));
 }
 
 pub(super) fn count(n: usize, what: &str) -> String {

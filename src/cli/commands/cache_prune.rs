@@ -271,7 +271,7 @@ pub fn exec(args: PruneArgs, settings: &Settings) -> Result<u8, CliError> {
 fn pinned(paths: &[PathBuf]) -> Result<Pinned, CliError> {
     let mut out = Pinned::new();
     for path in paths {
-        let lock = crate::lock::read(path).map_err(|e| CliError::bad_input(&e))?;
+        let lock = gpuimg_build::lock::read(path).map_err(|e| CliError::bad_input(&e))?;
         out.extend(lock.debs().map(|p| p.sha256));
         out.extend(lock.wheels().map(|w| w.sha256));
     }

@@ -6,10 +6,10 @@ use serde_json::json;
 
 use super::resolve::outln;
 use super::CatalogArgs;
-use crate::catalog::Catalog;
 use crate::cli::{CliError, Settings};
-use crate::profile::{CompatMode, KernelModule};
-use crate::resolve::{lookup_gpu, Component, Request, ResolveError};
+use gpuimg_build::catalog::Catalog;
+use gpuimg_build::profile::{CompatMode, KernelModule};
+use gpuimg_build::resolve::{lookup_gpu, Component, Request, ResolveError};
 use gpuimg_expect::version::Constraint;
 
 #[derive(Debug, clap::Subcommand)]
@@ -150,7 +150,7 @@ pub fn exec(cmd: Command, settings: &Settings) -> Result<u8, CliError> {
         } => {
             let (found, code) = show(&catalog.load(settings)?, &name, version.as_deref())?;
             if json || !settings.quiet {
-                outln!("{}", crate::lock::canonical_json(&found));
+                outln!("{}", gpuimg_build::lock::canonical_json(&found));
             }
             Ok(code)
         }
@@ -172,7 +172,7 @@ fn matrix(c: &Catalog, hints: bool, json: bool, settings: &Settings) -> Result<u
         for r in &c.pytorch {
             for p in &c.python {
                 let mut req = Request {
-                    gpus: vec![crate::resolve::GpuTarget::Named(Box::new(g.clone()))],
+                    gpus: vec![gpuimg_build::resolve::GpuTarget::Named(Box::new(g.clone()))],
                     ..Request::default()
                 };
                 req.stack
@@ -180,8 +180,8 @@ fn matrix(c: &Catalog, hints: bool, json: bool, settings: &Settings) -> Result<u
                 req.stack
                     .insert(Component::Python, Constraint::from_prefix(&p.version));
                 let answer = match hints {
-                    true => crate::resolve::resolve_request(&req, c),
-                    false => crate::resolve::decide(&req, c),
+                    true => gpuimg_build::resolve::resolve_request(&req, c),
+                    false => gpuimg_build::resolve::decide(&req, c),
                 };
                 let mut row = json!({
                     "gpu": g.name,
@@ -226,7 +226,11 @@ fn matrix(c: &Catalog, hints: bool, json: bool, settings: &Settings) -> Result<u
         }
     }
     if json {
-        let _ = writeln!(out, "{}", crate::lock::canonical_json(&json!(answers)));
+        let _ = writeln!(
+            out,
+            "{}",
+            gpuimg_build::lock::canonical_json(&json!(answers))
+        );
     }
     let _ = out.flush();
     if !json && !settings.quiet {
@@ -237,7 +241,7 @@ fn matrix(c: &Catalog, hints: bool, json: bool, settings: &Settings) -> Result<u
 
 fn list(c: &Catalog, kind: Kind, json: bool, settings: &Settings) -> Result<u8, CliError> {
     if json {
-        outln!("{}", crate::lock::canonical_json(&records(c, kind)?));
+        outln!("{}", gpuimg_build::lock::canonical_json(&records(c, kind)?));
         return Ok(0);
     }
     if settings.quiet {
@@ -488,6 +492,6 @@ fn why(a: WhyArgs, settings: &Settings) -> Result<u8, CliError> {
             req.stack.insert(comp, parse(comp.as_str(), s)?);
         }
     }
-    let result: Result<_, ResolveError> = crate::resolve::resolve_request(&req, &catalog);
+    let result: Result<_, ResolveError> = gpuimg_build::resolve::resolve_request(&req, &catalog);
     super::resolve::answer(result, a.json, settings)
 }

@@ -5,7 +5,7 @@
 //! `oci:DIR[:TAG]`) or an oci-archive (`oci-archive:FILE[:TAG]`, read in place).
 
 use crate::cli::{print_result, print_stdout, CliError, Settings};
-use crate::inspect::{FileEntry, FileKind, Image};
+use gpuimg_build::inspect::{FileEntry, FileKind, Image};
 use gpuimg_oci::reference::{ImageRef, Transport};
 
 #[derive(Debug, clap::Args)]
@@ -55,7 +55,7 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
     };
     let tag = args.tag.or(r.tag);
     if args.unused {
-        let report = crate::inspect::inspect_unused(&img, tag.as_deref())?;
+        let report = gpuimg_build::inspect::inspect_unused(&img, tag.as_deref())?;
         if args.json {
             let v = serde_json::to_string(&report).map_err(|e| CliError::msg(3, e.to_string()))?;
             print_stdout(&format!("{v}\n"));
@@ -65,7 +65,7 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
         return Ok(0);
     }
     if args.files {
-        let listing = crate::inspect::inspect_files(&img, tag.as_deref())?;
+        let listing = gpuimg_build::inspect::inspect_files(&img, tag.as_deref())?;
         if args.json {
             let v = serde_json::to_string(&listing).map_err(|e| CliError::msg(3, e.to_string()))?;
             print_stdout(&format!("{v}\n"));
@@ -74,9 +74,9 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
         }
         return Ok(0);
     }
-    let info = crate::inspect::inspect(&img, tag.as_deref())?;
+    let info = gpuimg_build::inspect::inspect(&img, tag.as_deref())?;
     if args.sizes {
-        let report = crate::inspect::size_report(&info);
+        let report = gpuimg_build::inspect::size_report(&info);
         if args.json {
             let v = serde_json::to_string_pretty(&report)
                 .map_err(|e| CliError::msg(3, e.to_string()))?;
@@ -203,7 +203,7 @@ fn short_owner(owner: Option<&str>) -> String {
 
 /// The `--unused` report: counts, then the unused libraries (size, owner, path), then the
 /// names nothing provides.
-fn unused_text(r: &crate::inspect::UnusedReport) -> String {
+fn unused_text(r: &gpuimg_build::inspect::UnusedReport) -> String {
     let mut s = format!(
         "{} ELF objects, {} reached from the image's programs, extension modules and dlopen list\n",
         r.objects, r.reached

@@ -47,7 +47,7 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
     let catalog = args.catalog.load(settings)?;
     let cache_root = settings.cache_root(args.cache.as_deref());
     let mut progress = Progress::new(settings.quiet, args.json);
-    let locked = crate::ops::lock::lock(
+    let locked = gpuimg_build::ops::lock::lock(
         &profile,
         &catalog,
         &cache_root,
@@ -55,12 +55,12 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
         &settings.trust(),
         &settings.python(),
         args.export
-            .map(|ExportFormat::Pylock| crate::ops::lock::Export::Pylock),
+            .map(|ExportFormat::Pylock| gpuimg_build::ops::lock::Export::Pylock),
         &mut progress,
     )
     .map_err(CliError::from_ops)?;
     if args.json {
-        outln!("{}", crate::lock::canonical_json(&summary(&locked)));
+        outln!("{}", gpuimg_build::lock::canonical_json(&summary(&locked)));
     } else if !settings.quiet {
         outln!("wrote {}", locked.path.display());
         if let Some(p) = &locked.exported {
@@ -71,7 +71,7 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
 }
 
 /// What `lock --json` prints.
-fn summary(locked: &crate::ops::lock::Locked) -> serde_json::Value {
+fn summary(locked: &gpuimg_build::ops::lock::Locked) -> serde_json::Value {
     let lock = &locked.lock;
     let components: serde_json::Map<String, serde_json::Value> = lock
         .resolution

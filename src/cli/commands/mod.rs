@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
-use crate::catalog::{Catalog, CatalogError};
 use crate::cli::{CliError, Settings};
+use gpuimg_build::catalog::{Catalog, CatalogError};
 use gpuimg_fetch::TrustSource;
 use gpuimg_oci::registry;
 

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use super::RegistryArgs;
 use crate::cli::{print_stdout, CliError, Progress, Settings};
-use crate::inspect::Image;
+use gpuimg_build::inspect::Image;
 use gpuimg_oci::reference::{ImageRef, RegistryRef, Tag, Transport};
 use gpuimg_oci::registry::{self, Blob, BlobSource};
 use gpuimg_store::cache::Cache;
@@ -63,7 +63,7 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
                 "`push` reads `oci:DIR` and `oci-archive:FILE`; a docker-archive is an output only",
             )),
         };
-    let stored = crate::inspect::stored(&img, src.tag.as_deref())?;
+    let stored = gpuimg_build::inspect::stored(&img, src.tag.as_deref())?;
     let tag_text = dest
         .tag
         .clone()

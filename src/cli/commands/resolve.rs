@@ -19,8 +19,8 @@ use serde_json::json;
 
 use super::CatalogArgs;
 use crate::cli::{CliError, Progress, Settings};
-use crate::profile::KernelModule;
-use crate::resolve::{Explanation, Resolution, ResolveError};
+use gpuimg_build::profile::KernelModule;
+use gpuimg_build::resolve::{Explanation, Resolution, ResolveError};
 use gpuimg_fetch::observe::Observer as _;
 
 #[derive(Debug, clap::Args)]
@@ -46,31 +46,37 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
     let catalog = args.catalog.load(settings)?;
     let cache_root = settings.cache_root(args.cache.as_deref());
     let (trust, python) = (settings.trust(), settings.python());
-    let reach = crate::ops::known::Reach {
+    let reach = gpuimg_build::ops::known::Reach {
         cache_root: &cache_root,
         offline: args.offline,
         trust: &trust,
         python: &python,
     };
     let mut progress = Progress::new(settings.quiet, args.json);
-    let known = crate::ops::known::gather(&profile, &catalog, reach, &mut progress)
+    let known = gpuimg_build::ops::known::gather(&profile, &catalog, reach, &mut progress)
         .map_err(CliError::from_ops)?;
     let resolved = match known.request(&profile, &catalog) {
-        Ok(req) => crate::resolve::resolve_request(&req, &catalog),
+        Ok(req) => gpuimg_build::resolve::resolve_request(&req, &catalog),
         Err(e) => Err(e),
     };
     let resolved = match resolved {
         Ok(r) => {
             // What `lock` and `build` do with it too: a pinned `stack.python` must be one the
             // base installs, and with `python:` the wheels are resolved for it and checked.
-            crate::ops::known::check_stack_python(Some(&r), known.base_packages.as_deref())
+            gpuimg_build::ops::known::check_stack_python(Some(&r), known.base_packages.as_deref())
                 .map_err(CliError::from_ops)?;
             for line in known.said(&profile, &r) {
                 progress.message(&line);
             }
-            let (r, _) =
-                crate::ops::known::wheels(&profile, &catalog, &known, r, reach, &mut progress)
-                    .map_err(CliError::from_ops)?;
+            let (r, _) = gpuimg_build::ops::known::wheels(
+                &profile,
+                &catalog,
+                &known,
+                r,
+                reach,
+                &mut progress,
+            )
+            .map_err(CliError::from_ops)?;
             Ok(r)
         }
         Err(e) => Err(e),
@@ -141,7 +147,10 @@ pub fn answer(
     match result {
         Ok(r) => {
             if json_out {
-                outln!("{}", crate::lock::canonical_json(&resolution_json(&r)));
+                outln!(
+                    "{}",
+                    gpuimg_build::lock::canonical_json(&resolution_json(&r))
+                );
             } else if !settings.quiet {
                 print_text(&r);
             }
@@ -149,7 +158,10 @@ pub fn answer(
         }
         Err(ResolveError::Incompatible(e)) => {
             if json_out {
-                outln!("{}", crate::lock::canonical_json(&incompatible_json(&e)));
+                outln!(
+                    "{}",
+                    gpuimg_build::lock::canonical_json(&incompatible_json(&e))
+                );
             } else {
                 outln!("no: {e}");
             }

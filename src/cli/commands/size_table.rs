@@ -2,7 +2,7 @@
 //! component when one spans several layers), per strip class and per owner. Bytes in decimal
 //! units; the JSON form (`--sizes --json`) holds the exact numbers.
 
-use crate::inspect::{SizeReport, Totals};
+use gpuimg_build::inspect::{SizeReport, Totals};
 use gpuimg_store::byte_size::ByteSize;
 
 /// Owners listed in the table before the rest are summed into one line.

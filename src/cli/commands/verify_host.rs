@@ -5,7 +5,7 @@
 
 use super::CatalogArgs;
 use crate::cli::{CliError, Settings};
-use crate::profile::SelftestLevel;
+use gpuimg_build::profile::SelftestLevel;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -39,20 +39,16 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
         settings.trust(),
         settings.python(),
     );
-    let reach = crate::ops::known::Reach {
+    let reach = gpuimg_build::ops::known::Reach {
         cache_root: &cache_root,
         offline: false,
         trust: &trust,
         python: &python,
     };
-    let expect = crate::ops::verify::expectation(
+    let expect = gpuimg_build::ops::verify::expectation(
         &args.profile,
         &settings.profile_env(),
-        || {
-            args.catalog
-                .load(settings)
-                .map_err(crate::ops::OpsError::from)
-        },
+        || args.catalog.load(settings),
         reach,
         &mut gpuimg_fetch::observe::Silent,
     )

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use arbitrary::{Result, Unstructured};
-use gpuimg::profile;
+use gpuimg_build::profile;
 
 use crate::fuzz::harness::{files, repo, work_dir, Target, Verdict};
 use crate::fuzz::mutate;

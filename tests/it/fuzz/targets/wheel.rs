@@ -20,8 +20,8 @@ use std::io::Write as _;
 use arbitrary::{Result, Unstructured};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
-use gpuimg::sources::wheel::WheelError;
 use gpuimg_assemble::{DataSource, EntryKind};
+use gpuimg_build::sources::wheel::WheelError;
 use gpuimg_fetch::observe::Silent;
 use gpuimg_pypi::ImagePython;
 use gpuimg_pypi::{FetchedWheel, PinnedWheel};
@@ -189,8 +189,15 @@ fn check(input: &[u8]) -> Verdict {
         path,
     };
     let set = [w.pin.clone()];
-    let result =
-        gpuimg::sources::wheel::install(&[w], &set, &python(), None, true, &staging, &mut Silent);
+    let result = gpuimg_build::sources::wheel::install(
+        &[w],
+        &set,
+        &python(),
+        None,
+        true,
+        &staging,
+        &mut Silent,
+    );
     let beside: Vec<String> = std::fs::read_dir(case.path())
         .map_err(|e| e.to_string())?
         .flatten()

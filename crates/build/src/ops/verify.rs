@@ -19,7 +19,7 @@ use gpuimg_fetch::observe::Observer;
 pub fn expectation(
     path: &Path,
     env: &dyn Fn(&str) -> Option<String>,
-    catalog: impl FnOnce() -> Result<Catalog, OpsError>,
+    catalog: impl FnOnce() -> Result<Catalog, crate::catalog::CatalogError>,
     reach: Reach<'_>,
     obs: &mut dyn Observer,
 ) -> Result<Expectation, OpsError> {

@@ -314,7 +314,7 @@ mod tests {
 
     #[test]
     fn the_template_example_parses() {
-        let template = include_str!("../../templates/profile.yaml");
+        let template = include_str!("../../../../templates/profile.yaml");
         let mut text = String::new();
         let mut inside = false;
         for line in template.lines() {
@@ -323,7 +323,7 @@ mod tests {
             text.push('\n');
         }
         // The template's live `python:` section resolves its context: its own directory.
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("templates");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../templates");
         let p = super::super::parse(&text, "t.yaml", &dir, &|_| None).unwrap();
         assert_eq!(
             names(&p.layers),

@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 use serde::Deserialize;
 
 const TABLE_FILE: &str = "catalog/strip.yaml";
-const TABLE_TEXT: &str = include_str!("../../catalog/strip.yaml");
+const TABLE_TEXT: &str = include_str!("../../../../catalog/strip.yaml");
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -14,7 +14,7 @@ use super::components::{glob_match, is_component_name};
 use super::PYTHON_PACKAGES;
 
 const TABLE_FILE: &str = "data/wheel-components.yaml";
-const TABLE_TEXT: &str = include_str!("../../data/wheel-components.yaml");
+const TABLE_TEXT: &str = include_str!("../../../../data/wheel-components.yaml");
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -20,7 +20,7 @@ pub const OS: &str = "os";
 pub const PYTHON: &str = "python";
 
 const TABLE_FILE: &str = "data/components.yaml";
-const TABLE_TEXT: &str = include_str!("../../data/components.yaml");
+const TABLE_TEXT: &str = include_str!("../../../../data/components.yaml");
 
 /// The control fields of one package that decide its component.
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]

@@ -16,7 +16,7 @@ use gpuimg_store::cache::Key;
 use gpuimg_store::digest::Digest;
 
 const TABLE_FILE: &str = "data/libraries.yaml";
-const TABLE_TEXT: &str = include_str!("../../data/libraries.yaml");
+const TABLE_TEXT: &str = include_str!("../../../../data/libraries.yaml");
 
 /// What brought a file into the image.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]

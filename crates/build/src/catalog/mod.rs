@@ -40,41 +40,56 @@ pub use wheels::{CudaConstraints, StackRequirements};
 const EMBEDDED: &[(&str, &str)] = &[
     (
         "catalog/sources.yaml",
-        include_str!("../../catalog/sources.yaml"),
+        include_str!("../../../../catalog/sources.yaml"),
     ),
-    ("catalog/cuda.yaml", include_str!("../../catalog/cuda.yaml")),
+    (
+        "catalog/cuda.yaml",
+        include_str!("../../../../catalog/cuda.yaml"),
+    ),
     (
         "catalog/cuda-components.yaml",
-        include_str!("../../catalog/cuda-components.yaml"),
+        include_str!("../../../../catalog/cuda-components.yaml"),
     ),
-    ("catalog/gpus.yaml", include_str!("../../catalog/gpus.yaml")),
+    (
+        "catalog/gpus.yaml",
+        include_str!("../../../../catalog/gpus.yaml"),
+    ),
     (
         "catalog/drivers.yaml",
-        include_str!("../../catalog/drivers.yaml"),
+        include_str!("../../../../catalog/drivers.yaml"),
     ),
     (
         "catalog/python.yaml",
-        include_str!("../../catalog/python.yaml"),
+        include_str!("../../../../catalog/python.yaml"),
     ),
     (
         "catalog/pytorch.yaml",
-        include_str!("../../catalog/pytorch.yaml"),
+        include_str!("../../../../catalog/pytorch.yaml"),
     ),
     (
         "catalog/tensorflow.yaml",
-        include_str!("../../catalog/tensorflow.yaml"),
+        include_str!("../../../../catalog/tensorflow.yaml"),
     ),
-    ("catalog/jax.yaml", include_str!("../../catalog/jax.yaml")),
+    (
+        "catalog/jax.yaml",
+        include_str!("../../../../catalog/jax.yaml"),
+    ),
     (
         "catalog/cudnn.yaml",
-        include_str!("../../catalog/cudnn.yaml"),
+        include_str!("../../../../catalog/cudnn.yaml"),
     ),
-    ("catalog/nccl.yaml", include_str!("../../catalog/nccl.yaml")),
+    (
+        "catalog/nccl.yaml",
+        include_str!("../../../../catalog/nccl.yaml"),
+    ),
     (
         "catalog/wheels.yaml",
-        include_str!("../../catalog/wheels.yaml"),
+        include_str!("../../../../catalog/wheels.yaml"),
     ),
-    ("catalog/debs.yaml", include_str!("../../catalog/debs.yaml")),
+    (
+        "catalog/debs.yaml",
+        include_str!("../../../../catalog/debs.yaml"),
+    ),
 ];
 
 /// The merged, validated catalog. Release lists are sorted newest first.

@@ -11,23 +11,23 @@ use super::*;
 const V1_FIXTURES: &[(&str, &str)] = &[
     (
         "example",
-        include_str!("../../tests/fixtures/locks/example.v1.lock.json"),
+        include_str!("../../../../tests/fixtures/locks/example.v1.lock.json"),
     ),
     (
         "cuda-h200",
-        include_str!("../../tests/fixtures/locks/cuda-h200.v1.lock.json"),
+        include_str!("../../../../tests/fixtures/locks/cuda-h200.v1.lock.json"),
     ),
     (
         "torch-forward",
-        include_str!("../../tests/fixtures/locks/torch-forward.v1.lock.json"),
+        include_str!("../../../../tests/fixtures/locks/torch-forward.v1.lock.json"),
     ),
     (
         "torch-nogpu",
-        include_str!("../../tests/fixtures/locks/torch-nogpu.v1.lock.json"),
+        include_str!("../../../../tests/fixtures/locks/torch-nogpu.v1.lock.json"),
     ),
     (
         "plain",
-        include_str!("../../tests/fixtures/locks/plain.v1.lock.json"),
+        include_str!("../../../../tests/fixtures/locks/plain.v1.lock.json"),
     ),
 ];
 

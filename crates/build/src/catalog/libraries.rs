@@ -10,7 +10,7 @@ use serde::Deserialize;
 use gpuimg_expect::{SelftestLevel, VersionCall};
 
 const TABLE_FILE: &str = "catalog/cuda-libraries.yaml";
-const TABLE_TEXT: &str = include_str!("../../catalog/cuda-libraries.yaml");
+const TABLE_TEXT: &str = include_str!("../../../../catalog/cuda-libraries.yaml");
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -201,7 +201,7 @@ mod tests {
             );
             assert!(!w.libraries.is_empty(), "{}", w.wheel);
         }
-        let sources = include_str!("../../catalog/sources.yaml");
+        let sources = include_str!("../../../../catalog/sources.yaml");
         for s in &table().unwrap().source {
             assert!(sources.contains(&format!("id: {s},")), "unknown source {s}");
         }
