@@ -6,10 +6,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::archive::{Archive, Member};
-use super::prepare::{self, Content};
-use super::scheme::Scheme;
-use super::WheelError;
+use crate::archive::{Archive, Member};
+use crate::prepare::{self, Content};
+use crate::scheme::Scheme;
+use crate::WheelError;
 use gpuimg_elf::capture::Capture;
 use gpuimg_elf::SharedObject;
 use gpuimg_pypi::FetchedWheel;
