@@ -100,7 +100,7 @@ impl LibraryRead {
 
 /// What a wheel's shared object showed of itself while its layer was written: its ELF parts
 /// (`gpuimg_elf::capture`), fed by the layer writer's inflating read
-/// (`gpuimg_assemble::ArchivedFile::tap`). The taps of a build hold at most [`MAX_HELD`] bytes
+/// (`gpuimg_assemble::ArchivedFile::tap`). The taps of a build hold at most `MAX_HELD` bytes
 /// together: a capture that would pass it gives up, and its library is read from its wheel.
 #[derive(Debug, Default)]
 pub struct LibraryTap(std::sync::Mutex<Capture>);
