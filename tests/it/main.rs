@@ -1,8 +1,9 @@
 //! The integration tests, one binary (as cargo and ripgrep have): one module per area, the
 //! support they share in `common` (with the binary's global allocator, `common::heap`), and
 //! the fuzz targets in `fuzz` (each run in a process of its own). The self-test's own checks
-//! are tested in its crate (`crates/selftest/tests/it`), as are the apt client's and the Python
-//! index client's (`crates/apt/tests/it`, `crates/pypi/tests/it`). Run one area with
+//! are tested in its crate (`crates/selftest/tests/it`), as are the apt client's, the Python
+//! index client's and the wheel installer's (`crates/apt/tests/it`, `crates/pypi/tests/it`,
+//! `crates/wheel/tests/it`). Run one area with
 //! `cargo test --test it <module>::`.
 
 #[global_allocator]
@@ -65,4 +66,3 @@ mod size_report;
 mod strip_classes;
 mod tidy;
 mod tree_shape;
-mod wheel_install;

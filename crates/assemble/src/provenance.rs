@@ -14,7 +14,7 @@ use std::sync::Arc;
 pub enum PackageKind {
     /// A Debian package (`.deb`) installed by `gpuimg_apt`.
     Deb,
-    /// A Python wheel installed by `sources::wheel` (the name is the normalised project name).
+    /// A Python wheel installed by `gpuimg_wheel` (the name is the normalised project name).
     Wheel,
 }
 

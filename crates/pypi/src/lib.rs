@@ -37,7 +37,7 @@ pub mod requirement;
 mod requirements;
 mod solver;
 mod target;
-/// Shared with the wheel installer (the root's `sources::wheel::archive`): one reader of zip
+/// Shared with the wheel installer (`gpuimg-wheel`'s `archive`): one reader of zip
 /// directories.
 pub mod zipdir;
 

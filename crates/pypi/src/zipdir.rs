@@ -1,8 +1,8 @@
 //! The one zip reader: a zip's central directory, read bounded, its local headers
 //! ([`local_data_offset`]), and a wheel's `*.dist-info/METADATA` through them,
 //! from any source of byte ranges: HTTP range requests (an index without PEP 658 files), a
-//! local file (find-links), or the wheel the installer opens (the root's
-//! `sources::wheel::archive`, which lists its entries with [`directory`] before reading any of
+//! local file (find-links), or the wheel the installer opens (`gpuimg-wheel`'s `archive`,
+//! which lists its entries with [`directory`] before reading any of
 //! them: one reader of the directory for resolution and install, so both see the same
 //! entries).
 //! The end record (and the zip64 one, which must agree with it) gives the entry count and the
@@ -193,7 +193,7 @@ const LOCAL: [u8; 4] = [0x50, 0x4b, 0x03, 0x04];
 /// (the bytes from that header on, at least [`LOCAL_HEADER_BYTES`] and the name) is a local
 /// header naming `name`, as the central directory does: so no tool reading local headers
 /// sees a different file. `None` when it is not. The one reader of local headers (the
-/// root's installer, `sources::wheel::archive`, and [`metadata`]).
+/// installer, `gpuimg-wheel`'s `archive`, and [`metadata`]).
 pub fn local_data_offset(head: &[u8], name: &[u8]) -> Option<u64> {
     if head.get(..4)? != LOCAL {
         return None;

@@ -1,4 +1,5 @@
-//! The integration-test binary's global allocator (a binary has one, so it has one home): the
+//! The integration-test binary's global allocator (a binary has one, so it has one home; the
+//! wheel installer's tests, `crates/wheel/tests/it`, take this file by path for theirs): the
 //! system's, counting the heap each thread holds and the most it held since [`reset`], and the
 //! live heap of the whole process, which [`set_cap`] may bound.
 //!

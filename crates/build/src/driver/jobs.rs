@@ -14,13 +14,14 @@ use crate::plan::Inputs;
 use crate::sbom::SBOM_PATH;
 use crate::sources::files::Files;
 use crate::sources::rootfs::Rootfs;
-use crate::sources::wheel::{self, WheelLibrary};
+use crate::sources::wheel_facts;
 use crate::sources::Source;
 use gpuimg_assemble::{DataSource, Tree};
 use gpuimg_expect::DEFAULT_PATH;
 use gpuimg_fetch::observe::Observer;
 use gpuimg_oci::layer::{self, LayerBlob};
 use gpuimg_pypi::FetchedWheel;
+use gpuimg_wheel::WheelLibrary;
 
 /// One layer a job wrote (or found by its tree's key).
 pub(super) struct Written {
@@ -188,7 +189,7 @@ pub(super) fn wheel_layer<'s, 'e>(
         .filter(|w| names.contains(&w.name))
         .collect();
     let mut done = Done::default();
-    let mut taps = wheel::Taps::new();
+    let mut taps = gpuimg_wheel::Taps::new();
     if job.write {
         let component = lp.component.as_str();
         let (mut tree, layer_taps) = python::install(
@@ -231,14 +232,14 @@ pub(super) fn wheel_layer<'s, 'e>(
     }
     if job.facts {
         done.libraries =
-            wheel::facts::taken_libraries(&wheels, &job.files, &install.python, &taps, ctx.cache)
+            wheel_facts::taken_libraries(&wheels, &job.files, &install.python, &taps, ctx.cache)
                 .map_err(BuildError::from)?;
-        let mut recorded = wheel::facts::recorded_headers(ctx.cache, wheels.iter().copied());
+        let mut recorded = wheel_facts::recorded_headers(ctx.cache, wheels.iter().copied());
         for (w, f) in wheels.iter().zip(&job.files) {
             let headers = match recorded.remove(&w.name) {
                 Some(h) => h,
                 None => {
-                    let (h, failed) = wheel::facts::read_headers(ctx.cache, w, &f.path);
+                    let (h, failed) = wheel_facts::read_headers(ctx.cache, w, &f.path);
                     if let Some(warning) = failed {
                         obs.warn(&warning);
                     }

@@ -142,7 +142,7 @@ pub enum BuildError {
     #[error(transparent)]
     Pypi(#[from] gpuimg_pypi::PypiError),
     #[error(transparent)]
-    Wheel(#[from] crate::sources::wheel::WheelError),
+    Wheel(#[from] gpuimg_wheel::WheelError),
     #[error(transparent)]
     Library(Box<crate::plan::libraries::LibraryError>),
     /// What the facts the jobs produced make of the plan (a driver library among the wheels,
@@ -210,11 +210,11 @@ impl BuildError {
     }
 }
 
-impl From<crate::sources::wheel::facts::FactsError> for BuildError {
-    fn from(e: crate::sources::wheel::facts::FactsError) -> Self {
+impl From<crate::sources::wheel_facts::FactsError> for BuildError {
+    fn from(e: crate::sources::wheel_facts::FactsError) -> Self {
         match e {
-            crate::sources::wheel::facts::FactsError::Pypi(e) => BuildError::Pypi(e),
-            crate::sources::wheel::facts::FactsError::Wheel(e) => BuildError::Wheel(e),
+            crate::sources::wheel_facts::FactsError::Pypi(e) => BuildError::Pypi(e),
+            crate::sources::wheel_facts::FactsError::Wheel(e) => BuildError::Wheel(e),
         }
     }
 }

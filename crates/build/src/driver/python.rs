@@ -1,22 +1,23 @@
 //! One wheel component's tree: its fetched wheels (`schedule.rs` fetches every wheel of the
 //! build at once, and hands each component its files as they arrive) installed for the
-//! image's interpreter (`sources::wheel::install`) in a scratch directory of its own. Only
+//! image's interpreter (`gpuimg_wheel::install`) in a scratch directory of its own. Only
 //! when that component's layer is not cached.
 
 use std::path::Path;
 
 use super::{BuildError, BuildOptions};
 use crate::plan::PythonInstall;
-use crate::sources::wheel;
+use crate::sources::wheel_tree::Wheels;
 use crate::sources::Source;
 use gpuimg_assemble::Tree;
 use gpuimg_fetch::observe::Observer;
 use gpuimg_oci::layer::Compression;
 use gpuimg_pypi::{FetchedWheel, PinnedWheel};
+use gpuimg_wheel::Taps;
 
 /// Install the fetched wheels `fetched` (the layer `component`'s) under `scratch`; with
 /// `tap`, each shared object left in its wheel gets a tap that takes its ELF facts as the
-/// layer is written (`wheel::install_tapped`).
+/// layer is written (`gpuimg_wheel::install_tapped`).
 #[allow(clippy::too_many_arguments)]
 pub fn install(
     install: &PythonInstall,
@@ -26,7 +27,7 @@ pub fn install(
     scratch: &Path,
     tap: bool,
     obs: &mut dyn Observer,
-) -> Result<(Tree, wheel::Taps), BuildError> {
+) -> Result<(Tree, Taps), BuildError> {
     // A fresh name each build: the files go to a block group of their own, not to the one an
     // earlier build's copy of this component was just removed from (see `staging.rs`).
     let staging =
@@ -36,10 +37,10 @@ pub fn install(
                 source,
             }
         })?;
-    let taps = std::sync::Mutex::new(wheel::Taps::new());
+    let taps = std::sync::Mutex::new(Taps::new());
     // The whole resolution: a layer's wheels are checked against the edges of all of them.
     let set: Vec<PinnedWheel> = install.wheels.iter().map(PinnedWheel::from).collect();
-    let tree = wheel::Wheels {
+    let tree = Wheels {
         fetched,
         set: &set,
         python: &install.python,

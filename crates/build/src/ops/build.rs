@@ -161,7 +161,7 @@ fn gather(
         )? {
             facts.device_code = plan::installed::device_code(&install.wheels, catalog);
             facts.wheel_headers = Cache::open(&req.options.cache_root)
-                .map(|c| crate::sources::wheel::facts::recorded_headers(&c, &install.wheels))
+                .map(|c| crate::sources::wheel_facts::recorded_headers(&c, &install.wheels))
                 .unwrap_or_default();
             facts.python = Some(install);
             request = Some(r);

@@ -25,10 +25,10 @@ use crate::plan::PlanError;
 use crate::profile::ProfileError;
 use crate::resolve::ResolveError;
 use crate::sources::image_interpreter::BasePythonError;
-use crate::sources::wheel::WheelError;
 use gpuimg_apt::AptError;
 use gpuimg_expect::ExpectError;
 use gpuimg_pypi::PypiError;
+use gpuimg_wheel::WheelError;
 
 /// Why a command produced no outcome.
 #[derive(Debug, thiserror::Error)]
@@ -94,11 +94,11 @@ pub enum OpsError {
     },
 }
 
-impl From<crate::sources::wheel::facts::FactsError> for OpsError {
-    fn from(e: crate::sources::wheel::facts::FactsError) -> Self {
+impl From<crate::sources::wheel_facts::FactsError> for OpsError {
+    fn from(e: crate::sources::wheel_facts::FactsError) -> Self {
         match e {
-            crate::sources::wheel::facts::FactsError::Pypi(e) => OpsError::Pypi(e),
-            crate::sources::wheel::facts::FactsError::Wheel(e) => OpsError::Wheel(e),
+            crate::sources::wheel_facts::FactsError::Pypi(e) => OpsError::Pypi(e),
+            crate::sources::wheel_facts::FactsError::Wheel(e) => OpsError::Wheel(e),
         }
     }
 }

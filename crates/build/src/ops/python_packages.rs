@@ -13,11 +13,12 @@ use crate::plan::{source_specs, PythonInstall};
 use crate::profile::{Base, Profile, StripClass};
 use crate::resolve::{Component, Resolution};
 use crate::sources::image_interpreter;
-use crate::sources::wheel::{self, HostPython};
+use crate::sources::wheel_facts;
 use gpuimg_fetch::observe::Observer;
 use gpuimg_pypi::ImagePython;
 use gpuimg_pypi::{self as pypi, HostSettings, PythonRequest};
 use gpuimg_store::cache::Cache;
+use gpuimg_wheel::HostPython;
 
 /// What the host offers the Python part: its index settings and, for `python.compile`, the
 /// directories of its `PATH` where a compiling interpreter is looked for.
@@ -154,10 +155,10 @@ pub fn install(
         source,
     })?;
     let libraries = if needs_all {
-        wheel::facts::read_libraries(&wheels, &python, &request, &cache, offline, obs)
+        wheel_facts::read_libraries(&wheels, &python, &request, &cache, offline, obs)
             .map_err(OpsError::from)?
     } else {
-        wheel::facts::recorded_libraries(&cache, &wheels, &python)
+        wheel_facts::recorded_libraries(&cache, &wheels, &python)
     };
     Ok(Some((
         PythonInstall {

@@ -14,12 +14,12 @@ use std::fs;
 
 use super::rewritable::{self, Source};
 use super::{PassContext, PassError};
-use crate::sources::wheel::{self, FileHash};
 use gpuimg_assemble::{DataSource, Tree};
 use gpuimg_elf::strip as section_strip;
 use gpuimg_fetch::observe::Observer;
 use gpuimg_oci::layer::owner_name;
 use gpuimg_store::cache::SECTION_STRIP_COPIES as STRIPPER;
+use gpuimg_wheel::FileHash;
 
 /// One file stripped: its image path and the bytes it lost.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,7 +84,7 @@ pub(super) fn strip_sections_tree(
         });
     }
     if !hashes.is_empty() {
-        wheel::rehash_records(tree, &hashes)?;
+        gpuimg_wheel::rehash_records(tree, &hashes)?;
         if out.len() > 1 {
             obs.message(&format!(
                 "debug-symbols: stripped the sections of {} files of {}",

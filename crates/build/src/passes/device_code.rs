@@ -14,11 +14,11 @@ use std::fs;
 
 use super::rewritable::{self, Source};
 use super::{PassContext, PassError};
-use crate::sources::wheel::{self, FileHash};
 use gpuimg_assemble::{DataSource, Tree};
 use gpuimg_elf::fatbin::{self, Cc, Target};
 use gpuimg_expect::version::Version;
 use gpuimg_fetch::observe::Observer;
+use gpuimg_wheel::FileHash;
 
 /// The pruner's version, in the copies' cache key: a change of what is kept changes it.
 const PRUNER: &str = gpuimg_store::cache::DEVICE_CODE_COPIES;
@@ -112,7 +112,7 @@ pub(super) fn prune_tree(
         });
     }
     if !hashes.is_empty() {
-        wheel::rehash_records(tree, &hashes)?;
+        gpuimg_wheel::rehash_records(tree, &hashes)?;
         if out.len() > 1 {
             obs.message(&format!(
                 "device-code: pruned {} files of {}",

@@ -127,7 +127,7 @@ pub enum PassError {
         source: std::io::Error,
     },
     #[error(transparent)]
-    Wheel(#[from] crate::sources::wheel::WheelError),
+    Wheel(#[from] gpuimg_wheel::WheelError),
     #[error(transparent)]
     Apt(#[from] gpuimg_apt::AptError),
 }

@@ -6,7 +6,6 @@
 use std::fs;
 use std::io;
 
-use crate::sources::wheel;
 use crate::strip::Rules;
 use gpuimg_assemble::{open_same_file, DataSource, EntryKind, Tree};
 use gpuimg_store::cache::Cache;
@@ -61,8 +60,8 @@ pub(super) fn modifiable_shared_objects(tree: &Tree, rules: &Rules) -> Vec<(Stri
         .collect()
 }
 
-/// A shared library or an extension module, by its file name (as `sources::wheel` tells them).
+/// A shared library or an extension module, by its file name (as `gpuimg_wheel` tells them).
 fn is_shared_object(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
-    wheel::is_library_name(name) || wheel::is_module_name(name)
+    gpuimg_wheel::is_library_name(name) || gpuimg_wheel::is_module_name(name)
 }

@@ -1,5 +1,5 @@
 //! A layer's tree stripped, with the records that describe it kept true: `strip` removes the
-//! entries, then every wheel `RECORD` (`sources::wheel::prune_records`) and every dpkg file
+//! entries, then every wheel `RECORD` (`gpuimg_wheel::prune_records`) and every dpkg file
 //! list (`sources::apt_tree::prune_lists`) in the same tree loses the removed paths. `protect`
 //! holds the paths `ld.so.cache` indexes, which strip never removes, so the cache stays true
 //! without being rewritten. dpkg's lists also name files of packages replayed from their
@@ -8,7 +8,7 @@
 
 use super::{PassContext, PassError};
 use crate::profile::StripClass;
-use crate::sources::{apt_tree, wheel};
+use crate::sources::apt_tree;
 use crate::strip::{self, Stripped};
 use gpuimg_assemble::Tree;
 use gpuimg_fetch::observe::Observer;
@@ -26,7 +26,7 @@ pub(super) fn strip_tree(
     if classes.is_empty() {
         return Ok(s);
     }
-    let records = wheel::prune_records(tree, &s.removed)?;
+    let records = gpuimg_wheel::prune_records(tree, &s.removed)?;
     // What the tree does not hold (a replayed package's unwritten files) is judged by its path.
     let lists = apt_tree::prune_lists(tree, &|path| {
         s.removed.contains(path) || strip::would_remove(path, classes, rules, protect)

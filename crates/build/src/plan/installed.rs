@@ -247,7 +247,7 @@ mod tests {
 
     #[test]
     fn cuda_libraries_are_the_library_wheels_shared_objects() {
-        use crate::sources::wheel::WheelLibrary;
+        use gpuimg_wheel::WheelLibrary;
         let so = |s: &str| gpuimg_elf::SharedObject {
             is_64: true,
             machine: 62,

@@ -15,11 +15,11 @@
 use crate::catalog::strip_table_text;
 use crate::lock::LockedPackage;
 use crate::profile::Profile;
-use crate::sources::wheel::{dependency_edges, normalize, INSTALLER_VERSION};
 use gpuimg_oci::layer::LayerOptions;
 use gpuimg_pypi::PinnedWheel;
 use gpuimg_store::cache::Key;
 use gpuimg_store::digest::Digest;
+use gpuimg_wheel::{dependency_edges, normalize, INSTALLER_VERSION};
 
 use super::PythonInstall;
 

@@ -11,10 +11,10 @@ use super::{
     PythonInstall, LOADER_CONF, METADATA,
 };
 use crate::profile::{CompatMode, Profile, StripClass};
-use crate::sources::wheel::WheelLibrary;
 use gpuimg_elf::SharedObject;
 use gpuimg_oci::layer::LayerOptions;
 use gpuimg_store::digest::Digest;
+use gpuimg_wheel::WheelLibrary;
 
 /// What a plan needs to derive [`Derived`] once the wheels' libraries and METADATA headers
 /// are known (at planning, from the cache's records; else from the wheel jobs).

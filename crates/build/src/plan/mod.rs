@@ -40,12 +40,12 @@ use crate::lock::{LockedPackage, LockedWheel};
 pub use crate::passes::TreePass;
 use crate::profile::{Base, Profile, StripClass};
 use crate::resolve::Resolution;
-use crate::sources::wheel::{HostPython, WheelLibrary};
 use components::{Assignment, LayerOverrides, PackageMeta};
 use gpuimg_elf::SharedObject;
 use gpuimg_oci::layer::LayerOptions;
 use gpuimg_pypi::ImagePython;
 use gpuimg_store::digest::Digest;
+use gpuimg_wheel::{HostPython, WheelLibrary};
 pub use late::Late;
 pub use shared::shared_jobs;
 
@@ -74,7 +74,7 @@ pub struct Facts {
     /// annotations, `arch>=` and the expectation's coverage check; `None`: not checked.
     pub device_code: Option<crate::catalog::DeviceCode>,
     /// The headers of each wheel's `METADATA` that name its supplier and licence, by wheel
-    /// name (for the SBOM; `sources::wheel::facts`). Complete, or empty when the wheel jobs
+    /// name (for the SBOM; `sources::wheel_facts`). Complete, or empty when the wheel jobs
     /// produce them ([`Plan::late`]).
     pub wheel_headers: BTreeMap<String, Vec<(String, String)>>,
 }

@@ -6,8 +6,8 @@
 use super::{PlanError, PythonInstall};
 use crate::catalog::{self, PackageStrip};
 use crate::profile::{Profile, StripClass};
-use crate::sources::wheel::compile::cache_tag;
 use crate::strip::{PathPattern, Rules, Terms};
+use gpuimg_wheel::cache_tag;
 
 /// The catalog's rules, for every layer.
 pub fn strip_rules() -> Result<Rules, PlanError> {

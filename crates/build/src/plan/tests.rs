@@ -485,7 +485,7 @@ fn the_wheel_layer_key_is_the_locked_sets_and_nothing_else_of_the_profile() {
         rekey(&|p| p.wheels.pop().map(drop).unwrap_or(()), LOPTS),
         rekey(
             &|p| {
-                p.compiler = Some(crate::sources::wheel::HostPython {
+                p.compiler = Some(gpuimg_wheel::HostPython {
                     path: "/usr/bin/python3.11".into(),
                     version: "3.11.2".into(),
                     magic: 3495,
@@ -516,7 +516,7 @@ fn the_wheel_layer_key_is_the_locked_sets_and_nothing_else_of_the_profile() {
     let c = |path: &str, version: &str| {
         rekey(
             &|p| {
-                p.compiler = Some(crate::sources::wheel::HostPython {
+                p.compiler = Some(gpuimg_wheel::HostPython {
                     path: path.into(),
                     version: version.into(),
                     magic: 3495,

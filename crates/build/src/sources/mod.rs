@@ -4,7 +4,8 @@
 //! [`Provenance`](gpuimg_assemble::Provenance): [`rootfs::Rootfs`] (a base tarball or
 //! directory), [`files::Files`] (the profile's `files:`), [`apt_tree::InstalledRoot`] (the root
 //! `gpuimg_apt::install` unpacked, each path stamped with the package that shipped it) and
-//! [`wheel::Wheels`] (one layer's fetched wheels, installed for the image's interpreter). The
+//! [`wheel_tree::Wheels`] (one layer's fetched wheels, installed for the image's interpreter by
+//! the crate `gpuimg-wheel`; `wheel_facts` keeps what the cache records of each wheel). The
 //! crate `gpuimg-apt` speaks Debian/Ubuntu repositories natively; the crate `gpuimg-pypi`
 //! resolves and fetches Python wheels from a package index for the image's interpreter
 //! (`image_interpreter`, read from the base's packages) and holds what resolution hands the
@@ -20,7 +21,8 @@ mod architecture;
 pub mod files;
 pub mod image_interpreter;
 pub mod rootfs;
-pub mod wheel;
+pub mod wheel_facts;
+pub mod wheel_tree;
 
 use std::path::Path;
 

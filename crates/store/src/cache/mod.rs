@@ -33,8 +33,8 @@
 //! │                                   the wheel's URL for range reads) → METADATA and size
 //! │                                   (`gpuimg-pypi`);
 //! │                                   and → its shared libraries' paths and ELF facts
-//! │                                   (`sources::wheel::library_reads`, `ops`); and → its
-//! │                                   SBOM supplier and licence (`ops::python_packages::wheel_facts`)
+//! │                                   (`gpuimg_wheel::library_reads`, `ops`); and → its
+//! │                                   SBOM supplier and licence (`sources::wheel_facts`)
 //! ├── pushed-v1/<key>.json            Pushed: a registry and a blob digest → the repository
 //! │                                   gpuimg pushed it to (the hint for a cross-repository
 //! │                                   mount, `registry::known`)

@@ -1,4 +1,4 @@
-//! Target `wheel`: a wheel as the installer receives it (`sources::wheel::install`): the zip
+//! Target `wheel`: a wheel as the installer receives it (`gpuimg_wheel::install`): the zip
 //! (directory, local headers, stored and deflated members), `WHEEL`, `METADATA`, `RECORD`
 //! and `entry_points.txt`, all from the fuzz bytes.
 //!
@@ -21,11 +21,11 @@ use arbitrary::{Result, Unstructured};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use gpuimg_assemble::{DataSource, EntryKind};
-use gpuimg_build::sources::wheel::WheelError;
 use gpuimg_fetch::observe::Silent;
 use gpuimg_pypi::ImagePython;
 use gpuimg_pypi::{FetchedWheel, PinnedWheel};
 use gpuimg_store::digest::Digest;
+use gpuimg_wheel::WheelError;
 use sha2::Digest as _;
 
 use crate::fuzz::harness::{work_dir, Target, Verdict};
@@ -189,15 +189,7 @@ fn check(input: &[u8]) -> Verdict {
         path,
     };
     let set = [w.pin.clone()];
-    let result = gpuimg_build::sources::wheel::install(
-        &[w],
-        &set,
-        &python(),
-        None,
-        true,
-        &staging,
-        &mut Silent,
-    );
+    let result = gpuimg_wheel::install(&[w], &set, &python(), None, true, &staging, &mut Silent);
     let beside: Vec<String> = std::fs::read_dir(case.path())
         .map_err(|e| e.to_string())?
         .flatten()

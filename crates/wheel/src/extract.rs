@@ -13,11 +13,11 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::archive::{Archive, Member, MAX_METADATA_BYTES};
-use super::prepare::{Content, Item, Prepared};
-use super::record::{FileHash, HashAlgo, Hasher};
-use super::scheme::Role;
-use super::WheelError;
+use crate::archive::{Archive, Member, MAX_METADATA_BYTES};
+use crate::prepare::{Content, Item, Prepared};
+use crate::record::{FileHash, HashAlgo, Hasher};
+use crate::scheme::Role;
+use crate::WheelError;
 use gpuimg_assemble::{ArchivedFile, Deflated};
 use gpuimg_fetch::observe::Observer;
 use gpuimg_store::confined::Root;

@@ -19,12 +19,11 @@ use std::sync::Arc;
 
 use flate2::read::DeflateDecoder;
 
-use super::record::Hasher;
-use super::WheelError;
+use crate::record::Hasher;
+use crate::WheelError;
 use gpuimg_assemble::{ArchivedFile, Deflated};
 use gpuimg_pypi::zipdir::{self, Ranged, ZipDirError};
 
-pub use zipdir::MAX_ENTRIES;
 /// Bytes one entry may unpack to.
 pub const MAX_ENTRY_BYTES: u64 = 16 << 30;
 /// Bytes one wheel may unpack to.
@@ -379,7 +378,7 @@ impl Archive {
             });
         }
         let mut out = Vec::with_capacity(m.size as usize);
-        let mut h = Hasher::new(super::record::HashAlgo::Sha256);
+        let mut h = Hasher::new(crate::record::HashAlgo::Sha256);
         let mut buf = vec![0u8; 64 << 10];
         self.copy(m, &mut out, &mut h, Path::new(&m.name), &mut buf)?;
         Ok(out)

@@ -1,4 +1,4 @@
-//! The wheel installer (`sources::wheel::install`) on wheels the tests write: where every
+//! The wheel installer (`gpuimg_wheel::install`) on wheels the tests write: where every
 //! scheme's files land, launchers for entry points, `INSTALLER`/`REQUESTED`/`RECORD` as
 //! installed, modes, provenance, reproducibility, `.pyc` compilation; and the refusals, each
 //! naming the wheel and the path: `../` and absolute names, symlinks, a `RECORD` whose hash or
@@ -15,10 +15,10 @@ use std::path::{Path, PathBuf};
 
 use common::*;
 use gpuimg_assemble::{DataSource, EntryKind, Tree};
-use gpuimg_build::sources::wheel::{self, HostPython, WheelError};
 use gpuimg_fetch::observe::Observer;
 use gpuimg_pypi::ImagePython;
 use gpuimg_pypi::{FetchedWheel, PinnedWheel};
+use gpuimg_wheel::{self as wheel, HostPython, WheelError};
 
 const SITE: &str = "usr/local/lib/python3.11/dist-packages";
 

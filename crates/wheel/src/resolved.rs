@@ -10,9 +10,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::filename::normalize;
-use super::prepare::{same_version, Prepared};
-use super::WheelError;
+use crate::filename::normalize;
+use crate::prepare::{same_version, Prepared};
+use crate::WheelError;
 use gpuimg_pypi::PinnedWheel;
 
 /// The dependencies resolution took from each pinned wheel (by normalised name), from `set`'s

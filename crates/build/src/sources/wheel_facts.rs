@@ -7,12 +7,12 @@
 //! stamp vouches for the record. A wheel whose libraries are not recorded is read in one of
 //! two ways: before planning, as soon as it is downloaded ([`read_libraries`]), or from the
 //! taps its layer's writing took ([`taken_libraries`]), so that a cold build inflates each
-//! library once. Must never decide anything about the image: facts only.
+//! library once. The reading is the installer's (`gpuimg_wheel::library_reads`); this file
+//! keys, records and schedules it. Must never decide anything about the image: facts only.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::{LibraryRead, Taps, WheelError, WheelLibrary};
 use crate::lock::LockedWheel;
 use gpuimg_fetch::observe::Observer;
 use gpuimg_pypi::ImagePython;
@@ -20,6 +20,7 @@ use gpuimg_pypi::{self as pypi, PypiError, PythonRequest};
 use gpuimg_pypi::{FetchedWheel, PinnedWheel};
 use gpuimg_store::cache::{Bucket, Cache, Key};
 use gpuimg_store::digest::Digest;
+use gpuimg_wheel::{LibraryRead, Taps, WheelError, WheelLibrary};
 
 /// Why a wheel's facts could not be had.
 #[derive(Debug, thiserror::Error)]
@@ -199,7 +200,7 @@ pub fn read_libraries(
         let fetched = pypi::fetch_each(&pins, request, cache, obs, offline, &|i, f| {
             // Sending fails only if every reader panicked, which joining them reports.
             let _ = tx.send((i, Job::Headers(f.path.clone())));
-            let listing = super::library_reads(&f, python).map(|reads| {
+            let listing = gpuimg_wheel::library_reads(&f, python).map(|reads| {
                 for job in reads {
                     let _ = tx.send((i, Job::Library(Box::new(job))));
                 }
@@ -257,7 +258,7 @@ pub fn taken_libraries(
 ) -> Result<BTreeMap<String, Vec<WheelLibrary>>, FactsError> {
     let mut out = BTreeMap::new();
     for (w, f) in wheels.iter().zip(files) {
-        let mut libs = super::library_reads(f, python)?
+        let mut libs = gpuimg_wheel::library_reads(f, python)?
             .into_iter()
             .map(|l| {
                 let tap = taps.get(&l.tap_key());

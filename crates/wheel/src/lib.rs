@@ -1,21 +1,30 @@
-//! `sources::wheel`: a wheel installer (the binary distribution format, PEP 427 and its
+//! `gpuimg-wheel`: a wheel installer (the binary distribution format, PEP 427 and its
 //! successors) that turns fetched wheels into one [`Tree`] for the image's interpreter.
 //!
-//! Each wheel is checked in full before a byte is written (`archive`: its zip directory read
-//! bounded, no name twice; `prepare`: the pin's name and version, one `.dist-info`, `WHEEL`,
-//! `RECORD` listing every file, no path leaving its scheme, no symlink, no two entries at one
-//! path; `resolved`: its `Requires-Dist` against the dependencies resolution took from it),
-//! then unpacked in parallel into a staging root, every file hashed against its `RECORD` row
-//! (`extract`); launchers, `INSTALLER`, `REQUESTED` and a `RECORD` for the installed paths are
-//! written, `.pyc` compiled when asked (`compile`). Must never run package or image code, never
-//! write outside the staging root, and never take a path from the build host's Python.
+//! Owns installing pinned wheels: each wheel is checked in full before a byte is written
+//! (`archive`: its zip directory read bounded, no name twice; `prepare`: the pin's name and
+//! version, one `.dist-info`, `WHEEL`, `RECORD` listing every file, no path leaving its scheme,
+//! no symlink, no two entries at one path; `resolved`: its `Requires-Dist` against the
+//! dependencies resolution took from it), then unpacked in parallel into a staging root, every
+//! file hashed against its `RECORD` row (`extract`); launchers, `INSTALLER`, `REQUESTED` and a
+//! `RECORD` for the installed paths are written, `.pyc` compiled when asked (`compile`, with a
+//! [`HostPython`]). Beside it, what the build asks of wheels as the installer sees them: their
+//! shared libraries' ELF facts ([`library_reads`], [`Taps`]), `RECORD`s kept true after a tree
+//! pass ([`prune_records`], [`rehash_records`]), the resolution's edges ([`dependency_edges`]).
+//! Its entry is [`install`] ([`install_tapped`] with taps on the libraries left in their
+//! wheels); it takes the plain data of `gpuimg-pypi` ([`FetchedWheel`], [`PinnedWheel`],
+//! [`ImagePython`]) and writes a `gpuimg_assemble::Tree`. The root package adapts it to its
+//! `sources::Source` (`sources::wheel_tree`) and keeps what it records of each wheel in the
+//! cache (`sources::wheel_facts`); this crate knows no lock file, profile or cache.
+//! Must never run package or image code (compiling only parses sources with the host's
+//! `py_compile`), never write outside the staging root, and never take a path from the build
+//! host's Python.
 
 mod archive;
-pub mod compile;
+mod compile;
 mod entry_points;
 mod error;
 mod extract;
-pub mod facts;
 mod filename;
 mod libraries;
 mod prepare;
@@ -29,13 +38,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 
-pub use archive::{MAX_ENTRIES, MAX_ENTRY_BYTES, MAX_WHEEL_BYTES};
-pub use compile::HostPython;
+pub use compile::{cache_tag, HostPython};
 pub use error::WheelError;
 pub use filename::normalize;
+use libraries::file_name;
 pub use libraries::{
-    file_name, is_library_name, is_module_name, library_reads, LibraryRead, LibraryTap, Taps,
-    WheelLibrary, MAX_HELD,
+    is_library_name, is_module_name, library_reads, LibraryRead, LibraryTap, Taps, WheelLibrary,
 };
 pub use prune::{prune_records, rehash_records};
 pub use record::FileHash;
@@ -56,7 +64,7 @@ use scheme::{Role, Scheme};
 pub const INSTALLER_VERSION: &str = "wheel-installer-v2";
 
 /// Bytes all the wheels of one install may unpack to together.
-pub const MAX_SET_BYTES: u64 = 256 << 30;
+const MAX_SET_BYTES: u64 = 256 << 30;
 
 /// What generated the entries no wheel owns (the scheme directories).
 pub const GENERATED_BY: &str = "wheel installer";
@@ -87,49 +95,6 @@ pub fn install(
         None,
         obs,
     )
-}
-
-/// One layer's wheels as a [`Source`](crate::sources::Source): the fetched wheels installed for
-/// the image's interpreter under `staging` ([`install_tapped`]); with `taps`, each shared
-/// object left in its wheel gets a tap there, which writing the tree's layer fills.
-pub struct Wheels<'a> {
-    pub fetched: &'a [FetchedWheel],
-    /// The whole resolution: the layer's wheels are checked against the edges of all of them.
-    pub set: &'a [PinnedWheel],
-    pub python: &'a ImagePython,
-    pub compiler: Option<&'a HostPython>,
-    /// Walk the deflate streams of files left in their wheels (a gzip layer copies them).
-    pub walk_streams: bool,
-    pub staging: &'a Path,
-    pub taps: Option<&'a std::sync::Mutex<Taps>>,
-}
-
-impl crate::sources::Source for Wheels<'_> {
-    type Error = WheelError;
-
-    fn describe(&self) -> String {
-        format!("{} wheels", self.fetched.len())
-    }
-
-    fn tree(&self, _scratch: &Path, obs: &mut dyn Observer) -> Result<Tree, WheelError> {
-        let mut guard = match self.taps {
-            Some(m) => Some(
-                m.lock()
-                    .map_err(|_| WheelError::Internal("the taps' lock was poisoned"))?,
-            ),
-            None => None,
-        };
-        install_tapped(
-            self.fetched,
-            self.set,
-            self.python,
-            self.compiler,
-            self.walk_streams,
-            self.staging,
-            guard.as_deref_mut(),
-            obs,
-        )
-    }
 }
 
 /// [`install`], with a tap (`gpuimg_assemble::Tap`) on each shared object left in its wheel when

@@ -6,10 +6,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::archive::{Archive, Member};
-use super::prepare::{self, Content};
-use super::scheme::Scheme;
-use super::WheelError;
+use crate::archive::{Archive, Member};
+use crate::prepare::{self, Content};
+use crate::scheme::Scheme;
+use crate::WheelError;
 use gpuimg_elf::capture::Capture;
 use gpuimg_elf::SharedObject;
 use gpuimg_pypi::FetchedWheel;
@@ -100,7 +100,7 @@ impl LibraryRead {
 
 /// What a wheel's shared object showed of itself while its layer was written: its ELF parts
 /// (`gpuimg_elf::capture`), fed by the layer writer's inflating read
-/// (`gpuimg_assemble::ArchivedFile::tap`). The taps of a build hold at most [`MAX_HELD`] bytes
+/// (`gpuimg_assemble::ArchivedFile::tap`). The taps of a build hold at most `MAX_HELD` bytes
 /// together: a capture that would pass it gives up, and its library is read from its wheel.
 #[derive(Debug, Default)]
 pub struct LibraryTap(std::sync::Mutex<Capture>);

@@ -12,13 +12,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::archive::{Archive, Member};
-use super::entry_points;
-use super::filename::{normalize, project_of, WheelName};
-use super::record::{self, FileHash};
-use super::scheme::{Role, Scheme};
-use super::wheel_file::{self, WheelFileError};
-use super::WheelError;
+use crate::archive::{Archive, Member};
+use crate::entry_points;
+use crate::filename::{normalize, project_of, WheelName};
+use crate::record::{self, FileHash};
+use crate::scheme::{Role, Scheme};
+use crate::wheel_file::{self, WheelFileError};
+use crate::WheelError;
 use gpuimg_pypi::parsers::parse_metadata;
 use gpuimg_pypi::FetchedWheel;
 

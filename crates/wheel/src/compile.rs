@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::WheelError;
+use crate::WheelError;
 use gpuimg_pypi::ImagePython;
 
 /// `importlib.util.MAGIC_NUMBER` of CPython's final releases, by minor version (it is frozen

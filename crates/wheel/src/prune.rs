@@ -8,8 +8,8 @@
 
 use std::collections::BTreeSet;
 
-use super::record;
-use super::WheelError;
+use crate::record;
+use crate::WheelError;
 use gpuimg_assemble::Tree;
 
 /// A `RECORD` larger than this is not read back (torch's is about 2 MB).
