@@ -8,10 +8,12 @@
 # openssl/apache2-utils/python3-cryptography: the registry fixture makes its CA and
 # certificates (openssl), its bcrypt htpasswd file (htpasswd) and signs tokens (the token
 # server in tests/fixtures).
+# qemu-user-static: the arm64 self-test runs under qemu-aarch64-static (scripts/build-selftest-arm64.sh).
 set -euo pipefail
 pkgs=(umoci skopeo podman runc busybox-static docker-registry uidmap gnupg dpkg-dev
       fakeroot python3 python3-venv pigz hyperfine mmdebstrap time ca-certificates
-      gcc binutils patchelf unzip python3-pip openssl apache2-utils python3-cryptography)
+      gcc binutils patchelf unzip python3-pip openssl apache2-utils python3-cryptography
+      qemu-user-static)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -6,8 +6,8 @@
 # (scripts/compile-floor.py reads them).
 #
 # The compile needs none of the tools the tests use, so installing them (scripts/install-deps.sh,
-# mostly waiting on the network and dpkg) and the rustc-web check (at the lowest CPU priority:
-# it takes what the compile leaves idle) run beside it; the suite starts once both are done.
+# mostly waiting on the network and dpkg), the rustc-web check and the arm64 self-test's build
+# (at the lowest CPU priority: they take what the compile leaves idle) run beside it; the suite starts once both are done.
 # libtest takes tests in name order; the longest (a real PyTorch stack built three times: a third
 # of the suite's CPU, and it needs none of the tools) would start last and run alone at the end,
 # so it starts as soon as the compile is done, in a process of its own beside the suite, which
@@ -21,7 +21,8 @@ side=$(mktemp)
 log=$(mktemp)
 long_log=$(mktemp)
 trap 'rm -f "$log" "$side" "$long_log"' EXIT
-( bash scripts/install-deps.sh && nice -n 19 bash scripts/check-selftest-rustc-web.sh ) >"$side" 2>&1 &
+( bash scripts/install-deps.sh && nice -n 19 bash scripts/check-selftest-rustc-web.sh &&
+  nice -n 19 bash scripts/build-selftest-arm64.sh ) >"$side" 2>&1 &
 side_pid=$!
 cargo fmt --check
 export RUSTC_WORKSPACE_WRAPPER="$PWD/scripts/lint-rustc.sh"
@@ -49,7 +50,7 @@ fi
 wait "$side_pid"
 side_rc=$?
 cat "$side"
-phase "tools installed, rustc-web check done"
+phase "tools installed, rustc-web builds done"
 if [ "$rc" = 0 ]; then
   cargo test "${targets[@]}" -- --test-threads=2 --exact --skip "$long" 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
@@ -60,7 +61,7 @@ if [ "$rc" = 0 ]; then
   grep -q "^test result: ok. 1 passed" "$long_log" || { echo "$long did not run and pass" >&2; rc=1; }
 fi
 set -e
-[ "$side_rc" = 0 ] || { echo "tools or the rustc-web check failed (above)" >&2; rc=1; }
+[ "$side_rc" = 0 ] || { echo "tools or a rustc-web build failed (above)" >&2; rc=1; }
 awk '/^test result:/ { for (i = 1; i < NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "%d passed, %d failed\n", p, f }' "$log"
 exit "$rc"

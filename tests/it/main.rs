@@ -59,6 +59,7 @@ mod resolve_cli;
 mod resolve_image_env;
 mod resolve_property;
 mod sbom;
+mod selftest_arm64;
 mod selftest_cli;
 mod selftest_image;
 mod settings_env;

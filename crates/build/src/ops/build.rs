@@ -304,6 +304,10 @@ fn selftest_binary(profile: &Profile, req: &BuildRequest) -> Result<SelftestBina
                 format!("an ELF file for {}", gpuimg_elf::machine::name(m))
             }),
             platform: profile.platform.to_string(),
+            how: match profile.platform.architecture.as_str() {
+                "arm64" => " (gpuimg's sources build it: `scripts/build-selftest-arm64.sh`)".into(),
+                _ => String::new(),
+            },
         });
     }
     std::io::Seek::rewind(&mut file).map_err(read_err)?;

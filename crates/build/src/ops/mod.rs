@@ -42,11 +42,13 @@ pub enum OpsError {
     NoProfileBesideLock { lock: String, stem: String },
     #[error("The self-test binary `{path}` was not found")]
     SelftestMissing { path: String },
-    #[error("The self-test binary `{path}` is {machine} and cannot start on `{platform}`: the image would not start; give one built for `{platform}` with `selftest.binary`, or set `selftest: {{enabled: false}}`")]
+    #[error("The self-test binary `{path}` is {machine} and cannot start on `{platform}`: the image would not start; give one built for `{platform}` with `selftest.binary`{how}, or set `selftest: {{enabled: false}}`")]
     SelftestMachine {
         path: String,
         machine: String,
         platform: String,
+        /// How to get one, where gpuimg's sources say (`, built by …`), else empty.
+        how: String,
     },
     #[error("Failed to read the self-test binary `{path}`: {source}")]
     SelftestRead {

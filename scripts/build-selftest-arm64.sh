@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Build the arm64 (aarch64, glibc) self-test from this repository's sources, on an amd64 build
+# host, with Debian's compiler: `rustc-web`, `cargo-web` and `libstd-rust-web-dev` for amd64 and
+# arm64 at exactly equal versions, with the LLVM library they use, fetched with `apt-get
+# download` from the host's own apt sources into a cache directory and unpacked there with
+# `dpkg -x`. Nothing is registered with dpkg and the host's architectures are not changed: apt
+# reads its indexes for amd64 and arm64 into the cache directory, not the host's state. The
+# linker is `zig cc` (aarch64 glibc 2.17 target) from the `ziglang` wheel of the host's Python
+# index, unpacked into the same cache; no cross gcc is installed. The self-test stays a
+# glibc-dynamic binary (it `dlopen`s libcuda), built with `[profile.selftest]`.
+#
+# Usage: scripts/build-selftest-arm64.sh [OUT]   (default target/arm64/gpuimg-selftest)
+# Env: GPUIMG_ARM64_TOOLCHAIN (the cache directory; default target/arm64-toolchain), TARGET_DIR
+# (Cargo's; default target/rustc-web, shared with scripts/check-selftest-rustc-web.sh).
+# The binary is what `selftest.binary` names for a `linux/arm64` platform.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-target/arm64/gpuimg-selftest}
+cache=${GPUIMG_ARM64_TOOLCHAIN:-target/arm64-toolchain}
+mkdir -p "$cache/lists/partial" "$cache/debs" "$cache/zig"
+cache=$(cd "$cache" && pwd)
+
+# apt, confined to the cache: its own lists, both architectures, no package cache files.
+apt_opts=(
+  -o "Dir::State::Lists=$cache/lists"
+  -o "Dir::Cache::Archives=$cache/debs"
+  -o "Dir::Cache::pkgcache=" -o "Dir::Cache::srcpkgcache="
+  -o "APT::Architectures::=amd64" -o "APT::Architectures::=arm64"
+  -o "APT::Sandbox::User=root"
+)
+apt-get "${apt_opts[@]}" -qq update
+version() { apt-cache "${apt_opts[@]}" policy "$1" | awk '/Candidate:/ { print $2 }'; }
+v=$(version rustc-web)
+[ -n "$v" ] && [ "$v" != "(none)" ] || {
+  echo "error: the host's apt sources offer no rustc-web (Debian bookworm-security has it): add that suite" >&2
+  exit 2
+}
+std_runtime=$(apt-cache "${apt_opts[@]}" depends "libstd-rust-web-dev=$v" | awk '/Depends: libstd-rust-web-/ { print $2; exit }')
+llvm=$(apt-cache "${apt_opts[@]}" depends "$std_runtime=$v" | awk '/Depends: libllvm/ { print $2; exit }')
+[ -n "$std_runtime" ] && [ -n "$llvm" ] || { echo "error: cannot tell which libraries rustc-web $v uses" >&2; exit 1; }
+pkgs=(
+  "rustc-web:amd64=$v" "cargo-web:amd64=$v" "libstd-rust-web-dev:amd64=$v" "$std_runtime:amd64=$v"
+  "libstd-rust-web-dev:arm64=$v" "$std_runtime:arm64=$v" "$llvm:amd64"
+)
+root="$cache/root-$v"
+if [ ! -x "$root/usr/bin/rustc" ] || [ ! -d "$root/usr/lib/rustlib/aarch64-unknown-linux-gnu" ]; then
+  (cd "$cache/debs" && apt-get "${apt_opts[@]}" -qq download "${pkgs[@]}")
+  rm -rf "$root.tmp"
+  mkdir -p "$root.tmp"
+  for p in "${pkgs[@]}"; do
+    name=${p%%:*}
+    arch=${p#*:}
+    arch=${arch%%=*}
+    deb=$(ls "$cache/debs/${name}_"*"_${arch}.deb" | sort | tail -1)
+    dpkg -x "$deb" "$root.tmp"
+  done
+  mv "$root.tmp" "$root"
+fi
+
+# zig from its wheel: a self-contained compiler driver that links against glibc 2.17 stubs.
+zig=$(ls -d "$cache/zig/ziglang" 2>/dev/null || true)
+if [ -z "$zig" ]; then
+  python3 -m pip download -q --no-deps --only-binary :all: -d "$cache/zig/wheel" ziglang
+  python3 -m zipfile -e "$(ls "$cache"/zig/wheel/ziglang-*.whl | tail -1)" "$cache/zig"
+  chmod +x "$cache/zig/ziglang/zig"
+  zig="$cache/zig/ziglang"
+fi
+linker="$cache/zig-cc-aarch64"
+cat >"$linker" <<EOF
+#!/bin/sh
+exec "$zig/zig" cc -target aarch64-linux-gnu.2.17 "\$@"
+EOF
+chmod +x "$linker"
+
+lib="$root/usr/lib/x86_64-linux-gnu"
+export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export RUSTC="$root/usr/bin/rustc"
+export RUSTDOC="$root/usr/bin/rustdoc"
+export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER="$linker"
+export ZIG_GLOBAL_CACHE_DIR="$cache/zig/cache" ZIG_LOCAL_CACHE_DIR="$cache/zig/cache"
+"$RUSTC" --version
+offline=(--offline)
+"$root/usr/bin/cargo" fetch --locked --offline >/dev/null 2>&1 || offline=()
+# The target directory of scripts/check-selftest-rustc-web.sh: the same compiler version reuses
+# its host-side builds (the proc macros).
+target=${TARGET_DIR:-target/rustc-web}
+CARGO_TARGET_DIR=$target "$root/usr/bin/cargo" build --locked "${offline[@]}" \
+  -p gpuimg-selftest --bin gpuimg-selftest --profile selftest --target aarch64-unknown-linux-gnu
+mkdir -p "$(dirname "$out")"
+cp "$target/aarch64-unknown-linux-gnu/selftest/gpuimg-selftest" "$out"
+echo "$out"
