@@ -17,6 +17,7 @@ mod apt_image;
 mod apt_layers;
 mod apt_resolution_cache;
 mod apt_stack_providers;
+mod arm64_wheels;
 mod atomic_output;
 mod bad_input;
 mod build_image;
