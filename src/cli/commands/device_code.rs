@@ -46,7 +46,9 @@ pub enum Command {
         /// Replace DST when it exists.
         #[arg(long)]
         force: bool,
+        /// The ELF shared object or executable to read (never modified).
         src: PathBuf,
+        /// Where the pruned copy is written (a new file unless `--force`).
         dst: PathBuf,
     },
 }
