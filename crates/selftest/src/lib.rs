@@ -45,7 +45,6 @@ pub use data::{
 };
 pub use exec::{exec, ExecError};
 pub use libraries::probe_all as probe_libraries;
-pub use platform::{oci_architecture, oci_os};
 pub use procfs::parse_module_version;
 pub use ptx::PTX;
 pub use report::Report;

@@ -1,8 +1,9 @@
 //! Stage `resolve`: pick the newest compatible exact versions for the profile's `stack`, and the
 //! host ranges (driver, kernel, module flavour) they need, intersected with the `host` pins.
 //!
-//! Owns the search (`search.rs`), the facts it checks (`checks.rs`, `host.rs`, `platform.rs`), explanations
-//! of "no" with sources and the nearest working change, and the `Resolution` handed on.
+//! Owns the search (`search.rs`), the facts it checks (`checks.rs`, `host.rs`, `platform.rs`),
+//! explanations of "no" with sources and the nearest working change, and the `Resolution`
+//! handed on.
 //! Architecture Invariant: no I/O; reads the `Catalog` and the `Profile` only.
 
 mod checks;
