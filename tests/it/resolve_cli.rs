@@ -432,9 +432,9 @@ fn a_version_that_does_not_exist_is_bad_input_naming_the_known_ones() {
 }
 
 /// Issue 37, item 4: a Grace GPU (GH200, GB200, GB300, GB10) comes only in arm64 hosts, so an
-/// amd64 image for it (`platform: linux/amd64`, or no platform: the default) is a "no" (exit
-/// 1) naming the GPU's fact and its source, from `resolve` and `build` alike; in a mixed list
-/// only the Grace GPU is named; `platform: linux/arm64` resolves.
+/// amd64 image for it (`platform: linux/amd64`, or no platform: the default) is a "no", exit
+/// code 1, naming the GPU's fact and its source, from `resolve` and `build` alike; in a mixed
+/// list only the Grace GPU is named; `platform: linux/arm64` resolves.
 #[test]
 fn a_grace_gpu_on_an_amd64_platform_is_a_no_naming_the_fact() {
     let d = Sandbox::new();
