@@ -137,3 +137,51 @@ fn an_overlay_gpu_must_state_its_first_driver() {
         Some(DriverFloor::Unknown)
     );
 }
+
+/// Issue 37, item 4: the Grace superchips state their hosts' CPU, each with its own source;
+/// an overlay may state one for its GPU, and one naming an unknown architecture is refused.
+#[test]
+fn grace_gpus_state_an_arm64_cpu_and_overlays_may_too() {
+    let c = Catalog::embedded().unwrap();
+    for (gpu, source) in [
+        ("GH200", "nv-gh200"),
+        ("GB200", "nv-gb200"),
+        ("GB300", "nv-gb300"),
+        ("DGX Spark", "nv-dgx-spark"),
+    ] {
+        let cpu = c.gpu(gpu).and_then(|g| g.cpu.clone());
+        let cpu = cpu.unwrap_or_else(|| panic!("{gpu} states no cpu"));
+        assert_eq!(
+            (cpu.arch.as_str(), cpu.source.as_slice()),
+            ("arm64", &[source.to_string()][..])
+        );
+        assert!(c.source(source).is_some(), "{source}");
+    }
+    assert!(c.gpu("H100").unwrap().cpu.is_none());
+
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("site.yaml");
+    std::fs::write(
+        &p,
+        "sources:\n- {id: site, url: 'https://example.invalid/notes'}\n\
+         gpus:\n- {name: Site SoC, cc: '9.0', arch: hopper, datacenter: true, modules: [open], min_driver: unknown, cpu: {arch: arm64, source: [site]}, source: [site]}\n",
+    )
+    .unwrap();
+    let c = Catalog::load_exactly(std::slice::from_ref(&p)).unwrap();
+    assert_eq!(
+        c.gpu("site soc")
+            .and_then(|g| g.cpu.clone())
+            .map(|c| c.arch),
+        Some("arm64".into())
+    );
+    std::fs::write(
+        &p,
+        "gpus:\n- {name: X, cc: '9.0', arch: hopper, datacenter: true, modules: [open], min_driver: unknown, cpu: {arch: aarch64, source: [nv-gh200]}, source: [nv-cuda-gpus]}\n",
+    )
+    .unwrap();
+    let e = Catalog::load_exactly(&[p]).unwrap_err().to_string();
+    assert!(
+        e.contains("GPU X: `cpu.arch: aarch64` is not one of amd64, arm64"),
+        "{e}"
+    );
+}

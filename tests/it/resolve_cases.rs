@@ -73,8 +73,8 @@ const CASES: &[Case] = &[
     c("nv-dc-arch-matrix", "host: {gpus: [V100]}\nstack: {cuda: '13'}", No(&["V100 is sm_70", "cannot target V100"])),
     c("nv-dc-arch-matrix", "host: {gpus: [V100]}\nstack: {cuda: '12'}", Host(">=525.60.13,<581", None)),
     c("nv-dc-arch-matrix", "host: {gpus: [P100]}\nstack: {cuda: '12.9'}", Yes(&[("cuda", "12.9.1")])),
-    c("llvm-clang-cuda", "host: {gpus: [GB10]}\nstack: {cuda: '12.8'}", No(&["sm_121"])),
-    c("llvm-clang-cuda", "host: {gpus: [GB10]}\nstack: {cuda: '12.9'}", Yes(&[("cuda", "12.9.1")])),
+    c("llvm-clang-cuda", "platform: linux/arm64\nhost: {gpus: [GB10]}\nstack: {cuda: '12.8'}", No(&["sm_121"])),
+    c("llvm-clang-cuda", "platform: linux/arm64\nhost: {gpus: [GB10]}\nstack: {cuda: '12.9'}", Yes(&[("cuda", "12.9.1")])),
     c("nv-curanddx-rn", "host: {gpus: ['10.1']}\nstack: {cuda: '13.0'}", No(&["sm_101 is supported from CUDA 12.8 to 12.9"])),
     c("nv-curanddx-rn", "host: {gpus: ['10.1']}\nstack: {cuda: '12.9'}", Yes(&[("cuda", "12.9.1")])),
     c("nv-curanddx-rn", "host: {gpus: ['11.0']}\nstack: {cuda: '12.9'}", No(&["sm_110"])),
@@ -91,7 +91,7 @@ const CASES: &[Case] = &[
     c("nv-gpuop-b200", "host: {gpus: [B200]}\nstack: {cuda: '12.8'}", Host(">=570.133.20", None)),
     c("nv-gpuop-b200", "host: {gpus: [B200], driver: '<570.133'}\nstack: {cuda: '12.8'}", No(&["B200 needs driver >= 570.133.20"])),
     // Kernel-module flavours.
-    c("nv-gpuop-gh200", "host: {gpus: [GH200], kernel_module: proprietary}\nstack: {cuda: '12.4'}", No(&["GH200 is driven by the open kernel module only"])),
+    c("nv-gpuop-gh200", "platform: linux/arm64\nhost: {gpus: [GH200], kernel_module: proprietary}\nstack: {cuda: '12.4'}", No(&["GH200 is driven by the open kernel module only"])),
     c("nv-cuda-legacy-gpus", "host: {gpus: [V100], kernel_module: open}", No(&["V100 is driven by the proprietary kernel module only"])),
     c("nv-blog-open-modules", "host: {gpus: [V100, B200]}", No(&["no kernel-module flavour drives every listed GPU"])),
     c("nv-ogkm", "host: {gpus: [H200], kernel_module: open}\nstack: {cuda: '12.4'}", Host(">=550.40.65", None)),
@@ -108,8 +108,16 @@ const CASES: &[Case] = &[
     c("nv-ogkm", "compat: strict\nhost: {gpus: [L40S]}\nstack: {cuda: '12.0'}", Host(">=535.43.09", None)),
     c("nv-dc-arch-matrix", "compat: strict\nhost: {gpus: [V100]}\nstack: {cuda: '12'}", Host(">=580,<581", None)),
     c("nv-dc-arch-matrix", "host: {gpus: [V100]}\nstack: {cuda: '12'}", Warn("V100's first driver is not known; the first release known to drive it is R580, its last branch")),
-    c("nv-cuda-gpus", "compat: strict\nhost: {gpus: [GB10]}\nstack: {cuda: '12.9'}", No(&["GB10's first driver is not known", "compat: strict cannot be met on GB10"])),
-    c("nv-cuda-gpus", "host: {gpus: [GB10]}\nstack: {cuda: '12.9'}", Warn("GB10's first driver is not known [nv-cuda-gpus] (unverified)")),
+    c("nv-cuda-gpus", "compat: strict\nplatform: linux/arm64\nhost: {gpus: [GB10]}\nstack: {cuda: '12.9'}", No(&["GB10's first driver is not known", "compat: strict cannot be met on GB10"])),
+    c("nv-cuda-gpus", "platform: linux/arm64\nhost: {gpus: [GB10]}\nstack: {cuda: '12.9'}", Warn("GB10's first driver is not known [nv-cuda-gpus] (unverified)")),
+    // Grace superchips come only in arm64 hosts (issue 37): an amd64 image (the default) is a no.
+    c("nv-gh200", "host: {gpus: [GH200]}\nstack: {cuda: '12.4'}", No(&["GH200 comes only in arm64 hosts [nv-gh200]", "platform is `linux/amd64` [profile]", "so GH200 cannot run an image for linux/amd64"])),
+    c("nv-gh200", "platform: linux/arm64\nhost: {gpus: [GH200]}\nstack: {cuda: '12.4'}", Yes(&[("cuda", "12.4.1")])),
+    c("nv-gb200", "platform: linux/amd64\nhost: {gpus: [H100, GB200]}", No(&["GB200 comes only in arm64 hosts [nv-gb200]", "so GB200 cannot run an image for linux/amd64"])),
+    c("nv-gb200", "platform: linux/arm64\nhost: {gpus: [H100, GB200]}", Module("open")),
+    c("nv-gb300", "host: {gpus: [GB300]}\nstack: {pytorch: '2.15'}", No(&["GB300 comes only in arm64 hosts [nv-gb300]"])),
+    c("nv-dgx-spark", "host: {gpus: [DGX Spark]}", No(&["GB10 comes only in arm64 hosts [nv-dgx-spark]"])),
+    c("nv-dgx-spark", "platform: linux/arm64\nhost: {gpus: [DGX Spark]}", Module("any")),
     // Minimum kernel per branch (open-gpu-kernel-modules README).
     c("nv-ogkm", "host: {gpus: [H200], kernel: '<4'}\nstack: {cuda: '12.4'}", Host(">=525.60.13,<555", Some(">=3.10,<4"))),
     c("nv-ogkm", "host: {gpus: [H200], kernel: '<4'}\nstack: {cuda: '13.0'}", No(&["need Linux >= 4.15", "host.kernel is `<4`"])),
@@ -126,7 +134,7 @@ const CASES: &[Case] = &[
     c("pypi", "host: {gpus: [H100]}\nstack: {pytorch: '2.14', cuda: '13.2'}", Yes(&[("pytorch", "2.14.1"), ("cuda", "13.2.2")])),
     c("wheel-inspection", "host: {gpus: [K80]}\nstack: {pytorch: '2.1'}", No(&["K80 is sm_37"])),
     c("nv-cuda-binary-compat", "host: {gpus: [L4]}\nstack: {pytorch: '2.11'}", Yes(&[("pytorch", "2.11.0"), ("cuda", "13.0.2")])),
-    c("nv-cuda-binary-compat", "host: {gpus: [GB10]}\nstack: {pytorch: '2.11'}", Yes(&[("pytorch", "2.11.0")])),
+    c("nv-cuda-binary-compat", "platform: linux/arm64\nhost: {gpus: [GB10]}\nstack: {pytorch: '2.11'}", Yes(&[("pytorch", "2.11.0")])),
     c("llvm-clang-cuda", "host: {gpus: [B300]}\nstack: {pytorch: '2.7'}", No(&["B300"])),
     c("pypi", "stack: {python: '3.8', pytorch: '2.6'}", No(&["pytorch 2.6.0 has wheels for Python 3.9"])),
     c("pypi", "stack: {python: '3.8', pytorch: '*'}", Yes(&[("pytorch", "2.4.1"), ("python", "3.8")])),
@@ -324,6 +332,14 @@ fn follow(p: &mut gpuimg_build::profile::Profile, hint: &str) {
         "stack.pytorch" => p.stack.pytorch = set,
         "stack.tensorflow" => p.stack.tensorflow = set,
         "stack.jax" => p.stack.jax = set,
+        "platform" => {
+            let (os, arch) = value
+                .split_once('/')
+                .unwrap_or_else(|| panic!("hint `{hint}`: platform `{value}`"));
+            p.platform.os = os.to_string();
+            p.platform.architecture = arch.to_string();
+            p.platform.variant = None;
+        }
         k => panic!("hint `{hint}` sets `{k}`, which this test cannot follow"),
     }
 }

@@ -430,3 +430,53 @@ fn a_version_that_does_not_exist_is_bad_input_naming_the_known_ones() {
         );
     }
 }
+
+/// Issue 37, item 4: a Grace GPU (GH200, GB200, GB300, GB10) comes only in arm64 hosts, so an
+/// amd64 image for it (`platform: linux/amd64`, or no platform: the default) is a "no", exit
+/// code 1, naming the GPU's fact and its source, from `resolve` and `build` alike; in a mixed
+/// list only the Grace GPU is named; `platform: linux/arm64` resolves.
+#[test]
+fn a_grace_gpu_on_an_amd64_platform_is_a_no_naming_the_fact() {
+    let d = Sandbox::new();
+    for (name, body) in [
+        ("default.yaml", "host:\n  gpus: [GH200]\n"),
+        (
+            "mixed.yaml",
+            "platform: linux/amd64\nhost:\n  gpus: [H100, GH200]\nstack:\n  cuda: \"12.8\"\n",
+        ),
+    ] {
+        let p = profile(d.path(), name, body);
+        let out = gpuimg(&["resolve", p.to_str().unwrap()], &d);
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(1), "{name}: {said}");
+        assert_error(&said, &[d.path()]);
+        let json_out = gpuimg(&["resolve", p.to_str().unwrap(), "--json"], &d);
+        assert_eq!(json_out.status.code(), Some(1));
+        let j = json(&json_out);
+        let facts = &j["reasons"][0]["facts"];
+        assert_eq!(facts[0]["fact"], "GH200 comes only in arm64 hosts", "{j}");
+        assert_eq!(facts[0]["source"], serde_json::json!(["nv-gh200"]), "{j}");
+        // `build` says the same "no", before it reads or writes anything else.
+        let out = common::run(d.gpuimg().arg("build").arg(&p).arg("-o").arg(d.join("out")));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{name}: {err}");
+        assert_error(&err, &[d.path()]);
+        assert!(!d.join("out").exists());
+    }
+    let p = profile(
+        d.path(),
+        "arm64.yaml",
+        "platform: linux/arm64\nhost:\n  gpus: [H100, GH200]\nstack:\n  cuda: \"12.8\"\n",
+    );
+    let out = gpuimg(&["resolve", p.to_str().unwrap(), "--json"], &d);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        json(&out)["host"]["gpus"],
+        serde_json::json!(["H100", "GH200"])
+    );
+}

@@ -406,3 +406,59 @@ fn a_libcuda_lacking_a_function_is_named_with_it_not_reported_missing() {
         "gpuimg-selftest: No usable NVIDIA driver: `libnvidia-ml.so.1` not found; `libcuda.so.1` lacks `cuInit`"
     );
 }
+
+/// Issue 37, item 4: the built self-test compares the expectation's platform with its host's
+/// `uname -m`. An image for another architecture fails (exit 1, the `platform` check in the
+/// JSON report) even here, without a GPU; the host's own architecture is the no-GPU answer
+/// (exit 4) as before.
+#[test]
+fn the_selftest_compares_the_images_platform_with_uname() {
+    require_no_gpu();
+    let dir = Sandbox::new();
+    let (here, other, machine) = match std::env::consts::ARCH {
+        "aarch64" => ("arm64", "amd64", "aarch64"),
+        _ => ("amd64", "arm64", "x86_64"),
+    };
+    let expect = |arch: &str| {
+        write(
+            dir.path(),
+            &format!("{arch}.json"),
+            &format!(r#"{{"format": 2, "platform": {{"os": "linux", "architecture": "{arch}"}}}}"#),
+        )
+    };
+    let out = dir
+        .selftest()
+        .args(["--json", "--expect"])
+        .arg(expect(other))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["verdict"], "fail");
+    let c = &v["checks"][0];
+    assert_eq!(
+        (&c["name"], &c["status"]),
+        (&"platform".into(), &"fail".into()),
+        "{v}"
+    );
+    assert_eq!(c["expected"], format!("linux/{other}"));
+    assert_eq!(c["measured"], format!("linux/{here} (uname -m: {machine})"));
+
+    let out = dir
+        .selftest()
+        .arg("--expect")
+        .arg(expect(here))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

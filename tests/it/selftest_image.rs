@@ -102,6 +102,11 @@ fn gpu_image_carries_selftest_and_reports_no_gpu_under_podman() {
     )
     .unwrap();
     assert_eq!(expect["gpus"], serde_json::json!(["H200"]));
+    // The profile's platform (the default), which the self-test compares with `uname -m`.
+    assert_eq!(
+        expect["platform"],
+        serde_json::json!({"os": "linux", "architecture": "amd64"})
+    );
     assert!(
         expect["driver"].as_str().unwrap().contains(">="),
         "{expect}"

@@ -16,7 +16,8 @@ use super::settings::{Choices, KernelModule, OnFailure, SelftestLevel};
 pub const DEFAULT_PATH: &str = "/etc/gpuimg/expect.json";
 /// Where the builder puts `gpuimg-selftest` inside the image.
 pub const BINARY_PATH: &str = "/usr/local/bin/gpuimg-selftest";
-/// The format version this build writes (format 2 adds `libraries` and `device_code`).
+/// The format version this build writes (format 2 adds `libraries`, `device_code` and
+/// `platform`).
 pub const FORMAT: u32 = 2;
 /// The oldest format this build still reads.
 pub const OLDEST_FORMAT: u32 = 1;
@@ -28,6 +29,8 @@ pub const DEFAULT_DEVICE_DEVICE_FRACTION: f64 = 0.8;
 pub struct HostFacts {
     /// Image name (shown in reports).
     pub image: Option<String>,
+    /// The image's platform (the profile's `platform`), in OCI terms.
+    pub platform: Option<ImagePlatform>,
     /// Driver constraint, e.g. `>=550.54.15`.
     pub driver_range: Option<String>,
     /// Kernel constraint, e.g. `>=5.15`.
@@ -74,6 +77,21 @@ impl Default for BandwidthExpectation {
     }
 }
 
+/// The OS and architecture an image was built for, in OCI terms (`linux`, `amd64`/`arm64`):
+/// the self-test compares them with the host's `uname` (`platform` check).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImagePlatform {
+    pub os: String,
+    pub architecture: String,
+}
+
+impl std::fmt::Display for ImagePlatform {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.os, self.architecture)
+    }
+}
+
 fn one() -> u32 {
     1
 }
@@ -89,6 +107,9 @@ pub struct Expectation {
     pub format: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
+    /// Format 2: the image's OS and architecture; absent (older images) means not checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platform: Option<ImagePlatform>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -124,6 +145,7 @@ impl Default for Expectation {
         Expectation {
             format: FORMAT,
             image: None,
+            platform: None,
             kernel: None,
             driver: None,
             kernel_module: KernelModule::Any,
@@ -172,6 +194,7 @@ impl Expectation {
         Expectation {
             format: FORMAT,
             image: host.image,
+            platform: host.platform,
             kernel: host.kernel_range,
             driver: host.driver_range,
             kernel_module: host.module,
@@ -230,6 +253,8 @@ impl Expectation {
                 Some("libraries")
             } else if self.device_code.is_some() {
                 Some("device_code")
+            } else if self.platform.is_some() {
+                Some("platform")
             } else {
                 None
             };
@@ -238,6 +263,24 @@ impl Expectation {
                     field,
                     found: self.format,
                 });
+            }
+        }
+        if let Some(p) = &self.platform {
+            let name = |s: &str| {
+                !s.is_empty()
+                    && s.bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+            };
+            for (field, value) in [
+                ("platform.os", &p.os),
+                ("platform.architecture", &p.architecture),
+            ] {
+                if !name(value) {
+                    return Err(ExpectError::Value {
+                        field,
+                        value: value.clone(),
+                    });
+                }
             }
         }
         for lib in &self.libraries {
@@ -345,6 +388,58 @@ mod tests {
         let minimal = Expectation::from_json(r#"{"format": 1}"#, "x").unwrap();
         assert_eq!(minimal.bandwidth.device_device_fraction, 0.8);
         assert_eq!(minimal.min_gpus, 1);
+    }
+
+    #[test]
+    fn the_platform_round_trips_and_its_absence_means_no_check() {
+        let host = HostFacts {
+            platform: Some(ImagePlatform {
+                os: "linux".into(),
+                architecture: "arm64".into(),
+            }),
+            ..HostFacts::default()
+        };
+        let e = Expectation::new(host, &Choices::default());
+        let json = e.to_json();
+        assert!(
+            json.contains(
+                "\"platform\": {\n    \"os\": \"linux\",\n    \"architecture\": \"arm64\"\n  }"
+            ),
+            "{json}"
+        );
+        let back = Expectation::from_json(&json, "x").unwrap();
+        assert_eq!(
+            back.platform.as_ref().map(|p| p.to_string()).as_deref(),
+            Some("linux/arm64")
+        );
+        // An older image's file has no `platform`: it loads, and nothing is compared.
+        let older = Expectation::from_json(r#"{"format": 2, "driver": ">=550"}"#, "x").unwrap();
+        assert_eq!(older.platform, None);
+        assert!(!Expectation::default().to_json().contains("platform"));
+    }
+
+    #[test]
+    fn a_bad_or_misplaced_platform_is_refused() {
+        for (text, want) in [
+            (
+                r#"{"format": 2, "platform": {"os": "linux", "architecture": "x86_64 "}}"#,
+                "Invalid `platform.architecture` value `x86_64 `",
+            ),
+            (
+                r#"{"format": 2, "platform": {"os": "", "architecture": "arm64"}}"#,
+                "Invalid `platform.os` value ``",
+            ),
+            (
+                r#"{"format": 1, "platform": {"os": "linux", "architecture": "arm64"}}"#,
+                "`platform` needs expectation format 2 (the file says format 1)",
+            ),
+        ] {
+            let e = Expectation::from_json(text, "e").unwrap_err();
+            assert_eq!(e.to_string(), want);
+        }
+        let e = Expectation::from_json(r#"{"format": 2, "platform": {"os": "linux"}}"#, "e")
+            .unwrap_err();
+        assert!(e.to_string().contains("architecture"), "{e}");
     }
 
     #[test]

@@ -16,7 +16,8 @@ mod settings;
 
 pub use expectation::{
     default_host_device_floor, wrap_entrypoint, BandwidthExpectation, ExpectError, Expectation,
-    HostFacts, BINARY_PATH, DEFAULT_DEVICE_DEVICE_FRACTION, DEFAULT_PATH, FORMAT, OLDEST_FORMAT,
+    HostFacts, ImagePlatform, BINARY_PATH, DEFAULT_DEVICE_DEVICE_FRACTION, DEFAULT_PATH, FORMAT,
+    OLDEST_FORMAT,
 };
 pub use libraries::{
     DeviceCode, DeviceTarget, InvalidTarget, LibraryExpectation, TargetKind, VersionCall,

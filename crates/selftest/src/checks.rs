@@ -13,6 +13,7 @@ use super::cause;
 use super::check::{Because, Check, Status, Verdict};
 use super::crosscheck::{self, pair};
 use super::data::{CudaDeviceResult, GpuInfo, LoadError, Measurements, ModuleFlavour};
+use super::platform::{oci_architecture, oci_os};
 use super::require::{self, Outcome, RequireFacts};
 use gpuimg_expect::{default_host_device_floor, Expectation, VersionRange};
 use gpuimg_expect::{KernelModule, SelftestLevel};
@@ -84,6 +85,7 @@ pub fn evaluate(
 ) -> Vec<Check> {
     let mut out = Vec::new();
     out.extend(timeouts(m));
+    out.push(platform(e, m));
     out.push(driver_libraries(m));
     out.push(kernel(e, m));
     out.push(driver(e, m));
@@ -183,6 +185,29 @@ fn range_check(name: &str, range: Option<VersionRange>, measured: Option<&str>) 
     Check::new(name, status)
         .expected(range.to_string())
         .measured(v.to_string())
+}
+
+/// The image's platform (`linux/arm64`) against the host's `uname` (`aarch64` is arm64,
+/// `x86_64` amd64). An expectation without one (an older image) is not compared.
+pub(crate) fn platform(e: &Expectation, m: &Measurements) -> Check {
+    let Some(want) = &e.platform else {
+        return Check::new("platform", Status::Skip).detail("No expectation");
+    };
+    let (Some(os), Some(machine)) = (&m.os, &m.machine) else {
+        return Check::new("platform", Status::Warn)
+            .expected(want.to_string())
+            .detail("`uname` gave no answer; the platform was not compared");
+    };
+    let got = format!("{}/{}", oci_os(os), oci_architecture(machine));
+    let c = Check::new("platform", Status::Pass)
+        .expected(want.to_string())
+        .measured(format!("{got} (uname -m: {machine})"));
+    if got == want.to_string() {
+        return c;
+    }
+    c.status_fail().detail(format!(
+        "The image was built for {want}; its programs and libraries cannot run on {got}"
+    ))
 }
 
 fn kernel(e: &Expectation, m: &Measurements) -> Check {

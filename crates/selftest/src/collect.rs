@@ -17,6 +17,7 @@ use super::cuda_work;
 use super::data::{CudaDeviceResult, InitOutcome, LibraryProbe, Measurements};
 use super::libraries;
 use super::nvml::{Nvml, NvmlReport};
+use super::platform;
 use super::procfs;
 use gpuimg_expect::{LibraryExpectation, SelftestLevel};
 
@@ -62,8 +63,11 @@ fn note(m: &mut Measurements, stage: &str, s: Stalled) {
 
 /// Probe the host at `level`, and load the image's libraries `libs` of that level.
 pub fn collect(level: SelftestLevel, libs: &[LibraryExpectation]) -> Measurements {
+    let (os, machine) = platform::uname().unzip();
     let mut m = Measurements {
         kernel: procfs::kernel_release(),
+        os,
+        machine,
         module: procfs::nvidia_module(),
         ..Measurements::default()
     };

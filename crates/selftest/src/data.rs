@@ -44,6 +44,12 @@ pub enum InitOutcome {
 pub struct Measurements {
     /// Kernel release (`uname -r`).
     pub kernel: Option<String>,
+    /// `uname -s` and `uname -m` (`Linux`, `x86_64`), as the self-test's process sees them
+    /// (under an emulator, the emulated machine); absent in older recordings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
     /// The loaded kernel module, if any.
     pub module: Option<ModuleInfo>,
     /// Whether `libnvidia-ml.so.1` / `libcuda.so.1` could be loaded.

@@ -22,6 +22,7 @@ mod dl;
 mod exec;
 mod libraries;
 mod nvml;
+mod platform;
 mod procfs;
 mod ptx;
 mod report;
@@ -71,7 +72,12 @@ pub fn report_from(
     elapsed: Duration,
 ) -> Report {
     let (verdict, message, checks) = match no_gpu_reason(m) {
-        Some(why) => (Verdict::NoGpu, Some(why), Vec::new()),
+        // A host of another platform fails whether or not it has a GPU: nothing of the
+        // image runs there.
+        Some(why) => match checks::platform(expect, m) {
+            c if c.status == Status::Fail => (Verdict::Fail, Some(why), vec![c]),
+            _ => (Verdict::NoGpu, Some(why), Vec::new()),
+        },
         None => {
             let checks = evaluate(expect, m, env, level);
             (checks::verdict(&checks), None, checks)

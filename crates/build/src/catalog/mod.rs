@@ -27,7 +27,7 @@ pub use libraries::{
 };
 pub use records::{
     BranchKind, CatalogFile, CcSupport, CudaComponents, CudaFamily, CudaRelease, CudnnBuild,
-    CudnnRelease, DriverBranch, DriverFloor, Gpu, JaxRelease, JaxVariant, ModuleFlavour,
+    CudnnRelease, DriverBranch, DriverFloor, Gpu, GpuCpu, JaxRelease, JaxVariant, ModuleFlavour,
     NcclRelease, PythonRelease, PytorchRelease, PytorchVariant, Source, StackDebs, StackWheels,
     TensorflowRelease,
 };

@@ -186,11 +186,25 @@ pub struct Gpu {
     /// Peak memory bandwidth, GB/s.
     #[serde(default)]
     pub bandwidth_gbps: Option<f64>,
+    /// The CPU architecture of every host the GPU comes in, with its own sources: a superchip
+    /// (GH200, GB200, GB300, GB10: a Grace or other Arm CPU) is `arm64` only. Absent: a
+    /// PCIe/SXM part that both x86-64 and arm64 hosts carry, so any platform.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<GpuCpu>,
     pub source: Vec<String>,
     #[serde(default)]
     pub unverified: Vec<String>,
     #[serde(default)]
     pub note: Option<String>,
+}
+
+/// The one CPU architecture a GPU's hosts have (`cpu: {arch: arm64, source: [nv-gh200]}`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuCpu {
+    /// The OCI architecture name (`arm64`, `amd64`), as a profile's `platform` spells it.
+    pub arch: String,
+    pub source: Vec<String>,
 }
 
 /// A GPU's first driver: a version a source gives, or `unknown`, stated as such.

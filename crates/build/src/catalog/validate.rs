@@ -1,8 +1,9 @@
 //! Checks that the merged catalog holds together, one named check per rule: every source id
 //! resolves, every pinned cuDNN/NCCL version has a record, every CUDA release has a family,
 //! every GPU's compute capability is known, every GPU states its first driver (a version or
-//! `unknown`: absent is never "any driver"), `unverified` names a fact the record has, every
-//! CUDA component wheel is named as normalised.
+//! `unknown`: absent is never "any driver"), a GPU's `cpu` names a known architecture and its
+//! own sources, `unverified` names a fact the record has, every CUDA component wheel is named
+//! as normalised.
 
 use std::collections::BTreeSet;
 
@@ -18,7 +19,11 @@ const UNVERIFIABLE: &[&str] = &[
     "open_min_driver",
     "datacenter",
     "variant",
+    "cpu",
 ];
+
+/// The CPU architectures a GPU record may name (OCI names, as a profile's `platform` has them).
+const CPU_ARCHES: &[&str] = &["amd64", "arm64"];
 
 pub(super) fn validate(c: &Catalog) -> Result<(), CatalogError> {
     let mut problems = Vec::new();
@@ -86,6 +91,9 @@ fn sources_resolve(c: &Catalog, problems: &mut Vec<String>) {
     }
     for r in &c.gpus {
         check(format!("GPU {}", r.name), &r.source);
+        if let Some(cpu) = &r.cpu {
+            check(format!("GPU {} cpu", r.name), &cpu.source);
+        }
     }
     for r in &c.drivers {
         check(format!("driver branch R{}", r.branch), &r.source);
@@ -210,6 +218,18 @@ fn families_and_ccs_exist(c: &Catalog, problems: &mut Vec<String>) {
         if g.modules.is_empty() {
             problems.push(format!("GPU {} lists no kernel-module flavour", g.name));
         }
+        if let Some(cpu) = g
+            .cpu
+            .as_ref()
+            .filter(|c| !CPU_ARCHES.contains(&c.arch.as_str()))
+        {
+            problems.push(format!(
+                "GPU {}: `cpu.arch: {}` is not one of {}",
+                g.name,
+                cpu.arch,
+                CPU_ARCHES.join(", ")
+            ));
+        }
     }
 }
 
@@ -283,6 +303,43 @@ mod tests {
             .to_string();
         assert!(
             e.contains("GPU H200 states no `min_driver` (its first driver, or `unknown`)"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_grace_gpus_are_arm64_and_the_pcie_parts_any_platform() {
+        let c = Catalog::embedded().expect("embedded catalog");
+        for name in ["GH200", "GB200", "GB300", "GB10"] {
+            let cpu = c.gpu(name).and_then(|g| g.cpu.clone());
+            let Some(cpu) = cpu else {
+                panic!("GPU {name} states no cpu");
+            };
+            assert_eq!(cpu.arch, "arm64", "{name}");
+            assert!(!cpu.source.is_empty(), "{name}");
+        }
+        for name in ["H100", "H200", "B200", "A100", "L4"] {
+            assert_eq!(c.gpu(name).and_then(|g| g.cpu.clone()), None, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_cpu_of_an_unknown_architecture_or_source_is_refused() {
+        let mut c = Catalog::embedded().expect("embedded catalog");
+        let Some(gh200) = c.gpus.iter_mut().find(|g| g.name == "GH200") else {
+            panic!("GH200 in the catalog");
+        };
+        gh200.cpu = Some(crate::catalog::GpuCpu {
+            arch: "aarch64".into(),
+            source: vec!["nv-nowhere".into()],
+        });
+        let e = validate(&c).expect_err("a bad cpu validated").to_string();
+        assert!(
+            e.contains("GPU GH200: `cpu.arch: aarch64` is not one of amd64, arm64"),
+            "{e}"
+        );
+        assert!(
+            e.contains("GPU GH200 cpu cites unknown source `nv-nowhere`"),
             "{e}"
         );
     }

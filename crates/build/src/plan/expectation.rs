@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use crate::catalog::{wheel_libraries, LibraryTableError};
 use crate::profile::Profile;
 use crate::resolve::Resolution;
-use gpuimg_expect::{Choices, DeviceCode, Expectation, HostFacts, LibraryExpectation};
+use gpuimg_expect::{
+    Choices, DeviceCode, Expectation, HostFacts, ImagePlatform, LibraryExpectation,
+};
 
 /// The expectation of an image that carries `libraries` and `device_code` (the image's own
 /// contents; `expectation` alone is what `verify-host` checks of a profile).
@@ -120,7 +122,7 @@ pub fn deb_library_expectations(
 }
 
 /// The expectation an image built from `profile` with `resolution` carries (also what
-/// `gpuimg verify-host` checks): host ranges, GPUs and peaks from the resolution, the image's
+/// `gpuimg verify-host` checks): the profile's platform, host ranges, GPUs and peaks from the resolution, the image's
 /// final `NVIDIA_REQUIRE_*`/`CUDA_VERSION` environment, the profile's `selftest` settings.
 pub fn expectation(profile: &Profile, res: Option<&Resolution>) -> Expectation {
     let mut image_env: BTreeMap<String, String> =
@@ -137,6 +139,10 @@ pub fn expectation(profile: &Profile, res: Option<&Resolution>) -> Expectation {
         .collect();
     let facts = HostFacts {
         image: Some(profile.name.to_string()),
+        platform: Some(ImagePlatform {
+            os: profile.platform.os.clone(),
+            architecture: profile.platform.architecture.clone(),
+        }),
         driver_range: res.map(|r| r.host.driver.to_string()),
         kernel_range: res.map(|r| r.host.kernel.to_string()),
         module: res

@@ -148,6 +148,7 @@ pub(super) fn host_range(
     pick: &Pick,
     relied: &mut Vec<Fact>,
 ) -> Result<HostRange, Conflict> {
+    super::platform::gpus_fit(req)?;
     let flavours = module_flavours(req)?;
     let open_only = flavours == [ModuleFlavour::Open];
     let mut reqs: Vec<Req> = Vec::new();

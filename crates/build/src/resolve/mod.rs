@@ -1,8 +1,9 @@
 //! Stage `resolve`: pick the newest compatible exact versions for the profile's `stack`, and the
 //! host ranges (driver, kernel, module flavour) they need, intersected with the `host` pins.
 //!
-//! Owns the search (`search.rs`), the facts it checks (`checks.rs`, `host.rs`), explanations
-//! of "no" with sources and the nearest working change, and the `Resolution` handed on.
+//! Owns the search (`search.rs`), the facts it checks (`checks.rs`, `host.rs`, `platform.rs`),
+//! explanations of "no" with sources and the nearest working change, and the `Resolution`
+//! handed on.
 //! Architecture Invariant: no I/O; reads the `Catalog` and the `Profile` only.
 
 mod checks;
@@ -11,6 +12,7 @@ mod explain;
 mod fact;
 mod host;
 mod pick;
+mod platform;
 mod request;
 mod resolution;
 mod search;
@@ -77,6 +79,14 @@ fn summary(req: &Request) -> String {
     }
     if let Some(k) = &req.kernel {
         parts.push(format!("kernel `{k}`"));
+    }
+    // The platform matters (and is named) only where a listed GPU comes with one CPU.
+    let cpu_bound = req
+        .gpus
+        .iter()
+        .any(|g| g.gpu().is_some_and(|g| g.cpu.is_some()));
+    if let (true, Some(p)) = (cpu_bound, &req.platform) {
+        parts.push(format!("platform `{p}`"));
     }
     format!("nothing in the catalog satisfies {}", parts.join(" with "))
 }
@@ -229,6 +239,15 @@ use pick as search_pick;
 fn suggest(req: &Request, catalog: &Catalog) -> Vec<String> {
     let mut out = Vec::new();
     let works = |r: &Request| attempt(r, catalog).is_ok();
+    for p in platform::alternatives(req) {
+        let r = Request {
+            platform: Some(p.clone()),
+            ..req.clone()
+        };
+        if works(&r) {
+            out.push(format!("`platform: {p}` would work"));
+        }
+    }
     let with_stack = |comp: Component, c: Constraint| {
         let mut r = req.clone();
         r.stack.insert(comp, c);

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::catalog::{Catalog, Gpu};
 use crate::profile::{CompatMode, KernelModule, Located, Profile};
 use gpuimg_expect::version::{Constraint, Version};
+use gpuimg_expect::ImagePlatform;
 
 use super::ResolveError;
 
@@ -121,6 +122,9 @@ pub struct Request {
     /// before the resolution: a candidate variant it does not install is ruled out, citing it.
     pub installs: BTreeMap<Component, Installs>,
     pub compat: CompatMode,
+    /// The image's platform (the profile's `platform`, `linux/amd64` by default), checked
+    /// against each GPU's CPU; `None` (`catalog why`) checks none.
+    pub platform: Option<ImagePlatform>,
 }
 
 /// What the package index installs for a framework's exact pin (`torch==2.14.1`), per catalog
@@ -264,6 +268,10 @@ impl Request {
             origins: BTreeMap::new(),
             installs: BTreeMap::new(),
             compat: profile.compat,
+            platform: Some(ImagePlatform {
+                os: profile.platform.os.clone(),
+                architecture: profile.platform.architecture.clone(),
+            }),
         })
     }
 }

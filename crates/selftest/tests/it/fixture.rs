@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use gpuimg_expect::{Choices, KernelModule, SelftestLevel};
-use gpuimg_expect::{Expectation, HostFacts};
+use gpuimg_expect::{Expectation, HostFacts, ImagePlatform};
 use gpuimg_selftest::{
     report_from, Bandwidth, Check, CudaDeviceResult, EccHealth, GpuInfo, InitOutcome, Measurements,
     ModuleFlavour, ModuleInfo, PcieLink, Report, Status,
@@ -22,6 +22,8 @@ pub const CUDA_MIB: u64 = 143_156;
 pub fn h200() -> Measurements {
     Measurements {
         kernel: Some("6.18.0-1-cloud-amd64".into()),
+        os: Some("Linux".into()),
+        machine: Some("x86_64".into()),
         module: Some(ModuleInfo {
             version: "580.159.04".into(),
             flavour: ModuleFlavour::Open,
@@ -96,6 +98,10 @@ pub fn h200() -> Measurements {
 pub fn matching() -> Expectation {
     let host = HostFacts {
         image: Some("demo".into()),
+        platform: Some(ImagePlatform {
+            os: "linux".into(),
+            architecture: "amd64".into(),
+        }),
         driver_range: Some(">=580,<581".into()),
         kernel_range: Some(">=5.15".into()),
         module: KernelModule::Open,

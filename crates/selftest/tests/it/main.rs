@@ -7,4 +7,5 @@ mod checks;
 mod crosscheck;
 mod fixture;
 mod libraries;
+mod platform;
 mod require;
