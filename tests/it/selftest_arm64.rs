@@ -48,18 +48,29 @@ fn the_arm64_self_test_loads_debians_arm64_driver_and_says_no_gpu_under_qemu() {
     assert_eq!(elf_machine(&bin), 183, "an aarch64 ELF file");
     let libs = driver_root();
     let sb = Sandbox::new();
-    let expect = sb.join("expect.json");
-    std::fs::write(&expect, r#"{"format": 1, "driver": ">=530"}"#).unwrap();
-    let out = run(Command::new("qemu-aarch64-static")
-        .arg("-L")
-        .arg(&libs)
-        .args([
-            "-E",
-            "LD_LIBRARY_PATH=/usr/lib/aarch64-linux-gnu/nvidia/current",
-        ])
-        .arg(&bin)
-        .args(["--json", "--expect"])
-        .arg(&expect));
+    // The image's expectation: an arm64 image, as the plan writes it (its `platform` check
+    // compares that with `uname -m`, which qemu-user answers `aarch64`).
+    let expectation = |arch: &str| {
+        let path = sb.join(format!("expect-{arch}.json"));
+        let json = format!(
+            r#"{{"format": 2, "driver": ">=530", "platform": {{"os": "linux", "architecture": "{arch}"}}}}"#
+        );
+        std::fs::write(&path, json).unwrap();
+        path
+    };
+    let selftest = |expect: &Path| {
+        run(Command::new("qemu-aarch64-static")
+            .arg("-L")
+            .arg(&libs)
+            .args([
+                "-E",
+                "LD_LIBRARY_PATH=/usr/lib/aarch64-linux-gnu/nvidia/current",
+            ])
+            .arg(&bin)
+            .args(["--json", "--expect"])
+            .arg(expect))
+    };
+    let out = selftest(&expectation("arm64"));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(4), "{stderr}");
     let report: serde_json::Value = serde_json::from_slice(&out.stdout)
@@ -83,4 +94,18 @@ fn the_arm64_self_test_loads_debians_arm64_driver_and_says_no_gpu_under_qemu() {
         stderr.trim_end(),
         "gpuimg-selftest: No NVIDIA GPU: NVML_ERROR_DRIVER_NOT_LOADED (Driver Not Loaded)"
     );
+    // The platform matched: nothing failed before "no GPU" (a host without a GPU lists no checks).
+    assert_eq!(report["checks"], serde_json::json!([]), "{report}");
+    let platform = |r: &serde_json::Value| -> serde_json::Value {
+        let checks = r["checks"].as_array().unwrap();
+        let c = checks.iter().find(|c| c["name"] == "platform");
+        c.unwrap_or_else(|| panic!("no platform check: {r}"))["status"].clone()
+    };
+
+    // An amd64 image's self-test asked on this (arm64) host: its platform check fails, exit 1.
+    let out = selftest(&expectation("amd64"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(platform(&report), "fail", "{report}");
 }
