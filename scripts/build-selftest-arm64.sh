@@ -72,8 +72,13 @@ exec "$zig/zig" cc -target aarch64-linux-gnu.2.17 "\$@"
 EOF
 chmod +x "$linker"
 
+# Only this compiler: nothing of a caller's toolchain (a test run under rustup's Cargo passes
+# its wrappers, flags and library path down).
+unset RUSTC_WRAPPER RUSTC_WORKSPACE_WRAPPER RUSTFLAGS CARGO_ENCODED_RUSTFLAGS \
+  CARGO_BUILD_RUSTFLAGS CARGO_BUILD_TARGET CARGO_BUILD_RUSTC CARGO_BUILD_RUSTC_WRAPPER \
+  RUSTUP_TOOLCHAIN CARGO
 lib="$root/usr/lib/x86_64-linux-gnu"
-export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH="$lib"
 export RUSTC="$root/usr/bin/rustc"
 export RUSTDOC="$root/usr/bin/rustdoc"
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER="$linker"

@@ -20,6 +20,10 @@ fi
 # rustc-web and cargo-web install their compiler and Cargo as /usr/bin/rustc and /usr/bin/cargo;
 # a rustup earlier in PATH would shadow them, so name them by path.
 cargo=/usr/bin/cargo
+# Only this compiler: nothing of a caller's toolchain (wrappers, flags).
+unset RUSTC_WRAPPER RUSTC_WORKSPACE_WRAPPER RUSTFLAGS CARGO_ENCODED_RUSTFLAGS \
+  CARGO_BUILD_RUSTFLAGS CARGO_BUILD_TARGET CARGO_BUILD_RUSTC CARGO_BUILD_RUSTC_WRAPPER \
+  RUSTUP_TOOLCHAIN CARGO
 export RUSTC=/usr/bin/rustc
 export RUSTDOC=/usr/bin/rustdoc
 "$RUSTC" --version
