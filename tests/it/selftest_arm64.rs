@@ -35,17 +35,16 @@ fn driver_root() -> PathBuf {
     dir
 }
 
-fn elf_machine(path: &Path) -> u16 {
-    let bytes = std::fs::read(path).unwrap();
-    assert_eq!(&bytes[..4], b"\x7fELF", "{}", path.display());
-    u16::from_le_bytes([bytes[18], bytes[19]])
-}
-
 #[test]
 fn the_arm64_self_test_loads_debians_arm64_driver_and_says_no_gpu_under_qemu() {
     require("qemu-aarch64-static");
     let bin = arm64_selftest();
-    assert_eq!(elf_machine(&bin), 183, "an aarch64 ELF file");
+    let head = std::fs::read(&bin).unwrap();
+    assert_eq!(
+        gpuimg_elf::machine::of_header(&head),
+        gpuimg_elf::machine::of_architecture("arm64"),
+        "an aarch64 ELF file"
+    );
     let libs = driver_root();
     let sb = Sandbox::new();
     // The image's expectation: an arm64 image, as the plan writes it (its `platform` check
