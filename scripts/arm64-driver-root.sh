@@ -17,7 +17,7 @@ uri=$(awk '/^URIs:/ { print $2; exit }' /etc/apt/sources.list.d/*.sources 2>/dev
 [ -n "$uri" ] || { echo "error: no Debian mirror in the host's apt sources" >&2; exit 2; }
 suite=$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")
 apt="$dir.apt"
-mkdir -p "$apt/lists/partial" "$apt/debs/partial" "$apt/parts"
+mkdir -p "$apt/parts"
 cat >"$apt/parts/debian.sources" <<EOF
 Types: deb
 URIs: $uri
@@ -25,15 +25,11 @@ Suites: $suite
 Components: main non-free
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 EOF
-opts=(
-  -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache::Archives=$apt/debs"
-  -o "Dir::Etc::SourceList=/dev/null" -o "Dir::Etc::SourceParts=$apt/parts"
-  -o "Dir::Cache::pkgcache=" -o "Dir::Cache::srcpkgcache="
-  -o "APT::Architectures::=arm64" -o "APT::Sandbox::User=root"
-)
-apt-get "${opts[@]}" -qq update
+. "$(dirname "$0")/private-apt.sh"
+private_apt "$apt" arm64 -- "$apt/parts"
+apt-get "${apt_opts[@]}" -qq update
 pkgs=(libc6 libgcc-s1 libcuda1 libnvidia-ml1 libnvidia-ptxjitcompiler1)
-(cd "$apt/debs" && apt-get "${opts[@]}" -qq download "${pkgs[@]/%/:arm64}")
+(cd "$apt/debs" && apt-get "${apt_opts[@]}" -qq download "${pkgs[@]/%/:arm64}")
 rm -rf "$dir.tmp"
 mkdir -p "$dir.tmp"
 for p in "${pkgs[@]}"; do

@@ -17,53 +17,51 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-target/arm64/gpuimg-selftest}
 cache=${GPUIMG_ARM64_TOOLCHAIN:-target/arm64-toolchain}
-mkdir -p "$cache/lists/partial" "$cache/debs" "$cache/zig"
+mkdir -p "$cache/zig"
 cache=$(cd "$cache" && pwd)
 
-# apt, confined to the cache: its own lists, both architectures, no package cache files.
-apt_opts=(
-  -o "Dir::State::Lists=$cache/lists"
-  -o "Dir::Cache::Archives=$cache/debs"
-  -o "Dir::Cache::pkgcache=" -o "Dir::Cache::srcpkgcache="
-  -o "APT::Architectures::=amd64" -o "APT::Architectures::=arm64"
-  -o "APT::Sandbox::User=root"
-)
-apt-get "${apt_opts[@]}" -qq update
-version() { apt-cache "${apt_opts[@]}" policy "$1" | awk '/Candidate:/ { print $2 }'; }
-v=$(version rustc-web)
-[ -n "$v" ] && [ "$v" != "(none)" ] || {
-  echo "error: the host's apt sources offer no rustc-web (Debian bookworm-security has it): add that suite" >&2
-  exit 2
-}
-std_runtime=$(apt-cache "${apt_opts[@]}" depends "libstd-rust-web-dev=$v" | awk '/Depends: libstd-rust-web-/ { print $2; exit }')
-llvm=$(apt-cache "${apt_opts[@]}" depends "$std_runtime=$v" | awk '/Depends: libllvm/ { print $2; exit }')
-[ -n "$std_runtime" ] && [ -n "$llvm" ] || { echo "error: cannot tell which libraries rustc-web $v uses" >&2; exit 1; }
-pkgs=(
-  "rustc-web:amd64=$v" "cargo-web:amd64=$v" "libstd-rust-web-dev:amd64=$v" "$std_runtime:amd64=$v"
-  "libstd-rust-web-dev:arm64=$v" "$std_runtime:arm64=$v" "$llvm:amd64"
-)
-root="$cache/root-$v"
-if [ ! -x "$root/usr/bin/rustc" ] || [ ! -d "$root/usr/lib/rustlib/aarch64-unknown-linux-gnu" ]; then
+# A toolchain unpacked before is used as it is (delete the cache to take a newer rustc-web):
+# apt and the network are needed only the first time.
+root=$(ls -d "$cache"/root-* 2>/dev/null | grep -v '\.tmp$' | sort -V | tail -1 || true)
+if [ -z "$root" ]; then
+  . scripts/private-apt.sh
+  private_apt "$cache" amd64 arm64
+  apt-get "${apt_opts[@]}" -qq update
+  v=$(apt-cache "${apt_opts[@]}" policy rustc-web | awk '/Candidate:/ { print $2 }')
+  [ -n "$v" ] && [ "$v" != "(none)" ] || {
+    echo "error: the host's apt sources offer no rustc-web (Debian bookworm-security has it): add that suite" >&2
+    exit 2
+  }
+  std_runtime=$(apt-cache "${apt_opts[@]}" depends "libstd-rust-web-dev=$v" | awk '/Depends: libstd-rust-web-/ { print $2; exit }')
+  llvm=$(apt-cache "${apt_opts[@]}" depends "$std_runtime=$v" | awk '/Depends: libllvm/ { print $2; exit }')
+  [ -n "$std_runtime" ] && [ -n "$llvm" ] || { echo "error: cannot tell which libraries rustc-web $v uses" >&2; exit 1; }
+  pkgs=(
+    "rustc-web:amd64=$v" "cargo-web:amd64=$v" "libstd-rust-web-dev:amd64=$v" "$std_runtime:amd64=$v"
+    "libstd-rust-web-dev:arm64=$v" "$std_runtime:arm64=$v" "$llvm:amd64"
+  )
   (cd "$cache/debs" && apt-get "${apt_opts[@]}" -qq download "${pkgs[@]}")
+  root="$cache/root-$v"
   rm -rf "$root.tmp"
   mkdir -p "$root.tmp"
   for p in "${pkgs[@]}"; do
     name=${p%%:*}
     arch=${p#*:}
     arch=${arch%%=*}
-    deb=$(ls "$cache/debs/${name}_"*"_${arch}.deb" | sort | tail -1)
-    dpkg -x "$deb" "$root.tmp"
+    dpkg -x "$(ls "$cache/debs/${name}_"*"_${arch}.deb" | sort | tail -1)" "$root.tmp"
   done
   mv "$root.tmp" "$root"
 fi
 
 # zig from its wheel: a self-contained compiler driver that links against glibc 2.17 stubs.
-zig=$(ls -d "$cache/zig/ziglang" 2>/dev/null || true)
-if [ -z "$zig" ]; then
-  python3 -m pip download -q --no-deps --only-binary :all: -d "$cache/zig/wheel" ziglang
-  python3 -m zipfile -e "$(ls "$cache"/zig/wheel/ziglang-*.whl | tail -1)" "$cache/zig"
-  chmod +x "$cache/zig/ziglang/zig"
-  zig="$cache/zig/ziglang"
+# Pinned by hash: it is code from the index that this script runs.
+zig_pin="ziglang==0.17.1 --hash=sha256:ea6cc5d87b033cf0aedfbc8f9549a908cae6c50ac31f1698188fa48a74524b54"
+zig="$cache/zig/ziglang"
+if [ ! -x "$zig/zig" ]; then
+  echo "$zig_pin" >"$cache/zig/requirements.txt"
+  python3 -m pip download -q --no-deps --only-binary :all: --require-hashes \
+    -d "$cache/zig/wheel" -r "$cache/zig/requirements.txt"
+  python3 -m zipfile -e "$(ls "$cache"/zig/wheel/ziglang-0.17.1-*.whl)" "$cache/zig"
+  chmod +x "$zig/zig"
 fi
 linker="$cache/zig-cc-aarch64"
 cat >"$linker" <<EOF
