@@ -63,6 +63,9 @@ pub struct Args {
     pub jobs: Option<u16>,
     #[command(flatten)]
     pub registry: RegistryArgs,
+    /// Only this one of the profile's platforms (`platforms:`): its image, not an index.
+    #[arg(long, value_name = "OS/ARCH", value_parser = super::parse_platform)]
+    pub platform: Option<gpuimg_oci::image::Platform>,
     /// Print a JSON summary on stdout.
     #[arg(long)]
     pub json: bool,
@@ -179,6 +182,7 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
             ),
         },
         python: settings.python(),
+        platform: args.platform.clone(),
     };
     let mut progress = Progress::new(settings.quiet, args.json);
     let out =
@@ -212,6 +216,12 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
             "push": out.pushed,
             "peak_memory": peak_memory(),
         });
+        let mut v = v;
+        if !out.platforms.is_empty() {
+            v["index_digest"] = json!(out.manifest_digest);
+            v["platforms"] = json!(out.platforms);
+            v["shared_layers"] = json!(out.shared_layers);
+        }
         crate::cli::print_stdout(&format!("{v}\n"));
     } else if let Some(p) = out.pushed.as_ref().filter(|_| !settings.quiet) {
         eprintln!(
@@ -222,6 +232,24 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
             p.blobs_uploaded,
             p.blobs_existing,
             p.blobs_mounted
+        );
+    } else if !settings.quiet && !out.platforms.is_empty() {
+        for p in &out.platforms {
+            eprintln!(
+                "{:>12} {} ({} layers) {}",
+                p.platform,
+                p.manifest_digest,
+                p.layers,
+                ByteSize(p.image_size)
+            );
+        }
+        eprintln!(
+            "built index {} ({} platforms, {} layers shared) → {}:{}",
+            out.manifest_digest,
+            out.platforms.len(),
+            out.shared_layers,
+            out.output,
+            out.tag
         );
     } else if !settings.quiet {
         eprintln!(

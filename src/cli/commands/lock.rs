@@ -29,6 +29,9 @@ pub struct Args {
     /// packages as a PEP 751 `pylock.toml`, each wheel with its URL on the index configured now.
     #[arg(long, value_name = "FORMAT")]
     pub export: Option<ExportFormat>,
+    /// Only this one of the profile's platforms (`platforms:`).
+    #[arg(long, value_name = "OS/ARCH", value_parser = super::parse_platform)]
+    pub platform: Option<gpuimg_oci::image::Platform>,
     /// Print one JSON object: the lock's path, its artifact count, the resolved components
     /// and the digest of the profile keys it was made from.
     #[arg(long)]
@@ -49,6 +52,7 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
     let mut progress = Progress::new(settings.quiet, args.json);
     let locked = gpuimg_build::ops::lock::lock(
         &profile,
+        args.platform.as_ref(),
         &catalog,
         &cache_root,
         args.offline,
@@ -81,10 +85,29 @@ fn summary(locked: &gpuimg_build::ops::lock::Locked) -> serde_json::Value {
         .collect();
     let mut out = json!({
         "lock": locked.path.display().to_string(),
-        "artifacts": lock.artifacts.len(),
+        "artifacts": lock.artifacts.len() + lock.platforms.values().map(|p| p.artifacts.len()).sum::<usize>(),
         "components": components,
         "inputs_digest": lock.inputs.as_ref().map(|i| i.digest.to_string()),
     });
+    if !lock.platforms.is_empty() {
+        let parts: serde_json::Map<String, serde_json::Value> = lock
+            .platforms
+            .iter()
+            .map(|(p, l)| {
+                let components: serde_json::Map<String, serde_json::Value> = l
+                    .resolution
+                    .iter()
+                    .flat_map(|r| r.components.iter())
+                    .map(|(c, v)| (c.to_string(), json!(v.to_string())))
+                    .collect();
+                (
+                    p.clone(),
+                    json!({"artifacts": l.artifacts.len(), "components": components}),
+                )
+            })
+            .collect();
+        out["platforms"] = json!(parts);
+    }
     if let Some(p) = &locked.exported {
         out["exported"] = json!(p.display().to_string());
     }

@@ -20,6 +20,13 @@ pub mod resolve;
 mod size_table;
 pub mod verify_host;
 
+/// `--platform OS/ARCH[/VARIANT]`: one of the profile's platforms (build, lock, resolve).
+pub fn parse_platform(s: &str) -> Result<gpuimg_oci::image::Platform, String> {
+    gpuimg_oci::image::Platform::parse(s).ok_or_else(|| {
+        format!("`{s}` is not a platform; expected `os/arch[/variant]`, e.g. `linux/arm64`")
+    })
+}
+
 /// `--catalog FILE`, flattened into every command that reads the catalog.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CatalogArgs {

@@ -39,6 +39,9 @@ pub struct Args {
     /// Read the base's apt indexes and the package index's pages from the cache alone.
     #[arg(long)]
     pub offline: bool,
+    /// Only this one of the profile's platforms (`platforms:`); without it, each platform's answer.
+    #[arg(long, value_name = "OS/ARCH", value_parser = super::parse_platform)]
+    pub platform: Option<gpuimg_oci::image::Platform>,
 }
 
 pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
@@ -53,35 +56,68 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
         python: &python,
     };
     let mut progress = Progress::new(settings.quiet, args.json);
-    let known = gpuimg_build::ops::known::gather(&profile, &catalog, reach, &mut progress)
+    let chosen = gpuimg_build::ops::platforms::chosen(&profile, args.platform.as_ref())
         .map_err(CliError::from_ops)?;
-    let resolved = match known.request(&profile, &catalog) {
-        Ok(req) => gpuimg_build::resolve::resolve_request(&req, &catalog),
+    if let [one] = chosen.as_slice() {
+        let resolved = resolve_one(&profile.for_platform(one), &catalog, reach, &mut progress)?;
+        return answer(resolved, args.json, settings);
+    }
+    // Several platforms: each one's answer, under its name; "no" when any is.
+    let mut code = 0;
+    let mut parts = Vec::new();
+    for p in &chosen {
+        let resolved = resolve_one(&profile.for_platform(p), &catalog, reach, &mut progress)?;
+        code = code.max(u8::from(resolved.is_err()));
+        if args.json {
+            let v = match resolved {
+                Ok(r) => resolution_json(&r),
+                Err(ResolveError::Incompatible(e)) => incompatible_json(&e),
+                Err(e) => return Err(CliError::bad_input(&e)),
+            };
+            parts.push(json!({"platform": p.to_string(), "answer": v}));
+        } else {
+            if !settings.quiet || resolved.is_err() {
+                outln!("{p}:");
+            }
+            answer(resolved, false, settings)?;
+        }
+    }
+    if args.json {
+        let v = json!({"ok": code == 0, "platforms": parts});
+        outln!("{}", gpuimg_build::lock::canonical_json(&v));
+    }
+    Ok(code)
+}
+
+/// One platform's resolution, as `lock` and `build` make it.
+fn resolve_one(
+    profile: &gpuimg_build::profile::Profile,
+    catalog: &gpuimg_build::catalog::Catalog,
+    reach: gpuimg_build::ops::known::Reach<'_>,
+    progress: &mut Progress,
+) -> Result<Result<Resolution, ResolveError>, CliError> {
+    let known = gpuimg_build::ops::known::gather(profile, catalog, reach, progress)
+        .map_err(CliError::from_ops)?;
+    let resolved = match known.request(profile, catalog) {
+        Ok(req) => gpuimg_build::resolve::resolve_request(&req, catalog),
         Err(e) => Err(e),
     };
-    let resolved = match resolved {
+    Ok(match resolved {
         Ok(r) => {
             // What `lock` and `build` do with it too: a pinned `stack.python` must be one the
             // base installs, and with `python:` the wheels are resolved for it and checked.
             gpuimg_build::ops::known::check_stack_python(Some(&r), known.base_packages.as_deref())
                 .map_err(CliError::from_ops)?;
-            for line in known.said(&profile, &r) {
+            for line in known.said(profile, &r) {
                 progress.message(&line);
             }
-            let (r, _) = gpuimg_build::ops::known::wheels(
-                &profile,
-                &catalog,
-                &known,
-                r,
-                reach,
-                &mut progress,
-            )
-            .map_err(CliError::from_ops)?;
+            let (r, _) =
+                gpuimg_build::ops::known::wheels(profile, catalog, &known, r, reach, progress)
+                    .map_err(CliError::from_ops)?;
             Ok(r)
         }
         Err(e) => Err(e),
-    };
-    answer(resolved, args.json, settings)
+    })
 }
 
 /// The JSON for a successful resolution (`ok`, `components`, `host` with `driver`, `kernel` and

@@ -1,4 +1,6 @@
-//! The build driver: executes a [`Plan`] for one loaded profile.
+//! The build driver: executes a [`Plan`] for one loaded profile and platform ([`make`]), and
+//! writes what one or several plans made ([`deliver`]: one image, or one per platform under an
+//! image index).
 //!
 //! For each planned layer: a layer whose key is known and cached is reused as it is;
 //! otherwise its inputs are assembled into a tree (the apt layers share one install, see
@@ -113,10 +115,27 @@ pub struct BuildOutcome {
     pub wheels: Vec<LockedWheel>,
     /// What the push did, for a registry output.
     pub pushed: Option<Pushed>,
+    /// An image index's platforms, in order (empty for one platform's image, whose digest is
+    /// `manifest_digest`; for an index that is the index's digest).
+    pub platforms: Vec<PlatformOutcome>,
+    /// Layer blobs two or more platforms share (written and pushed once).
+    pub shared_layers: usize,
+}
+
+/// One platform's manifest of an image index.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PlatformOutcome {
+    pub platform: String,
+    pub manifest_digest: Digest,
+    /// Its manifest, config and layer blobs, in bytes.
+    pub image_size: u64,
+    pub layers: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
+    #[error("Pushing an image index is not supported yet: push one platform with `--platform`")]
+    IndexPushUnsupported,
     #[error(transparent)]
     Passes(#[from] crate::passes::PassError),
     #[error("Failed to open the cache at `{path}`: {source}")]
@@ -231,29 +250,48 @@ impl From<crate::plan::libraries::LibraryError> for BuildError {
     }
 }
 
-/// Execute `plan`: write its image to the target. `python` says where the plan's wheels come
-/// from (the profile's indexes, for wheels not in the cache).
-pub fn execute(
-    plan: &Plan,
-    opts: &BuildOptions,
-    python: Option<&PythonRequest>,
-    obs: &mut dyn Observer,
-) -> Result<BuildOutcome, BuildError> {
-    let replace = if opts.force {
+/// One platform's image, made and checked ([`make`]), not yet written anywhere.
+#[derive(Debug, Clone)]
+pub struct Made {
+    pub platform: image::Platform,
+    json: image::ImageJson,
+    layers: Vec<ImageLayer>,
+    sbom: Vec<u8>,
+    reused: usize,
+    size: ByteSize,
+    packages: Vec<LockedPackage>,
+    wheels: Vec<LockedWheel>,
+}
+
+fn replace_of(opts: &BuildOptions) -> Replace<'_> {
+    if opts.force {
         Replace::Force
     } else {
         Replace::IfOurs(&opts.tag)
-    };
+    }
+}
+
+/// Check, before anything is built, that the output (and `--sbom`'s file) may be written.
+pub fn check_output(opts: &BuildOptions) -> Result<(), BuildError> {
     if let Output::Disk(t) = &opts.target {
-        export::check_target(t, replace)?;
+        export::check_target(t, replace_of(opts))?;
     }
     if let Some(p) = &opts.sbom {
         export::check_file_target(p)?;
     }
-    let cache = Cache::open(&opts.cache_root).map_err(|source| BuildError::Cache {
-        path: opts.cache_root.display().to_string(),
-        source,
-    })?;
+    Ok(())
+}
+
+/// Make `plan`'s image: its layers (from the cache or written), its config and manifest, every
+/// ELF file it would run or load checked against its platform's machine. `python` says where
+/// the plan's wheels come from (the profile's indexes, for wheels not in the cache).
+pub fn make(
+    plan: &Plan,
+    opts: &BuildOptions,
+    python: Option<&PythonRequest>,
+    obs: &mut dyn Observer,
+) -> Result<Made, BuildError> {
+    let cache = open_cache(opts)?;
     // Staging of killed builds (scratch directories, partial blobs) is reclaimed here; live
     // builds hold locks on theirs and keep them.
     staging::reclaim(&cache.tmp_dir(), None);
@@ -274,19 +312,24 @@ pub fn execute(
         writing: std::sync::Mutex::new(()),
     };
     let ran = schedule::run(&ctx, obs)?;
-    finish(plan, opts, replace, &cache, ran, obs)
+    finish(plan, opts, &cache, ran, obs)
 }
 
-/// The image config and manifest of the written layers, checked (machines, `--max-size`,
-/// the blobs intact) and written to the output.
+fn open_cache(opts: &BuildOptions) -> Result<Cache, BuildError> {
+    Cache::open(&opts.cache_root).map_err(|source| BuildError::Cache {
+        path: opts.cache_root.display().to_string(),
+        source,
+    })
+}
+
+/// The image config and manifest of the written layers, checked (machines, the blobs intact).
 fn finish(
     plan: &Plan,
     opts: &BuildOptions,
-    replace: Replace<'_>,
     cache: &Cache,
     ran: schedule::Ran,
     obs: &mut dyn Observer,
-) -> Result<BuildOutcome, BuildError> {
+) -> Result<Made, BuildError> {
     let schedule::Ran {
         layers,
         reused,
@@ -322,47 +365,13 @@ fn finish(
             + json.config.1.len() as u64
             + layers.iter().map(|l| l.blob.size).sum::<u64>(),
     );
-    if let Some(limit) = opts.max_size.filter(|limit| size > *limit) {
-        return Err(BuildError::TooLarge { size, limit });
-    }
-    // The cache's blobs are linked into the output: each must still be what was checked.
-    for l in &layers {
-        layer::ensure_intact(cache, &l.blob)?;
-    }
-    let pushed = match &opts.target {
-        Output::Disk(t) => {
-            export::export(t, replace, &json, &layers, cache)?;
-            None
-        }
-        Output::Registry { dest, conn } => {
-            let image = push_image(&json, &layers, cache);
-            Some(registry::push(
-                dest,
-                &opts.tag,
-                &image,
-                Some(&derived.sbom),
-                conn,
-                cache,
-                obs,
-            )?)
-        }
-    };
-    if let Some(p) = &opts.sbom {
-        export::write_file(p, &derived.sbom)?;
-    }
-    for l in &layers {
-        // Linking (and unlinking the replaced output's links) moved the blobs' ctime. A stamp
-        // only saves a re-hash next time, so failing to write one is no error.
-        let _ = cache.restamp_linked(&l.blob.digest);
-    }
-    Ok(BuildOutcome {
-        manifest_digest: json.manifest.0,
-        config_digest: json.config.0,
-        cached_layers: reused.len(),
-        image_size: size,
+    Ok(Made {
+        platform: plan.image.platform.clone(),
+        json,
         layers,
-        output: opts.target.display(),
-        tag: opts.tag.clone(),
+        sbom: derived.sbom,
+        reused: reused.len(),
+        size,
         packages: plan
             .apt
             .as_ref()
@@ -373,7 +382,119 @@ fn finish(
             .as_ref()
             .map(|p| p.wheels.clone())
             .unwrap_or_default(),
+    })
+}
+
+/// Write `made` to the output: one image as it is, several (one per platform, in order) under
+/// one image index. Checks `--max-size` (every distinct blob, the index too) and that each
+/// cache blob is still what was checked, first.
+pub fn deliver(
+    made: Vec<Made>,
+    opts: &BuildOptions,
+    obs: &mut dyn Observer,
+) -> Result<BuildOutcome, BuildError> {
+    let cache = open_cache(opts)?;
+    let replace = replace_of(opts);
+    let index = match made.as_slice() {
+        [_] => None,
+        _ => {
+            let images: Vec<_> = made.iter().map(|m| (&m.json, &m.platform)).collect();
+            Some(image::build_index(&opts.tag, &images)?)
+        }
+    };
+    let mut seen = std::collections::BTreeSet::new();
+    let mut size = index.as_ref().map_or(0, |i| i.index.1.len() as u64);
+    for m in &made {
+        size += m.json.manifest.1.len() as u64 + m.json.config.1.len() as u64;
+        for l in &m.layers {
+            if seen.insert(l.blob.digest) {
+                size += l.blob.size;
+            }
+        }
+    }
+    let size = ByteSize(size);
+    if let Some(limit) = opts.max_size.filter(|limit| size > *limit) {
+        return Err(BuildError::TooLarge { size, limit });
+    }
+    // The cache's blobs are linked into the output: each must still be what was checked.
+    for m in &made {
+        for l in &m.layers {
+            layer::ensure_intact(&cache, &l.blob)?;
+        }
+    }
+    let pushed = match (&opts.target, &index) {
+        (Output::Disk(t), None) => {
+            export::export(t, replace, &made[0].json, &made[0].layers, &cache)?;
+            None
+        }
+        (Output::Disk(t), Some(index)) => {
+            let images: Vec<_> = made
+                .iter()
+                .map(|m| (&m.json, m.layers.as_slice()))
+                .collect();
+            export::export_index(t, replace, index, &images, &cache)?;
+            None
+        }
+        (Output::Registry { dest, conn }, None) => {
+            let m = &made[0];
+            let image = push_image(&m.json, &m.layers, &cache);
+            Some(registry::push(
+                dest,
+                &opts.tag,
+                &image,
+                Some(&m.sbom),
+                conn,
+                &cache,
+                obs,
+            )?)
+        }
+        (Output::Registry { .. }, Some(_)) => return Err(BuildError::IndexPushUnsupported),
+    };
+    if let (Some(p), [m]) = (&opts.sbom, made.as_slice()) {
+        export::write_file(p, &m.sbom)?;
+    }
+    for m in &made {
+        for l in &m.layers {
+            // Linking (and unlinking the replaced output's links) moved the blobs' ctime. A
+            // stamp only saves a re-hash next time, so failing to write one is no error.
+            let _ = cache.restamp_linked(&l.blob.digest);
+        }
+    }
+    let platforms: Vec<PlatformOutcome> = made
+        .iter()
+        .map(|m| PlatformOutcome {
+            platform: m.platform.to_string(),
+            manifest_digest: m.json.manifest.0,
+            image_size: m.size.0,
+            layers: m.layers.len(),
+        })
+        .collect();
+    let shared_layers = {
+        let mut count = std::collections::BTreeMap::new();
+        for m in &made {
+            for l in &m.layers {
+                *count.entry(l.blob.digest).or_insert(0usize) += 1;
+            }
+        }
+        count.values().filter(|n| **n > 1).count()
+    };
+    let first = &made[0];
+    Ok(BuildOutcome {
+        manifest_digest: index.as_ref().map_or(first.json.manifest.0, |i| i.index.0),
+        config_digest: first.json.config.0,
+        cached_layers: made.iter().map(|m| m.reused).sum(),
+        image_size: size,
+        layers: made.iter().flat_map(|m| m.layers.iter().cloned()).collect(),
+        output: opts.target.display(),
+        tag: opts.tag.clone(),
+        packages: made
+            .iter()
+            .flat_map(|m| m.packages.iter().cloned())
+            .collect(),
+        wheels: made.iter().flat_map(|m| m.wheels.iter().cloned()).collect(),
         pushed,
+        platforms: if index.is_some() { platforms } else { vec![] },
+        shared_layers,
     })
 }
 

@@ -30,6 +30,8 @@ pub enum LockError {
     },
     #[error("The lock is stale: it was made for a different `{key}` (run `gpuimg lock` again)")]
     Stale { key: String },
+    #[error("The lock holds no `{platform}` part (it has {has}): run `gpuimg lock` again, or pick a platform it has with `--platform`")]
+    NoPlatform { platform: String, has: String },
     #[error("The lock records no profile inputs, so its freshness cannot be checked (run `gpuimg lock` again)")]
     NoInputs,
 }

@@ -25,7 +25,20 @@ pub struct LockInputs {
 impl LockInputs {
     pub fn of(profile: &Profile) -> LockInputs {
         let mut keys = BTreeMap::new();
-        keys.insert("platform".to_string(), profile.platform.to_string());
+        // One platform keeps the key it always had; an index records the whole list (every
+        // platform's pipeline sees the same list, so all compute the same inputs).
+        match profile.platforms.as_slice() {
+            [_, _, ..] => {
+                let names: Vec<String> = profile.platforms.iter().map(|p| p.to_string()).collect();
+                keys.insert(
+                    "platforms".to_string(),
+                    serde_json::Value::from(names).to_string(),
+                );
+            }
+            _ => {
+                keys.insert("platform".to_string(), profile.platform.to_string());
+            }
+        }
         keys.insert(
             "compat".to_string(),
             match profile.compat {

@@ -15,6 +15,7 @@ mod resolution;
 mod v1;
 mod wheel;
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -50,6 +51,10 @@ pub struct Lock {
     pub resolution: Option<Resolution>,
     /// The profile keys this lock was made from, and their digest.
     pub inputs: Option<LockInputs>,
+    /// An image index's lock: each platform's own artifacts and resolution (`os/arch[/variant]`
+    /// → a part with no inputs and no parts); the top-level artifacts and resolution are then
+    /// empty. Empty for one platform.
+    pub platforms: BTreeMap<String, Lock>,
 }
 
 /// The version 2 file, as serialised.
@@ -62,6 +67,17 @@ struct LockV2 {
     resolution: Option<LockedResolution>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     inputs: Option<LockInputs>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    platforms: BTreeMap<String, PlatformPart>,
+}
+
+/// One platform's part of an index's lock, as serialised.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlatformPart {
+    artifacts: Vec<LockedArtifact>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    resolution: Option<LockedResolution>,
 }
 
 /// Only the version, to choose the schema the rest is read with.
@@ -77,6 +93,52 @@ impl Lock {
             artifacts: vec![],
             resolution: Some(resolution),
             inputs: Some(LockInputs::of(profile)),
+            platforms: BTreeMap::new(),
+        }
+    }
+
+    /// An image index's lock: `parts` (platform → that platform's lock) under the inputs of
+    /// `profile`.
+    pub fn of_platforms(profile: &Profile, parts: BTreeMap<String, Lock>) -> Lock {
+        let parts = parts
+            .into_iter()
+            .map(|(p, l)| {
+                let part = Lock {
+                    inputs: None,
+                    platforms: BTreeMap::new(),
+                    ..l
+                };
+                (p, part)
+            })
+            .collect();
+        Lock {
+            artifacts: vec![],
+            resolution: None,
+            inputs: Some(LockInputs::of(profile)),
+            platforms: parts,
+        }
+    }
+
+    /// What one platform's build reads: the part for `platform` of an index's lock, or the
+    /// whole lock of one platform.
+    pub fn part(&self, platform: &str) -> Result<Lock, LockError> {
+        if self.platforms.is_empty() {
+            return Ok(self.clone());
+        }
+        match self.platforms.get(platform) {
+            Some(p) => Ok(Lock {
+                inputs: self.inputs.clone(),
+                ..p.clone()
+            }),
+            None => Err(LockError::NoPlatform {
+                platform: platform.to_string(),
+                has: self
+                    .platforms
+                    .keys()
+                    .map(|k| format!("`{k}`"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            }),
         }
     }
 
@@ -141,13 +203,16 @@ pub fn parse(text: &str, path: &Path) -> Result<Lock, LockError> {
         source,
     };
     let probe: VersionProbe = serde_json::from_str(text).map_err(parse_err)?;
-    let (artifacts, resolution, inputs) = match probe.version {
-        1 => serde_json::from_str::<v1::LockV1>(text)
-            .map_err(parse_err)?
-            .convert(),
+    let (artifacts, resolution, inputs, parts) = match probe.version {
+        1 => {
+            let (a, r, i) = serde_json::from_str::<v1::LockV1>(text)
+                .map_err(parse_err)?
+                .convert();
+            (a, r, i, BTreeMap::new())
+        }
         LOCK_VERSION => {
             let l: LockV2 = serde_json::from_str(text).map_err(parse_err)?;
-            (l.artifacts, l.resolution, l.inputs)
+            (l.artifacts, l.resolution, l.inputs, l.platforms)
         }
         found => {
             return Err(LockError::UnsupportedVersion {
@@ -156,17 +221,29 @@ pub fn parse(text: &str, path: &Path) -> Result<Lock, LockError> {
             })
         }
     };
-    let resolution = resolution
-        .map(Resolution::try_from)
-        .transpose()
-        .map_err(|source| LockError::Resolution {
-            path: path.display().to_string(),
-            source,
-        })?;
+    let resolution_of = |r: Option<LockedResolution>| {
+        r.map(Resolution::try_from)
+            .transpose()
+            .map_err(|source| LockError::Resolution {
+                path: path.display().to_string(),
+                source,
+            })
+    };
+    let mut platforms = BTreeMap::new();
+    for (p, part) in parts {
+        let l = Lock {
+            artifacts: part.artifacts,
+            resolution: resolution_of(part.resolution)?,
+            inputs: None,
+            platforms: BTreeMap::new(),
+        };
+        platforms.insert(p, l);
+    }
     Ok(Lock {
         artifacts,
-        resolution,
+        resolution: resolution_of(resolution)?,
         inputs,
+        platforms,
     })
 }
 
@@ -177,6 +254,17 @@ pub fn to_json(lock: &Lock) -> String {
         artifacts: lock.artifacts.clone(),
         resolution: lock.resolution.as_ref().map(LockedResolution::from),
         inputs: lock.inputs.clone(),
+        platforms: lock
+            .platforms
+            .iter()
+            .map(|(p, l)| {
+                let part = PlatformPart {
+                    artifacts: l.artifacts.clone(),
+                    resolution: l.resolution.as_ref().map(LockedResolution::from),
+                };
+                (p.clone(), part)
+            })
+            .collect(),
     };
     // Plain data (strings, numbers, maps with string keys) always serialises.
     let value = serde_json::to_value(&file).unwrap_or(serde_json::Value::Null);

@@ -31,15 +31,55 @@ pub struct BuildRequest {
     pub options: BuildOptions,
     /// The host's Python index settings and `PATH` (for `python:`).
     pub python: PythonHost,
+    /// `--platform`: build this one of the profile's platforms (an image, not an index).
+    pub platform: Option<crate::profile::Platform>,
 }
 
-/// Build the image of `profile`.
+/// Build the image of `profile`: one platform's image, or for several platforms one image
+/// each (each settled, planned and made for its platform, in the profile's order) under one
+/// image index.
 pub fn build(
     profile: &Profile,
     catalog: &Catalog,
     req: &BuildRequest,
     obs: &mut dyn Observer,
 ) -> Result<BuildOutcome, OpsError> {
+    let chosen = super::platforms::chosen(profile, req.platform.as_ref())?;
+    if chosen.len() > 1 {
+        let has = super::platforms::names(&chosen);
+        if req.selftest_binary.is_some() {
+            return Err(OpsError::SelftestFlagOfIndex { has });
+        }
+        if req.options.sbom.is_some() {
+            return Err(OpsError::SbomFileOfIndex { has });
+        }
+        if matches!(
+            &req.options.target,
+            driver::Output::Disk(gpuimg_oci::export::Target::DockerArchive(_))
+        ) {
+            return Err(
+                BuildError::Export(gpuimg_oci::export::ExportError::IndexInDockerArchive).into(),
+            );
+        }
+    }
+    driver::check_output(&req.options)?;
+    let mut made = Vec::with_capacity(chosen.len());
+    for p in &chosen {
+        if chosen.len() > 1 {
+            obs.message(&format!("{:>12} {p}", "platform"));
+        }
+        made.push(make(&profile.for_platform(p), catalog, req, obs)?);
+    }
+    Ok(driver::deliver(made, &req.options, obs)?)
+}
+
+/// One platform's image, made and checked (not yet written).
+fn make(
+    profile: &Profile,
+    catalog: &Catalog,
+    req: &BuildRequest,
+    obs: &mut dyn Observer,
+) -> Result<driver::Made, OpsError> {
     let reach = Reach {
         cache_root: &req.options.cache_root,
         offline: req.options.offline,
@@ -93,7 +133,7 @@ pub fn build(
             ));
         }
     }
-    Ok(driver::execute(&plan, &req.options, request.as_ref(), obs)?)
+    Ok(driver::make(&plan, &req.options, request.as_ref(), obs)?)
 }
 
 fn gather(
@@ -267,17 +307,32 @@ fn recorded_metas(cache: &Cache, key: &Digest, n: usize) -> Option<Vec<PackageMe
     (metas.len() == n).then_some(metas)
 }
 
+/// The self-test for the profile's platform: `--selftest-binary` (one platform built), else
+/// the profile's `selftest.binary` (its one path, or the platform's entry), else beside the
+/// running `gpuimg`: `gpuimg-selftest` for gpuimg's own architecture, `gpuimg-selftest-<arch>`
+/// (e.g. `gpuimg-selftest-arm64`) for another.
 fn binary_path(profile: &Profile, req: &BuildRequest) -> PathBuf {
     if let Some(p) = &req.selftest_binary {
         return p.clone();
     }
-    if let Some(p) = &profile.selftest.binary {
-        return crate::profile::resolve_path(&profile.dir, &p.value);
+    let platform = profile.platform.to_string();
+    if let Some(p) = profile
+        .selftest
+        .binary
+        .as_ref()
+        .and_then(|b| b.value.for_platform(&platform))
+    {
+        return crate::profile::resolve_path(&profile.dir, p);
     }
+    let name = if profile.platform.architecture == super::platforms::own_architecture() {
+        "gpuimg-selftest".to_string()
+    } else {
+        format!("gpuimg-selftest-{}", profile.platform.architecture)
+    };
     std::env::current_exe()
         .ok()
-        .and_then(|p| p.parent().map(|d| d.join("gpuimg-selftest")))
-        .unwrap_or_else(|| PathBuf::from("gpuimg-selftest"))
+        .and_then(|p| p.parent().map(|d| d.join(&name)))
+        .unwrap_or_else(|| PathBuf::from(name))
 }
 
 fn selftest_binary(profile: &Profile, req: &BuildRequest) -> Result<SelftestBinary, OpsError> {
@@ -289,6 +344,7 @@ fn selftest_binary(profile: &Profile, req: &BuildRequest) -> Result<SelftestBina
     if !Path::new(&path).is_file() {
         return Err(OpsError::SelftestMissing {
             path: path.display().to_string(),
+            platform: profile.platform.to_string(),
         });
     }
     let mut file = fs_err::File::open(&path).map_err(read_err)?;

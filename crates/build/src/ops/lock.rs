@@ -39,10 +39,14 @@ pub enum Export {
 pub const PYLOCK_NAME: &str = "pylock.toml";
 
 /// Resolve `profile` and write its lock. `cache_root` holds the apt indexes; with `offline`
-/// only cached ones are used. `export` also writes another format beside the profile.
+/// only cached ones are used. `export` also writes another format beside the profile. A
+/// profile of several platforms gets one part per platform, each resolved for its platform;
+/// `pick` (`--platform`) locks one of them, keeping the other parts of a fresh lock already
+/// there.
 #[allow(clippy::too_many_arguments)]
 pub fn lock(
     profile: &Profile,
+    pick: Option<&crate::profile::Platform>,
     catalog: &Catalog,
     cache_root: &Path,
     offline: bool,
@@ -57,6 +61,56 @@ pub fn lock(
         trust,
         python: host,
     };
+    let chosen = super::platforms::chosen(profile, pick)?;
+    let path = lock::lock_path(profile);
+    let (new, pylock) = if profile.is_index() {
+        if export.is_some() && chosen.len() > 1 {
+            return Err(OpsError::PylockOfIndex {
+                has: super::platforms::names(&chosen),
+            });
+        }
+        // Another platform's part of a fresh lock stays as it is.
+        let mut parts = match lock::read(&path) {
+            Ok(old) if pick.is_some() && lock::check_fresh(profile, &old).is_ok() => old.platforms,
+            _ => Default::default(),
+        };
+        let mut pylock = None;
+        for p in &chosen {
+            obs.message(&format!("{:>12} {p}", "platform"));
+            let (part, py) = lock_one(&profile.for_platform(p), catalog, reach, export, obs)?;
+            parts.insert(p.to_string(), part);
+            pylock = pylock.or(py);
+        }
+        (Lock::of_platforms(profile, parts), pylock)
+    } else {
+        lock_one(profile, catalog, reach, export, obs)?
+    };
+    let exported = match (export, pylock) {
+        (None, _) => None,
+        (Some(Export::Pylock), None) => return Err(OpsError::NothingToExport),
+        (Some(Export::Pylock), Some(text)) => Some((profile.dir.join(PYLOCK_NAME), text)),
+    };
+    lock::write(&path, &new)?;
+    if let Some((to, text)) = &exported {
+        lock::write_text(to, text)?;
+    }
+    Ok(Locked {
+        path,
+        lock: new,
+        exported: exported.map(|(to, _)| to),
+    })
+}
+
+/// One platform's lock (not written) and, when asked, its PEP 751 text.
+fn lock_one(
+    profile: &Profile,
+    catalog: &Catalog,
+    reach: Reach<'_>,
+    export: Option<Export>,
+    obs: &mut dyn Observer,
+) -> Result<(Lock, Option<String>), OpsError> {
+    let (cache_root, offline, trust, host) =
+        (reach.cache_root, reach.offline, reach.trust, reach.python);
     let settled = settle::settle(profile, catalog, Settle::Resolve, reach, obs)?;
     let resolution = settled
         .resolution
@@ -110,19 +164,5 @@ pub fn lock(
     if let Some(w) = settled.wheels {
         new.set_wheels(w);
     }
-    let exported = match (export, pylock) {
-        (None, _) => None,
-        (Some(Export::Pylock), None) => return Err(OpsError::NothingToExport),
-        (Some(Export::Pylock), Some(text)) => Some((profile.dir.join(PYLOCK_NAME), text)),
-    };
-    let path = lock::lock_path(profile);
-    lock::write(&path, &new)?;
-    if let Some((to, text)) = &exported {
-        lock::write_text(to, text)?;
-    }
-    Ok(Locked {
-        path,
-        lock: new,
-        exported: exported.map(|(to, _)| to),
-    })
+    Ok((new, pylock))
 }

@@ -13,6 +13,7 @@ pub mod build;
 pub mod cuda_minor;
 pub mod known;
 pub mod lock;
+pub mod platforms;
 pub mod python_packages;
 pub mod settle;
 pub mod stack;
@@ -40,8 +41,8 @@ pub enum OpsError {
     NoLock { path: String, profile: String },
     #[error("no profile beside the lock `{lock}` (`{stem}.yaml`)")]
     NoProfileBesideLock { lock: String, stem: String },
-    #[error("The self-test binary `{path}` was not found")]
-    SelftestMissing { path: String },
+    #[error("The self-test binary for `{platform}` was not found at `{path}`")]
+    SelftestMissing { path: String, platform: String },
     #[error("The self-test binary `{path}` is {machine} and cannot start on `{platform}`: the image would not start; give one built for `{platform}` with `selftest.binary`{how}, or set `selftest: {{enabled: false}}`")]
     SelftestMachine {
         path: String,
@@ -80,6 +81,18 @@ pub enum OpsError {
     Wheel(#[from] WheelError),
     #[error("Python packages need the base's package list to know its interpreter, and {base} has no dpkg database (`/var/lib/dpkg/status`)")]
     NoBasePackages { base: String },
+    #[error("`--platform {platform}`: the profile `{profile}` builds {has}; pick one of those")]
+    UnknownPlatform {
+        platform: String,
+        profile: String,
+        has: String,
+    },
+    #[error("`--sbom FILE` writes one SBOM, and this profile builds {has}: each platform's image carries its own (and each pushed manifest its referrer); pick one platform with `--platform` to write it to a file")]
+    SbomFileOfIndex { has: String },
+    #[error("`--export pylock` writes one platform's Python packages, and this profile builds {has}: pick one with `--platform`")]
+    PylockOfIndex { has: String },
+    #[error("`--selftest-binary` names one binary, and this profile builds {has}: give one per platform with `selftest.binary: {{linux/amd64: …, linux/arm64: …}}`, or pick one platform with `--platform`")]
+    SelftestFlagOfIndex { has: String },
     #[error("`--export pylock`: the profile has no `python:` packages to export")]
     NothingToExport,
     #[error("Failed to read the rootfs `{path}`")]
@@ -140,6 +153,10 @@ impl OpsError {
     pub fn hint(&self) -> Option<String> {
         match self {
             OpsError::NoLock { profile, .. } => Some(format!("run `gpuimg lock {profile}` first")),
+            OpsError::SelftestMissing { platform, .. } if platform == "linux/arm64" => Some(
+                "build it with `scripts/build-selftest-arm64.sh` (gpuimg's sources, Debian's rustc-web) and name it with `selftest.binary: {linux/arm64: target/arm64/gpuimg-selftest}`, or set `selftest.enabled: false`"
+                    .into(),
+            ),
             OpsError::SelftestMissing { .. } => Some(
                 "build it with `cargo build --bins`, or set `selftest.binary`, or `selftest.enabled: false`"
                     .into(),

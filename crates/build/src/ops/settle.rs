@@ -77,6 +77,8 @@ pub fn settle(
 /// A lock already read: checked fresh against `profile`.
 pub fn from_lock(profile: &Profile, lock: Lock) -> Result<Settled, OpsError> {
     lock::check_fresh(profile, &lock)?;
+    // An index's lock holds a part per platform; this pipeline reads its platform's.
+    let lock = lock.part(&profile.platform.to_string())?;
     let debs = matches!(profile.base, Base::Apt(_)).then(|| lock.debs().cloned().collect());
     let wheels = profile
         .python

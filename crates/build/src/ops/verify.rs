@@ -34,7 +34,7 @@ pub fn expectation(
                 lock: name.to_string(),
                 stem: stem.to_string(),
             })?;
-        let profile = crate::profile::load(&profile, env)?;
+        let profile = super::platforms::for_this_host(&crate::profile::load(&profile, env)?);
         let settled = settle::from_lock(&profile, lock)?;
         let e = crate::plan::expectation(&profile, settled.resolution.as_ref());
         e.validate()?;
@@ -43,7 +43,7 @@ pub fn expectation(
     if name.ends_with(".json") {
         return Ok(Expectation::load(path)?);
     }
-    let profile = crate::profile::load(path, env)?;
+    let profile = super::platforms::for_this_host(&crate::profile::load(path, env)?);
     let settled = settle::settle(&profile, &catalog()?, Settle::Resolve, reach, obs)?;
     let e = crate::plan::expectation(&profile, settled.resolution.as_ref());
     e.validate()?;

@@ -29,7 +29,7 @@ pub use python_section::{FindLink, Python, RESERVED_INDEX_NAMES};
 pub use schema::{
     AptRepoSpec, AptSpec, BandwidthFloors, CompatMode, ConfigSpec, FileSpec, HostSpec,
     KernelModule, LayerSpec, LayersSpec, OnFailure, ProviderKind, ProvidersSpec, PythonSpec,
-    SelftestLevel, SelftestSpec, StackSpec, StripClass,
+    SelftestBinarySpec, SelftestLevel, SelftestSpec, StackSpec, StripClass,
 };
 pub use sources::join as resolve_path;
 pub use validate::{Base, FileEntry};
@@ -44,7 +44,12 @@ pub struct Profile {
     /// The profile text as read, before `${VAR}` expansion.
     pub text: String,
     pub name: gpuimg_oci::reference::RepoName,
+    /// The platform this run of the pipeline is for: the profile's `platform`, or one of its
+    /// `platforms` ([`Profile::for_platform`]).
     pub platform: Platform,
+    /// Every platform the profile builds, in the order written (one for `platform:`); more
+    /// than one makes an image index.
+    pub platforms: Vec<Platform>,
     pub base: Base,
     pub host: HostSpec,
     pub stack: StackSpec,
@@ -62,6 +67,22 @@ pub struct Profile {
     pub libraries: std::collections::BTreeMap<String, String>,
     /// `providers:`: where each pinned CUDA library comes from (wheels unless it says `apt`).
     pub providers: ProvidersSpec,
+}
+
+impl Profile {
+    /// The profile as one platform's pipeline sees it: `platform` is `p`; `platforms` (what
+    /// the lock's inputs record) stays the whole list.
+    pub fn for_platform(&self, p: &Platform) -> Profile {
+        Profile {
+            platform: p.clone(),
+            ..self.clone()
+        }
+    }
+
+    /// Whether the profile builds an image index (more than one platform).
+    pub fn is_index(&self) -> bool {
+        self.platforms.len() > 1
+    }
 }
 
 /// Load and validate the profile at `path`, expanding `${VAR}` through `env` (the CLI passes

@@ -21,6 +21,9 @@ pub struct RawProfile {
     pub context: Option<Located<String>>,
     #[serde(default)]
     pub platform: Option<Located<String>>,
+    /// Several platforms: one manifest each, in one image index.
+    #[serde(default)]
+    pub platforms: Option<Located<Vec<String>>>,
     #[serde(default)]
     pub base: Option<Located<BaseSpec>>,
     #[serde(default)]
@@ -336,9 +339,10 @@ pub struct SelftestSpec {
     pub level: SelftestLevel,
     #[serde(default, rename = "on-failure")]
     pub on_failure: OnFailure,
-    /// Path of the `gpuimg-selftest` binary (default: beside the running `gpuimg`).
+    /// Path of the `gpuimg-selftest` binary, or one per platform (default: beside the running
+    /// `gpuimg`).
     #[serde(default)]
-    pub binary: Option<Located<String>>,
+    pub binary: Option<Located<SelftestBinarySpec>>,
     /// Bandwidth floors overriding the catalog defaults, in GB/s.
     #[serde(default)]
     pub floors: BandwidthFloors,
@@ -373,4 +377,22 @@ pub struct BandwidthFloors {
     /// Device-to-device floor as a fraction of the catalog peak (0..1).
     #[serde(default, rename = "device-device-fraction")]
     pub device_device_fraction: Option<f64>,
+}
+
+/// `selftest.binary`: one path, or a path per platform (`{linux/arm64: PATH}`).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum SelftestBinarySpec {
+    One(String),
+    PerPlatform(std::collections::BTreeMap<String, String>),
+}
+
+impl SelftestBinarySpec {
+    /// The path given for `platform` (`os/arch[/variant]`): the one path, or that platform's.
+    pub fn for_platform(&self, platform: &str) -> Option<&str> {
+        match self {
+            SelftestBinarySpec::One(p) => Some(p),
+            SelftestBinarySpec::PerPlatform(m) => m.get(platform).map(String::as_str),
+        }
+    }
 }

@@ -64,23 +64,57 @@ pub(super) fn validate(
         )
     })?;
 
-    let platform = match &raw.platform {
-        None => Platform {
-            os: "linux".into(),
-            architecture: "amd64".into(),
-            variant: None,
-        },
-        Some(p) => parse_platform(&p.value).ok_or_else(|| {
+    let platform_at = |p: &Located<String>, key: &str| {
+        Platform::parse(&p.value).ok_or_else(|| {
             cx.err(
                 p,
-                "platform",
+                key,
                 format!(
                     "`{}` is not a platform; expected `os/arch[/variant]`, e.g. `linux/amd64`",
                     p.value
                 ),
             )
-        })?,
+        })
     };
+    let platforms = match (&raw.platform, &raw.platforms) {
+        (Some(_), Some(list)) => {
+            return Err(cx.err(
+                list,
+                "platforms",
+                "give `platform:` (one) or `platforms:` (several), not both",
+            ))
+        }
+        (None, None) => vec![Platform {
+            os: "linux".into(),
+            architecture: "amd64".into(),
+            variant: None,
+        }],
+        (Some(p), None) => vec![platform_at(p, "platform")?],
+        (None, Some(list)) => {
+            let mut all: Vec<Platform> = Vec::new();
+            for name in &list.value {
+                let at = Located {
+                    value: name.clone(),
+                    line: list.line,
+                    column: list.column,
+                };
+                let p = platform_at(&at, "platforms")?;
+                if all.contains(&p) {
+                    return Err(cx.err(list, "platforms", format!("`{p}` is listed twice")));
+                }
+                all.push(p);
+            }
+            if all.is_empty() {
+                return Err(cx.err(
+                    list,
+                    "platforms",
+                    "the list is empty; name at least one platform, e.g. `[linux/amd64, linux/arm64]`",
+                ));
+            }
+            all
+        }
+    };
+    let platform = platforms[0].clone();
 
     let base = match &raw.base {
         None => Base::None,
@@ -209,6 +243,7 @@ pub(super) fn validate(
         text,
         name,
         platform,
+        platforms,
         base,
         host: raw.host,
         stack: raw.stack,
@@ -222,24 +257,6 @@ pub(super) fn validate(
         libraries: raw.libraries,
         providers: raw.providers,
     })
-}
-
-fn parse_platform(s: &str) -> Option<Platform> {
-    let parts: Vec<&str> = s.split('/').collect();
-    let ok = |p: &str| !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric());
-    match parts.as_slice() {
-        [os, arch] if ok(os) && ok(arch) => Some(Platform {
-            os: os.to_string(),
-            architecture: arch.to_string(),
-            variant: None,
-        }),
-        [os, arch, v] if ok(os) && ok(arch) && ok(v) => Some(Platform {
-            os: os.to_string(),
-            architecture: arch.to_string(),
-            variant: Some(v.to_string()),
-        }),
-        _ => None,
-    }
 }
 
 /// `/opt/app/` → `opt/app`; refuses relative paths and `..`.

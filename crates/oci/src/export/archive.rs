@@ -9,18 +9,17 @@
 use std::io::{BufWriter, Write};
 
 use super::layout::{FILE_MODE, OCI_LAYOUT};
-use super::{io_err, ExportError};
-use crate::image::{DockerJson, ImageJson, ImageLayer};
+use super::{io_err, Contents, ExportError};
+use crate::image::DockerJson;
 use gpuimg_store::cache::Cache;
 use gpuimg_store::staging::Staged;
 
-/// Write the archive for `image` into the (empty) staging file `stage`; with `docker`, its
-/// two files too.
-pub fn fill_archive(
+/// Write the archive of `contents` into the (empty) staging file `stage`; with `docker`, its
+/// two files in place of `index.json` and `oci-layout`.
+pub(super) fn fill_archive(
     stage: &Staged,
-    image: &ImageJson,
+    contents: &Contents<'_>,
     docker: Option<&DockerJson>,
-    layers: &[ImageLayer],
     cache: &Cache,
 ) -> Result<(), ExportError> {
     let err = io_err(stage.path());
@@ -32,7 +31,7 @@ pub fn fill_archive(
         b.append_data(&mut h, p, std::io::empty())
     };
     let mut blobs: Vec<(String, Opener, u64)> = Vec::new();
-    for l in layers {
+    for l in &contents.layers {
         let src = cache.blob_path(&l.blob.digest);
         if !src.exists() {
             return Err(ExportError::MissingBlob(l.blob.digest.to_string()));
@@ -43,8 +42,8 @@ pub fn fill_archive(
             l.blob.size,
         ));
     }
-    for (d, bytes) in [&image.config, &image.manifest] {
-        let bytes = bytes.clone();
+    for (d, bytes) in &contents.json {
+        let bytes = bytes.to_vec();
         let len = bytes.len() as u64;
         blobs.push((
             d.hex(),
@@ -67,7 +66,7 @@ pub fn fill_archive(
                 ("manifest.json", &d.manifest),
                 ("repositories", &d.repositories),
             ],
-            None => [("index.json", &image.index), ("oci-layout", OCI_LAYOUT)],
+            None => [("index.json", contents.index), ("oci-layout", OCI_LAYOUT)],
         };
         for (name, bytes) in files {
             let mut h = header(bytes.len() as u64);

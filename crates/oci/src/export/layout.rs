@@ -8,8 +8,7 @@ use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
-use super::{io_err, ExportError};
-use crate::image::{ImageJson, ImageLayer};
+use super::{io_err, Contents, ExportError};
 use gpuimg_store::cache::Cache;
 
 pub const OCI_LAYOUT: &[u8] = br#"{"imageLayoutVersion":"1.0.0"}"#;
@@ -17,11 +16,10 @@ pub const OCI_LAYOUT: &[u8] = br#"{"imageLayoutVersion":"1.0.0"}"#;
 /// The mode of every file in an output.
 pub const FILE_MODE: u32 = 0o644;
 
-/// Write the layout for `image` into the (empty) directory `stage`.
-pub fn fill_layout(
+/// Write the layout of `contents` into the (empty) directory `stage`.
+pub(super) fn fill_layout(
     stage: &Path,
-    image: &ImageJson,
-    layers: &[ImageLayer],
+    contents: &Contents<'_>,
     cache: &Cache,
 ) -> Result<(), ExportError> {
     let blobs = stage.join("blobs");
@@ -30,7 +28,7 @@ pub fn fill_layout(
         fs_err::create_dir(d).map_err(io_err(d))?;
         fs_err::set_permissions(d, std::fs::Permissions::from_mode(0o755)).map_err(io_err(d))?;
     }
-    for l in layers {
+    for l in &contents.layers {
         let src = cache.blob_path(&l.blob.digest);
         let Ok(meta) = std::fs::metadata(&src) else {
             return Err(ExportError::MissingBlob(l.blob.digest.to_string()));
@@ -47,10 +45,14 @@ pub fn fill_layout(
                 .map_err(io_err(&dst))?;
         }
     }
-    put(&sha.join(image.config.0.hex()), &image.config.1)?;
-    put(&sha.join(image.manifest.0.hex()), &image.manifest.1)?;
+    for (digest, bytes) in &contents.json {
+        let dst = sha.join(digest.hex());
+        if !dst.exists() {
+            put(&dst, bytes)?;
+        }
+    }
     put(&stage.join("oci-layout"), OCI_LAYOUT)?;
-    put(&stage.join("index.json"), &image.index)
+    put(&stage.join("index.json"), contents.index)
 }
 
 /// Create `path` with `bytes`, mode 0644 whatever the umask.

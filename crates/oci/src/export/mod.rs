@@ -20,9 +20,10 @@ pub use existing::Replace;
 use existing::{Existing, Refusal};
 pub use file::{check_file_target, write_file};
 
-use crate::image::{ImageJson, ImageLayer};
+use crate::image::{ImageJson, ImageLayer, IndexJson};
 use crate::reference::{ImageRef, Transport};
 use gpuimg_store::cache::Cache;
+use gpuimg_store::digest::Digest;
 use gpuimg_store::staging::{self, Staged};
 
 /// Where the image goes.
@@ -88,6 +89,8 @@ pub enum ExportError {
     NoName(String),
     #[error("Layer blob `{0}` vanished from the cache during the build")]
     MissingBlob(String),
+    #[error("A docker-archive holds one platform's image, not an image index: pick the platform with `--platform`, or write an `oci:` layout or an `oci-archive:`")]
+    IndexInDockerArchive,
     #[error("A docker-archive holds gzip or plain layers only; layer `{0}` is zstd (build with `--compression gzip`)")]
     ZstdInDockerArchive(String),
 }
@@ -106,11 +109,73 @@ pub fn check_target(target: &Target, replace: Replace) -> Result<(), ExportError
     existing_at(target, replace).map(|_| ())
 }
 
+/// What goes into a layout or archive: the JSON blobs (configs, manifests, an image index),
+/// the layer blobs (from the cache) and `index.json`. A blob two images share is written once.
+pub(crate) struct Contents<'a> {
+    json: Vec<(Digest, &'a [u8])>,
+    layers: Vec<&'a ImageLayer>,
+    index: &'a [u8],
+}
+
 /// Write the image to `target`.
 pub fn export(
     target: &Target,
     replace: Replace,
     image: &ImageJson,
+    layers: &[ImageLayer],
+    cache: &Cache,
+) -> Result<(), ExportError> {
+    let contents = Contents {
+        json: vec![
+            (image.config.0, &image.config.1),
+            (image.manifest.0, &image.manifest.1),
+        ],
+        layers: layers.iter().collect(),
+        index: &image.index,
+    };
+    export_contents(
+        target,
+        replace,
+        &contents,
+        Some(&image.docker),
+        layers,
+        cache,
+    )
+}
+
+/// Write a multi-platform image to `target` (a layout or an oci-archive; a docker-archive
+/// holds one platform's image, so the caller exports that one with [`export`]): the image
+/// index `index` over `images`, each image's config, manifest and layers.
+pub fn export_index(
+    target: &Target,
+    replace: Replace,
+    index: &IndexJson,
+    images: &[(&ImageJson, &[ImageLayer])],
+    cache: &Cache,
+) -> Result<(), ExportError> {
+    let mut json = vec![(index.index.0, index.index.1.as_slice())];
+    let mut layers = Vec::new();
+    for (image, ls) in images {
+        json.push((image.config.0, &image.config.1));
+        json.push((image.manifest.0, &image.manifest.1));
+        layers.extend(ls.iter());
+    }
+    let contents = Contents {
+        json,
+        layers,
+        index: &index.layout,
+    };
+    if matches!(target, Target::DockerArchive(_)) {
+        return Err(ExportError::IndexInDockerArchive);
+    }
+    export_contents(target, replace, &contents, None, &[], cache)
+}
+
+fn export_contents(
+    target: &Target,
+    replace: Replace,
+    contents: &Contents<'_>,
+    docker_json: Option<&crate::image::DockerJson>,
     layers: &[ImageLayer],
     cache: &Cache,
 ) -> Result<(), ExportError> {
@@ -123,7 +188,7 @@ pub fn export(
     match target {
         Target::Layout(dir) => {
             let stage = Staged::dir(&parent, &stem, 0o755).map_err(ExportError::Stage)?;
-            layout::fill_layout(stage.path(), image, layers, cache)?;
+            layout::fill_layout(stage.path(), contents, cache)?;
             swap_into_place(stage, dir, existing, &parent, &stem)
         }
         Target::Archive(file) | Target::DockerArchive(file) => {
@@ -138,8 +203,8 @@ pub fn export(
             }
             let stage =
                 Staged::file(&parent, &stem, layout::FILE_MODE).map_err(ExportError::Stage)?;
-            let extra = docker.then_some(&image.docker);
-            archive::fill_archive(&stage, image, extra, layers, cache)?;
+            let extra = if docker { docker_json } else { None };
+            archive::fill_archive(&stage, contents, extra, cache)?;
             swap_into_place(stage, file, existing, &parent, &stem)
         }
     }

@@ -5,6 +5,7 @@
 
 mod config_spec;
 mod docker;
+mod index;
 mod platform;
 mod time;
 
@@ -12,11 +13,12 @@ use std::collections::{BTreeMap, HashMap};
 
 use oci_spec::image::{
     ConfigBuilder, DescriptorBuilder, HistoryBuilder, ImageConfigurationBuilder, ImageIndexBuilder,
-    ImageManifestBuilder, MediaType, PlatformBuilder, RootFsBuilder,
+    ImageManifestBuilder, MediaType, RootFsBuilder,
 };
 
 pub use config_spec::ConfigSpec;
 pub use docker::DockerJson;
+pub use index::{build_index, IndexJson};
 pub use platform::Platform;
 pub use time::rfc3339;
 
@@ -206,15 +208,7 @@ pub fn build_image(spec: &ImageSpec<'_>, layers: &[ImageLayer]) -> Result<ImageJ
     let (manifest_bytes, manifest_digest) =
         to_canonical(&manifest).map_err(json_err("manifest"))?;
 
-    let platform = PlatformBuilder::default()
-        .architecture(spec.platform.architecture.as_str())
-        .os(spec.platform.os.as_str());
-    let platform = match &spec.platform.variant {
-        Some(v) => platform.variant(v.clone()),
-        None => platform,
-    }
-    .build()
-    .map_err(spec_err("platform"))?;
+    let platform = index::oci_platform(spec.platform)?;
     let mut ref_ann = HashMap::new();
     ref_ann.insert(ANN_REF_NAME.to_string(), spec.tag.to_string());
     let manifest_desc = DescriptorBuilder::default()
