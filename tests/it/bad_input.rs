@@ -258,9 +258,21 @@ fn quoted_input_is_capped_and_escaped_and_procfs_is_never_read() {
 fn a_selftest_for_another_machine_is_refused_naming_both() {
     let dir = Sandbox::new();
     write(&dir.join("rootfs/etc/hostname"), "t\n");
+    // No arm64 self-test: the line says which script builds it.
     let e = fails_cleanly(
         &dir,
         "name: t\nplatform: linux/arm64\nbase:\n  rootfs: ./rootfs\nhost:\n  gpus: [GH200]\n",
+        "The self-test binary for `linux/arm64` was not found",
+    );
+    assert!(e.contains("scripts/build-selftest-arm64.sh"), "{e}");
+    // The amd64 one named for arm64 (per platform): refused, naming both machines.
+    let amd64 = common::Bin::Selftest.path();
+    let e = fails_cleanly(
+        &dir,
+        &format!(
+            "name: t\nplatforms: [linux/arm64]\nbase:\n  rootfs: ./rootfs\nhost:\n  gpus: [GH200]\nselftest:\n  binary: {{linux/arm64: {}}}\n",
+            amd64.display()
+        ),
         "cannot start on `linux/arm64`",
     );
     assert!(

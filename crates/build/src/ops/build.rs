@@ -345,6 +345,10 @@ fn selftest_binary(profile: &Profile, req: &BuildRequest) -> Result<SelftestBina
         return Err(OpsError::SelftestMissing {
             path: path.display().to_string(),
             platform: profile.platform.to_string(),
+            how: match profile.platform.architecture.as_str() {
+                "arm64" => format!(": gpuimg's sources build it (`scripts/build-selftest-arm64.sh`, with Debian's rustc-web); name it with `selftest.binary: {{{}: target/arm64/gpuimg-selftest}}`, or set `selftest: {{enabled: false}}`", profile.platform),
+                _ => String::new(),
+            },
         });
     }
     let mut file = fs_err::File::open(&path).map_err(read_err)?;

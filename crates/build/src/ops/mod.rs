@@ -41,8 +41,13 @@ pub enum OpsError {
     NoLock { path: String, profile: String },
     #[error("no profile beside the lock `{lock}` (`{stem}.yaml`)")]
     NoProfileBesideLock { lock: String, stem: String },
-    #[error("The self-test binary for `{platform}` was not found at `{path}`")]
-    SelftestMissing { path: String, platform: String },
+    #[error("The self-test binary for `{platform}` was not found at `{path}`{how}")]
+    SelftestMissing {
+        path: String,
+        platform: String,
+        /// How to get one, where gpuimg's sources say (`: build it with …`), else empty.
+        how: String,
+    },
     #[error("The self-test binary `{path}` is {machine} and cannot start on `{platform}`: the image would not start; give one built for `{platform}` with `selftest.binary`{how}, or set `selftest: {{enabled: false}}`")]
     SelftestMachine {
         path: String,
@@ -153,11 +158,7 @@ impl OpsError {
     pub fn hint(&self) -> Option<String> {
         match self {
             OpsError::NoLock { profile, .. } => Some(format!("run `gpuimg lock {profile}` first")),
-            OpsError::SelftestMissing { platform, .. } if platform == "linux/arm64" => Some(
-                "build it with `scripts/build-selftest-arm64.sh` (gpuimg's sources, Debian's rustc-web) and name it with `selftest.binary: {linux/arm64: target/arm64/gpuimg-selftest}`, or set `selftest.enabled: false`"
-                    .into(),
-            ),
-            OpsError::SelftestMissing { .. } => Some(
+            OpsError::SelftestMissing { how, .. } if how.is_empty() => Some(
                 "build it with `cargo build --bins`, or set `selftest.binary`, or `selftest.enabled: false`"
                     .into(),
             ),
