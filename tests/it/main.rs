@@ -44,6 +44,7 @@ mod layer_reuse;
 mod lock_v2;
 mod output_paths;
 mod output_replace;
+mod platforms_index;
 mod profile_inputs;
 mod pypi_index;
 mod pypi_profile;

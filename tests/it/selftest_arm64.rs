@@ -8,21 +8,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::common::arm64::arm64_selftest;
 use crate::common::{require, run, run_ok, Sandbox};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Builds (or, when up to date, finds) the arm64 self-test with the repository's script.
-fn arm64_selftest() -> PathBuf {
-    let out = root().join("target/arm64/gpuimg-selftest");
-    run_ok(
-        Command::new("bash")
-            .arg(root().join("scripts/build-selftest-arm64.sh"))
-            .arg(&out),
-    );
-    out
 }
 
 fn driver_root() -> PathBuf {

@@ -18,6 +18,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod apt_repo;
+pub mod arm64;
 pub mod cmd;
 pub mod error_snapshot;
 pub mod fake_cuda;

@@ -1,0 +1,222 @@
+//! Issue 37, items 2 and 5: `platforms: [linux/amd64, linux/arm64]` builds one OCI image index
+//! with a manifest per platform, each resolved for its platform from the same sources (Debian
+//! bookworm's `python3` for amd64 and arm64 from the host's apt sources, `pyyaml`'s compiled
+//! wheel for each from the host's Python index) with its own self-test (the amd64 one Cargo
+//! built, the arm64 one `scripts/build-selftest-arm64.sh` built). `skopeo inspect --raw` shows
+//! the index; the layer both platforms have byte for byte (the `files:` data) is one blob; podman
+//! runs each platform (`qemu-aarch64-static` registered with `binfmt_misc` for the test,
+//! `common::arm64::Binfmt`): `uname -m` and the compiled extension answer for that machine, and
+//! each self-test starts and says no driver. The lock holds a part per platform, and a
+//! `--locked` build from an emptied cache gives the same index digest. `--platform` builds one.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::common::arm64::{arm64_selftest, Binfmt};
+use crate::common::*;
+
+fn profile(sb: &Sandbox) -> std::path::PathBuf {
+    std::fs::write(sb.join("app.txt"), "the same on every platform\n").unwrap();
+    let p = sb.join("multi.yaml");
+    std::fs::write(
+        &p,
+        format!(
+            r#"name: multi
+platforms: [linux/amd64, linux/arm64]
+base:
+  apt:
+    mirror: host
+    suite: bookworm
+    packages: [base-files, base-passwd, libc6, python3]
+files:
+  - {{src: app.txt, dst: /opt/app/app.txt}}
+python:
+  packages: ["pyyaml>=6"]
+host: {{gpus: [H100]}}
+selftest:
+  binary: {{linux/amd64: {}, linux/arm64: {}}}
+"#,
+            Bin::Selftest.path().display(),
+            arm64_selftest().display()
+        ),
+    )
+    .unwrap();
+    p
+}
+
+fn build_json(cmd: &mut std::process::Command) -> serde_json::Value {
+    serde_json::from_slice(&run_ok_bytes(cmd.arg("--json"))).unwrap()
+}
+
+#[test]
+fn two_platforms_make_one_index_that_podman_runs_on_each() {
+    let sb = Sandbox::new();
+    let p = profile(&sb);
+    let layout = sb.join("out");
+    let oci = format!("oci:{}:v1", layout.display());
+
+    run_ok(with_host_index(sb.gpuimg()).arg("lock").arg(&p));
+    let lock: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(sb.join("multi.lock.json")).unwrap()).unwrap();
+    for (platform, machine) in [("linux/amd64", "x86_64"), ("linux/arm64", "aarch64")] {
+        let part = &lock["platforms"][platform]["artifacts"];
+        let files: Vec<&str> = part
+            .as_array()
+            .unwrap_or_else(|| panic!("no {platform} part: {lock}"))
+            .iter()
+            .filter_map(|a| a["filename"].as_str())
+            .collect();
+        assert!(
+            files
+                .iter()
+                .any(|f| f.to_lowercase().starts_with("pyyaml-") && f.contains(machine)),
+            "{platform}: {files:?}"
+        );
+        let debian = if machine == "x86_64" {
+            "amd64"
+        } else {
+            "arm64"
+        };
+        assert!(
+            part.as_array()
+                .unwrap()
+                .iter()
+                .any(|a| a["name"] == "python3.11-minimal" && a["architecture"] == debian),
+            "{platform}: {part}"
+        );
+    }
+
+    let built = build_json(
+        with_host_index(sb.gpuimg())
+            .arg("build")
+            .arg(&p)
+            .arg("--locked")
+            .arg("-o")
+            .arg(&oci),
+    );
+    let index = built["manifest_digest"].as_str().unwrap().to_string();
+    assert_eq!(built["index_digest"], index.as_str());
+    // The `files` layer is the same bytes on both platforms: one blob, counted.
+    assert_eq!(built["shared_layers"], 1, "{built}");
+
+    let raw = run_ok_bytes(Command::new("skopeo").args(["inspect", "--raw", &oci]));
+    let raw: serde_json::Value = serde_json::from_slice(&raw).unwrap();
+    assert_eq!(raw["mediaType"], "application/vnd.oci.image.index.v1+json");
+    let platforms: Vec<(String, String)> = raw["manifests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["platform"]["architecture"].as_str().unwrap().to_string(),
+                m["digest"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        platforms
+            .iter()
+            .map(|(a, _)| a.as_str())
+            .collect::<Vec<_>>(),
+        ["amd64", "arm64"]
+    );
+    for (arch, digest) in &platforms {
+        // skopeo resolves the index to the platform's manifest, and copies it unchanged.
+        let copy = sb.join(format!("copy-{arch}"));
+        run_ok(Command::new("skopeo").args([
+            "copy",
+            "--override-arch",
+            arch,
+            &oci,
+            &format!("oci:{}:x", copy.display()),
+        ]));
+        let index: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(copy.join("index.json")).unwrap()).unwrap();
+        assert_eq!(
+            index["manifests"][0]["digest"],
+            digest.as_str(),
+            "{arch}: {index}"
+        );
+    }
+    let shared = shared_blobs(&layout, &raw);
+    assert_eq!(shared.len(), 1, "{shared:?}");
+
+    let _binfmt = Binfmt::register();
+    let dir = sb.join("podman");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (platform, machine) in [("linux/amd64", "x86_64"), ("linux/arm64", "aarch64")] {
+        let out = podman_run_with(
+            &dir,
+            &["--platform", platform, "--entrypoint", "python3"],
+            &oci,
+            &[
+                "-c",
+                "import os, yaml, yaml._yaml as c; print(os.uname().machine, yaml.__with_libyaml__, os.path.basename(c.__file__))",
+            ],
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{platform}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            stdout.trim(),
+            format!("{machine} True _yaml.cpython-311-{machine}-linux-gnu.so"),
+            "{platform}"
+        );
+        // The image's own entrypoint: that platform's self-test starts and finds no driver.
+        let out = podman_run_with(&dir, &["--platform", platform], &oci, &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("gpuimg-selftest: No NVIDIA driver"),
+            "{platform}: {stderr}"
+        );
+    }
+    drop(_binfmt);
+
+    // From an emptied cache, the lock builds the same index.
+    let again = build_json(
+        with_host_index(sb.gpuimg_with_cache(&sb.join("cache2")))
+            .arg("build")
+            .arg(&p)
+            .arg("--locked")
+            .arg("-o")
+            .arg(sb.join("again")),
+    );
+    assert_eq!(again["manifest_digest"], index.as_str());
+
+    // `--platform` builds that platform's image alone: the index's arm64 manifest.
+    let one = build_json(
+        sb.gpuimg()
+            .arg("build")
+            .arg(&p)
+            .arg("--locked")
+            .arg("--platform")
+            .arg("linux/arm64")
+            .arg("-o")
+            .arg(sb.join("one")),
+    );
+    assert_eq!(one["manifest_digest"], platforms[1].1.as_str());
+    assert!(one.get("platforms").is_none(), "{one}");
+}
+
+/// Layer blobs named by more than one of the index's manifests.
+fn shared_blobs(layout: &Path, index: &serde_json::Value) -> Vec<String> {
+    let mut seen = std::collections::BTreeMap::<String, usize>::new();
+    for m in index["manifests"].as_array().unwrap() {
+        let hex = m["digest"].as_str().unwrap().trim_start_matches("sha256:");
+        let manifest: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(layout.join("blobs/sha256").join(hex)).unwrap())
+                .unwrap();
+        for l in manifest["layers"].as_array().unwrap() {
+            *seen
+                .entry(l["digest"].as_str().unwrap().to_string())
+                .or_default() += 1;
+        }
+    }
+    seen.into_iter()
+        .filter(|(_, n)| *n > 1)
+        .map(|(d, _)| d)
+        .collect()
+}
