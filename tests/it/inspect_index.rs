@@ -80,7 +80,8 @@ fn index_entry(layout: &Path, tag: &str, manifests: Vec<Value>) -> Value {
 
 /// The two-platform fixture in `sb`: `amd/` and `arm/` built, joined into `both/`, whose
 /// `index.json` tags the index `latest` (and, after it, the malformed indexes `nested`,
-/// `many` and `bare`). The amd64 and arm64 manifest descriptors.
+/// `many`, `bare` and `disguised`: an index listed as a manifest). The amd64 and arm64
+/// manifest descriptors.
 fn two_platforms(sb: &Sandbox) -> (Value, Value) {
     let root = sb.join("rootfs");
     write(&root.join("etc/hostname"), "two\n");
@@ -120,7 +121,15 @@ fn two_platforms(sb: &Sandbox) -> (Value, Value) {
         .expect("descriptor")
         .remove("platform");
     let bare = index_entry(&both, "bare", vec![amd.clone(), bare_arm]);
-    let layout = json!({"schemaVersion": 2, "manifests": [latest, nested, many, bare]});
+    let mut disguised = latest.clone();
+    disguised["mediaType"] = json!(MANIFEST);
+    disguised["platform"] = json!({"architecture": "arm64", "os": "linux"});
+    disguised
+        .as_object_mut()
+        .expect("descriptor")
+        .remove("annotations");
+    let disguised = index_entry(&both, "disguised", vec![amd.clone(), disguised]);
+    let layout = json!({"schemaVersion": 2, "manifests": [latest, nested, many, bare, disguised]});
     write(&both.join("index.json"), &layout.to_string());
     (amd, arm)
 }
@@ -194,13 +203,19 @@ fn an_index_shows_each_platform_as_its_single_image_does() {
     assert_eq!(platforms.len(), 2);
     let files = parse(&inspect(&sb, &layout, &["--files", "--json"]));
     let sizes = parse(&inspect(&sb, &layout, &["--sizes", "--json"]));
+    let unused = parse(&inspect(&sb, &layout, &["--unused", "--json"]));
     for (i, (d, dir, platform)) in [(&amd, "amd", "linux/amd64"), (&arm, "arm", "linux/arm64")]
         .into_iter()
         .enumerate()
     {
         let single =
             |args: &[&str]| parse(&inspect(&sb, &sb.join(dir).display().to_string(), args));
-        for (v, mode) in [(&v, "--json"), (&files, "--files"), (&sizes, "--sizes")] {
+        for (v, mode) in [
+            (&v, "--json"),
+            (&files, "--files"),
+            (&sizes, "--sizes"),
+            (&unused, "--unused"),
+        ] {
             let p = &v["platforms"][i];
             assert_eq!(p["platform"], platform, "{mode}");
             assert_eq!(p["digest"], d["digest"], "{mode}");
@@ -290,6 +305,12 @@ fn an_index_shows_each_platform_as_its_single_image_does() {
     assert!(e.contains("itself an index"), "{e}");
     let e = refused(&sb, &layout, &["--tag", "many", "--files"]);
     assert!(e.contains("65 manifests, more than the 64 read"), "{e}");
+    let e = refused(
+        &sb,
+        &layout,
+        &["--tag", "disguised", "--platform", "linux/arm64"],
+    );
+    assert!(e.contains("itself an index"), "{e}");
 }
 
 #[test]

@@ -243,6 +243,9 @@ fn select(img: &Image, pick: Pick<'_>) -> Result<Selected, InspectError> {
         Pick::Manifest(m) => (None, m.media_type.clone(), m.digest.to_string()),
     };
     let bytes = read_blob(img, &manifest_digest)?;
+    if matches!(pick, Pick::Manifest(m) if m.size != bytes.len() as u64) {
+        return Err(InspectError::Corrupt(manifest_digest));
+    }
     if index::is_index(&desc_type, &bytes) {
         return Err(match pick {
             Pick::Tag(t) => InspectError::IsIndex {
