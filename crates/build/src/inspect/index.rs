@@ -1,7 +1,8 @@
 //! An OCI image index read back from a layout or an oci-archive: whether the blob a tag names
 //! is an index (`is_index`), and the list of its platform manifests ([`index_of`]: digest,
 //! media type, size and platform of each, `unknown` where the descriptor states none), which
-//! `inspect` shows per platform and `push` sends.
+//! `inspect` shows per platform; a push of an index sends its bytes (`IndexListing::bytes`)
+//! after each manifest's blobs (`stored` with the [`PlatformManifest`]).
 //!
 //! Bounded: the index blob is read up to [`MAX_JSON`](super::MAX_JSON) bytes and checked
 //! against its digest; more than [`MAX_MANIFESTS`] manifests, or a manifest descriptor that is
