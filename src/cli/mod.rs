@@ -42,7 +42,7 @@ struct Cli {
 enum Command {
     /// Build an OCI image from a profile.
     Build(commands::build::Args),
-    /// Show an image's tag, digest, config and layers.
+    /// Show an image's tag, digest, config and layers (of an image index: each platform's).
     Inspect(commands::inspect::Args),
     /// Push an image on disk (a layout or an oci-archive) to a registry.
     Push(commands::push::Args),

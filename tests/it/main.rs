@@ -40,6 +40,7 @@ mod fuzz;
 mod golden_digest;
 mod inspect_archive;
 mod inspect_files;
+mod inspect_index;
 mod layer_reuse;
 mod lock_v2;
 mod output_paths;

@@ -1,12 +1,21 @@
-//! `gpuimg inspect IMAGE [--tag T] [--json] [--files | --sizes | --unused]`: tag, digest,
-//! config, layers and sizes; with `--files`, every path with its mode, size, layer, owning
-//! package and an ELF file's machine; with `--sizes`, the size report (`size_table.rs`); with
-//! `--unused`, the ELF closure report (`inspect::inspect_unused`). IMAGE is a layout (`DIR`,
-//! `oci:DIR[:TAG]`) or an oci-archive (`oci-archive:FILE[:TAG]`, read in place).
+//! `gpuimg inspect IMAGE [--tag T] [--platform P] [--json] [--files | --sizes | --unused]`:
+//! tag, digest, config, layers and sizes; with `--files`, every path with its mode, size,
+//! layer, owning package and an ELF file's machine; with `--sizes`, the size report
+//! (`size_table.rs`); with `--unused`, the ELF closure report (`inspect::inspect_unused`).
+//! IMAGE is a layout (`DIR`, `oci:DIR[:TAG]`) or an oci-archive (`oci-archive:FILE[:TAG]`,
+//! read in place). An image index shows its head, then each platform's section (or the one
+//! `--platform` names) as a single image shows; its JSON wraps each platform's single-image
+//! JSON (`image`) beside that platform's manifest descriptor. Never writes anything.
+
+use serde::Serialize;
 
 use crate::cli::{print_result, print_stdout, CliError, Settings};
-use gpuimg_build::inspect::{FileEntry, FileKind, Image};
+use gpuimg_build::inspect::{
+    self, FileEntry, FileKind, FileListing, Image, ImageInfo, IndexListing, IndexSize,
+    InspectError, Pick, PlatformManifest, SizeReport, UnusedReport,
+};
 use gpuimg_oci::reference::{ImageRef, Transport};
+use gpuimg_store::byte_size::ByteSize;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -31,6 +40,10 @@ pub struct Args {
     /// library names nothing provides (reads every layer).
     #[arg(long)]
     pub unused: bool,
+    /// In an image index, show only the manifest for this platform (`os/arch[/variant]`; a
+    /// manifest whose index states no platform is `unknown`); for one image, refuse another.
+    #[arg(long, value_name = "OS/ARCH[/VARIANT]")]
+    pub platform: Option<String>,
 }
 
 pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
@@ -53,50 +66,206 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
             ))
         }
     };
-    let tag = args.tag.or(r.tag);
-    if args.unused {
-        let report = gpuimg_build::inspect::inspect_unused(&img, tag.as_deref())?;
+    let tag = args.tag.clone().or(r.tag);
+    let mode = Mode::of(&args);
+    let Some(index) = inspect::index_of(&img, tag.as_deref())? else {
+        if let Some(p) = &args.platform {
+            one_platform(&img, tag.as_deref(), p)?;
+        }
+        let shown = Shown::gather(&img, tag.as_deref().into(), mode)?;
         if args.json {
-            let v = serde_json::to_string(&report).map_err(|e| CliError::msg(3, e.to_string()))?;
-            print_stdout(&format!("{v}\n"));
+            print_stdout(&format!("{}\n", mode.json(&shown)?));
         } else {
-            print_result(settings, &unused_text(&report));
+            print_result(settings, &shown.text(true));
         }
         return Ok(0);
-    }
-    if args.files {
-        let listing = gpuimg_build::inspect::inspect_files(&img, tag.as_deref())?;
-        if args.json {
-            let v = serde_json::to_string(&listing).map_err(|e| CliError::msg(3, e.to_string()))?;
-            print_stdout(&format!("{v}\n"));
-        } else {
-            print_result(settings, &files_table(&listing.files));
-        }
-        return Ok(0);
-    }
-    let info = gpuimg_build::inspect::inspect(&img, tag.as_deref())?;
-    if args.sizes {
-        let report = gpuimg_build::inspect::size_report(&info);
-        if args.json {
-            let v = serde_json::to_string_pretty(&report)
-                .map_err(|e| CliError::msg(3, e.to_string()))?;
-            print_stdout(&format!("{v}\n"));
-        } else {
-            print_result(settings, &super::size_table::render(&report));
-        }
-        return Ok(0);
-    }
+    };
+    let parts = index
+        .matching(args.platform.as_deref())?
+        .into_iter()
+        .map(|m| Ok((m, Shown::gather(&img, m.into(), mode)?)))
+        .collect::<Result<Vec<_>, InspectError>>()?;
+    let images: Vec<&ImageInfo> = parts.iter().filter_map(|(_, s)| s.image()).collect();
+    let together = (parts.len() > 1 && images.len() == parts.len())
+        .then(|| inspect::index_size(&index, &images));
     if args.json {
-        let v = serde_json::to_string_pretty(&info).map_err(|e| CliError::msg(3, e.to_string()))?;
-        print_stdout(&format!("{v}\n"));
+        let platforms: Vec<PlatformJson> = parts
+            .iter()
+            .map(|(m, image)| PlatformJson { manifest: m, image })
+            .collect();
+        let v = IndexJson {
+            index: &index,
+            all_platforms: together,
+            platforms,
+        };
+        print_stdout(&format!("{}\n", mode.json(&v)?));
         return Ok(0);
     }
+    let mut s = index_text(&index, mode, together.as_ref());
+    for (m, shown) in &parts {
+        s.push_str(&format!("\n== {} {} ==\n", m.platform_name(), m.digest));
+        s.push_str(&shown.text(false));
+    }
+    print_result(settings, &s);
+    Ok(0)
+}
+
+/// What `inspect` shows of each image: the summary, or one of the reports its flags ask for.
+#[derive(Debug, Clone, Copy)]
+enum Mode {
+    Image,
+    Files,
+    Sizes,
+    Unused,
+}
+
+impl Mode {
+    fn of(args: &Args) -> Mode {
+        if args.unused {
+            Mode::Unused
+        } else if args.files {
+            Mode::Files
+        } else if args.sizes {
+            Mode::Sizes
+        } else {
+            Mode::Image
+        }
+    }
+
+    /// The JSON of `v` as this mode prints it: a file list and the ELF report on one line,
+    /// the summary and the size report indented.
+    fn json(self, v: &impl Serialize) -> Result<String, CliError> {
+        match self {
+            Mode::Files | Mode::Unused => serde_json::to_string(v),
+            Mode::Image | Mode::Sizes => serde_json::to_string_pretty(v),
+        }
+        .map_err(|e| CliError::msg(3, e.to_string()))
+    }
+}
+
+/// One image's report in a [`Mode`]; as JSON, exactly the report's own form.
+enum Shown {
+    Image(ImageInfo),
+    Files(FileListing),
+    /// The report and the summary it is made from.
+    Sizes(SizeReport, Box<ImageInfo>),
+    Unused(UnusedReport),
+}
+
+impl Serialize for Shown {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Shown::Image(i) => i.serialize(s),
+            Shown::Files(f) => f.serialize(s),
+            Shown::Sizes(r, _) => r.serialize(s),
+            Shown::Unused(u) => u.serialize(s),
+        }
+    }
+}
+
+impl Shown {
+    fn gather(img: &Image, which: Pick<'_>, mode: Mode) -> Result<Shown, InspectError> {
+        Ok(match mode {
+            Mode::Image => Shown::Image(inspect::inspect(img, which)?),
+            Mode::Files => Shown::Files(inspect::inspect_files(img, which)?),
+            Mode::Sizes => {
+                let info = inspect::inspect(img, which)?;
+                Shown::Sizes(inspect::size_report(&info), Box::new(info))
+            }
+            Mode::Unused => Shown::Unused(inspect::inspect_unused(img, which)?),
+        })
+    }
+
+    /// The summary it was made from, where it has one.
+    fn image(&self) -> Option<&ImageInfo> {
+        match self {
+            Shown::Image(i) => Some(i),
+            Shown::Sizes(_, i) => Some(i),
+            Shown::Files(_) | Shown::Unused(_) => None,
+        }
+    }
+
+    /// The text; `tag_line`: whether the summary starts with the image's tag (an index's
+    /// platform has none of its own).
+    fn text(&self, tag_line: bool) -> String {
+        match self {
+            Shown::Image(info) => image_text(info, tag_line),
+            Shown::Files(listing) => files_table(&listing.files),
+            Shown::Sizes(report, _) => super::size_table::render(report),
+            Shown::Unused(report) => unused_text(report),
+        }
+    }
+}
+
+/// `--platform` given for a single image: it must be the image's own (by `os/arch`).
+fn one_platform(img: &Image, tag: Option<&str>, wanted: &str) -> Result<(), InspectError> {
+    let info = inspect::inspect(img, tag)?;
+    let os_arch = wanted.splitn(3, '/').take(2).collect::<Vec<_>>().join("/");
+    if wanted == info.platform || os_arch == info.platform {
+        return Ok(());
+    }
+    Err(InspectError::OtherPlatform {
+        tag: info.tag.unwrap_or_else(|| "-".into()),
+        has: info.platform,
+        platform: wanted.to_string(),
+    })
+}
+
+/// An index's JSON: the index, the shown platforms' total where there are several, then each
+/// platform's manifest with what a single image shows (`image`).
+#[derive(Serialize)]
+struct IndexJson<'a> {
+    index: &'a IndexListing,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    all_platforms: Option<IndexSize>,
+    platforms: Vec<PlatformJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct PlatformJson<'a> {
+    #[serde(flatten)]
+    manifest: &'a PlatformManifest,
+    image: &'a Shown,
+}
+
+/// The head of an index's text: tag, digest, media type, its platforms; with the summary, its
+/// annotations and (`together`) what the shown platforms hold in all.
+fn index_text(index: &IndexListing, mode: Mode, together: Option<&IndexSize>) -> String {
+    let mut s = format!("tag:       {}\n", index.tag.as_deref().unwrap_or("-"));
+    s.push_str(&format!(
+        "index:     {} ({})\n",
+        index.digest, index.media_type
+    ));
+    s.push_str(&format!("platforms: {}\n", index.platform_names()));
+    if matches!(mode, Mode::Image) && !index.annotations.is_empty() {
+        s.push_str("annotations:\n");
+        for (k, v) in &index.annotations {
+            s.push_str(&format!("  {k}={v}\n"));
+        }
+    }
+    if let Some(t) = together {
+        s.push_str(&format!(
+            "all:       {} ({} bytes: the index and each platform's manifest, config and layers; {} {} shared by several platforms, stored once)\n",
+            ByteSize(t.total),
+            t.total,
+            t.shared_layers,
+            if t.shared_layers == 1 { "layer" } else { "layers" },
+        ));
+    }
+    s
+}
+
+/// The summary of one image: tag (with `tag_line`), digest, platform, config, annotations and
+/// layers.
+fn image_text(info: &ImageInfo, tag_line: bool) -> String {
     let mut s = String::new();
     let mb = |b: u64| format!("{:.1} MB", b as f64 / 1e6);
-    s.push_str(&format!(
-        "tag:       {}\n",
-        info.tag.as_deref().unwrap_or("-")
-    ));
+    if tag_line {
+        s.push_str(&format!(
+            "tag:       {}\n",
+            info.tag.as_deref().unwrap_or("-")
+        ));
+    }
     s.push_str(&format!("digest:    {}\n", info.manifest_digest));
     s.push_str(&format!("platform:  {}\n", info.platform));
     s.push_str(&format!(
@@ -150,8 +319,7 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
             l.component.as_deref().unwrap_or("")
         ));
     }
-    print_result(settings, &s);
-    Ok(0)
+    s
 }
 
 /// Owners shown in the table before the rest are counted (`a, b, c +4`).

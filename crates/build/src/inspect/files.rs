@@ -15,7 +15,7 @@ use sha2::{Digest as _, Sha256};
 
 use super::owners::{component_owner, owner_readers, Claims, ImageView, OwnerReader};
 use super::unused::Elves;
-use super::{blob_name, select, Image, InspectError};
+use super::{blob_name, select, Image, InspectError, Pick};
 use gpuimg_elf::{self as elf, machine::HEAD_BYTES};
 use gpuimg_oci::image::ANN_COMPONENT;
 use gpuimg_store::digest::Digest;
@@ -339,20 +339,23 @@ fn unreadable(layer: &str, digest: &str, e: &io::Error) -> InspectError {
     }
 }
 
-/// Every path of the image tagged `tag` (or the first) in `img`, with its layer and owner,
-/// sorted by path.
-pub fn inspect_files(img: &Image, tag: Option<&str>) -> Result<FileListing, InspectError> {
-    listing(img, tag, None)
+/// Every path of the image `which` picks in `img` (tagged, or the first; or one manifest of
+/// an index), with its layer and owner, sorted by path.
+pub fn inspect_files<'a>(
+    img: &Image,
+    which: impl Into<Pick<'a>>,
+) -> Result<FileListing, InspectError> {
+    listing(img, which.into(), None)
 }
 
 /// [`inspect_files`], also collecting the shared objects' ELF facts and the loader's
 /// configuration into `elves` when given.
 pub(super) fn listing(
     img: &Image,
-    tag: Option<&str>,
+    which: Pick<'_>,
     mut elves: Option<&mut Elves>,
 ) -> Result<FileListing, InspectError> {
-    let manifest = select(img, tag)?.manifest;
+    let manifest = select(img, which)?.manifest;
     let readers = owner_readers();
     let mut records = Records {
         readers: &readers,

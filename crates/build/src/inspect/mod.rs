@@ -1,17 +1,23 @@
 //! Read an OCI image back from a layout directory or an oci-archive (`source.rs`: read in
 //! place, bounded): tag, manifest digest, config and layers with sizes, and (`files.rs`)
 //! every path of the image with its layer and owning package; (`sizes.rs`) the size report
-//! from the layers' size records.
+//! from the layers' size records; (`index.rs`) an image index and its platform manifests, each
+//! then read as one image ([`Pick::Manifest`]).
 //!
 //! Verifies the digest of every blob it reads. Must never modify the image.
 
 mod files;
+mod index;
 mod owners;
 mod sizes;
 mod source;
 mod unused;
 
 pub use files::{inspect_files, FileEntry, FileKind, FileListing};
+pub use index::{
+    index_of, index_size, IndexListing, IndexSize, PlatformManifest, MAX_MANIFESTS,
+    UNKNOWN_PLATFORM,
+};
 pub use owners::{component_owner, owner_readers, Claims, DpkgLists, ImageView, OwnerReader};
 pub use sizes::{size_report, ComponentRow, LayerRow, OwnerRow, SizeReport, Totals};
 pub use source::{Image, MAX_ENTRIES, MAX_JSON};
@@ -19,7 +25,7 @@ pub use unused::{inspect_unused, MissingLibrary, UnusedLibrary, UnusedReport};
 
 use std::path::PathBuf;
 
-use oci_spec::image::{ImageConfiguration, ImageIndex, ImageManifest};
+use oci_spec::image::{Descriptor, ImageConfiguration, ImageIndex, ImageManifest};
 use serde::Serialize;
 
 use gpuimg_oci::image::{ANN_COMPONENT, ANN_LAYER_SIZES, ANN_REF_NAME, ANN_UNCOMPRESSED_SIZE};
@@ -80,6 +86,34 @@ pub enum InspectError {
         layout: String,
         available: String,
     },
+    #[error("The image `{tag}` in `{location}` is an image index (platforms: {platforms}): one platform's manifest must be chosen")]
+    IsIndex {
+        tag: String,
+        location: String,
+        platforms: String,
+    },
+    #[error(
+        "The image index `{index}` lists `{nested}`, itself an index: nested indexes are not read"
+    )]
+    NestedIndex { index: String, nested: String },
+    #[error("The image index `{index}` lists {count} manifests, more than the {cap} read")]
+    TooManyManifests {
+        index: String,
+        count: usize,
+        cap: usize,
+    },
+    #[error("The image index `{index}` has no manifest for platform `{platform}`; platforms: {available}")]
+    NoSuchPlatform {
+        platform: String,
+        index: String,
+        available: String,
+    },
+    #[error("The image `{tag}` is for platform `{has}`, not `{platform}` (it is one image, not an index)")]
+    OtherPlatform {
+        tag: String,
+        has: String,
+        platform: String,
+    },
     #[error("Blob `{0}` does not match its digest")]
     Corrupt(String),
     #[error("Layer `{layer}` (blob `{digest}`) does not match its digest: the image is damaged")]
@@ -128,7 +162,28 @@ fn parse<T: serde::de::DeserializeOwned>(path: &str, bytes: &[u8]) -> Result<T, 
     })
 }
 
-/// The manifest chosen by `tag` (or the first one) in the layout at `dir`.
+/// Which image of a layout or archive to read: the one a tag (or the first entry of
+/// `index.json`) names, which must then be a single image, or one manifest of an index
+/// ([`index_of`]). An `Option<&str>` tag converts into it.
+#[derive(Debug, Clone, Copy)]
+pub enum Pick<'a> {
+    Tag(Option<&'a str>),
+    Manifest(&'a PlatformManifest),
+}
+
+impl<'a> From<Option<&'a str>> for Pick<'a> {
+    fn from(tag: Option<&'a str>) -> Self {
+        Pick::Tag(tag)
+    }
+}
+
+impl<'a> From<&'a PlatformManifest> for Pick<'a> {
+    fn from(m: &'a PlatformManifest) -> Self {
+        Pick::Manifest(m)
+    }
+}
+
+/// The manifest chosen by a [`Pick`].
 struct Selected {
     tag: Option<String>,
     manifest_digest: String,
@@ -136,11 +191,15 @@ struct Selected {
     manifest_size: u64,
 }
 
-fn select(img: &Image, tag: Option<&str>) -> Result<Selected, InspectError> {
+/// The descriptor `tag` (or the first entry) of the layout's `index.json` names, and its tag.
+fn tagged_descriptor(
+    img: &Image,
+    tag: Option<&str>,
+) -> Result<(Option<String>, Descriptor), InspectError> {
     let index_bytes = img.read_small("index.json")?;
     let index_path = img.shown("index.json");
     let index: ImageIndex = parse(&index_path, &index_bytes)?;
-    let tag_of = |m: &oci_spec::image::Descriptor| {
+    let tag_of = |m: &Descriptor| {
         m.annotations()
             .as_ref()
             .and_then(|a| a.get(ANN_REF_NAME).cloned())
@@ -168,11 +227,43 @@ fn select(img: &Image, tag: Option<&str>) -> Result<Selected, InspectError> {
                 message: "the index lists no manifests".into(),
             })?,
     };
-    let manifest_digest = desc.digest().to_string();
+    Ok((tag_of(desc), desc.clone()))
+}
+
+fn select(img: &Image, pick: Pick<'_>) -> Result<Selected, InspectError> {
+    let (tag, desc_type, manifest_digest) = match pick {
+        Pick::Tag(tag) => {
+            let (tag, desc) = tagged_descriptor(img, tag)?;
+            (
+                tag,
+                desc.media_type().to_string(),
+                desc.digest().to_string(),
+            )
+        }
+        Pick::Manifest(m) => (None, m.media_type.clone(), m.digest.to_string()),
+    };
     let bytes = read_blob(img, &manifest_digest)?;
+    if matches!(pick, Pick::Manifest(m) if m.size != bytes.len() as u64) {
+        return Err(InspectError::Corrupt(manifest_digest));
+    }
+    if index::is_index(&desc_type, &bytes) {
+        return Err(match pick {
+            Pick::Tag(t) => InspectError::IsIndex {
+                tag: tag.or(t.map(str::to_string)).unwrap_or_else(|| "-".into()),
+                location: img.location(),
+                platforms: index_of(img, t)?
+                    .map(|l| l.platform_names())
+                    .unwrap_or_default(),
+            },
+            Pick::Manifest(m) => InspectError::NestedIndex {
+                index: m.index.to_string(),
+                nested: manifest_digest,
+            },
+        });
+    }
     let manifest: ImageManifest = parse(&manifest_digest, &bytes)?;
     Ok(Selected {
-        tag: tag_of(desc),
+        tag,
         manifest_digest,
         manifest,
         manifest_size: bytes.len() as u64,
@@ -200,10 +291,11 @@ pub struct StoredBlob {
     pub label: String,
 }
 
-/// [`Stored`] for the image tagged `tag` in `img`: the config and layers, each present with
-/// the size its descriptor gives (their bytes are checked by the registry on upload).
-pub fn stored(img: &Image, tag: Option<&str>) -> Result<Stored, InspectError> {
-    let sel = select(img, tag)?;
+/// [`Stored`] for the image `which` picks in `img` (a tag, or one manifest of an index): the
+/// config and layers, each present with the size its descriptor gives (their bytes are
+/// checked by the registry on upload).
+pub fn stored<'a>(img: &Image, which: impl Into<Pick<'a>>) -> Result<Stored, InspectError> {
+    let sel = select(img, which.into())?;
     let bytes = read_blob(img, &sel.manifest_digest)?;
     let mut blobs = Vec::new();
     let config = sel.manifest.config();
@@ -248,14 +340,15 @@ pub fn stored(img: &Image, tag: Option<&str>) -> Result<Stored, InspectError> {
     })
 }
 
-/// Inspect the image tagged `tag` (or the only/first one) in `img`.
-pub fn inspect(img: &Image, tag: Option<&str>) -> Result<ImageInfo, InspectError> {
+/// Inspect the image `which` picks in `img`: tagged (or the only/first one), or one manifest
+/// of an index.
+pub fn inspect<'a>(img: &Image, which: impl Into<Pick<'a>>) -> Result<ImageInfo, InspectError> {
     let Selected {
         tag,
         manifest_digest,
         manifest,
         manifest_size,
-    } = select(img, tag)?;
+    } = select(img, which.into())?;
     let config_digest = manifest.config().digest().to_string();
     let config_bytes = read_blob(img, &config_digest)?;
     let config: ImageConfiguration = parse(&config_digest, &config_bytes)?;

@@ -22,7 +22,7 @@ use oci_spec::image::ImageConfiguration;
 use serde::{Deserialize, Serialize};
 
 use super::files::{listing, FileKind};
-use super::{parse, read_blob, select, Image, InspectError};
+use super::{parse, read_blob, select, Image, InspectError, Pick};
 use gpuimg_elf::closure::LoaderView;
 use gpuimg_elf::names::{NameScan, Scanning};
 use gpuimg_elf::{self as elf, reach, SharedObject};
@@ -242,13 +242,18 @@ pub struct UnusedReport {
     pub missing: Vec<MissingLibrary>,
 }
 
-/// The ELF closure of the image tagged `tag` (or the first) in `img`.
-pub fn inspect_unused(img: &Image, tag: Option<&str>) -> Result<UnusedReport, InspectError> {
-    let selected = select(img, tag)?;
+/// The ELF closure of the image `which` picks in `img` (tagged, or the first; or one
+/// manifest of an index).
+pub fn inspect_unused<'a>(
+    img: &Image,
+    which: impl Into<Pick<'a>>,
+) -> Result<UnusedReport, InspectError> {
+    let which = which.into();
+    let selected = select(img, which)?;
     let config_digest = selected.manifest.config().digest().to_string();
     let config: ImageConfiguration = parse(&config_digest, &read_blob(img, &config_digest)?)?;
     let mut elves = Elves::default();
-    let files = listing(img, tag, Some(&mut elves))?.files;
+    let files = listing(img, which, Some(&mut elves))?.files;
     let mut view = LoaderView::default();
     let mut sizes = BTreeMap::new();
     for f in &files {
