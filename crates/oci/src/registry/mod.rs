@@ -1,10 +1,13 @@
 //! Stage `push`: put a built image into a registry over the OCI distribution API, and its SBOM
-//! beside it as a referrer.
+//! beside it as a referrer; or an image index ([`push_index`]): every platform's manifest, the
+//! index above them, and each manifest's SBOM as that manifest's referrer.
 //!
 //! Order makes an interrupted push harmless: every blob first (HEAD, then mount or upload,
-//! several at once), the image manifest by tag only when all are there, the SBOM artifact
-//! last. A push killed at any point leaves at most unreferenced blobs and upload sessions,
-//! never a tag; the next push skips the blobs that made it. Owns the protocol, credentials and
+//! several at once; a blob several manifests of an index share goes once), then the image
+//! manifest by tag only when all are there (for an index: each manifest by its digest, then
+//! the index by tag), the SBOM artifacts last. A push killed at any point leaves at most
+//! unreferenced blobs, manifests and upload sessions, never a tag; the next push skips the
+//! blobs that made it. Owns the protocol, credentials and
 //! the mount hints (`known`); must never build image JSON (it sends what `image` made, byte for
 //! byte), never send credentials over plain HTTP to anything but loopback or a registry the
 //! user allowed with `--plain-http`, nor to a token realm `realm.rs` does not trust, and never
@@ -33,6 +36,7 @@ use ureq::http::Method;
 pub use credentials::AuthFiles;
 pub use limits::PushLimits;
 
+use crate::image::INDEX_MEDIA_TYPE;
 use crate::reference::RegistryRef;
 use gpuimg_fetch::observe::Observer;
 use gpuimg_fetch::{FetchError, Trust};
@@ -74,6 +78,24 @@ pub struct Image {
     pub labels: Vec<String>,
 }
 
+/// One platform's image of an index, with the SBOM to attach to its manifest.
+#[derive(Debug, Clone)]
+pub struct IndexEntry {
+    pub image: Image,
+    pub sbom: Option<Vec<u8>>,
+    /// `os/arch[/variant]` as the index's descriptor states it (`unknown` without one): a
+    /// label for the summary, never sent.
+    pub platform: String,
+}
+
+/// What is pushed for a multi-platform image: the image index's bytes (sent as they are, by
+/// tag, with the index media type) and every manifest it lists.
+#[derive(Debug, Clone)]
+pub struct IndexImage {
+    pub index: Vec<u8>,
+    pub manifests: Vec<IndexEntry>,
+}
+
 /// How to reach and authenticate to the registry.
 #[derive(Debug, Clone, Default)]
 pub struct Connection {
@@ -106,6 +128,17 @@ pub struct Pushed {
     /// `referrers-api` or `tag-schema`.
     pub referrers: Option<&'static str>,
     pub seconds: f64,
+    /// For an index (`digest` is the index's): each platform's manifest, in the index's order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub manifests: Vec<PushedManifest>,
+}
+
+/// One manifest of a pushed index.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PushedManifest {
+    pub platform: String,
+    pub digest: Digest,
+    pub sbom_digest: Option<Digest>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -236,13 +269,95 @@ pub fn push(
     cache: &Cache,
     obs: &mut dyn Observer,
 ) -> Result<Pushed, RegistryError> {
+    let parts = Parts {
+        manifests: vec![Part {
+            image,
+            sbom,
+            platform: None,
+        }],
+        index: None,
+    };
+    push_parts(dest, tag, &parts, conn, cache, obs)
+}
+
+/// Push `index` to `dest`: every blob of its manifests (each distinct blob once), each
+/// manifest by its digest, the index under `tag`, then each manifest's SBOM as its referrer.
+pub fn push_index(
+    dest: &RegistryRef,
+    tag: &str,
+    index: &IndexImage,
+    conn: &Connection,
+    cache: &Cache,
+    obs: &mut dyn Observer,
+) -> Result<Pushed, RegistryError> {
+    let parts = Parts {
+        manifests: index
+            .manifests
+            .iter()
+            .map(|m| Part {
+                image: &m.image,
+                sbom: m.sbom.as_deref(),
+                platform: Some(&m.platform),
+            })
+            .collect(),
+        index: Some(&index.index),
+    };
+    push_parts(dest, tag, &parts, conn, cache, obs)
+}
+
+/// What one push sends: the manifests, each with its SBOM, and for an index its bytes.
+struct Parts<'a> {
+    manifests: Vec<Part<'a>>,
+    /// The image index tagged above the manifests; `None`: the one manifest is tagged.
+    index: Option<&'a [u8]>,
+}
+
+struct Part<'a> {
+    image: &'a Image,
+    sbom: Option<&'a [u8]>,
+    platform: Option<&'a str>,
+}
+
+impl Parts<'_> {
+    /// Every blob of every manifest once (the first manifest's label names it), in order.
+    fn distinct_blobs(&self) -> (Vec<Blob>, Vec<String>) {
+        let mut seen = std::collections::HashSet::new();
+        let (mut blobs, mut labels) = (Vec::new(), Vec::new());
+        for p in &self.manifests {
+            for (i, b) in p.image.blobs.iter().enumerate() {
+                if seen.insert(b.digest) {
+                    blobs.push(b.clone());
+                    labels.push(
+                        p.image
+                            .labels
+                            .get(i)
+                            .cloned()
+                            .unwrap_or_else(|| b.digest.to_string()),
+                    );
+                }
+            }
+        }
+        (blobs, labels)
+    }
+}
+
+/// One session (one ping, one authentication) for everything `parts` sends.
+fn push_parts(
+    dest: &RegistryRef,
+    tag: &str,
+    parts: &Parts<'_>,
+    conn: &Connection,
+    cache: &Cache,
+    obs: &mut dyn Observer,
+) -> Result<Pushed, RegistryError> {
     let clock = conn.limits.clock;
     let started = clock.now();
     let registry = dest.registry.clone();
     let repo = dest.repo.to_string();
     let credentials = credentials::find(&conn.auth, &registry, &repo)?;
     let agent = agent(&conn.trust, &conn.limits)?;
-    let budget = budget(started, image, sbom, conn);
+    let (blobs, labels) = parts.distinct_blobs();
+    let budget = budget(started, parts, &blobs, conn);
     let base = choose_base(&agent, dest, conn, &budget)?;
     let session = Session::new(
         agent,
@@ -253,7 +368,7 @@ pub fn push(
         conn,
         budget,
     );
-    let result = push_in(&session, tag, image, sbom, conn, cache, obs);
+    let result = push_in(&session, tag, parts, (&blobs, &labels), conn, cache, obs);
     if conn.verbose {
         for n in session.take_notes() {
             obs.message(&n);
@@ -264,14 +379,18 @@ pub fn push(
     Ok(pushed)
 }
 
-/// The push's deadline: every byte it may move (the blobs, read back too with `--verify`; the
-/// manifest; the SBOM and its artifact) at the minimum rate, plus the slack.
-fn budget(started: Instant, image: &Image, sbom: Option<&[u8]>, conn: &Connection) -> Budget {
-    let blobs: u64 = image.blobs.iter().map(|b| b.size).sum();
-    let sbom = sbom.map_or(0, |s| s.len() as u64 + 2 + 4096);
-    let once = blobs
-        .saturating_add(sbom)
-        .saturating_add(image.manifest.len() as u64);
+/// The push's deadline: every byte it may move (the distinct blobs, read back too with
+/// `--verify`; the manifests and the index; each SBOM and its artifact) at the minimum rate,
+/// plus the slack.
+fn budget(started: Instant, parts: &Parts<'_>, blobs: &[Blob], conn: &Connection) -> Budget {
+    let mut once: u64 = blobs.iter().map(|b| b.size).sum();
+    for p in &parts.manifests {
+        let sbom = p.sbom.map_or(0, |s| s.len() as u64 + 2 + 4096);
+        once = once
+            .saturating_add(sbom)
+            .saturating_add(p.image.manifest.len() as u64);
+    }
+    once = once.saturating_add(parts.index.map_or(0, |i| i.len() as u64));
     let bytes = if conn.verify {
         once.saturating_mul(2)
     } else {
@@ -287,8 +406,8 @@ fn budget(started: Instant, image: &Image, sbom: Option<&[u8]>, conn: &Connectio
 fn push_in(
     session: &Session,
     tag: &str,
-    image: &Image,
-    sbom: Option<&[u8]>,
+    parts: &Parts<'_>,
+    (blobs, labels): (&[Blob], &[String]),
     conn: &Connection,
     cache: &Cache,
     obs: &mut dyn Observer,
@@ -312,12 +431,17 @@ fn push_in(
         cache,
         verify: conn.verify,
     };
-    let total: u64 = image.blobs.iter().map(|b| b.size).sum();
+    let total: u64 = blobs.iter().map(|b| b.size).sum();
     obs.task_start("push", Some(total));
-    let outcomes = push_blobs(&up, image, obs)?;
+    let outcomes = push_blobs(&up, blobs, labels, obs)?;
+    let top = match (parts.index, parts.manifests.first()) {
+        (Some(index), _) => index,
+        (None, Some(p)) => &p.image.manifest[..],
+        (None, None) => &[],
+    };
     let mut pushed = Pushed {
         reference: format!("{registry}/{repo}:{tag}"),
-        digest: Digest::of(&image.manifest),
+        digest: Digest::of(top),
         blobs_uploaded: 0,
         blobs_existing: 0,
         blobs_mounted: 0,
@@ -326,39 +450,46 @@ fn push_in(
         sbom_digest: None,
         referrers: None,
         seconds: 0.0,
+        manifests: Vec::new(),
     };
-    for (blob, o) in image.blobs.iter().zip(&outcomes) {
+    for (blob, o) in blobs.iter().zip(&outcomes) {
         pushed.count(blob.size, *o);
     }
-    let url = session.url(&format!("/v2/{repo}/manifests/{tag}"));
-    let resp = session.send(
-        &Request::new(Method::PUT, url)
-            .header("Content-Type", image.media_type.clone())
-            .body(Body::Bytes(&image.manifest)),
-    )?;
-    if resp.status != 201 {
-        return Err(RegistryError::Status {
-            registry,
-            what: format!("the manifest PUT of `{repo}:{tag}`"),
-            status: resp.status,
-            message: resp.error_text(),
-        });
-    }
-    if let Some(d) = resp.header("docker-content-digest") {
-        if d != pushed.digest.to_string() {
-            return Err(RegistryError::Protocol {
-                registry,
-                reason: format!("it stored the manifest {} as {d}", pushed.digest),
-            });
+    match parts.index {
+        None => {
+            for p in &parts.manifests {
+                put_manifest(session, tag, &p.image.media_type, &p.image.manifest)?;
+            }
+        }
+        Some(index) => {
+            // The index's manifests by digest first: a registry refuses an index naming a
+            // manifest it does not hold, and the tag moves only when all are there.
+            for p in &parts.manifests {
+                let digest = Digest::of(&p.image.manifest).to_string();
+                put_manifest(session, &digest, &p.image.media_type, &p.image.manifest)?;
+            }
+            put_manifest(session, tag, INDEX_MEDIA_TYPE, index)?;
         }
     }
-    if let Some(sbom) = sbom {
-        let a = referrers::attach(&up, sbom, &pushed.digest, image.manifest.len() as u64)?;
-        for (size, o) in a.blobs {
-            pushed.count(size, o);
+    for p in &parts.manifests {
+        let digest = Digest::of(&p.image.manifest);
+        let mut sbom_digest = None;
+        if let Some(sbom) = p.sbom {
+            let a = referrers::attach(&up, sbom, &digest, p.image.manifest.len() as u64)?;
+            for (size, o) in a.blobs {
+                pushed.count(size, o);
+            }
+            sbom_digest = Some(a.digest);
+            pushed.referrers = Some(a.via.as_str());
         }
-        pushed.sbom_digest = Some(a.digest);
-        pushed.referrers = Some(a.via.as_str());
+        match p.platform {
+            Some(platform) => pushed.manifests.push(PushedManifest {
+                platform: platform.to_string(),
+                digest,
+                sbom_digest,
+            }),
+            None => pushed.sbom_digest = sbom_digest,
+        }
     }
     if conn.verify {
         pushed.blobs_verified = pushed.blobs_existing + pushed.blobs_mounted;
@@ -372,6 +503,46 @@ fn push_in(
         ),
     );
     Ok(pushed)
+}
+
+/// PUT `bytes` as the manifest `reference` (a tag or a digest) of the session's repository;
+/// the digest the registry says it stored must be theirs.
+fn put_manifest(
+    session: &Session,
+    reference: &str,
+    media_type: &str,
+    bytes: &[u8],
+) -> Result<(), RegistryError> {
+    let repo = &session.repo;
+    let url = session.url(&format!("/v2/{repo}/manifests/{reference}"));
+    let resp = session.send(
+        &Request::new(Method::PUT, url)
+            .header("Content-Type", media_type.to_string())
+            .body(Body::Bytes(bytes)),
+    )?;
+    let shown = if reference.contains(':') {
+        format!("{repo}@{reference}")
+    } else {
+        format!("{repo}:{reference}")
+    };
+    if resp.status != 201 {
+        return Err(RegistryError::Status {
+            registry: session.registry.clone(),
+            what: format!("the manifest PUT of `{shown}`"),
+            status: resp.status,
+            message: resp.error_text(),
+        });
+    }
+    let digest = Digest::of(bytes);
+    if let Some(d) = resp.header("docker-content-digest") {
+        if d != digest.to_string() {
+            return Err(RegistryError::Protocol {
+                registry: session.registry.clone(),
+                reason: format!("it stored the manifest {digest} as {d}"),
+            });
+        }
+    }
+    Ok(())
 }
 
 impl Pushed {
@@ -392,25 +563,25 @@ enum Event {
     Done(usize, Result<Outcome, RegistryError>, f64),
 }
 
-/// Push every blob, `JOBS` at a time, reporting per-blob progress; the first error stops
-/// the others from starting new blobs and is returned.
+/// Push every blob, `JOBS` at a time, reporting per-blob progress under its label; the first
+/// error stops the others from starting new blobs and is returned.
 fn push_blobs(
     up: &Uploader<'_>,
-    image: &Image,
+    blobs: &[Blob],
+    labels: &[String],
     obs: &mut dyn Observer,
 ) -> Result<Vec<Outcome>, RegistryError> {
-    let n = image.blobs.len();
+    let n = blobs.len();
     let next = AtomicU64::new(0);
     let stop = std::sync::atomic::AtomicBool::new(false);
     let (tx, rx) = mpsc::channel::<Event>();
     let mut outcomes: Vec<Option<Outcome>> = vec![None; n];
     let mut first_err: Option<RegistryError> = None;
     let label = |i: usize| {
-        image
-            .labels
+        labels
             .get(i)
             .cloned()
-            .unwrap_or_else(|| image.blobs[i].digest.to_string())
+            .unwrap_or_else(|| blobs[i].digest.to_string())
     };
     std::thread::scope(|scope| {
         for _ in 0..JOBS.min(n.max(1)) {
@@ -424,7 +595,7 @@ fn push_blobs(
                 if i >= n {
                     break;
                 }
-                let blob = &image.blobs[i];
+                let blob = &blobs[i];
                 let t = Instant::now();
                 let last = std::sync::Mutex::new(Instant::now() - Duration::from_secs(1));
                 let progress = |bytes: u64| {
@@ -447,15 +618,15 @@ fn push_blobs(
             match ev {
                 Event::Progress(i, b) => {
                     moved[i] = b;
-                    obs.item_progress(&label(i), b, image.blobs[i].size);
+                    obs.item_progress(&label(i), b, blobs[i].size);
                     obs.task_progress(moved.iter().sum());
                 }
                 Event::Done(i, r, secs) => match r {
                     Ok(o) => {
-                        moved[i] = image.blobs[i].size;
+                        moved[i] = blobs[i].size;
                         obs.task_progress(moved.iter().sum());
                         let bytes = if o == Outcome::Uploaded {
-                            image.blobs[i].size
+                            blobs[i].size
                         } else {
                             0
                         };
@@ -480,7 +651,7 @@ fn push_blobs(
         .map(|(i, o)| {
             o.ok_or_else(|| RegistryError::Protocol {
                 registry: up.session.registry.clone(),
-                reason: format!("blob {} was never pushed", image.blobs[i].digest),
+                reason: format!("blob {} was never pushed", blobs[i].digest),
             })
         })
         .collect()
