@@ -6,12 +6,16 @@
 //! Verifies the digest of every blob it reads. Must never modify the image.
 
 mod files;
+mod index_entries;
 mod owners;
 mod sizes;
 mod source;
 mod unused;
 
 pub use files::{inspect_files, FileEntry, FileKind, FileListing};
+pub use index_entries::{
+    stored_tagged, IndexError, StoredEntry, StoredIndex, Tagged, MAX_MANIFESTS,
+};
 pub use owners::{component_owner, owner_readers, Claims, DpkgLists, ImageView, OwnerReader};
 pub use sizes::{size_report, ComponentRow, LayerRow, OwnerRow, SizeReport, Totals};
 pub use source::{Image, MAX_ENTRIES, MAX_JSON};
@@ -136,7 +140,11 @@ struct Selected {
     manifest_size: u64,
 }
 
-fn select(img: &Image, tag: Option<&str>) -> Result<Selected, InspectError> {
+/// The descriptor `index.json` lists under `tag` (or its first), with its tag.
+fn pick(
+    img: &Image,
+    tag: Option<&str>,
+) -> Result<(Option<String>, oci_spec::image::Descriptor), InspectError> {
     let index_bytes = img.read_small("index.json")?;
     let index_path = img.shown("index.json");
     let index: ImageIndex = parse(&index_path, &index_bytes)?;
@@ -168,11 +176,16 @@ fn select(img: &Image, tag: Option<&str>) -> Result<Selected, InspectError> {
                 message: "the index lists no manifests".into(),
             })?,
     };
+    Ok((tag_of(desc), desc.clone()))
+}
+
+fn select(img: &Image, tag: Option<&str>) -> Result<Selected, InspectError> {
+    let (tag, desc) = pick(img, tag)?;
     let manifest_digest = desc.digest().to_string();
     let bytes = read_blob(img, &manifest_digest)?;
     let manifest: ImageManifest = parse(&manifest_digest, &bytes)?;
     Ok(Selected {
-        tag: tag_of(desc),
+        tag,
         manifest_digest,
         manifest,
         manifest_size: bytes.len() as u64,
@@ -205,11 +218,21 @@ pub struct StoredBlob {
 pub fn stored(img: &Image, tag: Option<&str>) -> Result<Stored, InspectError> {
     let sel = select(img, tag)?;
     let bytes = read_blob(img, &sel.manifest_digest)?;
+    stored_of(img, bytes, &sel.manifest, sel.tag)
+}
+
+/// [`Stored`] for `manifest` (whose bytes are `bytes`) in `img`.
+fn stored_of(
+    img: &Image,
+    bytes: Vec<u8>,
+    manifest: &ImageManifest,
+    tag: Option<String>,
+) -> Result<Stored, InspectError> {
     let mut blobs = Vec::new();
-    let config = sel.manifest.config();
+    let config = manifest.config();
     let mut descs: Vec<(&oci_spec::image::Descriptor, String)> =
         vec![(config, "config".to_string())];
-    for (i, l) in sel.manifest.layers().iter().enumerate() {
+    for (i, l) in manifest.layers().iter().enumerate() {
         let label = l
             .annotations()
             .as_ref()
@@ -237,13 +260,12 @@ pub fn stored(img: &Image, tag: Option<&str>) -> Result<Stored, InspectError> {
     }
     Ok(Stored {
         manifest: bytes,
-        media_type: sel
-            .manifest
+        media_type: manifest
             .media_type()
             .as_ref()
             .map(|m| m.to_string())
             .unwrap_or_else(|| "application/vnd.oci.image.manifest.v1+json".into()),
-        tag: sel.tag,
+        tag,
         blobs,
     })
 }

@@ -36,7 +36,6 @@ use ureq::http::Method;
 pub use credentials::AuthFiles;
 pub use limits::PushLimits;
 
-use crate::image::INDEX_MEDIA_TYPE;
 use crate::reference::RegistryRef;
 use gpuimg_fetch::observe::Observer;
 use gpuimg_fetch::{FetchError, Trust};
@@ -89,10 +88,12 @@ pub struct IndexEntry {
 }
 
 /// What is pushed for a multi-platform image: the image index's bytes (sent as they are, by
-/// tag, with the index media type) and every manifest it lists.
+/// tag) and every manifest it lists.
 #[derive(Debug, Clone)]
 pub struct IndexImage {
     pub index: Vec<u8>,
+    /// The index's media type (`image::INDEX_MEDIA_TYPE` for an OCI image index).
+    pub media_type: String,
     pub manifests: Vec<IndexEntry>,
 }
 
@@ -300,7 +301,7 @@ pub fn push_index(
                 platform: Some(&m.platform),
             })
             .collect(),
-        index: Some(&index.index),
+        index: Some((&index.index, &index.media_type)),
     };
     push_parts(dest, tag, &parts, conn, cache, obs)
 }
@@ -308,8 +309,9 @@ pub fn push_index(
 /// What one push sends: the manifests, each with its SBOM, and for an index its bytes.
 struct Parts<'a> {
     manifests: Vec<Part<'a>>,
-    /// The image index tagged above the manifests; `None`: the one manifest is tagged.
-    index: Option<&'a [u8]>,
+    /// The image index (its bytes and media type) tagged above the manifests; `None`: the one
+    /// manifest is tagged.
+    index: Option<(&'a [u8], &'a str)>,
 }
 
 struct Part<'a> {
@@ -390,7 +392,7 @@ fn budget(started: Instant, parts: &Parts<'_>, blobs: &[Blob], conn: &Connection
             .saturating_add(sbom)
             .saturating_add(p.image.manifest.len() as u64);
     }
-    once = once.saturating_add(parts.index.map_or(0, |i| i.len() as u64));
+    once = once.saturating_add(parts.index.map_or(0, |(i, _)| i.len() as u64));
     let bytes = if conn.verify {
         once.saturating_mul(2)
     } else {
@@ -435,7 +437,7 @@ fn push_in(
     obs.task_start("push", Some(total));
     let outcomes = push_blobs(&up, blobs, labels, obs)?;
     let top = match (parts.index, parts.manifests.first()) {
-        (Some(index), _) => index,
+        (Some((index, _)), _) => index,
         (None, Some(p)) => &p.image.manifest[..],
         (None, None) => &[],
     };
@@ -461,14 +463,14 @@ fn push_in(
                 put_manifest(session, tag, &p.image.media_type, &p.image.manifest)?;
             }
         }
-        Some(index) => {
+        Some((index, media_type)) => {
             // The index's manifests by digest first: a registry refuses an index naming a
             // manifest it does not hold, and the tag moves only when all are there.
             for p in &parts.manifests {
                 let digest = Digest::of(&p.image.manifest).to_string();
                 put_manifest(session, &digest, &p.image.media_type, &p.image.manifest)?;
             }
-            put_manifest(session, tag, INDEX_MEDIA_TYPE, index)?;
+            put_manifest(session, tag, media_type, index)?;
         }
     }
     for p in &parts.manifests {
