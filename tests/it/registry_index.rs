@@ -452,6 +452,37 @@ fn an_index_push_cannot_do_whole_is_refused_in_one_line_before_any_request() {
         &format!("lists another index (`{}`)", digest_of(&inner)),
     );
 
+    // An index listing nothing, and one listing more manifests than gpuimg reads.
+    let desc = json!({
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "digest": s.amd64.digest,
+        "size": blob(&s.layout, &s.amd64.digest).len(),
+        "platform": {"architecture": "amd64", "os": "linux"},
+    });
+    for (count, says) in [
+        (0, "lists no manifests".to_string()),
+        (
+            65,
+            "lists 65 manifests, more than the 64 gpuimg reads".to_string(),
+        ),
+    ] {
+        let index = serde_json::to_vec(&json!({
+            "schemaVersion": 2,
+            "mediaType": INDEX,
+            "manifests": vec![desc.clone(); count],
+        }))
+        .unwrap();
+        let odd = s.sb.join(format!("odd-{count}"));
+        join_index(&[&s.amd64.layout], &odd, "unused");
+        let digest = digest_of(&index);
+        std::fs::write(blob_path(&odd, &digest), &index).unwrap();
+        write_top(&odd, &digest, index.len(), "v1");
+        assert_refused(
+            &s.push(&format!("oci:{}:v1", odd.display()), dest, &[]),
+            &says,
+        );
+    }
+
     // A manifest whose layer is not there.
     let gone = s
         .arm64

@@ -17,6 +17,7 @@
 //! digest checked before the tag.
 
 mod auth;
+mod blobs;
 mod challenge;
 mod credentials;
 mod known;
@@ -27,9 +28,7 @@ mod session;
 mod upload;
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use ureq::http::Method;
 
@@ -46,8 +45,6 @@ use upload::{Outcome, Uploader};
 
 /// Blobs larger than this go up in PATCH chunks of this size; smaller ones in one PUT.
 pub const CHUNK: u64 = 64 << 20;
-/// Blobs uploaded at once.
-const JOBS: usize = 3;
 
 /// One blob of the image and where its bytes are.
 #[derive(Debug, Clone)]
@@ -435,7 +432,7 @@ fn push_in(
     };
     let total: u64 = blobs.iter().map(|b| b.size).sum();
     obs.task_start("push", Some(total));
-    let outcomes = push_blobs(&up, blobs, labels, obs)?;
+    let outcomes = blobs::push_all(&up, blobs, labels, obs)?;
     let top = match (parts.index, parts.manifests.first()) {
         (Some((index, _)), _) => index,
         (None, Some(p)) => &p.image.manifest[..],
@@ -560,105 +557,6 @@ impl Pushed {
     }
 }
 
-enum Event {
-    Progress(usize, u64),
-    Done(usize, Result<Outcome, RegistryError>, f64),
-}
-
-/// Push every blob, `JOBS` at a time, reporting per-blob progress under its label; the first
-/// error stops the others from starting new blobs and is returned.
-fn push_blobs(
-    up: &Uploader<'_>,
-    blobs: &[Blob],
-    labels: &[String],
-    obs: &mut dyn Observer,
-) -> Result<Vec<Outcome>, RegistryError> {
-    let n = blobs.len();
-    let next = AtomicU64::new(0);
-    let stop = std::sync::atomic::AtomicBool::new(false);
-    let (tx, rx) = mpsc::channel::<Event>();
-    let mut outcomes: Vec<Option<Outcome>> = vec![None; n];
-    let mut first_err: Option<RegistryError> = None;
-    let label = |i: usize| {
-        labels
-            .get(i)
-            .cloned()
-            .unwrap_or_else(|| blobs[i].digest.to_string())
-    };
-    std::thread::scope(|scope| {
-        for _ in 0..JOBS.min(n.max(1)) {
-            let tx = tx.clone();
-            let (next, stop) = (&next, &stop);
-            scope.spawn(move || loop {
-                if stop.load(Ordering::Relaxed) {
-                    break;
-                }
-                let i = next.fetch_add(1, Ordering::Relaxed) as usize;
-                if i >= n {
-                    break;
-                }
-                let blob = &blobs[i];
-                let t = Instant::now();
-                let last = std::sync::Mutex::new(Instant::now() - Duration::from_secs(1));
-                let progress = |bytes: u64| {
-                    let mut l = last.lock().unwrap_or_else(|e| e.into_inner());
-                    if l.elapsed() >= Duration::from_millis(100) || bytes == blob.size {
-                        *l = Instant::now();
-                        let _ = tx.send(Event::Progress(i, bytes));
-                    }
-                };
-                let r = up.push_known(blob, &progress);
-                if r.is_err() {
-                    stop.store(true, Ordering::Relaxed);
-                }
-                let _ = tx.send(Event::Done(i, r, t.elapsed().as_secs_f64()));
-            });
-        }
-        drop(tx);
-        let mut moved = vec![0u64; n];
-        for ev in rx {
-            match ev {
-                Event::Progress(i, b) => {
-                    moved[i] = b;
-                    obs.item_progress(&label(i), b, blobs[i].size);
-                    obs.task_progress(moved.iter().sum());
-                }
-                Event::Done(i, r, secs) => match r {
-                    Ok(o) => {
-                        moved[i] = blobs[i].size;
-                        obs.task_progress(moved.iter().sum());
-                        let bytes = if o == Outcome::Uploaded {
-                            blobs[i].size
-                        } else {
-                            0
-                        };
-                        obs.item_done(&label(i), bytes, secs);
-                        outcomes[i] = Some(o);
-                    }
-                    Err(e) => {
-                        if first_err.is_none() {
-                            first_err = Some(e);
-                        }
-                    }
-                },
-            }
-        }
-    });
-    if let Some(e) = first_err {
-        return Err(e);
-    }
-    outcomes
-        .into_iter()
-        .enumerate()
-        .map(|(i, o)| {
-            o.ok_or_else(|| RegistryError::Protocol {
-                registry: up.session.registry.clone(),
-                reason: format!("blob {} was never pushed", blobs[i].digest),
-            })
-        })
-        .collect()
-}
-
 /// The agent every request of a push goes through: a connection within a window, a response
 /// head within the response deadline, no read or write stalled longer than the longer of the
 /// two (the minimum rate over a window is the session's meter; the push's deadline is set per
@@ -765,6 +663,65 @@ fn choose_base(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn blob(bytes: &[u8]) -> Blob {
+        Blob {
+            digest: Digest::of(bytes),
+            size: bytes.len() as u64,
+            source: BlobSource::Bytes(bytes.to_vec()),
+        }
+    }
+
+    fn image(manifest: &[u8], blobs: &[(&[u8], &str)]) -> Image {
+        Image {
+            manifest: manifest.to_vec(),
+            media_type: crate::image::MANIFEST_MEDIA_TYPE.into(),
+            blobs: blobs.iter().map(|(b, _)| blob(b)).collect(),
+            labels: blobs.iter().map(|(_, l)| l.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn an_index_sends_each_shared_blob_once_and_its_budget_counts_every_byte() {
+        let amd64 = image(b"m1", &[(b"config-a", "config"), (b"shared", "files")]);
+        let arm64 = image(b"m22", &[(b"config-bb", "config"), (b"shared", "app")]);
+        let sbom: &[u8] = b"{\"spdxVersion\":\"SPDX-2.3\"}";
+        let parts = Parts {
+            manifests: vec![
+                Part {
+                    image: &amd64,
+                    sbom: Some(sbom),
+                    platform: Some("linux/amd64"),
+                },
+                Part {
+                    image: &arm64,
+                    sbom: None,
+                    platform: Some("linux/arm64"),
+                },
+            ],
+            index: Some((b"index!", crate::image::INDEX_MEDIA_TYPE)),
+        };
+        let (blobs, labels) = parts.distinct_blobs();
+        let digests: Vec<Digest> = blobs.iter().map(|b| b.digest).collect();
+        assert_eq!(
+            digests,
+            [b"config-a" as &[u8], b"shared", b"config-bb"].map(Digest::of)
+        );
+        // A shared blob keeps the label of the first manifest that holds it.
+        assert_eq!(labels, ["config", "files", "config"]);
+
+        let conn = Connection::default();
+        let now = Instant::now();
+        let b = budget(now, &parts, &blobs, &conn);
+        // Distinct blobs (8 + 6 + 9), manifests (2 + 3), the index (6), the SBOM with its
+        // artifact's allowance.
+        assert_eq!(b.bytes, 23 + 5 + 6 + sbom.len() as u64 + 2 + 4096);
+        let verify = Connection {
+            verify: true,
+            ..Connection::default()
+        };
+        assert_eq!(budget(now, &parts, &blobs, &verify).bytes, 2 * b.bytes);
+    }
 
     #[test]
     fn loopback_hosts() {
