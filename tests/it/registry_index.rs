@@ -354,12 +354,25 @@ fn an_index_is_pushed_whole_with_shared_blobs_once_and_each_platform_its_sbom() 
         assert_eq!(layout_digest(&back), built.digest, "{arch}");
     }
 
-    // The same push again: everything is there, nothing is uploaded.
+    // The same push again: everything is there, nothing is uploaded; with `--verify` every
+    // blob the registry claims is read back once.
     let mark = reg.mark();
-    let again = s.push_ok(&source, &reg.reference("demo/multi"), &sbom_args);
+    let mut verify_args = sbom_args.clone();
+    verify_args.push("--verify");
+    let again = s.push_ok(&source, &reg.reference("demo/multi"), &verify_args);
     assert_eq!(again["push"]["digest"], index_digest.as_str(), "{again}");
     assert_eq!(num(&again, "blobs_uploaded"), 0, "{again}");
     assert_eq!(num(&again, "bytes_uploaded"), 0, "{again}");
+    assert_eq!(num(&again, "blobs_existing"), distinct + 4, "{again}");
+    assert_eq!(num(&again, "blobs_verified"), distinct + 4, "{again}");
+    for d in a.union(&b) {
+        let read_back = reg
+            .requests_since(mark)
+            .iter()
+            .filter(|r| r.method == "GET" && r.decoded_uri() == format!("/v2/demo/multi/blobs/{d}"))
+            .count();
+        assert_eq!(read_back, 1, "{d}:\n{}", reg.describe_log());
+    }
     assert_eq!(
         reg.uploads_since(mark),
         Vec::new(),
@@ -434,6 +447,16 @@ fn an_index_push_cannot_do_whole_is_refused_in_one_line_before_any_request() {
         }
         assert_refused(&s.push(&source, dest, &args), says);
     }
+
+    // A single image takes one SBOM.
+    assert_refused(
+        &s.push(
+            &format!("oci:{}:v1", s.amd64.layout.display()),
+            dest,
+            &["--sbom", &amd, "--sbom", &amd],
+        ),
+        "`--sbom` is given 2 times; a single image takes one SBOM",
+    );
 
     // An index listing an index.
     let nested = s.sb.join("nested");
