@@ -55,6 +55,7 @@ mod python_layers;
 mod python_loader;
 mod python_stack;
 mod registry_fixture;
+mod registry_index;
 mod registry_push;
 mod reproducible;
 mod resolve_cases;

@@ -140,6 +140,16 @@ fn two_platforms_make_one_index_that_podman_runs_on_each() {
     }
     let shared = shared_blobs(&layout, &raw);
     assert_eq!(shared.len(), 1, "{shared:?}");
+    // `inspect` shows the index and each platform, the shared layer counted once.
+    let shown: serde_json::Value =
+        serde_json::from_slice(&run_ok_bytes(sb.gpuimg().args(["inspect", "--json", &oci])))
+            .unwrap();
+    assert_eq!(shown["index"]["digest"], index.as_str(), "{shown}");
+    let listed: Vec<&str> = (shown["platforms"].as_array().unwrap().iter())
+        .map(|p| p["platform"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, ["linux/amd64", "linux/arm64"]);
+    assert_eq!(shown["all_platforms"]["shared_layers"], 1, "{shown}");
 
     let _binfmt = Binfmt::register();
     let dir = sb.join("podman");
@@ -185,6 +195,54 @@ fn two_platforms_make_one_index_that_podman_runs_on_each() {
             .arg(sb.join("again")),
     );
     assert_eq!(again["manifest_digest"], index.as_str());
+
+    // Pushed: the index by tag, each manifest by digest with its own SBOM as its referrer, the
+    // shared blob uploaded once; each platform copies back with its digest.
+    let reg = Registry::plain();
+    let pushed = build_json(
+        sb.gpuimg()
+            .arg("build")
+            .arg(&p)
+            .arg("--locked")
+            .arg("-o")
+            .arg(format!("registry:{}", reg.reference("demo/multi:v1"))),
+    );
+    assert_eq!(pushed["push"]["digest"], index.as_str(), "{pushed}");
+    let shared_digest = &shared[0];
+    let uploads = reg
+        .uploads_since(0)
+        .iter()
+        .filter(|r| {
+            r.method == "PUT" && r.decoded_uri().contains(&format!("digest={shared_digest}"))
+        })
+        .count();
+    assert_eq!(uploads, 1, "the shared layer went up once");
+    for (arch, digest) in &platforms {
+        let hex = digest.trim_start_matches("sha256:");
+        let referrers = reg
+            .inspect_raw(&format!("demo/multi:sha256-{hex}"))
+            .unwrap_or_else(|e| panic!("no SBOM referrer of {digest}: {e}"));
+        let referrers: serde_json::Value = serde_json::from_slice(&referrers).unwrap();
+        assert_eq!(
+            referrers["manifests"].as_array().unwrap().len(),
+            1,
+            "{referrers}"
+        );
+        let back = sb.join(format!("pulled-{arch}"));
+        let mut c = reg.skopeo();
+        c.args(["--override-arch", arch, "--override-os", "linux", "copy"])
+            .args(reg.skopeo_tls("src-"))
+            .arg(format!("docker://{}", reg.reference("demo/multi:v1")))
+            .arg(format!("oci:{}:v1", back.display()));
+        run_ok(&mut c);
+        let got: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(back.join("index.json")).unwrap()).unwrap();
+        assert_eq!(
+            got["manifests"][0]["digest"],
+            digest.as_str(),
+            "{arch}: {got}"
+        );
+    }
 
     // `--platform` builds that platform's image alone: the index's arm64 manifest.
     let one = build_json(

@@ -134,8 +134,6 @@ pub struct PlatformOutcome {
 
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
-    #[error("Pushing an image index is not supported yet: push one platform with `--platform`")]
-    IndexPushUnsupported,
     #[error(transparent)]
     Passes(#[from] crate::passes::PassError),
     #[error("Failed to open the cache at `{path}`: {source}")]
@@ -448,7 +446,24 @@ pub fn deliver(
                 obs,
             )?)
         }
-        (Output::Registry { .. }, Some(_)) => return Err(BuildError::IndexPushUnsupported),
+        (Output::Registry { dest, conn }, Some(index)) => {
+            let manifests = made
+                .iter()
+                .map(|m| registry::IndexEntry {
+                    image: push_image(&m.json, &m.layers, &cache),
+                    sbom: Some(m.sbom.clone()),
+                    platform: m.platform.to_string(),
+                })
+                .collect();
+            let image = registry::IndexImage {
+                index: index.index.1.clone(),
+                media_type: image::INDEX_MEDIA_TYPE.to_string(),
+                manifests,
+            };
+            Some(registry::push_index(
+                dest, &opts.tag, &image, conn, &cache, obs,
+            )?)
+        }
     };
     if let (Some(p), [m]) = (&opts.sbom, made.as_slice()) {
         export::write_file(p, &m.sbom)?;

@@ -8,6 +8,7 @@
 
 mod files;
 mod index;
+mod index_entries;
 mod owners;
 mod sizes;
 mod source;
@@ -18,6 +19,7 @@ pub use index::{
     index_of, index_size, IndexListing, IndexSize, PlatformManifest, MAX_MANIFESTS,
     UNKNOWN_PLATFORM,
 };
+pub use index_entries::{stored_tagged, IndexError, StoredEntry, StoredIndex, Tagged};
 pub use owners::{component_owner, owner_readers, Claims, DpkgLists, ImageView, OwnerReader};
 pub use sizes::{size_report, ComponentRow, LayerRow, OwnerRow, SizeReport, Totals};
 pub use source::{Image, MAX_ENTRIES, MAX_JSON};

@@ -1,10 +1,13 @@
 //! Stage `push`: put a built image into a registry over the OCI distribution API, and its SBOM
-//! beside it as a referrer.
+//! beside it as a referrer; or an image index ([`push_index`]): every platform's manifest, the
+//! index above them, and each manifest's SBOM as that manifest's referrer.
 //!
 //! Order makes an interrupted push harmless: every blob first (HEAD, then mount or upload,
-//! several at once), the image manifest by tag only when all are there, the SBOM artifact
-//! last. A push killed at any point leaves at most unreferenced blobs and upload sessions,
-//! never a tag; the next push skips the blobs that made it. Owns the protocol, credentials and
+//! several at once; a blob several manifests of an index share goes once), then the image
+//! manifest by tag only when all are there (for an index: each manifest by its digest, then
+//! the index by tag), the SBOM artifacts last. A push killed at any point leaves at most
+//! unreferenced blobs, manifests and upload sessions, never a tag; the next push skips the
+//! blobs that made it. Owns the protocol, credentials and
 //! the mount hints (`known`); must never build image JSON (it sends what `image` made, byte for
 //! byte), never send credentials over plain HTTP to anything but loopback or a registry the
 //! user allowed with `--plain-http`, nor to a token realm `realm.rs` does not trust, and never
@@ -14,6 +17,7 @@
 //! digest checked before the tag.
 
 mod auth;
+mod blobs;
 mod challenge;
 mod credentials;
 mod known;
@@ -24,9 +28,7 @@ mod session;
 mod upload;
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use ureq::http::Method;
 
@@ -43,8 +45,6 @@ use upload::{Outcome, Uploader};
 
 /// Blobs larger than this go up in PATCH chunks of this size; smaller ones in one PUT.
 pub const CHUNK: u64 = 64 << 20;
-/// Blobs uploaded at once.
-const JOBS: usize = 3;
 
 /// One blob of the image and where its bytes are.
 #[derive(Debug, Clone)]
@@ -72,6 +72,26 @@ pub struct Image {
     pub blobs: Vec<Blob>,
     /// Labels for progress (a component name per blob, same order).
     pub labels: Vec<String>,
+}
+
+/// One platform's image of an index, with the SBOM to attach to its manifest.
+#[derive(Debug, Clone)]
+pub struct IndexEntry {
+    pub image: Image,
+    pub sbom: Option<Vec<u8>>,
+    /// `os/arch[/variant]` as the index's descriptor states it (`unknown` without one): a
+    /// label for the summary, never sent.
+    pub platform: String,
+}
+
+/// What is pushed for a multi-platform image: the image index's bytes (sent as they are, by
+/// tag) and every manifest it lists.
+#[derive(Debug, Clone)]
+pub struct IndexImage {
+    pub index: Vec<u8>,
+    /// The index's media type (`image::INDEX_MEDIA_TYPE` for an OCI image index).
+    pub media_type: String,
+    pub manifests: Vec<IndexEntry>,
 }
 
 /// How to reach and authenticate to the registry.
@@ -106,6 +126,17 @@ pub struct Pushed {
     /// `referrers-api` or `tag-schema`.
     pub referrers: Option<&'static str>,
     pub seconds: f64,
+    /// For an index (`digest` is the index's): each platform's manifest, in the index's order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub manifests: Vec<PushedManifest>,
+}
+
+/// One manifest of a pushed index.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PushedManifest {
+    pub platform: String,
+    pub digest: Digest,
+    pub sbom_digest: Option<Digest>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -236,13 +267,96 @@ pub fn push(
     cache: &Cache,
     obs: &mut dyn Observer,
 ) -> Result<Pushed, RegistryError> {
+    let parts = Parts {
+        manifests: vec![Part {
+            image,
+            sbom,
+            platform: None,
+        }],
+        index: None,
+    };
+    push_parts(dest, tag, &parts, conn, cache, obs)
+}
+
+/// Push `index` to `dest`: every blob of its manifests (each distinct blob once), each
+/// manifest by its digest, the index under `tag`, then each manifest's SBOM as its referrer.
+pub fn push_index(
+    dest: &RegistryRef,
+    tag: &str,
+    index: &IndexImage,
+    conn: &Connection,
+    cache: &Cache,
+    obs: &mut dyn Observer,
+) -> Result<Pushed, RegistryError> {
+    let parts = Parts {
+        manifests: index
+            .manifests
+            .iter()
+            .map(|m| Part {
+                image: &m.image,
+                sbom: m.sbom.as_deref(),
+                platform: Some(&m.platform),
+            })
+            .collect(),
+        index: Some((&index.index, &index.media_type)),
+    };
+    push_parts(dest, tag, &parts, conn, cache, obs)
+}
+
+/// What one push sends: the manifests, each with its SBOM, and for an index its bytes.
+struct Parts<'a> {
+    manifests: Vec<Part<'a>>,
+    /// The image index (its bytes and media type) tagged above the manifests; `None`: the one
+    /// manifest is tagged.
+    index: Option<(&'a [u8], &'a str)>,
+}
+
+struct Part<'a> {
+    image: &'a Image,
+    sbom: Option<&'a [u8]>,
+    platform: Option<&'a str>,
+}
+
+impl Parts<'_> {
+    /// Every blob of every manifest once (the first manifest's label names it), in order.
+    fn distinct_blobs(&self) -> (Vec<Blob>, Vec<String>) {
+        let mut seen = std::collections::HashSet::new();
+        let (mut blobs, mut labels) = (Vec::new(), Vec::new());
+        for p in &self.manifests {
+            for (i, b) in p.image.blobs.iter().enumerate() {
+                if seen.insert(b.digest) {
+                    blobs.push(b.clone());
+                    labels.push(
+                        p.image
+                            .labels
+                            .get(i)
+                            .cloned()
+                            .unwrap_or_else(|| b.digest.to_string()),
+                    );
+                }
+            }
+        }
+        (blobs, labels)
+    }
+}
+
+/// One session (one ping, one authentication) for everything `parts` sends.
+fn push_parts(
+    dest: &RegistryRef,
+    tag: &str,
+    parts: &Parts<'_>,
+    conn: &Connection,
+    cache: &Cache,
+    obs: &mut dyn Observer,
+) -> Result<Pushed, RegistryError> {
     let clock = conn.limits.clock;
     let started = clock.now();
     let registry = dest.registry.clone();
     let repo = dest.repo.to_string();
     let credentials = credentials::find(&conn.auth, &registry, &repo)?;
     let agent = agent(&conn.trust, &conn.limits)?;
-    let budget = budget(started, image, sbom, conn);
+    let (blobs, labels) = parts.distinct_blobs();
+    let budget = budget(started, parts, &blobs, conn);
     let base = choose_base(&agent, dest, conn, &budget)?;
     let session = Session::new(
         agent,
@@ -253,7 +367,7 @@ pub fn push(
         conn,
         budget,
     );
-    let result = push_in(&session, tag, image, sbom, conn, cache, obs);
+    let result = push_in(&session, tag, parts, (&blobs, &labels), conn, cache, obs);
     if conn.verbose {
         for n in session.take_notes() {
             obs.message(&n);
@@ -264,14 +378,18 @@ pub fn push(
     Ok(pushed)
 }
 
-/// The push's deadline: every byte it may move (the blobs, read back too with `--verify`; the
-/// manifest; the SBOM and its artifact) at the minimum rate, plus the slack.
-fn budget(started: Instant, image: &Image, sbom: Option<&[u8]>, conn: &Connection) -> Budget {
-    let blobs: u64 = image.blobs.iter().map(|b| b.size).sum();
-    let sbom = sbom.map_or(0, |s| s.len() as u64 + 2 + 4096);
-    let once = blobs
-        .saturating_add(sbom)
-        .saturating_add(image.manifest.len() as u64);
+/// The push's deadline: every byte it may move (the distinct blobs, read back too with
+/// `--verify`; the manifests and the index; each SBOM and its artifact) at the minimum rate,
+/// plus the slack.
+fn budget(started: Instant, parts: &Parts<'_>, blobs: &[Blob], conn: &Connection) -> Budget {
+    let mut once: u64 = blobs.iter().map(|b| b.size).sum();
+    for p in &parts.manifests {
+        let sbom = p.sbom.map_or(0, |s| s.len() as u64 + 2 + 4096);
+        once = once
+            .saturating_add(sbom)
+            .saturating_add(p.image.manifest.len() as u64);
+    }
+    once = once.saturating_add(parts.index.map_or(0, |(i, _)| i.len() as u64));
     let bytes = if conn.verify {
         once.saturating_mul(2)
     } else {
@@ -287,8 +405,8 @@ fn budget(started: Instant, image: &Image, sbom: Option<&[u8]>, conn: &Connectio
 fn push_in(
     session: &Session,
     tag: &str,
-    image: &Image,
-    sbom: Option<&[u8]>,
+    parts: &Parts<'_>,
+    (blobs, labels): (&[Blob], &[String]),
     conn: &Connection,
     cache: &Cache,
     obs: &mut dyn Observer,
@@ -312,12 +430,17 @@ fn push_in(
         cache,
         verify: conn.verify,
     };
-    let total: u64 = image.blobs.iter().map(|b| b.size).sum();
+    let total: u64 = blobs.iter().map(|b| b.size).sum();
     obs.task_start("push", Some(total));
-    let outcomes = push_blobs(&up, image, obs)?;
+    let outcomes = blobs::push_all(&up, blobs, labels, obs)?;
+    let top = match (parts.index, parts.manifests.first()) {
+        (Some((index, _)), _) => index,
+        (None, Some(p)) => &p.image.manifest[..],
+        (None, None) => &[],
+    };
     let mut pushed = Pushed {
         reference: format!("{registry}/{repo}:{tag}"),
-        digest: Digest::of(&image.manifest),
+        digest: Digest::of(top),
         blobs_uploaded: 0,
         blobs_existing: 0,
         blobs_mounted: 0,
@@ -326,39 +449,46 @@ fn push_in(
         sbom_digest: None,
         referrers: None,
         seconds: 0.0,
+        manifests: Vec::new(),
     };
-    for (blob, o) in image.blobs.iter().zip(&outcomes) {
+    for (blob, o) in blobs.iter().zip(&outcomes) {
         pushed.count(blob.size, *o);
     }
-    let url = session.url(&format!("/v2/{repo}/manifests/{tag}"));
-    let resp = session.send(
-        &Request::new(Method::PUT, url)
-            .header("Content-Type", image.media_type.clone())
-            .body(Body::Bytes(&image.manifest)),
-    )?;
-    if resp.status != 201 {
-        return Err(RegistryError::Status {
-            registry,
-            what: format!("the manifest PUT of `{repo}:{tag}`"),
-            status: resp.status,
-            message: resp.error_text(),
-        });
-    }
-    if let Some(d) = resp.header("docker-content-digest") {
-        if d != pushed.digest.to_string() {
-            return Err(RegistryError::Protocol {
-                registry,
-                reason: format!("it stored the manifest {} as {d}", pushed.digest),
-            });
+    match parts.index {
+        None => {
+            for p in &parts.manifests {
+                put_manifest(session, tag, &p.image.media_type, &p.image.manifest)?;
+            }
+        }
+        Some((index, media_type)) => {
+            // The index's manifests by digest first: a registry refuses an index naming a
+            // manifest it does not hold, and the tag moves only when all are there.
+            for p in &parts.manifests {
+                let digest = Digest::of(&p.image.manifest).to_string();
+                put_manifest(session, &digest, &p.image.media_type, &p.image.manifest)?;
+            }
+            put_manifest(session, tag, media_type, index)?;
         }
     }
-    if let Some(sbom) = sbom {
-        let a = referrers::attach(&up, sbom, &pushed.digest, image.manifest.len() as u64)?;
-        for (size, o) in a.blobs {
-            pushed.count(size, o);
+    for p in &parts.manifests {
+        let digest = Digest::of(&p.image.manifest);
+        let mut sbom_digest = None;
+        if let Some(sbom) = p.sbom {
+            let a = referrers::attach(&up, sbom, &digest, p.image.manifest.len() as u64)?;
+            for (size, o) in a.blobs {
+                pushed.count(size, o);
+            }
+            sbom_digest = Some(a.digest);
+            pushed.referrers = Some(a.via.as_str());
         }
-        pushed.sbom_digest = Some(a.digest);
-        pushed.referrers = Some(a.via.as_str());
+        match p.platform {
+            Some(platform) => pushed.manifests.push(PushedManifest {
+                platform: platform.to_string(),
+                digest,
+                sbom_digest,
+            }),
+            None => pushed.sbom_digest = sbom_digest,
+        }
     }
     if conn.verify {
         pushed.blobs_verified = pushed.blobs_existing + pushed.blobs_mounted;
@@ -374,6 +504,46 @@ fn push_in(
     Ok(pushed)
 }
 
+/// PUT `bytes` as the manifest `reference` (a tag or a digest) of the session's repository;
+/// the digest the registry says it stored must be theirs.
+fn put_manifest(
+    session: &Session,
+    reference: &str,
+    media_type: &str,
+    bytes: &[u8],
+) -> Result<(), RegistryError> {
+    let repo = &session.repo;
+    let url = session.url(&format!("/v2/{repo}/manifests/{reference}"));
+    let resp = session.send(
+        &Request::new(Method::PUT, url)
+            .header("Content-Type", media_type.to_string())
+            .body(Body::Bytes(bytes)),
+    )?;
+    let shown = if reference.contains(':') {
+        format!("{repo}@{reference}")
+    } else {
+        format!("{repo}:{reference}")
+    };
+    if resp.status != 201 {
+        return Err(RegistryError::Status {
+            registry: session.registry.clone(),
+            what: format!("the manifest PUT of `{shown}`"),
+            status: resp.status,
+            message: resp.error_text(),
+        });
+    }
+    let digest = Digest::of(bytes);
+    if let Some(d) = resp.header("docker-content-digest") {
+        if d != digest.to_string() {
+            return Err(RegistryError::Protocol {
+                registry: session.registry.clone(),
+                reason: format!("it stored the manifest {digest} as {d}"),
+            });
+        }
+    }
+    Ok(())
+}
+
 impl Pushed {
     fn count(&mut self, size: u64, o: Outcome) {
         match o {
@@ -385,105 +555,6 @@ impl Pushed {
             }
         }
     }
-}
-
-enum Event {
-    Progress(usize, u64),
-    Done(usize, Result<Outcome, RegistryError>, f64),
-}
-
-/// Push every blob, `JOBS` at a time, reporting per-blob progress; the first error stops
-/// the others from starting new blobs and is returned.
-fn push_blobs(
-    up: &Uploader<'_>,
-    image: &Image,
-    obs: &mut dyn Observer,
-) -> Result<Vec<Outcome>, RegistryError> {
-    let n = image.blobs.len();
-    let next = AtomicU64::new(0);
-    let stop = std::sync::atomic::AtomicBool::new(false);
-    let (tx, rx) = mpsc::channel::<Event>();
-    let mut outcomes: Vec<Option<Outcome>> = vec![None; n];
-    let mut first_err: Option<RegistryError> = None;
-    let label = |i: usize| {
-        image
-            .labels
-            .get(i)
-            .cloned()
-            .unwrap_or_else(|| image.blobs[i].digest.to_string())
-    };
-    std::thread::scope(|scope| {
-        for _ in 0..JOBS.min(n.max(1)) {
-            let tx = tx.clone();
-            let (next, stop) = (&next, &stop);
-            scope.spawn(move || loop {
-                if stop.load(Ordering::Relaxed) {
-                    break;
-                }
-                let i = next.fetch_add(1, Ordering::Relaxed) as usize;
-                if i >= n {
-                    break;
-                }
-                let blob = &image.blobs[i];
-                let t = Instant::now();
-                let last = std::sync::Mutex::new(Instant::now() - Duration::from_secs(1));
-                let progress = |bytes: u64| {
-                    let mut l = last.lock().unwrap_or_else(|e| e.into_inner());
-                    if l.elapsed() >= Duration::from_millis(100) || bytes == blob.size {
-                        *l = Instant::now();
-                        let _ = tx.send(Event::Progress(i, bytes));
-                    }
-                };
-                let r = up.push_known(blob, &progress);
-                if r.is_err() {
-                    stop.store(true, Ordering::Relaxed);
-                }
-                let _ = tx.send(Event::Done(i, r, t.elapsed().as_secs_f64()));
-            });
-        }
-        drop(tx);
-        let mut moved = vec![0u64; n];
-        for ev in rx {
-            match ev {
-                Event::Progress(i, b) => {
-                    moved[i] = b;
-                    obs.item_progress(&label(i), b, image.blobs[i].size);
-                    obs.task_progress(moved.iter().sum());
-                }
-                Event::Done(i, r, secs) => match r {
-                    Ok(o) => {
-                        moved[i] = image.blobs[i].size;
-                        obs.task_progress(moved.iter().sum());
-                        let bytes = if o == Outcome::Uploaded {
-                            image.blobs[i].size
-                        } else {
-                            0
-                        };
-                        obs.item_done(&label(i), bytes, secs);
-                        outcomes[i] = Some(o);
-                    }
-                    Err(e) => {
-                        if first_err.is_none() {
-                            first_err = Some(e);
-                        }
-                    }
-                },
-            }
-        }
-    });
-    if let Some(e) = first_err {
-        return Err(e);
-    }
-    outcomes
-        .into_iter()
-        .enumerate()
-        .map(|(i, o)| {
-            o.ok_or_else(|| RegistryError::Protocol {
-                registry: up.session.registry.clone(),
-                reason: format!("blob {} was never pushed", image.blobs[i].digest),
-            })
-        })
-        .collect()
 }
 
 /// The agent every request of a push goes through: a connection within a window, a response
@@ -592,6 +663,65 @@ fn choose_base(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn blob(bytes: &[u8]) -> Blob {
+        Blob {
+            digest: Digest::of(bytes),
+            size: bytes.len() as u64,
+            source: BlobSource::Bytes(bytes.to_vec()),
+        }
+    }
+
+    fn image(manifest: &[u8], blobs: &[(&[u8], &str)]) -> Image {
+        Image {
+            manifest: manifest.to_vec(),
+            media_type: crate::image::MANIFEST_MEDIA_TYPE.into(),
+            blobs: blobs.iter().map(|(b, _)| blob(b)).collect(),
+            labels: blobs.iter().map(|(_, l)| l.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn an_index_sends_each_shared_blob_once_and_its_budget_counts_every_byte() {
+        let amd64 = image(b"m1", &[(b"config-a", "config"), (b"shared", "files")]);
+        let arm64 = image(b"m22", &[(b"config-bb", "config"), (b"shared", "app")]);
+        let sbom: &[u8] = b"{\"spdxVersion\":\"SPDX-2.3\"}";
+        let parts = Parts {
+            manifests: vec![
+                Part {
+                    image: &amd64,
+                    sbom: Some(sbom),
+                    platform: Some("linux/amd64"),
+                },
+                Part {
+                    image: &arm64,
+                    sbom: None,
+                    platform: Some("linux/arm64"),
+                },
+            ],
+            index: Some((b"index!", crate::image::INDEX_MEDIA_TYPE)),
+        };
+        let (blobs, labels) = parts.distinct_blobs();
+        let digests: Vec<Digest> = blobs.iter().map(|b| b.digest).collect();
+        assert_eq!(
+            digests,
+            [b"config-a" as &[u8], b"shared", b"config-bb"].map(Digest::of)
+        );
+        // A shared blob keeps the label of the first manifest that holds it.
+        assert_eq!(labels, ["config", "files", "config"]);
+
+        let conn = Connection::default();
+        let now = Instant::now();
+        let b = budget(now, &parts, &blobs, &conn);
+        // Distinct blobs (8 + 6 + 9), manifests (2 + 3), the index (6), the SBOM with its
+        // artifact's allowance.
+        assert_eq!(b.bytes, 23 + 5 + 6 + sbom.len() as u64 + 2 + 4096);
+        let verify = Connection {
+            verify: true,
+            ..Connection::default()
+        };
+        assert_eq!(budget(now, &parts, &blobs, &verify).bytes, 2 * b.bytes);
+    }
 
     #[test]
     fn loopback_hosts() {
