@@ -472,7 +472,7 @@ fn an_index_push_cannot_do_whole_is_refused_in_one_line_before_any_request() {
     write_top(&nested, &outer_digest, outer.len(), "v1");
     assert_refused(
         &s.push(&format!("oci:{}:v1", nested.display()), dest, &[]),
-        &format!("lists another index (`{}`)", digest_of(&inner)),
+        &format!("lists `{}`, itself an index", digest_of(&inner)),
     );
 
     // An index listing nothing, and one listing more manifests than gpuimg reads.
@@ -484,10 +484,7 @@ fn an_index_push_cannot_do_whole_is_refused_in_one_line_before_any_request() {
     });
     for (count, says) in [
         (0, "lists no manifests".to_string()),
-        (
-            65,
-            "lists 65 manifests, more than the 64 gpuimg reads".to_string(),
-        ),
+        (65, "lists 65 manifests, more than the 64 read".to_string()),
     ] {
         let index = serde_json::to_vec(&json!({
             "schemaVersion": 2,

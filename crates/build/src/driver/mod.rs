@@ -269,9 +269,13 @@ fn replace_of(opts: &BuildOptions) -> Replace<'_> {
     }
 }
 
-/// Check, before anything is built, that the output (and `--sbom`'s file) may be written.
-pub fn check_output(opts: &BuildOptions) -> Result<(), BuildError> {
+/// Check, before anything is built, that the output (and `--sbom`'s file) may be written, and
+/// can hold `images` images (an index: not a docker-archive).
+pub fn check_output(opts: &BuildOptions, images: usize) -> Result<(), BuildError> {
     if let Output::Disk(t) = &opts.target {
+        if images > 1 && matches!(t, Target::DockerArchive(_)) {
+            return Err(export::ExportError::IndexInDockerArchive.into());
+        }
         export::check_target(t, replace_of(opts))?;
     }
     if let Some(p) = &opts.sbom {

@@ -53,16 +53,8 @@ pub fn build(
         if req.options.sbom.is_some() {
             return Err(OpsError::SbomFileOfIndex { has });
         }
-        if matches!(
-            &req.options.target,
-            driver::Output::Disk(gpuimg_oci::export::Target::DockerArchive(_))
-        ) {
-            return Err(
-                BuildError::Export(gpuimg_oci::export::ExportError::IndexInDockerArchive).into(),
-            );
-        }
     }
-    driver::check_output(&req.options)?;
+    driver::check_output(&req.options, chosen.len())?;
     let mut made = Vec::with_capacity(chosen.len());
     for p in &chosen {
         if chosen.len() > 1 {
