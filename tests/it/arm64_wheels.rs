@@ -54,3 +54,61 @@ fn an_arm64_lock_takes_nvidias_manylinux2014_and_2_27_aarch64_wheels() {
         assert!(!f.contains("x86_64") && !f.contains("musllinux"), "{f}");
     }
 }
+
+/// Issue 37, item 2: whether a torch release's aarch64 wheel carries CUDA is read from its
+/// metadata (its NVIDIA requirements' markers), never from its version. On the host's index,
+/// torch 2.9.1's aarch64 wheel lists the NVIDIA packages for `x86_64` only: a GH200 profile
+/// pinning it is a "no" citing the index; torch 2.11.0's lists them for aarch64 too and
+/// resolves with CUDA.
+#[test]
+fn a_torch_aarch64_wheel_carries_cuda_only_where_its_metadata_says() {
+    let sb = Sandbox::new();
+    let profile = |torch: &str| {
+        let p = sb.join(format!("gh-{torch}.yaml"));
+        std::fs::write(
+            &p,
+            format!("name: gh\nplatform: linux/arm64\nbase:\n  apt:\n    mirror: host\n    suite: bookworm\n    packages: [base-files, libc6, python3]\nhost: {{gpus: [GH200]}}\nstack: {{pytorch: \"{torch}\"}}\npython: {{packages: []}}\n"),
+        )
+        .unwrap();
+        p
+    };
+    let out = run(with_host_index(sb.gpuimg())
+        .args(["resolve", "--json"])
+        .arg(profile("2.9.1")));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let no: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let facts = no["reasons"][0]["facts"][0]["fact"].as_str().unwrap();
+    assert!(
+        facts.contains("the index installs torch 2.9.1 (cpu), without CUDA")
+            && facts.contains("(aarch64)"),
+        "{no}"
+    );
+    let out = run(with_host_index(sb.gpuimg())
+        .args(["resolve", "--json"])
+        .arg(profile("2.11.0")));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ok: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        ok["components"]["pytorch"]
+            .as_str()
+            .unwrap()
+            .starts_with("2.11.0"),
+        "{ok}"
+    );
+    assert!(
+        ok["components"]["cuda"]
+            .as_str()
+            .unwrap()
+            .starts_with("13."),
+        "{ok}"
+    );
+}

@@ -257,6 +257,58 @@ pub fn installs(
     Ok(out)
 }
 
+/// The requirements of `name==version`'s wheel for the image's interpreter `target`, read from
+/// its metadata (PEP 658 file, else the wheel's own, read in ranges): every name its
+/// `Requires-Dist` lists, and the names whose markers hold for the image (no extras). `None`
+/// when the indexes serve no usable wheel of that version. What a framework's wheel needs on
+/// this platform (its NVIDIA requirements marked `platform_machine == "x86_64"`, say) is read
+/// here, never assumed from its version.
+pub fn requirements_for(
+    request: &PythonRequest,
+    target: &ImagePython,
+    cache: &Cache,
+    offline: bool,
+    name: &str,
+    version: &str,
+) -> Result<Option<Requirements>, PypiError> {
+    use std::str::FromStr as _;
+    let tgt = target::Target::new(target).map_err(|m| PypiError::bad("the image's Python", m))?;
+    let client = Client::new(request, cache.root(), offline)?;
+    let provider = Provider::new(&client, &tgt, request)?;
+    let project = pep508_rs::PackageName::from_str(name)
+        .map_err(|e| PypiError::bad("a framework's package name", e.to_string()))?;
+    let v = pep440_rs::Version::from_str(version)
+        .map_err(|e| PypiError::bad("a framework's version", e.to_string()))?;
+    provider.candidates(&project)?;
+    if provider.candidate(&project, &v).is_none() {
+        return Ok(None);
+    }
+    let meta = provider
+        .metadata_of(&project, &v)
+        .map_err(|m| metadata_error(&project, &v, m))?;
+    let all: BTreeSet<String> = meta
+        .0
+        .requires_dist
+        .iter()
+        .map(|r| r.name.to_string())
+        .collect();
+    let applying: BTreeSet<String> = meta
+        .0
+        .requires_dist
+        .iter()
+        .filter(|r| r.evaluate_markers(&tgt.markers, &[]))
+        .map(|r| r.name.to_string())
+        .collect();
+    Ok(Some(Requirements { all, applying }))
+}
+
+/// A wheel's requirements by name: all it lists, and those that apply to the image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Requirements {
+    pub all: BTreeSet<String>,
+    pub applying: BTreeSet<String>,
+}
+
 /// Download `pins` (from the cache when there) into the cache's `wheels-v1` bucket, each
 /// checked against its sha256 and size, several at a time, one progress line per file. A
 /// wheel not in the cache is looked up on the index its pin names (`host`: this host's

@@ -39,6 +39,10 @@ use gpuimg_store::cache::Cache;
 
 use super::python_packages::{self as python, PythonHost};
 
+/// The variant of a framework wheel that carries no CUDA for the image (its NVIDIA
+/// requirements are marked for other platforms).
+pub const CPU_ONLY: &str = "cpu";
+
 /// Bytes of a rootfs's dpkg status file read.
 const MAX_STATUS_BYTES: u64 = 64 << 20;
 
@@ -157,6 +161,14 @@ fn installs(
     })?;
     const PACKAGE: &str = "torch";
     let served = pypi::installs(&request, &python, &cache, reach.offline, PACKAGE)?;
+    // The releases the profile's pin admits (all without one): only their wheels' metadata is
+    // read.
+    let pin = profile
+        .stack
+        .pytorch
+        .as_ref()
+        .and_then(|p| p.value.parse::<Constraint>().ok());
+    let pinned = |v: &Version| pin.as_ref().is_none_or(|c| c.matches(v));
     let mut by_version = BTreeMap::new();
     for release in &catalog.pytorch {
         let found = served.iter().find(|(public, _)| {
@@ -167,9 +179,28 @@ fn installs(
         let variant = match found {
             None => None,
             Some((_, Some(local))) => Some(local.clone()),
-            // A plain `torch==X` is the variant the catalog records as the default index's;
-            // one it does not record is left unconstrained.
-            Some((_, None)) => match catalog.default_pytorch_variant(&release.version) {
+            // A plain `torch==X` is the variant the catalog records as the default index's
+            // (one it does not record is left unconstrained), unless its wheel for this image
+            // leaves out the NVIDIA packages it lists for others (read from its metadata): then
+            // it carries no CUDA here (`cpu`).
+            Some((public, None)) => match catalog.default_pytorch_variant(&release.version) {
+                Some(v) if v.starts_with("cu") && pinned(&release.version) => {
+                    let reqs = pypi::requirements_for(
+                        &request,
+                        &python,
+                        &cache,
+                        reach.offline,
+                        PACKAGE,
+                        public,
+                    )?;
+                    let nvidia = |names: &std::collections::BTreeSet<String>| {
+                        names.iter().any(|n| n.starts_with("nvidia-"))
+                    };
+                    match reqs {
+                        Some(r) if nvidia(&r.all) && !nvidia(&r.applying) => Some(CPU_ONLY.into()),
+                        _ => Some(v.to_string()),
+                    }
+                }
                 Some(v) => Some(v.to_string()),
                 None => continue,
             },

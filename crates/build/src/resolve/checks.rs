@@ -85,10 +85,14 @@ impl<'c> Ctx<'c> {
         let (fact, conclusion) = match served {
             Some(s) if s == variant => return Ok(()),
             Some(s) => {
-                let built = cuda_of(s).map_or_else(
-                    || ", a variant the catalog does not know".to_string(),
-                    |c| format!(", built for CUDA {c}"),
-                );
+                let built = match cuda_of(s) {
+                    _ if s == "cpu" => format!(
+                        ", without CUDA: its wheel for {} lists NVIDIA packages only for other platforms",
+                        i.target
+                    ),
+                    Some(c) => format!(", built for CUDA {c}"),
+                    None => ", a variant the catalog does not know".to_string(),
+                };
                 (
                     format!("the index installs {} {version} ({s}){built}", i.package),
                     format!("{comp} {version} ({variant}) is not what the index installs"),
