@@ -6,7 +6,10 @@
 //! the index; the layer both platforms have byte for byte (the `files:` data) is one blob; podman
 //! runs each platform (`qemu-aarch64-static` registered with `binfmt_misc` for the test,
 //! `common::arm64::Binfmt`): `uname -m` and the compiled extension answer for that machine, and
-//! each self-test starts and says no driver. The lock holds a part per platform, and a
+//! each self-test starts and says no driver. The index is pushed to the reference registry
+//! (each manifest with its SBOM referrer, the shared blob once) and each platform copied back
+//! with its digest; an oci-archive holds the index, a docker-archive takes one platform. The
+//! lock holds a part per platform, and a
 //! `--locked` build from an emptied cache gives the same index digest. `--platform` builds one.
 
 use std::path::Path;
@@ -243,6 +246,51 @@ fn two_platforms_make_one_index_that_podman_runs_on_each() {
             "{arch}: {got}"
         );
     }
+
+    // An oci-archive holds the same index; a docker-archive holds one platform, so without
+    // `--platform` it is one line and exit 2, nothing written.
+    let archive = sb.join("multi.tar");
+    let a = build_json(
+        sb.gpuimg()
+            .arg("build")
+            .arg(&p)
+            .arg("--locked")
+            .arg("-o")
+            .arg(format!("oci-archive:{}:v1", archive.display())),
+    );
+    assert_eq!(a["manifest_digest"], index.as_str());
+    let raw_archive = run_ok_bytes(Command::new("skopeo").args([
+        "inspect",
+        "--raw",
+        &format!("oci-archive:{}:v1", archive.display()),
+    ]));
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&raw_archive).unwrap(),
+        raw
+    );
+    let docker = sb.join("multi.docker.tar");
+    let out = run(sb
+        .gpuimg()
+        .arg("build")
+        .arg(&p)
+        .arg("--locked")
+        .arg("-o")
+        .arg(format!("docker-archive:{}", docker.display())));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("`--platform`"), "{stderr}");
+    assert!(!docker.exists());
+    let d = build_json(
+        sb.gpuimg()
+            .arg("build")
+            .arg(&p)
+            .arg("--locked")
+            .args(["--platform", "linux/arm64"])
+            .arg("-o")
+            .arg(format!("docker-archive:{}", docker.display())),
+    );
+    assert_eq!(d["manifest_digest"], platforms[1].1.as_str());
 
     // `--platform` builds that platform's image alone: the index's arm64 manifest.
     let one = build_json(
