@@ -286,6 +286,58 @@ fn resolve_with(
     warnings: &mut Vec<String>,
 ) -> Result<Vec<LockedPackage>, AptError> {
     let arch = arch.as_str();
+    let (repos, indexes) = signed_indexes(spec, arch, opts, fetcher, obs, warnings)?;
+    // The same request against the same signed indexes resolves to the same set: no index is
+    // read or parsed again.
+    let key = resolution_key(spec, &opts.prefer, arch, &repos, &indexes);
+    if let Some(set) = recorded_resolution(fetcher.cache().shared(), &key) {
+        obs.message(&format!(
+            "Resolved {} packages from {} repositories (indexes unchanged)",
+            set.len(),
+            repos.len()
+        ));
+        return Ok(set);
+    }
+    let universe = load_universe(arch, fetcher, &indexes, obs, warnings)?;
+    let solved = solver::solve_preferring(&universe, &spec.packages, spec.essential, &opts.prefer)?;
+    obs.message(&format!(
+        "Resolved {} packages from {} repositories",
+        solved.len(),
+        repos.len()
+    ));
+    let mut out: Vec<LockedPackage> = solved
+        .into_iter()
+        .map(|p| LockedPackage {
+            repository: repos[p.repo].lock_id.clone(),
+            name: p.name,
+            version: p.version.to_string(),
+            architecture: p.arch,
+            filename: p.filename,
+            size: p.size,
+            sha256: p.sha256,
+        })
+        .collect();
+    out.sort_by(|a, b| (&a.name, &a.architecture).cmp(&(&b.name, &b.architecture)));
+    // Only saves the parse next time: failing to record is no error.
+    let _ = fetcher
+        .cache()
+        .shared()
+        .put_record(Bucket::Resolutions, &key, &out);
+    Ok(out)
+}
+
+/// An index file and the repository (its position) whose Release lists it.
+type RepoIndex = (usize, release::IndexFile);
+
+/// Every repository's verified Release and the index files it lists for `arch`.
+fn signed_indexes(
+    spec: &PackagesSpec,
+    arch: &str,
+    opts: &AptOptions,
+    fetcher: &Fetcher,
+    obs: &mut dyn Observer,
+    warnings: &mut Vec<String>,
+) -> Result<(Vec<repo::Repo>, Vec<RepoIndex>), AptError> {
     let repos = repo::repos_from_spec(spec, &opts.apt_dir)?;
     // Every repository's release at once (each is a round trip and a signature check); the
     // warnings and the first error in repository order.
@@ -314,23 +366,23 @@ fn resolve_with(
             indexes.push((i, f));
         }
     }
-    // The same request against the same signed indexes resolves to the same set: no index is
-    // read or parsed again.
-    let key = resolution_key(spec, &opts.prefer, arch, &repos, &indexes);
-    if let Some(set) = recorded_resolution(fetcher.cache().shared(), &key) {
-        obs.message(&format!(
-            "Resolved {} packages from {} repositories (indexes unchanged)",
-            set.len(),
-            repos.len()
-        ));
-        return Ok(set);
-    }
+    Ok((repos, indexes))
+}
+
+/// The universe of `indexes`: from the cache (mapped or read), the missing ones fetched.
+fn load_universe(
+    arch: &str,
+    fetcher: &Fetcher,
+    indexes: &[RepoIndex],
+    obs: &mut dyn Observer,
+    warnings: &mut Vec<String>,
+) -> Result<universe::Universe, AptError> {
     // A decompressed index is cached under the digest the Release gives the plain `Packages`.
     // With its map recorded too, the universe reads the stanzas the solver asks for from that
     // file, and no text is read or scanned.
     let cache = fetcher.cache().shared();
     let mut sources: Vec<IndexText> = Vec::new();
-    for (_, f) in &indexes {
+    for (_, f) in indexes {
         let hit = match f.plain {
             Some((d, _)) => match fetcher.cache().lookup(Bucket::Indexes, &d)? {
                 (None, true) => {
@@ -397,30 +449,76 @@ fn resolve_with(
             }
         }
     }
-    let solved = solver::solve_preferring(&universe, &spec.packages, spec.essential, &opts.prefer)?;
-    obs.message(&format!(
-        "Resolved {} packages from {} repositories",
-        solved.len(),
-        repos.len()
-    ));
-    let mut out: Vec<LockedPackage> = solved
-        .into_iter()
-        .map(|p| LockedPackage {
-            repository: repos[p.repo].lock_id.clone(),
-            name: p.name,
-            version: p.version.to_string(),
-            architecture: p.arch,
-            filename: p.filename,
-            size: p.size,
-            sha256: p.sha256,
-        })
-        .collect();
-    out.sort_by(|a, b| (&a.name, &a.architecture).cmp(&(&b.name, &b.architecture)));
-    // Only saves the parse next time: failing to record is no error.
-    let _ = fetcher
-        .cache()
-        .shared()
-        .put_record(Bucket::Resolutions, &key, &out);
+    Ok(universe)
+}
+
+/// A package version the repositories offer: what a node's resolution reads (kernels, driver
+/// sources and user space, by name and version), never installed from this alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Offered {
+    pub name: String,
+    pub version: Version,
+    pub architecture: String,
+    /// The repository, as a lock names it.
+    pub repository: String,
+    /// `Depends` (and `Pre-Depends`): each alternative group's package names.
+    pub depends: Vec<Vec<String>>,
+    pub filename: String,
+    pub size: u64,
+    pub sha256: gpuimg_store::digest::Digest,
+}
+
+/// Every version the repositories of `spec` offer for `arch` of each package `names` gives:
+/// an exact name, or a prefix ending in `*` (`linux-image-*`). Read from the signed indexes
+/// (fetched as [`resolve`] fetches them); sorted by name, then newest version first.
+pub fn offered(
+    spec: &PackagesSpec,
+    arch: &DebianArch,
+    opts: &AptOptions,
+    names: &[&str],
+    obs: &mut dyn Observer,
+) -> Result<Vec<Offered>, AptError> {
+    let fetcher = fetcher(opts)?;
+    let arch = arch.as_str();
+    let mut warnings = Vec::new();
+    let (repos, indexes) = signed_indexes(spec, arch, opts, &fetcher, obs, &mut warnings)?;
+    let universe = load_universe(arch, &fetcher, &indexes, obs, &mut warnings)?;
+    let mut wanted: Vec<String> = Vec::new();
+    for n in names {
+        match n.strip_suffix('*') {
+            Some(prefix) => wanted.extend(universe.names_starting(prefix)),
+            None => wanted.push(n.to_string()),
+        }
+    }
+    wanted.sort();
+    wanted.dedup();
+    let mut out = Vec::new();
+    for name in &wanted {
+        for id in universe.named(name) {
+            let p = universe.package(id)?;
+            let groups = |rels: &[Vec<relation::Relation>]| -> Vec<Vec<String>> {
+                rels.iter()
+                    .map(|g| g.iter().map(|r| r.name.clone()).collect())
+                    .collect()
+            };
+            let mut depends = groups(&p.pre_depends);
+            depends.extend(groups(&p.depends));
+            out.push(Offered {
+                name: p.name,
+                version: p.version,
+                architecture: p.arch,
+                repository: repos[p.repo].lock_id.clone(),
+                depends,
+                filename: p.filename,
+                size: p.size,
+                sha256: p.sha256,
+            });
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name).then(b.version.cmp(&a.version)));
+    out.dedup_by(|a, b| {
+        a.name == b.name && a.version == b.version && a.architecture == b.architecture
+    });
     Ok(out)
 }
 

@@ -145,6 +145,35 @@ pub fn repos_from_spec(spec: &PackagesSpec, apt_dir: &Path) -> Result<Vec<Repo>,
     }
     for r in &spec.repositories {
         let flat = r.suite.ends_with('/');
+        // `url: host`: the build host's mirror of that suite, with the components the profile
+        // names (Debian's `bookworm-security` `non-free` on a host that enables `main` only).
+        if r.url == "host" && !flat {
+            let entries = host_entries(apt_dir)?;
+            let Some(e) = first_for(&entries, &r.suite) else {
+                return Err(AptError::NoHostSources {
+                    dir: apt_dir.display().to_string(),
+                    near: crate::suites::nearest_suites(&r.suite, apt_dir),
+                    suite: r.suite.clone(),
+                });
+            };
+            let keys = match (&r.keyring, e.signed_by.is_empty()) {
+                (Some(_), _) | (None, true) => keyring(&r.keyring)?,
+                (None, false) => e.signed_by.clone(),
+            };
+            out.push(Repo {
+                base: e.uri.trim_end_matches('/').to_string(),
+                dist: Dist::Suite(r.suite.clone()),
+                components: if r.components.is_empty() {
+                    vec!["main".to_string()]
+                } else {
+                    r.components.clone()
+                },
+                keys,
+                trusted: r.trusted,
+                lock_id: format!("host:{}", r.suite),
+            });
+            continue;
+        }
         let base = r.url.trim_end_matches('/').to_string();
         out.push(Repo {
             lock_id: base.clone(),

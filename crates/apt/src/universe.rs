@@ -241,6 +241,27 @@ impl Universe {
         out
     }
 
+    /// The names of real packages starting with `prefix`, sorted, once each. Scans every name.
+    pub fn names_starting(&self, prefix: &str) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .by_name
+            .keys()
+            .filter(|n| n.starts_with(prefix))
+            .cloned()
+            .collect();
+        for m in &self.mapped {
+            for &i in &m.map.by_name {
+                let n = m.name(i);
+                if n.starts_with(prefix) {
+                    out.push(n.to_string());
+                }
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
     /// Up to three package names of the indexes nearest to `name` (a typo: at most two edits,
     /// or a third of the name), nearest first, then by name. Only asked on an error: it scans
     /// every name once.

@@ -56,6 +56,18 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
         python: &python,
     };
     let mut progress = Progress::new(settings.quiet, args.json);
+    if profile.kind == gpuimg_build::profile::ProfileKind::Host {
+        let node = gpuimg_build::ops::node::resolve(
+            &profile,
+            &catalog,
+            &cache_root,
+            args.offline,
+            &trust,
+            &mut progress,
+        )
+        .map_err(CliError::from_ops)?;
+        return node_answer(node, args.json, settings);
+    }
     let chosen = gpuimg_build::ops::platforms::chosen(&profile, args.platform.as_ref())
         .map_err(CliError::from_ops)?;
     if let [one] = chosen.as_slice() {
@@ -87,6 +99,59 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
         outln!("{}", gpuimg_build::lock::canonical_json(&v));
     }
     Ok(code)
+}
+
+/// A host profile's answer: the node (kernel, driver, flavour), or "no" with the explanation
+/// (the same JSON shape as a stack's "no").
+fn node_answer(
+    node: Result<gpuimg_build::resolve::node::NodeResolution, Explanation>,
+    json_out: bool,
+    settings: &Settings,
+) -> Result<u8, CliError> {
+    match node {
+        Ok(n) => {
+            if json_out {
+                let v = json!({
+                    "ok": true,
+                    "node": {
+                        "kernel_abi": n.kernel_abi,
+                        "kernel_version": n.kernel_version,
+                        "driver": n.driver.to_string(),
+                        "flavour": n.flavour.as_str(),
+                        "source": n.source,
+                        "source_version": n.source_version,
+                    },
+                });
+                outln!("{}", gpuimg_build::lock::canonical_json(&v));
+            } else if !settings.quiet {
+                outln!("ok");
+                outln!(
+                    "  kernel      {} (linux-image {})",
+                    n.kernel_abi,
+                    n.kernel_version
+                );
+                outln!(
+                    "  driver      {} ({} module: {} {})",
+                    n.driver,
+                    n.flavour.as_str(),
+                    n.source,
+                    n.source_version
+                );
+            }
+            Ok(0)
+        }
+        Err(e) => {
+            if json_out {
+                outln!(
+                    "{}",
+                    gpuimg_build::lock::canonical_json(&incompatible_json(&e))
+                );
+            } else {
+                outln!("no: {e}");
+            }
+            Ok(1)
+        }
+    }
 }
 
 /// One platform's resolution, as `lock` and `build` make it.

@@ -13,6 +13,7 @@ pub mod build;
 pub mod cuda_minor;
 pub mod known;
 pub mod lock;
+pub mod node;
 pub mod platforms;
 pub mod python_packages;
 pub mod settle;

@@ -28,8 +28,8 @@ pub use located::Located;
 pub use python_section::{FindLink, Python, RESERVED_INDEX_NAMES};
 pub use schema::{
     AptRepoSpec, AptSpec, BandwidthFloors, CompatMode, ConfigSpec, FileSpec, HostSpec,
-    KernelModule, LayerSpec, LayersSpec, OnFailure, ProviderKind, ProvidersSpec, PythonSpec,
-    SelftestBinarySpec, SelftestLevel, SelftestSpec, StackSpec, StripClass,
+    KernelModule, LayerSpec, LayersSpec, OnFailure, ProfileKind, ProviderKind, ProvidersSpec,
+    PythonSpec, SelftestBinarySpec, SelftestLevel, SelftestSpec, StackSpec, StripClass,
 };
 pub use sources::join as resolve_path;
 pub use validate::{Base, FileEntry};
@@ -43,6 +43,8 @@ pub struct Profile {
     pub dir: PathBuf,
     /// The profile text as read, before `${VAR}` expansion.
     pub text: String,
+    /// `kind:`: a container image (default) or a host (a node's kernel and driver).
+    pub kind: ProfileKind,
     pub name: gpuimg_oci::reference::RepoName,
     /// The platform this run of the pipeline is for: the profile's `platform`, or one of its
     /// `platforms` ([`Profile::for_platform`]).

@@ -15,6 +15,9 @@ pub use gpuimg_oci::image::ConfigSpec;
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawProfile {
+    /// `container` (the default) or `host`: a node's kernel, NVIDIA driver and module.
+    #[serde(default)]
+    pub kind: Option<Located<ProfileKind>>,
     pub name: Located<String>,
     /// Directory every `files.src` must lie in (default: the profile's directory).
     #[serde(default)]
@@ -395,4 +398,15 @@ impl SelftestBinarySpec {
             SelftestBinarySpec::PerPlatform(m) => m.get(platform).map(String::as_str),
         }
     }
+}
+
+/// What a profile builds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProfileKind {
+    /// A container image (the GPU stack, Python, the self-test).
+    #[default]
+    Container,
+    /// A node: its kernel, the NVIDIA driver and the module built for exactly that kernel.
+    Host,
 }

@@ -5,7 +5,7 @@
 use std::path::{Component, Path, PathBuf};
 
 use super::node::Node;
-use super::schema::{AptSpec, ProviderKind, RawProfile};
+use super::schema::{AptSpec, ProfileKind, ProviderKind, RawProfile};
 use super::sources::{build_context, join, parse_mode, source};
 use super::{Located, Profile, ProfileError};
 use gpuimg_oci::image::Platform;
@@ -115,6 +115,41 @@ pub(super) fn validate(
         }
     };
     let platform = platforms[0].clone();
+    let kind = raw
+        .kind
+        .as_ref()
+        .map_or(ProfileKind::Container, |k| k.value);
+    if let Some(k) = raw.kind.as_ref().filter(|k| k.value == ProfileKind::Host) {
+        if platforms.len() != 1 || platform.architecture != "amd64" {
+            return Err(cx.err(
+                k,
+                "kind",
+                format!(
+                    "a host profile builds an amd64 node only for now (this one is for {}); use `platform: linux/amd64`",
+                    platforms.iter().map(|p| format!("`{p}`")).collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        }
+        let container_only = [
+            ("python", raw.python.is_some()),
+            ("stack", !stack_is_empty(&raw.stack)),
+            ("files", !raw.files.is_empty()),
+        ];
+        if let Some((key, _)) = container_only.iter().find(|(_, set)| *set) {
+            return Err(cx.err(
+                k,
+                "kind",
+                format!("`{key}:` belongs to a container profile; a host profile installs a kernel and the NVIDIA driver (`host:`) from `base.apt`"),
+            ));
+        }
+        if !matches!(raw.base.as_ref().map(|b| &b.value), Some(b) if b.apt.is_some()) {
+            return Err(cx.err(
+                k,
+                "kind",
+                "a host profile installs from apt repositories: give `base: {apt: {suite: …, components: [main, contrib, non-free, non-free-firmware]}}`",
+            ));
+        }
+    }
 
     let base = match &raw.base {
         None => Base::None,
@@ -241,6 +276,7 @@ pub(super) fn validate(
         file: file.to_string(),
         dir: dir.to_path_buf(),
         text,
+        kind,
         name,
         platform,
         platforms,
@@ -276,4 +312,18 @@ pub(crate) fn normalise_dst(dst: &str) -> Option<String> {
         return None;
     }
     Some(parts.join("/"))
+}
+
+fn stack_is_empty(s: &super::StackSpec) -> bool {
+    [
+        &s.cuda,
+        &s.cudnn,
+        &s.nccl,
+        &s.python,
+        &s.pytorch,
+        &s.tensorflow,
+        &s.jax,
+    ]
+    .iter()
+    .all(|v| v.is_none())
 }

@@ -11,6 +11,7 @@ mod error;
 mod explain;
 mod fact;
 mod host;
+pub mod node;
 mod pick;
 mod platform;
 mod request;

@@ -1,0 +1,155 @@
+//! A host profile's node (`kind: host`): read what the profile's apt repositories offer (the
+//! kernels, both NVIDIA module sources, the driver's user space and GSP firmware, from the
+//! signed indexes) and resolve kernel × driver × flavour × GPUs against it
+//! (`resolve::node`). Must never install or build anything: that is the node build's.
+
+use std::path::Path;
+
+use super::OpsError;
+use crate::catalog::Catalog;
+use crate::driver::apt_options;
+use crate::lock::upstream_release;
+use crate::plan::source_specs;
+use crate::profile::{Base, Profile};
+use crate::resolve::node::{
+    self, KernelPin, NodeOffer, NodeRequest, NodeResolution, GSP_FIRMWARE, OPEN_SOURCE,
+    PROPRIETARY_SOURCE, USER_SPACE,
+};
+use crate::resolve::Explanation;
+use gpuimg_expect::version::Constraint;
+use gpuimg_fetch::observe::Observer;
+use gpuimg_fetch::Trust;
+
+/// The kernel flavour a version pin (`host.kernel: ">=6.1"`) is resolved in.
+pub const DEFAULT_KERNEL_FLAVOUR: &str = "cloud-amd64";
+
+/// Resolve the node of `profile` (a host profile) against its repositories: the node, or the
+/// explanation of "no".
+pub fn resolve(
+    profile: &Profile,
+    catalog: &Catalog,
+    cache_root: &Path,
+    offline: bool,
+    trust: &Trust,
+    obs: &mut dyn Observer,
+) -> Result<Result<NodeResolution, Explanation>, OpsError> {
+    let Base::Apt(spec) = &profile.base else {
+        return Err(OpsError::Incompatible(
+            "a host profile installs from apt repositories (`base.apt`)".into(),
+        ));
+    };
+    let mut gpus = Vec::new();
+    for g in &profile.host.gpus {
+        match catalog.gpu(&g.value) {
+            Some(r) => gpus.push(r),
+            None => {
+                return Err(OpsError::Profile(crate::profile::ProfileError::Invalid {
+                    file: profile.file.clone(),
+                    line: g.line,
+                    column: g.column,
+                    key: "host.gpus".into(),
+                    message: format!(
+                        "`{}` is not a GPU the catalog knows (`gpuimg catalog list gpus`)",
+                        g.value
+                    ),
+                }))
+            }
+        }
+    }
+    let driver = match &profile.host.driver {
+        None => None,
+        Some(d) => Some((
+            d.value
+                .parse::<Constraint>()
+                .map_err(|e| invalid(profile, d, "host.driver", e.to_string()))?,
+            d.value.clone(),
+        )),
+    };
+    let kernel = match &profile.host.kernel {
+        None => KernelPin::Version {
+            constraint: Constraint::any(),
+            text: "*".into(),
+            flavour: DEFAULT_KERNEL_FLAVOUR.into(),
+        },
+        Some(k) if is_abi(&k.value) => KernelPin::Abi(k.value.clone()),
+        Some(k) => KernelPin::Version {
+            constraint: k
+                .value
+                .parse::<Constraint>()
+                .map_err(|e| invalid(profile, k, "host.kernel", e.to_string()))?,
+            text: k.value.clone(),
+            flavour: DEFAULT_KERNEL_FLAVOUR.into(),
+        },
+    };
+    let aopts = apt_options(cache_root, offline, trust);
+    let names = [
+        OPEN_SOURCE,
+        PROPRIETARY_SOURCE,
+        USER_SPACE,
+        GSP_FIRMWARE,
+        "linux-image-*",
+        "linux-headers-*",
+    ];
+    let offered = gpuimg_apt::offered(
+        &source_specs::apt_packages(spec, &profile.dir),
+        &source_specs::architecture(&profile.platform).debian(),
+        &aopts,
+        &names,
+        obs,
+    )
+    .map_err(|e| super::apt_error_at(profile, e))?;
+    let offered: Vec<NodeOffer> = offered
+        .into_iter()
+        .map(|o| {
+            let version = o.version.to_string();
+            NodeOffer {
+                upstream: upstream_release(&version),
+                depends: o.depends.into_iter().flatten().collect(),
+                name: o.name,
+                version,
+            }
+        })
+        .collect();
+    let req = NodeRequest {
+        gpus,
+        driver,
+        kernel,
+        module: profile.host.kernel_module,
+        offered: &offered,
+    };
+    Ok(node::resolve_node(&req))
+}
+
+/// An exact kernel ABI (`6.1.0-41-cloud-amd64`, `6.12.41+deb13-cloud-amd64`): a version,
+/// then the ABI's own suffix; a constraint (`6.1`, `>=6.1`) has neither `-` nor `+`.
+fn is_abi(s: &str) -> bool {
+    s.starts_with(|c: char| c.is_ascii_digit())
+        && s.contains(['-', '+'])
+        && s.ends_with(|c: char| c.is_ascii_alphanumeric())
+}
+
+fn invalid(
+    profile: &Profile,
+    at: &crate::profile::Located<String>,
+    key: &str,
+    message: String,
+) -> OpsError {
+    OpsError::Profile(crate::profile::ProfileError::Invalid {
+        file: profile.file.clone(),
+        line: at.line,
+        column: at.column,
+        key: key.into(),
+        message,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_abi_is_a_version_a_number_and_a_flavour() {
+        assert!(super::is_abi("6.1.0-41-cloud-amd64"));
+        assert!(super::is_abi("6.12.41+deb13-cloud-amd64"));
+        assert!(!super::is_abi(">=6.1"));
+        assert!(!super::is_abi("6.1"));
+    }
+}

@@ -1,0 +1,396 @@
+//! A node's kernel × NVIDIA driver × module flavour, resolved against what the repositories
+//! offer (`kind: host`): the flavour the profile pins, or the one its GPUs take (`any`: open
+//! where every GPU is driven by it, else proprietary), the newest driver source of that flavour
+//! whose version the GPUs accept and whose user space and GSP firmware the repositories offer
+//! at exactly that version, and the newest kernel ABI the pin admits with its headers offered.
+//! A "no" lists, per candidate, the facts that rule it out with their sources: the catalog's
+//! for the GPUs, `apt` for what the repositories offer, `profile` for the pins.
+//! Pure: the offer is plain data the caller read from the signed indexes; no I/O here. Must
+//! never pick a driver whose user space differs from its module source in version.
+
+use gpuimg_expect::version::{Constraint, Version};
+
+use super::explain::Explanation;
+use super::fact::{Conflict, Fact};
+use crate::catalog::{Gpu, ModuleFlavour};
+use crate::profile::KernelModule;
+
+/// The module source package of each flavour, as Debian names it.
+pub const OPEN_SOURCE: &str = "nvidia-open-kernel-dkms";
+pub const PROPRIETARY_SOURCE: &str = "nvidia-kernel-dkms";
+/// The user space that must match the module's version, and the firmware both flavours need.
+pub const USER_SPACE: &str = "nvidia-driver";
+pub const GSP_FIRMWARE: &str = "firmware-nvidia-gsp";
+
+/// One package version the repositories offer. The caller gives them sorted by Debian version,
+/// newest first, for each name (Debian's ordering is `gpuimg-apt`'s, not this stage's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeOffer {
+    pub name: String,
+    /// The Debian version (`535.261.03-1`).
+    pub version: String,
+    /// Its upstream release (`535.261.03`), where it has one.
+    pub upstream: Option<Version>,
+    /// The packages it depends on (every alternative), by name.
+    pub depends: Vec<String>,
+}
+
+/// The kernel the profile asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KernelPin {
+    /// An exact ABI (`6.1.0-41-cloud-amd64`).
+    Abi(String),
+    /// The newest ABI of `flavour` (`cloud-amd64`) whose upstream version matches.
+    Version {
+        constraint: Constraint,
+        text: String,
+        flavour: String,
+    },
+}
+
+/// What a node's resolution is asked.
+#[derive(Debug, Clone)]
+pub struct NodeRequest<'a> {
+    pub gpus: Vec<&'a Gpu>,
+    /// `host.driver`: an exact version or a branch (`535`).
+    pub driver: Option<(Constraint, String)>,
+    pub kernel: KernelPin,
+    pub module: KernelModule,
+    pub offered: &'a [NodeOffer],
+}
+
+/// The resolved node: what gets installed and built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeResolution {
+    /// The kernel ABI (`6.1.0-41-cloud-amd64`) and its `linux-image-<abi>` package version.
+    pub kernel_abi: String,
+    pub kernel_version: String,
+    pub flavour: ModuleFlavour,
+    /// The module source package and its Debian version; the driver is its upstream version.
+    pub source: String,
+    pub source_version: String,
+    pub driver: Version,
+}
+
+const APT: &str = "apt";
+const PROFILE: &str = "profile";
+
+/// Resolve `req`, or say no, fact by fact.
+pub fn resolve_node(req: &NodeRequest<'_>) -> Result<NodeResolution, Explanation> {
+    let mut fails: Vec<(String, Conflict)> = Vec::new();
+    let mut driver = None;
+    'flavours: for flavour in flavours(req) {
+        let source = match flavour {
+            ModuleFlavour::Open => OPEN_SOURCE,
+            ModuleFlavour::Proprietary => PROPRIETARY_SOURCE,
+        };
+        let versions = offered_versions(req.offered, source);
+        if versions.is_empty() {
+            fails.push((
+                format!("the {} module", flavour.as_str()),
+                Conflict::new(
+                    vec![Fact::new(
+                        format!("the repositories offer no `{source}`"),
+                        &[APT.to_string()],
+                    )],
+                    format!("no {} module can be built", flavour.as_str()),
+                ),
+            ));
+            continue;
+        }
+        for deb in versions {
+            let candidate = format!("{source} {deb}");
+            match check_driver(req, flavour, &deb) {
+                Ok(v) => {
+                    driver = Some((flavour, source, deb, v));
+                    break 'flavours;
+                }
+                Err(c) => fails.push((candidate, c)),
+            }
+        }
+    }
+    let Some((flavour, source, source_version, version)) = driver else {
+        return Err(Explanation::new(
+            format!("no NVIDIA driver in the repositories fits {}", what(req)),
+            fails,
+        ));
+    };
+    let kernel = pick_kernel(req).map_err(|c| {
+        Explanation::new(
+            format!(
+                "no kernel in the repositories fits {}",
+                kernel_text(&req.kernel)
+            ),
+            vec![(kernel_text(&req.kernel), c)],
+        )
+    })?;
+    Ok(NodeResolution {
+        kernel_abi: kernel.0,
+        kernel_version: kernel.1,
+        flavour,
+        source: source.to_string(),
+        source_version,
+        driver: version,
+    })
+}
+
+/// The flavours to try, in order: the pinned one, else open where every GPU is driven by it
+/// (recommended from Turing on, required for Grace Hopper and Blackwell), then proprietary.
+fn flavours(req: &NodeRequest<'_>) -> Vec<ModuleFlavour> {
+    match req.module {
+        KernelModule::Open => vec![ModuleFlavour::Open],
+        KernelModule::Proprietary => vec![ModuleFlavour::Proprietary],
+        KernelModule::Any => {
+            let all_open = req
+                .gpus
+                .iter()
+                .all(|g| g.modules.contains(&ModuleFlavour::Open));
+            if all_open {
+                vec![ModuleFlavour::Open, ModuleFlavour::Proprietary]
+            } else {
+                vec![ModuleFlavour::Proprietary, ModuleFlavour::Open]
+            }
+        }
+    }
+}
+
+/// Debian versions of `name` offered, newest first (the caller's order), once each.
+fn offered_versions(offered: &[NodeOffer], name: &str) -> Vec<String> {
+    let mut v: Vec<String> = Vec::new();
+    for o in offered.iter().filter(|o| o.name == name) {
+        if !v.contains(&o.version) {
+            v.push(o.version.clone());
+        }
+    }
+    v
+}
+
+fn upstream_of<'o>(offered: &'o [NodeOffer], name: &str, deb: &str) -> Option<&'o Version> {
+    offered
+        .iter()
+        .find(|o| o.name == name && o.version == deb)
+        .and_then(|o| o.upstream.as_ref())
+}
+
+/// The driver of `flavour`'s source at Debian version `deb`: its upstream version, if every
+/// rule holds.
+fn check_driver(
+    req: &NodeRequest<'_>,
+    flavour: ModuleFlavour,
+    deb: &str,
+) -> Result<Version, Conflict> {
+    let source = match flavour {
+        ModuleFlavour::Open => OPEN_SOURCE,
+        ModuleFlavour::Proprietary => PROPRIETARY_SOURCE,
+    };
+    let Some(v) = upstream_of(req.offered, source, deb).cloned() else {
+        return Err(Conflict::new(
+            vec![Fact::new(
+                format!("`{source}` {deb} names no driver version"),
+                &[APT.to_string()],
+            )],
+            "its driver version is unknown",
+        ));
+    };
+    let f = flavour.as_str();
+    if let Some((c, text)) = &req.driver {
+        if !c.matches(&v) {
+            return Err(Conflict::new(
+                vec![
+                    Fact::new(format!("`host.driver` is `{text}`"), &[PROFILE.to_string()]),
+                    Fact::new(
+                        format!("`{source}` {deb} is driver {v}"),
+                        &[APT.to_string()],
+                    ),
+                ],
+                format!("driver {v} is not the one pinned"),
+            ));
+        }
+    }
+    for g in &req.gpus {
+        if !g.modules.contains(&flavour) {
+            let only: Vec<&str> = g.modules.iter().map(|m| m.as_str()).collect();
+            return Err(Conflict::new(
+                vec![Fact::new(
+                    format!(
+                        "{} is driven by the {} module only",
+                        g.name,
+                        only.join(" or ")
+                    ),
+                    &g.source,
+                )],
+                format!("the {f} module cannot drive {}", g.name),
+            ));
+        }
+        if let Some(min) = g.min_driver.as_ref().and_then(|m| m.known()) {
+            if v < *min {
+                return Err(Conflict::new(
+                    vec![Fact::new(
+                        format!("{} needs driver {min} or newer", g.name),
+                        &g.source,
+                    )],
+                    format!("driver {v} cannot drive {}", g.name),
+                ));
+            }
+        }
+        if let Some(last) = g.last_branch {
+            if v.major() > last {
+                return Err(Conflict::new(
+                    vec![Fact::new(
+                        format!("{}'s last driver branch is {last}", g.name),
+                        &g.source,
+                    )],
+                    format!("driver {v} no longer drives {}", g.name),
+                ));
+            }
+        }
+        if flavour == ModuleFlavour::Open {
+            if let Some(min) = &g.open_min_driver {
+                if v < *min {
+                    return Err(Conflict::new(
+                        vec![Fact::new(
+                            format!("the open module drives {} from {min} on", g.name),
+                            &g.source,
+                        )],
+                        format!("the open module {v} cannot drive {}", g.name),
+                    ));
+                }
+            }
+        }
+    }
+    // The whole driver is one version: user space and firmware exactly the module's.
+    for needed in [USER_SPACE, GSP_FIRMWARE] {
+        let has = offered_versions(req.offered, needed);
+        if !has.iter().any(|h| h == deb) {
+            let offered = if has.is_empty() {
+                "none".to_string()
+            } else {
+                has.join(", ")
+            };
+            return Err(Conflict::new(
+                vec![Fact::new(
+                    format!(
+                        "the repositories offer `{needed}` {offered}, not the module source's {deb}"
+                    ),
+                    &[APT.to_string()],
+                )],
+                format!("driver {v}'s {f} module would not match its user space"),
+            ));
+        }
+    }
+    Ok(v)
+}
+
+/// The kernel: the exact ABI, or the newest ABI of the flavour whose version the pin admits;
+/// its image and headers both offered.
+fn pick_kernel(req: &NodeRequest<'_>) -> Result<(String, String), Conflict> {
+    let images: Vec<(String, &NodeOffer)> = req
+        .offered
+        .iter()
+        .filter_map(|o| {
+            let abi = o.name.strip_prefix("linux-image-")?;
+            // An ABI starts with its version (`6.1.0-41-cloud-amd64`); meta packages
+            // (`linux-image-cloud-amd64`, `linux-image-6.12-cloud-amd64`: they depend on the
+            // image they name) and unsigned/debug variants are not kernels to install.
+            let first = abi.chars().next()?;
+            let meta = o.depends.iter().any(|d| d.starts_with("linux-image-"));
+            (first.is_ascii_digit()
+                && !meta
+                && !abi.ends_with("-unsigned")
+                && !abi.ends_with("-dbg"))
+            .then(|| (abi.to_string(), o))
+        })
+        .collect();
+    let has_headers = |abi: &str| {
+        req.offered
+            .iter()
+            .any(|o| o.name == format!("linux-headers-{abi}"))
+    };
+    let mut fits: Vec<(Version, String, String)> = Vec::new();
+    let mut without_headers = Vec::new();
+    for (abi, offer) in &images {
+        let admitted = match &req.kernel {
+            KernelPin::Abi(want) => abi == want,
+            KernelPin::Version {
+                constraint,
+                flavour,
+                ..
+            } => {
+                abi.ends_with(&format!("-{flavour}"))
+                    && offer
+                        .upstream
+                        .as_ref()
+                        .is_some_and(|v| constraint.matches(v))
+            }
+        };
+        if !admitted {
+            continue;
+        }
+        if !has_headers(abi) {
+            without_headers.push(abi.clone());
+            continue;
+        }
+        if let Some(v) = &offer.upstream {
+            fits.push((v.clone(), abi.clone(), offer.version.clone()));
+        }
+    }
+    // The newest upstream kernel; among the same, the caller's order (newest Debian first).
+    fits.sort_by(|a, b| b.0.cmp(&a.0));
+    if let Some((_, abi, deb)) = fits.into_iter().next() {
+        return Ok((abi, deb));
+    }
+    let mut facts = vec![Fact::new(
+        format!("the profile asks for {}", kernel_text(&req.kernel)),
+        &[PROFILE.to_string()],
+    )];
+    if without_headers.is_empty() {
+        facts.push(Fact::new(
+            "the repositories offer no such `linux-image-…`",
+            &[APT.to_string()],
+        ));
+    } else {
+        facts.push(Fact::new(
+            format!(
+                "the repositories offer no `linux-headers-…` for {}",
+                without_headers.join(", ")
+            ),
+            &[APT.to_string()],
+        ));
+    }
+    Err(Conflict::new(facts, "no module can be built for it"))
+}
+
+fn kernel_text(k: &KernelPin) -> String {
+    match k {
+        KernelPin::Abi(a) => format!("the kernel ABI `{a}`"),
+        KernelPin::Version { text, flavour, .. } => format!("a `{flavour}` kernel `{text}`"),
+    }
+}
+
+fn what(req: &NodeRequest<'_>) -> String {
+    let gpus: Vec<&str> = req.gpus.iter().map(|g| g.name.as_str()).collect();
+    let mut parts = Vec::new();
+    if !gpus.is_empty() {
+        parts.push(format!("GPUs {}", gpus.join(", ")));
+    }
+    if let Some((_, t)) = &req.driver {
+        parts.push(format!("driver `{t}`"));
+    }
+    match req.module {
+        KernelModule::Any => {}
+        m => parts.push(format!("the {} module", module_name(m))),
+    }
+    if parts.is_empty() {
+        "the profile".into()
+    } else {
+        parts.join(" with ")
+    }
+}
+
+fn module_name(m: KernelModule) -> &'static str {
+    match m {
+        KernelModule::Open => "open",
+        KernelModule::Proprietary => "proprietary",
+        KernelModule::Any => "any",
+    }
+}

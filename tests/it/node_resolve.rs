@@ -1,0 +1,177 @@
+//! Issue 38, item 1: a host profile (`kind: host`) resolves kernel × NVIDIA driver × module
+//! flavour × GPUs against what its apt repositories offer (Debian bookworm from the build host's
+//! mirror, with `contrib`, `non-free` and `non-free-firmware`, and `bookworm-security` through
+//! `url: host`), fact by fact: the open module's source is older in -security than the
+//! proprietary one, and the whole driver follows its module (user space and GSP firmware at the
+//! module's exact version); a pre-Turing GPU gets the proprietary module; the open module on
+//! V100, a Blackwell GPU on Debian's branch and a kernel ABI the repositories lack are "no"s
+//! citing their sources; a host profile for arm64 or with container keys is refused in one line.
+//! The versions compared are read from the indexes, never written here.
+
+use std::process::Command;
+
+use crate::common::*;
+
+const REPOS: &str = "base:
+  apt:
+    mirror: host
+    suite: bookworm
+    components: [main, contrib, non-free, non-free-firmware]
+    repositories:
+      - {url: host, suite: bookworm-security, components: [main, contrib, non-free, non-free-firmware]}
+";
+
+fn resolve(sb: &Sandbox, name: &str, host: &str) -> (Option<i32>, serde_json::Value) {
+    let p = sb.join(format!("{name}.yaml"));
+    std::fs::write(
+        &p,
+        format!("kind: host\nname: node/{name}\n{REPOS}host:\n{host}"),
+    )
+    .unwrap();
+    let out = run(sb.gpuimg().args(["resolve", "--json"]).arg(&p));
+    let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{name}: no JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code(), v)
+}
+
+/// The newest Debian version of `package` the private apt (the same host sources, with the
+/// same components) offers, read independently of gpuimg.
+fn apt_candidate(sb: &Sandbox, package: &str) -> String {
+    let dir = sb.join("apt");
+    let sources = sb.join("sources");
+    std::fs::create_dir_all(&sources).unwrap();
+    if !sources.join("debian.sources").exists() {
+        // The host's own entries for bookworm and bookworm-security, with every component.
+        let host = std::fs::read_to_string("/etc/apt/sources.list.d/debian.sources").unwrap();
+        let text: String = host
+            .lines()
+            .map(|l| {
+                if l.starts_with("Components:") {
+                    "Components: main contrib non-free non-free-firmware".to_string()
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        std::fs::write(sources.join("debian.sources"), text + "\n").unwrap();
+        run_ok(Command::new("bash").arg("-c").arg(format!(
+            ". {}/scripts/private-apt.sh; private_apt {} amd64 -- {}; apt-get \"${{apt_opts[@]}}\" -qq update",
+            env!("CARGO_MANIFEST_DIR"),
+            dir.display(),
+            sources.display()
+        )));
+    }
+    let out = run_ok(Command::new("bash").arg("-c").arg(format!(
+        ". {}/scripts/private-apt.sh; private_apt {} amd64 -- {}; apt-cache \"${{apt_opts[@]}}\" policy {package}",
+        env!("CARGO_MANIFEST_DIR"),
+        dir.display(),
+        sources.display()
+    )));
+    out.lines()
+        .find_map(|l| l.trim().strip_prefix("Candidate: "))
+        .unwrap_or_else(|| panic!("no candidate for {package}: {out}"))
+        .to_string()
+}
+
+#[test]
+fn a_host_profile_resolves_kernel_driver_and_flavour_from_the_repositories() {
+    let sb = Sandbox::new();
+    // The open module's source: the whole driver at its version, whatever -security has newer.
+    let open_src = apt_candidate(&sb, "nvidia-open-kernel-dkms");
+    let proprietary_src = apt_candidate(&sb, "nvidia-kernel-dkms");
+    let (code, v) = resolve(&sb, "open", "  gpus: [H100]\n  kernel_module: open\n");
+    assert_eq!(code, Some(0), "{v}");
+    assert_eq!(v["node"]["flavour"], "open");
+    assert_eq!(v["node"]["source_version"], open_src.as_str(), "{v}");
+    let (code, v) = resolve(
+        &sb,
+        "proprietary",
+        "  gpus: [H100]\n  kernel_module: proprietary\n",
+    );
+    assert_eq!(code, Some(0), "{v}");
+    assert_eq!(v["node"]["source_version"], proprietary_src.as_str(), "{v}");
+    // V100 with `any`: the proprietary module (the only one that drives it).
+    let (code, v) = resolve(&sb, "v100", "  gpus: [V100]\n");
+    assert_eq!(code, Some(0), "{v}");
+    assert_eq!(v["node"]["flavour"], "proprietary");
+    // A kernel version pin: the newest 6.1 cloud kernel, whose image and headers exist.
+    let (code, v) = resolve(&sb, "k61", "  gpus: [H100]\n  kernel: \"6.1\"\n");
+    assert_eq!(code, Some(0), "{v}");
+    let abi = v["node"]["kernel_abi"].as_str().unwrap();
+    assert!(
+        abi.starts_with("6.1.0-") && abi.ends_with("-cloud-amd64"),
+        "{v}"
+    );
+    assert_eq!(
+        v["node"]["kernel_version"],
+        apt_candidate(&sb, &format!("linux-image-{abi}")).as_str()
+    );
+}
+
+#[test]
+fn a_host_profile_that_cannot_be_built_is_a_no_citing_the_facts() {
+    let sb = Sandbox::new();
+    let fact = |v: &serde_json::Value| {
+        v["reasons"][0]["facts"][0]["fact"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    let (code, v) = resolve(&sb, "v100open", "  gpus: [V100]\n  kernel_module: open\n");
+    assert_eq!(code, Some(1), "{v}");
+    assert!(
+        fact(&v).contains("V100 is driven by the proprietary module only"),
+        "{v}"
+    );
+    let (code, v) = resolve(&sb, "b200", "  gpus: [B200]\n");
+    assert_eq!(code, Some(1), "{v}");
+    let facts = v["reasons"].to_string();
+    assert!(facts.contains("B200 needs driver 570"), "{v}");
+    assert!(
+        facts.contains("B200 is driven by the open module only"),
+        "{v}"
+    );
+    let (code, v) = resolve(
+        &sb,
+        "abi",
+        "  gpus: [H100]\n  kernel: \"6.1.0-999-cloud-amd64\"\n",
+    );
+    assert_eq!(code, Some(1), "{v}");
+    assert!(
+        v["reasons"].to_string().contains("no such `linux-image-"),
+        "{v}"
+    );
+    let (code, v) = resolve(&sb, "branch", "  gpus: [H100]\n  driver: \"550\"\n");
+    assert_eq!(code, Some(1), "{v}");
+    assert!(
+        v["reasons"].to_string().contains("`host.driver` is `550`"),
+        "{v}"
+    );
+
+    // Refused in one line, exit 2: a host profile for arm64, or one with container keys.
+    for (name, text, says) in [
+        (
+            "arm",
+            format!("kind: host\nname: node/arm\nplatform: linux/arm64\n{REPOS}"),
+            "amd64 node only",
+        ),
+        (
+            "py",
+            format!("kind: host\nname: node/py\n{REPOS}python: {{packages: []}}\n"),
+            "`python:` belongs to a container profile",
+        ),
+    ] {
+        let p = sb.join(format!("{name}.yaml"));
+        std::fs::write(&p, text).unwrap();
+        let out = run(sb.gpuimg().arg("resolve").arg(&p));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(says) && stderr.contains(":1:"), "{stderr}");
+    }
+}
