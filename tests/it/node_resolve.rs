@@ -4,8 +4,8 @@
 //! `url: host`), fact by fact: the open module's source is older in -security than the
 //! proprietary one, and the whole driver follows its module (user space and GSP firmware at the
 //! module's exact version); a pre-Turing GPU gets the proprietary module; the open module on
-//! V100, a Blackwell GPU on Debian's branch and a kernel ABI the repositories lack are "no"s
-//! citing their sources; a host profile for arm64 or with container keys is refused in one line.
+//! V100, a Blackwell GPU on Debian's branch, a kernel ABI the repositories lack and a real-time
+//! kernel (refused by the module source's own `dkms.conf`) are "no"s citing their sources; a host profile for arm64 or with container keys is refused in one line.
 //! The versions compared are read from the indexes, never written here.
 
 use std::process::Command;
@@ -144,6 +144,24 @@ fn a_host_profile_that_cannot_be_built_is_a_no_citing_the_facts() {
     assert_eq!(code, Some(1), "{v}");
     assert!(
         v["reasons"].to_string().contains("no such `linux-image-"),
+        "{v}"
+    );
+    // A real-time kernel: the module source's own dkms.conf refuses it.
+    apt_candidate(&sb, "linux-image-rt-amd64");
+    let rt = run_ok(Command::new("bash").arg("-c").arg(format!(
+        ". {}/scripts/private-apt.sh; private_apt {} amd64 -- {}; apt-cache \"${{apt_opts[@]}}\" pkgnames linux-image- | grep -E '^linux-image-[0-9].*-rt-amd64$' | sort -V | tail -1",
+        env!("CARGO_MANIFEST_DIR"),
+        sb.join("apt").display(),
+        sb.join("sources").display()
+    )));
+    let rt = rt.trim().trim_start_matches("linux-image-");
+    let (code, v) = resolve(&sb, "rt", &format!("  gpus: [H100]\n  kernel: \"{rt}\"\n"));
+    assert_eq!(code, Some(1), "{v}");
+    let facts = v["reasons"].to_string();
+    assert!(
+        facts.contains("is a real-time kernel")
+            && facts.contains("BUILD_EXCLUSIVE_CONFIG")
+            && facts.contains("dkms.conf"),
         "{v}"
     );
     let (code, v) = resolve(&sb, "branch", "  gpus: [H100]\n  driver: \"550\"\n");

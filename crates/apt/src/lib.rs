@@ -225,6 +225,57 @@ pub fn describe(
     .collect()
 }
 
+/// The bytes of the first regular file of `package`'s data whose path ends with `suffix`
+/// (`/dkms.conf`), at most `max` bytes (a larger one is an error); `None` when it has none. The
+/// package is fetched (or found in the cache) and checked like any other; its data is read as
+/// a stream and nothing is unpacked.
+pub fn read_file(
+    package: &LockedPackage,
+    suffix: &str,
+    max: u64,
+    opts: &AptOptions,
+    obs: &mut dyn Observer,
+) -> Result<Option<Vec<u8>>, AptError> {
+    use std::io::Read as _;
+    let fetcher = fetcher(opts)?;
+    let paths = fetcher.fetch_all(
+        &deb_artifacts(std::slice::from_ref(package), &opts.apt_dir)?,
+        "packages",
+        obs,
+    )?;
+    let Some(path) = paths.first() else {
+        return Err(stopped(&package.name));
+    };
+    let bad = |message: String| AptError::InvalidDeb {
+        package: package.name.clone(),
+        message,
+    };
+    let (_, found) = deb::read_deb(&package.name, path, |_, data| {
+        let mut tar = tar::Archive::new(data);
+        for e in tar.entries().map_err(|e| bad(e.to_string()))? {
+            let mut e = e.map_err(|e| bad(format!("bad data: {e}")))?;
+            if !e.header().entry_type().is_file() {
+                continue;
+            }
+            let p = e.path().map_err(|e| bad(e.to_string()))?;
+            if !p.to_string_lossy().ends_with(suffix) {
+                continue;
+            }
+            let mut buf = Vec::new();
+            (&mut e)
+                .take(max + 1)
+                .read_to_end(&mut buf)
+                .map_err(|e| bad(format!("bad data: {e}")))?;
+            if buf.len() as u64 > max {
+                return Err(bad(format!("its `{suffix}` is larger than {max} bytes")));
+            }
+            return Ok(Some(buf));
+        }
+        Ok(None)
+    })?;
+    Ok(found)
+}
+
 /// A worker that could not report (an internal error).
 fn stopped(package: &str) -> AptError {
     AptError::InvalidDeb {

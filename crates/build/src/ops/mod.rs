@@ -99,6 +99,8 @@ pub enum OpsError {
     PylockOfIndex { has: String },
     #[error("`--selftest-binary` names one binary, and this profile builds {has}: give one per platform with `selftest.binary: {{linux/amd64: …, linux/arm64: …}}`, or pick one platform with `--platform`")]
     SelftestFlagOfIndex { has: String },
+    #[error("The NVIDIA module source `{package}` has no `dkms.conf`: the kernels it builds for are unknown")]
+    NoDkmsConf { package: String },
     #[error("`--export pylock`: the profile has no `python:` packages to export")]
     NothingToExport,
     #[error("Failed to read the rootfs `{path}`")]

@@ -12,7 +12,7 @@ use crate::lock::upstream_release;
 use crate::plan::source_specs;
 use crate::profile::{Base, Profile};
 use crate::resolve::node::{
-    self, KernelPin, NodeOffer, NodeRequest, NodeResolution, GSP_FIRMWARE, OPEN_SOURCE,
+    self, Exclusive, KernelPin, NodeOffer, NodeRequest, NodeResolution, GSP_FIRMWARE, OPEN_SOURCE,
     PROPRIETARY_SOURCE, USER_SPACE,
 };
 use crate::resolve::Explanation;
@@ -98,8 +98,9 @@ pub fn resolve(
         obs,
     )
     .map_err(|e| super::apt_error_at(profile, e))?;
-    let offered: Vec<NodeOffer> = offered
-        .into_iter()
+    let nodes: Vec<NodeOffer> = offered
+        .iter()
+        .cloned()
         .map(|o| {
             let version = o.version.to_string();
             NodeOffer {
@@ -115,10 +116,55 @@ pub fn resolve(
         driver,
         kernel,
         module: profile.host.kernel_module,
-        offered: &offered,
+        offered: &nodes,
     };
-    Ok(node::resolve_node(&req))
+    let driver = match node::pick_driver(&req) {
+        Ok(d) => d,
+        Err(no) => return Ok(Err(no)),
+    };
+    // The kernels the chosen source builds for, read from its own `dkms.conf`.
+    let Some(deb) = offered
+        .iter()
+        .find(|o| o.name == driver.source && o.version.to_string() == driver.source_version)
+    else {
+        return Err(OpsError::Incompatible(format!(
+            "`{}` {} vanished from the offer (internal error)",
+            driver.source, driver.source_version
+        )));
+    };
+    let package = crate::lock::LockedPackage {
+        repository: deb.repository.clone(),
+        name: deb.name.clone(),
+        version: deb.version.to_string(),
+        architecture: deb.architecture.clone(),
+        filename: deb.filename.clone(),
+        size: deb.size,
+        sha256: deb.sha256,
+    };
+    let conf = gpuimg_apt::read_file(&package, "/dkms.conf", MAX_DKMS_CONF, &aopts, obs)?
+        .ok_or_else(|| OpsError::NoDkmsConf {
+            package: format!("{} {}", package.name, package.version),
+        })?;
+    let conf = crate::sources::dkms_conf::parse(&String::from_utf8_lossy(&conf));
+    let exclusive = Exclusive {
+        kernel: conf.build_exclusive_kernel,
+        config: conf.build_exclusive_config,
+        source: format!("{} {}'s dkms.conf", package.name, package.version),
+    };
+    Ok(
+        node::pick_kernel(&req, &exclusive).map(|(kernel_abi, kernel_version)| NodeResolution {
+            kernel_abi,
+            kernel_version,
+            flavour: driver.flavour,
+            source: driver.source,
+            source_version: driver.source_version,
+            driver: driver.driver,
+        }),
+    )
 }
+
+/// Bytes of a module source's `dkms.conf` read.
+const MAX_DKMS_CONF: u64 = 1 << 20;
 
 /// An exact kernel ABI (`6.1.0-41-cloud-amd64`, `6.12.41+deb13-cloud-amd64`): a version,
 /// then the ABI's own suffix; a constraint (`6.1`, `>=6.1`) has neither `-` nor `+`.

@@ -75,11 +75,31 @@ pub struct NodeResolution {
 const APT: &str = "apt";
 const PROFILE: &str = "profile";
 
-/// Resolve `req`, or say no, fact by fact.
-pub fn resolve_node(req: &NodeRequest<'_>) -> Result<NodeResolution, Explanation> {
+/// The driver a node gets: its flavour, module source and version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeDriver {
+    pub flavour: ModuleFlavour,
+    pub source: String,
+    pub source_version: String,
+    pub driver: Version,
+}
+
+/// The kernels a module source builds for, as its `dkms.conf` states them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Exclusive {
+    /// `BUILD_EXCLUSIVE_KERNEL`: a regular expression the kernel release must match.
+    pub kernel: Option<String>,
+    /// `BUILD_EXCLUSIVE_CONFIG`: `!CONFIG_PREEMPT_RT` refuses real-time kernels.
+    pub config: Vec<String>,
+    /// Where it was read (`nvidia-open-kernel-dkms 535.261.03-1's dkms.conf`), cited.
+    pub source: String,
+}
+
+/// The driver: the first flavour (in the order [`flavours`] gives) whose newest acceptable
+/// source version every rule admits; or no, with every candidate's reason.
+pub fn pick_driver(req: &NodeRequest<'_>) -> Result<NodeDriver, Explanation> {
     let mut fails: Vec<(String, Conflict)> = Vec::new();
-    let mut driver = None;
-    'flavours: for flavour in flavours(req) {
+    for flavour in flavours(req) {
         let source = match flavour {
             ModuleFlavour::Open => OPEN_SOURCE,
             ModuleFlavour::Proprietary => PROPRIETARY_SOURCE,
@@ -99,23 +119,32 @@ pub fn resolve_node(req: &NodeRequest<'_>) -> Result<NodeResolution, Explanation
             continue;
         }
         for deb in versions {
-            let candidate = format!("{source} {deb}");
             match check_driver(req, flavour, &deb) {
                 Ok(v) => {
-                    driver = Some((flavour, source, deb, v));
-                    break 'flavours;
+                    return Ok(NodeDriver {
+                        flavour,
+                        source: source.to_string(),
+                        source_version: deb,
+                        driver: v,
+                    })
                 }
-                Err(c) => fails.push((candidate, c)),
+                Err(c) => fails.push((format!("{source} {deb}"), c)),
             }
         }
     }
-    let Some((flavour, source, source_version, version)) = driver else {
-        return Err(Explanation::new(
-            format!("no NVIDIA driver in the repositories fits {}", what(req)),
-            fails,
-        ));
-    };
-    let kernel = pick_kernel(req).map_err(|c| {
+    Err(Explanation::new(
+        format!("no NVIDIA driver in the repositories fits {}", what(req)),
+        fails,
+    ))
+}
+
+/// The kernel: the one the profile names, whose image and headers are offered and which the
+/// module source builds for (`exclusive`).
+pub fn pick_kernel(
+    req: &NodeRequest<'_>,
+    exclusive: &Exclusive,
+) -> Result<(String, String), Explanation> {
+    kernel_choice(req, exclusive).map_err(|c| {
         Explanation::new(
             format!(
                 "no kernel in the repositories fits {}",
@@ -123,14 +152,6 @@ pub fn resolve_node(req: &NodeRequest<'_>) -> Result<NodeResolution, Explanation
             ),
             vec![(kernel_text(&req.kernel), c)],
         )
-    })?;
-    Ok(NodeResolution {
-        kernel_abi: kernel.0,
-        kernel_version: kernel.1,
-        flavour,
-        source: source.to_string(),
-        source_version,
-        driver: version,
     })
 }
 
@@ -282,8 +303,30 @@ fn check_driver(
 }
 
 /// The kernel: the exact ABI, or the newest ABI of the flavour whose version the pin admits;
-/// its image and headers both offered.
-fn pick_kernel(req: &NodeRequest<'_>) -> Result<(String, String), Conflict> {
+/// its image and headers both offered; admitted by the module source.
+fn kernel_choice(
+    req: &NodeRequest<'_>,
+    exclusive: &Exclusive,
+) -> Result<(String, String), Conflict> {
+    let pattern = match &exclusive.kernel {
+        Some(p) => Some(regex::Regex::new(p).map_err(|e| {
+            Conflict::new(
+                vec![Fact::new(
+                    format!(
+                        "`BUILD_EXCLUSIVE_KERNEL` is `{p}`, which does not read as a pattern ({e})"
+                    ),
+                    std::slice::from_ref(&exclusive.source),
+                )],
+                "the kernels the module builds for are unknown",
+            )
+        })?),
+        None => None,
+    };
+    let refuses_rt = exclusive
+        .config
+        .iter()
+        .any(|c| c == "!CONFIG_PREEMPT_RT" || c == "!CONFIG_PREEMPT_RT_FULL");
+    let mut excluded: Vec<Fact> = Vec::new();
     let images: Vec<(String, &NodeOffer)> = req
         .offered
         .iter()
@@ -326,6 +369,23 @@ fn pick_kernel(req: &NodeRequest<'_>) -> Result<(String, String), Conflict> {
         if !admitted {
             continue;
         }
+        if refuses_rt && abi.contains("-rt-") {
+            excluded.push(Fact::new(
+                format!("`{abi}` is a real-time kernel, and the module source states `BUILD_EXCLUSIVE_CONFIG=\"{}\"`", exclusive.config.join(" ")),
+                std::slice::from_ref(&exclusive.source),
+            ));
+            continue;
+        }
+        if let Some(p) = pattern.as_ref().filter(|p| !p.is_match(abi)) {
+            excluded.push(Fact::new(
+                format!(
+                    "the module source builds for kernels matching `{}` only, not `{abi}`",
+                    p.as_str()
+                ),
+                std::slice::from_ref(&exclusive.source),
+            ));
+            continue;
+        }
         if !has_headers(abi) {
             without_headers.push(abi.clone());
             continue;
@@ -343,7 +403,9 @@ fn pick_kernel(req: &NodeRequest<'_>) -> Result<(String, String), Conflict> {
         format!("the profile asks for {}", kernel_text(&req.kernel)),
         &[PROFILE.to_string()],
     )];
-    if without_headers.is_empty() {
+    if !excluded.is_empty() {
+        facts.extend(excluded);
+    } else if without_headers.is_empty() {
         facts.push(Fact::new(
             "the repositories offer no such `linux-image-…`",
             &[APT.to_string()],

@@ -18,6 +18,7 @@
 
 pub mod apt_tree;
 mod architecture;
+pub mod dkms_conf;
 pub mod files;
 pub mod image_interpreter;
 pub mod rootfs;
