@@ -171,6 +171,18 @@ fn a_host_profile_that_cannot_be_built_is_a_no_citing_the_facts() {
         "{v}"
     );
 
+    // Building or locking a node is not there yet: one line saying so, exit 2, nothing written.
+    let (code, _) = resolve(&sb, "open", "  gpus: [H100]\n");
+    assert_eq!(code, Some(0));
+    let p = sb.join("open.yaml");
+    for command in ["build", "lock"] {
+        let out = run(sb.gpuimg().arg(command).arg(&p).current_dir(sb.path()));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("not supported yet"), "{stderr}");
+    }
+    assert!(!sb.join("out").exists() && !sb.join("open.lock.json").exists());
+
     // Refused in one line, exit 2: a host profile for arm64, or one with container keys.
     for (name, text, says) in [
         (

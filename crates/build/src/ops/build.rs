@@ -44,6 +44,12 @@ pub fn build(
     req: &BuildRequest,
     obs: &mut dyn Observer,
 ) -> Result<BuildOutcome, OpsError> {
+    if profile.kind == crate::profile::ProfileKind::Host {
+        return Err(OpsError::HostNotYet {
+            command: "build",
+            profile: profile.file.clone(),
+        });
+    }
     let chosen = super::platforms::chosen(profile, req.platform.as_ref())?;
     if chosen.len() > 1 {
         let has = super::platforms::names(&chosen);

@@ -61,6 +61,12 @@ pub fn lock(
         trust,
         python: host,
     };
+    if profile.kind == crate::profile::ProfileKind::Host {
+        return Err(OpsError::HostNotYet {
+            command: "lock",
+            profile: profile.file.clone(),
+        });
+    }
     let chosen = super::platforms::chosen(profile, pick)?;
     let path = lock::lock_path(profile);
     let (new, pylock) = if profile.is_index() {

@@ -99,6 +99,11 @@ pub enum OpsError {
     PylockOfIndex { has: String },
     #[error("`--selftest-binary` names one binary, and this profile builds {has}: give one per platform with `selftest.binary: {{linux/amd64: …, linux/arm64: …}}`, or pick one platform with `--platform`")]
     SelftestFlagOfIndex { has: String },
+    #[error("`gpuimg {command}` of a host profile (`kind: host`): building and locking a node is not supported yet; `gpuimg resolve {profile}` says what it would install")]
+    HostNotYet {
+        command: &'static str,
+        profile: String,
+    },
     #[error("The NVIDIA module source `{package}` has no `dkms.conf`: the kernels it builds for are unknown")]
     NoDkmsConf { package: String },
     #[error("`--export pylock`: the profile has no `python:` packages to export")]
