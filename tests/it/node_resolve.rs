@@ -205,3 +205,68 @@ fn a_host_profile_that_cannot_be_built_is_a_no_citing_the_facts() {
         assert!(stderr.contains(says) && stderr.contains(":1:"), "{stderr}");
     }
 }
+
+/// Issue 38, item 2's input: the build root of the resolved node, installed as data from the
+/// same repositories: the compiler, `make`, the headers of exactly the resolved kernel and the
+/// module source at exactly the resolved version, with its `dkms.conf`; no maintainer script
+/// ran (dkms built nothing: no `.ko` anywhere).
+#[test]
+fn the_build_root_holds_the_resolved_kernels_headers_and_module_source() {
+    let sb = Sandbox::new();
+    let p = sb.join("root.yaml");
+    std::fs::write(
+        &p,
+        format!("kind: host\nname: node/root\n{REPOS}host:\n  gpus: [H100]\n  kernel: \"6.1\"\n  kernel_module: open\n"),
+    )
+    .unwrap();
+    let profile = gpuimg_build::profile::load(&p, &|_| None).unwrap();
+    let catalog = gpuimg_build::catalog::Catalog::embedded().unwrap();
+    let cache = sb.join("cache");
+    let trust = gpuimg_fetch::Trust::default();
+    let mut quiet = gpuimg_fetch::observe::Silent;
+    let node =
+        gpuimg_build::ops::node::resolve(&profile, &catalog, &cache, false, &trust, &mut quiet)
+            .unwrap()
+            .unwrap();
+    let root = sb.join("root");
+    std::fs::create_dir(&root).unwrap();
+    gpuimg_build::ops::node_root::install(
+        &profile, &node, &root, &cache, false, &trust, &mut quiet,
+    )
+    .unwrap();
+    let headers = root.join(format!("usr/src/linux-headers-{}", node.kernel_abi));
+    assert!(headers.join("Makefile").is_file(), "{}", headers.display());
+    assert!(headers.join("Module.symvers").is_file());
+    for tool in ["usr/bin/make", "usr/bin/gcc", "usr/bin/sh", "usr/bin/kmod"] {
+        assert!(root.join(tool).exists(), "{tool}");
+    }
+    let src = std::fs::read_dir(root.join("usr/src"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|d| d.join("dkms.conf").is_file())
+        .expect("the module source with its dkms.conf");
+    let conf = std::fs::read_to_string(src.join("dkms.conf")).unwrap();
+    assert!(
+        conf.contains(&format!("PACKAGE_VERSION=\"{}\"", node.driver)),
+        "{conf}"
+    );
+    let ko = walk(&root)
+        .into_iter()
+        .find(|f| f.extension().is_some_and(|e| e == "ko"));
+    assert!(ko.is_none(), "a module was built: {ko:?}");
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        let meta = std::fs::symlink_metadata(&p).unwrap();
+        if meta.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}

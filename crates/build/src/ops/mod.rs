@@ -14,6 +14,7 @@ pub mod cuda_minor;
 pub mod known;
 pub mod lock;
 pub mod node;
+pub mod node_root;
 pub mod platforms;
 pub mod python_packages;
 pub mod settle;
