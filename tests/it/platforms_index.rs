@@ -326,3 +326,116 @@ fn shared_blobs(layout: &Path, index: &serde_json::Value) -> Vec<String> {
         .map(|(d, _)| d)
         .collect()
 }
+
+/// The flags that name one file refuse a profile of several platforms in one line (exit 2,
+/// nothing written) and work with `--platform`; `lock --platform` locks that platform's part
+/// and keeps the others of a fresh lock; `resolve` answers per platform.
+#[test]
+fn one_file_flags_need_one_platform_and_lock_parts_are_kept() {
+    let sb = Sandbox::new();
+    std::fs::write(sb.join("data.txt"), "data\n").unwrap();
+    let p = sb.join("two.yaml");
+    std::fs::write(
+        &p,
+        "name: two\nplatforms: [linux/amd64, linux/arm64]\nfiles:\n  - {src: data.txt, dst: /data.txt}\nselftest: {enabled: false}\n",
+    )
+    .unwrap();
+    let refused = |args: &[&str], says: &str| {
+        let out = run(sb
+            .gpuimg()
+            .arg("build")
+            .arg(&p)
+            .args(args)
+            .arg("-o")
+            .arg(sb.join("out")));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert!(!sb.join("out").exists());
+    };
+    let sbom = sb.join("sbom.json");
+    let sbom = sbom.to_str().unwrap();
+    refused(&["--sbom", sbom], "`--sbom FILE` writes one SBOM");
+    refused(
+        &["--selftest-binary", Bin::Selftest.path().to_str().unwrap()],
+        "`--selftest-binary` names one binary",
+    );
+    refused(&["--platform", "linux/s390x"], "pick one of those");
+    run_ok(
+        sb.gpuimg()
+            .arg("build")
+            .arg(&p)
+            .args(["--platform", "linux/arm64", "--sbom", sbom, "-o"])
+            .arg(sb.join("out")),
+    );
+    assert!(std::path::Path::new(sbom).is_file());
+
+    // `lock --platform` writes that part; a second for the other keeps the first.
+    let lock_path = sb.join("two.lock.json");
+    let parts = || -> Vec<String> {
+        let v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&lock_path).unwrap()).unwrap();
+        v["platforms"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect()
+    };
+    run_ok(
+        sb.gpuimg()
+            .arg("lock")
+            .arg(&p)
+            .args(["--platform", "linux/arm64"]),
+    );
+    assert_eq!(parts(), ["linux/arm64"]);
+    let out = run(sb
+        .gpuimg()
+        .arg("build")
+        .arg(&p)
+        .arg("--locked")
+        .arg("-o")
+        .arg(sb.join("idx")));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("no `linux/amd64` part"), "{stderr}");
+    run_ok(
+        sb.gpuimg()
+            .arg("lock")
+            .arg(&p)
+            .args(["--platform", "linux/amd64"]),
+    );
+    assert_eq!(parts(), ["linux/amd64", "linux/arm64"]);
+    let built = run_ok(
+        sb.gpuimg()
+            .arg("build")
+            .arg(&p)
+            .arg("--locked")
+            .arg("-o")
+            .arg(sb.join("idx")),
+    );
+    assert!(built.is_empty(), "{built}");
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(sb.join("idx/index.json")).unwrap()).unwrap();
+    assert_eq!(
+        index["manifests"][0]["mediaType"],
+        "application/vnd.oci.image.index.v1+json"
+    );
+
+    // `resolve` answers for each platform, or for the one picked.
+    let v: serde_json::Value = serde_json::from_slice(&run_ok_bytes(
+        sb.gpuimg().args(["resolve", "--json"]).arg(&p),
+    ))
+    .unwrap();
+    assert_eq!(v["ok"], true);
+    assert_eq!(v["platforms"].as_array().unwrap().len(), 2, "{v}");
+    let one: serde_json::Value = serde_json::from_slice(&run_ok_bytes(
+        sb.gpuimg()
+            .args(["resolve", "--json", "--platform", "linux/arm64"])
+            .arg(&p),
+    ))
+    .unwrap();
+    assert_eq!(one["ok"], true);
+    assert!(one.get("platforms").is_none(), "{one}");
+}
