@@ -105,16 +105,34 @@ pub unsafe fn init(p: &Prepared, fds: &ChildFds, exec: &ExecArgs<'_>) -> ! {
     };
     let null = std::ptr::null::<c_char>();
     must(
-        libc::mount(null, c"/".as_ptr(), null, libc::MS_REC | libc::MS_PRIVATE, std::ptr::null()) as c_long,
+        libc::mount(
+            null,
+            c"/".as_ptr(),
+            null,
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        ) as c_long,
         Step::PrivateMounts,
         0,
     );
     // The root's clone goes over its own host path, then becomes `/`; the host's root, stacked
     // over it by `pivot_root(".", ".")`, is detached.
-    must(syscalls::move_mount(p.root.as_raw_fd(), &p.root_path), Step::PlaceRoot, 0);
-    must(libc::fchdir(p.root.as_raw_fd()) as c_long, Step::PlaceRoot, 0);
+    must(
+        syscalls::move_mount(p.root.as_raw_fd(), &p.root_path),
+        Step::PlaceRoot,
+        0,
+    );
+    must(
+        libc::fchdir(p.root.as_raw_fd()) as c_long,
+        Step::PlaceRoot,
+        0,
+    );
     must(syscalls::pivot_root_here(), Step::PivotRoot, 0);
-    must(libc::umount2(c".".as_ptr(), libc::MNT_DETACH) as c_long, Step::PivotRoot, 0);
+    must(
+        libc::umount2(c".".as_ptr(), libc::MNT_DETACH) as c_long,
+        Step::PivotRoot,
+        0,
+    );
     must(libc::chdir(c"/".as_ptr()) as c_long, Step::PivotRoot, 0);
     must(
         libc::mount(
@@ -129,13 +147,24 @@ pub unsafe fn init(p: &Prepared, fds: &ChildFds, exec: &ExecArgs<'_>) -> ! {
     );
     make_dev(p, report);
     for (i, m) in p.mounts.iter().enumerate() {
-        must(syscalls::move_mount(m.fd.as_raw_fd(), &m.inside), Step::MountInside, i);
+        must(
+            syscalls::move_mount(m.fd.as_raw_fd(), &m.inside),
+            Step::MountInside,
+            i,
+        );
     }
     let host = c"sandbox";
     must(
         libc::sethostname(host.as_ptr(), host.to_bytes().len()) as c_long,
         Step::Hostname,
         0,
+    );
+    // Nothing of the parent's stays open here: not the prepared mounts (all in place now), nor
+    // what the parent's other threads had open when it cloned (another sandbox's pipes).
+    must(
+        close_all_but([fds.report, fds.sync, fds.log]),
+        Step::DropPrivileges,
+        5,
     );
     enter_user_namespace(fds);
     // Dies with its parent's thread (set after the last change of credentials, which clears it).
@@ -183,7 +212,10 @@ unsafe fn make_dev(p: &Prepared, report: RawFd) {
         must(syscalls::move_mount(fd.as_raw_fd(), path), i);
     }
     for (target, link) in DEV_LINKS {
-        must(libc::symlink(target.as_ptr(), link.as_ptr()) as c_long, whole);
+        must(
+            libc::symlink(target.as_ptr(), link.as_ptr()) as c_long,
+            whole,
+        );
     }
     must(
         libc::mount(
@@ -208,7 +240,11 @@ unsafe fn enter_user_namespace(fds: &ChildFds) {
         }
     };
     // No supplementary group of gpuimg's (root's) survives.
-    must(libc::setgroups(0, std::ptr::null()) as c_long, Step::UserNamespace, 0);
+    must(
+        libc::setgroups(0, std::ptr::null()) as c_long,
+        Step::UserNamespace,
+        0,
+    );
     let userns = libc::unshare(libc::CLONE_NEWUSER) == 0;
     let msg = if userns { UNSHARED } else { NO_USERNS };
     must(
@@ -252,10 +288,51 @@ unsafe fn enter_user_namespace(fds: &ChildFds) {
         2,
     );
     must(
-        libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong) as c_long,
+        libc::prctl(
+            libc::PR_SET_NO_NEW_PRIVS,
+            1 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        ) as c_long,
         Step::DropPrivileges,
         3,
     );
+}
+
+/// Close every descriptor from 3 on but `keep`.
+fn close_all_but(mut keep: [RawFd; 3]) -> c_long {
+    keep.sort_unstable();
+    let mut first: libc::c_uint = 3;
+    for k in keep {
+        if k < 0 || (k as libc::c_uint) < first {
+            continue;
+        }
+        if k as libc::c_uint > first {
+            // SAFETY: plain integers.
+            let r = unsafe {
+                libc::syscall(
+                    libc::SYS_close_range,
+                    first,
+                    k as libc::c_uint - 1,
+                    0 as libc::c_uint,
+                )
+            };
+            if r < 0 {
+                return r;
+            }
+        }
+        first = k as libc::c_uint + 1;
+    }
+    // SAFETY: plain integers.
+    unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            first,
+            libc::c_uint::MAX,
+            0 as libc::c_uint,
+        )
+    }
 }
 
 /// Every capability out of the bounding set, so that no `execve` (as root inside) regains one.

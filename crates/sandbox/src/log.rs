@@ -59,7 +59,10 @@ impl LogWriter {
         }
         if keep < bytes.len() && !self.cut {
             self.cut = true;
-            let note = format!("\n[gpuimg: the log was cut at its bound of {} bytes]\n", self.max_bytes);
+            let note = format!(
+                "\n[gpuimg: the log was cut at its bound of {} bytes]\n",
+                self.max_bytes
+            );
             self.file.write_all(note.as_bytes()).map_err(io)?;
         }
         let from = bytes.len().saturating_sub(TAIL_BYTES);
@@ -127,7 +130,10 @@ mod tests {
         assert_eq!(w.total(), 19);
         assert_eq!(w.last_lines(), vec!["three", "four"]);
         let file = std::fs::read_to_string(d.path().join("log")).unwrap();
-        assert!(file.starts_with("one\ntwo\nth\n[gpuimg: the log was cut"), "{file}");
+        assert!(
+            file.starts_with("one\ntwo\nth\n[gpuimg: the log was cut"),
+            "{file}"
+        );
     }
 
     #[test]

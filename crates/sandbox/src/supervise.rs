@@ -134,8 +134,18 @@ pub fn run(spec: &Spec) -> Result<Ran, SandboxError> {
     let mut log = LogWriter::create(&spec.log)?;
     let prepared = prepare::prepare(spec)?;
     let null = std::ptr::null();
-    let argv: Vec<*const libc::c_char> = prepared.argv.iter().map(|a| a.as_ptr()).chain([null]).collect();
-    let envp: Vec<*const libc::c_char> = prepared.env.iter().map(|a| a.as_ptr()).chain([null]).collect();
+    let argv: Vec<*const libc::c_char> = prepared
+        .argv
+        .iter()
+        .map(|a| a.as_ptr())
+        .chain([null])
+        .collect();
+    let envp: Vec<*const libc::c_char> = prepared
+        .env
+        .iter()
+        .map(|a| a.as_ptr())
+        .chain([null])
+        .collect();
     let watch = SandboxError::Watch;
     let (log_r, log_w) = pipe().map_err(watch)?;
     let (report_r, report_w) = pipe().map_err(watch)?;
@@ -186,7 +196,11 @@ pub fn run(spec: &Spec) -> Result<Ran, SandboxError> {
     if let Some(r) = records.iter().find(|r| r.tag == child::TAG_FAILED) {
         return Err(setup_error(spec, &prepared, r));
     }
-    let Some(status) = records.iter().find(|r| r.tag == child::TAG_STATUS).map(|r| r.value) else {
+    let Some(status) = records
+        .iter()
+        .find(|r| r.tag == child::TAG_STATUS)
+        .map(|r| r.value)
+    else {
         return Err(SandboxError::NoStatus { tail });
     };
     if libc::WIFSIGNALED(status) {
@@ -219,10 +233,15 @@ pub fn run(spec: &Spec) -> Result<Ran, SandboxError> {
 /// or hear that none could be made (`Ok(false)`). An init that ended first is `Ok(false)`: its
 /// report says why.
 fn map_user_namespace(init: &Init, sync: OwnedFd, deadline: Instant) -> Result<bool, SandboxError> {
-    let left = deadline.saturating_duration_since(Instant::now());
-    let ready = poll(&[&sync], Some(left)).map_err(SandboxError::Watch)?;
-    if ready[0] == 0 {
-        return Ok(false);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            // The time limit ends it (`watch_log`).
+            return Ok(false);
+        }
+        if poll(&[&sync], Some(left)).map_err(SandboxError::Watch)?[0] != 0 {
+            break;
+        }
     }
     let mut sync = File::from(sync);
     let mut msg = [0u8; 1];
@@ -234,14 +253,23 @@ fn map_user_namespace(init: &Init, sync: OwnedFd, deadline: Instant) -> Result<b
     let written = std::fs::write(proc.join("setgroups"), "deny")
         .and_then(|()| std::fs::write(proc.join("uid_map"), &map))
         .and_then(|()| std::fs::write(proc.join("gid_map"), &map));
-    let answer = if written.is_ok() { child::MAPPED } else { child::NOT_MAPPED };
+    let answer = if written.is_ok() {
+        child::MAPPED
+    } else {
+        child::NOT_MAPPED
+    };
     let _ = sync.write_all(&[answer]);
     written.map(|()| true).map_err(SandboxError::Mapping)
 }
 
 /// Read the log until the init ended and every writer closed it; past `deadline`, kill the
 /// init (and with it the whole pid namespace). `Ok(true)` when the time limit killed it.
-fn watch_log(init: &Init, log_r: &OwnedFd, log: &mut LogWriter, deadline: Instant) -> Result<bool, SandboxError> {
+fn watch_log(
+    init: &Init,
+    log_r: &OwnedFd,
+    log: &mut LogWriter,
+    deadline: Instant,
+) -> Result<bool, SandboxError> {
     let mut buf = vec![0u8; 64 * 1024];
     let mut reader = File::from(log_r.try_clone().map_err(SandboxError::Watch)?);
     let (mut ended, mut eof, mut killed) = (false, false, false);

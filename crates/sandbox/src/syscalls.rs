@@ -88,9 +88,8 @@ pub fn set_attrs(fd: BorrowedFd<'_>, attrs: u64) -> io::Result<()> {
 /// A new detached tmpfs with `options` (`size`, `mode`, `uid`, ...) and mount `attrs`.
 pub fn tmpfs(options: &[(&CStr, &CStr)], attrs: u64) -> io::Result<OwnedFd> {
     // SAFETY: NUL-terminated strings; each descriptor is checked before use.
-    let fs = fd_result(unsafe {
-        libc::syscall(libc::SYS_fsopen, c"tmpfs".as_ptr(), FSOPEN_CLOEXEC)
-    })?;
+    let fs =
+        fd_result(unsafe { libc::syscall(libc::SYS_fsopen, c"tmpfs".as_ptr(), FSOPEN_CLOEXEC) })?;
     for (k, v) in options {
         unit_result(unsafe {
             libc::syscall(
@@ -151,7 +150,16 @@ pub unsafe fn clone_with(namespaces: c_int) -> io::Result<Option<(libc::pid_t, O
 /// lock a parent's thread held is taken). Returns the raw result.
 pub fn fork_raw() -> c_long {
     // SAFETY: a plain clone; the caller is the single-threaded sandbox init.
-    unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD as u64, 0usize, 0usize, 0usize, 0usize) }
+    unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            libc::SIGCHLD as u64,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    }
 }
 
 /// Send `signal` to the process behind `pidfd`.
@@ -205,7 +213,10 @@ pub fn capset_none() -> c_long {
         inheritable: u32,
     }
     const V3: u32 = 0x2008_0522;
-    let h = Header { version: V3, pid: 0 };
+    let h = Header {
+        version: V3,
+        pid: 0,
+    };
     let d = [
         Data {
             effective: 0,

@@ -138,7 +138,10 @@ mod tests {
         assert_eq!(fs::read_to_string(to.join("sub/a")).unwrap(), "a");
         let mode = fs::metadata(to.join("sub/a")).unwrap().permissions().mode();
         assert_eq!(mode & 0o7777, 0o755);
-        assert_eq!(fs::read_link(to.join("link")).unwrap(), Path::new("/etc/passwd"));
+        assert_eq!(
+            fs::read_link(to.join("link")).unwrap(),
+            Path::new("/etc/passwd")
+        );
     }
 
     #[test]
@@ -152,6 +155,9 @@ mod tests {
         let to = d.path().join("to");
         fs::create_dir(&to).unwrap();
         let e = copy_out(&from, &to).unwrap_err();
-        assert!(matches!(e, SandboxError::OutputEntry { kind: "a FIFO", .. }), "{e}");
+        assert!(
+            matches!(e, SandboxError::OutputEntry { kind: "a FIFO", .. }),
+            "{e}"
+        );
     }
 }
