@@ -432,3 +432,94 @@ fn a_mount_point_the_root_lacks_is_named() {
     );
     assert!(e.to_string().contains("/bin/make"), "{e}");
 }
+
+/// A Debian root from the build host's apt sources (`mirror: host`, bookworm) with `packages`,
+/// the sandbox's mount points added.
+fn debian_root(dest: &Path, packages: &str) {
+    use gpuimg_apt::{self as apt, AptOptions, DebianArch, Mirror, PackagesSpec};
+    use gpuimg_fetch::observe::Silent;
+    let spec = PackagesSpec {
+        mirror: Mirror::Host,
+        suite: "bookworm".to_string(),
+        components: vec!["main".to_string()],
+        keyring: None,
+        trusted: false,
+        essential: false,
+        packages: packages.split(", ").map(String::from).collect(),
+        repositories: Vec::new(),
+    };
+    let arch = DebianArch::from_oci("amd64");
+    let opts = AptOptions::new(Path::new(env!("CARGO_TARGET_TMPDIR")).join("sandbox-apt-cache"));
+    let locked = apt::resolve(&spec, &arch, &opts, &mut Silent).unwrap();
+    std::fs::create_dir_all(dest).unwrap();
+    apt::install(&spec, &arch, &opts, Some(&locked), dest, &mut Silent).unwrap();
+    for d in ["dev", "proc", "tmp", "build", "out", "mnt/ro"] {
+        std::fs::create_dir_all(dest.join(d)).unwrap();
+    }
+}
+
+#[test]
+fn make_and_gcc_build_a_program_in_a_debian_root() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("debian");
+    debian_root(&root, "dash, coreutils, make, gcc, libc6-dev");
+    let src = d.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    std::fs::write(
+        src.join("hello.c"),
+        "#include <stdio.h>\nint main(void) { puts(\"hello from the sandbox\"); return 0; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("Makefile"),
+        "hello: hello.c\n\tgcc -O2 -o $@ $<\n\tcp $@ /out/\n",
+    )
+    .unwrap();
+    let mut s = spec(d.path(), &root, "make");
+    s.argv = vec!["/usr/bin/make".into()];
+    s.scratch[0].seed = Some(src.clone());
+    // The compiler's temporary files.
+    s.scratch.push(Scratch {
+        inside: "/tmp".into(),
+        max_bytes: 64 << 20,
+        seed: None,
+    });
+    s.env.push(("LC_ALL".into(), "C".into()));
+    s.env[0].1 = "/usr/bin:/bin".into();
+    let ran = gpuimg_sandbox::run(&s).unwrap();
+    assert!(
+        ran.log_tail.iter().any(|l| l.starts_with("gcc -O2 -o hello")),
+        "{:?}",
+        ran.log_tail
+    );
+    // The program runs, from the output bound read-only into a second sandbox.
+    let out = d.path().join("out");
+    let mut s = spec(d.path(), &root, "");
+    s.output.host = d.path().join("out2");
+    s.argv = vec!["/mnt/ro/hello".into()];
+    s.binds = vec![Bind {
+        host: out,
+        inside: "/mnt/ro".into(),
+    }];
+    let ran = gpuimg_sandbox::run(&s).unwrap();
+    assert_eq!(ran.log_tail, ["hello from the sandbox"]);
+    // A compile error fails the run with the compiler's last lines.
+    std::fs::write(src.join("hello.c"), "int main(void) { return x; }\n").unwrap();
+    let mut s = spec(d.path(), &root, "make");
+    s.output.host = d.path().join("out3");
+    s.argv = vec!["/usr/bin/make".into()];
+    s.scratch[0].seed = Some(src);
+    s.scratch.push(Scratch {
+        inside: "/tmp".into(),
+        max_bytes: 64 << 20,
+        seed: None,
+    });
+    s.env[0].1 = "/usr/bin:/bin".into();
+    let e = gpuimg_sandbox::run(&s).unwrap_err();
+    let shown = e.to_string();
+    assert!(
+        shown.contains("exited with code 2") && shown.contains("'x' undeclared"),
+        "{shown}"
+    );
+    assert!(!d.path().join("out3").exists());
+}
