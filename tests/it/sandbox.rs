@@ -18,9 +18,9 @@ use gpuimg_sandbox::{Bind, Log, Output, SandboxError, Scratch, Spec, Status, Ste
 use crate::common::busybox_rootfs;
 
 /// The busybox applets the scripts below use, beside `busybox_rootfs`'s.
-const APPLETS: [&str; 14] = [
+const APPLETS: [&str; 17] = [
     "sleep", "dd", "ip", "nc", "touch", "mkdir", "wc", "head", "seq", "hostname", "grep", "kill",
-    "tail", "sort",
+    "tail", "sort", "truncate", "mount", "umount",
 ];
 
 /// A busybox root with the mount points the sandbox needs (`/dev`, `/proc`, `/build`, `/out`,
@@ -54,8 +54,9 @@ fn spec(dir: &Path, root: &Path, script: &str) -> Spec {
         workdir: "/build".into(),
         argv: vec!["/bin/sh".into(), "-c".into(), script.into()],
         env: vec![("PATH".into(), "/bin".into())],
-        // Far above what any of these takes: only the time-limit test relies on it.
-        time_limit: Duration::from_secs(300),
+        // Far above what any of these takes, even on a host that pauses the suite for minutes:
+        // only the time-limit test relies on it.
+        time_limit: Duration::from_secs(1800),
         log: Log {
             path: dir.join("log"),
             max_bytes: 1 << 20,
@@ -137,6 +138,31 @@ fn a_command_runs_confined_and_its_log_is_kept() {
         std::fs::read_to_string(d.path().join("out/r")).unwrap(),
         "result\n"
     );
+}
+
+#[test]
+fn the_command_holds_no_capability_and_cannot_mount() {
+    let d = tempfile::tempdir().unwrap();
+    let root = sandbox_root(d.path());
+    let script = "grep -E '^(Cap|NoNewPrivs)' /proc/self/status; \
+                  if mount -t tmpfs t /build; then echo MOUNTED; fi; \
+                  if umount /mnt/ro || umount /proc; then echo UNMOUNTED; fi; \
+                  if mount -o remount,rw /; then echo REMOUNTED; fi; ls /proc | grep -c '^[0-9]'";
+    gpuimg_sandbox::run(&spec(d.path(), &root, script)).unwrap();
+    let log = std::fs::read_to_string(d.path().join("log")).unwrap();
+    for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+        assert!(
+            log.lines()
+                .any(|l| l == format!("{set}:\t0000000000000000")),
+            "{set}:\n{log}"
+        );
+    }
+    assert!(log.contains("NoNewPrivs:\t1"), "{log}");
+    for done in ["MOUNTED", "UNMOUNTED", "REMOUNTED"] {
+        assert!(!log.lines().any(|l| l == done), "{log}");
+    }
+    // The pid namespace: the init, the shell, `ls` and `grep`.
+    assert_eq!(log.lines().last(), Some("4"), "{log}");
 }
 
 #[test]
@@ -375,6 +401,20 @@ fn the_output_bound_stops_a_writer_past_it() {
     );
     assert!(e.to_string().contains("reached its bound"), "{e}");
     assert!(!d.path().join("out").exists());
+    // A sparse file longer than the bound (the tmpfs holds its few pages) is refused, not
+    // copied out at its length.
+    let mut s = spec(
+        d.path(),
+        &root,
+        "set -e; truncate -s 1099511627776 /out/sparse; echo x > /out/x",
+    );
+    s.output.max_bytes = 1 << 20;
+    let e = gpuimg_sandbox::run(&s).unwrap_err();
+    assert!(
+        matches!(e, SandboxError::OutputTooLarge { ref path, max } if path.ends_with("sparse") && max == 1 << 20),
+        "{e}"
+    );
+    assert!(!d.path().join("out").exists());
     // A scratch's bound holds the same way.
     let mut s = spec(
         d.path(),
@@ -488,7 +528,9 @@ fn make_and_gcc_build_a_program_in_a_debian_root() {
     s.env[0].1 = "/usr/bin:/bin".into();
     let ran = gpuimg_sandbox::run(&s).unwrap();
     assert!(
-        ran.log_tail.iter().any(|l| l.starts_with("gcc -O2 -o hello")),
+        ran.log_tail
+            .iter()
+            .any(|l| l.starts_with("gcc -O2 -o hello")),
         "{:?}",
         ran.log_tail
     );

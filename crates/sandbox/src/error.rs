@@ -167,6 +167,8 @@ pub enum SandboxError {
     NoStatus { tail: LogTail },
     #[error("the sandbox's output holds `{}`, {kind}: only files, directories and symbolic links come back", path.display())]
     OutputEntry { path: PathBuf, kind: &'static str },
+    #[error("the sandbox's output files add up to more than its bound of {max} bytes at `{}` (a sparse file)", path.display())]
+    OutputTooLarge { path: PathBuf, max: u64 },
     #[error("the sandbox's output is deeper than {max} directories at `{}`", path.display())]
     OutputDepth { path: PathBuf, max: usize },
     #[error("copying the sandbox's output to `{}`", path.display())]

@@ -373,6 +373,6 @@ fn copy_output(spec: &Spec, p: &Prepared) -> Result<(), SandboxError> {
         .unwrap_or_else(|| "output".into());
     let staged = gpuimg_store::staging::Staged::dir(parent, &stem, 0o755).map_err(err)?;
     let from = PathBuf::from(format!("/proc/self/fd/{}", p.output_fd().as_raw_fd()));
-    tree_copy::copy_out(&from, staged.path())?;
+    tree_copy::copy_out(&from, staged.path(), spec.output.max_bytes)?;
     staged.persist(host).map_err(err)
 }

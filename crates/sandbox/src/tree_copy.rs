@@ -67,12 +67,27 @@ impl ModeBits for fs::Metadata {
 }
 
 /// Copy the sandbox's output (the directory `from`) into the new directory `to`: files and
-/// directories at most 0755, links as links.
-pub fn copy_out(from: &Path, to: &Path) -> Result<(), SandboxError> {
-    copy_out_at(from, to, to, 0)
+/// directories at most 0755, links as links. The files' sizes add up to at most `max_bytes`:
+/// the tmpfs bounds the pages written, not a sparse file's length, which the copy would write
+/// out in full.
+pub fn copy_out(from: &Path, to: &Path, max_bytes: u64) -> Result<(), SandboxError> {
+    let mut left = max_bytes;
+    copy_out_at(from, to, to, 0, &mut left).map_err(|e| match e {
+        SandboxError::OutputTooLarge { path, .. } => SandboxError::OutputTooLarge {
+            path,
+            max: max_bytes,
+        },
+        e => e,
+    })
 }
 
-fn copy_out_at(from: &Path, to: &Path, shown: &Path, depth: usize) -> Result<(), SandboxError> {
+fn copy_out_at(
+    from: &Path,
+    to: &Path,
+    shown: &Path,
+    depth: usize,
+    left: &mut u64,
+) -> Result<(), SandboxError> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| SandboxError::Output { path, source }
@@ -96,10 +111,16 @@ fn copy_out_at(from: &Path, to: &Path, shown: &Path, depth: usize) -> Result<(),
         let mode = meta.mode_bits() & 0o755;
         if ft.is_dir() {
             fs::create_dir(&dst).map_err(io(&shown))?;
-            copy_out_at(&src, &dst, &shown, depth + 1)?;
+            copy_out_at(&src, &dst, &shown, depth + 1, left)?;
             fs::set_permissions(&dst, fs::Permissions::from_mode(mode | 0o700))
                 .map_err(io(&shown))?;
         } else if ft.is_file() {
+            *left = left
+                .checked_sub(meta.len())
+                .ok_or_else(|| SandboxError::OutputTooLarge {
+                    path: shown.clone(),
+                    max: 0,
+                })?;
             fs::copy(&src, &dst).map_err(io(&shown))?;
             fs::set_permissions(&dst, fs::Permissions::from_mode(mode)).map_err(io(&shown))?;
         } else if ft.is_symlink() {
@@ -134,7 +155,7 @@ mod tests {
         symlink("/etc/passwd", from.join("link")).unwrap();
         let to = d.path().join("to");
         fs::create_dir(&to).unwrap();
-        copy_out(&from, &to).unwrap();
+        copy_out(&from, &to, 1).unwrap();
         assert_eq!(fs::read_to_string(to.join("sub/a")).unwrap(), "a");
         let mode = fs::metadata(to.join("sub/a")).unwrap().permissions().mode();
         assert_eq!(mode & 0o7777, 0o755);
@@ -154,10 +175,28 @@ mod tests {
         assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
         let to = d.path().join("to");
         fs::create_dir(&to).unwrap();
-        let e = copy_out(&from, &to).unwrap_err();
+        let e = copy_out(&from, &to, 1 << 20).unwrap_err();
         assert!(
             matches!(e, SandboxError::OutputEntry { kind: "a FIFO", .. }),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_sparse_file_longer_than_the_bound_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let from = d.path().join("from");
+        fs::create_dir(&from).unwrap();
+        fs::write(from.join("small"), "12345678").unwrap();
+        let f = fs::File::create(from.join("sparse")).unwrap();
+        f.set_len(1 << 40).unwrap();
+        let to = d.path().join("to");
+        fs::create_dir(&to).unwrap();
+        let e = copy_out(&from, &to, 1 << 20).unwrap_err();
+        assert!(
+            matches!(e, SandboxError::OutputTooLarge { ref path, max } if path.ends_with("sparse") && max == 1 << 20),
+            "{e}"
+        );
+        assert!(!to.join("sparse").exists());
     }
 }
