@@ -63,6 +63,7 @@ mod resolve_cases;
 mod resolve_cli;
 mod resolve_image_env;
 mod resolve_property;
+mod sandbox;
 mod sbom;
 mod selftest_arm64;
 mod selftest_cli;

@@ -248,13 +248,15 @@ fn staging_root_modules_use_only_the_confined_api() {
 /// Issue 33, class 1: every program gpuimg starts is started through `host_program` (found in
 /// `PATH`'s absolute directories, run from an empty directory); the self-test's hand-off to the
 /// image's own entrypoint (`crates/selftest/src/exec.rs`, inside the container) is the one other
-/// place.
+/// place. Issue 38: package code runs only in the build sandbox, whose `execve` (in its own
+/// namespaces, `crates/sandbox/src/child.rs`) is the one call of the `exec` family.
 #[test]
 fn programs_are_started_only_through_host_program() {
     let allowed = [
         "crates/fetch/src/host_program.rs",
         "crates/selftest/src/exec.rs",
     ];
+    let sandbox = "crates/sandbox/src/child.rs";
     for path in source_files() {
         let rel = path
             .strip_prefix(root())
@@ -273,6 +275,11 @@ fn programs_are_started_only_through_host_program() {
             assert!(
                 !line.contains("Command::new"),
                 "{rel}:{}: a program started by bare `Command::new` may be found through the working directory; use `host_program::Isolated::command`",
+                n + 1
+            );
+            assert!(
+                rel == sandbox || !line.contains(&["libc::", "exec"].concat()),
+                "{rel}:{}: an `exec` outside the build sandbox (package code runs only in `gpuimg-sandbox`)",
                 n + 1
             );
         }
