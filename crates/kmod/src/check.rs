@@ -70,7 +70,9 @@ pub enum Refusal {
     },
     #[error("{module}: depends on module `{needs}`, which neither the kernel nor the set has")]
     Depends { module: String, needs: String },
-    #[error("{module}: built without symbol CRCs (CONFIG_MODVERSIONS), for a kernel that has them")]
+    #[error(
+        "{module}: built without symbol CRCs (CONFIG_MODVERSIONS), for a kernel that has them"
+    )]
     NoVersions { module: String },
     #[error("{module}: needs `{symbol}`, which neither the kernel nor another module of the set exports")]
     Unresolved { module: String, symbol: String },
@@ -82,14 +84,18 @@ pub enum Refusal {
         exporter_crc: u32,
         exporter: String,
     },
-    #[error("{module}: uses `{symbol}`, exported GPL-only by {exporter}, under licence `{license}`")]
+    #[error(
+        "{module}: uses `{symbol}`, exported GPL-only by {exporter}, under licence `{license}`"
+    )]
     GplOnly {
         module: String,
         symbol: String,
         license: String,
         exporter: String,
     },
-    #[error("{module}: uses `{symbol}` from namespace `{namespace}` ({exporter}) without importing it")]
+    #[error(
+        "{module}: uses `{symbol}` from namespace `{namespace}` ({exporter}) without importing it"
+    )]
     Namespace {
         module: String,
         symbol: String,
@@ -140,13 +146,36 @@ fn ignored(symbol: &str) -> bool {
         || symbol.starts_with("__gnu_lto")
 }
 
+/// Who exports a symbol, as a refusal names it.
+#[derive(Clone, Copy)]
+enum Who<'a> {
+    Vmlinux,
+    /// A module of the kernel, by its path in `Module.symvers`.
+    KernelModule(&'a str),
+    /// A module of the set, by name.
+    SetModule(&'a str),
+}
+
+impl std::fmt::Display for Who<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Who::Vmlinux => f.write_str("vmlinux"),
+            Who::KernelModule(path) => write!(
+                f,
+                "the kernel's module {}",
+                module_name(path.rsplit('/').next().unwrap_or(path))
+            ),
+            Who::SetModule(name) => write!(f, "module {name} of the set"),
+        }
+    }
+}
+
 /// Who exports a symbol, as the check sees it.
 struct Exporter<'a> {
     crc: Option<u32>,
     gpl_only: bool,
     namespace: Option<&'a str>,
-    /// `vmlinux`, `the kernel's module vsock` or `module nvidia of the set`.
-    who: String,
+    who: Who<'a>,
 }
 
 /// Checks `modules` against `kernel`: their facts, in the order given, or every refusal.
@@ -166,11 +195,10 @@ pub fn check(modules: &[Module], kernel: &Kernel) -> Result<Vec<Facts>, CheckErr
         let who = match e.module_name() {
             Some(n) if names.contains(n.as_str()) => continue,
             Some(n) => {
-                let who = format!("the kernel's module {n}");
                 kernel_modules.insert(n);
-                who
+                Who::KernelModule(&e.module)
             }
-            None => "vmlinux".to_string(),
+            None => Who::Vmlinux,
         };
         exporters.insert(
             &e.symbol,
@@ -185,12 +213,12 @@ pub fn check(modules: &[Module], kernel: &Kernel) -> Result<Vec<Facts>, CheckErr
     let kernel_has_crcs = kernel.symvers.entries().any(|e| e.crc.is_some());
     for m in modules {
         for x in &m.exports {
-            let who = format!("module {} of the set", m.name);
+            let who = Who::SetModule(&m.name);
             if let Some(other) = exporters.get(x.symbol.as_str()) {
                 refusals.push(Refusal::DuplicateExport {
                     module: m.name.clone(),
                     symbol: x.symbol.clone(),
-                    other: other.who.clone(),
+                    other: other.who.to_string(),
                 });
                 continue;
             }
@@ -292,7 +320,7 @@ fn check_one(
                 module: module(),
                 symbol: symbol(),
                 license: license.unwrap_or("(none)").to_string(),
-                exporter: e.who.clone(),
+                exporter: e.who.to_string(),
             });
         }
         if let Some(ns) = e.namespace.filter(|ns| !imports.contains(ns)) {
@@ -300,7 +328,7 @@ fn check_one(
                 module: module(),
                 symbol: symbol(),
                 namespace: ns.to_string(),
-                exporter: e.who.clone(),
+                exporter: e.who.to_string(),
             });
         }
     }
@@ -316,7 +344,7 @@ fn check_one(
                 symbol: symbol.clone(),
                 module_crc: *crc,
                 exporter_crc: theirs,
-                exporter: e.who.clone(),
+                exporter: e.who.to_string(),
             });
         }
     }

@@ -93,8 +93,9 @@ pub(crate) fn read(obj: &Object, symbols: &[Symbol]) -> Result<Vec<Export>, Malf
         let license = string_at(s, "export")?;
         let ns_at = s.value.saturating_add(license.len() as u64 + 1);
         let b = obj.section_at(s.section)?;
-        let namespace = c_string(b, ns_at)
-            .ok_or_else(|| Malformed::Exports(format!("export `{}` outside its section", s.name)))?;
+        let namespace = c_string(b, ns_at).ok_or_else(|| {
+            Malformed::Exports(format!("export `{}` outside its section", s.name))
+        })?;
         out.insert(
             name.to_string(),
             Export {

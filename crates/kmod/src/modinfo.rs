@@ -69,6 +69,9 @@ mod tests {
         assert_eq!(m.depends(), ["x", "y"]);
         assert_eq!(m.get("vermagic"), Some("6.1.0-1-cloud-amd64 SMP "));
         assert_eq!(m.fields.len(), 5);
-        assert_eq!(ModInfo::parse(b"depends=\0").depends(), Vec::<String>::new());
+        assert_eq!(
+            ModInfo::parse(b"depends=\0").depends(),
+            Vec::<String>::new()
+        );
     }
 }

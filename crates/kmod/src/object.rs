@@ -44,13 +44,19 @@ pub(crate) struct Object<'a> {
 }
 
 fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(b.get(at..at.checked_add(2)?)?.try_into().ok()?))
+    Some(u16::from_le_bytes(
+        b.get(at..at.checked_add(2)?)?.try_into().ok()?,
+    ))
 }
 fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(at..at.checked_add(4)?)?.try_into().ok()?))
+    Some(u32::from_le_bytes(
+        b.get(at..at.checked_add(4)?)?.try_into().ok()?,
+    ))
 }
 fn u64_at(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(b.get(at..at.checked_add(8)?)?.try_into().ok()?))
+    Some(u64::from_le_bytes(
+        b.get(at..at.checked_add(8)?)?.try_into().ok()?,
+    ))
 }
 
 /// The bytes from `at` to the next NUL of `b`; `None` when `at` is outside or no NUL follows.
@@ -151,9 +157,7 @@ impl<'a> Object<'a> {
         if tables.next().is_some() {
             return Err(Malformed::Symbols("more than one symbol table"));
         }
-        if u64_at(&symtab.raw, 56) != Some(SYM_SIZE as u64)
-            || symtab.size % SYM_SIZE as u64 != 0
-        {
+        if u64_at(&symtab.raw, 56) != Some(SYM_SIZE as u64) || symtab.size % SYM_SIZE as u64 != 0 {
             return Err(Malformed::Symbols("entries are not 24 bytes"));
         }
         let entries = self.contents(symtab)?;

@@ -101,7 +101,10 @@ fn read_pkcs7(der: &[u8]) -> Result<Signature, Malformed> {
     let bad = |why: String| Malformed::Signature(format!("the PKCS#7 message: {why}"));
     let info = ContentInfo::from_der(der).map_err(|e| bad(e.to_string()))?;
     if info.content_type.to_string() != ID_SIGNED_DATA {
-        return Err(bad(format!("content type {}, not signedData", info.content_type)));
+        return Err(bad(format!(
+            "content type {}, not signedData",
+            info.content_type
+        )));
     }
     let data: SignedData = info.content.decode_as().map_err(|e| bad(e.to_string()))?;
     let mut signers = data.signer_infos.0.iter();

@@ -28,7 +28,7 @@ impl SymversEntry {
     pub fn module_name(&self) -> Option<String> {
         (self.module != "vmlinux").then(|| {
             let base = self.module.rsplit('/').next().unwrap_or(&self.module);
-            base.replace('-', "_")
+            crate::module::module_name(base)
         })
     }
 }
@@ -137,7 +137,10 @@ mod tests {
         .unwrap();
         assert_eq!(s.len(), 3);
         let p = s.get("phys_base").unwrap();
-        assert_eq!((p.crc, p.gpl_only, p.namespace.as_deref()), (Some(0x4c9d28b0), false, None));
+        assert_eq!(
+            (p.crc, p.gpl_only, p.namespace.as_deref()),
+            (Some(0x4c9d28b0), false, None)
+        );
         assert_eq!(p.module_name(), None);
         let c = s.get("insert_resource_expand_to_fit").unwrap();
         assert_eq!((c.gpl_only, c.namespace.as_deref()), (true, Some("CXL")));
@@ -149,16 +152,28 @@ mod tests {
     fn refuses_what_it_cannot_read_naming_the_line() {
         for (text, why) in [
             (&b"0x1\ta\tvmlinux\n"[..], "not 4 or 5"),
-            (b"0x1\ta\tvmlinux\tEXPORT_SYMBOL\t\n1234\tb\tvmlinux\tEXPORT_SYMBOL\t", "CRC"),
+            (
+                b"0x1\ta\tvmlinux\tEXPORT_SYMBOL\t\n1234\tb\tvmlinux\tEXPORT_SYMBOL\t",
+                "CRC",
+            ),
             (b"0x123456789\ta\tvmlinux\tEXPORT_SYMBOL\t", "CRC"),
-            (b"0x1\ta\tvmlinux\tEXPORT_SYMBOL_GPL_FUTURE\t", "export type"),
+            (
+                b"0x1\ta\tvmlinux\tEXPORT_SYMBOL_GPL_FUTURE\t",
+                "export type",
+            ),
             (b"0x1\t\tvmlinux\tEXPORT_SYMBOL\t", "empty"),
-            (b"0x1\ta\tvmlinux\tEXPORT_SYMBOL\t\n0x2\ta\tvmlinux\tEXPORT_SYMBOL\t", "twice"),
+            (
+                b"0x1\ta\tvmlinux\tEXPORT_SYMBOL\t\n0x2\ta\tvmlinux\tEXPORT_SYMBOL\t",
+                "twice",
+            ),
         ] {
             let e = Symvers::parse(text).unwrap_err().to_string();
             assert!(e.contains(why), "{e}");
             assert!(e.contains("line "), "{e}");
         }
-        assert!(matches!(Symvers::parse(b"\xff\t"), Err(SymversError::NotText)));
+        assert!(matches!(
+            Symvers::parse(b"\xff\t"),
+            Err(SymversError::NotText)
+        ));
     }
 }

@@ -83,7 +83,10 @@ pub(crate) fn read(obj: &Object) -> Result<Option<BTreeMap<String, u32>>, Malfor
                 let crc = u32_in(crcs, 4 * i as u64).unwrap_or_default();
                 add(name, crc)?;
             }
-            if names.get(at as usize..).is_some_and(|rest| rest.iter().any(|c| *c != 0)) {
+            if names
+                .get(at as usize..)
+                .is_some_and(|rest| rest.iter().any(|c| *c != 0))
+            {
                 return Err(Malformed::Versions(
                     "__version_ext_names holds more names than __version_ext_crcs CRCs".into(),
                 ));

@@ -22,14 +22,6 @@ pub struct Fixture {
 }
 
 impl Fixture {
-    /// The module named `name`.
-    pub fn module(&self, name: &str) -> &Module {
-        self.modules
-            .iter()
-            .find(|m| m.name == name)
-            .unwrap_or_else(|| panic!("the kernel has no module {name}"))
-    }
-
     /// The bytes of the module named `name`.
     pub fn bytes(&self, name: &str) -> &[u8] {
         let i = self.modules.iter().position(|m| m.name == name).unwrap();
@@ -59,8 +51,7 @@ fn modules_under(dir: &Path, out: &mut Vec<PathBuf>) {
         let p = e.path();
         if p.is_dir() {
             modules_under(&p, out);
-        } else if p.to_string_lossy().ends_with(".ko") || p.to_string_lossy().ends_with(".ko.xz")
-        {
+        } else if p.to_string_lossy().ends_with(".ko") || p.to_string_lossy().ends_with(".ko.xz") {
             out.push(p);
         }
     }
@@ -90,7 +81,10 @@ pub fn fixture() -> &'static Fixture {
                 .arg(root().join("scripts/kernel-fixture.sh"))
                 .arg(&dir),
         );
-        let abi = std::fs::read_to_string(dir.join("abi")).unwrap().trim().to_string();
+        let abi = std::fs::read_to_string(dir.join("abi"))
+            .unwrap()
+            .trim()
+            .to_string();
         let tree = ["lib", "usr/lib"]
             .iter()
             .map(|l| dir.join("root").join(l).join("modules").join(&abi))
@@ -102,7 +96,11 @@ pub fn fixture() -> &'static Fixture {
         let files: Vec<(String, Vec<u8>)> = paths
             .iter()
             .map(|p| {
-                let rel = p.strip_prefix(&tree).unwrap().to_string_lossy().into_owned();
+                let rel = p
+                    .strip_prefix(&tree)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
                 (rel, module_bytes(p))
             })
             .collect();
@@ -140,14 +138,24 @@ fn every_module_of_the_kernel_passes_against_its_own_module_symvers() {
     assert_eq!(facts.len(), f.modules.len());
     // What the check went through: real symbols, CRCs and exports, not empty tables.
     let needed: usize = f.modules.iter().map(|m| m.undefined.len()).sum();
-    let crcs: usize = f.modules.iter().map(|m| m.versions.as_ref().map_or(0, |v| v.len())).sum();
+    let crcs: usize = f
+        .modules
+        .iter()
+        .map(|m| m.versions.as_ref().map_or(0, |v| v.len()))
+        .sum();
     let exports: Vec<_> = f.modules.iter().flat_map(|m| &m.exports).collect();
-    assert!(needed > 20_000 && crcs > 20_000, "{needed} undefined, {crcs} CRCs");
+    assert!(
+        needed > 20_000 && crcs > 20_000,
+        "{needed} undefined, {crcs} CRCs"
+    );
     // The modules' own exports are what Module.symvers lists for them, CRC, licence and
     // namespace alike.
     assert!(exports.len() > 3000, "{} exports", exports.len());
     for x in &exports {
-        let e = f.symvers.get(&x.symbol).unwrap_or_else(|| panic!("{} not listed", x.symbol));
+        let e = f
+            .symvers
+            .get(&x.symbol)
+            .unwrap_or_else(|| panic!("{} not listed", x.symbol));
         assert_eq!(
             (x.crc, x.gpl_only, &x.namespace),
             (e.crc, e.gpl_only, &e.namespace),
@@ -160,9 +168,18 @@ fn every_module_of_the_kernel_passes_against_its_own_module_symvers() {
     // vermagic.
     for fact in &facts {
         assert_eq!(fact.vermagic, vermagic);
-        let sig = fact.signature.as_ref().unwrap_or_else(|| panic!("{} is unsigned", fact.file));
-        assert!(!sig.key_id.is_empty() && sig.hash.starts_with("sha"), "{sig:?}");
-        assert!(fact.signed_by.as_ref().is_some_and(|s| !s.is_empty()), "{sig:?}");
+        let sig = fact
+            .signature
+            .as_ref()
+            .unwrap_or_else(|| panic!("{} is unsigned", fact.file));
+        assert!(
+            !sig.key_id.is_empty() && sig.hash.starts_with("sha"),
+            "{sig:?}"
+        );
+        assert!(
+            fact.signed_by.as_ref().is_some_and(|s| !s.is_empty()),
+            "{sig:?}"
+        );
         assert!(fact.file.ends_with(".ko") || fact.file.ends_with(".ko.xz"));
     }
     let signers: std::collections::BTreeSet<_> = facts.iter().map(|f| &f.signed_by).collect();
