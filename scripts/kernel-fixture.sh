@@ -1,22 +1,22 @@
 #!/usr/bin/env bash
 # Unpack one real Debian kernel into DIR for the kernel-module checks' tests (`gpuimg-kmod`):
-# the current ABI of the build host's suite's cloud kernel (`linux-image-cloud-amd64` →
+# the current ABI of SUITE's cloud kernel (default: the build host's suite) (`linux-image-cloud-amd64` →
 # `linux-image-<abi>`), its `linux-headers-<abi>` (which holds `Module.symvers`) and
 # `linux-headers-<version>-common`, fetched with `apt-get download` from the host's Debian mirror
 # (the first `URIs:` of /etc/apt/sources.list.d/*.sources, or of /etc/apt/sources.list) with apt
 # state of its own under DIR.apt, unpacked with `dpkg -x`: nothing is registered with dpkg.
 # Writes DIR/abi (the ABI, one line) and DIR/root (the unpacked packages); a DIR already made is
 # used as it is (delete it to take a newer kernel).
-# Usage: scripts/kernel-fixture.sh DIR
+# Usage: scripts/kernel-fixture.sh DIR [SUITE]
 set -euo pipefail
-dir=${1:?usage: kernel-fixture.sh DIR}
+dir=${1:?usage: kernel-fixture.sh DIR [SUITE]}
 [ -s "$dir/abi" ] && [ -d "$dir/root" ] && exit 0
 mkdir -p "$(dirname "$dir")"
 dir="$(cd "$(dirname "$dir")" && pwd)/$(basename "$dir")"
 uri=$(awk '/^URIs:/ { print $2; exit }' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
 [ -n "$uri" ] || uri=$(awk '$1 == "deb" && $2 !~ /^\[/ { print $2; exit } $1 == "deb" { print $3; exit }' /etc/apt/sources.list 2>/dev/null || true)
 [ -n "$uri" ] || { echo "error: no Debian mirror in the host's apt sources" >&2; exit 2; }
-suite=$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")
+suite=${2:-$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")}
 apt="$dir.apt"
 mkdir -p "$apt/parts"
 cat >"$apt/parts/debian.sources" <<EOF

@@ -108,3 +108,91 @@ pub(crate) fn read(obj: &Object, symbols: &[Symbol]) -> Result<Vec<Export>, Malf
     }
     Ok(out.into_values().collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::object::{STB_GLOBAL, STB_WEAK};
+    use crate::test_object::{object, symbol};
+
+    /// A string table of `names` and each name's offset.
+    fn strtab(names: &[&str]) -> (Vec<u8>, Vec<u32>) {
+        let mut b = vec![0u8];
+        let mut at = Vec::new();
+        for n in names {
+            at.push(b.len() as u32);
+            b.extend_from_slice(n.as_bytes());
+            b.push(0);
+        }
+        (b, at)
+    }
+
+    #[test]
+    fn the_linked_and_the_unlinked_layouts() {
+        let (names, at) = strtab(&[
+            "__ksymtab_baz",
+            "__kstrtabns_baz",
+            "__crc_baz",
+            "__export_symbol_foo",
+            "__export_symbol_bar",
+            "printk",
+            "__ksymtab_qux",
+            "__kstrtabns_qux",
+        ]);
+        // Sections: 1 __ksymtab, 2 __ksymtab_strings, 3 .export_symbol, 4 __ksymtab_gpl,
+        // 5 .strtab, 6 .symtab.
+        let mut syms = symbol(0, 0, 0, 0);
+        syms.extend(symbol(at[0], 0, 1, 0));
+        syms.extend(symbol(at[1], 0, 2, 4));
+        syms.extend(symbol(at[2], 0, SHN_ABS, 0xabcd));
+        syms.extend(symbol(at[3], STB_GLOBAL, 3, 0));
+        syms.extend(symbol(at[4], STB_GLOBAL, 3, 7));
+        syms.extend(symbol(at[5], STB_WEAK, 0, 0));
+        syms.extend(symbol(at[6], 0, 4, 0));
+        syms.extend(symbol(at[7], 0, 2, 5));
+        let b = object(&[
+            ("__ksymtab", 1, vec![0; 12]),
+            ("__ksymtab_strings", 1, b"baz\0\0DMA\0".to_vec()),
+            (".export_symbol", 1, b"GPL\0NS\0\0\0".to_vec()),
+            ("__ksymtab_gpl", 1, vec![0; 12]),
+            (".strtab", 3, names),
+            (".symtab", 2, syms),
+        ]);
+        let obj = Object::parse(&b).unwrap();
+        let symbols = obj.symbols().unwrap();
+        assert_eq!(symbols.len(), 9);
+        let x = read(&obj, &symbols).unwrap();
+        let export = |s: &str, gpl_only, ns: Option<&str>, crc| Export {
+            symbol: s.into(),
+            gpl_only,
+            namespace: ns.map(Into::into),
+            crc,
+        };
+        assert_eq!(
+            x,
+            [
+                export("bar", false, None, None),
+                export("baz", false, None, Some(0xabcd)),
+                export("foo", true, Some("NS"), None),
+                export("qux", true, Some("DMA"), None),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_namespace_outside_its_section_is_malformed() {
+        let (names, at) = strtab(&["__ksymtab_baz", "__kstrtabns_baz"]);
+        let mut syms = symbol(0, 0, 0, 0);
+        syms.extend(symbol(at[0], 0, 1, 0));
+        syms.extend(symbol(at[1], 0, 2, 99));
+        let b = object(&[
+            ("__ksymtab", 1, vec![0; 12]),
+            ("__ksymtab_strings", 1, b"baz\0\0".to_vec()),
+            (".strtab", 3, names),
+            (".symtab", 2, syms),
+        ]);
+        let obj = Object::parse(&b).unwrap();
+        let e = read(&obj, &obj.symbols().unwrap()).unwrap_err().to_string();
+        assert!(e.contains("__kstrtabns_baz"), "{e}");
+    }
+}

@@ -19,6 +19,8 @@ mod module;
 mod object;
 mod signature;
 mod symvers;
+#[cfg(test)]
+mod test_object;
 mod versions;
 
 pub use check::{check, CheckError, Facts, Kernel, Refusal};

@@ -149,3 +149,72 @@ impl Module {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_object::{object, symbol};
+
+    #[test]
+    fn a_module_without_a_name_is_named_by_its_file() {
+        let mut syms = symbol(0, 0, 0, 0);
+        syms.extend(symbol(1, STB_GLOBAL, SHN_UNDEF, 0));
+        syms.extend(symbol(1, STB_GLOBAL, SHN_UNDEF, 0));
+        syms.extend(symbol(8, STB_WEAK, SHN_UNDEF, 0));
+        syms.extend(symbol(0, STB_GLOBAL, SHN_UNDEF, 0));
+        let b = object(&[
+            (
+                ".modinfo",
+                1,
+                b"vermagic=6.1.0-1-cloud-amd64 SMP \0".to_vec(),
+            ),
+            (".strtab", 3, b"\0printk\0maybe\0".to_vec()),
+            (".symtab", 2, syms),
+        ]);
+        let m = Module::read("kernel/drivers/my-driver.ko.xz", &b).unwrap();
+        assert_eq!(m.name, "my_driver");
+        assert_eq!(m.versions, None);
+        assert_eq!(
+            m.undefined,
+            [
+                Undefined {
+                    symbol: "maybe".into(),
+                    weak: true
+                },
+                Undefined {
+                    symbol: "printk".into(),
+                    weak: false
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn what_is_not_a_module_is_refused_naming_the_file() {
+        let no_modinfo = object(&[(".text", 1, vec![0xc3])]);
+        let mut executable = object(&[(".modinfo", 1, b"name=x\0".to_vec())]);
+        executable[16] = 2;
+        let two_tables = object(&[
+            (".modinfo", 1, b"name=x\0".to_vec()),
+            (".symtab", 2, vec![0; 24]),
+            (".symtab", 2, vec![0; 24]),
+        ]);
+        let mut outside = object(&[(".modinfo", 1, b"name=x\0".to_vec())]);
+        let shoff = u64::from_le_bytes(outside[40..48].try_into().unwrap()) as usize;
+        // The .modinfo header's size: past the end of the file.
+        outside[shoff + 64 + 32..shoff + 64 + 40].copy_from_slice(&u64::MAX.to_le_bytes());
+        for (b, why) in [
+            (no_modinfo, "no .modinfo"),
+            (executable, "not a relocatable"),
+            (two_tables, "more than one symbol table"),
+            (outside, "`.modinfo` lies outside"),
+            (b"\x7fELF".to_vec(), "not a 64-bit"),
+        ] {
+            let e = Module::read("m.ko", &b).unwrap_err().to_string();
+            assert!(
+                e.starts_with("kernel module m.ko: ") && e.contains(why),
+                "{why}: {e}"
+            );
+        }
+    }
+}

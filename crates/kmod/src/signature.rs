@@ -139,3 +139,57 @@ fn read_pkcs7(der: &[u8]) -> Result<Signature, Malformed> {
         length: der.len(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `body`, a "signature" of `sig`, and a trailer with the given fields.
+    fn signed(body: &[u8], sig: &[u8], fields: [u8; 8], sig_len: u32) -> Vec<u8> {
+        let mut b = body.to_vec();
+        b.extend_from_slice(sig);
+        b.extend_from_slice(&fields);
+        b.extend_from_slice(&sig_len.to_be_bytes());
+        b.extend_from_slice(MAGIC);
+        b
+    }
+
+    #[test]
+    fn an_unsigned_module_is_all_elf() {
+        let (elf, sig) = split(b"\x7fELF and the rest").unwrap();
+        assert_eq!((elf, sig), (&b"\x7fELF and the rest"[..], None));
+    }
+
+    #[test]
+    fn a_trailer_the_kernel_would_refuse_is_malformed() {
+        let pkcs7 = [0, 0, PKEY_ID_PKCS7, 0, 0, 0, 0, 0];
+        for (b, why) in [
+            (MAGIC[1..].to_vec(), None),
+            ([&[0u8; 4][..], MAGIC].concat(), Some("cut short")),
+            (
+                signed(b"elf", b"sig", [0, 0, 1, 0, 0, 0, 0, 0], 3),
+                Some("id_type 1"),
+            ),
+            (
+                signed(b"elf", b"sig", [1, 0, 2, 0, 0, 0, 0, 0], 3),
+                Some("non-zero"),
+            ),
+            (
+                signed(b"elf", b"sig", [0, 0, 2, 0, 0, 0, 0, 1], 3),
+                Some("non-zero"),
+            ),
+            (signed(b"elf", b"sig", pkcs7, 7), Some("past the start")),
+            (signed(b"elf", b"sig", pkcs7, 3), Some("the PKCS#7 message")),
+            (
+                signed(b"", b"\x30\x03\x06\x01\x00", pkcs7, 5),
+                Some("the PKCS#7 message"),
+            ),
+        ] {
+            match (split(&b), why) {
+                (Ok((elf, None)), None) => assert_eq!(elf, &b[..]),
+                (Err(e), Some(why)) => assert!(e.to_string().contains(why), "{why}: {e}"),
+                (r, why) => panic!("{why:?}: {r:?}"),
+            }
+        }
+    }
+}

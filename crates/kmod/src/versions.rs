@@ -100,3 +100,90 @@ pub(crate) fn read(obj: &Object) -> Result<Option<BTreeMap<String, u32>>, Malfor
     }
     Ok(Some(out))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_object::object;
+
+    fn entry(crc: u64, name: &str) -> Vec<u8> {
+        let mut e = crc.to_le_bytes().to_vec();
+        let mut n = name.as_bytes().to_vec();
+        n.resize(NAME, 0);
+        e.extend(n);
+        e
+    }
+
+    fn read_sections(
+        sections: &[(&str, u32, Vec<u8>)],
+    ) -> Result<Option<BTreeMap<String, u32>>, Malformed> {
+        let b = object(sections);
+        read(&Object::parse(&b).unwrap())
+    }
+
+    #[test]
+    fn the_basic_and_extended_tables_are_one() {
+        let mut basic = entry(0x1111, "printk");
+        basic.extend(entry(0x2222, "kfree"));
+        let crcs: Vec<u8> = [0x2222u32, 0x3333]
+            .iter()
+            .flat_map(|c| c.to_le_bytes())
+            .collect();
+        let names =
+            b"kfree\0a_name_longer_than_fifty_six_bytes_which_only_the_extended_form_holds\0\0\0"
+                .to_vec();
+        let v = read_sections(&[
+            ("__versions", 1, basic),
+            ("__version_ext_crcs", 1, crcs),
+            ("__version_ext_names", 1, names),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(v.len(), 3);
+        assert_eq!(v["printk"], 0x1111);
+        assert_eq!(v["kfree"], 0x2222);
+        assert_eq!(
+            v["a_name_longer_than_fifty_six_bytes_which_only_the_extended_form_holds"],
+            0x3333
+        );
+        assert_eq!(read_sections(&[(".text", 1, vec![0; 4])]).unwrap(), None);
+    }
+
+    #[test]
+    fn a_table_it_cannot_read_whole_is_malformed() {
+        let two =
+            |a: u32, b: u32| -> Vec<u8> { [a, b].iter().flat_map(|c| c.to_le_bytes()).collect() };
+        let mut long_name = 1u64.to_le_bytes().to_vec();
+        long_name.extend([b'x'; NAME]);
+        for (sections, why) in [
+            (vec![("__versions", 1, vec![0u8; 63])], "whole number"),
+            (vec![("__versions", 1, long_name)], "NUL"),
+            (vec![("__versions", 1, entry(1 << 32, "wide"))], "wider"),
+            (vec![("__version_ext_crcs", 1, two(1, 2))], "only one"),
+            (
+                vec![
+                    ("__version_ext_crcs", 1, two(1, 2)),
+                    ("__version_ext_names", 1, b"a\0".to_vec()),
+                ],
+                "fewer names",
+            ),
+            (
+                vec![
+                    ("__version_ext_crcs", 1, two(1, 2)),
+                    ("__version_ext_names", 1, b"a\0b\0c\0".to_vec()),
+                ],
+                "more names",
+            ),
+            (
+                vec![
+                    ("__version_ext_crcs", 1, two(1, 2)),
+                    ("__version_ext_names", 1, b"a\0a\0".to_vec()),
+                ],
+                "listed with CRCs",
+            ),
+        ] {
+            let e = read_sections(&sections).unwrap_err().to_string();
+            assert!(e.contains(why), "{why}: {e}");
+        }
+    }
+}

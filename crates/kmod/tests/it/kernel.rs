@@ -1,6 +1,6 @@
-//! The real kernel every test reads, unpacked once per test process, and the first test: every
-//! module the `linux-image` package ships passes the check against its own headers'
-//! `Module.symvers`.
+//! The real kernels the tests read, unpacked once per test process (the build host's suite's,
+//! and trixie's 6.12), and the first tests: every module each `linux-image` package ships passes
+//! the check against its own headers' `Module.symvers`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -69,65 +69,86 @@ fn module_bytes(path: &Path) -> Vec<u8> {
     out
 }
 
-/// The kernel, fetched and unpacked by `scripts/kernel-fixture.sh` the first time.
+/// The build host's suite's cloud kernel (bookworm's is 6.1), fetched and unpacked by
+/// `scripts/kernel-fixture.sh` the first time.
 pub fn fixture() -> &'static Fixture {
     static FIXTURE: OnceLock<Fixture> = OnceLock::new();
-    FIXTURE.get_or_init(|| {
-        require("apt-get");
-        require("dpkg");
-        let dir = root().join("target/kernel-fixture");
-        run_ok(
-            Command::new("bash")
-                .arg(root().join("scripts/kernel-fixture.sh"))
-                .arg(&dir),
-        );
-        let abi = std::fs::read_to_string(dir.join("abi"))
-            .unwrap()
-            .trim()
-            .to_string();
-        let tree = ["lib", "usr/lib"]
-            .iter()
-            .map(|l| dir.join("root").join(l).join("modules").join(&abi))
-            .find(|d| d.is_dir())
-            .expect("the linux-image package has no module tree");
-        let mut paths = Vec::new();
-        modules_under(&tree, &mut paths);
-        paths.sort();
-        let files: Vec<(String, Vec<u8>)> = paths
-            .iter()
-            .map(|p| {
-                let rel = p
-                    .strip_prefix(&tree)
-                    .unwrap()
-                    .to_string_lossy()
-                    .into_owned();
-                (rel, module_bytes(p))
-            })
-            .collect();
-        let modules = files
-            .iter()
-            .map(|(rel, b)| Module::read(rel, b).unwrap_or_else(|e| panic!("{e}")))
-            .collect();
-        let symvers_text = std::fs::read(
-            dir.join("root/usr/src")
-                .join(format!("linux-headers-{abi}"))
-                .join("Module.symvers"),
-        )
-        .unwrap();
-        let symvers = Symvers::parse(&symvers_text).unwrap();
-        Fixture {
-            abi,
-            files,
-            modules,
-            symvers_text,
-            symvers,
-        }
-    })
+    FIXTURE.get_or_init(|| load("kernel-fixture", None))
+}
+
+/// trixie's cloud kernel (6.12, its modules xz-compressed), the same way.
+fn trixie() -> &'static Fixture {
+    static FIXTURE: OnceLock<Fixture> = OnceLock::new();
+    FIXTURE.get_or_init(|| load("kernel-fixture-trixie", Some("trixie")))
+}
+
+fn load(name: &str, suite: Option<&str>) -> Fixture {
+    require("apt-get");
+    require("dpkg");
+    let dir = root().join("target").join(name);
+    run_ok(
+        Command::new("bash")
+            .arg(root().join("scripts/kernel-fixture.sh"))
+            .arg(&dir)
+            .args(suite),
+    );
+    let abi = std::fs::read_to_string(dir.join("abi"))
+        .unwrap()
+        .trim()
+        .to_string();
+    let tree = ["lib", "usr/lib"]
+        .iter()
+        .map(|l| dir.join("root").join(l).join("modules").join(&abi))
+        .find(|d| d.is_dir())
+        .expect("the linux-image package has no module tree");
+    let mut paths = Vec::new();
+    modules_under(&tree, &mut paths);
+    paths.sort();
+    let files: Vec<(String, Vec<u8>)> = paths
+        .iter()
+        .map(|p| {
+            let rel = p
+                .strip_prefix(&tree)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            (rel, module_bytes(p))
+        })
+        .collect();
+    let modules = files
+        .iter()
+        .map(|(rel, b)| Module::read(rel, b).unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    let symvers_text = std::fs::read(
+        dir.join("root/usr/src")
+            .join(format!("linux-headers-{abi}"))
+            .join("Module.symvers"),
+    )
+    .unwrap();
+    let symvers = Symvers::parse(&symvers_text).unwrap();
+    Fixture {
+        abi,
+        files,
+        modules,
+        symvers_text,
+        symvers,
+    }
 }
 
 #[test]
-fn every_module_of_the_kernel_passes_against_its_own_module_symvers() {
-    let f = fixture();
+fn every_module_of_the_hosts_kernel_passes_against_its_own_module_symvers() {
+    every_module_passes(fixture());
+}
+
+#[test]
+fn every_module_of_trixies_6_12_kernel_passes_against_its_own_module_symvers() {
+    let f = trixie();
+    assert!(f.abi.starts_with("6.12."), "{}", f.abi);
+    assert!(f.files.iter().all(|(p, _)| p.ends_with(".ko.xz")));
+    every_module_passes(f);
+}
+
+fn every_module_passes(f: &Fixture) {
     assert!(f.modules.len() > 500, "only {} modules", f.modules.len());
     assert!(f.symvers.len() > 5000, "only {} symbols", f.symvers.len());
     // Every module of one kernel build has the same vermagic, naming the ABI first.

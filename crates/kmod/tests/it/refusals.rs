@@ -188,7 +188,7 @@ fn a_module_needing_another_modules_export_passes_only_with_that_module_in_the_s
         .map(|(_, a, b)| (a, b))
         .expect("a module depending on one other");
     let facts = check(&[a.clone(), b.clone()], &kernel).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(facts[0].depends, [b.name.clone()]);
+    assert_eq!(facts[0].depends, std::slice::from_ref(&b.name));
     // Alone, each symbol it takes from that module is unresolved, and its dependency missing.
     let e = check(std::slice::from_ref(a), &kernel).unwrap_err();
     let all = refusals(e);
