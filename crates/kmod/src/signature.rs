@@ -26,7 +26,7 @@ const ID_SIGNED_DATA: &str = "1.2.840.113549.1.7.2";
 const ID_CN: &str = "2.5.4.3";
 
 /// How the signer is named in the signature.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SignatureId {
     /// The issuer's name and the certificate's serial number (what `sign-file` writes).
     IssuerAndSerial,

@@ -13,3 +13,4 @@ mod cmd;
 mod kernel;
 mod malformed;
 mod refusals;
+mod seed;
