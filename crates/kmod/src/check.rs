@@ -5,7 +5,8 @@
 //! another module of the set; where the module recorded a CRC for a symbol, the exporter's CRC
 //! is the same; a module built without CRCs is refused by a kernel that has them; a symbol
 //! exported GPL-only is used only by a module under a GPL-compatible licence; a symbol exported
-//! in a namespace only by a module that imports it; `depends=` names only modules the kernel or
+//! in a namespace only by a module that imports it (licence and taint followed symbol by symbol,
+//! in the order the loader resolves them); `depends=` names only modules the kernel or
 //! the set has; no two modules of the set share a name or export the same symbol.
 //!
 //! A module of the set replaces the kernel's module of the same name: its exports are the set's,
@@ -93,6 +94,12 @@ pub enum Refusal {
         license: String,
         exporter: String,
     },
+    #[error("{module}: uses GPL-only exports, then `{symbol}` from {owner}, whose licence is not GPL-compatible")]
+    ProprietaryOwner {
+        module: String,
+        symbol: String,
+        owner: String,
+    },
     #[error(
         "{module}: uses `{symbol}` from namespace `{namespace}` ({exporter}) without importing it"
     )]
@@ -176,6 +183,9 @@ struct Exporter<'a> {
     gpl_only: bool,
     namespace: Option<&'a str>,
     who: Who<'a>,
+    /// A module of the set under a licence that is not GPL-compatible (the kernel's own modules
+    /// never are: `modpost` refuses an in-tree module without one).
+    proprietary: bool,
 }
 
 /// Checks `modules` against `kernel`: their facts, in the order given, or every refusal.
@@ -207,6 +217,7 @@ pub fn check(modules: &[Module], kernel: &Kernel) -> Result<Vec<Facts>, CheckErr
                 gpl_only: e.gpl_only,
                 namespace: e.namespace.as_deref(),
                 who,
+                proprietary: false,
             },
         );
     }
@@ -214,6 +225,7 @@ pub fn check(modules: &[Module], kernel: &Kernel) -> Result<Vec<Facts>, CheckErr
     for m in modules {
         for x in &m.exports {
             let who = Who::SetModule(&m.name);
+            let proprietary = !gpl_compatible(m.modinfo.get("license"));
             if let Some(other) = exporters.get(x.symbol.as_str()) {
                 refusals.push(Refusal::DuplicateExport {
                     module: m.name.clone(),
@@ -229,6 +241,7 @@ pub fn check(modules: &[Module], kernel: &Kernel) -> Result<Vec<Facts>, CheckErr
                     gpl_only: x.gpl_only,
                     namespace: x.namespace.as_deref(),
                     who,
+                    proprietary,
                 },
             );
         }
@@ -304,6 +317,11 @@ fn check_one(
     }
     let license = m.modinfo.get("license");
     let imports: BTreeSet<&str> = m.modinfo.all("import_ns").collect();
+    // The loader's licence rule, symbol by symbol in symbol-table order: a module not under a
+    // GPL-compatible licence (or tainted by using a proprietary module's symbol) finds no
+    // GPL-only export; one that used a GPL-only export may not then use a proprietary module's.
+    let mut tainted_by: Option<String> = None;
+    let mut uses_gpl_only = false;
     for u in m.undefined.iter().filter(|u| !ignored(&u.symbol)) {
         let symbol = || u.symbol.clone();
         let Some(e) = exporters.get(u.symbol.as_str()) else {
@@ -315,13 +333,32 @@ fn check_one(
             }
             continue;
         };
-        if e.gpl_only && !gpl_compatible(license) {
+        if e.gpl_only && (!gpl_compatible(license) || tainted_by.is_some()) {
+            let license = license.unwrap_or("(none)");
             out.push(Refusal::GplOnly {
                 module: module(),
                 symbol: symbol(),
-                license: license.unwrap_or("(none)").to_string(),
+                license: match &tainted_by {
+                    Some(owner) => format!("{license}, proprietary since it used {owner}"),
+                    None => license.to_string(),
+                },
                 exporter: e.who.to_string(),
             });
+            continue;
+        }
+        uses_gpl_only |= e.gpl_only;
+        if e.proprietary {
+            if uses_gpl_only {
+                out.push(Refusal::ProprietaryOwner {
+                    module: module(),
+                    symbol: symbol(),
+                    owner: e.who.to_string(),
+                });
+                continue;
+            }
+            if gpl_compatible(license) && tainted_by.is_none() {
+                tainted_by = Some(e.who.to_string());
+            }
         }
         if let Some(ns) = e.namespace.filter(|ns| !imports.contains(ns)) {
             out.push(Refusal::Namespace {

@@ -72,7 +72,8 @@ pub struct Module {
     /// The CRCs it was built against, by symbol; `None` when built without
     /// `CONFIG_MODVERSIONS`.
     pub versions: Option<BTreeMap<String, u32>>,
-    /// The global and weak symbols it leaves undefined, sorted.
+    /// The global and weak symbols it leaves undefined, each once, in symbol-table order: the
+    /// order the loader resolves them in, which its licence rule depends on (`check`).
     pub undefined: Vec<Undefined>,
     pub exports: Vec<Export>,
     pub signature: Option<Signature>,
@@ -101,17 +102,17 @@ impl Module {
         let modinfo = ModInfo::parse(obj.section(".modinfo")?.ok_or(Malformed::NoModinfo)?);
         let versions = versions::read(&obj)?;
         let symbols = obj.symbols()?;
-        let mut undefined: Vec<Undefined> = symbols
+        let mut seen = std::collections::BTreeSet::new();
+        let undefined: Vec<Undefined> = symbols
             .iter()
             .filter(|s| s.section == SHN_UNDEF && !s.name.is_empty())
             .filter(|s| s.bind == STB_GLOBAL || s.bind == STB_WEAK)
+            .filter(|s| seen.insert(s.name.as_str()))
             .map(|s| Undefined {
                 symbol: s.name.clone(),
                 weak: s.bind == STB_WEAK,
             })
             .collect();
-        undefined.sort_by(|a, b| a.symbol.cmp(&b.symbol));
-        undefined.dedup_by(|a, b| a.symbol == b.symbol);
         let exports = exports::read(&obj, &symbols)?;
         let name = match modinfo.get("name") {
             Some(n) if !n.is_empty() => n.to_string(),
@@ -178,12 +179,12 @@ mod tests {
             m.undefined,
             [
                 Undefined {
-                    symbol: "maybe".into(),
-                    weak: true
-                },
-                Undefined {
                     symbol: "printk".into(),
                     weak: false
+                },
+                Undefined {
+                    symbol: "maybe".into(),
+                    weak: true
                 }
             ]
         );

@@ -307,3 +307,78 @@ fn two_modules_of_one_name_or_one_export_are_refused() {
         other: format!("module {} of the set", exporter.name),
     }));
 }
+
+#[test]
+fn a_gpl_module_may_not_mix_gpl_only_exports_with_a_proprietary_modules_symbols() {
+    let f = fixture();
+    let symvers = vmlinux_only(f);
+    let kernel = Kernel {
+        symvers: &symvers,
+        ..f.kernel()
+    };
+    let is_gpl_only = |s: &str| symvers.get(s).is_some_and(|e| e.gpl_only);
+    // A module using GPL-only exports of vmlinux and depending on exactly one module (under a
+    // `GPL…` licence, depending on none) in an order that refuses it once that module is
+    // proprietary: a GPL-only symbol before the first of that module's, or one after it.
+    let (a, b, first_gpl, first_b) = f
+        .modules
+        .iter()
+        .filter_map(|a| {
+            let [b] = &a.modinfo.depends()[..] else {
+                return None;
+            };
+            let b = f.modules.iter().find(|m| &m.name == b)?;
+            if !b.modinfo.depends().is_empty()
+                || !b
+                    .modinfo
+                    .get("license")
+                    .is_some_and(|l| l.starts_with("GPL"))
+            {
+                return None;
+            }
+            let first_gpl = a.undefined.iter().position(|u| is_gpl_only(&u.symbol))?;
+            let first_b = a
+                .undefined
+                .iter()
+                .position(|u| b.exports.iter().any(|x| x.symbol == u.symbol))?;
+            let gpl_after = a.undefined[first_b..]
+                .iter()
+                .any(|u| is_gpl_only(&u.symbol));
+            (first_gpl < first_b || gpl_after).then_some((a, b, first_gpl, first_b))
+        })
+        .next()
+        .expect("a GPL module using GPL-only exports and one other module");
+    check(&[a.clone(), b.clone()], &kernel).unwrap_or_else(|e| panic!("{e}"));
+    let proprietary = patched(f.bytes(&b.name), b"license=GPL", b"license=Pro");
+    let proprietary = Module::read(&b.file, &proprietary).unwrap();
+    let all = refusals(check(&[a.clone(), proprietary], &kernel).unwrap_err());
+    let of_a: Vec<&Refusal> = all
+        .iter()
+        .filter(|r| r.to_string().starts_with(&format!("{}: ", a.name)))
+        .collect();
+    let owner = format!("module {} of the set", b.name);
+    // What the loader refuses first follows the order it resolves the symbols in.
+    let expected = if first_gpl < first_b {
+        Refusal::ProprietaryOwner {
+            module: a.name.clone(),
+            symbol: a.undefined[first_b].symbol.clone(),
+            owner,
+        }
+    } else {
+        let after = a.undefined[first_b..]
+            .iter()
+            .find(|u| is_gpl_only(&u.symbol))
+            .unwrap();
+        Refusal::GplOnly {
+            module: a.name.clone(),
+            symbol: after.symbol.clone(),
+            license: format!(
+                "{}, proprietary since it used {owner}",
+                a.modinfo.get("license").unwrap()
+            ),
+            exporter: "vmlinux".into(),
+        }
+    };
+    assert_eq!(of_a.first(), Some(&&expected), "{all:?}");
+    eprintln!("{expected}");
+}

@@ -48,7 +48,7 @@ fn the_seed_reads_as_written_and_its_signature_names_its_signer() {
         .collect();
     assert_eq!(
         undefined,
-        [("kfree", false), ("maybe_there", true), ("printk", false)]
+        [("printk", false), ("maybe_there", true), ("kfree", false)]
     );
     assert_eq!(unsigned.signature, None);
     assert_eq!(
