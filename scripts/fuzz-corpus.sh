@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Rebuild the committed seed inputs of the fuzz targets (tests/fuzz/corpus/) from real tools:
-# tiny shared objects (cc), rootfs tarballs (GNU tar), .deb packages (dpkg-deb) and a signed
-# Release (gpg, a throwaway ed25519 key). The targets only read the committed files; run this
+# tiny shared objects (cc), a kernel module's tables signed as sign-file signs (cc, openssl),
+# rootfs tarballs (GNU tar), .deb packages (dpkg-deb) and a signed Release (gpg, a throwaway
+# ed25519 key). The targets only read the committed files; run this
 # when a seed should change, and commit the result. Needs cc (with -m32 support), strip,
-# GNU tar, gzip, zstd, dpkg-deb and gpg.
+# GNU tar, gzip, zstd, dpkg-deb, gpg and openssl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 corpus=tests/fuzz/corpus
@@ -22,6 +23,49 @@ done
 # The 64-bit one with DWARF and its symbol table kept: what `elf::strip` cuts.
 cc "${small[@]}" -g -Wl,-soname,libfuzzseed.so.1 -o "$corpus/elf/lib64-debug.so" "$work/a.c"
 chmod 644 "$corpus/elf/lib64-debug.so"
+
+# kmod: a relocatable object with the tables `modpost` gives a kernel module (.modinfo,
+# __versions, a GPL export in a namespace with its CRC, undefined and weak symbols), unsigned and
+# with a PKCS#7 signature appended as `sign-file` appends it (a throwaway key; detached, no
+# certificates, no attributes).
+mkdir -p "$corpus/kmod"
+cat >"$work/m.c" <<'EOF'
+extern int printk(const char *, ...);
+extern void kfree(const void *);
+extern int maybe_there(void) __attribute__((weak));
+int fuzz_export(int x) { return printk("%d", x) + (maybe_there ? maybe_there() : 0); }
+void fuzz_free(void *p) { kfree(p); }
+static const char modinfo[] __attribute__((section(".modinfo"), used, aligned(1))) =
+    "license=GPL\0name=fuzzseed\0version=1.0\0srcversion=0123456789ABCDEF0123456\0"
+    "depends=\0import_ns=DMA\0"
+    "vermagic=6.1.0-1-cloud-amd64 SMP preempt mod_unload modversions ";
+struct modversion_info { unsigned long crc; char name[56]; };
+static const struct modversion_info versions[]
+    __attribute__((section("__versions"), used, aligned(32))) = {
+        { 0x12345678, "printk" }, { 0x9abcdef0, "kfree" } };
+asm(".section __ksymtab_strings,\"aMS\",%progbits,1\n"
+    "__kstrtab_fuzz_export: .asciz \"fuzz_export\"\n"
+    "__kstrtabns_fuzz_export: .asciz \"FUZZ\"\n"
+    ".section __ksymtab_gpl,\"a\"\n.balign 4\n"
+    "__ksymtab_fuzz_export: .long fuzz_export - .\n"
+    ".long __kstrtab_fuzz_export - .\n.long __kstrtabns_fuzz_export - .\n"
+    ".section __kcrctab_gpl,\"a\"\n.balign 4\n__crc_fuzz_export: .long 0xcafef00d\n.previous\n");
+EOF
+cc -c -O2 -fno-asynchronous-unwind-tables -fno-pic -o "$corpus/kmod/fuzzseed.ko" "$work/m.c"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 \
+    -subj '/CN=gpuimg fuzz seed key' -keyout "$work/key.pem" -out "$work/cert.pem" 2>/dev/null
+openssl cms -sign -binary -noattr -nocerts -nosmimecap -md sha256 -outform DER \
+    -in "$corpus/kmod/fuzzseed.ko" -signer "$work/cert.pem" -inkey "$work/key.pem" \
+    -out "$work/sig.der"
+len=$(stat -c %s "$work/sig.der")
+byte() { printf "\\$(printf %03o "$1")"; }
+{
+    cat "$corpus/kmod/fuzzseed.ko" "$work/sig.der"
+    printf '\0\0\2\0\0\0\0\0'
+    byte $((len >> 24 & 255)); byte $((len >> 16 & 255)); byte $((len >> 8 & 255)); byte $((len & 255))
+    printf '~Module signature appended~\n'
+} >"$corpus/kmod/fuzzseed-signed.ko"
+chmod 644 "$corpus"/kmod/*
 
 # A small root filesystem like a distribution's: merged-/usr links, an absolute symlink, a
 # hard link, a setuid file, a long path.

@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(profile tarball deb release packages require elf pypi pypi_pages wheel deflate)
+[ ${#targets[@]} -gt 0 ] || targets=(profile tarball deb release packages require elf pypi pypi_pages wheel deflate kmod)
 out="${CARGO_TARGET_DIR:-target}/tmp/fuzz"
 cargo test --locked --test it --no-run >/dev/null 2>&1 || cargo test --locked --test it --no-run
 failed=0

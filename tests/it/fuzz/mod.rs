@@ -16,6 +16,7 @@ mod targets {
     pub mod deb;
     pub mod deflate;
     pub mod elf;
+    pub mod kmod;
     pub mod packages;
     pub mod profile;
     pub mod pypi;
@@ -74,6 +75,11 @@ fn fuzz_wheel() {
 #[test]
 fn fuzz_deflate() {
     harness::run(&targets::deflate::TARGET);
+}
+
+#[test]
+fn fuzz_kmod() {
+    harness::run(&targets::kmod::TARGET);
 }
 
 #[test]
