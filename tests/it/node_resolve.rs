@@ -270,3 +270,53 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// Issue 38, items 3 and 4: Debian's open NVIDIA module, built in the sandbox from the build
+/// root for bookworm's 6.1 cloud kernel by its own `dkms.conf` `make`: every module it builds
+/// names that kernel in its `vermagic`, carries the driver's version, and passes the CRC check
+/// against the kernel's `Module.symvers`.
+#[test]
+fn debians_open_module_builds_in_the_sandbox_for_exactly_the_resolved_kernel() {
+    let sb = Sandbox::new();
+    let p = sb.join("module.yaml");
+    std::fs::write(
+        &p,
+        format!("kind: host\nname: node/module\n{REPOS}host:\n  gpus: [H100]\n  kernel: \"6.1\"\n  kernel_module: proprietary\n"),
+    )
+    .unwrap();
+    let profile = gpuimg_build::profile::load(&p, &|_| None).unwrap();
+    let catalog = gpuimg_build::catalog::Catalog::embedded().unwrap();
+    let cache = sb.join("cache");
+    let trust = gpuimg_fetch::Trust::default();
+    let mut quiet = gpuimg_fetch::observe::Silent;
+    let node =
+        gpuimg_build::ops::node::resolve(&profile, &catalog, &cache, false, &trust, &mut quiet)
+            .unwrap()
+            .unwrap();
+    let root = sb.join("root");
+    std::fs::create_dir(&root).unwrap();
+    gpuimg_build::ops::node_root::install(
+        &profile, &node, &root, &cache, false, &trust, &mut quiet,
+    )
+    .unwrap();
+    let work = sb.join("work");
+    std::fs::create_dir(&work).unwrap();
+    let jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let built = gpuimg_build::ops::node_module::build(&root, &node, &work, 1_700_000_000, jobs)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<&str> = built.facts.iter().map(|f| f.name.as_str()).collect();
+    for m in ["nvidia", "nvidia_modeset", "nvidia_drm", "nvidia_uvm"] {
+        assert!(names.contains(&m), "{m} not built: {names:?}");
+    }
+    for f in &built.facts {
+        assert!(
+            f.vermagic.starts_with(&format!("{} ", node.kernel_abi)),
+            "{}: {}",
+            f.name,
+            f.vermagic
+        );
+        if f.name == "nvidia" {
+            assert_eq!(f.version.as_deref(), Some(node.driver.to_string().as_str()));
+        }
+    }
+}

@@ -14,6 +14,7 @@ pub mod cuda_minor;
 pub mod known;
 pub mod lock;
 pub mod node;
+pub mod node_module;
 pub mod node_root;
 pub mod platforms;
 pub mod python_packages;
@@ -105,6 +106,8 @@ pub enum OpsError {
         command: &'static str,
         profile: String,
     },
+    #[error(transparent)]
+    Module(Box<node_module::ModuleError>),
     #[error("The NVIDIA module source `{package}` has no `dkms.conf`: the kernels it builds for are unknown")]
     NoDkmsConf { package: String },
     #[error("`--export pylock`: the profile has no `python:` packages to export")]
