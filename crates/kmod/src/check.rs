@@ -183,8 +183,8 @@ struct Exporter<'a> {
     gpl_only: bool,
     namespace: Option<&'a str>,
     who: Who<'a>,
-    /// A module of the set under a licence that is not GPL-compatible (the kernel's own modules
-    /// never are: `modpost` refuses an in-tree module without one).
+    /// A module of the set under a licence that is not GPL-compatible; never one of the
+    /// kernel's own, whose licences the kernel tree keeps GPL-compatible.
     proprietary: bool,
 }
 

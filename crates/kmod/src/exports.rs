@@ -7,8 +7,9 @@
 //! instead a `.export_symbol` section with one `__export_symbol_<name>` per export: its licence
 //! string (`GPL` or empty), then its namespace.
 //!
-//! Must never invent what the file does not say: an export without a CRC has none (`None`), a
-//! namespace or CRC whose symbol points outside its section is `Malformed`.
+//! Must never invent what the file does not say: an export without a CRC has none (`None`); an
+//! export without a name, or a namespace or CRC whose symbol points outside its section, is
+//! `Malformed`.
 
 use std::collections::BTreeMap;
 
@@ -54,6 +55,9 @@ pub(crate) fn read(obj: &Object, symbols: &[Symbol]) -> Result<Vec<Export>, Malf
         let Some(section) = obj.section_name(s.section) else {
             continue;
         };
+        if name.is_empty() && section.starts_with(b"__ksymtab") {
+            return Err(Malformed::Exports("an export without a name".into()));
+        }
         let gpl_only = match section {
             b"__ksymtab" => false,
             b"__ksymtab_gpl" => true,
@@ -89,6 +93,9 @@ pub(crate) fn read(obj: &Object, symbols: &[Symbol]) -> Result<Vec<Export>, Malf
         };
         if obj.section_name(s.section) != Some(b".export_symbol") || out.contains_key(name) {
             continue;
+        }
+        if name.is_empty() {
+            return Err(Malformed::Exports("an export without a name".into()));
         }
         let license = string_at(s, "export")?;
         let ns_at = s.value.saturating_add(license.len() as u64 + 1);

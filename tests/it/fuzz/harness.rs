@@ -147,9 +147,13 @@ fn run_in_child(t: &'static Target) {
     let runner = |l: &&str| {
         l.is_empty() || l.starts_with("running ") || l.starts_with("test ") || l == &"successes:"
     };
+    // Into a pipe, libtest writes `test <name> ... ` before the test runs: the target's own line
+    // follows it on the same line.
+    let started = format!("test {test} ... ");
     for l in String::from_utf8_lossy(&out.stdout)
         .lines()
-        .filter(|l| !runner(l))
+        .map(|l| l.strip_prefix(started.as_str()).unwrap_or(l))
+        .filter(|l| !runner(l) && *l != "ok")
     {
         println!("{l}");
     }
