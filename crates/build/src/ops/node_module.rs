@@ -73,6 +73,23 @@ pub fn build(
     jobs: usize,
 ) -> Result<BuiltModules, ModuleError> {
     let (source, conf) = source_of(root, node)?;
+    build_source(root, &source, &conf, &node.kernel_abi, work, epoch, jobs)
+}
+
+/// Build the dkms source at `source` (a directory of the build root `root`, described by
+/// `conf`) for the kernel `abi`, then check what it built against that kernel.
+pub fn build_source(
+    root: &Path,
+    source: &Path,
+    conf: &DkmsConf,
+    abi: &str,
+    work: &Path,
+    epoch: u64,
+    jobs: usize,
+) -> Result<BuiltModules, ModuleError> {
+    if !source.is_dir() {
+        return Err(ModuleError::NoSource(source.display().to_string()));
+    }
     // The sandbox mounts over directories the root has already (it never writes the root).
     for d in ["build", "out", "tmp"] {
         let p = root.join(d);
@@ -90,8 +107,8 @@ pub fn build(
         .clone()
         .unwrap_or_else(|| "make modules KERNEL_UNAME=${kernelver}".into())
         .replace("${parallel_jobs+-j$parallel_jobs}", &format!("-j{jobs}"))
-        .replace("${kernelver}", &node.kernel_abi)
-        .replace("$kernelver", &node.kernel_abi);
+        .replace("${kernelver}", abi)
+        .replace("$kernelver", abi);
     let script = format!("{make} && find . -name '*.ko' -exec cp {{}} /out/ \\;");
     let env = |k: &str, v: &str| (OsString::from(k), OsString::from(v));
     let spec = gpuimg_sandbox::Spec {
@@ -101,7 +118,7 @@ pub fn build(
             gpuimg_sandbox::Scratch {
                 inside: "/build".into(),
                 max_bytes: SCRATCH_BYTES,
-                seed: Some(source),
+                seed: Some(source.to_path_buf()),
             },
             gpuimg_sandbox::Scratch {
                 inside: "/tmp".into(),
@@ -134,7 +151,8 @@ pub fn build(
         },
     };
     gpuimg_sandbox::run(&spec)?;
-    let facts = check(&out, root, node)?;
+    let symvers = root.join(format!("usr/src/linux-headers-{abi}/Module.symvers"));
+    let facts = check(&out, &symvers, abi)?;
     Ok(BuiltModules {
         dir: out,
         facts,
@@ -172,12 +190,11 @@ fn source_of(root: &Path, node: &NodeResolution) -> Result<(PathBuf, DkmsConf), 
     )))
 }
 
-/// Hold the `.ko` files in `dir` to the kernel of `node` (its `Module.symvers` from the
-/// headers in `root`).
-fn check(
+/// Hold the `.ko` files in `dir` to the kernel `abi` whose `Module.symvers` is at `symvers`.
+pub fn check(
     dir: &Path,
-    root: &Path,
-    node: &NodeResolution,
+    symvers: &Path,
+    abi: &str,
 ) -> Result<Vec<gpuimg_kmod::Facts>, ModuleError> {
     let read = |p: &Path| {
         fs_err::read(p).map_err(|source| ModuleError::Read {
@@ -206,18 +223,14 @@ fn check(
             .unwrap_or_default();
         modules.push(gpuimg_kmod::Module::read(&name, &read(f)?)?);
     }
-    let symvers_path = root.join(format!(
-        "usr/src/linux-headers-{}/Module.symvers",
-        node.kernel_abi
-    ));
-    let symvers = gpuimg_kmod::Symvers::parse(&read(&symvers_path)?)?;
+    let symvers = gpuimg_kmod::Symvers::parse(&read(symvers)?)?;
     let kernel = gpuimg_kmod::Kernel {
-        release: &node.kernel_abi,
+        release: abi,
         vermagic: None,
         symvers: &symvers,
     };
     gpuimg_kmod::check(&modules, &kernel).map_err(|source| ModuleError::Check {
-        kernel: node.kernel_abi.clone(),
+        kernel: abi.to_string(),
         source,
     })
 }
