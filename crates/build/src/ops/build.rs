@@ -45,10 +45,7 @@ pub fn build(
     obs: &mut dyn Observer,
 ) -> Result<BuildOutcome, OpsError> {
     if profile.kind == crate::profile::ProfileKind::Host {
-        return Err(OpsError::HostNotYet {
-            command: "build",
-            profile: profile.file.clone(),
-        });
+        return super::node_image::build(profile, catalog, req, obs);
     }
     let chosen = super::platforms::chosen(profile, req.platform.as_ref())?;
     if chosen.len() > 1 {

@@ -14,6 +14,7 @@ pub mod cuda_minor;
 pub mod known;
 pub mod lock;
 pub mod node;
+pub mod node_image;
 pub mod node_module;
 pub mod node_root;
 pub mod platforms;
@@ -101,7 +102,7 @@ pub enum OpsError {
     PylockOfIndex { has: String },
     #[error("`--selftest-binary` names one binary, and this profile builds {has}: give one per platform with `selftest.binary: {{linux/amd64: …, linux/arm64: …}}`, or pick one platform with `--platform`")]
     SelftestFlagOfIndex { has: String },
-    #[error("`gpuimg {command}` of a host profile (`kind: host`): building and locking a node is not supported yet; `gpuimg resolve {profile}` says what it would install")]
+    #[error("`gpuimg {command}` of a host profile (`kind: host`): locking a node is not supported yet; `gpuimg resolve {profile}` says what it installs, and `gpuimg build` builds it")]
     HostNotYet {
         command: &'static str,
         profile: String,

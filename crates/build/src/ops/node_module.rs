@@ -23,6 +23,9 @@ pub struct BuiltModules {
     pub facts: Vec<gpuimg_kmod::Facts>,
     /// The build's log on the host.
     pub log: PathBuf,
+    /// Each built module's name and the name dkms installs it under (`dkms.conf`'s
+    /// `BUILT_MODULE_NAME` → `DEST_MODULE_NAME`: `nvidia` → `nvidia-current`).
+    pub installed_as: Vec<(String, String)>,
 }
 
 /// How long a module build may take, and what it may write.
@@ -43,6 +46,8 @@ pub enum ModuleError {
         #[source]
         source: std::io::Error,
     },
+    #[error("The kernel release `{0}` has characters a kernel release never has; refusing to build for it")]
+    BadRelease(String),
     #[error("The module build made no `.ko` file")]
     NothingBuilt,
     #[error("A built module is unreadable: {0}")]
@@ -90,6 +95,7 @@ pub fn build_source(
     if !source.is_dir() {
         return Err(ModuleError::NoSource(source.display().to_string()));
     }
+    plain_release(abi)?;
     // The sandbox mounts over directories the root has already (it never writes the root).
     for d in ["build", "out", "tmp"] {
         let p = root.join(d);
@@ -157,7 +163,22 @@ pub fn build_source(
         dir: out,
         facts,
         log,
+        installed_as: conf.modules.clone(),
     })
+}
+
+/// `abi` as a kernel release is written (`6.1.0-41-cloud-amd64`, `6.12.41+deb13-cloud-amd64`):
+/// it goes into the sandbox's command line, so nothing else is let through.
+pub fn plain_release(abi: &str) -> Result<(), ModuleError> {
+    let ok = !abi.is_empty()
+        && abi
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+' | '_'));
+    if ok {
+        Ok(())
+    } else {
+        Err(ModuleError::BadRelease(abi.to_string()))
+    }
 }
 
 /// The module source of the driver's version in `root` (`usr/src/<PACKAGE_NAME>-<version>`, as

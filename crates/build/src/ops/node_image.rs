@@ -1,0 +1,215 @@
+//! `gpuimg build` of a host profile: the node's first layer. Resolve the node
+//! (`node::resolve`), install its build root (`node_root`), build and check the NVIDIA module
+//! (`node_module`), install `linux-image-<abi>` alone as data, and assemble, in the sandbox
+//! (the build root's own `depmod`), the tree Debian would boot: the kernel at
+//! `/boot/vmlinuz-<abi>` and `/usr/lib/modules/<abi>/vmlinuz` (where bootable-container tools
+//! look), its modules, the built modules at dkms's place
+//! (`/usr/lib/modules/<abi>/updates/dkms/<dest>.ko`) and the module dependency files for them.
+//! That tree is the image's `base` layer, written by the container path (export, push, inspect
+//! unchanged), its labels naming the kernel ABI, the driver, the flavour and the module
+//! source. Must never run anything outside the sandbox.
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::time::Duration;
+
+use super::build::BuildRequest;
+use super::node_module::ModuleError;
+use super::OpsError;
+use crate::catalog::Catalog;
+use crate::driver::{apt_options, BuildError, BuildOutcome};
+use crate::plan::source_specs;
+use crate::profile::{Base, Profile, ProfileKind};
+use gpuimg_fetch::observe::Observer;
+use gpuimg_store::cache::Cache;
+use gpuimg_store::staging::Staged;
+
+/// The labels a node image carries.
+pub const LABEL_KERNEL: &str = "org.gpuimg.node.kernel";
+pub const LABEL_DRIVER: &str = "org.gpuimg.node.driver";
+pub const LABEL_FLAVOUR: &str = "org.gpuimg.node.module-flavour";
+pub const LABEL_SOURCE: &str = "org.gpuimg.node.module-source";
+
+/// Build the node of the host profile `profile` as `req` says.
+pub fn build(
+    profile: &Profile,
+    catalog: &Catalog,
+    req: &BuildRequest,
+    obs: &mut dyn Observer,
+) -> Result<BuildOutcome, OpsError> {
+    let o = &req.options;
+    let node =
+        match super::node::resolve(profile, catalog, &o.cache_root, o.offline, &o.trust, obs)? {
+            Ok(n) => n,
+            Err(no) => return Err(OpsError::Incompatible(no.to_string())),
+        };
+    obs.message(&format!(
+        "{:>12} {} ({} module {}) for {}",
+        "node",
+        node.driver,
+        node.flavour.as_str(),
+        node.source_version,
+        node.kernel_abi
+    ));
+    let cache = Cache::open(&o.cache_root).map_err(|source| OpsError::CacheOpen {
+        path: o.cache_root.display().to_string(),
+        source,
+    })?;
+    let scratch =
+        Staged::dir(&cache.tmp_dir(), "node", 0o700).map_err(|source| OpsError::CacheOpen {
+            path: cache.tmp_dir().display().to_string(),
+            source,
+        })?;
+    let dir = |name: &str| -> Result<std::path::PathBuf, OpsError> {
+        let p = scratch.path().join(name);
+        fs_err::create_dir(&p)
+            .map_err(|e| BuildError::Assemble(gpuimg_assemble::AssembleError::Io(e)))?;
+        Ok(p)
+    };
+    let root = dir("root")?;
+    super::node_root::install(
+        profile,
+        &node,
+        &root,
+        &o.cache_root,
+        o.offline,
+        &o.trust,
+        obs,
+    )?;
+    let work = dir("module")?;
+    let jobs = o.jobs.max(1);
+    obs.message(&format!("{:>12} building in the sandbox", "module"));
+    let built = super::node_module::build(&root, &node, &work, o.epoch, jobs)?;
+    obs.message(&format!(
+        "{:>12} {} built and checked against {}",
+        "module",
+        built
+            .facts
+            .iter()
+            .map(|f| f.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        node.kernel_abi
+    ));
+    // The kernel package alone, as data.
+    let Base::Apt(spec) = &profile.base else {
+        return Err(OpsError::Incompatible(
+            "a host profile installs from apt repositories".into(),
+        ));
+    };
+    let mut kspec = source_specs::apt_packages(spec, &profile.dir);
+    let image_pkg = format!("linux-image-{}", node.kernel_abi);
+    kspec.packages = vec![format!("{image_pkg}={}", node.kernel_version)];
+    let arch = source_specs::architecture(&profile.platform).debian();
+    let aopts = apt_options(&o.cache_root, o.offline, &o.trust);
+    let set = gpuimg_apt::resolve(&kspec, &arch, &aopts, obs)
+        .map_err(|e| super::apt_error_at(profile, e))?;
+    let kernel_pkg: Vec<_> = set.into_iter().filter(|p| p.name == image_pkg).collect();
+    let kernel = dir("kernel")?;
+    gpuimg_apt::install(&kspec, &arch, &aopts, Some(&kernel_pkg), &kernel, obs)
+        .map_err(|e| super::apt_error_at(profile, e))?;
+    // The node's tree, assembled in the sandbox: modules in place, `depmod` for them.
+    let tree = scratch.path().join("tree");
+    assemble(
+        &root,
+        &kernel,
+        &built,
+        &node.kernel_abi,
+        &tree,
+        &scratch.path().join("assemble.log"),
+    )?;
+    let mut image = profile.clone();
+    image.kind = ProfileKind::Container;
+    image.base = Base::Rootfs {
+        path: tree,
+        allow_special_files: false,
+    };
+    image.host = Default::default();
+    image.selftest.enabled = false;
+    for (k, v) in [
+        (LABEL_KERNEL, node.kernel_abi.clone()),
+        (LABEL_DRIVER, node.driver.to_string()),
+        (LABEL_FLAVOUR, node.flavour.as_str().to_string()),
+        (
+            LABEL_SOURCE,
+            format!("{} {}", node.source, node.source_version),
+        ),
+    ] {
+        image.config.labels.insert(k.to_string(), v);
+    }
+    let container = BuildRequest {
+        platform: None,
+        ..req.clone()
+    };
+    super::build::build(&image, catalog, &container, obs)
+}
+
+/// Assemble the node tree at `tree` (which must not exist): the kernel package's files, its
+/// image also at `usr/lib/modules/<abi>/vmlinuz`, the built modules under `updates/dkms/`, and
+/// `depmod`'s files for them, made by the build root's `depmod` in the sandbox.
+fn assemble(
+    root: &Path,
+    kernel: &Path,
+    built: &super::node_module::BuiltModules,
+    abi: &str,
+    tree: &Path,
+    log: &Path,
+) -> Result<(), OpsError> {
+    for d in ["tree", "modules", "out"] {
+        let p = root.join(d);
+        fs_err::create_dir_all(&p)
+            .map_err(|e| BuildError::Assemble(gpuimg_assemble::AssembleError::Io(e)))?;
+    }
+    super::node_module::plain_release(abi).map_err(OpsError::from)?;
+    // Each built module under the name dkms installs it as (names are `[A-Za-z0-9_-]` from
+    // the build's own output, checked before they reach the script).
+    let mut copies = String::new();
+    for (from, to) in &built.installed_as {
+        let ok = |n: &str| {
+            !n.is_empty()
+                && n.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        };
+        if !ok(from) || !ok(to) || !built.dir.join(format!("{from}.ko")).is_file() {
+            continue;
+        }
+        copies.push_str(&format!("cp /modules/{from}.ko $m/updates/dkms/{to}.ko; "));
+    }
+    let script = format!(
+        "set -e; m=/tree/usr/lib/modules/{abi}; mkdir -p $m/updates/dkms; \
+         cp /tree/boot/vmlinuz-{abi} $m/vmlinuz; {copies}\
+         /usr/sbin/depmod -b /tree {abi}; cp -a /tree/. /out/"
+    );
+    let env = |k: &str, v: &str| (OsString::from(k), OsString::from(v));
+    let spec = gpuimg_sandbox::Spec {
+        root: root.to_path_buf(),
+        binds: vec![gpuimg_sandbox::Bind {
+            host: built.dir.clone(),
+            inside: "/modules".into(),
+        }],
+        scratch: vec![gpuimg_sandbox::Scratch {
+            inside: "/tree".into(),
+            max_bytes: 4 << 30,
+            seed: Some(kernel.to_path_buf()),
+        }],
+        output: gpuimg_sandbox::Output {
+            host: tree.to_path_buf(),
+            inside: "/out".into(),
+            max_bytes: 4 << 30,
+        },
+        workdir: "/tree".into(),
+        argv: vec!["/bin/sh".into(), "-c".into(), script.into()],
+        env: vec![
+            env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
+            env("LC_ALL", "C"),
+        ],
+        time_limit: Duration::from_secs(600),
+        log: gpuimg_sandbox::Log {
+            path: log.to_path_buf(),
+            max_bytes: 16 << 20,
+            tail_lines: 20,
+        },
+    };
+    gpuimg_sandbox::run(&spec).map_err(|e| OpsError::from(ModuleError::from(e)))?;
+    Ok(())
+}
