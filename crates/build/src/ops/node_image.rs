@@ -5,9 +5,10 @@
 //! `/boot/vmlinuz-<abi>` and `/usr/lib/modules/<abi>/vmlinuz` (where bootable-container tools
 //! look), its modules, the built modules at dkms's place
 //! (`/usr/lib/modules/<abi>/updates/dkms/<dest>.ko`) and the module dependency files for them.
-//! That tree is the image's `base` layer, written by the container path (export, push, inspect
-//! unchanged), its labels naming the kernel ABI, the driver, the flavour and the module
-//! source. Must never run anything outside the sandbox.
+//! The kernel's part of that tree is the image's `base` layer, the NVIDIA modules with the
+//! dependency files its `files` layer (a driver bump rewrites only that one), written by the
+//! container path (export, push, inspect unchanged), its labels naming the kernel ABI, the
+//! driver, the flavour and the module source. Must never run anything outside the sandbox.
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -118,12 +119,22 @@ pub fn build(
         &tree,
         &scratch.path().join("assemble.log"),
     )?;
+    // Two layers: the kernel's (`base`), and the NVIDIA modules with the dependency files made
+    // for them (`files`), so that a driver bump rewrites only the second.
+    let nvidia = scratch.path().join("nvidia");
+    let rel = format!("usr/lib/modules/{}", node.kernel_abi);
+    split_off_modules(&tree.join(&rel), &nvidia.join(&rel))?;
     let mut image = profile.clone();
     image.kind = ProfileKind::Container;
     image.base = Base::Rootfs {
         path: tree,
         allow_special_files: false,
     };
+    image.files = vec![crate::profile::FileEntry {
+        src: nvidia.join(&rel),
+        dst: rel.clone(),
+        mode: None,
+    }];
     image.host = Default::default();
     image.selftest.enabled = false;
     for (k, v) in [
@@ -142,6 +153,23 @@ pub fn build(
         ..req.clone()
     };
     super::build::build(&image, catalog, &container, obs)
+}
+
+/// Move what the NVIDIA modules add to the kernel's module directory `from` (their
+/// `updates/` tree and `depmod`'s `modules.*` files) to the same place under `to`.
+fn split_off_modules(from: &Path, to: &Path) -> Result<(), OpsError> {
+    let io = |e: std::io::Error| {
+        OpsError::from(BuildError::Assemble(gpuimg_assemble::AssembleError::Io(e)))
+    };
+    fs_err::create_dir_all(to).map_err(io)?;
+    for e in fs_err::read_dir(from).map_err(io)?.flatten() {
+        let name = e.file_name();
+        let n = name.to_string_lossy();
+        if n == "updates" || n.starts_with("modules.") {
+            fs_err::rename(e.path(), to.join(&name)).map_err(io)?;
+        }
+    }
+    Ok(())
 }
 
 /// Assemble the node tree at `tree` (which must not exist): the kernel package's files, its
