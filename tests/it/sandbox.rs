@@ -144,7 +144,7 @@ fn a_command_runs_confined_and_its_log_is_kept() {
 fn the_command_holds_no_capability_and_cannot_mount() {
     let d = tempfile::tempdir().unwrap();
     let root = sandbox_root(d.path());
-    let script = "grep -E '^(Cap|NoNewPrivs)' /proc/self/status; \
+    let script = "grep -E '^(Cap|NoNewPrivs)' /proc/self/status; cat /proc/self/cgroup; \
                   if mount -t tmpfs t /build; then echo MOUNTED; fi; \
                   if umount /mnt/ro || umount /proc; then echo UNMOUNTED; fi; \
                   if mount -o remount,rw /; then echo REMOUNTED; fi; ls /proc | grep -c '^[0-9]'";
@@ -158,6 +158,8 @@ fn the_command_holds_no_capability_and_cannot_mount() {
         );
     }
     assert!(log.contains("NoNewPrivs:\t1"), "{log}");
+    // A cgroup namespace of its own: the host's cgroup path is not shown.
+    assert!(log.lines().any(|l| l == "0::/"), "{log}");
     for done in ["MOUNTED", "UNMOUNTED", "REMOUNTED"] {
         assert!(!log.lines().any(|l| l == done), "{log}");
     }
