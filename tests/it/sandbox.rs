@@ -144,7 +144,7 @@ fn a_command_runs_confined_and_its_log_is_kept() {
 fn the_command_holds_no_capability_and_cannot_mount() {
     let d = tempfile::tempdir().unwrap();
     let root = sandbox_root(d.path());
-    let script = "grep -E '^(Cap|NoNewPrivs)' /proc/self/status; \
+    let script = "grep -E '^(Cap|NoNewPrivs)' /proc/self/status; cat /proc/self/cgroup; \
                   if mount -t tmpfs t /build; then echo MOUNTED; fi; \
                   if umount /mnt/ro || umount /proc; then echo UNMOUNTED; fi; \
                   if mount -o remount,rw /; then echo REMOUNTED; fi; ls /proc | grep -c '^[0-9]'";
@@ -158,6 +158,8 @@ fn the_command_holds_no_capability_and_cannot_mount() {
         );
     }
     assert!(log.contains("NoNewPrivs:\t1"), "{log}");
+    // A cgroup namespace of its own: the host's cgroup path is not shown.
+    assert!(log.lines().any(|l| l == "0::/"), "{log}");
     for done in ["MOUNTED", "UNMOUNTED", "REMOUNTED"] {
         assert!(!log.lines().any(|l| l == done), "{log}");
     }
@@ -355,11 +357,13 @@ fn processes_running(argv: &[&str]) -> Vec<String> {
 fn the_time_limit_kills_the_command_and_every_process_it_started() {
     let d = tempfile::tempdir().unwrap();
     let root = sandbox_root(d.path());
-    // Background sleeps, one of them orphaned to the sandbox's init, and the shell's own.
+    // Background sleeps, one of them orphaned to the sandbox's init, and the shell's own; their
+    // length is this process's own (another run of the suite beside this one has another).
+    let n = (1_000_000 + std::process::id()).to_string();
     let mut s = spec(
         d.path(),
         &root,
-        "sleep 7919 & (sleep 7919 &); (trap '' TERM; sleep 7919) & echo started; sleep 7919",
+        &format!("sleep {n} & (sleep {n} &); (trap '' TERM; sleep {n}) & echo started; sleep {n}"),
     );
     s.time_limit = Duration::from_secs(2);
     let e = gpuimg_sandbox::run(&s).unwrap_err();
@@ -368,7 +372,7 @@ fn the_time_limit_kills_the_command_and_every_process_it_started() {
         "{e}"
     );
     assert_eq!(
-        processes_running(&["sleep", "7919"]),
+        processes_running(&["sleep", &n]),
         Vec::<String>::new(),
         "a process of the sandbox survived it"
     );
@@ -564,4 +568,52 @@ fn make_and_gcc_build_a_program_in_a_debian_root() {
         "{shown}"
     );
     assert!(!d.path().join("out3").exists());
+}
+
+/// The sandbox is cloned from a process whose other threads hold whatever locks they hold at
+/// that moment (glibc's own among them): its child must take none. Many sandboxes at once from
+/// many threads, while other threads come and go and allocate, all end as they should (a child
+/// stuck on a lock would end in the time limit instead).
+#[test]
+fn sandboxes_cloned_from_many_busy_threads_all_end() {
+    let d = tempfile::tempdir().unwrap();
+    let root = sandbox_root(d.path());
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::thread::spawn(|| vec![0u8; 1 << 16].len())
+                        .join()
+                        .unwrap();
+                }
+            });
+        }
+        let runners: Vec<_> = (0..6)
+            .map(|t| {
+                let (dir, root) = (d.path(), &root);
+                scope.spawn(move || -> Result<(), String> {
+                    for i in 0..5 {
+                        let mut s = spec(dir, root, "echo done > /out/done");
+                        s.output.host = dir.join(format!("out-{t}-{i}"));
+                        s.log.path = dir.join(format!("log-{t}-{i}"));
+                        s.time_limit = Duration::from_secs(600);
+                        gpuimg_sandbox::run(&s).map_err(|e| format!("run {t}-{i}: {e}"))?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        let ended: Vec<_> = runners.into_iter().map(|r| r.join()).collect();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for e in ended {
+            e.unwrap().unwrap();
+        }
+    });
+    for t in 0..6 {
+        for i in 0..5 {
+            let done = d.path().join(format!("out-{t}-{i}/done"));
+            assert_eq!(std::fs::read_to_string(done).unwrap(), "done\n");
+        }
+    }
 }

@@ -103,6 +103,13 @@ pub unsafe fn init(p: &Prepared, fds: &ChildFds, exec: &ExecArgs<'_>) -> ! {
             fail_with(report, step, index, errno(), 126);
         }
     };
+    // Dies with the parent's thread that cloned it; set again below, after the changes of
+    // credentials that clear it.
+    must(
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) as c_long,
+        Step::PrivateMounts,
+        1,
+    );
     let null = std::ptr::null::<c_char>();
     must(
         libc::mount(
@@ -240,11 +247,7 @@ unsafe fn enter_user_namespace(fds: &ChildFds) {
         }
     };
     // No supplementary group of gpuimg's (root's) survives.
-    must(
-        libc::setgroups(0, std::ptr::null()) as c_long,
-        Step::UserNamespace,
-        0,
-    );
+    must(syscalls::drop_groups(), Step::UserNamespace, 0);
     let userns = libc::unshare(libc::CLONE_NEWUSER) == 0;
     let msg = if userns { UNSHARED } else { NO_USERNS };
     must(
@@ -258,22 +261,12 @@ unsafe fn enter_user_namespace(fds: &ChildFds) {
         if n != 1 || answer != MAPPED {
             fail_with(report, Step::UserNamespace, 2, libc::EPERM, 126);
         }
-        must(libc::setresgid(0, 0, 0) as c_long, Step::UserNamespace, 3);
-        must(libc::setresuid(0, 0, 0) as c_long, Step::UserNamespace, 3);
+        must(syscalls::set_ids(0), Step::UserNamespace, 3);
         drop_bounding_set(report);
     } else {
         // The bounding set first, while CAP_SETPCAP is still held.
         drop_bounding_set(report);
-        must(
-            libc::setresgid(SANDBOX_ID, SANDBOX_ID, SANDBOX_ID) as c_long,
-            Step::UserNamespace,
-            4,
-        );
-        must(
-            libc::setresuid(SANDBOX_ID, SANDBOX_ID, SANDBOX_ID) as c_long,
-            Step::UserNamespace,
-            4,
-        );
+        must(syscalls::set_ids(SANDBOX_ID), Step::UserNamespace, 4);
     }
     must(syscalls::capset_none(), Step::DropPrivileges, 1);
     must(

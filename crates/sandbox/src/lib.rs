@@ -1,6 +1,6 @@
 //! `gpuimg-sandbox`: the one place package code ever runs (a kernel module's `make`). Its one
 //! public entry is [`run`]: a command from a [`Spec`] started as pid 1's only child in fresh
-//! mount, pid, network, IPC and UTS namespaces, its root inside mapped to an unprivileged id
+//! mount, pid, network, IPC, UTS and cgroup namespaces, its root inside mapped to an unprivileged id
 //! outside by a user namespace of its own (where the kernel refuses one, an unprivileged id with
 //! no capabilities, said in [`Ran::user_namespace`]), the given root file system read-only with
 //! nothing of the host but the named read-only binds, size-bounded scratch and output

@@ -49,6 +49,7 @@ pub struct Bind {
 
 /// A writable tmpfs at `inside` of at most `max_bytes`, empty, or holding a copy of the host
 /// directory `seed` (the copy counts against the bound; the seed itself is never written).
+/// A tmpfs lives in the host's memory (and swap): the bound is what it may take of it.
 #[derive(Debug, Clone)]
 pub struct Scratch {
     pub inside: PathBuf,

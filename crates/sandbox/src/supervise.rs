@@ -164,7 +164,8 @@ pub fn run(spec: &Spec) -> Result<Ran, SandboxError> {
         | libc::CLONE_NEWPID
         | libc::CLONE_NEWNET
         | libc::CLONE_NEWIPC
-        | libc::CLONE_NEWUTS;
+        | libc::CLONE_NEWUTS
+        | libc::CLONE_NEWCGROUP;
     // SAFETY: the child runs `child::init` only, which makes system calls on what was made
     // above and never returns.
     let (pid, pidfd) = match unsafe { syscalls::clone_with(namespaces) } {

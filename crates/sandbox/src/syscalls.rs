@@ -199,6 +199,27 @@ pub fn pivot_root_here() -> c_long {
     unsafe { libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) }
 }
 
+/// Drop every supplementary group (raw result; for the child). Bare system calls, not glibc's
+/// `setgroups`, `setresgid` and `setresuid`: those apply the change to every thread glibc
+/// knows of, and in the clone of a multi-threaded process glibc still lists the parent's
+/// threads (it waits on their lock, or for their answer, forever).
+pub fn drop_groups() -> c_long {
+    // SAFETY: no list.
+    unsafe { libc::syscall(libc::SYS_setgroups, 0usize, std::ptr::null::<libc::gid_t>()) }
+}
+
+/// Set the real, effective and saved gid, then uid, to `id` (raw result; for the child; see
+/// [`drop_groups`]).
+pub fn set_ids(id: u32) -> c_long {
+    // SAFETY: plain integers.
+    let r = unsafe { libc::syscall(libc::SYS_setresgid, id, id, id) };
+    if r < 0 {
+        return r;
+    }
+    // SAFETY: plain integers.
+    unsafe { libc::syscall(libc::SYS_setresuid, id, id, id) }
+}
+
 /// Clear every capability set of the calling thread (raw result; for the child).
 pub fn capset_none() -> c_long {
     #[repr(C)]
