@@ -175,11 +175,14 @@ fn a_host_profile_that_cannot_be_built_is_a_no_citing_the_facts() {
     let (code, _) = resolve(&sb, "open", "  gpus: [H100]\n");
     assert_eq!(code, Some(0));
     let p = sb.join("open.yaml");
-    let out = run(sb.gpuimg().arg("lock").arg(&p).current_dir(sb.path()));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("not supported yet"), "{stderr}");
-    assert!(!sb.join("open.lock.json").exists());
+    for args in [&["lock"][..], &["build", "--locked"][..]] {
+        let out = run(sb.gpuimg().args(args).arg(&p).current_dir(sb.path()));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains("not supported yet"), "{stderr}");
+    }
+    assert!(!sb.join("open.lock.json").exists() && !sb.join("out").exists());
 
     // Refused in one line, exit 2: a host profile for arm64, or one with container keys.
     for (name, text, says) in [

@@ -38,6 +38,12 @@ pub fn build(
     req: &BuildRequest,
     obs: &mut dyn Observer,
 ) -> Result<BuildOutcome, OpsError> {
+    if req.from == super::settle::Settle::Locked {
+        return Err(OpsError::HostNotYet {
+            command: "build --locked",
+            profile: profile.file.clone(),
+        });
+    }
     let o = &req.options;
     let node =
         match super::node::resolve(profile, catalog, &o.cache_root, o.offline, &o.trust, obs)? {
