@@ -5,16 +5,8 @@
 //! to a `Module.symvers` whose CRC of a symbol it uses differs, it is refused naming it; a
 //! compile error fails the build with the compiler's last lines.
 
+use crate::common::node::resolved_build_root;
 use crate::common::*;
-
-const REPOS: &str = "base:
-  apt:
-    mirror: host
-    suite: bookworm
-    components: [main, contrib, non-free, non-free-firmware]
-    repositories:
-      - {url: host, suite: bookworm-security, components: [main, contrib, non-free, non-free-firmware]}
-";
 
 const SOURCE: &str = r#"#include <linux/module.h>
 #include <linux/kernel.h>
@@ -38,27 +30,11 @@ MODULE_VERSION("1.0");
 #[test]
 fn a_fixture_module_builds_reproducibly_and_is_held_to_its_kernel() {
     let sb = Sandbox::new();
-    let p = sb.join("node.yaml");
-    std::fs::write(
-        &p,
-        format!("kind: host\nname: node/fixture\n{REPOS}host:\n  gpus: [H100]\n  kernel: \"6.1\"\n  kernel_module: proprietary\n"),
-    )
-    .unwrap();
-    let profile = gpuimg_build::profile::load(&p, &|_| None).unwrap();
-    let catalog = gpuimg_build::catalog::Catalog::embedded().unwrap();
-    let cache = sb.join("cache");
-    let trust = gpuimg_fetch::Trust::default();
-    let mut quiet = gpuimg_fetch::observe::Silent;
-    let node =
-        gpuimg_build::ops::node::resolve(&profile, &catalog, &cache, false, &trust, &mut quiet)
-            .unwrap()
-            .unwrap();
-    let root = sb.join("root");
-    std::fs::create_dir(&root).unwrap();
-    gpuimg_build::ops::node_root::install(
-        &profile, &node, &root, &cache, false, &trust, &mut quiet,
-    )
-    .unwrap();
+    let (node, root) = resolved_build_root(
+        &sb,
+        "fixture",
+        "  gpus: [H100]\n  kernel: \"6.1\"\n  kernel_module: proprietary\n",
+    );
     let src = root.join("usr/src/fixture-1.0");
     std::fs::create_dir_all(&src).unwrap();
     std::fs::write(src.join("fixture.c"), SOURCE).unwrap();

@@ -10,16 +10,8 @@
 
 use std::process::Command;
 
+use crate::common::node::{resolved_build_root, REPOS};
 use crate::common::*;
-
-const REPOS: &str = "base:
-  apt:
-    mirror: host
-    suite: bookworm
-    components: [main, contrib, non-free, non-free-firmware]
-    repositories:
-      - {url: host, suite: bookworm-security, components: [main, contrib, non-free, non-free-firmware]}
-";
 
 fn resolve(sb: &Sandbox, name: &str, host: &str) -> (Option<i32>, serde_json::Value) {
     let p = sb.join(format!("{name}.yaml"));
@@ -214,27 +206,11 @@ fn a_host_profile_that_cannot_be_built_is_a_no_citing_the_facts() {
 #[test]
 fn the_build_root_holds_the_resolved_kernels_headers_and_module_source() {
     let sb = Sandbox::new();
-    let p = sb.join("root.yaml");
-    std::fs::write(
-        &p,
-        format!("kind: host\nname: node/root\n{REPOS}host:\n  gpus: [H100]\n  kernel: \"6.1\"\n  kernel_module: open\n"),
-    )
-    .unwrap();
-    let profile = gpuimg_build::profile::load(&p, &|_| None).unwrap();
-    let catalog = gpuimg_build::catalog::Catalog::embedded().unwrap();
-    let cache = sb.join("cache");
-    let trust = gpuimg_fetch::Trust::default();
-    let mut quiet = gpuimg_fetch::observe::Silent;
-    let node =
-        gpuimg_build::ops::node::resolve(&profile, &catalog, &cache, false, &trust, &mut quiet)
-            .unwrap()
-            .unwrap();
-    let root = sb.join("root");
-    std::fs::create_dir(&root).unwrap();
-    gpuimg_build::ops::node_root::install(
-        &profile, &node, &root, &cache, false, &trust, &mut quiet,
-    )
-    .unwrap();
+    let (node, root) = resolved_build_root(
+        &sb,
+        "root",
+        "  gpus: [H100]\n  kernel: \"6.1\"\n  kernel_module: open\n",
+    );
     let headers = root.join(format!("usr/src/linux-headers-{}", node.kernel_abi));
     assert!(headers.join("Makefile").is_file(), "{}", headers.display());
     assert!(headers.join("Module.symvers").is_file());

@@ -140,17 +140,7 @@ fn node_answer(
             }
             Ok(0)
         }
-        Err(e) => {
-            if json_out {
-                outln!(
-                    "{}",
-                    gpuimg_build::lock::canonical_json(&incompatible_json(&e))
-                );
-            } else {
-                outln!("no: {e}");
-            }
-            Ok(1)
-        }
+        Err(e) => Ok(print_no(&e, json_out)),
     }
 }
 
@@ -257,19 +247,22 @@ pub fn answer(
             }
             Ok(0)
         }
-        Err(ResolveError::Incompatible(e)) => {
-            if json_out {
-                outln!(
-                    "{}",
-                    gpuimg_build::lock::canonical_json(&incompatible_json(&e))
-                );
-            } else {
-                outln!("no: {e}");
-            }
-            Ok(1)
-        }
+        Err(ResolveError::Incompatible(e)) => Ok(print_no(&e, json_out)),
         Err(e) => Err(CliError::bad_input(&e)),
     }
+}
+
+/// Prints an answer of "no" (the explanation, or its JSON); its exit code.
+fn print_no(e: &Explanation, json_out: bool) -> u8 {
+    if json_out {
+        outln!(
+            "{}",
+            gpuimg_build::lock::canonical_json(&incompatible_json(e))
+        );
+    } else {
+        outln!("no: {e}");
+    }
+    1
 }
 
 fn print_text(r: &Resolution) {

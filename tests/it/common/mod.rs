@@ -29,6 +29,7 @@ pub mod hostile_index;
 pub mod hostile_push;
 pub mod http;
 pub mod image;
+pub mod node;
 pub mod peak;
 pub mod proxy;
 pub mod pyindex;

@@ -132,15 +132,7 @@ pub fn resolve(
             driver.source, driver.source_version
         )));
     };
-    let package = crate::lock::LockedPackage {
-        repository: deb.repository.clone(),
-        name: deb.name.clone(),
-        version: deb.version.to_string(),
-        architecture: deb.architecture.clone(),
-        filename: deb.filename.clone(),
-        size: deb.size,
-        sha256: deb.sha256,
-    };
+    let package = locked(deb);
     let conf = gpuimg_apt::read_file(&package, "/dkms.conf", MAX_DKMS_CONF, &aopts, obs)?
         .ok_or_else(|| OpsError::NoDkmsConf {
             package: format!("{} {}", package.name, package.version),
@@ -161,6 +153,54 @@ pub fn resolve(
             driver: driver.driver,
         }),
     )
+}
+
+/// The package `name` at the Debian version `version`, as the profile's repositories offer it
+/// (the exact file, by its signed sha256): what the node installs of the resolution's choice.
+pub fn offered_package(
+    profile: &Profile,
+    name: &str,
+    version: &str,
+    cache_root: &Path,
+    offline: bool,
+    trust: &Trust,
+    obs: &mut dyn Observer,
+) -> Result<crate::lock::LockedPackage, OpsError> {
+    let Base::Apt(spec) = &profile.base else {
+        return Err(OpsError::Incompatible(
+            "a host profile installs from apt repositories (`base.apt`)".into(),
+        ));
+    };
+    let offered = gpuimg_apt::offered(
+        &source_specs::apt_packages(spec, &profile.dir),
+        &source_specs::architecture(&profile.platform).debian(),
+        &apt_options(cache_root, offline, trust),
+        &[name],
+        obs,
+    )
+    .map_err(|e| super::apt_error_at(profile, e))?;
+    offered
+        .iter()
+        .find(|o| o.version.to_string() == version)
+        .map(locked)
+        .ok_or_else(|| {
+            OpsError::Incompatible(format!(
+                "the repositories no longer offer `{name}` {version}"
+            ))
+        })
+}
+
+/// An offered package as a lock (and an install from exactly it) names it.
+fn locked(o: &gpuimg_apt::Offered) -> crate::lock::LockedPackage {
+    crate::lock::LockedPackage {
+        repository: o.repository.clone(),
+        name: o.name.clone(),
+        version: o.version.to_string(),
+        architecture: o.architecture.clone(),
+        filename: o.filename.clone(),
+        size: o.size,
+        sha256: o.sha256,
+    }
 }
 
 /// Bytes of a module source's `dkms.conf` read.

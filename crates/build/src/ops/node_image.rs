@@ -104,14 +104,18 @@ pub fn build(
             "a host profile installs from apt repositories".into(),
         ));
     };
-    let mut kspec = source_specs::apt_packages(spec, &profile.dir);
-    let image_pkg = format!("linux-image-{}", node.kernel_abi);
-    kspec.packages = vec![format!("{image_pkg}={}", node.kernel_version)];
+    let kspec = source_specs::apt_packages(spec, &profile.dir);
     let arch = source_specs::architecture(&profile.platform).debian();
     let aopts = apt_options(&o.cache_root, o.offline, &o.trust);
-    let set = gpuimg_apt::resolve(&kspec, &arch, &aopts, obs)
-        .map_err(|e| super::apt_error_at(profile, e))?;
-    let kernel_pkg: Vec<_> = set.into_iter().filter(|p| p.name == image_pkg).collect();
+    let kernel_pkg = [super::node::offered_package(
+        profile,
+        &format!("linux-image-{}", node.kernel_abi),
+        &node.kernel_version,
+        &o.cache_root,
+        o.offline,
+        &o.trust,
+        obs,
+    )?];
     let kernel = dir("kernel")?;
     gpuimg_apt::install(&kspec, &arch, &aopts, Some(&kernel_pkg), &kernel, obs)
         .map_err(|e| super::apt_error_at(profile, e))?;
@@ -129,7 +133,7 @@ pub fn build(
     // for them (`files`), so that a driver bump rewrites only the second.
     let nvidia = scratch.path().join("nvidia");
     let rel = format!("usr/lib/modules/{}", node.kernel_abi);
-    split_off_modules(&tree.join(&rel), &nvidia.join(&rel))?;
+    split_off_modules(&tree, &rel, &nvidia.join(&rel))?;
     let mut image = profile.clone();
     image.kind = ProfileKind::Container;
     image.base = Base::Rootfs {
@@ -161,14 +165,27 @@ pub fn build(
     super::build::build(&image, catalog, &container, obs)
 }
 
-/// Move what the NVIDIA modules add to the kernel's module directory `from` (their
-/// `updates/` tree and `depmod`'s `modules.*` files) to the same place under `to`.
-fn split_off_modules(from: &Path, to: &Path) -> Result<(), OpsError> {
+/// Move what the NVIDIA modules add to the kernel's module directory `tree/rel` (their
+/// `updates/` tree and `depmod`'s `modules.*` files) to the same place under `to`. The tree
+/// came out of the sandbox (the kernel package's own entries among it): every directory on the
+/// way must be a real directory of the tree, never a link that would lead the move outside it.
+fn split_off_modules(tree: &Path, rel: &str, to: &Path) -> Result<(), OpsError> {
     let io = |e: std::io::Error| {
         OpsError::from(BuildError::Assemble(gpuimg_assemble::AssembleError::Io(e)))
     };
+    let mut from = tree.to_path_buf();
+    for part in rel.split('/') {
+        from.push(part);
+        let meta = fs_err::symlink_metadata(&from).map_err(io)?;
+        if !meta.is_dir() {
+            return Err(io(std::io::Error::other(format!(
+                "`{}` in the node's tree is not a directory (a link or a file)",
+                from.display()
+            ))));
+        }
+    }
     fs_err::create_dir_all(to).map_err(io)?;
-    for e in fs_err::read_dir(from).map_err(io)?.flatten() {
+    for e in fs_err::read_dir(&from).map_err(io)?.flatten() {
         let name = e.file_name();
         let n = name.to_string_lossy();
         if n == "updates" || n.starts_with("modules.") {
