@@ -43,6 +43,7 @@ mod inspect_files;
 mod inspect_index;
 mod layer_reuse;
 mod lock_v2;
+mod node_build;
 mod node_module;
 mod node_resolve;
 mod output_paths;

@@ -12,6 +12,7 @@
 //! environment or the clock, load a module, or panic on what a module or `Module.symvers` holds;
 //! every offset a file gives is bounds-checked (section headers through `gpuimg_elf::sections`).
 
+mod certificate;
 mod check;
 mod exports;
 mod modinfo;
@@ -23,6 +24,7 @@ mod symvers;
 mod test_object;
 mod versions;
 
+pub use certificate::{Certificate, CertificateError};
 pub use check::{check, CheckError, Facts, Kernel, Refusal};
 pub use exports::Export;
 pub use modinfo::ModInfo;

@@ -17,6 +17,7 @@ pub mod node;
 pub mod node_image;
 pub mod node_module;
 pub mod node_root;
+pub mod node_signing;
 pub mod platforms;
 pub mod python_packages;
 pub mod settle;

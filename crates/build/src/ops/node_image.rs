@@ -30,6 +30,10 @@ pub const LABEL_KERNEL: &str = "org.gpuimg.node.kernel";
 pub const LABEL_DRIVER: &str = "org.gpuimg.node.driver";
 pub const LABEL_FLAVOUR: &str = "org.gpuimg.node.module-flavour";
 pub const LABEL_SOURCE: &str = "org.gpuimg.node.module-source";
+/// The certificate the modules are signed with (`host.signing`), or `unsigned`.
+pub const LABEL_SIGNER: &str = "org.gpuimg.node.signer";
+/// Where a signed node holds its signing certificate (DER), as dkms keeps its own.
+pub const CERTIFICATE_PATH: &str = "var/lib/dkms/mok.pub";
 
 /// Build the node of the host profile `profile` as `req` says.
 pub fn build(
@@ -74,7 +78,7 @@ pub fn build(
         Ok(p)
     };
     let root = dir("root")?;
-    super::node_root::install(
+    let installed = super::node_root::install(
         profile,
         &node,
         &root,
@@ -85,10 +89,21 @@ pub fn build(
     )?;
     let work = dir("module")?;
     let jobs = o.jobs.max(1);
-    obs.message(&format!("{:>12} building in the sandbox", "module"));
-    let built = super::node_module::build(&root, &node, &work, o.epoch, jobs)?;
     obs.message(&format!(
-        "{:>12} {} built and checked against {}",
+        "{:>12} compiling in the sandbox, unless the cache has these inputs' modules",
+        "module"
+    ));
+    let (mut built, cached) = super::node_module::build(
+        &cache,
+        &installed.packages,
+        &root,
+        &node,
+        &work,
+        o.epoch,
+        jobs,
+    )?;
+    obs.message(&format!(
+        "{:>12} {} {} and checked against {}",
         "module",
         built
             .facts
@@ -96,8 +111,34 @@ pub fn build(
             .map(|f| f.name.as_str())
             .collect::<Vec<_>>()
             .join(", "),
+        if cached {
+            "from the cache (same inputs)"
+        } else {
+            "built"
+        },
         node.kernel_abi
     ));
+    // Signed with the user's key, where the profile gives one.
+    let signer = match &profile.host.signing {
+        None => None,
+        Some(signing) => {
+            let key = profile.dir.join(&signing.value.key.value);
+            let cert = profile.dir.join(&signing.value.certificate.value);
+            let signer = super::node_signing::signer(&cert)?;
+            let signed = super::node_signing::sign(
+                &root,
+                &built,
+                &node.kernel_abi,
+                &key,
+                &cert,
+                &signer,
+                &work,
+            )?;
+            obs.message(&format!("{:>12} signed by {}", "module", signer.label()));
+            built = signed;
+            Some(signer)
+        }
+    };
     // The kernel package alone, as data.
     let Base::Apt(spec) = &profile.base else {
         return Err(OpsError::Incompatible(
@@ -145,6 +186,17 @@ pub fn build(
         dst: rel.clone(),
         mode: None,
     }];
+    // The certificate a node enrolls (`mokutil --import`), where dkms keeps its own.
+    if let Some(s) = &signer {
+        let der = scratch.path().join("mok.pub");
+        fs_err::write(&der, &s.certificate.der)
+            .map_err(|e| BuildError::Assemble(gpuimg_assemble::AssembleError::Io(e)))?;
+        image.files.push(crate::profile::FileEntry {
+            src: der,
+            dst: CERTIFICATE_PATH.into(),
+            mode: Some(0o644),
+        });
+    }
     image.host = Default::default();
     image.selftest.enabled = false;
     for (k, v) in [
@@ -154,6 +206,10 @@ pub fn build(
         (
             LABEL_SOURCE,
             format!("{} {}", node.source, node.source_version),
+        ),
+        (
+            LABEL_SIGNER,
+            signer.as_ref().map_or("unsigned".into(), |s| s.label()),
         ),
     ] {
         image.config.labels.insert(k.to_string(), v);

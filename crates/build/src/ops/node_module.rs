@@ -11,9 +11,14 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use std::io::Read as _;
+
 use super::OpsError;
+use crate::lock::LockedPackage;
 use crate::resolve::node::NodeResolution;
 use crate::sources::dkms_conf::DkmsConf;
+use gpuimg_store::cache::{Cache, Key};
+use gpuimg_store::digest::Digest;
 
 /// What a module build gave: the modules (as built, in the output directory) and their facts.
 #[derive(Debug, Clone)]
@@ -48,6 +53,14 @@ pub enum ModuleError {
     },
     #[error("The kernel release `{0}` has characters a kernel release never has; refusing to build for it")]
     BadRelease(String),
+    #[error(
+        "The cache's modules of an earlier build hold {0}; run `gpuimg cache verify --repair`"
+    )]
+    Cached(String),
+    #[error("Signing the modules failed: {0}")]
+    Signing(String),
+    #[error("The module cache failed: {0}")]
+    Cache(std::io::Error),
     #[error("The module build made no `.ko` file")]
     NothingBuilt,
     #[error("A built module is unreadable: {0}")]
@@ -69,16 +82,145 @@ impl From<ModuleError> for OpsError {
 }
 
 /// Build `node`'s module from the build root `root` into `work` (an empty host directory:
-/// `modules/` and `build.log` go there), at `epoch`, with `jobs` compilers at once.
+/// `modules/` and `build.log` go there), at `epoch`, with `jobs` compilers at once; or take an
+/// earlier build's modules from `cache` when everything that goes in is the same: the build
+/// root's packages (`installed`, each by its sha256), the kernel, the source's `make`, the
+/// epoch and this gpuimg (its sandbox and its script). Either way they are checked against the
+/// kernel again. Returns the modules and whether they came from the cache.
 pub fn build(
+    cache: &Cache,
+    installed: &[LockedPackage],
     root: &Path,
     node: &NodeResolution,
     work: &Path,
     epoch: u64,
     jobs: usize,
-) -> Result<BuiltModules, ModuleError> {
+) -> Result<(BuiltModules, bool), ModuleError> {
     let (source, conf) = source_of(root, node)?;
-    build_source(root, &source, &conf, &node.kernel_abi, work, epoch, jobs)
+    let abi = &node.kernel_abi;
+    let key = inputs_key(installed, &conf, abi, epoch);
+    let mut built = None;
+    let found = cache
+        .derived(MODULES_KIND, &key, |file| {
+            let b = build_source(root, &source, &conf, abi, work, epoch, jobs)
+                .map_err(std::io::Error::other)?;
+            let digest = pack(&b.dir, file)?;
+            built = Some(b);
+            Ok(digest)
+        })
+        .map_err(|e| match e.downcast::<ModuleError>() {
+            Ok(m) => m,
+            Err(e) => ModuleError::Cache(e),
+        })?;
+    if let Some(b) = built {
+        return Ok((b, false));
+    }
+    // An earlier build's modules: unpacked, then held to the kernel as a fresh build is.
+    let out = work.join("modules");
+    unpack(&found.path, &out)?;
+    let log = work.join("build.log");
+    fs_err::write(
+        &log,
+        format!(
+            "gpuimg: the modules of an earlier build with the same inputs ({})\n",
+            key.hex()
+        ),
+    )
+    .map_err(|source| ModuleError::Read {
+        path: log.display().to_string(),
+        source,
+    })?;
+    let symvers = root.join(format!("usr/src/linux-headers-{abi}/Module.symvers"));
+    let facts = check(&out, &symvers, abi)?;
+    Ok((
+        BuiltModules {
+            dir: out,
+            facts,
+            log,
+            installed_as: conf.modules.clone(),
+        },
+        true,
+    ))
+}
+
+/// The derivation of built modules in the cache; bump it when what a build's bytes depend on
+/// changes beyond what [`inputs_key`] covers.
+const MODULES_KIND: &str = "nvidia-module-v1";
+
+/// Everything a module build's bytes depend on: this gpuimg (the sandbox, the script), the
+/// build root's packages by their sha256, the kernel, the source's `make` and the epoch. The
+/// number of jobs is not among them: it never changes the bytes.
+fn inputs_key(installed: &[LockedPackage], conf: &DkmsConf, abi: &str, epoch: u64) -> Digest {
+    let mut packages: Vec<_> = installed
+        .iter()
+        .map(|p| (&p.name, &p.architecture, &p.version, p.sha256))
+        .collect();
+    packages.sort();
+    let mut k = Key::new(MODULES_KIND).tool_version();
+    k.str(abi)
+        .u64(epoch)
+        .str(conf.make.as_deref().unwrap_or(""));
+    k.count(packages.len());
+    for (name, arch, version, sha) in packages {
+        k.str(name).str(arch).str(version).digest(&sha);
+    }
+    k.finish()
+}
+
+/// Write the `.ko` files of `dir` as a tar to `file`; returns the tar's sha256.
+fn pack(dir: &Path, file: &mut std::fs::File) -> std::io::Result<[u8; 32]> {
+    let mut names: Vec<PathBuf> = fs_err::read_dir(dir)?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "ko"))
+        .collect();
+    names.sort();
+    let hashing = gpuimg_store::digest::HashingWriter::new(file);
+    let mut tar = tar::Builder::new(hashing);
+    for p in &names {
+        let name = p.file_name().map(PathBuf::from).unwrap_or_default();
+        let mut h = tar::Header::new_gnu();
+        let data = fs_err::read(p)?;
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        h.set_mtime(0);
+        h.set_entry_type(tar::EntryType::Regular);
+        tar.append_data(&mut h, &name, &data[..])?;
+    }
+    let (_, digest, _) = tar.into_inner()?.finish();
+    Ok(*digest.as_bytes())
+}
+
+/// Unpack a cached build's tar into the new directory `out`: plain files named like a module
+/// (`[A-Za-z0-9_-]+.ko`) only, within the output bound; anything else refuses the entry.
+fn unpack(tar_path: &Path, out: &Path) -> Result<(), ModuleError> {
+    let bad = |what: String| ModuleError::Cached(what);
+    let io = |source: std::io::Error| ModuleError::Read {
+        path: tar_path.display().to_string(),
+        source,
+    };
+    fs_err::create_dir(out).map_err(io)?;
+    let mut tar = tar::Archive::new(fs_err::File::open(tar_path).map_err(io)?);
+    let mut total = 0u64;
+    for entry in tar.entries().map_err(io)? {
+        let mut entry = entry.map_err(io)?;
+        let name = entry.path().map_err(io)?.to_string_lossy().into_owned();
+        let stem = name.strip_suffix(".ko").unwrap_or("");
+        let plain = !stem.is_empty()
+            && stem
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if !plain || entry.header().entry_type() != tar::EntryType::Regular {
+            return Err(bad(format!("an entry `{name}` that is not a built module")));
+        }
+        total = total.saturating_add(entry.size());
+        if total > OUTPUT_BYTES {
+            return Err(bad(format!("more than {OUTPUT_BYTES} bytes")));
+        }
+        let mut f = fs_err::File::create(out.join(&name)).map_err(io)?;
+        std::io::copy(&mut (&mut entry).take(OUTPUT_BYTES), &mut f).map_err(io)?;
+    }
+    Ok(())
 }
 
 /// Build the dkms source at `source` (a directory of the build root `root`, described by

@@ -230,6 +230,19 @@ pub struct HostSpec {
     pub kernel: Option<Located<String>>,
     #[serde(default)]
     pub kernel_module: KernelModule,
+    /// `signing: {key: FILE, certificate: FILE}`: sign the node's built modules with the user's
+    /// key (host profiles only); paths are relative to the profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signing: Option<Located<SigningSpec>>,
+}
+
+/// `host.signing`: the key the node's modules are signed with and its X.509 certificate (PEM or
+/// DER), as the kernel's `scripts/sign-file` takes them.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SigningSpec {
+    pub key: Located<String>,
+    pub certificate: Located<String>,
 }
 
 /// `stack`: pinned or ranged component versions, resolved later.

@@ -151,6 +151,28 @@ pub(super) fn validate(
         }
     }
 
+    if let Some(signing) = &raw.host.signing {
+        if kind != ProfileKind::Host {
+            return Err(cx.err(
+                signing,
+                "host.signing",
+                "signs the modules a node builds; only a `kind: host` profile builds them",
+            ));
+        }
+        for (at, key) in [
+            (&signing.value.key, "host.signing.key"),
+            (&signing.value.certificate, "host.signing.certificate"),
+        ] {
+            if !join(dir, &at.value).is_file() {
+                return Err(cx.err(
+                    at,
+                    key,
+                    format!("`{}` is not a file", join(dir, &at.value).display()),
+                ));
+            }
+        }
+    }
+
     let base = match &raw.base {
         None => Base::None,
         Some(b) => match (&b.value.rootfs, &b.value.apt) {

@@ -56,7 +56,7 @@ impl Cache {
         write: impl FnOnce(&mut fs::File) -> io::Result<[u8; 32]>,
     ) -> io::Result<(PathBuf, [u8; 32])> {
         let key = copy_key(kind, identity, params);
-        if let Some(d) = find(self, &key, size)? {
+        if let Some((d, _)) = find(self, &key, Some(size))? {
             return Ok((self.blob_path(&d), *d.as_bytes()));
         }
         let staged = self.temp_file("copy")?;
@@ -66,6 +66,41 @@ impl Cache {
         let path = self.store(Bucket::Blobs).commit(staged, &d)?;
         self.put_record(Bucket::Copies, &key, &CopyRecord { sha256: d, size })?;
         Ok((path, *d.as_bytes()))
+    }
+
+    /// The derived bytes of kind `kind` (the derivation and its version) whose inputs `inputs`
+    /// names in full (a [`Key`] over everything that decides the bytes): an earlier build's
+    /// when the cache vouches for them, as [`Cache::copy`] does; otherwise `write` writes them
+    /// now (returning the sha256 of what it wrote). Returns the blob's path, its sha256, its size
+    /// and whether it was found.
+    pub fn derived(
+        &self,
+        kind: &str,
+        inputs: &Digest,
+        write: impl FnOnce(&mut fs::File) -> io::Result<[u8; 32]>,
+    ) -> io::Result<Derived> {
+        let key = copy_key(kind, &[0; 5], &inputs.hex());
+        if let Some((d, size)) = find(self, &key, None)? {
+            return Ok(Derived {
+                path: self.blob_path(&d),
+                sha256: d,
+                size,
+                found: true,
+            });
+        }
+        let staged = self.temp_file("derived")?;
+        let mut file = staged.file_handle().try_clone()?;
+        let d = Digest::from_bytes(write(&mut file)?);
+        file.sync_all()?;
+        let size = file.metadata()?.len();
+        let path = self.store(Bucket::Blobs).commit(staged, &d)?;
+        self.put_record(Bucket::Copies, &key, &CopyRecord { sha256: d, size })?;
+        Ok(Derived {
+            path,
+            sha256: d,
+            size,
+            found: false,
+        })
     }
 
     /// Check every copy record in full, ignoring stamps (`gpuimg cache verify`): each must be
@@ -122,8 +157,19 @@ impl Cache {
     }
 }
 
-/// The blob of copy `key`, when its record and its bytes are vouched for or checked now.
-fn find(cache: &Cache, key: &Digest, size: u64) -> io::Result<Option<Digest>> {
+/// Derived bytes in the cache ([`Cache::derived`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Derived {
+    pub path: PathBuf,
+    pub sha256: Digest,
+    pub size: u64,
+    /// Whether an earlier build's bytes were found (else they were written now).
+    pub found: bool,
+}
+
+/// The blob of copy `key` and its size, when its record and its bytes are vouched for or
+/// checked now; of the size `expected` where one is given.
+fn find(cache: &Cache, key: &Digest, expected: Option<u64>) -> io::Result<Option<(Digest, u64)>> {
     // A record that cannot be read is replaced by the write that follows a miss.
     let Ok(Some(read)) = cache.read_record(Bucket::Copies, key) else {
         return Ok(None);
@@ -134,12 +180,13 @@ fn find(cache: &Cache, key: &Digest, size: u64) -> io::Result<Option<Digest>> {
     let Ok(rec) = serde_json::from_slice::<CopyRecord>(&read.bytes) else {
         return Ok(None);
     };
-    if rec.size != size {
+    let size = rec.size;
+    if expected.is_some_and(|e| e != size) {
         return Ok(None);
     }
     let store = cache.store(Bucket::Blobs);
     if store.trusted(&rec.sha256).is_some_and(|f| f.size == size) {
-        return Ok(Some(rec.sha256));
+        return Ok(Some((rec.sha256, size)));
     }
     let Ok(Some((file, id))) = store.open(&rec.sha256) else {
         return Ok(None);
@@ -147,7 +194,7 @@ fn find(cache: &Cache, key: &Digest, size: u64) -> io::Result<Option<Digest>> {
     let (got, n) = hash_reader(file)?;
     if got == rec.sha256 && n == size {
         store.stamp(&got, id, &BlobFacts::sized(size))?;
-        return Ok(Some(got));
+        return Ok(Some((got, size)));
     }
     store.remove(&rec.sha256, Some(&id))?;
     Ok(None)
@@ -185,6 +232,45 @@ mod tests {
             .copy("k-v1", &id, ";sm_80", 5, write_bytes(b"fghij"))
             .unwrap();
         assert_eq!(fs::read(other.0).unwrap(), b"fghij");
+    }
+
+    #[test]
+    fn derived_bytes_are_found_by_their_inputs_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::open(dir.path()).unwrap();
+        let inputs = Digest::of(b"the inputs");
+        let first = cache
+            .derived("d-v1", &inputs, write_bytes(b"derived!"))
+            .unwrap();
+        assert!(!first.found);
+        assert_eq!(first.size, 8);
+        let again = cache
+            .derived("d-v1", &inputs, |_| panic!("written again"))
+            .unwrap();
+        assert!(again.found);
+        assert_eq!(
+            (&again.path, again.sha256, again.size),
+            (&first.path, first.sha256, 8)
+        );
+        // Other inputs, or another kind, are other bytes.
+        let other = cache
+            .derived("d-v1", &Digest::of(b"other"), write_bytes(b"other"))
+            .unwrap();
+        assert!(!other.found);
+        assert!(
+            !cache
+                .derived("d-v2", &inputs, write_bytes(b"v2"))
+                .unwrap()
+                .found
+        );
+        // Changed behind the cache's back: written again.
+        fs::remove_file(&first.path).unwrap();
+        fs::write(&first.path, b"Derived!").unwrap();
+        let mended = cache
+            .derived("d-v1", &inputs, write_bytes(b"derived!"))
+            .unwrap();
+        assert!(!mended.found);
+        assert_eq!(fs::read(&mended.path).unwrap(), b"derived!");
     }
 
     #[test]

@@ -81,6 +81,7 @@
 //! are the cache's (`maintain.rs`), told what a layer record names by `layer::Records`.
 
 mod copies;
+pub use copies::Derived;
 mod downloads;
 mod key;
 pub mod maintain;

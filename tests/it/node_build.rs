@@ -1,0 +1,238 @@
+//! Issue 38, items 3 and 5, end to end with a fixture driver (seconds): a signed fixture
+//! repository offers `nvidia-kernel-dkms`, `nvidia-driver` and `firmware-nvidia-gsp` at two
+//! driver versions, the kernel-module source being a tiny module with Debian's `dkms.conf`
+//! layout; Debian's real bookworm kernel and headers come from the host's mirror. `gpuimg
+//! build` of a host profile pinning one version builds the module in the sandbox and writes the
+//! node's two layers. Built again with the same inputs, the module comes from the cache and the
+//! image is the same bytes. The driver bumped (and the modules signed with a key made here),
+//! only the modules' layer changes; each module then carries a signature naming the
+//! certificate, the node holds that certificate at dkms's place, and the labels name the signer.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::common::apt_repo::{pkg, signed_repo, Pkg};
+use crate::common::node::REPOS;
+use crate::common::pyindex::sha256_hex;
+use crate::common::*;
+
+fn leak(s: String) -> &'static str {
+    Box::leak(s.into_boxed_str())
+}
+
+/// The fixture driver `version`: its module source (Debian's layout: `/usr/src/<PACKAGE_NAME>-
+/// <version>` with `dkms.conf`), user space and firmware, each an empty package but the source.
+fn driver(version: &'static str) -> Vec<Pkg> {
+    let deb = leak(format!("{version}-1"));
+    let dir = format!("/usr/src/nvidia-current-{version}");
+    let source = format!(
+        "#include <linux/module.h>\n#include <linux/kernel.h>\n\
+         static int __init nv_init(void) {{ pr_info(\"fixture nvidia {version}\\n\"); return 0; }}\n\
+         static void __exit nv_exit(void) {{ }}\n\
+         module_init(nv_init);\nmodule_exit(nv_exit);\n\
+         MODULE_LICENSE(\"GPL\");\nMODULE_VERSION(\"{version}\");\n"
+    );
+    let conf = format!(
+        "PACKAGE_NAME=\"nvidia-current\"\nPACKAGE_VERSION=\"{version}\"\n\
+         MAKE[0]=\"make -C /lib/modules/${{kernelver}}/build M=/build ${{parallel_jobs+-j$parallel_jobs}} modules\"\n\
+         BUILT_MODULE_NAME[0]=\"nvidia\"\nDEST_MODULE_NAME[0]=\"nvidia-current\"\n\
+         BUILD_EXCLUSIVE_CONFIG=\"!CONFIG_PREEMPT_RT\"\n"
+    );
+    let mut dkms = pkg("nvidia-kernel-dkms", deb);
+    dkms.files = vec![
+        (
+            leak(format!("{dir}/dkms.conf")),
+            leak(conf).as_bytes(),
+            0o644,
+        ),
+        (
+            leak(format!("{dir}/Makefile")),
+            b"obj-m := nvidia.o\n",
+            0o644,
+        ),
+        (
+            leak(format!("{dir}/nvidia.c")),
+            leak(source).as_bytes(),
+            0o644,
+        ),
+    ];
+    vec![
+        dkms,
+        pkg("nvidia-driver", deb),
+        pkg("firmware-nvidia-gsp", deb),
+    ]
+}
+
+fn profile(sb: &Sandbox, name: &str, url: &str, host: &str) -> std::path::PathBuf {
+    let p = sb.join(format!("{name}.yaml"));
+    std::fs::write(
+        &p,
+        format!(
+            "kind: host\nname: node/fixture\n{REPOS}      - {{url: {url}, suite: stable, components: [main], keyring: repo.gpg}}\nhost:\n  gpus: [H100]\n  kernel: \"6.1\"\n  kernel_module: proprietary\n{host}"
+        ),
+    )
+    .unwrap();
+    p
+}
+
+/// `gpuimg build` of `profile` into `oci:<sandbox>/<out>`: what it said on stderr.
+fn build(sb: &Sandbox, profile: &Path, out: &str) -> String {
+    let o = run(sb
+        .gpuimg()
+        .arg("build")
+        .arg(profile)
+        .arg("-o")
+        .arg(format!("oci:{}", sb.join(out).display())));
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{stderr}");
+    stderr
+}
+
+/// The image at `oci:<sandbox>/<out>`: its manifest's sha256 and its layers' digests.
+fn manifest(sb: &Sandbox, out: &str) -> (String, Vec<String>) {
+    let raw = run_ok_bytes(
+        Command::new("skopeo")
+            .args(["inspect", "--raw"])
+            .arg(format!("oci:{}:latest", sb.join(out).display())),
+    );
+    let m: serde_json::Value = serde_json::from_slice(&raw).unwrap();
+    let layers = (m["layers"].as_array().unwrap().iter())
+        .map(|l| l["digest"].as_str().unwrap().to_string())
+        .collect();
+    (sha256_hex(&raw), layers)
+}
+
+#[test]
+fn a_node_is_cached_rebuilt_reproducibly_bumped_in_one_layer_and_signed() {
+    require("openssl");
+    let old = driver("535.900.01");
+    let new = driver("535.901.01");
+    let repo = signed_repo(&[("stable", old.iter().chain(new.iter()).collect())]);
+    let sb = Sandbox::new();
+    repo.keyring_into(sb.path());
+
+    let a = profile(&sb, "a", &repo.url, "  driver: \"535.900.01\"\n");
+    let stderr = build(&sb, &a, "first");
+    assert!(stderr.contains("nvidia built and checked"), "{stderr}");
+    let first = manifest(&sb, "first");
+    assert_eq!(first.1.len(), 2, "the kernel's layer and the modules'");
+    let labels = |out: &str| -> serde_json::Value {
+        let c = run_ok_bytes(
+            Command::new("skopeo")
+                .args(["inspect", "--config"])
+                .arg(format!("oci:{}:latest", sb.join(out).display())),
+        );
+        serde_json::from_slice::<serde_json::Value>(&c).unwrap()["config"]["Labels"].clone()
+    };
+    let l = labels("first");
+    assert_eq!(l["org.gpuimg.node.driver"], "535.900.01", "{l}");
+    assert_eq!(l["org.gpuimg.node.signer"], "unsigned", "{l}");
+    let abi = l["org.gpuimg.node.kernel"].as_str().unwrap().to_string();
+
+    // The same inputs again: the module from the cache, the same image.
+    let stderr = build(&sb, &a, "again");
+    assert!(stderr.contains("nvidia from the cache"), "{stderr}");
+    assert_eq!(manifest(&sb, "again"), first);
+
+    // The driver bumped and the modules signed: the kernel's layer is the same blob.
+    let keys = sb.join("keys");
+    std::fs::create_dir(&keys).unwrap();
+    run_ok(
+        Command::new("openssl")
+            .args(["req", "-new", "-x509", "-newkey", "rsa:2048", "-nodes"])
+            .args(["-days", "3650", "-subj", "/CN=fixture node signing/"])
+            .args(["-keyout", "key.pem", "-out", "cert.pem"])
+            .current_dir(&keys),
+    );
+    let b = profile(
+        &sb,
+        "b",
+        &repo.url,
+        "  driver: \"535.901.01\"\n  signing: {key: keys/key.pem, certificate: keys/cert.pem}\n",
+    );
+    let stderr = build(&sb, &b, "bumped");
+    let (d1, d2) = (&first.1, manifest(&sb, "bumped").1);
+    assert_eq!(d1[0], d2[0], "the kernel's layer changed with the driver");
+    assert_ne!(d1[1], d2[1], "the modules' layer did not change");
+    // Signing gives the same bytes each time (no signing time): the same image again.
+    build(&sb, &b, "bumped-again");
+    assert_eq!(manifest(&sb, "bumped-again").1, d2);
+    let l = labels("bumped");
+    assert_eq!(l["org.gpuimg.node.driver"], "535.901.01", "{l}");
+    let signer = l["org.gpuimg.node.signer"].as_str().unwrap();
+    assert!(
+        signer.starts_with("fixture node signing (serial "),
+        "{signer}"
+    );
+    assert!(
+        stderr.contains("signed by fixture node signing"),
+        "{stderr}"
+    );
+
+    let rootfs = umoci_unpack(&sb.join("bumped"), &sb.join("bundle"));
+    let ko = std::fs::read(rootfs.join(format!(
+        "usr/lib/modules/{abi}/updates/dkms/nvidia-current.ko"
+    )))
+    .unwrap();
+    let module = gpuimg_kmod::Module::read("nvidia-current.ko", &ko).unwrap();
+    assert_eq!(module.modinfo.get("version"), Some("535.901.01"));
+    let sig = module.signature.expect("the module is not signed");
+    assert_eq!(sig.signer.as_deref(), Some("fixture node signing"));
+    assert_eq!(sig.hash, "sha256");
+    // The certificate enrolled on the node is the one given, as DER.
+    let der = run_ok_bytes(
+        Command::new("openssl")
+            .args(["x509", "-in", "cert.pem", "-outform", "DER"])
+            .current_dir(&keys),
+    );
+    assert_eq!(
+        std::fs::read(rootfs.join("var/lib/dkms/mok.pub")).unwrap(),
+        der
+    );
+    let serial = run_ok(
+        Command::new("openssl")
+            .args(["x509", "-in", "cert.pem", "-noout", "-serial"])
+            .current_dir(&keys),
+    );
+    let serial = serial.trim().trim_start_matches("serial=").to_lowercase();
+    assert!(
+        sig.key_id.trim_start_matches('0') == serial.trim_start_matches('0'),
+        "{} vs {serial}",
+        sig.key_id
+    );
+    assert!(signer.contains(&sig.key_id), "{signer}");
+    // The key never reaches what the signing touched, nor the cache.
+    let key = std::fs::read(keys.join("key.pem")).unwrap();
+    let needle = &key[40..104];
+    let mut touched = walk(&rootfs.join("var"));
+    touched.extend(walk(&rootfs.join(format!("usr/lib/modules/{abi}/updates"))));
+    // (The downloads are the repositories' bytes, never written from the build.)
+    for e in std::fs::read_dir(sb.join("cache")).unwrap().flatten() {
+        let n = e.file_name().to_string_lossy().into_owned();
+        if !n.starts_with("debs-") && !n.starts_with("indexes-") && e.path().is_dir() {
+            touched.extend(walk(&e.path()));
+        }
+    }
+    for f in touched {
+        let bytes = std::fs::read(&f).unwrap();
+        assert!(
+            !bytes.windows(needle.len()).any(|w| w == needle),
+            "{} holds the key",
+            f.display()
+        );
+    }
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        let meta = std::fs::symlink_metadata(&p).unwrap();
+        if meta.is_dir() {
+            out.extend(walk(&p));
+        } else if meta.is_file() {
+            out.push(p);
+        }
+    }
+    out
+}
