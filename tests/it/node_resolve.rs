@@ -317,6 +317,9 @@ fn a_host_profile_builds_the_node_kernel_and_its_nvidia_module() {
         let ko = m.join(format!("updates/dkms/{name}.ko"));
         let bytes = std::fs::read(&ko).unwrap_or_else(|e| panic!("{}: {e}", ko.display()));
         let module = gpuimg_kmod::Module::read(name, &bytes).unwrap();
+        if name == "nvidia-current" {
+            assert_eq!(module.modinfo.get("version"), Some(driver.as_str()));
+        }
         assert!(
             module
                 .vermagic()
