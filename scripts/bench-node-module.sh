@@ -8,8 +8,8 @@
 # - gpuimg cached: the same build again (the module from the cache);
 # - reproducible: the module-cold and cached images have the same manifest digest, and the
 #   module-cold build's modules equal the cold build's byte for byte (two cold compiles);
-# - anchor: in a chroot mmdebstrap made with dkms, the kernel's headers and the source unpacked
-#   (`dpkg --unpack`, so that no postinst compiles before the clock starts), the time of
+# - anchor: in a chroot mmdebstrap made with dkms, the kernel's headers and the source extracted
+#   (`dpkg-deb -x`, so that no postinst compiles before the clock starts), the time of
 #   `dkms install <name>/<version> -k <abi>` (compile, copy, depmod), both with the machine's
 #   cores as jobs.
 # The mirror is the build host's (its apt sources); contrib, non-free and non-free-firmware are
@@ -43,7 +43,7 @@ secs() { # secs NAME CMD...: run, print its wall time, keep its output
   if /usr/bin/time -f %e -o "$W/$name.t" "$@" > "$W/$name.out" 2> "$W/$name.err"; then
     cat "$W/$name.t"
   else
-    echo "failed: $(grep -m1 -i 'error\|failed' "$W/$name.err" || tail -1 "$W/$name.err")"
+    echo "failed: $(grep -m1 'error:' "$W/$name.err" || tail -1 "$W/$name.err")"
     return 1
   fi
 }
@@ -74,9 +74,8 @@ EOF
   version=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["node"]["source_version"])' < "$d/resolve.json")
   driver=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["node"]["driver"])' < "$d/resolve.json")
   echo "== $flavour: $source $version (driver $driver) for $abi"
-  local ok=1
-  echo "gpuimg cold:         $(secs "$flavour-cold" "$G" build "$d/node.yaml" -o "oci:$d/cold" || ok=0) s"
-  if [ $ok = 1 ]; then
+  echo "gpuimg cold:         $(secs "$flavour-cold" "$G" build "$d/node.yaml" -o "oci:$d/cold" || true) s"
+  if [ -f "$d/cold/index.json" ]; then
     rm -rf "$GPUIMG_CACHE/copies-v1"
     echo "gpuimg module-cold:  $(secs "$flavour-module-cold" "$G" build "$d/node.yaml" -o "oci:$d/module-cold") s"
     echo "gpuimg cached:       $(secs "$flavour-cached" "$G" build "$d/node.yaml" -o "oci:$d/cached") s"
@@ -88,7 +87,7 @@ EOF
     c=$(skopeo inspect --raw "oci:$d/cold:latest" | sha256sum | cut -c1-16)
     echo "  manifests: cold $c, module-cold $a, cached $b $([ "$a" = "$b" ] && [ "$a" = "$c" ] && echo '(all equal: two cold compiles gave the same bytes)' || echo '(DIFFER)')"
   else
-    tail -5 "$W/$flavour-cold.err" | sed 's/^/  | /'
+    grep -m3 ' error: ' "$W/$flavour-cold.err" | sed 's/^/  | /' || tail -5 "$W/$flavour-cold.err" | sed 's/^/  | /'
   fi
   # The anchor: dkms in an mmdebstrap chroot.
   local name
@@ -99,7 +98,7 @@ EOF
   cat > "$d/hook.sh" <<EOF
 set -e
 root=\$1
-chroot "\$root" sh -c 'cd /tmp && apt-get download -q $source=$version && dpkg --unpack /tmp/${source}_*.deb' > /dev/null
+chroot "\$root" sh -c 'cd /tmp && apt-get download -q $source=$version && dpkg-deb -x /tmp/${source}_*.deb /' > /dev/null
 chroot "\$root" dkms add -m $name -v $driver > /dev/null
 if /usr/bin/time -f %e -o /tmp/dkms.t chroot "\$root" dkms install -m $name -v $driver -k $abi > "$d/dkms.log" 2>&1; then
   echo "dkms install:        \$(cat /tmp/dkms.t) s" > "$d/anchor.txt"

@@ -8,6 +8,7 @@
 //! only the modules' layer changes; each module then carries a signature naming the
 //! certificate, the node holds that certificate at dkms's place, and the labels name the signer.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
@@ -56,11 +57,99 @@ fn driver(version: &'static str) -> Vec<Pkg> {
             0o644,
         ),
     ];
+    let mut packages = vec![dkms, pkg("nvidia-driver", deb)];
+    packages.extend(user_space(version, deb));
+    packages
+}
+
+/// The fixture driver's user space in Debian's layout: each library under
+/// `/usr/lib/x86_64-linux-gnu/nvidia/current/` (a shared object with its SONAME, and the
+/// SONAME's link), `nvidia-smi` under `/usr/lib/nvidia/current/`, the proprietary module's
+/// modprobe configuration under `/etc/nvidia/current/` (reached as `nvidia-<version>`), the
+/// `nvidia` alternative's trigger in the form of Debian's (its candidate lines), and the GSP
+/// firmware. Debian's own `glx-alternative-nvidia` comes with it.
+fn user_space(version: &'static str, deb: &'static str) -> Vec<Pkg> {
+    let dir = "/usr/lib/x86_64-linux-gnu/nvidia/current";
+    let lib = |package: &'static str, soname: &str| {
+        let stem = soname.split(".so").next().unwrap_or(soname);
+        let file = leak(format!("{dir}/{stem}.so.{version}"));
+        let mut p = pkg(package, deb);
+        p.files = vec![(file, shared_object(soname, version), 0o644)];
+        p.symlinks = vec![(
+            leak(format!("{dir}/{soname}")),
+            leak(format!("{stem}.so.{version}")),
+        )];
+        p.fields = vec![("Depends", leak(format!("nvidia-alternative (= {deb})")))];
+        p
+    };
+    let mut cuda = lib("libcuda1", "libcuda.so.1");
+    cuda.symlinks
+        .push((leak(format!("{dir}/libcuda.so")), "libcuda.so.1"));
+    let mut smi = pkg("nvidia-smi", deb);
+    smi.files = vec![("/usr/lib/nvidia/current/nvidia-smi", b"#!/bin/sh\n", 0o755)];
+    let mut support = pkg("nvidia-kernel-support", deb);
+    support.files = vec![(
+        "/etc/nvidia/current/nvidia-modprobe.conf",
+        b"install nvidia modprobe -i nvidia-current $CMDLINE_OPTS\n",
+        0o644,
+    )];
+    support.symlinks = vec![(leak(format!("/etc/nvidia/nvidia-{version}")), "current")];
+    let trigger = format!(
+        "#!/bin/sh\nset -e\nTRIPLETS=\"/ /x86_64-linux-gnu/\"\nadd_slave()\n{{\n\tprefix=\"nvidia--\"\n}}\n\
+         if [ \"$1\" = \"triggered\" ]; then\n\tslaves=\"\n\
+         \t\t$(add_multiarch_slave /usr/lib \"\" libcuda.so.1 /usr/lib nvidia/current/)\n\
+         \t\t$(add_multiarch_slave /usr/lib \"\" libcuda.so /usr/lib nvidia/current/)\n\
+         \t\t$(add_multiarch_slave /usr/lib \"\" libnvidia-ml.so.1 /usr/lib nvidia/current/)\n\
+         \t\t$(add_multiarch_slave /usr/lib \"\" libnvidia-ptxjitcompiler.so.1 /usr/lib nvidia/current/)\n\
+         \t\t$(add_slave /usr/bin/nvidia-smi nvidia-smi /usr/lib/nvidia/current/nvidia-smi)\n\"\n\
+         \tkmod_slaves=\"\n\
+         \t\t$(add_slave /etc/nvidia/nvidia-modprobe.conf nvidia-modprobe.conf /etc/nvidia/nvidia-{version}/nvidia-modprobe.conf)\n\"\n\
+         \tupdate-alternatives --install /usr/lib/nvidia/nvidia nvidia /usr/lib/nvidia/current 535 $slaves $kmod_slaves\nfi\n"
+    );
+    let mut alternative = pkg("nvidia-alternative", deb);
+    alternative.files = vec![
+        ("/DEBIAN/postinst", leak(trigger).as_bytes(), 0o755),
+        ("/usr/lib/nvidia/current/.keep", b"", 0o644),
+    ];
+    alternative.fields = vec![("Depends", "glx-alternative-nvidia")];
+    let mut gsp = pkg("firmware-nvidia-gsp", deb);
+    gsp.files = vec![(
+        leak(format!("/lib/firmware/nvidia/{version}/gsp_ga10x.bin")),
+        b"fw",
+        0o644,
+    )];
     vec![
-        dkms,
-        pkg("nvidia-driver", deb),
-        pkg("firmware-nvidia-gsp", deb),
+        cuda,
+        lib("libnvidia-ptxjitcompiler1", "libnvidia-ptxjitcompiler.so.1"),
+        lib("libnvidia-ml1", "libnvidia-ml.so.1"),
+        lib("libnvidia-cfg1", "libnvidia-cfg.so.1"),
+        smi,
+        support,
+        alternative,
+        gsp,
     ]
+}
+
+/// A shared object whose SONAME is `soname`, saying `version`.
+fn shared_object(soname: &str, version: &str) -> &'static [u8] {
+    require("gcc");
+    let dir = tempfile::tempdir().unwrap();
+    let c = dir.path().join("lib.c");
+    std::fs::write(
+        &c,
+        format!("const char *fixture_version = \"{version}\";\n"),
+    )
+    .unwrap();
+    let out = dir.path().join("lib.so");
+    run_ok(
+        Command::new("gcc")
+            .args(["-shared", "-fPIC", "-O0", "-nostdlib"])
+            .arg(format!("-Wl,-soname,{soname}"))
+            .arg("-o")
+            .arg(&out)
+            .arg(&c),
+    );
+    Box::leak(std::fs::read(&out).unwrap().into_boxed_slice())
 }
 
 fn profile(sb: &Sandbox, name: &str, url: &str, host: &str) -> std::path::PathBuf {
@@ -88,8 +177,9 @@ fn build(sb: &Sandbox, profile: &Path, out: &str) -> String {
     stderr
 }
 
-/// The image at `oci:<sandbox>/<out>`: its manifest's sha256 and its layers' digests.
-fn manifest(sb: &Sandbox, out: &str) -> (String, Vec<String>) {
+/// The image at `oci:<sandbox>/<out>`: its manifest's sha256 and each layer's component and
+/// digest.
+fn manifest(sb: &Sandbox, out: &str) -> (String, BTreeMap<String, String>) {
     let raw = run_ok_bytes(
         Command::new("skopeo")
             .args(["inspect", "--raw"])
@@ -97,7 +187,15 @@ fn manifest(sb: &Sandbox, out: &str) -> (String, Vec<String>) {
     );
     let m: serde_json::Value = serde_json::from_slice(&raw).unwrap();
     let layers = (m["layers"].as_array().unwrap().iter())
-        .map(|l| l["digest"].as_str().unwrap().to_string())
+        .map(|l| {
+            (
+                l["annotations"]["io.gpuimg.component"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+                l["digest"].as_str().unwrap().to_string(),
+            )
+        })
         .collect();
     (sha256_hex(&raw), layers)
 }
@@ -115,7 +213,9 @@ fn a_node_is_cached_rebuilt_reproducibly_bumped_in_one_layer_and_signed() {
     let stderr = build(&sb, &a, "first");
     assert!(stderr.contains("nvidia built and checked"), "{stderr}");
     let first = manifest(&sb, "first");
-    assert_eq!(first.1.len(), 2, "the kernel's layer and the modules'");
+    for c in ["kernel", "nvidia-driver", "os", "metadata", "files"] {
+        assert!(first.1.contains_key(c), "no `{c}` layer: {:?}", first.1);
+    }
     let labels = |out: &str| -> serde_json::Value {
         let c = run_ok_bytes(
             Command::new("skopeo")
@@ -152,8 +252,14 @@ fn a_node_is_cached_rebuilt_reproducibly_bumped_in_one_layer_and_signed() {
     );
     let stderr = build(&sb, &b, "bumped");
     let (d1, d2) = (&first.1, manifest(&sb, "bumped").1);
-    assert_eq!(d1[0], d2[0], "the kernel's layer changed with the driver");
-    assert_ne!(d1[1], d2[1], "the modules' layer did not change");
+    // The driver's layers change, and what the package database and alternatives record
+    // (`metadata`); nothing else does.
+    let changed: Vec<&String> = d1.keys().filter(|c| d1.get(*c) != d2.get(*c)).collect();
+    assert_eq!(
+        changed,
+        ["files", "metadata", "nvidia-driver", "sbom"],
+        "{d1:?}\n{d2:?}"
+    );
     // Signing gives the same bytes each time (no signing time): the same image again.
     build(&sb, &b, "bumped-again");
     assert_eq!(manifest(&sb, "bumped-again").1, d2);
@@ -170,6 +276,59 @@ fn a_node_is_cached_rebuilt_reproducibly_bumped_in_one_layer_and_signed() {
     );
 
     let rootfs = umoci_unpack(&sb.join("bumped"), &sb.join("bundle"));
+    // The `nvidia` alternative, as its trigger would register it, then the `glx` one (Debian's
+    // own trigger read): the libraries, `nvidia-smi` and the modprobe configuration.
+    let link = |p: &str| {
+        std::fs::read_link(rootfs.join(p))
+            .unwrap()
+            .display()
+            .to_string()
+    };
+    assert_eq!(
+        link("usr/lib/x86_64-linux-gnu/libcuda.so.1"),
+        "/etc/alternatives/nvidia--libcuda.so.1-x86_64-linux-gnu"
+    );
+    assert_eq!(
+        link("etc/alternatives/nvidia--libcuda.so.1-x86_64-linux-gnu"),
+        "/usr/lib/x86_64-linux-gnu/nvidia/current/libcuda.so.1"
+    );
+    assert_eq!(
+        link("usr/bin/nvidia-smi"),
+        "/etc/alternatives/nvidia--nvidia-smi"
+    );
+    assert_eq!(
+        link("etc/modprobe.d/nvidia.conf"),
+        "/etc/alternatives/glx--nvidia-modprobe.conf"
+    );
+    // `modprobe nvidia` in the node resolves to the built module (the image's own kmod and
+    // configuration, in the unpacked tree).
+    let modprobe = |name: &str| {
+        run_ok(Command::new("chroot").arg(&rootfs).args([
+            "/sbin/modprobe",
+            "--show-depends",
+            "-S",
+            &abi,
+            name,
+        ]))
+    };
+    assert_eq!(
+        modprobe("nvidia").trim(),
+        "install modprobe -i nvidia-current $CMDLINE_OPTS"
+    );
+    assert_eq!(
+        modprobe("nvidia-current").trim(),
+        format!("insmod /lib/modules/{abi}/updates/dkms/nvidia-current.ko")
+    );
+    // The loader finds the driver's libraries through the alternative.
+    let cache = run_ok(
+        Command::new("chroot")
+            .arg(&rootfs)
+            .args(["/sbin/ldconfig", "-p"]),
+    );
+    assert!(
+        cache.contains("libcuda.so.1 (libc6,x86-64) => /lib/x86_64-linux-gnu/libcuda.so.1"),
+        "{cache}"
+    );
     let ko = std::fs::read(rootfs.join(format!(
         "usr/lib/modules/{abi}/updates/dkms/nvidia-current.ko"
     )))

@@ -281,11 +281,21 @@ fn a_host_profile_builds_the_node_kernel_and_its_nvidia_module() {
             .arg(format!("oci:{}", out.display())),
     ))
     .unwrap();
-    // The kernel's layer, then the NVIDIA modules' (a driver bump rewrites only that one).
+    // The kernel and the driver's user space in their component layers, the built modules in
+    // `files` (a driver bump rewrites the driver's layers only: `node_build.rs`).
     let components: Vec<&str> = (built["layers"].as_array().unwrap().iter())
         .map(|l| l["component"].as_str().unwrap())
         .collect();
-    assert_eq!(components, ["base", "files"], "{built}");
+    for c in [
+        "os",
+        "kernel",
+        "nvidia-driver",
+        "packages",
+        "metadata",
+        "files",
+    ] {
+        assert!(components.contains(&c), "no `{c}` layer: {built}");
+    }
     let config = run_ok_bytes(
         Command::new("skopeo")
             .args(["inspect", "--config"])
@@ -331,4 +341,64 @@ fn a_host_profile_builds_the_node_kernel_and_its_nvidia_module() {
             "{name} not in modules.dep"
         );
     }
+    // Debian's `nvidia` and `glx` alternatives, as their triggers would register them: `modprobe
+    // nvidia` in the node (its own kmod and configuration) loads the built module, and the
+    // loader finds the driver's libraries at the module's version.
+    let modprobe = |name: &str| {
+        run_ok(Command::new("chroot").arg(&rootfs).args([
+            "/sbin/modprobe",
+            "--show-depends",
+            "-S",
+            &abi,
+            name,
+        ]))
+    };
+    assert_eq!(
+        modprobe("nvidia").trim(),
+        "install modprobe -i nvidia-current $CMDLINE_OPTS"
+    );
+    assert!(modprobe("nvidia-current").contains(&format!(
+        "insmod /lib/modules/{abi}/updates/dkms/nvidia-current.ko"
+    )),);
+    let cache = run_ok(
+        Command::new("chroot")
+            .arg(&rootfs)
+            .args(["/sbin/ldconfig", "-p"]),
+    );
+    for soname in [
+        "libcuda.so.1",
+        "libnvidia-ml.so.1",
+        "libnvidia-ptxjitcompiler.so.1",
+    ] {
+        assert!(
+            cache.contains(soname),
+            "{soname} not in ld.so.cache: {cache}"
+        );
+    }
+    let libcuda =
+        std::fs::canonicalize(rootfs.join("usr/lib/x86_64-linux-gnu/nvidia/current/libcuda.so.1"))
+            .unwrap();
+    assert!(
+        libcuda.ends_with(format!("libcuda.so.{driver}")),
+        "{}",
+        libcuda.display()
+    );
+    assert_eq!(
+        std::fs::read_link(rootfs.join("usr/lib/x86_64-linux-gnu/libcuda.so.1")).unwrap(),
+        std::path::Path::new("/etc/alternatives/nvidia--libcuda.so.1-x86_64-linux-gnu")
+    );
+    assert!(rootfs
+        .join(format!("usr/lib/firmware/nvidia/{driver}"))
+        .is_dir());
+    // Built again: the module from the cache, every layer the same (a replayed install).
+    let again = sb.join("again");
+    let rebuilt: serde_json::Value = serde_json::from_slice(&run_ok_bytes(
+        sb.gpuimg()
+            .args(["build", "--json"])
+            .arg(&p)
+            .arg("-o")
+            .arg(format!("oci:{}", again.display())),
+    ))
+    .unwrap();
+    assert_eq!(rebuilt["manifest_digest"], built["manifest_digest"]);
 }

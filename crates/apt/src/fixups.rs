@@ -30,6 +30,7 @@ pub fn reads(path: &str) -> bool {
             .any(|(_, _, to)| path.strip_prefix('/') == Some(to))
         || path.strip_prefix('/') == Some(CA_CONF)
         || crate::ldcache::reads(path)
+        || crate::nvidia_alternatives::reads(path)
 }
 
 /// Files the fix-ups copy from a package's shipped copy where no package shipped the target:
@@ -125,6 +126,7 @@ pub fn apply(
         done.extend(ca_bundle(root)?);
     }
     done.extend(alternatives(root, postinsts)?);
+    done.extend(crate::nvidia_alternatives::apply(root, postinsts)?);
     Ok(done)
 }
 
@@ -190,7 +192,17 @@ fn alternatives(
     postinsts: &BTreeMap<String, String>,
 ) -> Result<Vec<String>, AptError> {
     let mut best: BTreeMap<String, (String, String, i64)> = BTreeMap::new();
-    for script in postinsts.values() {
+    // The NVIDIA driver's triggers compute their slaves: `nvidia_alternatives` does them
+    // (mesa's `glx` choice only exists where mesa's libraries were diverted, never here).
+    let computed = [
+        "nvidia-alternative",
+        "glx-alternative-nvidia",
+        "glx-alternative-mesa",
+    ];
+    for (package, script) in postinsts {
+        if computed.contains(&package.as_str()) {
+            continue;
+        }
         let joined = script.replace("\\\n", " ");
         for line in joined.lines() {
             let words: Vec<&str> = line.split_whitespace().collect();

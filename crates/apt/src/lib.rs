@@ -28,6 +28,7 @@ mod install;
 mod ldcache;
 mod locked;
 mod needed;
+mod nvidia_alternatives;
 mod offer;
 mod openpgp;
 mod prefer;

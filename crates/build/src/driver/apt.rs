@@ -111,7 +111,11 @@ fn check_libraries(installed: &gpuimg_apt::Installed, loader: &Loader) -> Result
         .iter()
         .filter_map(|(path, pkgs)| Some((path.as_str(), Provider::Deb(pkgs.last()?.clone()))))
         .collect();
-    libraries::check_driver_files(files.iter().map(|(p, o)| (*p, o)), loader.forward)?;
+    if loader.node {
+        libraries::check_node_libraries(&installed.libraries)?;
+    } else {
+        libraries::check_driver_files(files.iter().map(|(p, o)| (*p, o)), loader.forward)?;
+    }
     let mut all: Vec<Library> = installed
         .libraries
         .iter()

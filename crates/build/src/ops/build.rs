@@ -69,7 +69,7 @@ pub fn build(
 }
 
 /// One platform's image, made and checked (not yet written).
-fn make(
+pub(super) fn make(
     profile: &Profile,
     catalog: &Catalog,
     req: &BuildRequest,

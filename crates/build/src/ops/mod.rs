@@ -14,6 +14,7 @@ pub mod cuda_minor;
 pub mod known;
 pub mod lock;
 pub mod node;
+pub mod node_contents;
 pub mod node_image;
 pub mod node_module;
 pub mod node_root;

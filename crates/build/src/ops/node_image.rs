@@ -1,14 +1,17 @@
-//! `gpuimg build` of a host profile: the node's first layer. Resolve the node
-//! (`node::resolve`), install its build root (`node_root`), build and check the NVIDIA module
-//! (`node_module`), install `linux-image-<abi>` alone as data, and assemble, in the sandbox
-//! (the build root's own `depmod`), the tree Debian would boot: the kernel at
-//! `/boot/vmlinuz-<abi>` and `/usr/lib/modules/<abi>/vmlinuz` (where bootable-container tools
-//! look), its modules, the built modules at dkms's place
-//! (`/usr/lib/modules/<abi>/updates/dkms/<dest>.ko`) and the module dependency files for them.
-//! The kernel's part of that tree is the image's `base` layer, the NVIDIA modules with the
-//! dependency files its `files` layer (a driver bump rewrites only that one), written by the
-//! container path (export, push, inspect unchanged), its labels naming the kernel ABI, the
-//! driver, the flavour and the module source. Must never run anything outside the sandbox.
+//! `gpuimg build` of a host profile: the node image. Resolve the node (`node::resolve`),
+//! install its build root (`node_root`), build and check the NVIDIA module (`node_module`;
+//! `node_signing` where the profile signs), install `linux-image-<abi>` alone as data and
+//! assemble, in the sandbox (the build root's own `depmod`), the kernel's module directory with
+//! the built modules at dkms's place (`/usr/lib/modules/<abi>/updates/dkms/<dest>.ko`), their
+//! dependency files and the kernel's image at `/usr/lib/modules/<abi>/vmlinuz` (where
+//! bootable-container tools look): those are the image's `files` layer. Everything else is
+//! installed by the container path from the profile's repositories into component layers
+//! (`node_contents`: the kernel into `kernel`; the driver's user space, firmware, alternatives
+//! and persistence daemon into `nvidia-driver`; systemd, udev, SSH, cloud-init into the usual
+//! ones), the driver's libraries required there instead of refused (`Loader::node`), so that
+//! a driver bump rewrites the driver's layers, `files` and `metadata` only. Labels name the
+//! kernel ABI, the driver, the flavour, the module source and the signer. Must never run
+//! anything outside the sandbox.
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -20,7 +23,7 @@ use super::OpsError;
 use crate::catalog::Catalog;
 use crate::driver::{apt_options, BuildError, BuildOutcome};
 use crate::plan::source_specs;
-use crate::profile::{Base, Profile, ProfileKind};
+use crate::profile::{Base, Profile};
 use gpuimg_fetch::observe::Observer;
 use gpuimg_store::cache::Cache;
 use gpuimg_store::staging::Staged;
@@ -170,17 +173,24 @@ pub fn build(
         &tree,
         &scratch.path().join("assemble.log"),
     )?;
-    // Two layers: the kernel's (`base`), and the NVIDIA modules with the dependency files made
-    // for them (`files`), so that a driver bump rewrites only the second.
+    // What the node adds to the kernel's module directory (the NVIDIA modules, `depmod`'s
+    // files, the kernel's image where bootable-container tools look) is the `files` layer; the
+    // kernel package itself is installed again below, with the rest of the node, into its
+    // component layer: a driver bump rewrites the driver's layers and this one only.
     let nvidia = scratch.path().join("nvidia");
     let rel = format!("usr/lib/modules/{}", node.kernel_abi);
     split_off_modules(&tree, &rel, &nvidia.join(&rel))?;
+    let mut packages =
+        super::node_contents::packages(profile, &node, &o.cache_root, o.offline, &o.trust, obs)?;
+    packages.extend(spec.packages.iter().map(|p| p.value.clone()));
+    let mut node_spec = (**spec).clone();
+    node_spec.packages = packages
+        .into_iter()
+        .map(crate::profile::Located::synthetic)
+        .collect();
+    node_spec.essential = true;
     let mut image = profile.clone();
-    image.kind = ProfileKind::Container;
-    image.base = Base::Rootfs {
-        path: tree,
-        allow_special_files: false,
-    };
+    image.base = Base::Apt(Box::new(node_spec));
     image.files = vec![crate::profile::FileEntry {
         src: nvidia.join(&rel),
         dst: rel.clone(),
@@ -214,11 +224,13 @@ pub fn build(
     ] {
         image.config.labels.insert(k.to_string(), v);
     }
-    let container = BuildRequest {
+    let one = BuildRequest {
         platform: None,
         ..req.clone()
     };
-    super::build::build(&image, catalog, &container, obs)
+    crate::driver::check_output(&one.options, 1)?;
+    let made = super::build::make(&image, catalog, &one, obs)?;
+    Ok(crate::driver::deliver(vec![made], &one.options, obs)?)
 }
 
 /// Move what the NVIDIA modules add to the kernel's module directory `tree/rel` (their
@@ -244,7 +256,7 @@ fn split_off_modules(tree: &Path, rel: &str, to: &Path) -> Result<(), OpsError> 
     for e in fs_err::read_dir(&from).map_err(io)?.flatten() {
         let name = e.file_name();
         let n = name.to_string_lossy();
-        if n == "updates" || n.starts_with("modules.") {
+        if n == "updates" || n == "vmlinuz" || n.starts_with("modules.") {
             fs_err::rename(e.path(), to.join(&name)).map_err(io)?;
         }
     }

@@ -145,7 +145,7 @@ pub fn build(
 
 /// The derivation of built modules in the cache; bump it when what a build's bytes depend on
 /// changes beyond what [`inputs_key`] covers.
-const MODULES_KIND: &str = "nvidia-module-v1";
+const MODULES_KIND: &str = "nvidia-module-v2";
 
 /// Everything a module build's bytes depend on: this gpuimg (the sandbox, the script), the
 /// build root's packages by their sha256, the kernel, the source's `make` and the epoch. The
@@ -257,7 +257,27 @@ pub fn build_source(
         .replace("${parallel_jobs+-j$parallel_jobs}", &format!("-j{jobs}"))
         .replace("${kernelver}", abi)
         .replace("$kernelver", abi);
-    let script = format!("{make} && find . -name '*.ko' -exec cp {{}} /out/ \\;");
+    // dkms strips the modules its `STRIP[i]` does not keep (`strip --strip-debug`).
+    let plain = |n: &str| {
+        !n.is_empty()
+            && n.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    };
+    let strip: Vec<String> = conf
+        .stripped
+        .iter()
+        .filter(|n| plain(n))
+        .map(|n| format!("/out/{n}.ko"))
+        .collect();
+    let strip = if strip.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " && for m in {}; do if [ -f $m ]; then strip --strip-debug $m; fi; done",
+            strip.join(" ")
+        )
+    };
+    let script = format!("{make} && find . -name '*.ko' -exec cp {{}} /out/ \\;{strip}");
     let env = |k: &str, v: &str| (OsString::from(k), OsString::from(v));
     let spec = gpuimg_sandbox::Spec {
         root: root.to_path_buf(),

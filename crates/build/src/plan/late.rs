@@ -189,6 +189,7 @@ pub(super) fn loader(
         wheel_libraries: all,
         picks,
         forward,
+        node: profile.kind == crate::profile::ProfileKind::Host,
         objects,
         dirs,
         roots,

@@ -58,6 +58,8 @@ pub struct Library {
 pub enum LibraryError {
     #[error("`/{path}` from {provider} is the NVIDIA driver's own library: the container runtime mounts the host's, and a copy in the image fails at run time (CUDA error 803) when the two differ; remove what brings {provider}")]
     DriverLibrary { path: String, provider: Provider },
+    #[error("the node's loader finds no `{soname}`: a node needs the driver's user space at the module's version, its libraries reached through the `nvidia` alternative")]
+    NodeWithoutDriverLibrary { soname: String },
     #[error("`/{path}` from {provider} is NVIDIA's forward-compatibility libcuda, which an image may carry only with `compat: forward`")]
     CompatWithoutForward { path: String, provider: Provider },
     #[error("`{soname}` is provided twice: by {first} (`/{first_path}`) and by {second} (`/{second_path}`); keep one, or pick one with `libraries: {{{soname}: {}}}` in the profile", first.name())]
@@ -138,6 +140,26 @@ pub fn is_private(path: &str, provider: &Provider) -> bool {
     table().private.iter().any(|p| {
         glob_match(&p.provider, provider.name()) && p.paths.iter().any(|g| glob_match(g, path))
     })
+}
+
+/// The driver's libraries a node's loader must find (by SONAME): what CUDA and NVML open.
+pub const NODE_LIBRARIES: [&str; 3] = [
+    "libcuda.so.1",
+    "libnvidia-ml.so.1",
+    "libnvidia-ptxjitcompiler.so.1",
+];
+
+/// A node's image (`kind: host`) must let the loader find the driver's libraries
+/// (`libraries`: SONAME → path, as `ld.so.cache` holds them).
+pub fn check_node_libraries(libraries: &[(String, String)]) -> Result<(), LibraryError> {
+    for soname in NODE_LIBRARIES {
+        if !libraries.iter().any(|(s, _)| s == soname) {
+            return Err(LibraryError::NodeWithoutDriverLibrary {
+                soname: soname.to_string(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Refuse any file among `paths` (each with its provider) that is a driver library, unless it

@@ -119,6 +119,9 @@ pub struct Loader {
     pub picks: BTreeMap<String, String>,
     /// `compat: forward` (cuda-compat's libcuda allowed under its own directory).
     pub forward: bool,
+    /// A node's image (`kind: host`): the driver's libraries are what it installs, required
+    /// (`plan::libraries::NODE_LIBRARIES`), not refused.
+    pub node: bool,
     /// Every shared object the wheels install for the image's machine (libraries and
     /// extension modules), by image path, for the check that their needs are met.
     pub objects: BTreeMap<String, SharedObject>,

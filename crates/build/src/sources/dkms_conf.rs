@@ -19,6 +19,9 @@ pub struct DkmsConf {
     pub make: Option<String>,
     /// `BUILT_MODULE_NAME[i]` → `DEST_MODULE_NAME[i]` (the built name where none is given).
     pub modules: Vec<(String, String)>,
+    /// The built modules dkms strips of their debug sections before installing them: each
+    /// whose `STRIP[i]` (else `STRIP[0]`) is not `no` (dkms's default is to strip).
+    pub stripped: Vec<String>,
 }
 
 /// Parse `text`.
@@ -48,6 +51,16 @@ pub fn parse(text: &str) -> DkmsConf {
             .unwrap_or_else(|| built.clone());
         modules.push((built, dest));
     }
+    let stripped = modules
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| {
+            get(&format!("STRIP[{i}]"))
+                .or_else(|| get("STRIP[0]"))
+                .is_none_or(|v| !v.eq_ignore_ascii_case("no"))
+        })
+        .map(|(_, (built, _))| built.clone())
+        .collect();
     DkmsConf {
         package_name: get("PACKAGE_NAME"),
         package_version: get("PACKAGE_VERSION"),
@@ -57,6 +70,7 @@ pub fn parse(text: &str) -> DkmsConf {
             .unwrap_or_default(),
         make: get("MAKE[0]").or_else(|| get("MAKE")),
         modules,
+        stripped,
     }
 }
 
