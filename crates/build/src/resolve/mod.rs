@@ -12,6 +12,7 @@ mod explain;
 mod fact;
 mod host;
 pub mod node;
+pub mod node_rules;
 mod pick;
 mod platform;
 mod request;
