@@ -1,5 +1,6 @@
 //! `gpuimg catalog list KIND`, `catalog show NAME [VERSION]`, `catalog why --gpu ... --pytorch ...`,
-//! `catalog matrix`: query the compatibility catalog and ask questions without a profile.
+//! `catalog matrix`, `catalog check-host` (`catalog_check_host.rs`): query the compatibility
+//! catalog and ask questions without a profile.
 //! Each takes `--json`; `list --json` prints the records as `show` does, in one array.
 
 use serde_json::json;
@@ -39,6 +40,9 @@ pub enum Command {
     },
     /// Answer a question without a profile, e.g. `--gpu V100 --pytorch 2.11`.
     Why(Box<WhyArgs>),
+    /// Check the catalog's node rules against this host's running kernel, NVIDIA module and
+    /// GPUs (read-only): exit 1 where the catalog would refuse what the host runs.
+    CheckHost(super::catalog_check_host::Args),
     /// Resolve every GPU × PyTorch release × Python version and print one answer per line.
     Matrix {
         /// Also search the nearest working change for every "no" (as `resolve` does).
@@ -155,6 +159,7 @@ pub fn exec(cmd: Command, settings: &Settings) -> Result<u8, CliError> {
             Ok(code)
         }
         Command::Why(a) => why(*a, settings),
+        Command::CheckHost(a) => super::catalog_check_host::exec(a, settings),
         Command::Matrix {
             hints,
             json,

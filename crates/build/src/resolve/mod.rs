@@ -11,6 +11,7 @@ mod error;
 mod explain;
 mod fact;
 mod host;
+pub mod host_check;
 pub mod node;
 pub mod node_rules;
 mod pick;

@@ -51,6 +51,8 @@ impl Kernel<'_> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Rule {
+    /// The GPU is one the catalog knows (a host's GPU by its model name: `catalog check-host`).
+    GpuInCatalog,
     /// The GPU is driven by the module flavour (`gpus.yaml`: `modules`).
     GpuModule,
     /// The driver is at least the GPU's first (`min_driver`).
@@ -68,6 +70,7 @@ pub enum Rule {
 impl Rule {
     pub fn as_str(self) -> &'static str {
         match self {
+            Rule::GpuInCatalog => "gpu-in-catalog",
             Rule::GpuModule => "gpu-module",
             Rule::GpuMinDriver => "gpu-min-driver",
             Rule::GpuLastBranch => "gpu-last-branch",
