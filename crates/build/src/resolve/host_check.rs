@@ -78,27 +78,29 @@ pub fn check(catalog: &Catalog, host: &RunningHost) -> HostCheck {
     let mut verdicts = Vec::new();
     let mut gpus: Vec<&Gpu> = Vec::new();
     let mut names = Vec::new();
+    let mut unknown: Vec<&str> = Vec::new();
     for g in &host.gpus {
         let found = catalog_gpu(catalog, &g.model);
         names.push((g.bus.clone(), found.map(|f| f.name.clone())));
         match found {
             Some(f) if gpus.iter().any(|x| x.name == f.name) => {}
             Some(f) => gpus.push(f),
-            None if verdicts
-                .iter()
-                .any(|v: &Verdict| v.facts[0].text.contains(&g.model)) => {}
-            None => verdicts.push(Verdict {
-                rule: Rule::GpuInCatalog,
-                holds: false,
-                facts: vec![Fact::new(
-                    format!("the host runs a `{}`", g.model),
-                    &["host".to_string()],
-                )],
-                conclusion: format!(
-                    "the catalog has no GPU named in `{}` (`gpuimg catalog list gpus`)",
-                    g.model
-                ),
-            }),
+            None if unknown.contains(&g.model.as_str()) => {}
+            None => {
+                unknown.push(&g.model);
+                verdicts.push(Verdict {
+                    rule: Rule::GpuInCatalog,
+                    holds: false,
+                    facts: vec![Fact::new(
+                        format!("the host runs a `{}`", g.model),
+                        &["host".to_string()],
+                    )],
+                    conclusion: format!(
+                        "the catalog has no GPU named in `{}` (`gpuimg catalog list gpus`)",
+                        g.model
+                    ),
+                })
+            }
         }
     }
     let subject = Subject {
@@ -114,5 +116,31 @@ pub fn check(catalog: &Catalog, host: &RunningHost) -> HostCheck {
     HostCheck {
         gpus: names,
         verdicts,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_model_name_is_the_catalog_gpu_it_names_by_whole_words() {
+        let c = Catalog::embedded().unwrap();
+        for (model, name) in [
+            ("NVIDIA H100 80GB HBM3", Some("H100")),
+            ("NVIDIA H100 NVL", Some("H100")),
+            ("NVIDIA H200", Some("H200")),
+            ("NVIDIA A100-SXM4-80GB", Some("A100")),
+            ("Tesla V100-SXM2-16GB", Some("V100")),
+            ("NVIDIA GB200", Some("GB200")),
+            ("NVIDIA A10G", Some("A10G")),
+            ("NVIDIA Imaginary X1", None),
+        ] {
+            assert_eq!(
+                catalog_gpu(&c, model).map(|g| g.name.as_str()),
+                name,
+                "{model}"
+            );
+        }
     }
 }
