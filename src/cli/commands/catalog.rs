@@ -26,9 +26,10 @@ pub enum Command {
         #[command(flatten)]
         catalog: CatalogArgs,
     },
-    /// Show one record: a GPU name, `R580`, a source id, or a kind and a version (`pytorch 2.5.1`).
+    /// Show one record: a GPU name, `R580`, a source id, a known module build failure's id, or a kind and a version (`pytorch 2.5.1`).
     Show {
-        /// A GPU name or alias, a driver branch (`R580`), a source id, or a kind with VERSION.
+        /// A GPU name or alias, a driver branch (`R580`), a source id, a known module build
+        /// failure's id, or a kind with VERSION.
         name: String,
         /// The version, when NAME is a kind: cuda, pytorch, tensorflow, jax, cudnn, nccl, python.
         version: Option<String>,
@@ -427,6 +428,9 @@ fn show(
     }
     if let Some(s) = c.source(name) {
         return Ok((to(serde_json::to_value(s))?, 0));
+    }
+    if let Some(f) = c.module_build_failures.iter().find(|f| f.id == name) {
+        return Ok((to(serde_json::to_value(f))?, 0));
     }
     let mut e = CliError::msg(2, format!("The catalog has no record named `{name}`"));
     if let Some(s) = c.closest_gpu(name) {
