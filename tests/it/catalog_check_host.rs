@@ -87,10 +87,11 @@ fn the_catalog_admits_what_a_real_gpu_host_runs() {
     );
     let infos = informations(&root);
     assert!(!infos.is_empty());
-    let gpus = v["gpus"].as_array().unwrap();
+    let gpus = v["host"]["gpus"].as_array().unwrap();
     assert_eq!(gpus.len(), infos.len(), "{v}");
     for (g, info) in gpus.iter().zip(&infos) {
         let model = std::fs::read_to_string(info).unwrap();
+        assert!(model.contains(g["model"].as_str().unwrap()), "{v}");
         let name = g["catalog"].as_str().unwrap_or_else(|| panic!("{v}"));
         assert!(model.contains(&format!(" {name} ")), "{name}: {model}");
     }

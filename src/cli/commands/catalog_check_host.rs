@@ -39,11 +39,30 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
     let check = host_check::check(&catalog, &host);
     let refused = check.refused_by();
     if args.json {
+        // The same shapes as `resolve --json`: a fact is `fact`, `source`, `unverified`.
+        let gpus: Vec<serde_json::Value> = (host.gpus.iter().zip(&check.gpus))
+            .map(|(g, (_, name))| json!({"bus": g.bus, "model": g.model, "catalog": name}))
+            .collect();
+        let verdicts: Vec<serde_json::Value> = (check.verdicts.iter())
+            .map(|v| {
+                let facts: Vec<serde_json::Value> = (v.facts.iter())
+                    .map(|f| json!({"fact": f.text, "source": f.sources, "unverified": f.unverified}))
+                    .collect();
+                json!({"rule": v.rule.as_str(), "holds": v.holds, "facts": facts, "conclusion": v.conclusion})
+            })
+            .collect();
         let v = json!({
             "ok": refused.is_empty(),
-            "host": host,
-            "gpus": check.gpus.iter().map(|(bus, name)| json!({"bus": bus, "catalog": name})).collect::<Vec<_>>(),
-            "verdicts": check.verdicts,
+            "host": {
+                "kernel_release": host.kernel_release,
+                "kernel_version": host.kernel_version,
+                "kernel_upstream": host.kernel_upstream.as_ref().map(|k| k.to_string()),
+                "kernel_upstream_from": host.kernel_upstream_from,
+                "driver": host.driver.to_string(),
+                "flavour": host.flavour.as_str(),
+                "gpus": gpus,
+            },
+            "verdicts": verdicts,
             "refused_by": refused.iter().map(|r| r.as_str()).collect::<Vec<_>>(),
         });
         outln!("{}", gpuimg_build::lock::canonical_json(&v));

@@ -4,8 +4,6 @@
 //! those rules). A host that runs but that a rule refuses means the catalog is wrong.
 //! Pure: the caller read the host (`ops::host_read`); must never read one itself.
 
-use serde::Serialize;
-
 use gpuimg_expect::host_text::name_matches;
 use gpuimg_expect::version::Version;
 
@@ -14,7 +12,7 @@ use super::node_rules::{self, Kernel, Rule, Subject, Verdict};
 use crate::catalog::{Catalog, Gpu, ModuleFlavour};
 
 /// What a running host reports, as read from its files.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunningHost {
     /// `uname -r` (`/proc/sys/kernel/osrelease`).
     pub kernel_release: String,
@@ -31,7 +29,7 @@ pub struct RunningHost {
 }
 
 /// One GPU the driver lists (`/proc/driver/nvidia/gpus/<bus>/information`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostGpu {
     /// The PCI bus location (`0000:18:00.0`).
     pub bus: String,
@@ -40,7 +38,7 @@ pub struct HostGpu {
 }
 
 /// The check: each GPU's catalog name, and every rule's verdict.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct HostCheck {
     /// The catalog GPU each host GPU is (by bus), none where the catalog has no such GPU.
     pub gpus: Vec<(String, Option<String>)>,

@@ -5,8 +5,6 @@
 //! sources. Pure: reads the catalog and the subject only. Must never choose between
 //! candidates (the resolver's) nor read a host (the check's caller).
 
-use serde::Serialize;
-
 use gpuimg_expect::version::Version;
 
 use super::fact::{Conflict, Fact};
@@ -48,8 +46,7 @@ impl Kernel<'_> {
 }
 
 /// Which rule a verdict is of.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rule {
     /// The GPU is one the catalog knows (a host's GPU by its model name: `catalog check-host`).
     GpuInCatalog,
@@ -87,7 +84,7 @@ impl Rule {
 }
 
 /// One rule applied: whether it holds, the facts it rests on, and what follows.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verdict {
     pub rule: Rule,
     pub holds: bool,
