@@ -23,6 +23,7 @@ mod bad_input;
 mod build_image;
 mod cache_layout;
 mod cache_trust;
+mod catalog_check_host;
 mod catalog_embedded;
 mod cli_snapshots;
 mod common;

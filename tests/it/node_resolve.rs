@@ -5,7 +5,9 @@
 //! proprietary one, and the whole driver follows its module (user space and GSP firmware at the
 //! module's exact version); a pre-Turing GPU gets the proprietary module; the open module on
 //! V100, a Blackwell GPU on Debian's branch, a kernel ABI the repositories lack and a real-time
-//! kernel (refused by the module source's own `dkms.conf`) are "no"s citing their sources; a host profile for arm64 or with container keys is refused in one line.
+//! kernel (refused by the module source's own `dkms.conf`) are "no"s citing their sources, and so
+//! is a kernel × module source the catalog knows not to compile; a host profile for arm64 or
+//! with container keys is refused in one line.
 //! The versions compared are read from the indexes, never written here.
 
 use std::process::Command;
@@ -196,6 +198,48 @@ fn a_host_profile_that_cannot_be_built_is_a_no_citing_the_facts() {
         assert_eq!(out.status.code(), Some(2), "{stderr}");
         assert_eq!(stderr.lines().count(), 1, "{stderr}");
         assert!(stderr.contains(says) && stderr.contains(":1:"), "{stderr}");
+    }
+}
+
+/// Issue 38, item 1's "sourced known failures": Debian's open 535.261.03 source does not compile
+/// against bookworm-security's newest 6.1 cloud kernel (its `pci_resize_resource` takes a fourth
+/// argument), so pinning that kernel with the open module is a "no" at resolve time citing the
+/// catalog's sources, not a compile failure minutes into a build; with `kernel_module: any` the
+/// node gets the proprietary module on that newest kernel, and says why.
+#[test]
+fn a_known_module_build_failure_is_a_no_at_resolve_time_and_any_gives_way() {
+    let sb = Sandbox::new();
+    let (code, v) = resolve(&sb, "any", "  gpus: [H100]\n  kernel: \"6.1\"\n");
+    assert_eq!(code, Some(0), "{v}");
+    let newest = v["node"]["kernel_abi"].as_str().unwrap().to_string();
+    assert_eq!(
+        v["node"]["kernel_version"],
+        apt_candidate(&sb, &format!("linux-image-{newest}")).as_str()
+    );
+    assert_eq!(v["node"]["flavour"], "proprietary", "{v}");
+    let passed = v["node"]["passed_over"].to_string();
+    assert!(
+        passed.contains("`kernel_module: any`: the proprietary module builds for")
+            && passed.contains("does not compile")
+            && passed.contains("gpuimg-node-build-measured"),
+        "{v}"
+    );
+    let (code, v) = resolve(
+        &sb,
+        "open",
+        &format!("  gpus: [H100]\n  kernel: \"{newest}\"\n  kernel_module: open\n"),
+    );
+    assert_eq!(code, Some(1), "{v}");
+    let facts = v["reasons"][0]["facts"].to_string();
+    for says in [
+        "`nvidia-open-kernel-dkms` 535.261.03 does not compile against Linux",
+        "pci_resize_resource",
+        "gpuimg-node-build-measured",
+        "nv-ogkm-1272",
+        "flatcar-4205",
+        newest.as_str(),
+    ] {
+        assert!(facts.contains(says), "{says}: {v}");
     }
 }
 

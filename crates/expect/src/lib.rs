@@ -3,10 +3,12 @@
 //!
 //! Owns the file's format (plain serde data, format version 2; format 1 still read; its one
 //! entry is `Expectation`), the version-range comparator both sides use, and `version` (the
-//! version numbers and constraints the whole builder parses at its edges).
+//! version numbers and constraints the whole builder parses at its edges), and `host_text`
+//! (a host's own words about its kernel, NVIDIA module and GPUs, parsed).
 //! Must stay free of heavy dependencies (it is linked into `gpuimg-selftest`: serde, serde_json
 //! and thiserror only) and must never probe the host or talk to a GPU.
 
+pub mod host_text;
 pub mod version;
 
 mod expectation;

@@ -346,17 +346,7 @@ fn gpu_count(e: &Expectation, m: &Measurements) -> Check {
     .measured(measured)
 }
 
-/// Whether an NVML name (`NVIDIA H100 80GB HBM3`) is the catalog GPU `wanted` (`H100`).
-pub fn name_matches(nvml_name: &str, wanted: &str) -> bool {
-    let tokens = |s: &str| -> Vec<String> {
-        s.split(|c: char| c.is_whitespace() || c == '-')
-            .filter(|t| !t.is_empty())
-            .map(str::to_ascii_uppercase)
-            .collect()
-    };
-    let (have, want) = (tokens(nvml_name), tokens(wanted));
-    !want.is_empty() && have.windows(want.len()).any(|w| w == want.as_slice())
-}
+pub use gpuimg_expect::host_text::name_matches;
 
 fn gpu_model(e: &Expectation, g: &GpuInfo) -> Check {
     let name = format!("gpu-model[{}]", g.index);

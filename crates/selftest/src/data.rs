@@ -8,20 +8,7 @@ use serde::{Deserialize, Serialize};
 pub use super::dl::LoadError;
 pub use super::libraries::LibraryProbe;
 
-/// Kernel module flavour from `/proc/driver/nvidia/version`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ModuleFlavour {
-    Open,
-    Proprietary,
-}
-
-/// The loaded NVIDIA kernel module.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ModuleInfo {
-    pub version: String,
-    pub flavour: ModuleFlavour,
-}
+pub use gpuimg_expect::host_text::{ModuleFlavour, ModuleInfo};
 
 /// How one library's initialisation probe ended (`nvmlInit`, `cuInit`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -44,8 +44,8 @@ pub use data::{
     Measurements, MigDevice, ModuleFlavour, ModuleInfo, PcieLink,
 };
 pub use exec::{exec, ExecError};
+pub use gpuimg_expect::host_text::parse_module_version;
 pub use libraries::probe_all as probe_libraries;
-pub use procfs::parse_module_version;
 pub use ptx::PTX;
 pub use report::Report;
 pub use require::{

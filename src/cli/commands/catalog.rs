@@ -1,5 +1,6 @@
 //! `gpuimg catalog list KIND`, `catalog show NAME [VERSION]`, `catalog why --gpu ... --pytorch ...`,
-//! `catalog matrix`: query the compatibility catalog and ask questions without a profile.
+//! `catalog matrix`, `catalog check-host` (`catalog_check_host.rs`): query the compatibility
+//! catalog and ask questions without a profile.
 //! Each takes `--json`; `list --json` prints the records as `show` does, in one array.
 
 use serde_json::json;
@@ -25,9 +26,10 @@ pub enum Command {
         #[command(flatten)]
         catalog: CatalogArgs,
     },
-    /// Show one record: a GPU name, `R580`, a source id, or a kind and a version (`pytorch 2.5.1`).
+    /// Show one record: a GPU name, `R580`, a source id, a known module build failure's id, or a kind and a version (`pytorch 2.5.1`).
     Show {
-        /// A GPU name or alias, a driver branch (`R580`), a source id, or a kind with VERSION.
+        /// A GPU name or alias, a driver branch (`R580`), a source id, a known module build
+        /// failure's id, or a kind with VERSION.
         name: String,
         /// The version, when NAME is a kind: cuda, pytorch, tensorflow, jax, cudnn, nccl, python.
         version: Option<String>,
@@ -39,6 +41,9 @@ pub enum Command {
     },
     /// Answer a question without a profile, e.g. `--gpu V100 --pytorch 2.11`.
     Why(Box<WhyArgs>),
+    /// Check the catalog's node rules against this host's running kernel, NVIDIA module and
+    /// GPUs (read-only): exit 1 where the catalog would refuse what the host runs.
+    CheckHost(super::catalog_check_host::Args),
     /// Resolve every GPU × PyTorch release × Python version and print one answer per line.
     Matrix {
         /// Also search the nearest working change for every "no" (as `resolve` does).
@@ -155,6 +160,7 @@ pub fn exec(cmd: Command, settings: &Settings) -> Result<u8, CliError> {
             Ok(code)
         }
         Command::Why(a) => why(*a, settings),
+        Command::CheckHost(a) => super::catalog_check_host::exec(a, settings),
         Command::Matrix {
             hints,
             json,
@@ -422,6 +428,9 @@ fn show(
     }
     if let Some(s) = c.source(name) {
         return Ok((to(serde_json::to_value(s))?, 0));
+    }
+    if let Some(f) = c.module_build_failures.iter().find(|f| f.id == name) {
+        return Ok((to(serde_json::to_value(f))?, 0));
     }
     let mut e = CliError::msg(2, format!("The catalog has no record named `{name}`"));
     if let Some(s) = c.closest_gpu(name) {

@@ -11,6 +11,7 @@ pub mod build;
 pub mod cache;
 mod cache_prune;
 pub mod catalog;
+mod catalog_check_host;
 pub mod completions;
 pub mod device_code;
 pub mod inspect;

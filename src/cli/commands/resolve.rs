@@ -120,6 +120,7 @@ fn node_answer(
                         "flavour": n.flavour.as_str(),
                         "source": n.source,
                         "source_version": n.source_version,
+                        "passed_over": n.passed_over.iter().map(|f| json!({"fact": f.text, "source": f.sources, "unverified": f.unverified})).collect::<Vec<_>>(),
                     },
                 });
                 outln!("{}", gpuimg_build::lock::canonical_json(&v));
@@ -137,6 +138,12 @@ fn node_answer(
                     n.source,
                     n.source_version
                 );
+                if !n.passed_over.is_empty() {
+                    outln!("  passed over, because:");
+                }
+                for f in &n.passed_over {
+                    outln!("    {}", f.render());
+                }
             }
             Ok(0)
         }

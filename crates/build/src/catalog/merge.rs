@@ -1,7 +1,7 @@
 //! Merging catalog files: later files add records or replace records with the same key.
 //!
 //! Keys: a source's id, a family's major, a compute capability, a release's version, a GPU's
-//! name, a driver branch. A key written twice in one file is an error (no silent duplicates).
+//! name, a driver branch, a module build failure's id. A key written twice in one file is an error (no silent duplicates).
 
 use std::collections::BTreeSet;
 
@@ -153,6 +153,14 @@ pub(super) fn merge(files: Vec<(String, CatalogFile)>) -> Result<Catalog, Catalo
             |r| r.cuda.clone(),
             &name,
             "CUDA components of release",
+            p,
+        );
+        upsert(
+            &mut c.module_build_failures,
+            f.module_build_failures,
+            |r| r.id.clone(),
+            &name,
+            "module build failure",
             p,
         );
     }

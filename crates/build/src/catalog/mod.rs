@@ -27,9 +27,9 @@ pub use libraries::{
 };
 pub use records::{
     BranchKind, CatalogFile, CcSupport, CudaComponents, CudaFamily, CudaRelease, CudnnBuild,
-    CudnnRelease, DriverBranch, DriverFloor, Gpu, GpuCpu, JaxRelease, JaxVariant, ModuleFlavour,
-    NcclRelease, PythonRelease, PytorchRelease, PytorchVariant, Source, StackDebs, StackWheels,
-    TensorflowRelease,
+    CudnnRelease, DriverBranch, DriverFloor, Gpu, GpuCpu, JaxRelease, JaxVariant,
+    ModuleBuildFailure, ModuleFlavour, NcclRelease, PythonRelease, PytorchRelease, PytorchVariant,
+    Source, StackDebs, StackWheels, TensorflowRelease,
 };
 pub use strip_table::{
     strip_table, strip_table_text, FileTerms, GpuFile, PackageKind, PackageStrip, StripTableError,
@@ -90,6 +90,10 @@ const EMBEDDED: &[(&str, &str)] = &[
         "catalog/debs.yaml",
         include_str!("../../../../catalog/debs.yaml"),
     ),
+    (
+        "catalog/module-builds.yaml",
+        include_str!("../../../../catalog/module-builds.yaml"),
+    ),
 ];
 
 /// The merged, validated catalog. Release lists are sorted newest first.
@@ -112,6 +116,8 @@ pub struct Catalog {
     pub stack_debs: Vec<StackDebs>,
     /// Each CUDA toolkit release's component wheel versions (`wheels.rs`).
     pub cuda_components: Vec<CudaComponents>,
+    /// Module source × kernel pairs known not to compile (`module-builds.yaml`).
+    pub module_build_failures: Vec<ModuleBuildFailure>,
     /// Where each overlay came from, in merge order (empty: embedded only).
     pub overlays: Vec<PathBuf>,
 }

@@ -124,6 +124,9 @@ fn sources_resolve(c: &Catalog, problems: &mut Vec<String>) {
     for r in &c.nccl {
         check(format!("NCCL {}", r.version), &r.source);
     }
+    for r in &c.module_build_failures {
+        check(format!("module build failure {}", r.id), &r.source);
+    }
 }
 
 fn unverified_names_facts(c: &Catalog, problems: &mut Vec<String>) {
@@ -158,6 +161,9 @@ fn unverified_names_facts(c: &Catalog, problems: &mut Vec<String>) {
     }
     for r in &c.compute_capabilities {
         check(format!("compute capability {}", r.cc), &r.unverified);
+    }
+    for r in &c.module_build_failures {
+        check(format!("module build failure {}", r.id), &r.unverified);
     }
 }
 

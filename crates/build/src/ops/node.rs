@@ -1,7 +1,7 @@
 //! A host profile's node (`kind: host`): read what the profile's apt repositories offer (the
 //! kernels, both NVIDIA module sources, the driver's user space and GSP firmware, from the
 //! signed indexes) and resolve kernel × driver × flavour × GPUs against it
-//! (`resolve::node`). Must never install or build anything: that is the node build's.
+//! (`resolve::node`), reading each candidate module source's `dkms.conf`. Must never install or build anything: that is the node build's.
 
 use std::path::Path;
 
@@ -112,47 +112,36 @@ pub fn resolve(
         })
         .collect();
     let req = NodeRequest {
+        catalog,
         gpus,
         driver,
         kernel,
         module: profile.host.kernel_module,
         offered: &nodes,
     };
-    let driver = match node::pick_driver(&req) {
-        Ok(d) => d,
-        Err(no) => return Ok(Err(no)),
-    };
-    // The kernels the chosen source builds for, read from its own `dkms.conf`.
-    let Some(deb) = offered
-        .iter()
-        .find(|o| o.name == driver.source && o.version.to_string() == driver.source_version)
-    else {
-        return Err(OpsError::Incompatible(format!(
-            "`{}` {} vanished from the offer (internal error)",
-            driver.source, driver.source_version
-        )));
-    };
-    let package = locked(deb);
-    let conf = gpuimg_apt::read_file(&package, "/dkms.conf", MAX_DKMS_CONF, &aopts, obs)?
-        .ok_or_else(|| OpsError::NoDkmsConf {
-            package: format!("{} {}", package.name, package.version),
-        })?;
-    let conf = crate::sources::dkms_conf::parse(&String::from_utf8_lossy(&conf));
-    let exclusive = Exclusive {
-        kernel: conf.build_exclusive_kernel,
-        config: conf.build_exclusive_config,
-        source: format!("{} {}'s dkms.conf", package.name, package.version),
-    };
-    Ok(
-        node::pick_kernel(&req, &exclusive).map(|(kernel_abi, kernel_version)| NodeResolution {
-            kernel_abi,
-            kernel_version,
-            flavour: driver.flavour,
-            source: driver.source,
-            source_version: driver.source_version,
-            driver: driver.driver,
-        }),
-    )
+    // The kernels each candidate source builds for, read from its own `dkms.conf`.
+    node::pick(&req, |driver| {
+        let Some(deb) = offered
+            .iter()
+            .find(|o| o.name == driver.source && o.version.to_string() == driver.source_version)
+        else {
+            return Err(OpsError::Incompatible(format!(
+                "`{}` {} vanished from the offer (internal error)",
+                driver.source, driver.source_version
+            )));
+        };
+        let package = locked(deb);
+        let conf = gpuimg_apt::read_file(&package, "/dkms.conf", MAX_DKMS_CONF, &aopts, obs)?
+            .ok_or_else(|| OpsError::NoDkmsConf {
+                package: format!("{} {}", package.name, package.version),
+            })?;
+        let conf = crate::sources::dkms_conf::parse(&String::from_utf8_lossy(&conf));
+        Ok(Exclusive {
+            kernel: conf.build_exclusive_kernel,
+            config: conf.build_exclusive_config,
+            source: format!("{} {}'s dkms.conf", package.name, package.version),
+        })
+    })
 }
 
 /// The package `name` at the Debian version `version`, as the profile's repositories offer it

@@ -2,7 +2,10 @@
 //! offer (`kind: host`): the flavour the profile pins, or the one its GPUs take (`any`: open
 //! where every GPU is driven by it, else proprietary), the newest driver source of that flavour
 //! whose version the GPUs accept and whose user space and GSP firmware the repositories offer
-//! at exactly that version, and the newest kernel ABI the pin admits with its headers offered.
+//! at exactly that version, and the newest kernel ABI the pin admits with its headers offered
+//! that the source builds for (its `dkms.conf`, and the rules of `node_rules`: the branch's
+//! minimum kernel, the catalog's known build failures). With `any`, a flavour whose source a
+//! known failure keeps off a newer kernel than another flavour's gives way to that one.
 //! A "no" lists, per candidate, the facts that rule it out with their sources: the catalog's
 //! for the GPUs, `apt` for what the repositories offer, `profile` for the pins.
 //! Pure: the offer is plain data the caller read from the signed indexes; no I/O here. Must
@@ -12,7 +15,8 @@ use gpuimg_expect::version::{Constraint, Version};
 
 use super::explain::Explanation;
 use super::fact::{Conflict, Fact};
-use crate::catalog::{Gpu, ModuleFlavour};
+use super::node_rules::{self, Kernel, Subject};
+use crate::catalog::{Catalog, Gpu, ModuleFlavour};
 use crate::profile::KernelModule;
 
 /// The module source package of each flavour, as Debian names it.
@@ -21,6 +25,14 @@ pub const PROPRIETARY_SOURCE: &str = "nvidia-kernel-dkms";
 /// The user space that must match the module's version, and the firmware both flavours need.
 pub const USER_SPACE: &str = "nvidia-driver";
 pub const GSP_FIRMWARE: &str = "firmware-nvidia-gsp";
+
+/// The module source package of `flavour`.
+pub fn source_package(flavour: ModuleFlavour) -> &'static str {
+    match flavour {
+        ModuleFlavour::Open => OPEN_SOURCE,
+        ModuleFlavour::Proprietary => PROPRIETARY_SOURCE,
+    }
+}
 
 /// One package version the repositories offer. The caller gives them sorted by Debian version,
 /// newest first, for each name (Debian's ordering is `gpuimg-apt`'s, not this stage's).
@@ -51,6 +63,8 @@ pub enum KernelPin {
 /// What a node's resolution is asked.
 #[derive(Debug, Clone)]
 pub struct NodeRequest<'a> {
+    /// The rules' records: driver branches and known build failures.
+    pub catalog: &'a Catalog,
     pub gpus: Vec<&'a Gpu>,
     /// `host.driver`: an exact version or a branch (`535`).
     pub driver: Option<(Constraint, String)>,
@@ -70,6 +84,9 @@ pub struct NodeResolution {
     pub source: String,
     pub source_version: String,
     pub driver: Version,
+    /// Why a newer kernel, or with `any` the preferred flavour, was passed over (empty: the
+    /// newest kernel the pin admits, and the preferred flavour).
+    pub passed_over: Vec<Fact>,
 }
 
 const APT: &str = "apt";
@@ -95,15 +112,101 @@ pub struct Exclusive {
     pub source: String,
 }
 
-/// The driver: the first flavour (in the order [`flavours`] gives) whose newest acceptable
-/// source version every rule admits; or no, with every candidate's reason.
-pub fn pick_driver(req: &NodeRequest<'_>) -> Result<NodeDriver, Explanation> {
+/// The node: the first driver candidate (flavours in the order [`flavours`] gives, each
+/// flavour's versions newest first, every driver rule holding) that builds for a kernel the
+/// pin admits, with the newest such kernel; with `any`, the first whose newest kernel no
+/// known failure or branch minimum passed over, else the first. `exclusive_of` reads a
+/// candidate source's `dkms.conf` (the caller's I/O; its error ends the resolution). A "no"
+/// lists every candidate's reason.
+pub fn pick<E>(
+    req: &NodeRequest<'_>,
+    mut exclusive_of: impl FnMut(&NodeDriver) -> Result<Exclusive, E>,
+) -> Result<Result<NodeResolution, Explanation>, E> {
+    let (drivers, driver_fails) = driver_candidates(req);
+    if drivers.is_empty() {
+        return Ok(Err(Explanation::new(
+            format!("no NVIDIA driver in the repositories fits {}", what(req)),
+            driver_fails,
+        )));
+    }
+    let mut kernel_fails: Vec<(String, Conflict)> = Vec::new();
+    let mut first: Option<NodeResolution> = None;
+    let mut passed: Vec<Fact> = Vec::new();
+    for d in drivers {
+        let exclusive = exclusive_of(&d)?;
+        match kernel_choice(req, &d, &exclusive) {
+            Ok(k) => {
+                let clean = k.passed_over.is_empty();
+                let mut res = NodeResolution {
+                    kernel_abi: k.abi,
+                    kernel_version: k.version,
+                    flavour: d.flavour,
+                    source: d.source,
+                    source_version: d.source_version,
+                    driver: d.driver,
+                    passed_over: k.passed_over,
+                };
+                if clean || req.module != KernelModule::Any {
+                    if let Some(f) = &first {
+                        // `any` passed the preferred candidate over: say so, then why.
+                        let mut facts = vec![Fact::new(
+                            format!(
+                                "`kernel_module: any`: the {} module builds for `{}`, newer than `{}`, the newest the {} module {} builds for",
+                                res.flavour.as_str(),
+                                res.kernel_abi,
+                                f.kernel_abi,
+                                f.flavour.as_str(),
+                                f.driver
+                            ),
+                            &[PROFILE.to_string()],
+                        )];
+                        facts.append(&mut passed);
+                        facts.append(&mut res.passed_over);
+                        res.passed_over = facts;
+                    }
+                    return Ok(Ok(res));
+                }
+                if first.is_none() {
+                    passed = res.passed_over.clone();
+                    first = Some(res);
+                }
+            }
+            Err(no) => {
+                kernel_fails.push((
+                    format!(
+                        "{} {} on {}",
+                        d.source,
+                        d.source_version,
+                        kernel_text(&req.kernel)
+                    ),
+                    no.conflict,
+                ));
+                if !no.module_side {
+                    break;
+                }
+            }
+        }
+    }
+    if let Some(f) = first {
+        return Ok(Ok(f));
+    }
+    Ok(Err(Explanation::new(
+        format!(
+            "no kernel in the repositories fits {}",
+            kernel_text(&req.kernel)
+        ),
+        kernel_fails,
+    )))
+}
+
+/// Every driver candidate, in the order tried (flavours as [`flavours`] gives them, each
+/// flavour's source versions newest first) whose driver rules hold; and why each other one
+/// is out.
+fn driver_candidates(req: &NodeRequest<'_>) -> (Vec<NodeDriver>, Vec<(String, Conflict)>) {
     let mut fails: Vec<(String, Conflict)> = Vec::new();
+    let mut out = Vec::new();
     for flavour in flavours(req) {
-        let source = match flavour {
-            ModuleFlavour::Open => OPEN_SOURCE,
-            ModuleFlavour::Proprietary => PROPRIETARY_SOURCE,
-        };
+        let source = source_package(flavour);
         let versions = offered_versions(req.offered, source);
         if versions.is_empty() {
             fails.push((
@@ -120,39 +223,17 @@ pub fn pick_driver(req: &NodeRequest<'_>) -> Result<NodeDriver, Explanation> {
         }
         for deb in versions {
             match check_driver(req, flavour, &deb) {
-                Ok(v) => {
-                    return Ok(NodeDriver {
-                        flavour,
-                        source: source.to_string(),
-                        source_version: deb,
-                        driver: v,
-                    })
-                }
+                Ok(v) => out.push(NodeDriver {
+                    flavour,
+                    source: source.to_string(),
+                    source_version: deb,
+                    driver: v,
+                }),
                 Err(c) => fails.push((format!("{source} {deb}"), c)),
             }
         }
     }
-    Err(Explanation::new(
-        format!("no NVIDIA driver in the repositories fits {}", what(req)),
-        fails,
-    ))
-}
-
-/// The kernel: the one the profile names, whose image and headers are offered and which the
-/// module source builds for (`exclusive`).
-pub fn pick_kernel(
-    req: &NodeRequest<'_>,
-    exclusive: &Exclusive,
-) -> Result<(String, String), Explanation> {
-    kernel_choice(req, exclusive).map_err(|c| {
-        Explanation::new(
-            format!(
-                "no kernel in the repositories fits {}",
-                kernel_text(&req.kernel)
-            ),
-            vec![(kernel_text(&req.kernel), c)],
-        )
-    })
+    (out, fails)
 }
 
 /// The flavours to try, in order: the pinned one, else open where every GPU is driven by it
@@ -200,10 +281,7 @@ fn check_driver(
     flavour: ModuleFlavour,
     deb: &str,
 ) -> Result<Version, Conflict> {
-    let source = match flavour {
-        ModuleFlavour::Open => OPEN_SOURCE,
-        ModuleFlavour::Proprietary => PROPRIETARY_SOURCE,
-    };
+    let source = source_package(flavour);
     let Some(v) = upstream_of(req.offered, source, deb).cloned() else {
         return Err(Conflict::new(
             vec![Fact::new(
@@ -228,56 +306,17 @@ fn check_driver(
             ));
         }
     }
-    for g in &req.gpus {
-        if !g.modules.contains(&flavour) {
-            let only: Vec<&str> = g.modules.iter().map(|m| m.as_str()).collect();
-            return Err(Conflict::new(
-                vec![Fact::new(
-                    format!(
-                        "{} is driven by the {} module only",
-                        g.name,
-                        only.join(" or ")
-                    ),
-                    &g.source,
-                )],
-                format!("the {f} module cannot drive {}", g.name),
-            ));
-        }
-        if let Some(min) = g.min_driver.as_ref().and_then(|m| m.known()) {
-            if v < *min {
-                return Err(Conflict::new(
-                    vec![Fact::new(
-                        format!("{} needs driver {min} or newer", g.name),
-                        &g.source,
-                    )],
-                    format!("driver {v} cannot drive {}", g.name),
-                ));
-            }
-        }
-        if let Some(last) = g.last_branch {
-            if v.major() > last {
-                return Err(Conflict::new(
-                    vec![Fact::new(
-                        format!("{}'s last driver branch is {last}", g.name),
-                        &g.source,
-                    )],
-                    format!("driver {v} no longer drives {}", g.name),
-                ));
-            }
-        }
-        if flavour == ModuleFlavour::Open {
-            if let Some(min) = &g.open_min_driver {
-                if v < *min {
-                    return Err(Conflict::new(
-                        vec![Fact::new(
-                            format!("the open module drives {} from {min} on", g.name),
-                            &g.source,
-                        )],
-                        format!("the open module {v} cannot drive {}", g.name),
-                    ));
-                }
-            }
-        }
+    let subject = Subject {
+        driver: &v,
+        flavour,
+        gpus: &req.gpus,
+        kernel: None,
+    };
+    if let Some(no) = node_rules::verdicts(req.catalog, &subject)
+        .iter()
+        .find(|x| !x.holds)
+    {
+        return Err(no.conflict());
     }
     // The whole driver is one version: user space and firmware exactly the module's.
     for needed in [USER_SPACE, GSP_FIRMWARE] {
@@ -302,15 +341,41 @@ fn check_driver(
     Ok(v)
 }
 
-/// The kernel: the exact ABI, or the newest ABI of the flavour whose version the pin admits;
-/// its image and headers both offered; admitted by the module source.
+/// A kernel chosen for a driver: its ABI, its `linux-image-<abi>` version, and why newer
+/// kernels the pin admits were passed over.
+struct KernelPick {
+    abi: String,
+    version: String,
+    passed_over: Vec<Fact>,
+}
+
+/// No kernel for a driver; `module_side`: a rule of the module source ruled a kernel out
+/// (another source may build for it), rather than the repositories or the pin.
+struct KernelNo {
+    conflict: Conflict,
+    module_side: bool,
+}
+
+/// One admitted kernel ruled out for a driver, and the fact that rules it out.
+struct Excluded {
+    upstream: Option<Version>,
+    abi: String,
+    reason: Fact,
+    /// The reason names the kernel itself (else the kernels it covers are listed before it).
+    names_kernel: bool,
+}
+
+/// The kernel for `driver`: the exact ABI, or the newest ABI of the flavour whose version the
+/// pin admits; its image and headers both offered; admitted by the module source's
+/// `dkms.conf` and by the kernel rules of `node_rules`.
 fn kernel_choice(
     req: &NodeRequest<'_>,
+    driver: &NodeDriver,
     exclusive: &Exclusive,
-) -> Result<(String, String), Conflict> {
+) -> Result<KernelPick, KernelNo> {
     let pattern = match &exclusive.kernel {
-        Some(p) => Some(regex::Regex::new(p).map_err(|e| {
-            Conflict::new(
+        Some(p) => Some(regex::Regex::new(p).map_err(|e| KernelNo {
+            conflict: Conflict::new(
                 vec![Fact::new(
                     format!(
                         "`BUILD_EXCLUSIVE_KERNEL` is `{p}`, which does not read as a pattern ({e})"
@@ -318,7 +383,8 @@ fn kernel_choice(
                     std::slice::from_ref(&exclusive.source),
                 )],
                 "the kernels the module builds for are unknown",
-            )
+            ),
+            module_side: true,
         })?),
         None => None,
     };
@@ -326,7 +392,7 @@ fn kernel_choice(
         .config
         .iter()
         .any(|c| c == "!CONFIG_PREEMPT_RT" || c == "!CONFIG_PREEMPT_RT_FULL");
-    let mut excluded: Vec<Fact> = Vec::new();
+    let mut excluded: Vec<Excluded> = Vec::new();
     let images: Vec<(String, &NodeOffer)> = req
         .offered
         .iter()
@@ -369,25 +435,56 @@ fn kernel_choice(
         if !admitted {
             continue;
         }
+        let mut exclude = |reason: Fact, names_kernel: bool| {
+            excluded.push(Excluded {
+                upstream: offer.upstream.clone(),
+                abi: abi.clone(),
+                reason,
+                names_kernel,
+            })
+        };
         if refuses_rt && abi.contains("-rt-") {
-            excluded.push(Fact::new(
+            exclude(Fact::new(
                 format!("`{abi}` is a real-time kernel, and the module source states `BUILD_EXCLUSIVE_CONFIG=\"{}\"`", exclusive.config.join(" ")),
                 std::slice::from_ref(&exclusive.source),
-            ));
+            ), true);
             continue;
         }
         if let Some(p) = pattern.as_ref().filter(|p| !p.is_match(abi)) {
-            excluded.push(Fact::new(
-                format!(
-                    "the module source builds for kernels matching `{}` only, not `{abi}`",
-                    p.as_str()
+            exclude(
+                Fact::new(
+                    format!(
+                        "the module source builds for kernels matching `{}` only, not `{abi}`",
+                        p.as_str()
+                    ),
+                    std::slice::from_ref(&exclusive.source),
                 ),
-                std::slice::from_ref(&exclusive.source),
-            ));
+                true,
+            );
             continue;
         }
         if !has_headers(abi) {
             without_headers.push(abi.clone());
+            continue;
+        }
+        let subject = Subject {
+            driver: &driver.driver,
+            flavour: driver.flavour,
+            gpus: &req.gpus,
+            kernel: Some(Kernel {
+                release: abi,
+                upstream: offer.upstream.as_ref(),
+            }),
+        };
+        let no: Vec<Fact> = node_rules::verdicts(req.catalog, &subject)
+            .into_iter()
+            .filter(|x| x.rule.of_kernel() && !x.holds)
+            .flat_map(|x| x.facts)
+            .collect();
+        if !no.is_empty() {
+            for f in no {
+                exclude(f, false);
+            }
             continue;
         }
         if let Some(v) = &offer.upstream {
@@ -396,15 +493,23 @@ fn kernel_choice(
     }
     // The newest upstream kernel; among the same, the caller's order (newest Debian first).
     fits.sort_by(|a, b| b.0.cmp(&a.0));
-    if let Some((_, abi, deb)) = fits.into_iter().next() {
-        return Ok((abi, deb));
+    if let Some((v, abi, deb)) = fits.into_iter().next() {
+        let newer = excluded
+            .iter()
+            .filter(|e| e.upstream.as_ref().is_some_and(|u| *u > v));
+        return Ok(KernelPick {
+            abi,
+            version: deb,
+            passed_over: excluded_facts(newer),
+        });
     }
     let mut facts = vec![Fact::new(
         format!("the profile asks for {}", kernel_text(&req.kernel)),
         &[PROFILE.to_string()],
     )];
-    if !excluded.is_empty() {
-        facts.extend(excluded);
+    let module_side = !excluded.is_empty();
+    if module_side {
+        facts.extend(excluded_facts(excluded.iter()));
     } else if without_headers.is_empty() {
         facts.push(Fact::new(
             "the repositories offer no such `linux-image-…`",
@@ -419,7 +524,37 @@ fn kernel_choice(
             &[APT.to_string()],
         ));
     }
-    Err(Conflict::new(facts, "no module can be built for it"))
+    Err(KernelNo {
+        conflict: Conflict::new(facts, "no module can be built for it"),
+        module_side,
+    })
+}
+
+/// The facts that rule `excluded` kernels out, once each; a rule that does not name the
+/// kernels it rules out follows the list of them.
+fn excluded_facts<'e>(excluded: impl Iterator<Item = &'e Excluded>) -> Vec<Fact> {
+    let mut groups: Vec<(&Fact, Vec<String>, bool)> = Vec::new();
+    for e in excluded {
+        let name = match &e.upstream {
+            Some(v) => format!("`{}` (Linux {v})", e.abi),
+            None => format!("`{}`", e.abi),
+        };
+        match groups.iter_mut().find(|g| *g.0 == e.reason) {
+            Some(g) => g.1.push(name),
+            None => groups.push((&e.reason, vec![name], e.names_kernel)),
+        }
+    }
+    let mut out = Vec::new();
+    for (reason, kernels, names_kernel) in groups {
+        if !names_kernel {
+            out.push(Fact::new(
+                format!("the repositories offer {}", kernels.join(", ")),
+                &[APT.to_string()],
+            ));
+        }
+        out.push(reason.clone());
+    }
+    out
 }
 
 fn kernel_text(k: &KernelPin) -> String {
@@ -456,3 +591,7 @@ fn module_name(m: KernelModule) -> &'static str {
         KernelModule::Any => "any",
     }
 }
+
+#[cfg(test)]
+#[path = "node_tests.rs"]
+mod tests;
