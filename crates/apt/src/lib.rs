@@ -42,6 +42,7 @@ mod sonames;
 mod spec;
 mod status;
 mod suites;
+mod system_units;
 mod system_users;
 mod universe;
 mod unpack;
