@@ -30,6 +30,7 @@ pub fn reads(path: &str) -> bool {
             .any(|(_, _, to)| path.strip_prefix('/') == Some(to))
         || path.strip_prefix('/') == Some(CA_CONF)
         || crate::ldcache::reads(path)
+        || crate::system::reads(path)
 }
 
 /// Files the fix-ups copy from a package's shipped copy where no package shipped the target:

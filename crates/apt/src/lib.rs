@@ -42,6 +42,7 @@ mod sonames;
 mod spec;
 mod status;
 mod suites;
+mod system;
 mod system_units;
 mod system_users;
 mod universe;
@@ -112,6 +113,9 @@ pub struct AptOptions {
     /// Which versions of some packages to take first (the stack's, for the image's CUDA line
     /// and pinned release); part of the resolution's key.
     pub prefer: Vec<Preference>,
+    /// SOURCE_DATE_EPOCH: the day the shadow files' `lastchg` says, on a root that boots
+    /// ([`PackagesSpec::system`]; unused otherwise).
+    pub source_date_epoch: u64,
 }
 
 /// Libraries that layers above the apt packages add (the Python wheels'), so that the one
@@ -149,6 +153,7 @@ impl AptOptions {
             loader: LoaderExtra::default(),
             loader_later: None,
             prefer: Vec::new(),
+            source_date_epoch: 0,
         }
     }
 }
@@ -662,6 +667,7 @@ pub fn install_replaying(
         },
         &opts.loader,
         opts.loader_later.as_ref(),
+        spec.system.then_some(opts.source_date_epoch),
         each,
         obs,
     );

@@ -122,7 +122,11 @@ fn logical_lines(script: &str) -> Vec<(usize, String)> {
     let mut heredoc: Option<(String, bool)> = None;
     for (i, raw) in script.lines().enumerate() {
         if let Some((end, strip)) = &heredoc {
-            let l = if *strip { raw.trim_start_matches('\t') } else { raw };
+            let l = if *strip {
+                raw.trim_start_matches('\t')
+            } else {
+                raw
+            };
             if l == end {
                 heredoc = None;
             }
@@ -266,9 +270,14 @@ fn split_commands(line: &str) -> Vec<Vec<RawWord>> {
                     while matches!(chars.peek(), Some('>') | Some('&') | Some('<')) {
                         chars.next();
                     }
-                    let fd_only = chars.peek().is_some_and(|d| d.is_ascii_digit() || *d == '-');
+                    let fd_only = chars
+                        .peek()
+                        .is_some_and(|d| d.is_ascii_digit() || *d == '-');
                     if fd_only {
-                        while chars.peek().is_some_and(|d| d.is_ascii_digit() || *d == '-') {
+                        while chars
+                            .peek()
+                            .is_some_and(|d| d.is_ascii_digit() || *d == '-')
+                        {
                             chars.next();
                         }
                     } else {
@@ -318,9 +327,9 @@ fn literal_assignments(lines: &[(usize, String)]) -> BTreeMap<String, Option<Str
                 let value = (words.len() == 1)
                     .then(|| {
                         let v = &whole[name.len() + 1..];
-                        let plain = w.iter().all(|(s, q)| {
-                            *q == Quote::Single || !s.contains(['$', '`'])
-                        });
+                        let plain = w
+                            .iter()
+                            .all(|(s, q)| *q == Quote::Single || !s.contains(['$', '`']));
                         plain.then(|| v.to_string())
                     })
                     .flatten();
@@ -414,7 +423,13 @@ mod tests {
                 "nvpd"
             ]
         );
-        assert_eq!(c.iter().find(|c| c.invoking("adduser").is_some()).unwrap().line, 4);
+        assert_eq!(
+            c.iter()
+                .find(|c| c.invoking("adduser").is_some())
+                .unwrap()
+                .line,
+            4
+        );
         assert!(c.iter().any(|c| c.invoking("getent").is_some()));
         assert!(c.iter().all(|c| c.invoking("nvpd").is_none()));
     }

@@ -286,10 +286,16 @@ fn link(root: &Root, l: &Link) -> Result<Option<String>, AptError> {
             if root.read_link(at).ok().as_deref() == Some(Path::new(&l.to)) {
                 return Ok(None);
             }
-            return Ok(Some(format!("`{}` already points elsewhere; left as it is", l.at)));
+            return Ok(Some(format!(
+                "`{}` already points elsewhere; left as it is",
+                l.at
+            )));
         }
         Ok(Some(_)) => {
-            return Ok(Some(format!("`{}` exists and is no link; left as it is", l.at)))
+            return Ok(Some(format!(
+                "`{}` exists and is no link; left as it is",
+                l.at
+            )))
         }
         _ => {}
     }
@@ -355,7 +361,9 @@ fn presets(root: &Root) -> Result<Vec<(bool, String)>, AptError> {
         if !matches!(root.metadata(p), Ok(Some(m)) if m.is_regular()) {
             continue;
         }
-        let text = root.read(p, MAX_READ).map_err(AptError::staged("read", path))?;
+        let text = root
+            .read(p, MAX_READ)
+            .map_err(AptError::staged("read", path))?;
         for line in String::from_utf8_lossy(&text).lines() {
             let mut w = line.split_whitespace();
             match (w.next(), w.next()) {

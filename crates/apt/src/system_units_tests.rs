@@ -37,12 +37,14 @@ fn node_root() -> (tempfile::TempDir, Root) {
     let dir = tempfile::tempdir().unwrap();
     let root = Root::open(dir.path()).unwrap();
     crate::fixups::create_merged_usr(&root, "amd64").unwrap();
-    root.create_dir_all(Path::new("usr/lib/systemd/system")).unwrap();
+    root.create_dir_all(Path::new("usr/lib/systemd/system"))
+        .unwrap();
     for (name, text) in UNITS {
         let p = format!("usr/lib/systemd/system/{name}");
         root.write(Path::new(&p), text.as_bytes(), 0o644).unwrap();
     }
-    root.create_dir_all(Path::new("usr/lib/systemd/system-preset")).unwrap();
+    root.create_dir_all(Path::new("usr/lib/systemd/system-preset"))
+        .unwrap();
     root.write(
         Path::new("usr/lib/systemd/system-preset/90-systemd.preset"),
         PRESET.as_bytes(),
@@ -99,16 +101,37 @@ fn debian_enables_links_and_state() {
     let e = "etc/systemd/system";
     for (at, to) in [
         ("sshd.service", "/lib/systemd/system/ssh.service"),
-        ("multi-user.target.wants/ssh.service", "/lib/systemd/system/ssh.service"),
-        ("multi-user.target.wants/networking.service", "/lib/systemd/system/networking.service"),
-        ("network-online.target.wants/networking.service", "/lib/systemd/system/networking.service"),
-        ("getty.target.wants/getty@tty1.service", "/lib/systemd/system/getty@.service"),
-        ("multi-user.target.wants/remote-fs.target", "/lib/systemd/system/remote-fs.target"),
+        (
+            "multi-user.target.wants/ssh.service",
+            "/lib/systemd/system/ssh.service",
+        ),
+        (
+            "multi-user.target.wants/networking.service",
+            "/lib/systemd/system/networking.service",
+        ),
+        (
+            "network-online.target.wants/networking.service",
+            "/lib/systemd/system/networking.service",
+        ),
+        (
+            "getty.target.wants/getty@tty1.service",
+            "/lib/systemd/system/getty@.service",
+        ),
+        (
+            "multi-user.target.wants/remote-fs.target",
+            "/lib/systemd/system/remote-fs.target",
+        ),
     ] {
-        assert_eq!(link_at(&root, &format!("{e}/{at}")).as_deref(), Some(to), "{at}");
+        assert_eq!(
+            link_at(&root, &format!("{e}/{at}")).as_deref(),
+            Some(to),
+            "{at}"
+        );
     }
     assert!(!root.exists(Path::new("etc/systemd/system/sockets.target.wants")));
-    assert!(!root.exists(Path::new("etc/systemd/system/network-online.target.wants/ifupdown-wait-online.service")));
+    assert!(!root.exists(Path::new(
+        "etc/systemd/system/network-online.target.wants/ifupdown-wait-online.service"
+    )));
     let s = STATE_DIR;
     assert_eq!(
         read(&root, &format!("{s}/ssh.service.dsh-also")),
@@ -123,7 +146,10 @@ fn debian_enables_links_and_state() {
         "/etc/systemd/system/sockets.target.wants/ssh.socket\n"
     );
     assert_eq!(read(&root, &format!("{s}/sshd.service")), "");
-    assert_eq!(read(&root, &format!("{s}/multi-user.target.wants/ssh.service")), "");
+    assert_eq!(
+        read(&root, &format!("{s}/multi-user.target.wants/ssh.service")),
+        ""
+    );
     assert!(!root.exists(Path::new(&format!("{s}/sockets.target.wants/ssh.socket"))));
     // systemctl enable writes no state.
     assert!(!root.exists(Path::new(&format!("{s}/getty@tty1.service.dsh-also"))));
@@ -135,17 +161,27 @@ fn also_and_alias_in_file_order_presets_decide_the_named_unit() {
     let mut posts = BTreeMap::new();
     posts.insert(
         "a".to_string(),
-        format!("{}{}", dh_enable("systemd-networkd.service"), dh_enable("debug-shell.service")),
+        format!(
+            "{}{}",
+            dh_enable("systemd-networkd.service"),
+            dh_enable("debug-shell.service")
+        ),
     );
     let (done, _) = apply(&root, &posts).unwrap();
     assert_eq!(
         done,
-        ["systemd-networkd.service enabled", "debug-shell.service recorded, disabled by a preset"]
+        [
+            "systemd-networkd.service enabled",
+            "debug-shell.service recorded, disabled by a preset"
+        ]
     );
     // deb-systemd-helper's order (research: the same closure by hand in bookworm); the
     // preset's `disable systemd-networkd-wait-online.service` decides only for a named unit.
     assert_eq!(
-        read(&root, &format!("{STATE_DIR}/systemd-networkd.service.dsh-also")),
+        read(
+            &root,
+            &format!("{STATE_DIR}/systemd-networkd.service.dsh-also")
+        ),
         "/etc/systemd/system/sockets.target.wants/systemd-networkd.socket\n\
          /etc/systemd/system/dbus-org.freedesktop.network1.service\n\
          /etc/systemd/system/sysinit.target.wants/systemd-network-generator.service\n\
@@ -153,10 +189,16 @@ fn also_and_alias_in_file_order_presets_decide_the_named_unit() {
          /etc/systemd/system/multi-user.target.wants/systemd-networkd.service\n"
     );
     assert_eq!(
-        link_at(&root, "etc/systemd/system/network-online.target.wants/systemd-networkd-wait-online.service").as_deref(),
+        link_at(
+            &root,
+            "etc/systemd/system/network-online.target.wants/systemd-networkd-wait-online.service"
+        )
+        .as_deref(),
         Some("/lib/systemd/system/systemd-networkd-wait-online.service")
     );
-    assert!(!root.exists(Path::new("etc/systemd/system/sysinit.target.wants/debug-shell.service")));
+    assert!(!root.exists(Path::new(
+        "etc/systemd/system/sysinit.target.wants/debug-shell.service"
+    )));
     assert_eq!(
         read(&root, &format!("{STATE_DIR}/debug-shell.service.dsh-also")),
         "/etc/systemd/system/sysinit.target.wants/debug-shell.service\n"
@@ -184,7 +226,10 @@ fn missing_units_and_unknown_names_are_said() {
 
 #[test]
 fn globs() {
-    assert!(glob(b"systemd-journal-gatewayd.*", b"systemd-journal-gatewayd.socket"));
+    assert!(glob(
+        b"systemd-journal-gatewayd.*",
+        b"systemd-journal-gatewayd.socket"
+    ));
     assert!(glob(b"*", b""));
     assert!(glob(b"a?c*d", b"abcxxd"));
     assert!(!glob(b"a*b", b"ac"));

@@ -32,9 +32,6 @@ use gpuimg_store::confined::Root;
 /// Directories of `sysusers.d` files, the overriding one first.
 pub const SYSUSERS_DIRS: [&str; 3] = ["etc/sysusers.d", "usr/lib/sysusers.d", "lib/sysusers.d"];
 
-/// The files this step reads or replaces.
-pub const FILES: [&str; 4] = ["etc/passwd", "etc/group", "etc/shadow", "etc/gshadow"];
-
 /// The most a passwd-style file or a sysusers file may hold.
 const MAX_READ: u64 = crate::fixups::MAX_READ;
 
@@ -99,10 +96,16 @@ struct Db {
 
 impl Db {
     fn uids(&self) -> BTreeSet<u32> {
-        self.passwd.iter().filter_map(|e| e[2].parse().ok()).collect()
+        self.passwd
+            .iter()
+            .filter_map(|e| e[2].parse().ok())
+            .collect()
     }
     fn gids(&self) -> BTreeSet<u32> {
-        self.group.iter().filter_map(|e| e[2].parse().ok()).collect()
+        self.group
+            .iter()
+            .filter_map(|e| e[2].parse().ok())
+            .collect()
     }
     fn has_user(&self, name: &str) -> bool {
         self.passwd.iter().any(|e| e[0] == name)
@@ -269,7 +272,9 @@ fn make(db: &mut Db, ids: &mut Ids, a: &Asked, day: &str) -> Result<Option<Strin
                     None => {
                         let gid = match (g, uid, a.maker) {
                             (Some(g), _, _) if !db.gids().contains(g) => *g,
-                            (Some(g), _, _) => return Err(format!("gid {g} is taken by another group")),
+                            (Some(g), _, _) => {
+                                return Err(format!("gid {g} is taken by another group"))
+                            }
                             (None, Some(u), _) if ids.free_gid(db, *u) => *u,
                             (None, None, Maker::Sysusers) => ids
                                 .down(|i| ids.free_gid(db, i) && ids.free_uid(db, i))
@@ -337,10 +342,18 @@ fn make(db: &mut Db, ids: &mut Ids, a: &Asked, day: &str) -> Result<Option<Strin
 }
 
 fn add_group(db: &mut Db, name: &str, gid: u32, locked: &str) {
-    db.group
-        .push(vec![name.into(), "x".into(), gid.to_string(), String::new()]);
-    db.gshadow
-        .push(vec![name.into(), locked.into(), String::new(), String::new()]);
+    db.group.push(vec![
+        name.into(),
+        "x".into(),
+        gid.to_string(),
+        String::new(),
+    ]);
+    db.gshadow.push(vec![
+        name.into(),
+        locked.into(),
+        String::new(),
+        String::new(),
+    ]);
 }
 
 /// `shadowconfig on`: every entry without a shadow entry gets one (its password field moved
@@ -395,7 +408,9 @@ fn read_table(root: &Root, path: &str, fields: usize) -> Result<Vec<Vec<String>>
     if !matches!(root.metadata(p), Ok(Some(m)) if m.is_regular()) {
         return Ok(Vec::new());
     }
-    let bytes = root.read(p, MAX_READ).map_err(AptError::staged("read", path))?;
+    let bytes = root
+        .read(p, MAX_READ)
+        .map_err(AptError::staged("read", path))?;
     Ok(String::from_utf8_lossy(&bytes)
         .lines()
         .filter(|l| !l.trim().is_empty())
@@ -447,7 +462,9 @@ fn sysusers_requests(root: &Root, warnings: &mut Vec<String>) -> Result<Vec<Aske
         if !matches!(root.metadata(p), Ok(Some(m)) if m.is_regular()) {
             continue; // a link to /dev/null masks it
         }
-        let bytes = root.read(p, MAX_READ).map_err(AptError::staged("read", path))?;
+        let bytes = root
+            .read(p, MAX_READ)
+            .map_err(AptError::staged("read", path))?;
         for (n, line) in String::from_utf8_lossy(&bytes).lines().enumerate() {
             let origin = format!("`/{path}` line {}: `{}`", n + 1, line.trim());
             match sysusers_line(line) {
@@ -550,7 +567,10 @@ fn script_requests(package: &str, script: &str, warnings: &mut Vec<String>) -> V
     let mut out = Vec::new();
     for c in script_words::commands(script) {
         for (tool, parse) in [
-            ("adduser", adduser as fn(&[&str]) -> Result<Vec<Request>, String>),
+            (
+                "adduser",
+                adduser as fn(&[&str]) -> Result<Vec<Request>, String>,
+            ),
             ("addgroup", addgroup),
             ("useradd", useradd),
             ("groupadd", groupadd),
@@ -641,7 +661,13 @@ const ADDUSER_FLAGS: [&str; 11] = [
     "--no-log",
 ];
 const ADDUSER_VALUED: [&str; 7] = [
-    "--home", "--shell", "--gecos", "--comment", "--uid", "--gid", "--ingroup",
+    "--home",
+    "--shell",
+    "--gecos",
+    "--comment",
+    "--uid",
+    "--gid",
+    "--ingroup",
 ];
 
 /// `adduser --system [options] NAME`, or `adduser USER GROUP` (a member).
@@ -712,11 +738,7 @@ fn addgroup(args: &[&str]) -> Result<Vec<Request>, String> {
 
 /// `groupadd [-r] [-f] [-g N] NAME`.
 fn groupadd(args: &[&str]) -> Result<Vec<Request>, String> {
-    let (o, pos) = options(
-        args,
-        &["-r", "--system", "-f", "--force"],
-        &["-g", "--gid"],
-    )?;
+    let (o, pos) = options(args, &["-r", "--system", "-f", "--force"], &["-g", "--gid"])?;
     match pos.as_slice() {
         [name] => Ok(vec![Request::Group {
             name: name.to_string(),
@@ -743,8 +765,18 @@ fn useradd(args: &[&str]) -> Result<Vec<Request>, String> {
             "--user-group",
         ],
         &[
-            "-u", "--uid", "-g", "--gid", "-d", "--home-dir", "-s", "--shell", "-c", "--comment",
-            "-G", "--groups",
+            "-u",
+            "--uid",
+            "-g",
+            "--gid",
+            "-d",
+            "--home-dir",
+            "-s",
+            "--shell",
+            "-c",
+            "--comment",
+            "-G",
+            "--groups",
         ],
     )?;
     if !(o.contains_key("-r") || o.contains_key("--system")) {
@@ -771,7 +803,11 @@ fn useradd(args: &[&str]) -> Result<Vec<Request>, String> {
         name: name.to_string(),
         uid: id_opt(&o, &["-u", "--uid"])?,
         primary,
-        gecos: o.get("-c").or(o.get("--comment")).cloned().unwrap_or_default(),
+        gecos: o
+            .get("-c")
+            .or(o.get("--comment"))
+            .cloned()
+            .unwrap_or_default(),
         create_home: o.contains_key("-m") || o.contains_key("--create-home"),
         home,
         shell: o
@@ -780,7 +816,12 @@ fn useradd(args: &[&str]) -> Result<Vec<Request>, String> {
             .cloned()
             .unwrap_or_else(|| NOLOGIN.into()),
     }];
-    for group in o.get("-G").or(o.get("--groups")).into_iter().flat_map(|g| g.split(',')) {
+    for group in o
+        .get("-G")
+        .or(o.get("--groups"))
+        .into_iter()
+        .flat_map(|g| g.split(','))
+    {
         out.push(Request::Member {
             user: name.to_string(),
             group: group.to_string(),

@@ -8,8 +8,7 @@ use super::*;
 
 /// base-passwd's masters (their first and last lines).
 const PASSWD: &str = "root:*:0:0:root:/root:/bin/bash\ndaemon:*:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n_apt:*:42:65534::/nonexistent:/usr/sbin/nologin\nnobody:*:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
-const GROUP: &str =
-    "root:*:0:\ndaemon:*:1:\nshadow:*:42:\nusers:*:100:\nnogroup:*:65534:\n";
+const GROUP: &str = "root:*:0:\ndaemon:*:1:\nshadow:*:42:\nusers:*:100:\nnogroup:*:65534:\n";
 
 fn root_with(files: &[(&str, &str)]) -> (tempfile::TempDir, Root) {
     let dir = tempfile::tempdir().unwrap();
@@ -27,7 +26,9 @@ fn read(root: &Root, p: &str) -> String {
 }
 
 fn scripts(s: &[(&str, &str)]) -> BTreeMap<String, String> {
-    s.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    s.iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 #[test]
@@ -82,16 +83,28 @@ fn debian_node_accounts_get_fixed_ids() {
          netdev:x:101:\nnvpd:x:102:\n_ssh:x:103:\ninput:x:104:\nsgx:x:105:\nkvm:x:106:\nrender:x:107:\n"
     );
     let shadow = read(&root, "etc/shadow");
-    assert!(shadow.starts_with("root:*:19675:0:99999:7:::\n"), "{shadow}");
-    assert!(shadow.contains("\nsystemd-network:!*:19675::::::\n"), "{shadow}");
-    assert!(shadow.ends_with("\nnvpd:!:19675::::::\nsshd:!:19675::::::\n"), "{shadow}");
+    assert!(
+        shadow.starts_with("root:*:19675:0:99999:7:::\n"),
+        "{shadow}"
+    );
+    assert!(
+        shadow.contains("\nsystemd-network:!*:19675::::::\n"),
+        "{shadow}"
+    );
+    assert!(
+        shadow.ends_with("\nnvpd:!:19675::::::\nsshd:!:19675::::::\n"),
+        "{shadow}"
+    );
     let gshadow = read(&root, "etc/gshadow");
     assert!(gshadow.starts_with("root:*::\n"), "{gshadow}");
     assert!(gshadow.contains("\nsystemd-journal:!*::\n"), "{gshadow}");
     assert!(gshadow.ends_with("\nkvm:!::\nrender:!::\n"), "{gshadow}");
     let m = root.metadata(Path::new("etc/shadow")).unwrap().unwrap();
     assert_eq!((m.mode & 0o7777, m.gid), (0o640, 42));
-    assert!(done.contains(&"user nvpd (100:102)".to_string()), "{done:?}");
+    assert!(
+        done.contains(&"user nvpd (100:102)".to_string()),
+        "{done:?}"
+    );
     // No home for --no-create-home.
     assert!(!root.exists(Path::new("var/run/nvpd")));
     // The same inputs give the same bytes.
@@ -109,7 +122,7 @@ fn debian_node_accounts_get_fixed_ids() {
         ),
     ]);
     apply(&again, &posts, 1_700_000_000).unwrap();
-    for f in FILES {
+    for f in ["etc/passwd", "etc/group", "etc/shadow", "etc/gshadow"] {
         assert_eq!(read(&root, f), read(&again, f), "{f}");
     }
 }
@@ -125,8 +138,14 @@ fn explicit_ids_first_members_and_homes() {
     let (_, warnings) = apply(&root, &posts, 0).unwrap();
     assert!(warnings.is_empty(), "{warnings:?}");
     let passwd = read(&root, "etc/passwd");
-    assert!(passwd.contains("\na:x:101:102::/var/lib/a:/usr/sbin/nologin\n"), "{passwd}");
-    assert!(passwd.contains("\nb:x:100:103::/srv/b:/usr/sbin/nologin\n"), "{passwd}");
+    assert!(
+        passwd.contains("\na:x:101:102::/var/lib/a:/usr/sbin/nologin\n"),
+        "{passwd}"
+    );
+    assert!(
+        passwd.contains("\nb:x:100:103::/srv/b:/usr/sbin/nologin\n"),
+        "{passwd}"
+    );
     let group = read(&root, "etc/group");
     assert!(group.contains("\nusers:x:100:b\n"), "{group}");
     assert!(group.contains("\nbgroup:x:101:b\n"), "{group}");
@@ -142,7 +161,10 @@ fn lines_not_understood_are_named_and_skipped() {
     let (_d, root) = root_with(&[
         ("etc/passwd", PASSWD),
         ("etc/group", GROUP),
-        ("usr/lib/sysusers.d/x.conf", "r - 500-900\nu from-file /etc/x\n"),
+        (
+            "usr/lib/sysusers.d/x.conf",
+            "r - 500-900\nu from-file /etc/x\n",
+        ),
     ]);
     let posts = scripts(&[
         // dbus-system-bus-common's: the name through a variable assigned once (understood).
@@ -164,6 +186,12 @@ fn lines_not_understood_are_named_and_skipped() {
         ]
     );
     let passwd = read(&root, "etc/passwd");
-    assert!(passwd.ends_with("\nmessagebus:x:100:101::/nonexistent:/usr/sbin/nologin\n"), "{passwd}");
-    assert!(!passwd.contains("alice") && !passwd.contains("\nx:"), "{passwd}");
+    assert!(
+        passwd.ends_with("\nmessagebus:x:100:101::/nonexistent:/usr/sbin/nologin\n"),
+        "{passwd}"
+    );
+    assert!(
+        !passwd.contains("alice") && !passwd.contains("\nx:"),
+        "{passwd}"
+    );
 }

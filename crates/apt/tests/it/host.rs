@@ -22,6 +22,7 @@ fn spec(packages: &str) -> (PackagesSpec, DebianArch) {
         essential: false,
         packages: packages.split(", ").map(String::from).collect(),
         repositories: Vec::new(),
+        system: false,
     };
     (spec, DebianArch::from_oci("amd64"))
 }
