@@ -226,7 +226,7 @@ pub fn unpack_all(
     done_fixups.extend(caps_done);
     warnings.extend(caps_warnings);
     if let Some(epoch) = system_epoch {
-        let (system_done, system_warnings) = system::apply(&root, &postinsts, epoch)?;
+        let (system_done, system_warnings) = system::apply(&root, &names, &postinsts, epoch)?;
         done_fixups.extend(system_done);
         warnings.extend(system_warnings);
     }

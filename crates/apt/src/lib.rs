@@ -14,6 +14,7 @@
 //! Must never trust an unsigned index (unless `trusted: true`, with a warning every time), nor
 //! a byte whose sha256 the signed chain did not give, nor write outside `dest`.
 
+mod account_requests;
 mod architecture;
 mod control;
 mod deb;

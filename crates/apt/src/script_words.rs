@@ -153,6 +153,14 @@ fn logical_lines(script: &str) -> Vec<(usize, String)> {
 /// stripped.
 fn heredoc_start(line: &str) -> Option<(String, bool)> {
     let at = line.find("<<")?;
+    let before = &line[..at];
+    // Inside quotes or an arithmetic expansion (`$((1 << 2))`) it is no here-document.
+    if before.matches('"').count() % 2 == 1
+        || before.matches('\'').count() % 2 == 1
+        || before.contains("((")
+    {
+        return None;
+    }
     let rest = &line[at + 2..];
     if rest.starts_with('<') {
         return None; // a here-string
@@ -463,5 +471,8 @@ mod tests {
         let adds: Vec<_> = c.iter().filter_map(|c| c.invoking("adduser")).collect();
         assert!(adds.is_empty(), "{c:?}");
         assert_eq!(lit(&c[0]), ["groupadd", "-g", "42", "shadow"]);
+        // `<<` in quotes or arithmetic starts nothing.
+        let c = commands("echo \"a << b\"\nx=$((1 << 2))\naddgroup --system g\n");
+        assert!(c.iter().any(|c| c.invoking("addgroup").is_some()), "{c:?}");
     }
 }

@@ -26,13 +26,16 @@ pub const EMPTY_FILES: [&str; 2] = ["etc/machine-id", "etc/hostname"];
 
 /// Apply everything for a booted root; returns (a line per action, warnings).
 /// `epoch`: SOURCE_DATE_EPOCH, for the shadow files' `lastchg`.
+/// `installed`: the package names (`systemd` ships the `systemctl` that makes presets count).
 pub fn apply(
     root: &Root,
+    installed: &[&str],
     postinsts: &BTreeMap<String, String>,
     epoch: u64,
 ) -> Result<(Vec<String>, Vec<String>), AptError> {
     let (mut done, mut warnings) = system_users::apply(root, postinsts, epoch)?;
-    let (units, unit_warnings) = system_units::apply(root, postinsts)?;
+    let has_systemctl = installed.contains(&"systemd");
+    let (units, unit_warnings) = system_units::apply(root, postinsts, has_systemctl)?;
     done.extend(units);
     warnings.extend(unit_warnings);
     for (f, mode) in EMPTY_FILES.iter().zip([0o444, 0o644]) {

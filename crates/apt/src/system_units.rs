@@ -11,8 +11,11 @@
 //! `/etc/systemd/system`, `/lib/systemd/system`, `/usr/lib/systemd/system` (so
 //! `/lib/systemd/system/ssh.service` on a merged-/usr root, as on Debian).
 //!
-//! deb-systemd-helper's first install goes through `systemctl preset
-//! --preset-mode=enable-only`: the first matching line of the `*.preset` files (by name,
+//! Where the root has `systemctl` (package `systemd` ships `/bin/systemctl`; the caller says
+//! whether it is installed, so that a replayed root, which leaves that file out, decides the
+//! same), deb-systemd-helper's first install goes through `systemctl preset
+//! --preset-mode=enable-only` (without it, the helper links the closure itself and presets
+//! play no part): the first matching line of the `*.preset` files (by name,
 //! `/etc/systemd/system-preset` replacing a file of the same name in
 //! `/usr/lib/systemd/system-preset` and `/lib/systemd/system-preset`) decides for the named
 //! unit; `disable` keeps its links away, no match enables (Debian ships no `disable *`). Its
@@ -70,14 +73,21 @@ enum How {
     Systemctl,
 }
 
-/// Enable the units; returns (a line per unit, warnings).
+/// Enable the units; returns (a line per unit, warnings). `has_systemctl`: the root has
+/// `/bin/systemctl` (presets apply).
 pub fn apply(
     root: &Root,
     postinsts: &BTreeMap<String, String>,
+    has_systemctl: bool,
 ) -> Result<(Vec<String>, Vec<String>), AptError> {
     let mut warnings = Vec::new();
     let asked = requests(postinsts, &mut warnings);
-    let presets = presets(root)?;
+    // deb-systemd-helper asks systemctl (and so the presets) only where the root has one.
+    let presets = if has_systemctl {
+        Some(presets(root)?)
+    } else {
+        None
+    };
     let mut done = Vec::new();
     for a in &asked {
         let mut seen = BTreeSet::new();
@@ -93,7 +103,7 @@ pub fn apply(
         };
         let linked = match a.how {
             How::Systemctl => true,
-            How::Helper => preset_enables(&presets, &a.unit),
+            How::Helper => presets.as_ref().is_none_or(|p| preset_enables(p, &a.unit)),
             How::StateOnly => false,
         };
         if linked {
@@ -243,7 +253,7 @@ fn closure(root: &Root, name: &str, seen: &mut BTreeSet<String>) -> Result<Vec<L
         let Some((key, value)) = t.split_once('=').filter(|_| install) else {
             continue;
         };
-        let values = value.split_whitespace().map(String::from);
+        let mut values = value.split_whitespace().map(String::from);
         match key.trim() {
             "Alias" => links.extend(values.map(|a| Link {
                 at: format!("/{LINKS_DIR}/{a}"),
@@ -256,7 +266,7 @@ fn closure(root: &Root, name: &str, seen: &mut BTreeSet<String>) -> Result<Vec<L
             }
             "WantedBy" => wanted.extend(values.map(|v| (v, "wants"))),
             "RequiredBy" => wanted.extend(values.map(|v| (v, "requires"))),
-            "DefaultInstance" => default_instance = values.last(),
+            "DefaultInstance" => default_instance = values.next_back(),
             _ => {}
         }
     }

@@ -85,7 +85,7 @@ fn debian_enables_links_and_state() {
         "systemd".to_string(),
         "_systemctl() {\n    if [ -z \"$DPKG_ROOT\" ] && [ -d /run/systemd/system ]; then\n        systemctl \"$@\"\n    fi\n}\nif [ -z \"$2\" ]; then\n    systemctl ${DPKG_ROOT:+--root=\"$DPKG_ROOT\"} enable getty@tty1.service || true\n    systemctl ${DPKG_ROOT:+--root=\"$DPKG_ROOT\"} enable remote-fs.target || true\nfi\n_systemctl try-restart systemd-networkd.service || true\n".to_string(),
     );
-    let (done, warnings) = apply(&root, &posts).unwrap();
+    let (done, warnings) = apply(&root, &posts, true).unwrap();
     assert!(warnings.is_empty(), "{warnings:?}");
     assert_eq!(
         done,
@@ -167,7 +167,7 @@ fn also_and_alias_in_file_order_presets_decide_the_named_unit() {
             dh_enable("debug-shell.service")
         ),
     );
-    let (done, _) = apply(&root, &posts).unwrap();
+    let (done, _) = apply(&root, &posts, true).unwrap();
     assert_eq!(
         done,
         [
@@ -206,6 +206,23 @@ fn also_and_alias_in_file_order_presets_decide_the_named_unit() {
 }
 
 #[test]
+fn without_systemctl_presets_play_no_part() {
+    let (_d, root) = node_root();
+    let mut posts = BTreeMap::new();
+    posts.insert("a".to_string(), dh_enable("debug-shell.service"));
+    let (done, _) = apply(&root, &posts, false).unwrap();
+    assert_eq!(done, ["debug-shell.service enabled"]);
+    assert_eq!(
+        link_at(
+            &root,
+            "etc/systemd/system/sysinit.target.wants/debug-shell.service"
+        )
+        .as_deref(),
+        Some("/lib/systemd/system/debug-shell.service")
+    );
+}
+
+#[test]
 fn missing_units_and_unknown_names_are_said() {
     let (_d, root) = node_root();
     let mut posts = BTreeMap::new();
@@ -213,7 +230,7 @@ fn missing_units_and_unknown_names_are_said() {
         "p".to_string(),
         "deb-systemd-helper enable 'ghost.service'\nsystemctl enable \"$UNIT\"\n".to_string(),
     );
-    let (done, warnings) = apply(&root, &posts).unwrap();
+    let (done, warnings) = apply(&root, &posts, true).unwrap();
     assert!(done.is_empty(), "{done:?}");
     assert_eq!(
         warnings,
