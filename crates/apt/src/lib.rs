@@ -4,8 +4,9 @@
 //! Owns the apt side of a build: repository configuration (the profile's and the host's
 //! sources), `Release`/`InRelease` and their OpenPGP signatures, `Packages` indexes, the
 //! solver, `.deb` decoding and unpacking, the dpkg database, `ld.so.cache` and what skipped
-//! maintainer scripts would do (fix-ups), with the plain data it speaks in ([`PackagesSpec`],
-//! [`LockedPackage`], [`DebianArch`]).
+//! maintainer scripts would do (fix-ups; for a root that boots, [`PackagesSpec::system`], also
+//! its system users, enabled units and empty node state: `system.rs`), with the plain data it
+//! speaks in ([`PackagesSpec`], [`LockedPackage`], [`DebianArch`]).
 //! Its entry is this file's API: [`resolve`] (indexes only: the package set for `lock` and
 //! `build`), [`describe`] (each package's control fields, for the plan), [`install`] and
 //! [`install_replaying`] (the set into a root, for `build`; the latter replays packages whose
