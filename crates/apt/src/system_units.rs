@@ -52,6 +52,10 @@ pub const STATE_DIR: &str = "var/lib/systemd/deb-systemd-helper-enabled";
 /// Where the links go.
 const LINKS_DIR: &str = "etc/systemd/system";
 
+/// The most units one closure takes in through `Also=` (real ones take a handful): bounds the
+/// recursion a package's unit files can ask for.
+const MAX_CLOSURE: usize = 64;
+
 /// A unit file or a preset file is small.
 const MAX_READ: u64 = crate::fixups::MAX_READ;
 
@@ -234,6 +238,9 @@ fn instance_of(name: &str) -> Option<(String, String)> {
 fn closure(root: &Root, name: &str, seen: &mut BTreeSet<String>) -> Result<Vec<Link>, String> {
     if !seen.insert(name.to_string()) {
         return Ok(Vec::new());
+    }
+    if seen.len() > MAX_CLOSURE {
+        return Err(format!("more than {MAX_CLOSURE} units through `Also=`"));
     }
     let path = find(root, name).ok_or("no unit file")?;
     let text = root

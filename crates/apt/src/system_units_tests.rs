@@ -242,6 +242,27 @@ fn missing_units_and_unknown_names_are_said() {
 }
 
 #[test]
+fn an_endless_also_chain_is_refused() {
+    let (_d, root) = node_root();
+    for i in 0..100 {
+        let p = format!("usr/lib/systemd/system/chain{i}.service");
+        let text = format!(
+            "[Install]\nAlso=chain{}.service\nAlso=chain0.service\n",
+            i + 1
+        );
+        root.write(Path::new(&p), text.as_bytes(), 0o644).unwrap();
+    }
+    let mut posts = BTreeMap::new();
+    posts.insert("p".to_string(), dh_enable("chain0.service"));
+    let (done, warnings) = apply(&root, &posts, true).unwrap();
+    assert!(done.is_empty(), "{done:?}");
+    assert_eq!(
+        warnings,
+        ["`p` postinst line 4: unit `chain0.service`: more than 64 units through `Also=`; not enabled"]
+    );
+}
+
+#[test]
 fn globs() {
     assert!(glob(
         b"systemd-journal-gatewayd.*",

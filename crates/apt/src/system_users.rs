@@ -41,26 +41,39 @@ const MAX_READ: u64 = crate::fixups::MAX_READ;
 const FIRST_SYSTEM: u32 = 100;
 const LAST_SYSTEM: u32 = 999;
 
-/// The four files, as lists of fields.
+/// The four files, as lists of fields, and the ids in use (kept beside the rows, so that
+/// looking for a free id costs one lookup per candidate).
 struct Db {
     passwd: Vec<Vec<String>>,
     group: Vec<Vec<String>>,
     shadow: Vec<Vec<String>>,
     gshadow: Vec<Vec<String>>,
+    uids: BTreeSet<u32>,
+    gids: BTreeSet<u32>,
 }
 
 impl Db {
-    fn uids(&self) -> BTreeSet<u32> {
-        self.passwd
-            .iter()
-            .filter_map(|e| e[2].parse().ok())
-            .collect()
+    fn new(
+        passwd: Vec<Vec<String>>,
+        group: Vec<Vec<String>>,
+        shadow: Vec<Vec<String>>,
+        gshadow: Vec<Vec<String>>,
+    ) -> Db {
+        let ids = |rows: &[Vec<String>]| rows.iter().filter_map(|e| e[2].parse().ok()).collect();
+        Db {
+            uids: ids(&passwd),
+            gids: ids(&group),
+            passwd,
+            group,
+            shadow,
+            gshadow,
+        }
     }
-    fn gids(&self) -> BTreeSet<u32> {
-        self.group
-            .iter()
-            .filter_map(|e| e[2].parse().ok())
-            .collect()
+    fn uids(&self) -> &BTreeSet<u32> {
+        &self.uids
+    }
+    fn gids(&self) -> &BTreeSet<u32> {
+        &self.gids
     }
     fn has_user(&self, name: &str) -> bool {
         self.passwd.iter().any(|e| e[0] == name)
@@ -88,12 +101,12 @@ pub fn apply(
             &mut warnings,
         ));
     }
-    let mut db = Db {
-        passwd: read_table(root, "etc/passwd", 7)?,
-        group: read_table(root, "etc/group", 4)?,
-        shadow: read_table(root, "etc/shadow", 9)?,
-        gshadow: read_table(root, "etc/gshadow", 4)?,
-    };
+    let mut db = Db::new(
+        read_table(root, "etc/passwd", 7)?,
+        read_table(root, "etc/group", 4)?,
+        read_table(root, "etc/shadow", 9)?,
+        read_table(root, "etc/gshadow", 4)?,
+    );
     let day = (epoch / 86400).to_string();
     shadow_existing(&mut db, &day);
     let mut done = Vec::new();
@@ -259,6 +272,7 @@ fn make(db: &mut Db, ids: &mut Ids, a: &Asked, day: &str) -> Result<Option<Strin
             if new_group {
                 add_group(db, name, gid, locked);
             }
+            db.uids.insert(uid);
             db.passwd.push(vec![
                 name.clone(),
                 "x".into(),
@@ -301,6 +315,7 @@ fn make(db: &mut Db, ids: &mut Ids, a: &Asked, day: &str) -> Result<Option<Strin
 }
 
 fn add_group(db: &mut Db, name: &str, gid: u32, locked: &str) {
+    db.gids.insert(gid);
     db.group.push(vec![
         name.into(),
         "x".into(),
