@@ -491,6 +491,7 @@ fn debian_root(dest: &Path, packages: &str) {
         essential: false,
         packages: packages.split(", ").map(String::from).collect(),
         repositories: Vec::new(),
+        system: false,
     };
     let arch = DebianArch::from_oci("amd64");
     let opts = AptOptions::new(Path::new(env!("CARGO_TARGET_TMPDIR")).join("sandbox-apt-cache"));

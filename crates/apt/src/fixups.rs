@@ -2,8 +2,9 @@
 //! merged-/usr links before unpacking (as debootstrap does for Debian 12), /etc/passwd and
 //! /etc/group from base-passwd's masters, base-files' dot files and nsswitch.conf, the CA bundle,
 //! literal `update-alternatives --install` links (ld.so.cache: `ldcache.rs`). Skipped on
-//! purpose: debconf, init/systemd registration, man/mime/icon caches, Python byte-compilation
-//! (done lazily at run time), users beyond base-passwd's static ids. Must never run package code.
+//! purpose: debconf, man/mime/icon caches, Python byte-compilation (done lazily at run time);
+//! init/systemd registration and users beyond base-passwd's static ids too, except in a root
+//! that boots (`system.rs`). Must never run package code.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -31,6 +32,7 @@ pub fn reads(path: &str) -> bool {
         || path.strip_prefix('/') == Some(CA_CONF)
         || crate::ldcache::reads(path)
         || crate::nvidia_alternatives::reads(path)
+        || crate::system::reads(path)
 }
 
 /// Files the fix-ups copy from a package's shipped copy where no package shipped the target:

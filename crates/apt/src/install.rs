@@ -1,15 +1,15 @@
 //! Unpacking the whole package set into the root, in order: each package decoded ahead on
 //! worker threads and unpacked in full (its sketch taken when one is wanted), or replayed
 //! from its sketch (only what `needed` says is observed); each package unpacked in full handed
-//! to the caller at once; then the dpkg database, the fix-ups, file capabilities and
-//! `ld.so.cache`. Writes only through the root's `confined::Root`.
+//! to the caller at once; then the dpkg database, the fix-ups, file capabilities, a booted
+//! root's users, units and empty state (`system.rs`) and `ld.so.cache`. Writes only through the root's `confined::Root`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::LockedPackage;
 use crate::{
-    control_field, deb, decode, dpkgdb, filecaps, fixups, ldcache, needed, sketch, unpack,
+    control_field, deb, decode, dpkgdb, filecaps, fixups, ldcache, needed, sketch, system, unpack,
     AptError, PackageInfo, UnpackedPackage,
 };
 use gpuimg_fetch::observe::Observer;
@@ -39,6 +39,8 @@ pub fn unpack_all(
     replay: Replay<'_>,
     loader: &crate::LoaderExtra,
     later: Option<&crate::LoaderLater>,
+    // `Some(SOURCE_DATE_EPOCH)`: the root boots (`system.rs`).
+    system_epoch: Option<u64>,
     each: &mut dyn FnMut(&UnpackedPackage<'_>) -> std::io::Result<()>,
     obs: &mut dyn Observer,
 ) -> Result<Unpacking, AptError> {
@@ -223,6 +225,11 @@ pub fn unpack_all(
     let (caps_done, caps_warnings) = filecaps::apply(&root, &postinsts);
     done_fixups.extend(caps_done);
     warnings.extend(caps_warnings);
+    if let Some(epoch) = system_epoch {
+        let (system_done, system_warnings) = system::apply(&root, &names, &postinsts, epoch)?;
+        done_fixups.extend(system_done);
+        warnings.extend(system_warnings);
+    }
     if !done_fixups.is_empty() {
         obs.message(&format!(
             "  {} fixups instead of maintainer scripts: {}",

@@ -4,8 +4,9 @@
 //! Owns the apt side of a build: repository configuration (the profile's and the host's
 //! sources), `Release`/`InRelease` and their OpenPGP signatures, `Packages` indexes, the
 //! solver, `.deb` decoding and unpacking, the dpkg database, `ld.so.cache` and what skipped
-//! maintainer scripts would do (fix-ups), with the plain data it speaks in ([`PackagesSpec`],
-//! [`LockedPackage`], [`DebianArch`]).
+//! maintainer scripts would do (fix-ups; for a root that boots, [`PackagesSpec::system`], also
+//! its system users, enabled units and empty node state: `system.rs`), with the plain data it
+//! speaks in ([`PackagesSpec`], [`LockedPackage`], [`DebianArch`]).
 //! Its entry is this file's API: [`resolve`] (indexes only: the package set for `lock` and
 //! `build`), [`describe`] (each package's control fields, for the plan), [`install`] and
 //! [`install_replaying`] (the set into a root, for `build`; the latter replays packages whose
@@ -14,6 +15,7 @@
 //! Must never trust an unsigned index (unless `trusted: true`, with a warning every time), nor
 //! a byte whose sha256 the signed chain did not give, nor write outside `dest`.
 
+mod account_requests;
 mod architecture;
 mod control;
 mod deb;
@@ -36,12 +38,16 @@ mod prune;
 mod relation;
 mod release;
 mod repo;
+mod script_words;
 mod sketch;
 mod solver;
 mod sonames;
 mod spec;
 mod status;
 mod suites;
+mod system;
+mod system_units;
+mod system_users;
 mod universe;
 mod unpack;
 mod version;
@@ -110,6 +116,9 @@ pub struct AptOptions {
     /// Which versions of some packages to take first (the stack's, for the image's CUDA line
     /// and pinned release); part of the resolution's key.
     pub prefer: Vec<Preference>,
+    /// SOURCE_DATE_EPOCH: the day the shadow files' `lastchg` says, on a root that boots
+    /// ([`PackagesSpec::system`]; unused otherwise).
+    pub source_date_epoch: u64,
 }
 
 /// Libraries that layers above the apt packages add (the Python wheels'), so that the one
@@ -147,6 +156,7 @@ impl AptOptions {
             loader: LoaderExtra::default(),
             loader_later: None,
             prefer: Vec::new(),
+            source_date_epoch: 0,
         }
     }
 }
@@ -660,6 +670,7 @@ pub fn install_replaying(
         },
         &opts.loader,
         opts.loader_later.as_ref(),
+        spec.system.then_some(opts.source_date_epoch),
         each,
         obs,
     );

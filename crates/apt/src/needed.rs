@@ -42,18 +42,42 @@ pub struct Package<'a> {
 
 /// Listed paths the metadata steps write or create under (with their parents), and whose
 /// existing entries they look at: everything at or below these.
-const METADATA_TREES: [&str; 4] = [
+const METADATA_TREES: [&str; 20] = [
     "/var/lib/dpkg",
     "/etc/alternatives",
     "/etc/ssl/certs",
     "/etc/ld.so.conf.d",
+    // A booted root's (`system.rs`): units and their aliases, presets, sysusers.d, the links
+    // and deb-systemd-helper's state.
+    "/etc/systemd/system",
+    "/lib/systemd/system",
+    "/usr/lib/systemd/system",
+    "/etc/systemd/system-preset",
+    "/lib/systemd/system-preset",
+    "/usr/lib/systemd/system-preset",
+    "/etc/sysusers.d",
+    "/lib/sysusers.d",
+    "/usr/lib/sysusers.d",
+    "/var/lib/systemd/deb-systemd-helper-enabled",
+    // The NVIDIA driver's alternatives (`nvidia_alternatives.rs`): their candidates and the
+    // directories their links go to.
+    "/etc/nvidia",
+    "/etc/modprobe.d",
+    "/etc/modules-load.d",
+    "/usr/lib/nvidia",
+    "/usr/lib/x86_64-linux-gnu/nvidia",
+    "/usr/lib/glx",
 ];
 
 /// Files the metadata steps write where no package shipped one (their directories must be the
 /// packages' own).
-const METADATA_FILES: [&str; 11] = [
+const METADATA_FILES: [&str; 18] = [
     "/etc/passwd",
     "/etc/group",
+    "/etc/shadow",
+    "/etc/gshadow",
+    "/etc/machine-id",
+    "/etc/hostname",
     "/root/.profile",
     "/root/.bashrc",
     "/etc/profile",
@@ -63,6 +87,10 @@ const METADATA_FILES: [&str; 11] = [
     "/etc/ld.so.cache",
     "/etc/ld.so.conf",
     "/usr/share/ca-certificates",
+    // Links of the `nvidia` alternative outside its trees (their directories must be there).
+    "/usr/bin/nvidia-smi",
+    "/usr/share/man/man1/nvidia-smi.1.gz",
+    "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -229,6 +229,7 @@ mod tests {
             essential: false,
             packages: Vec::new(),
             repositories: Vec::new(),
+            system: false,
         }
     }
 

@@ -103,7 +103,7 @@ pub enum Body {
 /// The sketch's key: the package's bytes and this gpuimg (a change to what a metadata step
 /// reads takes new sketches).
 pub fn key(deb: &Digest) -> Digest {
-    let mut k = Key::new("apt-sketch-v2").tool_version();
+    let mut k = Key::new("apt-sketch-v3").tool_version();
     k.digest(deb);
     k.finish()
 }

@@ -53,4 +53,8 @@ pub struct PackagesSpec {
     /// The root relations, as written (`libc6`, `python3 | python3-minimal`).
     pub packages: Vec<String>,
     pub repositories: Vec<RepoSpec>,
+    /// The root is a booted system (a node): the install also makes the system users and
+    /// groups, enables units and leaves node-specific state empty, as the skipped maintainer
+    /// scripts would (`system.rs`). `false` (a container) changes no byte.
+    pub system: bool,
 }

@@ -21,6 +21,8 @@ pub struct Pkg {
     pub files: Vec<(&'static str, &'static [u8], u32)>,
     pub symlinks: Vec<(&'static str, &'static str)>,
     pub hardlinks: Vec<(&'static str, &'static str)>,
+    /// Maintainer scripts (`postinst`, …) and their text.
+    pub scripts: Vec<(&'static str, String)>,
     pub compression: &'static str,
 }
 
@@ -32,6 +34,7 @@ pub fn pkg(name: &'static str, version: &'static str) -> Pkg {
         files: Vec::new(),
         symlinks: Vec::new(),
         hardlinks: Vec::new(),
+        scripts: Vec::new(),
         compression: "gzip",
     }
 }
@@ -39,6 +42,12 @@ pub fn pkg(name: &'static str, version: &'static str) -> Pkg {
 impl Pkg {
     pub fn field(mut self, k: &'static str, v: &'static str) -> Self {
         self.fields.push((k, v));
+        self
+    }
+
+    /// A maintainer script (`postinst`) of the package.
+    pub fn script(mut self, name: &'static str, text: impl Into<String>) -> Self {
+        self.scripts.push((name, text.into()));
         self
     }
 }
@@ -62,6 +71,11 @@ pub fn build_deb(repo: &Path, work: &Path, p: &Pkg) -> String {
     }
     std::fs::write(stage.join("DEBIAN/control"), control).unwrap();
     use std::os::unix::fs::PermissionsExt;
+    for (name, text) in &p.scripts {
+        let f = stage.join("DEBIAN").join(name);
+        std::fs::write(&f, text).unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
     for (path, data, mode) in &p.files {
         let f = stage.join(path.trim_start_matches('/'));
         std::fs::create_dir_all(f.parent().unwrap()).unwrap();

@@ -10,10 +10,11 @@ use gpuimg_apt::{
 };
 use gpuimg_fetch::observe::Observer;
 
-/// Collects warnings; drops progress.
+/// Collects warnings and what finished tasks said; drops progress.
 #[derive(Default)]
 pub struct Record {
     pub warnings: Vec<String>,
+    pub done: Vec<String>,
 }
 
 impl Observer for Record {
@@ -23,7 +24,9 @@ impl Observer for Record {
     }
     fn task_start(&mut self, _: &str, _: Option<u64>) {}
     fn task_progress(&mut self, _: u64) {}
-    fn task_done(&mut self, _: &str, _: u64, _: &str) {}
+    fn task_done(&mut self, _: &str, _: u64, text: &str) {
+        self.done.push(text.to_string());
+    }
 }
 
 pub struct Case {
@@ -55,6 +58,7 @@ pub fn case_with(suite: &str, packages: &str, change: impl FnOnce(&mut PackagesS
         essential: false,
         packages: packages.split(", ").map(String::from).collect(),
         repositories: Vec::new(),
+        system: false,
     };
     change(&mut spec);
     let mut opts = AptOptions::new(tmp.path().join("cache"));

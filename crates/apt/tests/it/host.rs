@@ -22,6 +22,7 @@ fn spec(packages: &str) -> (PackagesSpec, DebianArch) {
         essential: false,
         packages: packages.split(", ").map(String::from).collect(),
         repositories: Vec::new(),
+        system: false,
     };
     (spec, DebianArch::from_oci("amd64"))
 }
@@ -164,4 +165,76 @@ fn crc32(data: &[u8]) -> u32 {
         }
     }
     !c
+}
+
+/// A root that boots from the host's bookworm: Debian's own systemd, udev, openssh-server and
+/// ifupdown, their postinsts read natively. Their users and groups get fixed ids and pass the
+/// shadow suite's own checks (`pwck`, `grpck`); the host's `systemctl --root` (systemd 252, as
+/// bookworm's) sees exactly the units their postinsts enable; nothing node-specific is left.
+#[test]
+fn host_mirror_node_users_and_units() {
+    let (mut spec, arch) = spec("base-passwd, base-files, systemd, udev, openssh-server, ifupdown");
+    spec.system = true;
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("apt-host-cache");
+    let mut opts = AptOptions::new(&cache);
+    opts.source_date_epoch = 1_700_000_000;
+    let dest = tempfile::tempdir().unwrap();
+    let root = dest.path();
+    let installed = apt::install(&spec, &arch, &opts, None, root, &mut Silent).unwrap();
+    assert!(installed.warnings.is_empty(), "{:?}", installed.warnings);
+    let passwd = std::fs::read_to_string(root.join("etc/passwd")).unwrap();
+    let group = std::fs::read_to_string(root.join("etc/group")).unwrap();
+    // base-passwd's static set, then sysusers.d's (downward from 999: the same ids as
+    // systemd-sysusers gives in bookworm), then the postinsts' by package name (upward from
+    // 100: ifupdown's netdev, openssh-client's _ssh, openssh-server's sshd, udev's four).
+    assert!(
+        passwd.ends_with(
+            "\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n\
+             systemd-network:x:998:998:systemd Network Management:/:/usr/sbin/nologin\n\
+             sshd:x:100:65534::/run/sshd:/usr/sbin/nologin\n"
+        ),
+        "{passwd}"
+    );
+    assert!(
+        group.ends_with(
+            "\nusers:x:100:\nnogroup:x:65534:\nsystemd-journal:x:999:\nsystemd-network:x:998:\n\
+             netdev:x:101:\n_ssh:x:102:\ninput:x:103:\nsgx:x:104:\nkvm:x:105:\nrender:x:106:\n"
+        ),
+        "{group}"
+    );
+    for (file, cmd) in [("passwd", "pwck"), ("group", "grpck")] {
+        let out = Command::new(cmd)
+            .args(["-r", "-q", "-R"])
+            .arg(root)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+            "{cmd} on /etc/{file}: {out:?}"
+        );
+    }
+    let enabled = |unit: &str| {
+        let out = Command::new("systemctl")
+            .arg(format!("--root={}", root.display()))
+            .args(["is-enabled", unit])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    for (unit, want) in [
+        ("ssh.service", "enabled"),
+        ("sshd.service", "alias"),
+        ("ssh.socket", "disabled"),
+        ("networking.service", "enabled"),
+        ("ifupdown-wait-online.service", "disabled"),
+        ("getty@tty1.service", "enabled"),
+        ("remote-fs.target", "enabled"),
+        ("systemd-pstore.service", "enabled"),
+        ("systemd-networkd.service", "disabled"),
+    ] {
+        assert_eq!(enabled(unit), want, "{unit}");
+    }
+    assert_eq!(std::fs::read(root.join("etc/machine-id")).unwrap(), b"");
+    assert!(!root.join("etc/ssh/ssh_host_ed25519_key").exists());
+    assert!(!root.join("var/lib/systemd/random-seed").exists());
 }

@@ -1,5 +1,5 @@
 //! The integration tests of `gpuimg-apt`, one binary: the client against a fixture repository
-//! served on loopback, one module per area (`resolve`, `install`, `trust`; the case they share
+//! served on loopback, one module per area (`resolve`, `install`, `trust`, `system`: a root that boots; the case they share
 //! in `fixture`), and against the build host's own mirror (`host`: needs root, the network and
 //! dpkg). The fixture repository, its server and the file helpers are the root
 //! package's test support (`tests/it/common`), taken by path so that they have one home; they
@@ -23,4 +23,5 @@ mod fixture;
 mod host;
 mod install;
 mod resolve;
+mod system;
 mod trust;

@@ -47,6 +47,8 @@ pub fn apt_packages(spec: &AptSpec, profile_dir: &Path) -> PackagesSpec {
                 trusted: r.value.trusted,
             })
             .collect(),
+        // A container's root; the node build (a host profile) asks for a booted one.
+        system: false,
     }
 }
 
