@@ -231,7 +231,10 @@ pub fn install_and_split(
         &install.spec,
         &install.architecture.debian(),
         &loader_options(
-            apt_options(&opts.cache_root, opts.offline, &opts.trust),
+            AptOptions {
+                source_date_epoch: opts.epoch,
+                ..apt_options(&opts.cache_root, opts.offline, &opts.trust)
+            },
             &loader,
         ),
         Some(&install.packages),

@@ -28,6 +28,11 @@ use super::PythonInstall;
 pub fn debs_key(packages: &[&LockedPackage], profile: &Profile, lopts: LayerOptions) -> Digest {
     let mut k = Key::new("apt-base-v3").tool_version();
     k.str(&profile.platform.to_string());
+    // A node's root boots: users, enabled units and its empty machine-id are made for it
+    // (`gpuimg_apt::PackagesSpec::system`). Containers' keys are unchanged.
+    if profile.kind == crate::profile::ProfileKind::Host {
+        k.str("system-root-v1");
+    }
     strip(&mut k, profile)
         .str(&lopts.compression.settings_id())
         .u64(lopts.epoch)

@@ -619,8 +619,11 @@ fn plan_apt(
         needs: needs.to_vec(),
         produces: Vec::new(),
     });
+    let mut spec = source_specs::apt_packages(spec, &profile.dir);
+    // A node's root boots (users, enabled units, an empty machine-id).
+    spec.system = profile.kind == crate::profile::ProfileKind::Host;
     let install = AptInstall {
-        spec: source_specs::apt_packages(spec, &profile.dir),
+        spec,
         architecture: source_specs::architecture(&profile.platform),
         packages: f.packages.clone(),
         assignment,
