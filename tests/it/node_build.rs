@@ -205,7 +205,13 @@ fn a_node_is_cached_rebuilt_reproducibly_bumped_in_one_layer_and_signed() {
     require("openssl");
     let old = driver("535.900.01");
     let new = driver("535.901.01");
-    let repo = signed_repo(&[("stable", old.iter().chain(new.iter()).collect())]);
+    // NVIDIA's fabric manager of the newer driver, as NVIDIA's repository names it.
+    let mut fabric = pkg("nvidia-fabricmanager-535", "535.901.01-1");
+    fabric.files = vec![("/usr/bin/nv-fabricmanager", b"#!/bin/sh\n", 0o755)];
+    let repo = signed_repo(&[(
+        "stable",
+        old.iter().chain(new.iter()).chain([&fabric]).collect(),
+    )]);
     let sb = Sandbox::new();
     repo.keyring_into(sb.path());
 
@@ -248,7 +254,7 @@ fn a_node_is_cached_rebuilt_reproducibly_bumped_in_one_layer_and_signed() {
         &sb,
         "b",
         &repo.url,
-        "  driver: \"535.901.01\"\n  signing: {key: keys/key.pem, certificate: keys/cert.pem}\n",
+        "  driver: \"535.901.01\"\n  system: hgx-h100-8\n  signing: {key: keys/key.pem, certificate: keys/cert.pem}\n",
     );
     let stderr = build(&sb, &b, "bumped");
     let (d1, d2) = (&first.1, manifest(&sb, "bumped").1);
@@ -327,6 +333,8 @@ fn a_node_is_cached_rebuilt_reproducibly_bumped_in_one_layer_and_signed() {
         modprobe("nvidia-current").trim(),
         format!("insmod /lib/modules/{abi}/updates/dkms/nvidia-current.ko")
     );
+    // An NVSwitch system: the fabric manager of exactly the driver's version.
+    assert!(rootfs.join("usr/bin/nv-fabricmanager").is_file());
     // What the skipped maintainer scripts would do for a booted system: the persistence
     // daemon's user, sshd's, the units enabled, nothing node-specific.
     let passwd = std::fs::read_to_string(rootfs.join("etc/passwd")).unwrap();
@@ -359,7 +367,10 @@ fn a_node_is_cached_rebuilt_reproducibly_bumped_in_one_layer_and_signed() {
         .flatten()
         .filter(|e| e.file_name().to_string_lossy().starts_with("ssh_host_"))
         .collect();
-    assert!(host_keys.is_empty(), "SSH host keys in a reproducible image");
+    assert!(
+        host_keys.is_empty(),
+        "SSH host keys in a reproducible image"
+    );
     assert!(!rootfs.join("var/lib/systemd/random-seed").exists());
     // The loader finds the driver's libraries through the alternative.
     let cache = run_ok(

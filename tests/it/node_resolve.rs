@@ -158,6 +158,20 @@ fn a_host_profile_that_cannot_be_built_is_a_no_citing_the_facts() {
             && facts.contains("dkms.conf"),
         "{v}"
     );
+    // An HGX H100 8-GPU board (NVSwitch): Debian has no fabric manager, a "no" naming it.
+    let (code, v) = resolve(
+        &sb,
+        "hgx",
+        "  gpus: [H100]\n  system: HGX H100 8-GPU\n  kernel_module: proprietary\n",
+    );
+    assert_eq!(code, Some(1), "{v}");
+    let facts = v["reasons"].to_string();
+    assert!(
+        facts.contains("nvidia-fabricmanager-535")
+            && facts.contains("NVSwitch")
+            && facts.contains("nv-fm-guide"),
+        "{v}"
+    );
     let (code, v) = resolve(&sb, "branch", "  gpus: [H100]\n  driver: \"550\"\n");
     assert_eq!(code, Some(1), "{v}");
     assert!(

@@ -15,8 +15,10 @@
 //!   configuration (`/etc/modprobe.d/nvidia.conf`, `/etc/modules-load.d/nvidia.conf`, the
 //!   nouveau blacklist) and `libnvidia-cfg.so.1`. An X or GL driver among the packages is
 //!   refused here (a node is headless).
+//!
 //! Auto mode: the highest priority's links are written (`LINK -> /etc/alternatives/NAME ->
 //! PATH`), and dpkg's state (`/var/lib/dpkg/alternatives/NAME`) lists every registered choice.
+//!
 //! Must never run package code, follow a link out of the root, or write a link over a file a
 //! package shipped.
 

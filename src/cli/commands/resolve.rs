@@ -121,6 +121,7 @@ fn node_answer(
                         "source": n.source,
                         "source_version": n.source_version,
                         "passed_over": n.passed_over.iter().map(|f| json!({"fact": f.text, "source": f.sources, "unverified": f.unverified})).collect::<Vec<_>>(),
+                        "fabric_manager": n.fabric_manager.as_ref().map(|(p, v)| json!({"package": p, "version": v})),
                     },
                 });
                 outln!("{}", gpuimg_build::lock::canonical_json(&v));
@@ -138,6 +139,9 @@ fn node_answer(
                     n.source,
                     n.source_version
                 );
+                if let Some((p, v)) = &n.fabric_manager {
+                    outln!("  fabric      {p} {v} (the system's NVSwitch)");
+                }
                 if !n.passed_over.is_empty() {
                     outln!("  passed over, because:");
                 }

@@ -3,7 +3,7 @@
 
 use gpuimg_expect::version::Version;
 
-use super::{Catalog, CcSupport, CudaFamily, CudnnRelease, DriverBranch, Gpu, Source};
+use super::{Catalog, CcSupport, CudaFamily, CudnnRelease, DriverBranch, Gpu, Source, System};
 
 /// `"H100 SXM"`, `"h100-sxm"` and `"H100_SXM"` name the same GPU.
 fn norm(s: &str) -> String {
@@ -20,6 +20,14 @@ impl Catalog {
         self.gpus
             .iter()
             .find(|g| norm(&g.name) == n || g.aliases.iter().any(|a| norm(a) == n))
+    }
+
+    /// A GPU system by name or alias (as [`Catalog::gpu`] matches).
+    pub fn system(&self, name: &str) -> Option<&System> {
+        let n = norm(name);
+        self.systems
+            .iter()
+            .find(|s| norm(&s.name) == n || s.aliases.iter().any(|a| norm(a) == n))
     }
 
     /// The catalog name closest to `name` (for "did you mean").

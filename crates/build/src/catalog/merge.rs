@@ -163,6 +163,14 @@ pub(super) fn merge(files: Vec<(String, CatalogFile)>) -> Result<Catalog, Catalo
             "module build failure",
             p,
         );
+        upsert(
+            &mut c.systems,
+            f.systems,
+            |r| r.name.to_lowercase(),
+            &name,
+            "system",
+            p,
+        );
     }
     if !problems.is_empty() {
         return Err(CatalogError::Invalid { problems });

@@ -29,7 +29,7 @@ pub use records::{
     BranchKind, CatalogFile, CcSupport, CudaComponents, CudaFamily, CudaRelease, CudnnBuild,
     CudnnRelease, DriverBranch, DriverFloor, Gpu, GpuCpu, JaxRelease, JaxVariant,
     ModuleBuildFailure, ModuleFlavour, NcclRelease, PythonRelease, PytorchRelease, PytorchVariant,
-    Source, StackDebs, StackWheels, TensorflowRelease,
+    Source, StackDebs, StackWheels, System, TensorflowRelease,
 };
 pub use strip_table::{
     strip_table, strip_table_text, FileTerms, GpuFile, PackageKind, PackageStrip, StripTableError,
@@ -94,6 +94,10 @@ const EMBEDDED: &[(&str, &str)] = &[
         "catalog/module-builds.yaml",
         include_str!("../../../../catalog/module-builds.yaml"),
     ),
+    (
+        "catalog/systems.yaml",
+        include_str!("../../../../catalog/systems.yaml"),
+    ),
 ];
 
 /// The merged, validated catalog. Release lists are sorted newest first.
@@ -118,6 +122,8 @@ pub struct Catalog {
     pub cuda_components: Vec<CudaComponents>,
     /// Module source × kernel pairs known not to compile (`module-builds.yaml`).
     pub module_build_failures: Vec<ModuleBuildFailure>,
+    /// GPU systems whose form factor matters to a node (`systems.yaml`).
+    pub systems: Vec<System>,
     /// Where each overlay came from, in merge order (empty: embedded only).
     pub overlays: Vec<PathBuf>,
 }

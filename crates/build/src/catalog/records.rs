@@ -43,6 +43,27 @@ pub struct CatalogFile {
     pub cuda_components: Vec<CudaComponents>,
     #[serde(default)]
     pub module_build_failures: Vec<ModuleBuildFailure>,
+    #[serde(default)]
+    pub systems: Vec<System>,
+}
+
+/// A GPU system whose form factor decides what a node needs beyond its GPUs
+/// (`catalog/systems.yaml`, a host profile's `host.system`).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct System {
+    pub name: String,
+    #[serde(default)]
+    pub aliases: Vec<String>,
+    /// The GPUs it carries (catalog names).
+    pub gpus: Vec<String>,
+    /// Its GPUs are connected through NVSwitch: the node needs NVIDIA's fabric manager at
+    /// exactly the driver's version.
+    #[serde(default)]
+    pub nvswitch: bool,
+    pub source: Vec<String>,
+    #[serde(default)]
+    pub note: Option<String>,
 }
 
 /// A module source × kernel pair known not to compile (`catalog/module-builds.yaml`): the

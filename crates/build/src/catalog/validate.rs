@@ -127,6 +127,9 @@ fn sources_resolve(c: &Catalog, problems: &mut Vec<String>) {
     for r in &c.module_build_failures {
         check(format!("module build failure {}", r.id), &r.source);
     }
+    for r in &c.systems {
+        check(format!("system {}", r.name), &r.source);
+    }
 }
 
 fn unverified_names_facts(c: &Catalog, problems: &mut Vec<String>) {

@@ -82,6 +82,26 @@ pub fn resolve(
         },
     };
     let aopts = apt_options(cache_root, offline, trust);
+    let system = match &profile.host.system {
+        None => None,
+        Some(s) => Some(catalog.system(&s.value).ok_or_else(|| {
+            invalid(
+                profile,
+                s,
+                "host.system",
+                format!(
+                    "`{}` is not a system the catalog knows ({})",
+                    s.value,
+                    catalog
+                        .systems
+                        .iter()
+                        .map(|s| format!("`{}`", s.name))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )
+        })?),
+    };
     let names = [
         OPEN_SOURCE,
         PROPRIETARY_SOURCE,
@@ -89,6 +109,7 @@ pub fn resolve(
         GSP_FIRMWARE,
         "linux-image-*",
         "linux-headers-*",
+        "nvidia-fabricmanager-*",
     ];
     let offered = gpuimg_apt::offered(
         &source_specs::apt_packages(spec, &profile.dir),
@@ -118,6 +139,7 @@ pub fn resolve(
         kernel,
         module: profile.host.kernel_module,
         offered: &nodes,
+        system,
     };
     // The kernels each candidate source builds for, read from its own `dkms.conf`.
     node::pick(&req, |driver| {

@@ -111,6 +111,9 @@ pub fn packages(
         out.push(format!("{p}={}", node.source_version));
     }
     out.push(format!("{PERSISTENCED}={}", persistenced.version));
+    if let Some((name, version)) = &node.fabric_manager {
+        out.push(format!("{name}={version}"));
+    }
     out.extend(SYSTEM.iter().map(|s| s.to_string()));
     Ok(out)
 }

@@ -230,6 +230,10 @@ pub struct HostSpec {
     pub kernel: Option<Located<String>>,
     #[serde(default)]
     pub kernel_module: KernelModule,
+    /// `system: hgx-h100-8`: the GPU system, where its form factor decides what a node needs
+    /// (NVSwitch: the fabric manager). A catalog name (`catalog/systems.yaml`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<Located<String>>,
     /// `signing: {key: FILE, certificate: FILE}`: sign the node's built modules with the user's
     /// key (host profiles only); paths are relative to the profile.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -16,7 +16,7 @@ use gpuimg_expect::version::{Constraint, Version};
 use super::explain::Explanation;
 use super::fact::{Conflict, Fact};
 use super::node_rules::{self, Kernel, Subject};
-use crate::catalog::{Catalog, Gpu, ModuleFlavour};
+use crate::catalog::{Catalog, Gpu, ModuleFlavour, System};
 use crate::profile::KernelModule;
 
 /// The module source package of each flavour, as Debian names it.
@@ -25,6 +25,8 @@ pub const PROPRIETARY_SOURCE: &str = "nvidia-kernel-dkms";
 /// The user space that must match the module's version, and the firmware both flavours need.
 pub const USER_SPACE: &str = "nvidia-driver";
 pub const GSP_FIRMWARE: &str = "firmware-nvidia-gsp";
+/// NVIDIA's fabric manager, per branch (`nvidia-fabricmanager-535`): NVSwitch systems need it.
+pub const FABRIC_MANAGER: &str = "nvidia-fabricmanager";
 
 /// The module source package of `flavour`.
 pub fn source_package(flavour: ModuleFlavour) -> &'static str {
@@ -71,6 +73,8 @@ pub struct NodeRequest<'a> {
     pub kernel: KernelPin,
     pub module: KernelModule,
     pub offered: &'a [NodeOffer],
+    /// `host.system`: the GPU system, where its form factor matters (NVSwitch).
+    pub system: Option<&'a System>,
 }
 
 /// The resolved node: what gets installed and built.
@@ -87,6 +91,9 @@ pub struct NodeResolution {
     /// Why a newer kernel, or with `any` the preferred flavour, was passed over (empty: the
     /// newest kernel the pin admits, and the preferred flavour).
     pub passed_over: Vec<Fact>,
+    /// NVIDIA's fabric manager (package, Debian version) at exactly the driver's version, for
+    /// an NVSwitch system.
+    pub fabric_manager: Option<(String, String)>,
 }
 
 const APT: &str = "apt";
@@ -137,6 +144,7 @@ pub fn pick<E>(
         match kernel_choice(req, &d, &exclusive) {
             Ok(k) => {
                 let clean = k.passed_over.is_empty();
+                let fabric_manager = fabric_manager(req, &d.driver);
                 let mut res = NodeResolution {
                     kernel_abi: k.abi,
                     kernel_version: k.version,
@@ -145,6 +153,7 @@ pub fn pick<E>(
                     source_version: d.source_version,
                     driver: d.driver,
                     passed_over: k.passed_over,
+                    fabric_manager,
                 };
                 if clean || req.module != KernelModule::Any {
                     if let Some(f) = &first {
@@ -318,6 +327,32 @@ fn check_driver(
     {
         return Err(no.conflict());
     }
+    // An NVSwitch system needs NVIDIA's fabric manager at exactly the driver's version.
+    if let Some(sys) = req.system.filter(|s| s.nvswitch) {
+        if fabric_manager(req, &v).is_none() {
+            let name = fabric_manager_package(&v);
+            let has = offered_versions(req.offered, &name);
+            return Err(Conflict::new(
+                vec![
+                    Fact::new(
+                        format!(
+                            "{} connects its GPUs through NVSwitch, which NVIDIA's fabric manager must set up at exactly the driver's version",
+                            sys.name
+                        ),
+                        &sys.source,
+                    ),
+                    Fact::new(
+                        format!(
+                            "the repositories offer `{name}` {}, not {v} (Debian has none: add NVIDIA's repository that carries it)",
+                            if has.is_empty() { "none".to_string() } else { has.join(", ") }
+                        ),
+                        &[APT.to_string()],
+                    ),
+                ],
+                format!("driver {v} cannot set up {}'s NVSwitch fabric", sys.name),
+            ));
+        }
+    }
     // The whole driver is one version: user space and firmware exactly the module's.
     for needed in [USER_SPACE, GSP_FIRMWARE] {
         let has = offered_versions(req.offered, needed);
@@ -339,6 +374,23 @@ fn check_driver(
         }
     }
     Ok(v)
+}
+
+/// NVIDIA's name of the fabric manager of `driver`'s branch (`nvidia-fabricmanager-535`).
+pub fn fabric_manager_package(driver: &Version) -> String {
+    format!("{FABRIC_MANAGER}-{}", driver.major())
+}
+
+/// The fabric manager a node of `req`'s system needs with `driver`: the offered package of the
+/// driver's branch whose upstream version is exactly the driver's; `None` where the system
+/// needs none or none is offered.
+fn fabric_manager(req: &NodeRequest<'_>, driver: &Version) -> Option<(String, String)> {
+    req.system.filter(|s| s.nvswitch)?;
+    let name = fabric_manager_package(driver);
+    req.offered
+        .iter()
+        .find(|o| o.name == name && o.upstream.as_ref() == Some(driver))
+        .map(|o| (o.name.clone(), o.version.clone()))
 }
 
 /// A kernel chosen for a driver: its ABI, its `linux-image-<abi>` version, and why newer

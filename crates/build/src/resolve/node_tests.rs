@@ -60,6 +60,7 @@ fn request<'a>(
         kernel,
         module,
         offered,
+        system: None,
     }
 }
 
@@ -258,4 +259,58 @@ fn the_driver_rules_are_the_ones_check_host_reads() {
             (Rule::KnownBuildFailure, true)
         ]
     );
+}
+
+#[test]
+fn an_nvswitch_system_needs_the_fabric_manager_at_the_drivers_version() {
+    let catalog = Catalog::embedded().unwrap();
+    let hgx = catalog.system("HGX H100 8-GPU").unwrap();
+    let mut offered = bookworm();
+    let mut req = request(
+        &catalog,
+        &offered,
+        "H100",
+        KernelModule::Proprietary,
+        six_one(),
+    );
+    req.system = Some(hgx);
+    // Debian has no fabric manager: a "no" naming it, the system's fact cited.
+    let no = resolve(&req).unwrap_err().to_string();
+    assert!(no.contains("nvidia-fabricmanager-535"), "{no}");
+    assert!(no.contains("NVSwitch"), "{no}");
+    assert!(no.contains("nv-fm-guide"), "{no}");
+    // Offered only for another driver: still no; at exactly the driver's version: taken.
+    offered.push(offer("nvidia-fabricmanager-535", "535.288.01-1", &[]));
+    let mut req = request(
+        &catalog,
+        &offered,
+        "H100",
+        KernelModule::Proprietary,
+        six_one(),
+    );
+    req.system = Some(hgx);
+    assert!(resolve(&req).is_err());
+    offered.insert(0, offer("nvidia-fabricmanager-535", "535.309.01-1", &[]));
+    let mut req = request(
+        &catalog,
+        &offered,
+        "H100",
+        KernelModule::Proprietary,
+        six_one(),
+    );
+    req.system = Some(hgx);
+    let node = resolve(&req).unwrap();
+    assert_eq!(
+        node.fabric_manager,
+        Some(("nvidia-fabricmanager-535".into(), "535.309.01-1".into()))
+    );
+    // Without the system, no fabric manager is asked for.
+    let req = request(
+        &catalog,
+        &offered,
+        "H100",
+        KernelModule::Proprietary,
+        six_one(),
+    );
+    assert_eq!(resolve(&req).unwrap().fabric_manager, None);
 }
