@@ -33,6 +33,8 @@ fn embedded_table_is_valid_and_ordered() {
             "cudnn",
             "nccl",
             "framework",
+            "kernel",
+            "nvidia-driver",
             "packages"
         ]
     );
@@ -153,6 +155,8 @@ fn overrides_win_and_new_names_come_after_packages_in_profile_order() {
             "cudnn",
             "nccl",
             "framework",
+            "kernel",
+            "nvidia-driver",
             "packages",
             "tools",
             "net"
