@@ -174,7 +174,7 @@ fn overrides_win_and_new_names_come_after_packages_in_profile_order() {
     // An override can also move a package back to `packages`.
     let a = assign(&pkgs, &overrides(&[("packages", &["libc6"])]));
     assert_eq!(a.component("libc6"), Some("packages"));
-    assert_eq!(a.order().len(), 8);
+    assert_eq!(a.order().len(), 10);
 }
 
 #[test]
