@@ -171,6 +171,27 @@ impl Settings {
         gpuimg_build::profile::load(path, &|k| self.env.text(k))
     }
 
+    /// `profile` with its `host:` taken from the node `host.from` names (a host profile,
+    /// resolved; its `${VAR}` from this environment); unchanged without one.
+    pub fn host_from(
+        &self,
+        profile: Profile,
+        catalog: &gpuimg_build::catalog::Catalog,
+        cache_root: &Path,
+        offline: bool,
+        obs: &mut dyn gpuimg_fetch::observe::Observer,
+    ) -> Result<Profile, gpuimg_build::ops::OpsError> {
+        gpuimg_build::ops::host_from::apply(
+            profile,
+            catalog,
+            &|k| self.env.text(k),
+            cache_root,
+            offline,
+            &self.trust(),
+            obs,
+        )
+    }
+
     /// The certificate authorities downloads trust besides the system store:
     /// `SSL_CERT_FILE` (a bundle) and `SSL_CERT_DIR` (directories, `:`-separated).
     pub fn trust(&self) -> Trust {

@@ -460,3 +460,56 @@ fn a_host_profile_builds_the_node_kernel_and_its_nvidia_module() {
     .unwrap();
     assert_eq!(rebuilt["manifest_digest"], built["manifest_digest"]);
 }
+
+/// Issue 39, item 4: a container profile takes its host facts from a host profile
+/// (`host: {from: node.yaml}`): the node's exact driver, flavour, kernel and GPUs become its
+/// expectation, and its stack is resolved against that driver (R535 runs CUDA 12 at most: CUDA
+/// 13 is a "no" saying so). `host.from` beside the container's own host facts is refused.
+#[test]
+fn a_container_takes_its_host_facts_from_the_node() {
+    let sb = Sandbox::new();
+    let (code, node) = resolve(
+        &sb,
+        "node",
+        "  gpus: [H100]\n  kernel: \"6.1\"\n  kernel_module: proprietary\n",
+    );
+    assert_eq!(code, Some(0), "{node}");
+    let driver = node["node"]["driver"].as_str().unwrap().to_string();
+    let container = |name: &str, rest: &str| {
+        let p = sb.join(format!("{name}.yaml"));
+        std::fs::write(
+            &p,
+            format!("name: app/{name}\nbase:\n  apt:\n    mirror: host\n    suite: bookworm\n    packages: [libc6]\n{rest}"),
+        )
+        .unwrap();
+        let out = run(sb.gpuimg().args(["resolve", "--json"]).arg(&p));
+        let v: serde_json::Value =
+            serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+        (
+            out.status.code(),
+            v,
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, v, err) = container("cuda12", "host: {from: node.yaml}\nstack: {cuda: \"12\"}\n");
+    assert_eq!(code, Some(0), "{v} {err}");
+    assert!(
+        v.to_string().contains(&format!("={driver}")),
+        "the node's driver is not the container's: {v}"
+    );
+    let (code, v, err) = container("cuda13", "host: {from: node.yaml}\nstack: {cuda: \"13\"}\n");
+    assert_eq!(code, Some(1), "{v} {err}");
+    let reasons = v["reasons"].to_string();
+    assert!(reasons.contains(&format!("={driver}")), "{v}");
+    assert!(reasons.contains("CUDA 13"), "{v}");
+    // One truth: the container's own host facts beside `from` are refused, naming the key.
+    let (code, _, err) = container(
+        "both",
+        "host: {from: node.yaml, gpus: [H100]}\nstack: {cuda: \"12\"}\n",
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("host.from") && err.contains("host.gpus"),
+        "{err}"
+    );
+}

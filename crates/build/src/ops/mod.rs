@@ -11,6 +11,7 @@
 
 pub mod build;
 pub mod cuda_minor;
+pub mod host_from;
 pub mod host_read;
 pub mod known;
 pub mod lock;

@@ -222,6 +222,10 @@ fn default_components() -> Vec<String> {
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct HostSpec {
+    /// `from: node.yaml`: a container profile takes every host fact from a host profile (its
+    /// resolved kernel, driver, flavour and GPUs), relative to this profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<Located<String>>,
     #[serde(default)]
     pub gpus: Vec<Located<String>>,
     #[serde(default)]

@@ -5,7 +5,7 @@
 use std::path::{Component, Path, PathBuf};
 
 use super::node::Node;
-use super::schema::{AptSpec, ProfileKind, ProviderKind, RawProfile};
+use super::schema::{AptSpec, KernelModule, ProfileKind, ProviderKind, RawProfile};
 use super::sources::{build_context, join, parse_mode, source};
 use super::{Located, Profile, ProfileError};
 use gpuimg_oci::image::Platform;
@@ -151,6 +151,37 @@ pub(super) fn validate(
         }
     }
 
+    if let Some(from) = &raw.host.from {
+        if kind == ProfileKind::Host {
+            return Err(cx.err(
+                from,
+                "host.from",
+                "a host profile is the node itself; `host.from` belongs to a container profile",
+            ));
+        }
+        let h = &raw.host;
+        let also = [
+            ("gpus", !h.gpus.is_empty()),
+            ("driver", h.driver.is_some()),
+            ("kernel", h.kernel.is_some()),
+            ("kernel_module", h.kernel_module != KernelModule::Any),
+            ("system", h.system.is_some()),
+        ];
+        if let Some((key, _)) = also.iter().find(|(_, set)| *set) {
+            return Err(cx.err(
+                from,
+                "host.from",
+                format!("takes every host fact from the node; remove `host.{key}` (the node's own is used)"),
+            ));
+        }
+        if !join(dir, &from.value).is_file() {
+            return Err(cx.err(
+                from,
+                "host.from",
+                format!("`{}` is not a file", join(dir, &from.value).display()),
+            ));
+        }
+    }
     if let Some(signing) = &raw.host.signing {
         if kind != ProfileKind::Host {
             return Err(cx.err(
