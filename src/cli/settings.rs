@@ -180,7 +180,7 @@ impl Settings {
         cache_root: &Path,
         offline: bool,
         obs: &mut dyn gpuimg_fetch::observe::Observer,
-    ) -> Result<Profile, gpuimg_build::ops::OpsError> {
+    ) -> Result<Profile, CliError> {
         gpuimg_build::ops::host_from::apply(
             profile,
             catalog,
@@ -190,6 +190,7 @@ impl Settings {
             &self.trust(),
             obs,
         )
+        .map_err(CliError::from_ops)
     }
 
     /// The certificate authorities downloads trust besides the system store:

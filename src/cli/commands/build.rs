@@ -185,15 +185,13 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
         platform: args.platform.clone(),
     };
     let mut progress = Progress::new(settings.quiet, args.json);
-    let profile = settings
-        .host_from(
-            profile,
-            &catalog,
-            &req.options.cache_root,
-            args.offline,
-            &mut progress,
-        )
-        .map_err(CliError::from_ops)?;
+    let profile = settings.host_from(
+        profile,
+        &catalog,
+        &req.options.cache_root,
+        args.offline,
+        &mut progress,
+    )?;
     let out =
         ops::build::build(&profile, &catalog, &req, &mut progress).map_err(CliError::from_ops)?;
     if args.json {

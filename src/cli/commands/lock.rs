@@ -50,9 +50,8 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
     let catalog = args.catalog.load(settings)?;
     let cache_root = settings.cache_root(args.cache.as_deref());
     let mut progress = Progress::new(settings.quiet, args.json);
-    let profile = settings
-        .host_from(profile, &catalog, &cache_root, args.offline, &mut progress)
-        .map_err(CliError::from_ops)?;
+    let profile =
+        settings.host_from(profile, &catalog, &cache_root, args.offline, &mut progress)?;
     let locked = gpuimg_build::ops::lock::lock(
         &profile,
         args.platform.as_ref(),

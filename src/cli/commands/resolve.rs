@@ -56,9 +56,8 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
         python: &python,
     };
     let mut progress = Progress::new(settings.quiet, args.json);
-    let profile = settings
-        .host_from(profile, &catalog, &cache_root, args.offline, &mut progress)
-        .map_err(CliError::from_ops)?;
+    let profile =
+        settings.host_from(profile, &catalog, &cache_root, args.offline, &mut progress)?;
     if profile.kind == gpuimg_build::profile::ProfileKind::Host {
         let node = gpuimg_build::ops::node::resolve(
             &profile,
