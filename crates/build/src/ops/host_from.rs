@@ -24,7 +24,13 @@ pub fn apply(
     trust: &Trust,
     obs: &mut dyn Observer,
 ) -> Result<Profile, OpsError> {
-    let Some(from) = profile.host.from.clone() else {
+    // Applied once: the facts taken are the driver's pin (absent beside `from` at load).
+    let Some(from) = profile
+        .host
+        .from
+        .clone()
+        .filter(|_| profile.host.driver.is_none())
+    else {
         return Ok(profile);
     };
     let path = profile.dir.join(&from.value);
@@ -54,8 +60,8 @@ pub fn apply(
         line: from.line,
         column: from.column,
     };
+    // `from` stays: it says where the facts came from (no hint proposes changing them).
     let mut out = profile;
-    out.host.from = None;
     out.host.gpus = node_profile
         .host
         .gpus

@@ -306,21 +306,23 @@ fn suggest(req: &Request, catalog: &Catalog) -> Vec<String> {
         set(&mut r, c);
         works(&r).then(|| format!("`host.{key}: \"{range}\"` would work"))
     };
-    if req.driver.is_some() {
+    // A node's host facts (`host.from`) are changed in the node, not here: no hint for them.
+    let own_host = !req.host_from_node;
+    if own_host && req.driver.is_some() {
         let r = Request {
             driver: None,
             ..req.clone()
         };
         out.extend(host_hint("driver", r, |r, c| r.driver = Some(c)));
     }
-    if req.kernel.is_some() {
+    if own_host && req.kernel.is_some() {
         let r = Request {
             kernel: None,
             ..req.clone()
         };
         out.extend(host_hint("kernel", r, |r, c| r.kernel = Some(c)));
     }
-    if req.kernel_module != KernelModule::Any {
+    if own_host && req.kernel_module != KernelModule::Any {
         let r = Request {
             kernel_module: KernelModule::Any,
             ..req.clone()
@@ -329,7 +331,7 @@ fn suggest(req: &Request, catalog: &Catalog) -> Vec<String> {
             out.push("`host.kernel_module: any` would work".to_string());
         }
     }
-    if req.gpus.len() > 1 {
+    if own_host && req.gpus.len() > 1 {
         for (i, g) in req.gpus.iter().enumerate() {
             let mut r = req.clone();
             r.gpus.remove(i);

@@ -125,6 +125,8 @@ pub struct Request {
     /// The image's platform (the profile's `platform`, `linux/amd64` by default), checked
     /// against each GPU's CPU; `None` (`catalog why`) checks none.
     pub platform: Option<ImagePlatform>,
+    /// The host facts are a node's (`host.from`): no hint proposes changing them.
+    pub host_from_node: bool,
 }
 
 /// What the package index installs for a framework's exact pin (`torch==2.14.1`), per catalog
@@ -272,6 +274,7 @@ impl Request {
                 os: profile.platform.os.clone(),
                 architecture: profile.platform.architecture.clone(),
             }),
+            host_from_node: profile.host.from.is_some(),
         })
     }
 }
