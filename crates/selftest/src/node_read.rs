@@ -128,9 +128,17 @@ fn module_file(root: &Root, path: &str) -> Found<ModuleFile> {
 
 fn library(root: &Root) -> Found<Library> {
     for link in LIBCUDA {
+        // Absent here: the next directory. Present but leading nowhere (a broken alternative):
+        // that is the finding.
+        let (dir, name) = link.rsplit_once('/').unwrap_or(("/", link));
+        let present = root.resolve(dir).is_ok_and(|d| {
+            std::fs::symlink_metadata(root.host_path(&format!("{d}/{name}"))).is_ok()
+        });
+        if !present {
+            continue;
+        }
         let real = match root.resolve(link) {
             Ok(r) => r,
-            Err(InRootError::Missing(_)) => continue,
             Err(e) => return found(root, link, Err(e)),
         };
         let name = real.rsplit('/').next().unwrap_or_default();

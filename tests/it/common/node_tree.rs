@@ -28,7 +28,8 @@ pub struct Node {
     pub open: bool,
     /// A loaded module: its version and whether `/proc` calls it the open one.
     pub loaded: Option<(String, bool)>,
-    /// The version in the name of the real file behind `libcuda.so.1`; `None` leaves it out.
+    /// The version in the name of the real file behind `libcuda.so.1`; `None` leaves it out,
+    /// `broken` leaves out only the file the links lead to.
     pub library: Option<String>,
     /// The GSP firmware's directory (a driver version); `None` leaves it out.
     pub firmware: Option<String>,
@@ -249,7 +250,10 @@ pub fn make(root: &Path, node: &Node, keys: Option<&Keys>) {
     }
     if let Some(v) = &node.library {
         let dir = "usr/lib/x86_64-linux-gnu/nvidia/current";
-        write(root, &format!("{dir}/libcuda.so.{v}"), b"\x7fELF");
+        // `broken`: the alternative's links lead to a file that is not there.
+        if v != "broken" {
+            write(root, &format!("{dir}/libcuda.so.{v}"), b"\x7fELF");
+        }
         link(
             root,
             &format!("{dir}/libcuda.so.1"),

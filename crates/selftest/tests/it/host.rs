@@ -221,6 +221,15 @@ fn each_mismatch_fails_the_check_that_names_it() {
             ("library-version", "no `libcuda.so.1`"),
         ),
         (
+            "a broken alternative",
+            Node {
+                library: Some("broken".into()),
+                ..Node::default()
+            },
+            names(&["library-version"]),
+            ("library-version", "does not exist"),
+        ),
+        (
             "modules of another version (and so no firmware for it)",
             Node {
                 module_version: other.clone(),
