@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build the self-test crate (gpuimg-selftest, with the two crates it uses) with Debian's
+# Build the self-test crate (gpuimg-selftest, with the crates it uses) with Debian's
 # rustc-web, the compiler the arm64 images' self-test is built with: the crate must stay within
 # what that compiler and Cargo accept. Installs Debian's `rustc-web` and `cargo-web` (bookworm's
 # security suite: rustc and cargo 1.96, at /usr/bin) when missing, and builds in a target

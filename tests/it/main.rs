@@ -70,6 +70,7 @@ mod sandbox;
 mod sbom;
 mod selftest_arm64;
 mod selftest_cli;
+mod selftest_host;
 mod selftest_image;
 mod settings_env;
 mod size_report;

@@ -9,6 +9,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::libraries::{DeviceCode, LibraryExpectation};
+use super::node::NodeExpectation;
 use super::range::{RangeError, VersionRange};
 use super::settings::{Choices, KernelModule, OnFailure, SelftestLevel};
 
@@ -16,8 +17,8 @@ use super::settings::{Choices, KernelModule, OnFailure, SelftestLevel};
 pub const DEFAULT_PATH: &str = "/etc/gpuimg/expect.json";
 /// Where the builder puts `gpuimg-selftest` inside the image.
 pub const BINARY_PATH: &str = "/usr/local/bin/gpuimg-selftest";
-/// The format version this build writes (format 2 adds `libraries`, `device_code` and
-/// `platform`).
+/// The format version this build writes (format 2 adds `libraries`, `device_code`,
+/// `platform` and a node image's `node`).
 pub const FORMAT: u32 = 2;
 /// The oldest format this build still reads.
 pub const OLDEST_FORMAT: u32 = 1;
@@ -138,6 +139,10 @@ pub struct Expectation {
     /// Format 2: the GPU's compute capability must be covered by this device code.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device_code: Option<DeviceCode>,
+    /// Format 2, a node image's only: what the node was built with, for the host checks
+    /// (`gpuimg-selftest --host`); absent in every container image's file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<NodeExpectation>,
 }
 
 impl Default for Expectation {
@@ -159,6 +164,7 @@ impl Default for Expectation {
             level: SelftestLevel::Quick,
             libraries: Vec::new(),
             device_code: None,
+            node: None,
         }
     }
 }
@@ -214,6 +220,7 @@ impl Expectation {
             level: selftest.level,
             libraries: host.libraries,
             device_code: host.device_code,
+            node: None,
         }
     }
 
@@ -255,6 +262,8 @@ impl Expectation {
                 Some("device_code")
             } else if self.platform.is_some() {
                 Some("platform")
+            } else if self.node.is_some() {
+                Some("node")
             } else {
                 None
             };
@@ -282,6 +291,9 @@ impl Expectation {
                     });
                 }
             }
+        }
+        if let Some(node) = &self.node {
+            node.validate()?;
         }
         for lib in &self.libraries {
             let bad = |field, value: &str| ExpectError::Value {

@@ -13,6 +13,7 @@ pub mod version;
 
 mod expectation;
 mod libraries;
+mod node;
 mod range;
 mod settings;
 
@@ -24,5 +25,6 @@ pub use expectation::{
 pub use libraries::{
     DeviceCode, DeviceTarget, InvalidTarget, LibraryExpectation, TargetKind, VersionCall,
 };
+pub use node::{NodeExpectation, NodeSigner};
 pub use range::{compare_fields, leading_fields, RangeError, VersionRange};
 pub use settings::{Choices, KernelModule, OnFailure, SelftestLevel};

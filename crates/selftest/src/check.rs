@@ -90,6 +90,9 @@ pub struct Check {
     /// Set exactly when `status` is `not-measured`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub because: Option<Because>,
+    /// Where the measured value was read (the host checks: a file of the node).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_from: Option<String>,
 }
 
 impl Check {
@@ -101,6 +104,7 @@ impl Check {
             measured: None,
             detail: None,
             because: None,
+            read_from: None,
         }
     }
 
@@ -123,6 +127,11 @@ impl Check {
 
     pub fn detail(mut self, v: impl Into<String>) -> Check {
         self.detail = Some(v.into());
+        self
+    }
+
+    pub fn read_from(mut self, v: impl Into<String>) -> Check {
+        self.read_from = Some(v.into());
         self
     }
 }

@@ -4,7 +4,8 @@
 //! Output goes to stdout, or to stderr when a command is wrapped (stdout is the workload's).
 //! Exit codes: 0 pass, 1 a check failed, 2 bad input or usage (or the report could not be
 //! written), 3 internal error, 4 no GPU or no driver — so a script can tell a host without a
-//! GPU from a misspelled expectation file.
+//! GPU from a misspelled expectation file. `--host` runs the host checks of a node image's
+//! expectation instead (same report, same codes; never 4: it makes no GPU call).
 
 use gpuimg_entry::error_line::chain;
 use std::ffi::OsString;
@@ -36,6 +37,14 @@ struct Args {
     /// Also write the JSON report to FILE.
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
+    /// Check what a node needs at boot against the expectation's `node` section, from the
+    /// node's files: running kernel, module files' vermagic, module and library versions, GSP
+    /// firmware, module flavour, signer. No GPU call.
+    #[arg(long, conflicts_with_all = ["level", "command"])]
+    host: bool,
+    /// With --host: read the node's files (and its default expectation) under DIR (default /).
+    #[arg(long, value_name = "DIR", requires = "host")]
+    root: Option<PathBuf>,
     /// The command to exec after a pass (or after a failure with `on-failure: warn`).
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<OsString>,
@@ -47,6 +56,9 @@ pub fn main() -> ExitCode {
         Ok(a) => a,
         Err(code) => return code,
     };
+    if args.host {
+        return host(&args);
+    }
     let expect = match load_expectation(args.expect.as_deref()) {
         Ok(e) => e,
         Err(msg) => {
@@ -106,6 +118,45 @@ pub fn main() -> ExitCode {
     let err = super::exec(&args.command);
     eprintln!("error: {}", chain(&err));
     ExitCode::from(err.code)
+}
+
+/// `--host`: the host checks of the expectation's `node` section, on the node under `--root`.
+fn host(args: &Args) -> ExitCode {
+    let root = args.root.clone().unwrap_or_else(|| PathBuf::from("/"));
+    let path = args
+        .expect
+        .clone()
+        .unwrap_or_else(|| root.join(DEFAULT_PATH.trim_start_matches('/')));
+    let node = match Expectation::load(&path) {
+        Ok(Expectation { node: Some(n), .. }) => n,
+        Ok(_) => {
+            eprintln!(
+                "error: `{}` has no `node` section: --host checks a node image's expectation",
+                path.display()
+            );
+            return ExitCode::from(2);
+        }
+        Err(e) => {
+            eprintln!("error: {}", chain(&e));
+            return ExitCode::from(2);
+        }
+    };
+    let report = super::run_host(&node, &root);
+    let mut code = report.verdict.exit_code();
+    if let Some(path) = &args.report {
+        if let Err(e) = fs_err::write(path, report.to_json()) {
+            eprintln!("error: {}", chain(&e));
+            code = code.max(2);
+        }
+    }
+    let text = if args.json {
+        report.to_json()
+    } else {
+        report.to_text()
+    };
+    // A closed stdout (`| head`) is not an error.
+    let _ = std::io::stdout().write_all(text.as_bytes());
+    ExitCode::from(code)
 }
 
 /// The expectation to check against: an explicit file must exist and be valid; the default

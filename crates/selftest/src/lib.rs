@@ -3,10 +3,13 @@
 //!
 //! Probes the host (procfs, NVML and the CUDA driver API, loaded at run time; each probe with a
 //! time limit) and the image's own CUDA libraries, checks the results against an
-//! `Expectation`, and renders a `Report`.
-//! Checks are pure functions of `Measurements`. Must never link the CUDA toolkit, write to the
-//! host, or panic on anything the host or the expectation file controls. Of the builder it
-//! depends on `gpuimg-expect` and `gpuimg-entry` alone, never on `gpuimg` itself.
+//! `Expectation`, and renders a `Report`. A node image's expectation also drives the host
+//! checks (`run_host`, `gpuimg-selftest --host`): what a node needs at boot, read from its files
+//! under a root, no GPU call made.
+//! Checks are pure functions of `Measurements` (`NodeFacts` for the host checks). Must never
+//! link the CUDA toolkit, write to the host, or panic on anything the host or the expectation
+//! file controls. Of the builder it depends on `gpuimg-expect`, `gpuimg-entry` and the pure
+//! module reader `gpuimg-kmod` alone, never on `gpuimg` itself.
 
 mod carried;
 mod cause;
@@ -20,7 +23,11 @@ mod cuda_work;
 mod data;
 mod dl;
 mod exec;
+mod in_root;
 mod libraries;
+mod node_checks;
+mod node_facts;
+mod node_read;
 mod nvml;
 mod platform;
 mod procfs;
@@ -45,15 +52,19 @@ pub use data::{
 };
 pub use exec::{exec, ExecError};
 pub use gpuimg_expect::host_text::parse_module_version;
+pub use in_root::{InRootError, Root};
 pub use libraries::probe_all as probe_libraries;
+pub use node_checks::evaluate as evaluate_host;
+pub use node_facts::{CertificateFacts, Found, Library, ModuleFile, NodeFacts, SignedBy};
+pub use node_read::{module_path, read as read_node};
 pub use ptx::PTX;
 pub use report::Report;
 pub use require::{
     evaluate as evaluate_require, requirements, InvalidRequirement, Outcome, RequireFacts,
 };
 
-use gpuimg_expect::Expectation;
 use gpuimg_expect::SelftestLevel;
+use gpuimg_expect::{Expectation, NodeExpectation};
 
 /// Probe this host at `level` and check it against `expect`; `env` is the process environment
 /// (for `NVIDIA_REQUIRE_*`).
@@ -99,6 +110,35 @@ pub fn report_from(
         gpus: m.gpus.clone(),
         cuda_devices: m.cuda_devices.clone(),
         libraries: m.libraries.clone(),
+        checks,
+        duration_ms: elapsed.as_millis() as u64,
+    }
+}
+
+/// Check the node under `root` (`/` on the node itself) against `node`: the host checks, from
+/// its files alone (no GPU call, nothing loaded).
+pub fn run_host(node: &NodeExpectation, root: &std::path::Path) -> Report {
+    let start = Instant::now();
+    let facts = node_read::read(&Root::new(root), node);
+    host_report_from(node, &facts, start.elapsed())
+}
+
+/// The host checks' report for already-read facts (pure; tests use recorded facts).
+pub fn host_report_from(node: &NodeExpectation, f: &NodeFacts, elapsed: Duration) -> Report {
+    let checks = node_checks::evaluate(node, f);
+    Report {
+        verdict: checks::verdict(&checks),
+        message: None,
+        level: "host",
+        kernel: f.kernel.value.clone(),
+        kernel_module: f.loaded.value.clone(),
+        driver_version: f.library.value.as_ref().and_then(|l| l.version.clone()),
+        cuda_driver_version: None,
+        nvml_init: InitOutcome::NotCalled,
+        cuda_init: InitOutcome::NotCalled,
+        gpus: Vec::new(),
+        cuda_devices: Vec::new(),
+        libraries: Vec::new(),
         checks,
         duration_ms: elapsed.as_millis() as u64,
     }

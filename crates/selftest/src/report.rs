@@ -151,6 +151,9 @@ impl Report {
                 clip(c.expected.as_deref().unwrap_or("-"), 28),
                 c.measured.as_deref().unwrap_or("-")
             );
+            if let Some(from) = &c.read_from {
+                let _ = write!(line, "  from {from}");
+            }
             if let Some(d) = &c.detail {
                 if c.status != Status::Pass {
                     let _ = write!(line, "  ({d})");

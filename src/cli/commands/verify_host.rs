@@ -1,7 +1,8 @@
 //! `gpuimg verify-host PROFILE|LOCK|EXPECT.json`: run the self-test's checks on this host.
 //!
 //! Which expectation: `ops::verify` (a profile resolved now, a lock's recorded resolution, or
-//! an expectation file as it is).
+//! an expectation file as it is). A node image's expectation (its `node` section) runs the
+//! self-test's host checks (`gpuimg_selftest::run_host`) instead of the GPU checks.
 
 use super::CatalogArgs;
 use crate::cli::{CliError, Settings};
@@ -58,7 +59,11 @@ pub fn exec(args: Args, settings: &Settings) -> Result<u8, CliError> {
         Some(LevelArg::Quick) => SelftestLevel::Quick,
         None => expect.level,
     };
-    let report = gpuimg_selftest::run(&expect, level, &gpuimg_selftest::process_env());
+    // A node image's expectation: the host checks, from this machine's files.
+    let report = match &expect.node {
+        Some(node) => gpuimg_selftest::run_host(node, std::path::Path::new("/")),
+        None => gpuimg_selftest::run(&expect, level, &gpuimg_selftest::process_env()),
+    };
     if let Some(path) = &args.report {
         fs_err::write(path, report.to_json())?;
     }

@@ -30,6 +30,7 @@ pub mod hostile_push;
 pub mod http;
 pub mod image;
 pub mod node;
+pub mod node_tree;
 pub mod peak;
 pub mod proxy;
 pub mod pyindex;
