@@ -391,6 +391,20 @@ fn a_node_is_cached_rebuilt_reproducibly_bumped_in_one_layer_and_signed() {
     let sig = module.signature.expect("the module is not signed");
     assert_eq!(sig.signer.as_deref(), Some("fixture node signing"));
     assert_eq!(sig.hash, "sha256");
+    // The node's expectation, what `gpuimg-selftest --host` holds a booted node to.
+    let expect: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(rootfs.join("etc/gpuimg/expect.json")).unwrap())
+            .unwrap();
+    let n = &expect["node"];
+    assert_eq!(n["kernel_abi"], abi.as_str(), "{expect}");
+    assert_eq!(n["driver"], "535.901.01", "{expect}");
+    assert_eq!(n["flavour"], "proprietary", "{expect}");
+    assert_eq!(
+        n["modules"],
+        serde_json::json!(["nvidia-current"]),
+        "{expect}"
+    );
+    assert_eq!(n["signer"]["serial"], sig.key_id.as_str(), "{expect}");
     // The certificate enrolled on the node is the one given, as DER.
     let der = run_ok_bytes(
         Command::new("openssl")

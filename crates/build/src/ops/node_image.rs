@@ -196,6 +196,49 @@ pub fn build(
         dst: rel.clone(),
         mode: None,
     }];
+    // The node's expectation (`gpuimg-selftest --host` and `gpuimg verify-host` check a booted
+    // node against it): the kernel ABI, the driver, the flavour, the modules and the signer.
+    let expectation = gpuimg_expect::Expectation {
+        image: Some(profile.name.to_string()),
+        platform: Some(gpuimg_expect::ImagePlatform {
+            os: profile.platform.os.clone(),
+            architecture: profile.platform.architecture.clone(),
+        }),
+        kernel_module: match node.flavour {
+            crate::catalog::ModuleFlavour::Open => gpuimg_expect::KernelModule::Open,
+            crate::catalog::ModuleFlavour::Proprietary => gpuimg_expect::KernelModule::Proprietary,
+        },
+        gpus: profile.host.gpus.iter().map(|g| g.value.clone()).collect(),
+        node: Some(gpuimg_expect::NodeExpectation {
+            kernel_abi: node.kernel_abi.clone(),
+            driver: node.driver.to_string(),
+            flavour: match node.flavour {
+                crate::catalog::ModuleFlavour::Open => gpuimg_expect::KernelModule::Open,
+                crate::catalog::ModuleFlavour::Proprietary => {
+                    gpuimg_expect::KernelModule::Proprietary
+                }
+            },
+            modules: built
+                .installed_as
+                .iter()
+                .map(|(_, to)| to.clone())
+                .collect(),
+            signer: signer.as_ref().map(|s| gpuimg_expect::NodeSigner {
+                issuer: s.certificate.issuer.clone(),
+                serial: s.certificate.serial.clone(),
+                subject_key_id: s.certificate.subject_key_id.clone(),
+            }),
+        }),
+        ..gpuimg_expect::Expectation::default()
+    };
+    let expect_file = scratch.path().join("expect.json");
+    fs_err::write(&expect_file, expectation.to_json())
+        .map_err(|e| BuildError::Assemble(gpuimg_assemble::AssembleError::Io(e)))?;
+    image.files.push(crate::profile::FileEntry {
+        src: expect_file,
+        dst: gpuimg_expect::DEFAULT_PATH.trim_start_matches('/').into(),
+        mode: Some(0o644),
+    });
     // The certificate a node enrolls (`mokutil --import`), where dkms keeps its own.
     if let Some(s) = &signer {
         let der = scratch.path().join("mok.pub");
