@@ -177,19 +177,7 @@ pub fn offered_package(
     trust: &Trust,
     obs: &mut dyn Observer,
 ) -> Result<crate::lock::LockedPackage, OpsError> {
-    let Base::Apt(spec) = &profile.base else {
-        return Err(OpsError::Incompatible(
-            "a host profile installs from apt repositories (`base.apt`)".into(),
-        ));
-    };
-    let offered = gpuimg_apt::offered(
-        &source_specs::apt_packages(spec, &profile.dir),
-        &source_specs::architecture(&profile.platform).debian(),
-        &apt_options(cache_root, offline, trust),
-        &[name],
-        obs,
-    )
-    .map_err(|e| super::apt_error_at(profile, e))?;
+    let offered = offer(profile, &[name], cache_root, offline, trust, obs)?;
     offered
         .iter()
         .find(|o| o.version.to_string() == version)
@@ -199,6 +187,31 @@ pub fn offered_package(
                 "the repositories no longer offer `{name}` {version}"
             ))
         })
+}
+
+/// What the host profile's repositories offer of `names` (globs allowed), read from their
+/// signed indexes: the one read of a node's offer.
+pub fn offer(
+    profile: &Profile,
+    names: &[&str],
+    cache_root: &Path,
+    offline: bool,
+    trust: &Trust,
+    obs: &mut dyn Observer,
+) -> Result<Vec<gpuimg_apt::Offered>, OpsError> {
+    let Base::Apt(spec) = &profile.base else {
+        return Err(OpsError::Incompatible(
+            "a host profile installs from apt repositories (`base.apt`)".into(),
+        ));
+    };
+    gpuimg_apt::offered(
+        &source_specs::apt_packages(spec, &profile.dir),
+        &source_specs::architecture(&profile.platform).debian(),
+        &apt_options(cache_root, offline, trust),
+        names,
+        obs,
+    )
+    .map_err(|e| super::apt_error_at(profile, e))
 }
 
 /// An offered package as a lock (and an install from exactly it) names it.

@@ -11,9 +11,7 @@ use std::path::Path;
 
 use super::OpsError;
 use crate::catalog::ModuleFlavour;
-use crate::driver::apt_options;
-use crate::plan::source_specs;
-use crate::profile::{Base, Profile};
+use crate::profile::Profile;
 use crate::resolve::node::NodeResolution;
 use gpuimg_fetch::observe::Observer;
 use gpuimg_fetch::Trust;
@@ -64,19 +62,7 @@ pub fn packages(
     trust: &Trust,
     obs: &mut dyn Observer,
 ) -> Result<Vec<String>, OpsError> {
-    let Base::Apt(spec) = &profile.base else {
-        return Err(OpsError::Incompatible(
-            "a host profile installs from apt repositories (`base.apt`)".into(),
-        ));
-    };
-    let offered = gpuimg_apt::offered(
-        &source_specs::apt_packages(spec, &profile.dir),
-        &source_specs::architecture(&profile.platform).debian(),
-        &apt_options(cache_root, offline, trust),
-        &[PERSISTENCED],
-        obs,
-    )
-    .map_err(|e| super::apt_error_at(profile, e))?;
+    let offered = super::node::offer(profile, &[PERSISTENCED], cache_root, offline, trust, obs)?;
     let branch = node.driver.major();
     let persistenced = offered
         .iter()
